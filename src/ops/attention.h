@@ -1,0 +1,30 @@
+// Plain reference attention: materializes the [Tq, Tk] probabilities. It is
+// the ground truth for the fused kernels and the CPU path of the model.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace rotor::ops {
+
+struct AttentionOptions {
+  float scale = 1.0f;  // multiplies q.k (1 when Q is already scaled)
+  bool causal = false; // query i sees keys j <= i + (Tk - Tq)
+  Tensor key_lengths;  // optional i32 [B]: keys j >= key_lengths[b] are padding
+  float dropout = 0.0f;  // on the probabilities, Philox element index = flat [B,H,Tq,Tk] index
+  uint64_t seed = 0;
+  uint64_t stream = 0;
+};
+
+// q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, D] -> out [B, H, Tq, D].
+// probs [B, H, Tq, Tk] receives the softmax before dropout (for the backward).
+// A query with no visible key gets a zero output.
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionOptions& options, Tensor& out, Tensor& probs);
+// Writes dq, dk, dv (same shapes as q, k, v).
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                        const Tensor& dout, const AttentionOptions& options, Tensor& dq,
+                        Tensor& dk, Tensor& dv);
+
+}  // namespace rotor::ops

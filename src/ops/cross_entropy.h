@@ -1,0 +1,19 @@
+// Label-smoothed cross-entropy as fairseq defines it: the target class gets
+// probability 1 - eps and every other class eps / (V - 1). Rows whose target
+// equals ignore_index (the pad id) contribute nothing.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace rotor::ops {
+
+// logits [N, V]; targets i32 [N]; outputs f32 [N]: loss (smoothed), nll
+// (-log p[target]) and lse (log-sum-exp of the row, kept for the backward).
+// Ignored rows get 0 loss and 0 nll.
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float smoothing,
+                           int ignore_index, Tensor& loss, Tensor& nll, Tensor& lse);
+// dlogits = grad_scale * (softmax(logits) - q), 0 on ignored rows.
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                            float smoothing, int ignore_index, float grad_scale, Tensor& dlogits);
+
+}  // namespace rotor::ops

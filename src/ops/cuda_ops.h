@@ -1,0 +1,65 @@
+// The CUDA implementations behind the op API (only in builds with CUDA).
+// Same signatures and semantics as the public ops in src/ops/*.h; defined in
+// src/ops/*_cuda.cpp, which call the raw-pointer launchers of kernels/*.cuh.
+#pragma once
+
+#include <vector>
+
+#include "ops/adamw.h"
+#include "ops/attention.h"
+#include "ops/gemm.h"
+
+namespace rotor::ops::cuda_impl {
+
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& options);
+
+void fill(Tensor& x, float value);
+void cast(const Tensor& src, Tensor& dst);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void mul(const Tensor& a, const Tensor& b, Tensor& out);
+void scale(Tensor& x, float s);
+void axpby(float alpha, const Tensor& x, float beta, Tensor& y);
+void add_bias(Tensor& x, const Tensor& bias);
+void activation_forward(const Tensor& x, Tensor& y, Activation act);
+void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activation act);
+
+void sum_rows(const Tensor& x, Tensor& out, bool accumulate);
+void sum(const Tensor& x, double& result);
+void max_abs(const Tensor& x, float& result);
+void global_norm(const std::vector<Tensor>& tensors, Tensor& out);
+void any_nonfinite(const std::vector<Tensor>& tensors, Tensor& out);
+
+void softmax_forward(const Tensor& x, Tensor& y);
+void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                        Tensor& y, Tensor& mean, Tensor& rstd);
+void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
+                         Tensor& dbeta);
+
+void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_t stream);
+void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint64_t stream);
+
+void embedding_forward(const Tensor& ids, const Tensor& table, float scale, Tensor& out);
+void embedding_backward(const Tensor& ids, const Tensor& dout, float scale, Tensor& dtable,
+                        int pad_id);
+
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float smoothing,
+                           int ignore_index, Tensor& loss, Tensor& nll, Tensor& lse);
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                            float smoothing, int ignore_index, float grad_scale, Tensor& dlogits);
+
+void rope_forward(const Tensor& x, Tensor& y, float base, int64_t position_offset);
+void rope_backward(const Tensor& dy, Tensor& dx, float base, int64_t position_offset);
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionOptions& options, Tensor& out, Tensor& probs);
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                        const Tensor& dout, const AttentionOptions& options, Tensor& dq,
+                        Tensor& dk, Tensor& dv);
+
+void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
+                const AdamWOptions& options);
+
+}  // namespace rotor::ops::cuda_impl

@@ -1,0 +1,15 @@
+// Dropout with masks from Philox (core/philox.h): element i is kept when
+// philox_uniform(seed, stream, i) >= p, and scaled by 1/(1-p). The backward
+// regenerates the same mask rather than storing it.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace rotor::ops {
+
+void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_t stream);
+void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint64_t stream);
+
+}  // namespace rotor::ops

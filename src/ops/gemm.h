@@ -1,0 +1,31 @@
+// Matrix products. CPU: OpenBLAS sgemm; CUDA: cuBLASLt with fused epilogues.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace rotor::ops {
+
+// Element-wise activations used as GEMM epilogues and in feed-forward layers.
+// GELU is the tanh approximation (cuBLASLt's GELU epilogue; Hugging Face's
+// "gelu_new"), so the CPU and GPU paths compute the same function.
+enum class Activation { None, ReLU, GELU };
+Activation parse_activation(const std::string& name);  // "none", "relu", "gelu"
+const char* activation_name(Activation a);
+
+struct GemmOptions {
+  bool trans_a = false;  // use A^T
+  bool trans_b = false;  // use B^T
+  float alpha = 1.0f;
+  float beta = 0.0f;      // C = alpha * op(A) op(B) + beta * C
+  Tensor bias;            // optional [N], added to every row before the activation
+  Activation activation = Activation::None;
+  Tensor pre_activation;  // optional [..., M, N]: receives the value before the activation
+};
+
+// C[..., M, N] = act(alpha * op(A)[..., M, K] @ op(B)[..., K, N] + beta * C + bias).
+// A and B are 2-D or carry the same leading batch dimensions as C; a 2-D B
+// with a batched A is broadcast over the batch. All floating tensors share one
+// dtype (CPU: f32; CUDA: f32, f16, bf16 with fp32 accumulation).
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& options = {});
+
+}  // namespace rotor::ops

@@ -1,0 +1,17 @@
+// Layer normalization over the last dimension; mean and rstd kept in fp32.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace rotor::ops {
+
+// y = (x - mean) * rstd * gamma + beta for x[rows, n]; mean, rstd: f32 [rows].
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                        Tensor& y, Tensor& mean, Tensor& rstd);
+// dx is written; dgamma and dbeta [n] are accumulated (+=), as are all
+// parameter gradients in rotor.
+void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
+                         Tensor& dbeta);
+
+}  // namespace rotor::ops

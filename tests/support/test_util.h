@@ -1,0 +1,83 @@
+// Shared helpers for the GoogleTest suites.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/philox.h"
+#include "core/tensor.h"
+
+namespace rotor::test {
+
+// Skips the current test with a one-line reason when no GPU answers.
+#define ROTOR_REQUIRE_GPU()                                                            \
+  do {                                                                                 \
+    if (::rotor::cuda_device_count() == 0) GTEST_SKIP() << "no GPU found: GPU test skipped"; \
+  } while (0)
+
+// ../shared/data beside the checkout, or "" when absent (tests then skip).
+inline std::string shared_data_dir() {
+  namespace fs = std::filesystem;
+  fs::path p = fs::path(ROTOR_SOURCE_DIR) / ".." / "shared" / "data";
+  if (const char* env = std::getenv("ROTOR_SHARED_DATA")) p = env;
+  return fs::exists(p) ? fs::canonical(p).string() : std::string();
+}
+
+#define ROTOR_REQUIRE_SHARED_DATA(sub)                                                   \
+  do {                                                                                   \
+    if (::rotor::test::shared_data_dir().empty() ||                                     \
+        !std::filesystem::exists(::rotor::test::shared_data_dir() + "/" + (sub)))        \
+      GTEST_SKIP() << "../shared/data/" << (sub) << " absent: test skipped";             \
+  } while (0)
+
+// A fresh temporary directory, removed when the object dies.
+class TempDir {
+ public:
+  TempDir() {
+    namespace fs = std::filesystem;
+    std::string tmpl = (fs::temp_directory_path() / "rotor_test_XXXXXX").string();
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    path_ = mkdtemp(buf.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Uniform values in [lo, hi) from a Philox test stream.
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::vector<float> v(n);
+  PhiloxRng rng(seed, static_cast<uint64_t>(RngPurpose::Test));
+  for (auto& x : v) x = lo + (hi - lo) * rng.uniform();
+  return v;
+}
+
+inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  return Tensor::from_floats(random_floats(static_cast<size_t>(shape_numel(shape)), seed, lo, hi), shape);
+}
+
+// max |a - b| / max(1, |b|) over elements: a relative error robust near 0.
+inline double max_rel_error(const std::vector<float>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1.0, std::abs(b[i])));
+  return worst;
+}
+inline double max_rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+  return max_rel_error(a, std::vector<double>(b.begin(), b.end()));
+}
+
+}  // namespace rotor::test
