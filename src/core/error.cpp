@@ -5,7 +5,7 @@
 namespace rotor {
 
 Error with_context(const std::string& context, const std::exception& e) {
-  return Error(context + ": " + e.what());
+  return Error(fmt::format("{}: {}", context, e.what()));
 }
 
 void throw_check_failure(const char* file, int line, const char* cond, const std::string& message) {

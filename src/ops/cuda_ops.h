@@ -8,6 +8,7 @@
 #include "ops/adamw.h"
 #include "ops/attention.h"
 #include "ops/gemm.h"
+#include "ops/heads.h"
 
 namespace rotor::ops::cuda_impl {
 
@@ -58,6 +59,14 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                         const Tensor& dout, const AttentionOptions& options, Tensor& dq,
                         Tensor& dk, Tensor& dv);
+
+// Head split with fused RoPE (defined in src/ops/heads_cuda.cpp, kernels/heads.cu).
+void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts,
+                         const SplitHeadsOptions& options);
+void split_heads_backward(const std::vector<Tensor>& dparts, Tensor& dx,
+                          const SplitHeadsOptions& options);
+void merge_heads_forward(const Tensor& x, Tensor& y);
+void merge_heads_backward(const Tensor& dy, Tensor& dx);
 
 void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
                 const AdamWOptions& options);

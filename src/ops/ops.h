@@ -11,6 +11,7 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gemm.h"
+#include "ops/heads.h"
 #include "ops/layer_norm.h"
 #include "ops/reduce.h"
 #include "ops/rope.h"

@@ -1,0 +1,36 @@
+// Element-wise launchers (fp32 math; f32/f16/bf16 storage). Outputs may alias
+// inputs of the same dtype. n counts elements; all return cudaGetLastError().
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace rotor::kernels {
+
+enum class Act : int { None = 0, ReLU = 1, GELU = 2 };
+
+// Any dtype: integer dtypes get the value converted to an integer.
+cudaError_t fill(void* x, DType dt, int64_t n, float value, cudaStream_t stream);
+// Any floating src/dst dtypes (round to nearest even on the 16-bit side).
+cudaError_t cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n,
+                 cudaStream_t stream);
+cudaError_t add(const void* a, const void* b, void* out, DType dt, int64_t n, cudaStream_t stream);
+cudaError_t mul(const void* a, const void* b, void* out, DType dt, int64_t n, cudaStream_t stream);
+cudaError_t scale(void* x, DType dt, int64_t n, float s, cudaStream_t stream);
+// y = alpha x + beta y; y is not read when beta == 0 (BLAS convention).
+cudaError_t axpby(float alpha, const void* x, float beta, void* y, DType dt, int64_t n,
+                  cudaStream_t stream);
+// x[rows, cols] += bias[cols]; bias may have another floating dtype.
+cudaError_t add_bias(void* x, DType dt, const void* bias, DType bias_dt, int64_t rows,
+                     int64_t cols, cudaStream_t stream);
+// y = act(x). GELU is the tanh approximation.
+cudaError_t activation_forward(const void* x, void* y, DType dt, int64_t n, Act act,
+                               cudaStream_t stream);
+// dx = dy * act'(x), x the pre-activation.
+cudaError_t activation_backward(const void* dy, const void* x, void* dx, DType dt, int64_t n,
+                                Act act, cudaStream_t stream);
+
+}  // namespace rotor::kernels

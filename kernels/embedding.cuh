@@ -1,0 +1,28 @@
+// Token embedding lookup and its (deterministic) backward.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace rotor::kernels {
+
+// out[i, :] = table[ids[i], :] * scale. An id outside [0, V) cannot raise an
+// error without a host synchronization: its row is written as zeros.
+cudaError_t embedding_forward(const int32_t* ids, int64_t n, const void* table, DType dt,
+                              int64_t vocab, int64_t d, float scale, void* out, cudaStream_t stream);
+
+// Workspace for the backward (a radix sort of the ids).
+size_t embedding_backward_workspace(int64_t n, int64_t vocab);
+// dtable[ids[i], :] += dout[i, :] * scale for ids != pad_id. The positions are
+// sorted by id (stable), then one block per distinct id sums its rows in
+// position order: deterministic, no atomics, any dtype. Out-of-range ids are
+// skipped.
+cudaError_t embedding_backward(const int32_t* ids, int64_t n, const void* dout, float scale,
+                               void* dtable, DType dt, int64_t vocab, int64_t d, int pad_id,
+                               void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace rotor::kernels

@@ -1,0 +1,36 @@
+// `rotor train CONFIG [--set key.path=value]... [--resume] [--dump-config]`
+#include <cstdio>
+
+#include "cli/command.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace {
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  bool resume = false;
+  bool dump = false;
+};
+
+}  // namespace
+
+ROTOR_COMMAND("train", "Train a model from a YAML config", 10, [](CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  app.add_option("config", args->config, "YAML config file")->required();
+  app.add_option("--set", args->overrides, "Override a config key: --set train.max_updates=100");
+  app.add_flag("--resume", args->resume, "Continue from OUTPUT_DIR/checkpoint_last");
+  app.add_flag("--dump-config", args->dump, "Print the resolved config and exit");
+  return [args] {
+    rotor::Config cfg = rotor::load_config(args->config, args->overrides);
+    const std::string yaml = rotor::dump_config(cfg);
+    if (args->dump) {
+      std::fputs(yaml.c_str(), stdout);
+      return 0;
+    }
+    rotor::train::TrainOptions o;
+    o.resume = args->resume;
+    return rotor::train::run_training(cfg, yaml, o);
+  };
+});

@@ -1,0 +1,217 @@
+#include "data/prepare.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "data/corpus.h"
+#include "data/sentencepiece.h"
+
+namespace rotor::data {
+
+size_t find_invalid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF)
+      len = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4)
+      len = 4, cp = c & 0x07;
+    else
+      return i;  // continuation byte, overlong lead C0/C1, or F5..FF
+    if (i + len > n) return i;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+std::string PrepareStats::summary() const {
+  const double pct = lines ? 100.0 * static_cast<double>(kept) / static_cast<double>(lines) : 0.0;
+  std::string s = fmt::format(
+      "prepare: {} lines, kept {} ({:.1f}%), dropped: empty {}, too short {}, too long {}, "
+      "length ratio {}; tokens: src {}",
+      lines, kept, pct, dropped_empty, dropped_short, dropped_long, dropped_ratio, src_tokens);
+  if (tgt_tokens) s += fmt::format(", tgt {}", tgt_tokens);
+  s += fmt::format("; {:.2f} s", seconds);
+  return s;
+}
+
+namespace {
+
+// Reads lines one at a time, stripping "\r\n" and checking UTF-8.
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path) : path_(path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) ROTOR_FAIL("prepare: {}: no such file", path);
+    in_.open(path, std::ios::binary);
+    if (!in_) ROTOR_FAIL("prepare: {}: cannot open", path);
+  }
+  bool next(std::string& line) {
+    if (!std::getline(in_, line)) return false;
+    ++line_no_;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    size_t bad = find_invalid_utf8(line);
+    if (bad != std::string_view::npos)
+      ROTOR_FAIL("prepare: {}:{}: invalid UTF-8 at byte {} of the line", path_, line_no_, bad + 1);
+    return true;
+  }
+  // Lines still unread (for the line-count error message).
+  int64_t count_rest() {
+    std::string line;
+    int64_t n = line_no_;
+    while (std::getline(in_, line)) ++n;
+    return n;
+  }
+  int64_t line_no() const { return line_no_; }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  int64_t line_no_ = 0;
+};
+
+using Encoded = std::vector<std::vector<int32_t>>;
+
+// Encodes lines[i] into out[i] over `threads` threads, each a contiguous range.
+void encode_parallel(const Tokenizer& tok, const std::vector<std::string>& lines, Encoded& out,
+                     int threads) {
+  out.assign(lines.size(), {});
+  const size_t n = lines.size();
+  const size_t t = std::max<size_t>(1, std::min<size_t>(threads, n / 64 + 1));
+  std::vector<std::thread> pool;
+  std::vector<std::exception_ptr> errors(t);
+  for (size_t w = 0; w < t; ++w) {
+    pool.emplace_back([&, w] {
+      try {
+        for (size_t i = n * w / t; i < n * (w + 1) / t; ++i) out[i] = tok.encode(lines[i]);
+      } catch (...) {
+        errors[w] = std::current_exception();
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+PrepareStats prepare_corpus(const PrepareOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool parallel = !o.tgt.empty();
+  if (o.output_prefix.empty()) ROTOR_FAIL("prepare: --output-prefix is empty");
+  if (o.min_len < 0 || o.max_len < 0 || o.max_len_ratio < 0)
+    ROTOR_FAIL("prepare: --min-len, --max-len and --max-len-ratio must not be negative");
+  if (o.max_len > 0 && o.min_len > o.max_len)
+    ROTOR_FAIL("prepare: --min-len {} exceeds --max-len {}", o.min_len, o.max_len);
+  LineReader src(o.src);
+  std::optional<LineReader> tgt;
+  if (parallel) tgt.emplace(o.tgt);
+  const Tokenizer tok = Tokenizer::load(o.spm_model);
+  const int threads = o.num_threads > 0
+                          ? o.num_threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  std::unique_ptr<CorpusWriter> src_out, tgt_out;
+  if (parallel) {
+    src_out = std::make_unique<CorpusWriter>(o.output_prefix + ".src", tok.vocab_size());
+    tgt_out = std::make_unique<CorpusWriter>(o.output_prefix + ".tgt", tok.vocab_size());
+  } else {
+    src_out = std::make_unique<CorpusWriter>(o.output_prefix, tok.vocab_size());
+  }
+
+  PrepareStats st;
+  const size_t chunk = std::max<size_t>(1, o.chunk_lines);
+  std::vector<std::string> src_lines, tgt_lines;
+  Encoded src_ids, tgt_ids;
+  std::vector<int32_t> buf;
+  bool done = false;
+  while (!done) {
+    src_lines.clear();
+    tgt_lines.clear();
+    std::string a, b;
+    while (src_lines.size() < chunk) {
+      bool has_a = src.next(a);
+      bool has_b = parallel ? tgt->next(b) : has_a;
+      if (has_a != has_b) {
+        int64_t na = has_a ? src.count_rest() : src.line_no();
+        int64_t nb = has_b ? tgt->count_rest() : tgt->line_no();
+        ROTOR_FAIL("prepare: line counts differ: {} has {} lines, {} has {} lines", o.src, na,
+                   o.tgt, nb);
+      }
+      if (!has_a) {
+        done = true;
+        break;
+      }
+      src_lines.push_back(std::move(a));
+      if (parallel) tgt_lines.push_back(std::move(b));
+    }
+    encode_parallel(tok, src_lines, src_ids, threads);
+    if (parallel) encode_parallel(tok, tgt_lines, tgt_ids, threads);
+    for (size_t i = 0; i < src_lines.size(); ++i) {
+      ++st.lines;
+      const int64_t ls = static_cast<int64_t>(src_ids[i].size());
+      const int64_t lt = parallel ? static_cast<int64_t>(tgt_ids[i].size()) : ls;
+      const int64_t lo = std::min(ls, lt), hi = std::max(ls, lt);
+      if (lo == 0) {
+        ++st.dropped_empty;
+      } else if (lo < o.min_len) {
+        ++st.dropped_short;
+      } else if (o.max_len > 0 && hi > o.max_len) {
+        ++st.dropped_long;
+      } else if (parallel && o.max_len_ratio > 0 &&
+                 static_cast<double>(hi) > o.max_len_ratio * static_cast<double>(lo)) {
+        ++st.dropped_ratio;
+      } else {
+        ++st.kept;
+        auto put = [&](CorpusWriter& w, const std::vector<int32_t>& ids, int64_t& count) {
+          if (o.append_eos) {
+            buf.assign(ids.begin(), ids.end());
+            buf.push_back(kEosId);
+            w.add(buf);
+          } else {
+            w.add(ids);
+          }
+          count += static_cast<int64_t>(ids.size()) + (o.append_eos ? 1 : 0);
+        };
+        put(*src_out, src_ids[i], st.src_tokens);
+        if (parallel) put(*tgt_out, tgt_ids[i], st.tgt_tokens);
+      }
+    }
+  }
+  if (st.lines == 0) ROTOR_FAIL("prepare: empty corpus: {} has no lines", o.src);
+  if (st.kept == 0)
+    ROTOR_FAIL("prepare: empty corpus: no sentence of {} survived cleaning ({})", o.src,
+               st.summary());
+  src_out->finish();
+  if (parallel) tgt_out->finish();
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return st;
+}
+
+}  // namespace rotor::data

@@ -1,0 +1,180 @@
+#include "data/sentencepiece.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace rotor::data {
+
+namespace {
+
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer() = default;
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+Tokenizer Tokenizer::load(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) ROTOR_FAIL("SentencePiece model {}: no such file", path);
+  Tokenizer t;
+  t.sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  auto status = t.sp_->Load(path);
+  if (!status.ok())
+    ROTOR_FAIL("SentencePiece model {}: cannot load it, not a valid model ({})", path,
+               status.ToString());
+  t.path_ = path;
+  // The whole framework relies on the fixed reserved ids (see the header).
+  const auto& sp = *t.sp_;
+  if (sp.pad_id() != kPadId || sp.unk_id() != kUnkId || sp.bos_id() != kBosId ||
+      sp.eos_id() != kEosId)
+    ROTOR_FAIL(
+        "SentencePiece model {}: reserved ids pad={} unk={} bos={} eos={}, rotor needs "
+        "pad=0 unk=1 bos=2 eos=3 (train it with `rotor spm-train`)",
+        path, sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id());
+  return t;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  std::vector<int> ids;
+  auto status = sp_->Encode(text, &ids);
+  if (!status.ok()) ROTOR_FAIL("SentencePiece encode failed: {}", status.ToString());
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+std::vector<std::string> Tokenizer::encode_pieces(std::string_view text) const {
+  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  std::vector<std::string> pieces;
+  auto status = sp_->Encode(text, &pieces);
+  if (!status.ok()) ROTOR_FAIL("SentencePiece encode failed: {}", status.ToString());
+  return pieces;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  const int n = sp_->GetPieceSize();
+  std::vector<int> v;
+  v.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (id < 0 || id >= n) ROTOR_FAIL("decode: token id {} out of range [0, {})", id, n);
+    v.push_back(id);
+  }
+  std::string text;
+  auto status = sp_->Decode(v, &text);
+  if (!status.ok()) ROTOR_FAIL("SentencePiece decode failed: {}", status.ToString());
+  return text;
+}
+
+int32_t Tokenizer::vocab_size() const {
+  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  return sp_->GetPieceSize();
+}
+
+std::string Tokenizer::id_to_piece(int32_t id) const {
+  if (id < 0 || id >= vocab_size())
+    ROTOR_FAIL("token id {} out of range [0, {})", id, vocab_size());
+  return sp_->IdToPiece(id);
+}
+
+int32_t Tokenizer::piece_to_id(std::string_view piece) const {
+  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  return sp_->PieceToId(piece);
+}
+
+bool Tokenizer::is_unknown(int32_t id) const {
+  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  return sp_->IsUnknown(id);
+}
+
+std::vector<std::string> split_symbol_list(std::string_view list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string_view::npos) end = list.size();
+    std::string_view item = list.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    start = end + 1;
+  }
+  return out;
+}
+
+void train_sentencepiece(const SpmTrainOptions& o) {
+  namespace fs = std::filesystem;
+  if (o.inputs.empty()) ROTOR_FAIL("spm-train: no input file given");
+  for (const auto& in : o.inputs) {
+    std::error_code ec;
+    if (!fs::is_regular_file(in, ec)) ROTOR_FAIL("spm-train: input {}: no such file", in);
+    if (fs::file_size(in, ec) == 0) ROTOR_FAIL("spm-train: input {} is empty", in);
+  }
+  if (o.model_prefix.empty()) ROTOR_FAIL("spm-train: --model-prefix is empty");
+  fs::path parent = fs::path(o.model_prefix).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent))
+    ROTOR_FAIL("spm-train: directory {} of model prefix {} does not exist", parent.string(),
+               o.model_prefix);
+  if (o.model_type != "bpe" && o.model_type != "unigram")
+    ROTOR_FAIL("spm-train: model type '{}' is not bpe or unigram", o.model_type);
+  const int32_t reserved = 4 + static_cast<int32_t>(o.user_defined_symbols.size());
+  if (o.vocab_size <= reserved)
+    ROTOR_FAIL("spm-train: vocab size {} must exceed the {} reserved and user-defined symbols",
+               o.vocab_size, reserved);
+  if (!(o.character_coverage > 0.0 && o.character_coverage <= 1.0))
+    ROTOR_FAIL("spm-train: character coverage {} is not in (0, 1]", o.character_coverage);
+  if (o.input_sentence_size < 0)
+    ROTOR_FAIL("spm-train: input sentence size {} is negative", o.input_sentence_size);
+  for (const auto& s : o.user_defined_symbols)
+    if (s == "<pad>" || s == "<unk>" || s == "<s>" || s == "</s>")
+      ROTOR_FAIL("spm-train: user-defined symbol {} is already reserved", s);
+
+  int threads = o.num_threads > 0
+                    ? o.num_threads
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::unordered_map<std::string, std::string> args = {
+      {"input", join(o.inputs, ",")},
+      {"model_prefix", o.model_prefix},
+      {"vocab_size", std::to_string(o.vocab_size)},
+      {"model_type", o.model_type},
+      {"character_coverage", fmt::format("{}", o.character_coverage)},
+      {"input_sentence_size", std::to_string(o.input_sentence_size)},
+      {"shuffle_input_sentence", "true"},
+      {"num_threads", std::to_string(threads)},
+      {"pad_id", "0"},
+      {"unk_id", "1"},
+      {"bos_id", "2"},
+      {"eos_id", "3"},
+      {"pad_piece", "<pad>"},
+      {"unk_piece", "<unk>"},
+      {"bos_piece", "<s>"},
+      {"eos_piece", "</s>"},
+      // Long lines (wikitext paragraphs) are kept rather than silently skipped.
+      {"max_sentence_length", "65536"},
+      // 0 = INFO (SentencePiece's progress), 2 = errors only.
+      {"minloglevel", o.verbose ? "0" : "2"},
+  };
+  if (!o.user_defined_symbols.empty())
+    args["user_defined_symbols"] = join(o.user_defined_symbols, ",");
+  auto status = sentencepiece::SentencePieceTrainer::Train(args);
+  if (!status.ok()) ROTOR_FAIL("spm-train: {}", status.ToString());
+}
+
+}  // namespace rotor::data

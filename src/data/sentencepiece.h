@@ -1,0 +1,86 @@
+// SentencePiece tokenizer: loading, encoding and decoding, and training.
+//
+// Reserved ids are FIXED for every model rotor trains (the trainer is told so)
+// and checked when a model is loaded, so the batcher, the models and the
+// decoders can use them as constants:
+//   0 <pad>  padding (never produced by encode)
+//   1 <unk>  unknown piece
+//   2 <s>    beginning of sentence (prepended to the decoder input)
+//   3 </s>   end of sentence (appended to the source and the decoder output)
+// User-defined symbols (e.g. [MASK],[CLS],[SEP]) follow in the given order:
+// ids 4, 5, 6, ...; they are never split by encode.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace rotor::data {
+
+inline constexpr int32_t kPadId = 0;
+inline constexpr int32_t kUnkId = 1;
+inline constexpr int32_t kBosId = 2;
+inline constexpr int32_t kEosId = 3;
+
+class Tokenizer {
+ public:
+  Tokenizer();
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  // Loads PATH (a .model file). Throws rotor::Error naming the file when it is
+  // missing, not a SentencePiece model, or uses other reserved ids than above.
+  static Tokenizer load(const std::string& path);
+
+  bool loaded() const { return sp_ != nullptr; }
+  const std::string& path() const { return path_; }
+
+  // Thread-safe (const): prepare encodes from several threads at once.
+  std::vector<int32_t> encode(std::string_view text) const;
+  std::vector<std::string> encode_pieces(std::string_view text) const;
+  // Control ids (pad, bos, eos) decode to nothing.
+  std::string decode(std::span<const int32_t> ids) const;
+
+  int32_t vocab_size() const;
+  std::string id_to_piece(int32_t id) const;          // throws on an id out of range
+  int32_t piece_to_id(std::string_view piece) const;  // unk_id() when absent
+  bool is_unknown(int32_t id) const;
+
+  int32_t pad_id() const { return kPadId; }
+  int32_t unk_id() const { return kUnkId; }
+  int32_t bos_id() const { return kBosId; }
+  int32_t eos_id() const { return kEosId; }
+
+ private:
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::string path_;
+};
+
+struct SpmTrainOptions {
+  std::vector<std::string> inputs;  // one joint model over all of them
+  std::string model_prefix;         // writes PREFIX.model and PREFIX.vocab
+  int32_t vocab_size = 8000;
+  std::string model_type = "bpe";   // bpe | unigram
+  double character_coverage = 1.0;  // 0.9995 for languages with large alphabets
+  // Sentences sampled (after shuffling) from the inputs; 0 = use every one.
+  int64_t input_sentence_size = 0;
+  std::vector<std::string> user_defined_symbols;  // ids 4, 5, ... in order
+  int32_t num_threads = 0;                        // 0 = hardware threads
+  bool verbose = false;                           // SentencePiece's own log
+};
+
+// Trains a model; throws rotor::Error (one line) on bad options or inputs.
+void train_sentencepiece(const SpmTrainOptions& options);
+
+// "[MASK],[CLS]" -> {"[MASK]", "[CLS]"} (empty items dropped, spaces trimmed).
+std::vector<std::string> split_symbol_list(std::string_view list);
+
+}  // namespace rotor::data

@@ -1,0 +1,134 @@
+#include "decode/beam_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "ops/decode.h"
+
+namespace rotor::decode {
+
+namespace {
+
+struct Beam {
+  std::vector<int32_t> tokens;
+  double log_prob = 0;
+};
+
+double normalized(double log_prob, size_t length, double lenpen) {
+  return log_prob / std::pow(static_cast<double>(length), lenpen);
+}
+
+}  // namespace
+
+std::vector<Hypothesis> beam_search(models::EncoderDecoder& model, const Tensor& src,
+                                    const std::vector<int32_t>& src_lengths,
+                                    const SearchOptions& o, const nn::Context& ctx) {
+  const int64_t B = src.size(0);
+  const int K = std::max(o.beam, 1);
+  const int64_t V = model.config().vocab_size;
+  ROTOR_CHECK(static_cast<int64_t>(src_lengths.size()) == B, "beam_search: {} lengths for {} rows",
+              src_lengths.size(), B);
+  int64_t max_src = 0;
+  for (int32_t l : src_lengths) max_src = std::max<int64_t>(max_src, l);
+  std::vector<int64_t> limit(static_cast<size_t>(B));
+  int64_t max_len = 1;
+  for (int64_t b = 0; b < B; ++b) {
+    limit[b] = std::max<int64_t>(1, static_cast<int64_t>(o.max_len_a * src_lengths[b]) + o.max_len_b);
+    limit[b] = std::min<int64_t>(limit[b], model.config().max_positions - 1);
+    max_len = std::max(max_len, limit[b]);
+  }
+  Tensor lengths = Tensor::from_ints(src_lengths, {B}, ctx.device);
+  Tensor memory = model.encode(src, lengths, ctx);  // [B, S, d]
+  // Expand every sentence to K rows: row b*K + k.
+  std::vector<int32_t> expand(static_cast<size_t>(B * K));
+  for (int64_t r = 0; r < B * K; ++r) expand[r] = static_cast<int32_t>(r / K);
+  auto state = model.start_decoding(memory, lengths, max_len + 1);
+  model.reorder(state, Tensor::from_ints(expand, {B * K}, ctx.device));
+
+  std::vector<std::vector<Beam>> beams(static_cast<size_t>(B), std::vector<Beam>(static_cast<size_t>(K)));
+  std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(B));
+  std::vector<bool> done(static_cast<size_t>(B), false);
+  std::vector<int32_t> last(static_cast<size_t>(B * K), o.bos_id);
+
+  for (int64_t t = 0; t < max_len; ++t) {
+    Tensor lp = model.decode_step(state, Tensor::from_ints(last, {B * K}, ctx.device), ctx);
+    std::vector<float> logp = lp.to_floats();  // [B*K, V]
+    std::vector<int32_t> reorder(static_cast<size_t>(B * K));
+    for (int64_t b = 0; b < B; ++b) {
+      auto& bb = beams[b];
+      if (done[b]) {
+        for (int k = 0; k < K; ++k) reorder[b * K + k] = static_cast<int32_t>(b * K + k);
+        continue;
+      }
+      // At t = 0 all K rows are identical: expand only the first.
+      const int live = t == 0 ? 1 : K;
+      struct Cand {
+        double score;
+        int k;
+        int32_t token;
+      };
+      std::vector<Cand> cands;
+      cands.reserve(static_cast<size_t>(live) * 2 * K);
+      for (int k = 0; k < live; ++k) {
+        const float* row = logp.data() + (b * K + k) * V;
+        // The 2K best tokens of this beam suffice for the K best continuations.
+        std::vector<int32_t> idx(static_cast<size_t>(V));
+        std::iota(idx.begin(), idx.end(), 0);
+        const int64_t take = std::min<int64_t>(2 * K, V);
+        std::partial_sort(idx.begin(), idx.begin() + take, idx.end(),
+                          [&](int32_t a, int32_t c) { return row[a] > row[c]; });
+        for (int64_t j = 0; j < take; ++j) {
+          int32_t tok = idx[j];
+          if (tok == o.pad_id || tok == o.bos_id) continue;
+          cands.push_back({bb[k].log_prob + row[tok], k, tok});
+        }
+      }
+      std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& c) { return a.score > c.score; });
+      std::vector<Beam> next;
+      std::vector<int32_t> from;
+      const bool at_limit = t + 1 >= limit[b];
+      for (const Cand& cd : cands) {
+        if (static_cast<int>(next.size()) >= K) break;
+        std::vector<int32_t> toks = bb[cd.k].tokens;
+        if (cd.token == o.eos_id || at_limit) {
+          if (cd.token != o.eos_id) toks.push_back(cd.token);
+          if (static_cast<int>(finished[b].size()) < K)
+            finished[b].push_back({toks, normalized(cd.score, toks.size() + 1, o.lenpen), cd.score});
+          continue;
+        }
+        toks.push_back(cd.token);
+        next.push_back({toks, cd.score});
+        from.push_back(cd.k);
+      }
+      // Stop when K hypotheses are finished, or no live beam can beat the
+      // best finished one (scores only fall as log-probabilities add up).
+      if (static_cast<int>(finished[b].size()) >= K || next.empty() || at_limit) done[b] = true;
+      while (static_cast<int>(next.size()) < K) {  // keep K rows for the tensors
+        next.push_back({next.empty() ? std::vector<int32_t>{} : next.back().tokens, -INFINITY});
+        from.push_back(from.empty() ? 0 : from.back());
+      }
+      for (int k = 0; k < K; ++k) {
+        reorder[b * K + k] = static_cast<int32_t>(b * K + from[k]);
+        last[b * K + k] = next[k].tokens.empty() ? o.eos_id : next[k].tokens.back();
+      }
+      bb = std::move(next);
+    }
+    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+    model.reorder(state, Tensor::from_ints(reorder, {B * K}, ctx.device));
+  }
+  std::vector<Hypothesis> out(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    auto& f = finished[b];
+    if (f.empty())  // no hypothesis ended: take the best live one
+      for (const Beam& bm : beams[b])
+        if (std::isfinite(bm.log_prob))
+          f.push_back({bm.tokens, normalized(bm.log_prob, bm.tokens.size() + 1, o.lenpen), bm.log_prob});
+    if (f.empty()) continue;
+    out[b] = *std::max_element(f.begin(), f.end(),
+                               [](const Hypothesis& a, const Hypothesis& c) { return a.score < c.score; });
+  }
+  return out;
+}
+
+}  // namespace rotor::decode

@@ -1,0 +1,34 @@
+// Batched beam search (greedy is beam 1) over the encoder-decoder with cached
+// keys and values, fairseq's length penalty: a finished hypothesis scores
+// sum(log p) / length^lenpen, length counting the </s>. The output length is
+// at most max_len_a * source_length + max_len_b.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "models/transformer.h"
+
+namespace rotor::decode {
+
+struct SearchOptions {
+  int beam = 4;
+  double lenpen = 0.6;
+  double max_len_a = 1.0;
+  int64_t max_len_b = 50;
+  int bos_id = 2, eos_id = 3, pad_id = 0;
+};
+
+struct Hypothesis {
+  std::vector<int32_t> tokens;  // without </s>
+  double score = 0;             // normalized
+  double log_prob = 0;
+};
+
+// src i32 [B, S] (right padded), src_lengths i32 [B] -> the best hypothesis
+// of each sentence.
+std::vector<Hypothesis> beam_search(models::EncoderDecoder& model, const Tensor& src,
+                                    const std::vector<int32_t>& src_lengths,
+                                    const SearchOptions& options, const nn::Context& ctx);
+
+}  // namespace rotor::decode

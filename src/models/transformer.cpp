@@ -1,0 +1,184 @@
+#include "models/transformer.h"
+
+#include <cmath>
+
+#include "ops/cross_entropy.h"
+#include "ops/decode.h"
+#include "ops/elementwise.h"
+#include "ops/gemm.h"
+#include "ops/reduce.h"
+#include "ops/softmax.h"
+
+namespace rotor::models {
+
+using nn::Context;
+using nn::Init;
+
+EncoderDecoder::EncoderDecoder(const TransformerConfig& c, nn::ParameterStore& store)
+    : config_(c), store_(&store) {
+  const int64_t d = c.layer.d_model;
+  ROTOR_CHECK(c.vocab_size > 0, "vocabulary size must be positive");
+  // fairseq: embeddings N(0, d^-1/2) with the pad row zero.
+  embedding_ = std::make_unique<nn::Embedding>(store, "model.shared.weight", c.vocab_size, d, c.pad_id,
+                                               Init::normal(std::pow(static_cast<double>(d), -0.5)));
+  embedding_->set_scale(c.scale_embeddings ? std::sqrt(static_cast<float>(d)) : 1.0f);
+  nn::LayerConfig lc = c.layer;
+  lc.rope = c.position == nn::PositionKind::Rope;
+  const double pos_std = std::pow(static_cast<double>(d), -0.5);
+  enc_pos_ = std::make_unique<nn::PositionEncoding>(store, "model.encoder.embed_positions.weight",
+                                                    c.position, c.max_positions, d, pos_std);
+  enc_drop_ = std::make_unique<nn::Dropout>(store, lc.dropout);
+  for (int64_t i = 0; i < c.encoder_layers; ++i)
+    encoder_.push_back(std::make_unique<nn::EncoderLayer>(
+        store, "model.encoder.layers." + std::to_string(i), lc));
+  if (!lc.post_norm)
+    enc_norm_ = std::make_unique<nn::LayerNorm>(store, "model.encoder.layer_norm", d, lc.layer_norm_eps);
+  dec_pos_ = std::make_unique<nn::PositionEncoding>(store, "model.decoder.embed_positions.weight",
+                                                    c.position, c.max_positions, d, pos_std);
+  dec_drop_ = std::make_unique<nn::Dropout>(store, lc.dropout);
+  for (int64_t i = 0; i < c.decoder_layers; ++i)
+    decoder_.push_back(std::make_unique<nn::DecoderLayer>(
+        store, "model.decoder.layers." + std::to_string(i), lc));
+  if (!lc.post_norm)
+    dec_norm_ = std::make_unique<nn::LayerNorm>(store, "model.decoder.layer_norm", d, lc.layer_norm_eps);
+}
+
+Tensor EncoderDecoder::embed(const Tensor& ids, int64_t offset, nn::PositionEncoding& pos,
+                             const Context& ctx, bool save) {
+  (void)save;
+  const int64_t B = ids.size(0), T = ids.size(1), d = config_.layer.d_model;
+  Tensor x = embedding_->apply(ids, ctx).view({B, T, d});
+  pos.add(x, offset, ctx);
+  return x;
+}
+
+Tensor EncoderDecoder::logits(const Tensor& h, const Context& ctx) const {
+  Tensor out = ctx.empty({h.size(0), config_.vocab_size});
+  ops::GemmOptions o;
+  o.trans_b = true;
+  ops::gemm(h, embedding_->table()->value, out, o);  // tied output projection
+  return out;
+}
+
+Tensor EncoderDecoder::encode(const Tensor& src, const Tensor& src_lengths, const Context& ctx) {
+  Tensor x = embed(src, 0, *enc_pos_, ctx, ctx.training);
+  x = enc_drop_->forward(x, ctx);
+  for (auto& layer : encoder_) x = layer->forward(x, src_lengths, ctx);
+  if (enc_norm_) {
+    const int64_t B = x.size(0), S = x.size(1), d = config_.layer.d_model;
+    x = enc_norm_->forward(x.view({B * S, d}), ctx).view({B, S, d});
+  }
+  return x;
+}
+
+LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label_smoothing,
+                                      const Context& ctx) {
+  batch_ = batch;
+  ctx_ = ctx;
+  smoothing_ = label_smoothing;
+  const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = config_.layer.d_model;
+  memory_ = encode(batch.src, batch.src_lengths, ctx);
+  Tensor y = embed(batch.tgt_in, 0, *dec_pos_, ctx, true);
+  y = dec_drop_->forward(y, ctx);
+  for (auto& layer : decoder_) y = layer->forward(y, memory_, batch.src_lengths, ctx);
+  dec_out_ = y.view({B * T, d});
+  if (dec_norm_) dec_out_ = dec_norm_->forward(dec_out_, ctx);
+  Tensor lg = logits(dec_out_, ctx);
+  Tensor loss = Tensor::empty({B * T}, DType::F32, ctx.device);
+  Tensor nll = Tensor::empty({B * T}, DType::F32, ctx.device);
+  lse_ = Tensor::empty({B * T}, DType::F32, ctx.device);
+  Tensor targets = batch.tgt_out.view({B * T});
+  ops::cross_entropy_forward(lg, targets, label_smoothing, config_.pad_id, loss, nll, lse_);
+  LossSums sums;
+  sums.loss = ops::sum(loss);
+  sums.nll = ops::sum(nll);
+  sums.tokens = batch.tgt_tokens;
+  return sums;
+}
+
+void EncoderDecoder::backward(float grad_scale) {
+  const Context& ctx = ctx_;
+  const int64_t B = batch_.tgt_in.size(0), T = batch_.tgt_in.size(1), d = config_.layer.d_model;
+  const int64_t S = batch_.src.size(1);
+  // Recompute the logits rather than keep [N, V] alive between the passes.
+  Tensor lg = logits(dec_out_, ctx);
+  Tensor dlogits = ctx.empty(lg.shape());
+  ops::cross_entropy_backward(lg, batch_.tgt_out.view({B * T}), lse_, smoothing_, config_.pad_id,
+                              grad_scale, dlogits);
+  lg = Tensor();
+  // logits = h E^T: dE += dlogits^T h, dh = dlogits E.
+  nn::Parameter* table = embedding_->table();
+  ops::GemmOptions acc;
+  acc.trans_a = true;
+  acc.beta = 1.0f;
+  ops::gemm(dlogits, dec_out_, table->grad, acc);
+  Tensor dh = ctx.empty({B * T, d});
+  ops::gemm(dlogits, table->value, dh, {});
+  dlogits = Tensor();
+  if (dec_norm_) dh = dec_norm_->backward(dh);
+  Tensor dy = dh.view({B, T, d});
+  Tensor d_memory = ctx.zeros({B, S, d});
+  for (auto it = decoder_.rbegin(); it != decoder_.rend(); ++it) dy = (*it)->backward(dy, d_memory);
+  dy = dec_drop_->backward(dy);
+  dec_pos_->backward(dy, 0);
+  embedding_->backward(batch_.tgt_in, dy.view({B * T, d}));
+  Tensor dx = d_memory;
+  if (enc_norm_) dx = enc_norm_->backward(dx.view({B * S, d})).view({B, S, d});
+  for (auto it = encoder_.rbegin(); it != encoder_.rend(); ++it) dx = (*it)->backward(dx);
+  dx = enc_drop_->backward(dx);
+  enc_pos_->backward(dx, 0);
+  embedding_->backward(batch_.src, dx.view({B * S, d}));
+  memory_ = dec_out_ = lse_ = Tensor();
+  batch_ = TranslationBatch{};
+}
+
+EncoderDecoder::DecodeState EncoderDecoder::start_decoding(const Tensor& memory,
+                                                           const Tensor& memory_lengths,
+                                                           int64_t max_length) {
+  DecodeState s;
+  s.memory = memory;
+  s.memory_lengths = memory_lengths;
+  s.layers.resize(decoder_.size());
+  s.max_length = max_length;
+  return s;
+}
+
+Tensor EncoderDecoder::decode_step(DecodeState& state, const Tensor& tokens, const Context& ctx) {
+  const int64_t B = tokens.size(0), d = config_.layer.d_model;
+  ROTOR_CHECK(state.position < state.max_length, "decoding past max length {}", state.max_length);
+  Tensor y = embed(tokens.view({B, 1}), state.position, *dec_pos_, ctx, false);
+  for (size_t i = 0; i < decoder_.size(); ++i)
+    y = decoder_[i]->step(y, state.memory, state.memory_lengths, state.layers[i], state.position,
+                          state.max_length, ctx);
+  Tensor h = y.view({B, d});
+  if (dec_norm_) h = dec_norm_->apply(h, ctx);
+  Tensor lg = logits(h, ctx);
+  // log_softmax = logits - logsumexp, via softmax for the max-shifted sums.
+  Tensor probs = Tensor::empty(lg.shape(), DType::F32, ctx.device);
+  ops::softmax_forward(lg, probs);
+  std::vector<float> p = probs.to_floats();
+  for (auto& v : p) v = std::log(std::max(v, 1e-30f));
+  state.position += 1;
+  return Tensor::from_floats(p, {B, config_.vocab_size});
+}
+
+void EncoderDecoder::reorder(DecodeState& state, const Tensor& index) const {
+  auto gather = [&](Tensor& t) {
+    if (!t.defined()) return;
+    Shape s = t.shape();
+    s[0] = index.size(0);
+    Tensor out = Tensor::empty(s, t.dtype(), t.device());
+    ops::index_select(t, index, out);
+    t = out;
+  };
+  gather(state.memory);
+  gather(state.memory_lengths);
+  for (auto& l : state.layers) {
+    gather(l.self.k);
+    gather(l.self.v);
+    gather(l.cross.k);
+    gather(l.cross.v);
+  }
+}
+
+}  // namespace rotor::models

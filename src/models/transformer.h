@@ -1,0 +1,87 @@
+// The encoder-decoder Transformer for translation (Vaswani et al. 2017) with
+// sinusoidal, learned, rotary (RoFormer) or no position encoding. One joint
+// vocabulary; source, target and output embeddings share one matrix
+// (model.shared.weight). Parameter names follow Hugging Face BART/Marian.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/layers.h"
+#include "nn/transformer_layers.h"
+
+namespace rotor::models {
+
+struct TransformerConfig {
+  int64_t vocab_size = 0;
+  int pad_id = 0;
+  int64_t encoder_layers = 6, decoder_layers = 6;
+  nn::LayerConfig layer;
+  nn::PositionKind position = nn::PositionKind::Sinusoidal;
+  int64_t max_positions = 1024;
+  bool scale_embeddings = true;
+};
+
+// A padded batch of sentence pairs (right padding with pad_id).
+struct TranslationBatch {
+  Tensor src;          // i32 [B, S]
+  Tensor src_lengths;  // i32 [B]
+  Tensor tgt_in;       // i32 [B, T]: bos + tokens
+  Tensor tgt_out;      // i32 [B, T]: tokens + eos (pad where tgt_in is pad)
+  int64_t tgt_tokens = 0;  // non-pad target tokens
+  int64_t src_tokens = 0;
+};
+
+struct LossSums {
+  double loss = 0;  // label-smoothed, summed over target tokens
+  double nll = 0;   // -log p(target), summed
+  int64_t tokens = 0;
+};
+
+class EncoderDecoder {
+ public:
+  EncoderDecoder(const TransformerConfig& config, nn::ParameterStore& store);
+
+  // Forward and loss; keeps what backward needs. Returns the sums (host).
+  LossSums forward_loss(const TranslationBatch& batch, float label_smoothing, const nn::Context& ctx);
+  // Backward of forward_loss: d(loss_sum * grad_scale); accumulates into the
+  // store's gradients.
+  void backward(float grad_scale);
+
+  // ---- inference ----
+  Tensor encode(const Tensor& src, const Tensor& src_lengths, const nn::Context& ctx);  // [B, S, d]
+  struct DecodeState {
+    Tensor memory, memory_lengths;
+    std::vector<nn::DecoderLayer::State> layers;
+    int64_t position = 0, max_length = 0;
+  };
+  DecodeState start_decoding(const Tensor& memory, const Tensor& memory_lengths, int64_t max_length);
+  // tokens i32 [B] at state.position -> log-probabilities f32 [B, V]; advances the position.
+  Tensor decode_step(DecodeState& state, const Tensor& tokens, const nn::Context& ctx);
+  // Keeps rows `index` (i32 [B']) of every cache (beam search).
+  void reorder(DecodeState& state, const Tensor& index) const;
+
+  const TransformerConfig& config() const { return config_; }
+
+ private:
+  Tensor embed(const Tensor& ids, int64_t offset, nn::PositionEncoding& pos, const nn::Context& ctx,
+               bool save);
+  Tensor logits(const Tensor& h, const nn::Context& ctx) const;  // h [N, d] -> [N, V]
+
+  TransformerConfig config_;
+  nn::ParameterStore* store_;
+  std::unique_ptr<nn::Embedding> embedding_;
+  std::unique_ptr<nn::PositionEncoding> enc_pos_, dec_pos_;
+  std::unique_ptr<nn::Dropout> enc_drop_, dec_drop_;
+  std::vector<std::unique_ptr<nn::EncoderLayer>> encoder_;
+  std::vector<std::unique_ptr<nn::DecoderLayer>> decoder_;
+  std::unique_ptr<nn::LayerNorm> enc_norm_, dec_norm_;  // pre-LN only
+
+  // Saved by forward_loss for backward.
+  TranslationBatch batch_;
+  Tensor memory_, dec_out_, lse_;
+  float smoothing_ = 0;
+  nn::Context ctx_;
+};
+
+}  // namespace rotor::models

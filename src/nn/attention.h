@@ -1,0 +1,77 @@
+// Multi-head attention as decision 7 of DESIGN.md lays it out:
+//   fused QKV projection (one GEMM, bias in its epilogue)
+//   -> split heads with RoPE on q and k and the 1/sqrt(d) scale on q
+//   -> attention core (masks, dropout)
+//   -> merge heads -> output projection.
+// Cross-attention projects q from the decoder and k, v from the encoder
+// output, and never rotates.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "nn/layers.h"
+#include "nn/linear.h"
+#include "ops/attention.h"
+#include "ops/heads.h"
+
+namespace rotor::nn {
+
+struct AttentionConfig {
+  int64_t d_model = 512;
+  int64_t n_heads = 8;
+  bool causal = false;
+  bool rope = false;
+  float rope_base = 10000.0f;
+  float dropout = 0.0f;  // on the attention probabilities
+};
+
+// Parameter names of the four projections (Hugging Face conventions differ
+// between BART/Marian and BERT/RoFormer).
+struct AttentionNames {
+  std::string q, k, v, out;
+};
+
+class MultiHeadAttention {
+ public:
+  MultiHeadAttention(ParameterStore& store, const AttentionNames& names,
+                     const AttentionConfig& config, bool cross);
+
+  // Self: x [B, T, d], memory unused, key_lengths i32 [B] of x (or undefined).
+  // Cross: x [B, Tq, d], memory [B, Tk, d], key_lengths of memory.
+  // Returns [B, Tq, d].
+  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
+                 const Context& ctx);
+  // Returns dx; for cross-attention adds the memory gradient into d_memory.
+  Tensor backward(const Tensor& dy, Tensor* d_memory);
+
+  // Incremental decoding. Self: cache k, v [B, H, Tmax, D] holding rotated
+  // keys; the new query sits at `position`. Cross: k, v of the memory are
+  // computed on the first step and reused.
+  struct Cache {
+    Tensor k, v;
+    int64_t length = 0;
+  };
+  Tensor step(const Tensor& x, const Tensor& memory, const Tensor& key_lengths, Cache& cache,
+              int64_t position, int64_t max_length, const Context& ctx);
+
+  const AttentionConfig& config() const { return config_; }
+
+ private:
+  ops::SplitHeadsOptions split_options(bool self_qkv, int64_t offset) const;
+
+  AttentionConfig config_;
+  bool cross_;
+  int64_t head_dim_;
+  uint32_t layer_id_;
+  std::unique_ptr<Linear> qkv_;  // self: [3d, d]
+  std::unique_ptr<Linear> q_;    // cross: [d, d]
+  std::unique_ptr<Linear> kv_;   // cross: [2d, d]
+  std::unique_ptr<Linear> out_;
+  // Saved for backward.
+  Tensor q_h_, k_h_, v_h_, probs_;  // [B, H, Tq|Tk, D], probs [B, H, Tq, Tk]
+  ops::AttentionOptions attn_options_;
+  int64_t B_ = 0, Tq_ = 0, Tk_ = 0;
+};
+
+}  // namespace rotor::nn

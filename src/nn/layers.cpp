@@ -1,0 +1,157 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/layer_norm.h"
+#include "ops/reduce.h"
+
+namespace rotor::nn {
+
+// ---- LayerNorm --------------------------------------------------------------
+
+LayerNorm::LayerNorm(ParameterStore& store, const std::string& prefix, int64_t dim, float eps)
+    : dim_(dim), eps_(eps) {
+  gamma_ = store.add(prefix + ".weight", {dim}, Init::ones(), true);
+  beta_ = store.add(prefix + ".bias", {dim}, Init::zeros(), true);
+}
+
+Tensor LayerNorm::apply(const Tensor& x, const Context& ctx) const {
+  Tensor y = ctx.empty(x.shape());
+  Tensor mean = Tensor::empty({x.size(0)}, DType::F32, ctx.device);
+  Tensor rstd = Tensor::empty({x.size(0)}, DType::F32, ctx.device);
+  ops::layer_norm_forward(x, gamma_->value, beta_->value, eps_, y, mean, rstd);
+  return y;
+}
+
+Tensor LayerNorm::forward(const Tensor& x, const Context& ctx) {
+  x_ = x;
+  Tensor y = ctx.empty(x.shape());
+  mean_ = Tensor::empty({x.size(0)}, DType::F32, ctx.device);
+  rstd_ = Tensor::empty({x.size(0)}, DType::F32, ctx.device);
+  ops::layer_norm_forward(x, gamma_->value, beta_->value, eps_, y, mean_, rstd_);
+  return y;
+}
+
+Tensor LayerNorm::backward(const Tensor& dy) {
+  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+  ops::layer_norm_backward(dy, x_, gamma_->value, mean_, rstd_, dx, gamma_->grad, beta_->grad);
+  x_ = mean_ = rstd_ = Tensor();
+  return dx;
+}
+
+// ---- Dropout ----------------------------------------------------------------
+
+Tensor Dropout::forward(const Tensor& x, const Context& ctx) {
+  active_ = ctx.training && p_ > 0.0f;
+  if (!active_) return x;
+  seed_ = ctx.seed;
+  stream_ = ctx.stream(layer_id_, RngPurpose::Dropout);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  ops::dropout_forward(x, y, p_, seed_, stream_);
+  return y;
+}
+
+Tensor Dropout::backward(const Tensor& dy) {
+  if (!active_) return dy;
+  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+  ops::dropout_backward(dy, dx, p_, seed_, stream_);
+  return dx;
+}
+
+// ---- Embedding --------------------------------------------------------------
+
+Embedding::Embedding(ParameterStore& store, const std::string& name, int64_t vocab, int64_t dim,
+                     int pad_id, Init init)
+    : pad_id_(pad_id) {
+  init.pad_row = pad_id;
+  table_ = store.add(name, {vocab, dim}, init);
+}
+
+Tensor Embedding::apply(const Tensor& ids, const Context& ctx) const {
+  Tensor out = ctx.empty({ids.numel(), table_->shape[1]});
+  ops::embedding_forward(ids.view({ids.numel()}), table_->value, scale_, out);
+  return out;
+}
+
+Tensor Embedding::forward(const Tensor& ids, const Context& ctx) { return apply(ids, ctx); }
+
+void Embedding::backward(const Tensor& ids, const Tensor& dy) {
+  ops::embedding_backward(ids.view({ids.numel()}), dy.view({ids.numel(), table_->shape[1]}), scale_,
+                          table_->grad, pad_id_);
+}
+
+// ---- Position encodings -----------------------------------------------------
+
+PositionKind parse_position_kind(const std::string& s) {
+  if (s == "sinusoidal") return PositionKind::Sinusoidal;
+  if (s == "learned") return PositionKind::Learned;
+  if (s == "rope") return PositionKind::Rope;
+  if (s == "none") return PositionKind::None;
+  ROTOR_FAIL("unknown position encoding '{}' (expected sinusoidal, learned, rope or none)", s);
+}
+
+const char* position_kind_name(PositionKind k) {
+  switch (k) {
+    case PositionKind::Sinusoidal: return "sinusoidal";
+    case PositionKind::Learned: return "learned";
+    case PositionKind::Rope: return "rope";
+    case PositionKind::None: return "none";
+  }
+  return "?";
+}
+
+PositionEncoding::PositionEncoding(ParameterStore& store, const std::string& name,
+                                   PositionKind kind, int64_t max_positions, int64_t dim,
+                                   double init_std)
+    : kind_(kind), max_positions_(max_positions), dim_(dim) {
+  if (kind == PositionKind::Learned) {
+    table_ = store.add(name, {max_positions, dim}, Init::normal(init_std));
+  } else if (kind == PositionKind::Sinusoidal) {
+    const int64_t half = dim / 2;
+    std::vector<float> table(static_cast<size_t>(max_positions * dim), 0.0f);
+    const double step = std::log(10000.0) / static_cast<double>(std::max<int64_t>(half - 1, 1));
+    for (int64_t p = 0; p < max_positions; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = static_cast<double>(p) * std::exp(-step * static_cast<double>(i));
+        table[p * dim + i] = static_cast<float>(std::sin(angle));
+        table[p * dim + half + i] = static_cast<float>(std::cos(angle));
+      }
+    sinusoid_ = Tensor::from_floats(table, {max_positions, dim});
+  }
+}
+
+Tensor PositionEncoding::rows(int64_t T, int64_t offset, const Context& ctx) const {
+  if (offset + T > max_positions_)
+    ROTOR_FAIL("sequence of {} positions exceeds model.max_positions = {}", offset + T,
+               max_positions_);
+  if (kind_ == PositionKind::Learned) return table_->value.narrow(offset, T);
+  Tensor r = sinusoid_.narrow(offset, T);
+  if (ctx.device.is_cuda() || ctx.dtype != DType::F32) {
+    Tensor dev = r.to(ctx.device);
+    if (ctx.dtype == DType::F32) return dev;
+    Tensor cast = ctx.empty({T, dim_});
+    ops::cast(dev, cast);
+    return cast;
+  }
+  return r;
+}
+
+void PositionEncoding::add(Tensor& x, int64_t offset, const Context& ctx) const {
+  if (kind_ == PositionKind::Rope || kind_ == PositionKind::None) return;
+  const int64_t B = x.size(0), T = x.size(1);
+  Tensor pos = rows(T, offset, ctx);  // [T, d]
+  Tensor flat = x.view({B, T * dim_});
+  ops::add_bias(flat, pos.view({T * dim_}));
+}
+
+void PositionEncoding::backward(const Tensor& dx, int64_t offset) {
+  if (kind_ != PositionKind::Learned) return;
+  const int64_t B = dx.size(0), T = dx.size(1);
+  Tensor grad = table_->grad.narrow(offset, T).view({T * dim_});
+  ops::sum_rows(dx.view({B, T * dim_}), grad, true);
+}
+
+}  // namespace rotor::nn

@@ -1,0 +1,87 @@
+// Small layers: layer norm, dropout, token embedding, position encodings.
+#pragma once
+
+#include <string>
+
+#include "nn/context.h"
+#include "nn/parameters.h"
+
+namespace rotor::nn {
+
+class LayerNorm {
+ public:
+  LayerNorm(ParameterStore& store, const std::string& prefix, int64_t dim, float eps);
+  Tensor forward(const Tensor& x, const Context& ctx);  // x [N, dim]
+  Tensor backward(const Tensor& dy);                    // -> dx [N, dim]
+  Tensor apply(const Tensor& x, const Context& ctx) const;
+
+ private:
+  Parameter *gamma_, *beta_;
+  int64_t dim_;
+  float eps_;
+  Tensor x_, mean_, rstd_;
+};
+
+// Dropout keyed by (layer id, step): the backward regenerates the mask.
+class Dropout {
+ public:
+  Dropout(ParameterStore& store, float p) : p_(p), layer_id_(store.next_layer_id()) {}
+  Tensor forward(const Tensor& x, const Context& ctx);
+  Tensor backward(const Tensor& dy);
+  float p() const { return p_; }
+
+ private:
+  float p_;
+  uint32_t layer_id_;
+  bool active_ = false;
+  uint64_t seed_ = 0, stream_ = 0;
+};
+
+// Token embedding [V, d], scaled by `scale` on lookup; its pad row stays zero
+// and gets no gradient (fairseq).
+class Embedding {
+ public:
+  Embedding(ParameterStore& store, const std::string& name, int64_t vocab, int64_t dim,
+            int pad_id, Init init);
+  // ids i32 [N] -> [N, dim]
+  Tensor forward(const Tensor& ids, const Context& ctx);
+  // Accumulates into the table gradient; ids are those of the matching forward.
+  void backward(const Tensor& ids, const Tensor& dy);
+  Tensor apply(const Tensor& ids, const Context& ctx) const;
+  Parameter* table() const { return table_; }
+  void set_scale(float s) { scale_ = s; }
+  float scale() const { return scale_; }
+
+ private:
+  Parameter* table_;
+  int pad_id_;
+  float scale_ = 1.0f;
+};
+
+enum class PositionKind { Sinusoidal, Learned, Rope, None };
+PositionKind parse_position_kind(const std::string& s);
+const char* position_kind_name(PositionKind k);
+
+// Absolute position encodings added to token embeddings: sinusoidal (a fixed
+// table, [sin(p f_i) | cos(p f_i)] with f_i = 10000^(-i/(d/2-1)) as in
+// fairseq/tensor2tensor) or learned ([max_positions, d]). RoPE and none add
+// nothing here: RoPE acts inside attention.
+class PositionEncoding {
+ public:
+  PositionEncoding(ParameterStore& store, const std::string& name, PositionKind kind,
+                   int64_t max_positions, int64_t dim, double init_std);
+  // x [B, T, d] += pos[t + offset] in place.
+  void add(Tensor& x, int64_t offset, const Context& ctx) const;
+  // Accumulates the learned table's gradient from dx [B, T, d].
+  void backward(const Tensor& dx, int64_t offset);
+  PositionKind kind() const { return kind_; }
+
+ private:
+  Tensor rows(int64_t T, int64_t offset, const Context& ctx) const;  // [T, d]
+  PositionKind kind_;
+  int64_t max_positions_, dim_;
+  Parameter* table_ = nullptr;  // learned
+  Tensor sinusoid_;             // [max_positions, d] on the CPU
+};
+
+}  // namespace rotor::nn

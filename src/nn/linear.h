@@ -1,0 +1,47 @@
+// Linear layer y = x W^T + b, W [out, in] as in PyTorch and Hugging Face.
+// Several parameters may form one fused layer (the QKV projection, DESIGN.md
+// decision 7): their weights are registered back to back, so the flat buffer
+// holds them as one [sum(out), in] matrix while each keeps its own name.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nn/context.h"
+#include "nn/parameters.h"
+#include "ops/gemm.h"
+
+namespace rotor::nn {
+
+class Linear {
+ public:
+  // One layer: PREFIX.weight [out, in] and PREFIX.bias [out].
+  Linear(ParameterStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias,
+         Init weight_init, ops::Activation activation = ops::Activation::None);
+  // A fused layer over several prefixes with output widths outs.
+  Linear(ParameterStore& store, const std::vector<std::string>& prefixes, int64_t in,
+         const std::vector<int64_t>& outs, bool bias, Init weight_init);
+
+  // x [N, in] -> y [N, out] (the activation applied when configured).
+  Tensor forward(const Tensor& x, const Context& ctx);
+  // dy [N, out] -> dx [N, in] (undefined when !need_dx); accumulates dW, db.
+  Tensor backward(const Tensor& dy, bool need_dx = true);
+  // Forward without saving anything (decoding).
+  Tensor apply(const Tensor& x, const Context& ctx) const;
+
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+  Tensor weight() const { return store_->span(weights_, {out_, in_}, false); }
+  Tensor weight_grad() const { return store_->span(weights_, {out_, in_}, true); }
+  Tensor bias() const { return biases_.empty() ? Tensor() : store_->span(biases_, {out_}, false); }
+  Tensor bias_grad() const { return biases_.empty() ? Tensor() : store_->span(biases_, {out_}, true); }
+
+ private:
+  ParameterStore* store_;
+  std::vector<Parameter*> weights_, biases_;
+  int64_t in_, out_;
+  ops::Activation activation_;
+  Tensor x_, pre_;  // saved for backward: input [N, in] and pre-activation [N, out]
+};
+
+}  // namespace rotor::nn

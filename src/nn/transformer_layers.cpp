@@ -1,0 +1,107 @@
+#include "nn/transformer_layers.h"
+
+namespace rotor::nn {
+
+namespace {
+AttentionNames names(const std::string& p) {
+  return {p + ".q_proj", p + ".k_proj", p + ".v_proj", p + ".out_proj"};
+}
+AttentionConfig attention_config(const LayerConfig& c, bool causal, bool rope) {
+  AttentionConfig a;
+  a.d_model = c.d_model;
+  a.n_heads = c.n_heads;
+  a.causal = causal;
+  a.rope = rope;
+  a.rope_base = c.rope_base;
+  a.dropout = c.attention_dropout;
+  return a;
+}
+}  // namespace
+
+EncoderLayer::EncoderLayer(ParameterStore& s, const std::string& p, const LayerConfig& c)
+    : attn_(s, names(p + ".self_attn"), attention_config(c, false, c.rope), false),
+      attn_res_(s, p + ".self_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+      ffn_(s, p + ".fc1", p + ".fc2", c.d_model, c.d_ff, c.activation, c.activation_dropout,
+           Init::xavier_uniform()),
+      ffn_res_(s, p + ".final_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+      d_(c.d_model) {}
+
+Tensor EncoderLayer::forward(const Tensor& x, const Tensor& lengths, const Context& ctx) {
+  B_ = x.size(0);
+  T_ = x.size(1);
+  Tensor x2 = x.view({B_ * T_, d_});
+  Tensor h = attn_res_.begin(x2, ctx);
+  Tensor a = attn_.forward(h.view({B_, T_, d_}), Tensor(), lengths, ctx).view({B_ * T_, d_});
+  Tensor y = attn_res_.end(x2, a, ctx);
+  Tensor h2 = ffn_res_.begin(y, ctx);
+  Tensor f = ffn_.forward(h2, ctx);
+  return ffn_res_.end(y, f, ctx).view({B_, T_, d_});
+}
+
+Tensor EncoderLayer::backward(const Tensor& dy) {
+  Tensor g = ffn_res_.end_backward(dy.view({B_ * T_, d_}));
+  g = ffn_res_.begin_backward(ffn_.backward(g));
+  Tensor ga = attn_res_.end_backward(g);
+  Tensor dh = attn_.backward(ga.view({B_, T_, d_}), nullptr).view({B_ * T_, d_});
+  return attn_res_.begin_backward(dh).view({B_, T_, d_});
+}
+
+DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerConfig& c)
+    : self_attn_(s, names(p + ".self_attn"), attention_config(c, true, c.rope), false),
+      self_res_(s, p + ".self_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+      cross_attn_(s, names(p + ".encoder_attn"), attention_config(c, false, false), true),
+      cross_res_(s, p + ".encoder_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout,
+                 c.post_norm),
+      ffn_(s, p + ".fc1", p + ".fc2", c.d_model, c.d_ff, c.activation, c.activation_dropout,
+           Init::xavier_uniform()),
+      ffn_res_(s, p + ".final_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+      d_(c.d_model) {}
+
+Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
+                             const Context& ctx) {
+  B_ = x.size(0);
+  T_ = x.size(1);
+  Tensor x2 = x.view({B_ * T_, d_});
+  // Right padding: the causal mask already hides every pad key from real queries.
+  Tensor h = self_res_.begin(x2, ctx);
+  Tensor a = self_attn_.forward(h.view({B_, T_, d_}), Tensor(), Tensor(), ctx).view({B_ * T_, d_});
+  Tensor y = self_res_.end(x2, a, ctx);
+  Tensor hc = cross_res_.begin(y, ctx);
+  Tensor c = cross_attn_.forward(hc.view({B_, T_, d_}), memory, memory_lengths, ctx)
+                 .view({B_ * T_, d_});
+  Tensor y2 = cross_res_.end(y, c, ctx);
+  Tensor hf = ffn_res_.begin(y2, ctx);
+  Tensor f = ffn_.forward(hf, ctx);
+  return ffn_res_.end(y2, f, ctx).view({B_, T_, d_});
+}
+
+Tensor DecoderLayer::backward(const Tensor& dy, Tensor& d_memory) {
+  Tensor g = ffn_res_.end_backward(dy.view({B_ * T_, d_}));
+  g = ffn_res_.begin_backward(ffn_.backward(g));
+  Tensor gc = cross_res_.end_backward(g);
+  Tensor dhc = cross_attn_.backward(gc.view({B_, T_, d_}), &d_memory).view({B_ * T_, d_});
+  g = cross_res_.begin_backward(dhc);
+  Tensor ga = self_res_.end_backward(g);
+  Tensor dh = self_attn_.backward(ga.view({B_, T_, d_}), nullptr).view({B_ * T_, d_});
+  return self_res_.begin_backward(dh).view({B_, T_, d_});
+}
+
+Tensor DecoderLayer::step(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
+                          State& state, int64_t position, int64_t max_length, const Context& ctx) {
+  const int64_t B = x.size(0);
+  Tensor x2 = x.view({B, d_});
+  Tensor h = self_res_.apply_begin(x2, ctx);
+  Tensor a = self_attn_.step(h.view({B, 1, d_}), Tensor(), Tensor(), state.self, position,
+                             max_length, ctx)
+                 .view({B, d_});
+  Tensor y = self_res_.apply_end(x2, a, ctx);
+  Tensor hc = cross_res_.apply_begin(y, ctx);
+  Tensor c = cross_attn_.step(hc.view({B, 1, d_}), memory, memory_lengths, state.cross, position,
+                              max_length, ctx)
+                 .view({B, d_});
+  Tensor y2 = cross_res_.apply_end(y, c, ctx);
+  Tensor f = ffn_.apply(ffn_res_.apply_begin(y2, ctx), ctx);
+  return ffn_res_.apply_end(y2, f, ctx).view({B, 1, d_});
+}
+
+}  // namespace rotor::nn

@@ -1,0 +1,54 @@
+// CPU AdamW, step for step PyTorch's torch.optim.AdamW (foreach=False).
+#include "ops/adamw.h"
+
+#include <cmath>
+#include <initializer_list>
+
+#include "ops/dispatch.h"
+
+namespace rotor::ops {
+
+void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamWOptions& o) {
+  const int64_t n = params.numel();
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&grads, &m, &v}) {
+    if (t->numel() != n)
+      ROTOR_FAIL("adamw_step: params has {} elements but a grad/moment tensor {} has {}", n,
+                 shape_str(t->shape()), t->numel());
+    check_same_device(params, *t, "adamw_step");
+  }
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&params, &grads, &m, &v})
+    if (t->dtype() != DType::F32) ROTOR_FAIL("adamw_step: f32 tensors expected, got {}", t->str());
+  if (o.step < 1) ROTOR_FAIL("adamw_step: step is 1-based, got {}", o.step);
+  if (!(o.beta1 >= 0.0f && o.beta1 < 1.0f && o.beta2 >= 0.0f && o.beta2 < 1.0f))
+    ROTOR_FAIL("adamw_step: betas must be in [0, 1), got {} and {}", o.beta1, o.beta2);
+  if (o.device_scale.defined()) {
+    if (o.device_scale.dtype() != DType::F32 || o.device_scale.numel() != 1)
+      ROTOR_FAIL("adamw_step: device_scale must be f32 [1], got {}", o.device_scale.str());
+    check_same_device(params, o.device_scale, "adamw_step device_scale");
+  }
+  ROTOR_DISPATCH_CUDA(params, adamw_step(params, grads, m, v, o));
+
+  float grad_scale = o.grad_scale;
+  if (o.device_scale.defined()) grad_scale *= o.device_scale.data<float>()[0];
+  // Bias corrections in double, as PyTorch computes them on the host.
+  const double bc1 = 1.0 - std::pow(static_cast<double>(o.beta1), static_cast<double>(o.step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(o.beta2), static_cast<double>(o.step));
+  const float step_size = static_cast<float>(o.lr / bc1);
+  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  const float decay = 1.0f - o.lr * o.weight_decay;
+  const float b1 = o.beta1, b2 = o.beta2, eps = o.eps;
+  float* pp = params.data<float>();
+  const float* pg = grads.data<float>();
+  float* pm = m.data<float>();
+  float* pv = v.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = pg[i] * grad_scale;
+    pm[i] = b1 * pm[i] + (1.0f - b1) * g;
+    pv[i] = b2 * pv[i] + (1.0f - b2) * g * g;
+    const float denom = std::sqrt(pv[i]) / bc2_sqrt + eps;
+    pp[i] = pp[i] * decay - step_size * pm[i] / denom;
+  }
+}
+
+}  // namespace rotor::ops

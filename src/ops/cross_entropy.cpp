@@ -1,0 +1,123 @@
+// CPU label-smoothed cross-entropy (fairseq's definition), row sums in double.
+#include "ops/cross_entropy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/dispatch.h"
+
+namespace rotor::ops {
+
+namespace {
+// Checks logits [N, V] and targets i32 [N]; returns V.
+int64_t check_ce(const Tensor& logits, const Tensor& targets, float smoothing, const char* op) {
+  if (logits.dim() != 2) ROTOR_FAIL("{}: logits must be [N, V], got {}", op, logits.str());
+  const int64_t n = logits.size(0);
+  if (targets.dtype() != DType::I32 || targets.numel() != n)
+    ROTOR_FAIL("{}: targets must be i32 [{}], got {}", op, n, targets.str());
+  check_same_device(logits, targets, op);
+  if (!(smoothing >= 0.0f && smoothing < 1.0f))
+    ROTOR_FAIL("{}: label smoothing must be in [0, 1), got {}", op, smoothing);
+  return logits.size(1);
+}
+
+void check_row_output(const Tensor& t, int64_t n, const Tensor& logits, const char* what) {
+  if (t.dtype() != DType::F32 || t.numel() != n)
+    ROTOR_FAIL("{} must be f32 [{}], got {}", what, n, t.str());
+  check_same_device(t, logits, what);
+}
+
+// The smoothed target distribution q: q[target] = 1 - eps, others eps / (V - 1).
+struct Smoothing {
+  double on, off;
+  Smoothing(float eps, int64_t vocab)
+      : on(1.0 - eps), off(vocab > 1 ? static_cast<double>(eps) / (vocab - 1) : 0.0) {}
+};
+
+int32_t checked_target(const int32_t* targets, int64_t i, int64_t vocab, const char* op) {
+  const int32_t t = targets[i];
+  if (t < 0 || t >= vocab)
+    ROTOR_FAIL("{}: target {} of row {} is outside the vocabulary [0, {})", op, t, i, vocab);
+  return t;
+}
+}  // namespace
+
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float smoothing,
+                           int ignore_index, Tensor& loss, Tensor& nll, Tensor& lse) {
+  const int64_t vocab = check_ce(logits, targets, smoothing, "cross_entropy_forward");
+  const int64_t n = logits.size(0);
+  check_row_output(loss, n, logits, "cross_entropy_forward loss");
+  check_row_output(nll, n, logits, "cross_entropy_forward nll");
+  check_row_output(lse, n, logits, "cross_entropy_forward lse");
+  ROTOR_DISPATCH_CUDA(
+      logits, cross_entropy_forward(logits, targets, smoothing, ignore_index, loss, nll, lse));
+  require_f32(logits, "cross_entropy_forward");
+  const float* px = logits.data<float>();       // [N, V]
+  const int32_t* pt = targets.data<int32_t>();  // [N]
+  float* pl = loss.data<float>();               // [N]
+  float* pn = nll.data<float>();                // [N]
+  float* ps = lse.data<float>();                // [N]
+  const Smoothing q(smoothing, vocab);
+  for (int64_t i = 0; i < n; ++i)
+    if (pt[i] != ignore_index) checked_target(pt, i, vocab, "cross_entropy_forward");
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = px + i * vocab;
+    double mx = -INFINITY, s = 0.0, sum_x = 0.0;
+    for (int64_t j = 0; j < vocab; ++j) mx = std::max(mx, static_cast<double>(row[j]));
+    for (int64_t j = 0; j < vocab; ++j) {
+      s += std::exp(row[j] - mx);
+      sum_x += row[j];
+    }
+    const double l = mx + std::log(s);
+    ps[i] = static_cast<float>(l);
+    if (pt[i] == ignore_index) {
+      pl[i] = 0.0f;
+      pn[i] = 0.0f;
+      continue;
+    }
+    // -sum_j q_j logp_j with logp_j = x_j - lse and sum_j q_j = 1.
+    const double nll_i = l - row[pt[i]];
+    const double rest = (vocab * l - sum_x) - nll_i;  // -sum_{j != t} logp_j
+    pn[i] = static_cast<float>(nll_i);
+    pl[i] = static_cast<float>(q.on * nll_i + q.off * rest);
+  }
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                            float smoothing, int ignore_index, float grad_scale, Tensor& dlogits) {
+  const int64_t vocab = check_ce(logits, targets, smoothing, "cross_entropy_backward");
+  const int64_t n = logits.size(0);
+  check_row_output(lse, n, logits, "cross_entropy_backward lse");
+  check_shape(dlogits, logits.shape(), "cross_entropy_backward dlogits");
+  if (dlogits.dtype() != logits.dtype())
+    ROTOR_FAIL("cross_entropy_backward: dlogits dtype must match logits");
+  check_same_device(dlogits, logits, "cross_entropy_backward");
+  ROTOR_DISPATCH_CUDA(logits, cross_entropy_backward(logits, targets, lse, smoothing, ignore_index,
+                                                     grad_scale, dlogits));
+  require_f32(logits, "cross_entropy_backward");
+  const float* px = logits.data<float>();       // [N, V]
+  const int32_t* pt = targets.data<int32_t>();  // [N]
+  const float* ps = lse.data<float>();          // [N]
+  float* pd = dlogits.data<float>();            // [N, V] (may alias logits)
+  const Smoothing q(smoothing, vocab);
+  for (int64_t i = 0; i < n; ++i)
+    if (pt[i] != ignore_index) checked_target(pt, i, vocab, "cross_entropy_backward");
+  const float on = static_cast<float>(q.on), off = static_cast<float>(q.off);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = px + i * vocab;
+    float* drow = pd + i * vocab;
+    const int32_t t = pt[i];
+    if (t == ignore_index) {
+      for (int64_t j = 0; j < vocab; ++j) drow[j] = 0.0f;
+      continue;
+    }
+    for (int64_t j = 0; j < vocab; ++j) {
+      const float p = std::exp(row[j] - ps[i]);
+      drow[j] = grad_scale * (p - (j == t ? on : off));
+    }
+  }
+}
+
+}  // namespace rotor::ops

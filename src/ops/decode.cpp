@@ -1,0 +1,86 @@
+#include "ops/decode.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/dispatch.h"
+
+namespace rotor::ops {
+
+namespace {
+// The GPU decoding kernels belong to the fused-attention work (issue 7); until
+// they land, GPU decoding is a clear error rather than a silent host round trip.
+void require_cpu(const Tensor& t, const char* what) {
+  if (t.is_cuda()) ROTOR_FAIL("{}: not implemented on CUDA yet (decode on cpu)", what);
+}
+}  // namespace
+
+void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position) {
+  ROTOR_CHECK(src.dim() == 4 && cache.dim() == 4 && src.size(2) == 1, "kv_cache_write: {} into {}",
+              src.str(), cache.str());
+  const int64_t B = cache.size(0), H = cache.size(1), Tmax = cache.size(2), D = cache.size(3);
+  check_shape(src, {B, H, 1, D}, "kv_cache_write");
+  ROTOR_CHECK(position >= 0 && position < Tmax, "kv_cache_write: position {} of {}", position, Tmax);
+  require_cpu(src, "kv_cache_write");
+  require_f32(src, "kv_cache_write");
+  const float* s = src.data<float>();
+  float* c = cache.data<float>();
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    std::memcpy(c + (bh * Tmax + position) * D, s + bh * D, static_cast<size_t>(D) * sizeof(float));
+}
+
+void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                      int64_t length, Tensor& out) {
+  const int64_t B = k_cache.size(0), H = k_cache.size(1), Tmax = k_cache.size(2), D = k_cache.size(3);
+  check_shape(q, {B, H, 1, D}, "decode_attention q");
+  check_shape(v_cache, k_cache.shape(), "decode_attention v_cache");
+  check_shape(out, {B, H, 1, D}, "decode_attention out");
+  ROTOR_CHECK(length > 0 && length <= Tmax, "decode_attention: length {} of {}", length, Tmax);
+  require_cpu(q, "decode_attention");
+  require_f32(q, "decode_attention");
+  const float* qp = q.data<float>();
+  const float* kp = k_cache.data<float>();
+  const float* vp = v_cache.data<float>();
+  float* op = out.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    std::vector<double> w(static_cast<size_t>(length));
+    const float* qr = qp + bh * D;
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < length; ++j) {
+      const float* kr = kp + (bh * Tmax + j) * D;
+      double s = 0;
+      for (int64_t i = 0; i < D; ++i) s += static_cast<double>(qr[i]) * kr[i];
+      w[j] = s;
+      mx = std::max(mx, s);
+    }
+    double z = 0;
+    for (int64_t j = 0; j < length; ++j) z += (w[j] = std::exp(w[j] - mx));
+    for (int64_t i = 0; i < D; ++i) {
+      double acc = 0;
+      for (int64_t j = 0; j < length; ++j) acc += w[j] * vp[(bh * Tmax + j) * D + i];
+      op[bh * D + i] = static_cast<float>(acc / z);
+    }
+  }
+}
+
+void index_select(const Tensor& src, const Tensor& index, Tensor& dst) {
+  ROTOR_CHECK(src.dim() >= 1 && index.dim() == 1 && index.dtype() == DType::I32,
+              "index_select: src {} index {}", src.str(), index.str());
+  ROTOR_CHECK(dst.dtype() == src.dtype() && dst.dim() == src.dim() && dst.size(0) == index.size(0),
+              "index_select: dst {} for src {} and {} indices", dst.str(), src.str(), index.size(0));
+  require_cpu(src, "index_select");
+  const int64_t rows = src.size(0);
+  const size_t row_bytes = rows ? src.nbytes() / static_cast<size_t>(rows) : 0;
+  ROTOR_CHECK(dst.nbytes() == row_bytes * static_cast<size_t>(index.size(0)), "index_select: row size");
+  const int32_t* ip = index.data<int32_t>();
+  const char* s = static_cast<const char*>(src.raw());
+  char* d = static_cast<char*>(dst.raw());
+  for (int64_t i = 0; i < index.size(0); ++i) {
+    ROTOR_CHECK(ip[i] >= 0 && ip[i] < rows, "index_select: index {} of {}", ip[i], rows);
+    std::memcpy(d + i * row_bytes, s + ip[i] * row_bytes, row_bytes);
+  }
+}
+
+}  // namespace rotor::ops

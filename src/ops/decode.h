@@ -1,0 +1,21 @@
+// Ops for incremental decoding: the key/value cache and attention of one new
+// query per sequence against it, and row gathers for beam search.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace rotor::ops {
+
+// cache[b, h, position, :] = src[b, h, 0, :]; src [B, H, 1, D], cache [B, H, Tmax, D].
+void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position);
+// q [B, H, 1, D] (already rotated and scaled) against the first `length` keys
+// and values of the caches [B, H, Tmax, D] -> out [B, H, 1, D]. Every cached
+// key is visible (they are all at or before the query's position).
+void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                      int64_t length, Tensor& out);
+// dst[i] = src[index[i]] along the leading dimension; index i32 [M].
+void index_select(const Tensor& src, const Tensor& index, Tensor& dst);
+
+}  // namespace rotor::ops

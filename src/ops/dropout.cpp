@@ -1,0 +1,54 @@
+// CPU dropout: the mask is a pure function of (seed, stream, element index),
+// so the backward regenerates it and the GPU draws the very same one.
+#include "ops/dropout.h"
+
+#include "core/philox.h"
+#include "ops/dispatch.h"
+
+namespace rotor::ops {
+
+namespace {
+void check_dropout(const Tensor& in, const Tensor& out, float p, const char* op) {
+  if (in.numel() != out.numel())
+    ROTOR_FAIL("{}: element counts differ: {} vs {}", op, shape_str(in.shape()),
+               shape_str(out.shape()));
+  if (in.dtype() != out.dtype())
+    ROTOR_FAIL("{}: dtypes differ: {} vs {}", op, dtype_name(in.dtype()), dtype_name(out.dtype()));
+  check_same_device(in, out, op);
+  // p = 1 would scale by 1/0; a layer that drops everything has no use.
+  if (!(p >= 0.0f && p < 1.0f)) ROTOR_FAIL("{}: probability must be in [0, 1), got {}", op, p);
+}
+
+// out[i] = in[i] * keep(i) / (1 - p): forward and backward are the same map.
+void apply_mask(const Tensor& in, Tensor& out, float p, uint64_t seed, uint64_t stream) {
+  const float* pin = in.data<float>();
+  float* pout = out.data<float>();
+  const int64_t n = in.numel();
+  if (p == 0.0f) {
+    if (pin != pout) out.copy_from(in);
+    return;
+  }
+  const float keep_scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = philox_uniform(seed, stream, static_cast<uint64_t>(i)) >= p;
+    pout[i] = keep ? pin[i] * keep_scale : 0.0f;
+  }
+}
+}  // namespace
+
+void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_t stream) {
+  check_dropout(x, y, p, "dropout_forward");
+  ROTOR_DISPATCH_CUDA(x, dropout_forward(x, y, p, seed, stream));
+  require_f32(x, "dropout_forward");
+  apply_mask(x, y, p, seed, stream);
+}
+
+void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint64_t stream) {
+  check_dropout(dy, dx, p, "dropout_backward");
+  ROTOR_DISPATCH_CUDA(dy, dropout_backward(dy, dx, p, seed, stream));
+  require_f32(dy, "dropout_backward");
+  apply_mask(dy, dx, p, seed, stream);
+}
+
+}  // namespace rotor::ops

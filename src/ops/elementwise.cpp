@@ -1,0 +1,225 @@
+// CPU element-wise ops (fp32; fill and cast also handle f16/bf16 storage).
+#include "ops/elementwise.h"
+
+#include <cmath>
+
+#include "ops/dispatch.h"
+
+namespace rotor::ops {
+
+namespace {
+
+// sqrt(2/pi) and the cubic coefficient of the tanh GELU approximation.
+constexpr float kGeluC = 0.7978845608028654f;
+constexpr float kGeluA = 0.044715f;
+
+void check_same_numel(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.numel() != b.numel())
+    ROTOR_FAIL("{}: element counts differ: {} vs {}", op, shape_str(a.shape()),
+               shape_str(b.shape()));
+  check_same_device(a, b, op);
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype())
+    ROTOR_FAIL("{}: dtypes differ: {} vs {}", op, dtype_name(a.dtype()), dtype_name(b.dtype()));
+}
+
+// Reads element i of a floating CPU tensor as float.
+float load(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::F32:
+      return t.data<float>()[i];
+    case DType::F16:
+      return half_bits_to_float(static_cast<const uint16_t*>(t.raw())[i]);
+    case DType::BF16:
+      return bf16_bits_to_float(static_cast<const uint16_t*>(t.raw())[i]);
+    default:
+      return 0.0f;
+  }
+}
+
+void store(Tensor& t, int64_t i, float v) {
+  switch (t.dtype()) {
+    case DType::F32:
+      t.data<float>()[i] = v;
+      break;
+    case DType::F16:
+      static_cast<uint16_t*>(t.raw())[i] = float_to_half_bits(v);
+      break;
+    case DType::BF16:
+      static_cast<uint16_t*>(t.raw())[i] = float_to_bf16_bits(v);
+      break;
+    default:
+      break;
+  }
+}
+
+inline float gelu(float x) {
+  return 0.5f * x * (1.0f + std::tanh(kGeluC * (x + kGeluA * x * x * x)));
+}
+
+inline float gelu_grad(float x) {
+  float t = std::tanh(kGeluC * (x + kGeluA * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+}
+
+}  // namespace
+
+void fill(Tensor& x, float value) {
+  if (!is_floating(x.dtype())) ROTOR_FAIL("fill: floating tensor expected, got {}", x.str());
+  ROTOR_DISPATCH_CUDA(x, fill(x, value));
+  const int64_t n = x.numel();
+  if (x.dtype() == DType::F32) {
+    float* p = x.data<float>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) p[i] = value;
+    return;
+  }
+  const uint16_t bits =
+      x.dtype() == DType::F16 ? float_to_half_bits(value) : float_to_bf16_bits(value);
+  auto* p = static_cast<uint16_t*>(x.raw());
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] = bits;
+}
+
+void cast(const Tensor& src, Tensor& dst) {
+  if (!is_floating(src.dtype()) || !is_floating(dst.dtype()))
+    ROTOR_FAIL("cast: floating tensors expected, got {} -> {}", src.str(), dst.str());
+  check_same_numel(src, dst, "cast");
+  ROTOR_DISPATCH_CUDA(dst, cast(src, dst));
+  if (src.dtype() == dst.dtype()) {
+    dst.copy_from(src);
+    return;
+  }
+  const int64_t n = src.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) store(dst, i, load(src, i));
+}
+
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  check_same_numel(a, b, "add");
+  check_same_numel(a, out, "add");
+  check_same_dtype(a, b, "add");
+  check_same_dtype(a, out, "add");
+  ROTOR_DISPATCH_CUDA(out, add(a, b, out));
+  require_f32(out, "add");
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* po = out.data<float>();
+  const int64_t n = out.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+}
+
+void mul(const Tensor& a, const Tensor& b, Tensor& out) {
+  check_same_numel(a, b, "mul");
+  check_same_numel(a, out, "mul");
+  check_same_dtype(a, b, "mul");
+  check_same_dtype(a, out, "mul");
+  ROTOR_DISPATCH_CUDA(out, mul(a, b, out));
+  require_f32(out, "mul");
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* po = out.data<float>();
+  const int64_t n = out.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] * pb[i];
+}
+
+void scale(Tensor& x, float s) {
+  if (!is_floating(x.dtype())) ROTOR_FAIL("scale: floating tensor expected, got {}", x.str());
+  ROTOR_DISPATCH_CUDA(x, scale(x, s));
+  require_f32(x, "scale");
+  float* p = x.data<float>();
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] *= s;
+}
+
+void axpby(float alpha, const Tensor& x, float beta, Tensor& y) {
+  check_same_numel(x, y, "axpby");
+  check_same_dtype(x, y, "axpby");
+  ROTOR_DISPATCH_CUDA(y, axpby(alpha, x, beta, y));
+  require_f32(y, "axpby");
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+  const int64_t n = y.numel();
+  // beta == 0 overwrites y, so stale NaN/inf in y do not leak through (BLAS convention).
+  if (beta == 0.0f) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) py[i] = alpha * px[i];
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) py[i] = alpha * px[i] + beta * py[i];
+  }
+}
+
+void add_bias(Tensor& x, const Tensor& bias) {
+  if (x.dim() < 1 || bias.dim() != 1 || x.size(-1) != bias.size(0))
+    ROTOR_FAIL("add_bias: x {} needs a bias [{}], got {}", shape_str(x.shape()),
+               x.dim() ? x.size(-1) : 0, shape_str(bias.shape()));
+  check_same_dtype(x, bias, "add_bias");
+  check_same_device(x, bias, "add_bias");
+  ROTOR_DISPATCH_CUDA(x, add_bias(x, bias));
+  require_f32(x, "add_bias");
+  const int64_t n = bias.size(0);
+  const int64_t rows = n ? x.numel() / n : 0;
+  float* px = x.data<float>();           // [rows, n]
+  const float* pb = bias.data<float>();  // [n]
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) px[r * n + j] += pb[j];
+}
+
+void activation_forward(const Tensor& x, Tensor& y, Activation act) {
+  check_same_numel(x, y, "activation_forward");
+  check_same_dtype(x, y, "activation_forward");
+  ROTOR_DISPATCH_CUDA(y, activation_forward(x, y, act));
+  require_f32(y, "activation_forward");
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+  const int64_t n = y.numel();
+  switch (act) {
+    case Activation::None:
+      if (px != py) y.copy_from(x);
+      break;
+    case Activation::ReLU:
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) py[i] = px[i] > 0.0f ? px[i] : 0.0f;
+      break;
+    case Activation::GELU:
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) py[i] = gelu(px[i]);
+      break;
+  }
+}
+
+void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activation act) {
+  check_same_numel(dy, x, "activation_backward");
+  check_same_numel(dy, dx, "activation_backward");
+  check_same_dtype(dy, x, "activation_backward");
+  check_same_dtype(dy, dx, "activation_backward");
+  ROTOR_DISPATCH_CUDA(dx, activation_backward(dy, x, dx, act));
+  require_f32(dx, "activation_backward");
+  const float* pdy = dy.data<float>();
+  const float* px = x.data<float>();
+  float* pdx = dx.data<float>();
+  const int64_t n = dx.numel();
+  switch (act) {
+    case Activation::None:
+      if (pdx != pdy) dx.copy_from(dy);
+      break;
+    case Activation::ReLU:
+      // The subgradient at 0 is taken as 0, as PyTorch does.
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) pdx[i] = px[i] > 0.0f ? pdy[i] : 0.0f;
+      break;
+    case Activation::GELU:
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) pdx[i] = pdy[i] * gelu_grad(px[i]);
+      break;
+  }
+}
+
+}  // namespace rotor::ops

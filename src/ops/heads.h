@@ -1,0 +1,33 @@
+// Head layout changes around the attention core, with RoPE fused in
+// (DESIGN.md decision 7): the projection output [B, T, P*H*D] is split into P
+// parts laid out [B, H, T, D]; queries and keys are rotated (RoFormer eq. 34,
+// interleaved pairs) at positions t + position_offset and the queries scaled.
+// The backward rotates the gradients back. No separate RoPE pass exists.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace rotor::ops {
+
+struct SplitHeadsOptions {
+  int64_t n_heads = 1;
+  int rotary_parts = 0;  // the first rotary_parts parts are rotated (2: q and k)
+  float rope_base = 10000.0f;
+  int64_t position_offset = 0;
+  float part0_scale = 1.0f;  // multiplies part 0 after rotation (1/sqrt(D) for queries)
+};
+
+// x [B, T, P*H*D] -> parts[p] [B, H, T, D] for p < P = parts.size().
+void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts,
+                         const SplitHeadsOptions& options);
+// dparts[p] [B, H, T, D] -> dx [B, T, P*H*D] (written).
+void split_heads_backward(const std::vector<Tensor>& dparts, Tensor& dx,
+                          const SplitHeadsOptions& options);
+// x [B, H, T, D] -> y [B, T, H*D], and its transpose.
+void merge_heads_forward(const Tensor& x, Tensor& y);
+void merge_heads_backward(const Tensor& dy, Tensor& dx);
+
+}  // namespace rotor::ops

@@ -1,0 +1,122 @@
+// CPU layer normalization over the last dimension. Statistics in double,
+// biased variance (as PyTorch), rstd = 1/sqrt(var + eps).
+#include "ops/layer_norm.h"
+
+#include <cmath>
+#include <initializer_list>
+
+#include "ops/dispatch.h"
+
+namespace rotor::ops {
+
+namespace {
+// Checks x[rows, n] against gamma/beta [n] and mean/rstd [rows]; returns n.
+int64_t check_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         const Tensor& mean, const Tensor& rstd, const char* op) {
+  if (x.dim() < 1) ROTOR_FAIL("{}: x must have at least 1 dimension", op);
+  const int64_t n = x.size(-1);
+  const int64_t rows = n ? x.numel() / n : 0;
+  if (gamma.dim() != 1 || gamma.size(0) != n)
+    ROTOR_FAIL("{}: gamma must be [{}], got {}", op, n, shape_str(gamma.shape()));
+  if (beta.dim() != 1 || beta.size(0) != n)
+    ROTOR_FAIL("{}: beta/dbeta must be [{}], got {}", op, n, shape_str(beta.shape()));
+  if (mean.numel() != rows || rstd.numel() != rows)
+    ROTOR_FAIL("{}: mean and rstd need {} elements (rows of x {}), got {} and {}", op, rows,
+               shape_str(x.shape()), mean.numel(), rstd.numel());
+  if (mean.dtype() != DType::F32 || rstd.dtype() != DType::F32)
+    ROTOR_FAIL("{}: mean and rstd must be f32", op);
+  if (gamma.dtype() != x.dtype() || beta.dtype() != x.dtype())
+    ROTOR_FAIL("{}: gamma/beta dtype must match x ({})", op, dtype_name(x.dtype()));
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&gamma, &beta, &mean, &rstd})
+    check_same_device(x, *t, op);
+  return n;
+}
+}  // namespace
+
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                        Tensor& y, Tensor& mean, Tensor& rstd) {
+  const int64_t n = check_layer_norm(x, gamma, beta, mean, rstd, "layer_norm_forward");
+  check_shape(y, x.shape(), "layer_norm_forward y");
+  if (y.dtype() != x.dtype()) ROTOR_FAIL("layer_norm_forward: y dtype must match x");
+  check_same_device(x, y, "layer_norm_forward");
+  if (!(eps >= 0.0f)) ROTOR_FAIL("layer_norm_forward: eps must be >= 0, got {}", eps);
+  ROTOR_DISPATCH_CUDA(x, layer_norm_forward(x, gamma, beta, eps, y, mean, rstd));
+  require_f32(x, "layer_norm_forward");
+  const int64_t rows = mean.numel();
+  const float* px = x.data<float>();  // [rows, n]
+  const float* pg = gamma.data<float>();
+  const float* pb = beta.data<float>();
+  float* py = y.data<float>();     // [rows, n]
+  float* pm = mean.data<float>();  // [rows]
+  float* pr = rstd.data<float>();  // [rows]
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * n;
+    double s = 0.0;
+    for (int64_t j = 0; j < n; ++j) s += xr[j];
+    const double mu = s / static_cast<double>(n);
+    // Two passes: sum((x - mu)^2) avoids the cancellation of E[x^2] - mu^2.
+    double ss = 0.0;
+    for (int64_t j = 0; j < n; ++j) ss += (xr[j] - mu) * (xr[j] - mu);
+    const double rs = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+    const float muf = static_cast<float>(mu), rsf = static_cast<float>(rs);
+    for (int64_t j = 0; j < n; ++j) py[r * n + j] = (xr[j] - muf) * rsf * pg[j] + pb[j];
+    pm[r] = muf;
+    pr[r] = rsf;
+  }
+}
+
+void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  const int64_t n = check_layer_norm(x, gamma, dbeta, mean, rstd, "layer_norm_backward");
+  check_shape(dy, x.shape(), "layer_norm_backward dy");
+  check_shape(dx, x.shape(), "layer_norm_backward dx");
+  check_shape(dgamma, gamma.shape(), "layer_norm_backward dgamma");
+  if (dy.dtype() != x.dtype() || dx.dtype() != x.dtype() || dgamma.dtype() != gamma.dtype())
+    ROTOR_FAIL("layer_norm_backward: dy, dx, dgamma dtypes must match x and gamma");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &dx, &dgamma})
+    check_same_device(x, *t, "layer_norm_backward");
+  ROTOR_DISPATCH_CUDA(x, layer_norm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta));
+  require_f32(x, "layer_norm_backward");
+  const int64_t rows = mean.numel();
+  const float* pdy = dy.data<float>();  // [rows, n]
+  const float* px = x.data<float>();    // [rows, n]
+  const float* pg = gamma.data<float>();
+  const float* pm = mean.data<float>();
+  const float* pr = rstd.data<float>();
+  float* pdx = dx.data<float>();      // [rows, n]
+  float* pdg = dgamma.data<float>();  // [n]
+  float* pdb = dbeta.data<float>();   // [n]
+
+  // Parameter gradients first (dx may alias dy): columns are independent.
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < n; ++j) {
+    double dg = 0.0, db = 0.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double xhat = (px[r * n + j] - pm[r]) * static_cast<double>(pr[r]);
+      dg += pdy[r * n + j] * xhat;
+      db += pdy[r * n + j];
+    }
+    pdg[j] += static_cast<float>(dg);
+    pdb[j] += static_cast<float>(db);
+  }
+
+  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float mu = pm[r], rs = pr[r];
+    double sg = 0.0, sgx = 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double g = static_cast<double>(pdy[r * n + j]) * pg[j];
+      sg += g;
+      sgx += g * (px[r * n + j] - mu) * rs;
+    }
+    const float mg = static_cast<float>(sg / n), mgx = static_cast<float>(sgx / n);
+    for (int64_t j = 0; j < n; ++j) {
+      const float xhat = (px[r * n + j] - mu) * rs;
+      pdx[r * n + j] = rs * (pdy[r * n + j] * pg[j] - mg - xhat * mgx);
+    }
+  }
+}
+
+}  // namespace rotor::ops

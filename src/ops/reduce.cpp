@@ -1,0 +1,140 @@
+// CPU reductions, accumulated in double so that results do not depend on the
+// number of OpenMP threads in any way that matters for a test tolerance.
+#include "ops/reduce.h"
+
+#include <cmath>
+#include <limits>
+
+#include "ops/dispatch.h"
+
+// ROTOR_DISPATCH_CUDA for ops that return a value: cuda_impl fills `out`.
+#if ROTOR_WITH_CUDA
+#define ROTOR_DISPATCH_CUDA_VALUE(tensor, call, value) \
+  do {                                                 \
+    if ((tensor).is_cuda()) {                          \
+      ::rotor::ops::cuda_impl::call;                   \
+      return value;                                    \
+    }                                                  \
+  } while (0)
+#else
+#define ROTOR_DISPATCH_CUDA_VALUE(tensor, call, value) ROTOR_DISPATCH_CUDA(tensor, call)
+#endif
+
+namespace rotor::ops {
+
+void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
+  if (x.dim() < 1) ROTOR_FAIL("sum_rows: x must have at least 1 dimension, got a scalar");
+  const int64_t n = x.size(-1);
+  if (out.numel() != n)
+    ROTOR_FAIL("sum_rows: out has {} elements, x {} needs {}", out.numel(), shape_str(x.shape()),
+               n);
+  if (out.dtype() != DType::F32) ROTOR_FAIL("sum_rows: out must be f32, got {}", out.str());
+  check_same_device(x, out, "sum_rows");
+  ROTOR_DISPATCH_CUDA(x, sum_rows(x, out, accumulate));
+  require_f32(x, "sum_rows");
+  const int64_t rows = n ? x.numel() / n : 0;
+  const float* px = x.data<float>();  // [rows, n]
+  float* po = out.data<float>();      // [n]
+  // Columns are independent: each thread owns a range of them and walks the rows.
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < n; ++j) {
+    double acc = accumulate ? po[j] : 0.0;
+    for (int64_t r = 0; r < rows; ++r) acc += px[r * n + j];
+    po[j] = static_cast<float>(acc);
+  }
+}
+
+double sum(const Tensor& x) {
+#if ROTOR_WITH_CUDA
+  if (x.is_cuda()) {
+    double result = 0.0;
+    cuda_impl::sum(x, result);
+    return result;
+  }
+#else
+  if (x.is_cuda()) ROTOR_FAIL("sum: a CUDA tensor reached a CPU-only rotor build");
+#endif
+  require_f32(x, "sum");
+  const float* p = x.data<float>();
+  const int64_t n = x.numel();
+  double acc = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) acc += p[i];
+  return acc;
+}
+
+float max_abs(const Tensor& x) {
+#if ROTOR_WITH_CUDA
+  if (x.is_cuda()) {
+    float result = 0.0f;
+    cuda_impl::max_abs(x, result);
+    return result;
+  }
+#else
+  if (x.is_cuda()) ROTOR_FAIL("max_abs: a CUDA tensor reached a CPU-only rotor build");
+#endif
+  require_f32(x, "max_abs");
+  const float* p = x.data<float>();
+  const int64_t n = x.numel();
+  float best = 0.0f;
+  bool nan = false;
+#pragma omp parallel for schedule(static) reduction(max : best) reduction(|| : nan)
+  for (int64_t i = 0; i < n; ++i) {
+    float a = std::fabs(p[i]);
+    if (std::isnan(a))
+      nan = true;
+    else if (a > best)
+      best = a;
+  }
+  // A NaN anywhere is reported rather than silently skipped by the comparison.
+  return nan ? std::numeric_limits<float>::quiet_NaN() : best;
+}
+
+namespace {
+// The common device of a list of f32 tensors (CPU for an empty list).
+Device list_device(const std::vector<Tensor>& tensors, const char* op) {
+  Device d = tensors.empty() ? Device::cpu() : tensors[0].device();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i].defined()) ROTOR_FAIL("{}: tensor {} is undefined", op, i);
+    if (tensors[i].device() != d)
+      ROTOR_FAIL("{}: tensor {} is on {}, tensor 0 on {}", op, i, tensors[i].device().str(),
+                 d.str());
+  }
+  return d;
+}
+}  // namespace
+
+Tensor global_norm(const std::vector<Tensor>& tensors) {
+  Device device = list_device(tensors, "global_norm");
+  Tensor out = Tensor::empty({1}, DType::F32, device);  // [1]
+  ROTOR_DISPATCH_CUDA_VALUE(out, global_norm(tensors, out), out);
+  double acc = 0.0;
+  for (const Tensor& t : tensors) {
+    require_f32(t, "global_norm");
+    const float* p = t.data<float>();
+    const int64_t n = t.numel();
+#pragma omp parallel for schedule(static) reduction(+ : acc)
+    for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(p[i]) * p[i];
+  }
+  out.data<float>()[0] = static_cast<float>(std::sqrt(acc));
+  return out;
+}
+
+Tensor any_nonfinite(const std::vector<Tensor>& tensors) {
+  Device device = list_device(tensors, "any_nonfinite");
+  Tensor out = Tensor::empty({1}, DType::U8, device);  // [1]
+  ROTOR_DISPATCH_CUDA_VALUE(out, any_nonfinite(tensors, out), out);
+  bool bad = false;
+  for (const Tensor& t : tensors) {
+    require_f32(t, "any_nonfinite");
+    const float* p = t.data<float>();
+    const int64_t n = t.numel();
+#pragma omp parallel for schedule(static) reduction(|| : bad)
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i])) bad = true;
+  }
+  out.data<uint8_t>()[0] = bad ? 1 : 0;
+  return out;
+}
+
+}  // namespace rotor::ops

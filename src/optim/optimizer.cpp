@@ -1,0 +1,61 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+
+#include "ops/adamw.h"
+#include "ops/reduce.h"
+
+namespace rotor::optim {
+
+Optimizer::Optimizer(nn::ParameterStore& store, const OptimizerOptions& options)
+    : store_(&store), options_(options) {
+  ROTOR_CHECK(store.allocated(), "optimizer over unallocated parameters");
+  m_ = Tensor::zeros({store.numel()}, DType::F32, store.device());
+  v_ = Tensor::zeros({store.numel()}, DType::F32, store.device());
+}
+
+StepInfo Optimizer::step(double lr, double grad_scale) {
+  StepInfo info;
+  Tensor& grads = store_->grads();
+  // The norm decides clipping and catches inf/NaN; it needs one host read.
+  const double norm = ops::global_norm({grads}).item() * grad_scale;
+  info.grad_norm = norm;
+  if (!std::isfinite(norm)) {
+    info.skipped = true;
+    return info;
+  }
+  double scale = grad_scale;
+  if (options_.clip_norm > 0 && norm > options_.clip_norm) scale *= options_.clip_norm / (norm + 1e-6);
+  ++step_;
+  ops::AdamWOptions o;
+  o.lr = static_cast<float>(lr);
+  o.beta1 = static_cast<float>(options_.beta1);
+  o.beta2 = static_cast<float>(options_.beta2);
+  o.eps = static_cast<float>(options_.eps);
+  o.step = step_;
+  o.grad_scale = static_cast<float>(scale);
+  // Runs of consecutive parameters with the same decay flag: one call each.
+  const auto& params = store_->parameters();
+  if (options_.weight_decay == 0.0) {  // one call over the whole buffer
+    ops::adamw_step(store_->values(), grads, m_, v_, o);
+    return info;
+  }
+  size_t i = 0;
+  while (i < params.size()) {
+    size_t j = i;
+    int64_t count = 0;
+    while (j < params.size() && params[j]->no_decay == params[i]->no_decay) {
+      count += shape_numel(params[j]->shape);
+      ++j;
+    }
+    o.weight_decay = params[i]->no_decay ? 0.0f : static_cast<float>(options_.weight_decay);
+    const int64_t begin = params[i]->offset;
+    Tensor p = store_->values().narrow(begin, count), g = grads.narrow(begin, count);
+    Tensor m = m_.narrow(begin, count), v = v_.narrow(begin, count);
+    ops::adamw_step(p, g, m, v, o);
+    i = j;
+  }
+  return info;
+}
+
+}  // namespace rotor::optim

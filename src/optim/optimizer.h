@@ -1,0 +1,41 @@
+// Adam/AdamW over the flat parameter buffers: one multi-tensor step per run
+// of parameters that share a weight-decay setting (biases and norms are
+// excluded from decay), with gradient clipping by the global norm.
+#pragma once
+
+#include <cstdint>
+
+#include "nn/parameters.h"
+
+namespace rotor::optim {
+
+struct OptimizerOptions {
+  bool decoupled = true;  // AdamW; with weight_decay 0 Adam and AdamW coincide
+  double beta1 = 0.9, beta2 = 0.98, eps = 1e-9, weight_decay = 0.0;
+  double clip_norm = 0.0;  // 0: no clipping
+};
+
+struct StepInfo {
+  double grad_norm = 0;  // of the scaled-back gradients, before clipping
+  bool skipped = false;  // non-finite gradients: no update was made
+};
+
+class Optimizer {
+ public:
+  Optimizer(nn::ParameterStore& store, const OptimizerOptions& options);
+  // One update with learning rate lr. Gradients are multiplied by grad_scale
+  // (e.g. 1/loss_scale) before anything else. Increments step().
+  StepInfo step(double lr, double grad_scale = 1.0);
+  int64_t steps() const { return step_; }
+  void set_steps(int64_t s) { step_ = s; }
+  Tensor& exp_avg() { return m_; }     // f32 [numel]
+  Tensor& exp_avg_sq() { return v_; }  // f32 [numel]
+
+ private:
+  nn::ParameterStore* store_;
+  OptimizerOptions options_;
+  Tensor m_, v_;
+  int64_t step_ = 0;
+};
+
+}  // namespace rotor::optim

@@ -1,0 +1,59 @@
+// Checkpoints (DESIGN.md decision 10): OUTPUT_DIR/checkpoints/step_N/ holds
+//   model.safetensors      the fp32 weights, Hugging Face style names
+//   optimizer.safetensors  the Adam moments (exp_avg, exp_avg_sq), flat
+//   trainer_state.json     step, data position, RNG seed, loss scale, ...
+//   config.yaml            the resolved config
+//   spm.model              the tokenizer, so a checkpoint stands alone
+// Each directory is written under a temporary name, fsync'ed and renamed; the
+// symlink OUTPUT_DIR/checkpoint_last is then swapped to point at it, and all
+// but the newest keep_last step_N directories are removed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "data/batcher.h"
+#include "nn/parameters.h"
+#include "optim/optimizer.h"
+
+namespace rotor::train {
+
+struct TrainerState {
+  int64_t step = 0;        // updates done
+  int64_t micro_step = 0;  // micro-batches done (keys the dropout streams)
+  data::BatchPosition position;
+  double loss_scale = 1.0;
+  int64_t skipped_steps = 0;
+  double best_valid_loss = 0;  // 0 = none yet
+  int64_t bad_validations = 0;  // for early stopping
+  double train_seconds = 0;
+};
+
+struct CheckpointContents {
+  const nn::ParameterStore* params = nullptr;
+  const optim::Optimizer* optimizer = nullptr;  // may be null (averaged checkpoints)
+  TrainerState state;
+  std::string config_yaml;
+  std::string spm_model;  // path of the tokenizer to copy in ("" = none)
+};
+
+// Writes OUTPUT_DIR/checkpoints/step_<state.step>, repoints checkpoint_last
+// and prunes to keep_last. Returns the checkpoint directory.
+std::string save_checkpoint(const std::string& output_dir, const CheckpointContents& c,
+                            int keep_last);
+
+// A run directory (its checkpoint_last) or a checkpoint directory -> the
+// checkpoint directory. A rotor::Error when neither holds a checkpoint.
+std::string resolve_checkpoint(const std::string& path);
+
+// Loads model.safetensors into `params`: every parameter must be present with
+// its shape (a clear error names the first that is not).
+void load_weights(const std::string& checkpoint_dir, nn::ParameterStore& params);
+void load_optimizer(const std::string& checkpoint_dir, optim::Optimizer& optimizer);
+TrainerState load_trainer_state(const std::string& checkpoint_dir);
+
+// The weights of a store as named tensors (views; no copy).
+void save_weights(const std::string& path, const nn::ParameterStore& params,
+                  const std::string& config_yaml);
+
+}  // namespace rotor::train

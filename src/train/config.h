@@ -1,0 +1,228 @@
+// The experiment config (DESIGN.md decision 9): YAML -> these typed structs.
+//
+// THE KEY NAMES, THEIR NESTING AND THE ENUM SPELLINGS BELOW ARE THE
+// USER-FACING CONTRACT: they appear in every configs/*.yaml, in --set
+// overrides, in --dump-config output and in the config saved with every
+// checkpoint. Rename nothing without a migration; add keys with defaults.
+//
+// Loading validates every key: an unknown key, a wrong type or an
+// out-of-range / bad enum value is a rotor::Error that names the key path and
+// the file line, e.g.
+//   configs/x.yaml:12: train.max_updates: expected a positive integer, got "abc"
+// and an override's error names the override:
+//   --set model.d_modle=256: unknown key model.d_modle (did you mean model.d_model?)
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace rotor {
+
+enum class Task { Translation, Mlm };
+enum class Precision { FP32, FP16, BF16 };
+enum class LogLevel { Trace, Debug, Info, Warn, Error };
+enum class Activation { Relu, Gelu };
+enum class NormPlacement { Post, Pre };
+enum class PositionEncoding { Sinusoidal, Learned, Rope, None };
+enum class AttentionImpl { Auto, Rotor, Cudnn, Reference };
+enum class SpmModelType { Bpe, Unigram };
+enum class OptimizerName { Adam, AdamW };
+enum class LrSchedule { InverseSqrt, Linear, Constant };
+
+// The spelling of every enum value in YAML.
+template <class E>
+struct EnumNames;
+#define ROTOR_ENUM_NAMES(E, ...)                                             \
+  template <>                                                                \
+  struct EnumNames<E> {                                                      \
+    static constexpr std::pair<E, std::string_view> items[] = {__VA_ARGS__}; \
+  }
+ROTOR_ENUM_NAMES(Task, {Task::Translation, "translation"}, {Task::Mlm, "mlm"});
+ROTOR_ENUM_NAMES(Precision, {Precision::FP32, "fp32"}, {Precision::FP16, "fp16"},
+                 {Precision::BF16, "bf16"});
+ROTOR_ENUM_NAMES(LogLevel, {LogLevel::Trace, "trace"}, {LogLevel::Debug, "debug"},
+                 {LogLevel::Info, "info"}, {LogLevel::Warn, "warn"}, {LogLevel::Error, "error"});
+ROTOR_ENUM_NAMES(Activation, {Activation::Relu, "relu"}, {Activation::Gelu, "gelu"});
+ROTOR_ENUM_NAMES(NormPlacement, {NormPlacement::Post, "post"}, {NormPlacement::Pre, "pre"});
+ROTOR_ENUM_NAMES(PositionEncoding, {PositionEncoding::Sinusoidal, "sinusoidal"},
+                 {PositionEncoding::Learned, "learned"}, {PositionEncoding::Rope, "rope"},
+                 {PositionEncoding::None, "none"});
+ROTOR_ENUM_NAMES(AttentionImpl, {AttentionImpl::Auto, "auto"}, {AttentionImpl::Rotor, "rotor"},
+                 {AttentionImpl::Cudnn, "cudnn"}, {AttentionImpl::Reference, "reference"});
+ROTOR_ENUM_NAMES(SpmModelType, {SpmModelType::Bpe, "bpe"}, {SpmModelType::Unigram, "unigram"});
+ROTOR_ENUM_NAMES(OptimizerName, {OptimizerName::Adam, "adam"}, {OptimizerName::AdamW, "adamw"});
+ROTOR_ENUM_NAMES(LrSchedule, {LrSchedule::InverseSqrt, "inverse_sqrt"},
+                 {LrSchedule::Linear, "linear"}, {LrSchedule::Constant, "constant"});
+#undef ROTOR_ENUM_NAMES
+
+template <class E>
+concept ConfigEnum = requires {
+  EnumNames<E>::items;
+};
+
+template <ConfigEnum E>
+std::string_view to_string(E e) {
+  for (const auto& [v, name] : EnumNames<E>::items)
+    if (v == e) return name;
+  return "?";
+}
+
+// Exact (lower-case) spelling -> value; nullopt otherwise.
+template <ConfigEnum E>
+std::optional<E> enum_from_string(std::string_view s) {
+  for (const auto& [v, name] : EnumNames<E>::items)
+    if (name == s) return v;
+  return std::nullopt;
+}
+
+// "relu | gelu": the accepted spellings, for messages.
+template <ConfigEnum E>
+std::string enum_choices() {
+  std::string out;
+  for (const auto& [v, name] : EnumNames<E>::items) {
+    if (!out.empty()) out += " | ";
+    out += name;
+  }
+  return out;
+}
+
+struct ModelConfig {
+  int encoder_layers = 6;
+  int decoder_layers = 6;  // ignored for task mlm
+  int d_model = 512;
+  int n_heads = 8;
+  int d_ff = 2048;
+  Activation activation = Activation::Relu;
+  double dropout = 0.1;
+  double attention_dropout = 0.0;
+  double activation_dropout = 0.0;
+  NormPlacement norm = NormPlacement::Post;
+  double layer_norm_eps = 1e-5;
+  PositionEncoding position = PositionEncoding::Sinusoidal;
+  double rope_base = 10000.0;
+  int max_positions = 1024;
+  bool share_embeddings = true;  // source, target and output projection share one matrix
+  bool scale_embeddings = true;  // token embeddings times sqrt(d_model)
+  int type_vocab_size = 2;       // mlm segment embeddings
+  double init_std = 0.02;        // mlm (BERT) init; translation uses the fairseq init
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct AttentionConfig {
+  AttentionImpl impl = AttentionImpl::Auto;
+  bool operator==(const AttentionConfig&) const = default;
+};
+
+struct DataConfig {
+  std::string src_lang = "en";
+  std::string tgt_lang = "de";
+  // Raw text prefix (PREFIX.src_lang / PREFIX.tgt_lang, or for mlm a text
+  // file) or a prefix prepared by `rotor prepare`. Required for training.
+  std::string train;
+  std::string valid;
+  std::string test;
+  std::string spm_model;  // "" -> OUTPUT_DIR/spm.model, trained when missing
+  int vocab_size = 8000;
+  SpmModelType spm_model_type = SpmModelType::Bpe;
+  double character_coverage = 1.0;
+  int max_len = 256;
+  double max_len_ratio = 1.5;
+  int64_t max_tokens = 4096;  // per batch, padding counted
+  int seq_len = 128;          // mlm block length
+  double mask_prob = 0.15;
+  double mask_token_prob = 0.8;
+  double random_token_prob = 0.1;
+  int prefetch = 2;
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct TrainConfig {
+  int64_t max_updates = 100000;
+  int max_epochs = 0;   // 0 = unlimited
+  int batch_size = 64;  // mlm sequences per batch
+  int update_freq = 1;
+  double clip_norm = 0.0;  // 0 = off
+  double label_smoothing = 0.1;
+  int64_t log_interval = 100;
+  int64_t valid_interval = 1000;
+  int64_t save_interval = 5000;
+  int keep_last = 5;
+  int patience = 0;             // 0 = no early stopping
+  double loss_scale = 65536.0;  // initial fp16 loss scale
+  int scale_window = 2000;
+  bool operator==(const TrainConfig&) const = default;
+};
+
+struct OptimConfig {
+  OptimizerName name = OptimizerName::Adam;
+  double lr = 5e-4;
+  std::array<double, 2> betas = {0.9, 0.98};
+  double eps = 1e-9;
+  double weight_decay = 0.0;
+  LrSchedule schedule = LrSchedule::InverseSqrt;
+  int64_t warmup_updates = 4000;
+  double warmup_init_lr = 1e-7;
+  double end_lr = 0.0;  // linear decays to end_lr at max_updates
+  bool operator==(const OptimConfig&) const = default;
+};
+
+struct DecodeConfig {
+  int beam = 4;
+  double lenpen = 0.6;
+  double max_len_a = 1.0;
+  int max_len_b = 50;
+  bool operator==(const DecodeConfig&) const = default;
+};
+
+struct DistConfig {
+  double bucket_mb = 25.0;
+  bool shard_optimizer = false;
+  double timeout_s = 300.0;
+  bool operator==(const DistConfig&) const = default;
+};
+
+struct Config {
+  Task task = Task::Translation;
+  std::string output_dir = "runs/default";
+  int64_t seed = 1;
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N (resolve_device)
+  Precision precision = Precision::FP32;
+  LogLevel log_level = LogLevel::Info;
+  ModelConfig model;
+  AttentionConfig attention;
+  DataConfig data;
+  TrainConfig train;
+  OptimConfig optim;
+  DecodeConfig decode;
+  DistConfig dist;
+  bool operator==(const Config&) const = default;
+};
+
+// Reads the YAML file at `path`, applies `overrides` ("a.b=c", as given to
+// --set; the value is parsed as YAML, so lists work: "optim.betas=[0.9,0.999]";
+// a list element is "optim.betas.1=0.999" or "optim.betas[1]=0.999"), converts
+// and validates. Missing keys take their defaults.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The same from YAML text; `origin` names it in messages.
+Config load_config_from_string(const std::string& text, const std::string& origin = "<string>",
+                               const std::vector<std::string>& overrides = {});
+
+// The fully resolved config as YAML (every key, defaults included), which
+// load_config_from_string reads back to an equal Config.
+std::string dump_config(const Config& config);
+
+// Cross-field checks (n_heads divides d_model, rope needs an even head size,
+// mask_token_prob + random_token_prob <= 1, ...). load_config runs them; call
+// it again after changing a Config in code. Throws rotor::Error "KEY: what".
+void validate(const Config& config);
+
+// What training needs beyond validate(): data.train set.
+void validate_for_training(const Config& config);
+
+}  // namespace rotor

@@ -1,0 +1,24 @@
+// `rotor train`: the training loop for translation (DESIGN.md decisions 2-3,
+// 6-12): token batches, label-smoothed loss normalized by target tokens,
+// Adam with a schedule and clipping, gradient accumulation (update_freq),
+// validation, JSON-lines metrics, checkpoints and exact resume.
+#pragma once
+
+#include <string>
+
+#include "models/transformer.h"
+#include "train/config.h"
+
+namespace rotor::train {
+
+struct TrainOptions {
+  bool resume = false;  // continue from OUTPUT_DIR/checkpoint_last
+};
+
+// Runs the whole job described by `config`. Returns the process exit code.
+int run_training(const Config& config, const std::string& config_yaml, const TrainOptions& options);
+
+// The model a config describes, for a vocabulary of `vocab_size` pieces.
+models::TransformerConfig transformer_config(const Config& config, int64_t vocab_size);
+
+}  // namespace rotor::train

@@ -1,0 +1,308 @@
+// The YAML config (src/train/config.h): defaults, round trip, and errors that
+// name the key path and the line.
+#include <fstream>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "support/test_util.h"
+#include "train/config.h"
+
+namespace rotor {
+namespace {
+
+std::string load_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_config_from_string(yaml, "configs/x.yaml", overrides);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error for:\n" << yaml;
+  return "";
+}
+
+TEST(Config, Defaults) {
+  Config c = load_config_from_string("");
+  EXPECT_EQ(c, Config{});
+  EXPECT_EQ(c.task, Task::Translation);
+  EXPECT_EQ(c.output_dir, "runs/default");
+  EXPECT_EQ(c.seed, 1);
+  EXPECT_EQ(c.device, "auto");
+  EXPECT_EQ(c.model.d_model, 512);
+  EXPECT_EQ(c.model.position, PositionEncoding::Sinusoidal);
+  EXPECT_DOUBLE_EQ(c.model.layer_norm_eps, 1e-5);
+  EXPECT_EQ(c.data.vocab_size, 8000);
+  EXPECT_EQ(c.train.max_updates, 100000);
+  EXPECT_EQ(c.optim.betas[1], 0.98);
+  EXPECT_EQ(c.optim.schedule, LrSchedule::InverseSqrt);
+  EXPECT_EQ(c.decode.max_len_b, 50);
+  EXPECT_FALSE(c.dist.shard_optimizer);
+  EXPECT_EQ(load_config_from_string("# only a comment\n"), Config{});
+  EXPECT_EQ(load_config_from_string("model:\n"), Config{});  // an empty section
+}
+
+TEST(Config, ReadsEveryKindOfValue) {
+  Config c = load_config_from_string(R"(
+task: mlm
+output_dir: runs/roformer
+seed: 7
+device: cuda:1
+precision: bf16
+log_level: debug
+model:
+  encoder_layers: 12
+  d_model: 768
+  n_heads: 12
+  d_ff: 3072
+  activation: gelu
+  norm: pre
+  position: rope
+  rope_base: 1e4
+  share_embeddings: no
+attention: {impl: reference}
+data:
+  train: data/wiki.txt
+  valid:
+  max_tokens: 1e5
+optim:
+  name: adamw
+  betas: [0.9, 0.999]
+  lr: 1.0e-4
+  schedule: linear
+train:
+  max_updates: 200000
+)");
+  EXPECT_EQ(c.task, Task::Mlm);
+  EXPECT_EQ(c.device, "cuda:1");
+  EXPECT_EQ(c.precision, Precision::BF16);
+  EXPECT_EQ(c.log_level, LogLevel::Debug);
+  EXPECT_EQ(c.model.activation, Activation::Gelu);
+  EXPECT_EQ(c.model.norm, NormPlacement::Pre);
+  EXPECT_EQ(c.model.position, PositionEncoding::Rope);
+  EXPECT_EQ(c.model.rope_base, 10000.0);
+  EXPECT_FALSE(c.model.share_embeddings);
+  EXPECT_EQ(c.attention.impl, AttentionImpl::Reference);
+  EXPECT_EQ(c.data.train, "data/wiki.txt");
+  EXPECT_EQ(c.data.valid, "");
+  EXPECT_EQ(c.data.max_tokens, 100000);
+  EXPECT_EQ(c.optim.name, OptimizerName::AdamW);
+  EXPECT_EQ(c.optim.betas, (std::array<double, 2>{0.9, 0.999}));
+  EXPECT_EQ(c.optim.lr, 1e-4);
+  EXPECT_EQ(c.train.max_updates, 200000);
+}
+
+TEST(Config, DumpLoadRoundTrip) {
+  Config c;
+  c.task = Task::Mlm;
+  c.output_dir = "runs/with \"quotes\" and: colon # hash";
+  c.seed = 123456789012;
+  c.device = "cuda:3";
+  c.precision = Precision::FP16;
+  c.model.position = PositionEncoding::Learned;
+  c.model.dropout = 0.3;
+  c.model.layer_norm_eps = 1e-12;
+  c.model.rope_base = 10000.0;
+  c.data.src_lang = "yes";  // a string that YAML would read as a boolean unquoted
+  c.data.tgt_lang = "123";
+  c.data.valid = "";
+  c.optim.betas = {0.9, 0.999};
+  c.optim.lr = 1.0 / 3.0;
+  c.decode.lenpen = -0.25;
+  c.decode.max_len_b = -5;
+  c.dist.shard_optimizer = true;
+  std::string text = dump_config(c);
+  Config back = load_config_from_string(text, "dump");
+  EXPECT_EQ(back, c) << text;
+  EXPECT_EQ(dump_config(back), text);
+  // Every key is there, defaults included.
+  EXPECT_NE(text.find("\n  activation_dropout: 0.0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  layer_norm_eps: 1.0e-12\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  betas: [0.9, 0.999]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ndist:\n  bucket_mb: 25.0\n"), std::string::npos) << text;
+  EXPECT_EQ(load_config_from_string(dump_config(Config{})), Config{});
+
+  // And through a file.
+  test::TempDir tmp;
+  atomic_write_file(tmp / "c.yaml", text);
+  EXPECT_EQ(load_config(tmp / "c.yaml"), c);
+}
+
+TEST(Config, EnumNamesRoundTrip) {
+  EXPECT_EQ(to_string(PositionEncoding::Rope), "rope");
+  EXPECT_EQ(enum_from_string<LrSchedule>("inverse_sqrt"), LrSchedule::InverseSqrt);
+  EXPECT_FALSE(enum_from_string<Activation>("swish").has_value());
+  EXPECT_EQ(enum_choices<NormPlacement>(), "post | pre");
+}
+
+TEST(Config, UnknownKeyNamesPathAndLine) {
+  std::string e = load_error("task: translation\nmodle:\n  d_model: 3\n");
+  EXPECT_EQ(e, "configs/x.yaml:2: unknown key modle (did you mean model?)");
+  e = load_error("model:\n  d_model: 256\n  n_haeds: 4\n");
+  EXPECT_EQ(e, "configs/x.yaml:3: unknown key model.n_haeds (did you mean model.n_heads?)");
+  e = load_error("optim:\n  lr: 1e-3\n  frobnicate: 1\n");
+  EXPECT_EQ(e, "configs/x.yaml:3: unknown key optim.frobnicate");
+  e = load_error("attention:\n  impl: auto\n  flash: true\n");
+  EXPECT_NE(e.find("configs/x.yaml:3: unknown key attention.flash"), std::string::npos) << e;
+}
+
+TEST(Config, WrongTypeNamesPathAndLine) {
+  EXPECT_EQ(load_error("train:\n  log_interval: 10\n  max_updates: abc\n"),
+            "configs/x.yaml:3: train.max_updates: expected a positive integer, got \"abc\"");
+  EXPECT_EQ(load_error("\n\nmodel:\n  share_embeddings: maybe\n"),
+            "configs/x.yaml:4: model.share_embeddings: expected true or false, got \"maybe\"");
+  EXPECT_EQ(load_error("optim:\n  lr: [1, 2]\n"),
+            "configs/x.yaml:2: optim.lr: expected a number > 0, got a list");
+  EXPECT_EQ(load_error("model: 5\n"),
+            "configs/x.yaml:1: model: expected a mapping of keys, got \"5\"");
+  EXPECT_EQ(load_error("output_dir: {a: 1}\n"),
+            "configs/x.yaml:1: output_dir: expected a string, got a mapping");
+  EXPECT_EQ(load_error("seed:\n"),
+            "configs/x.yaml:1: seed: expected an integer >= 0, got nothing (null)");
+  EXPECT_EQ(load_error("optim:\n  betas: 0.9\n"),
+            "configs/x.yaml:2: optim.betas: expected a list of two numbers, each a number in [0, "
+            "1), got \"0.9\"");
+  EXPECT_EQ(load_error("- a\n- b\n"),
+            "configs/x.yaml:1: expected a mapping of config keys at the top level, got a list");
+  EXPECT_EQ(load_error("model:\n  d_model: 1.5\n"),
+            "configs/x.yaml:2: model.d_model: expected a positive integer, got \"1.5\"");
+}
+
+TEST(Config, OutOfRangeNamesPathAndLine) {
+  EXPECT_EQ(load_error("train:\n  max_updates: 0\n"),
+            "configs/x.yaml:2: train.max_updates: expected a positive integer, got \"0\"");
+  EXPECT_EQ(load_error("model:\n  dropout: 1.0\n"),
+            "configs/x.yaml:2: model.dropout: expected a number in [0, 1), got \"1.0\"");
+  EXPECT_EQ(load_error("seed: -1\n"),
+            "configs/x.yaml:1: seed: expected an integer >= 0, got \"-1\"");
+  EXPECT_EQ(load_error("data:\n  character_coverage: 0\n"),
+            "configs/x.yaml:2: data.character_coverage: expected a number in (0, 1], got \"0\"");
+  EXPECT_EQ(load_error("optim:\n  betas: [0.9, 1.5]\n"),
+            "configs/x.yaml:2: optim.betas[1]: expected a number in [0, 1), got \"1.5\"");
+  EXPECT_EQ(load_error("optim:\n  betas:\n    - 0.9\n    - 0.98\n    - 0.5\n"),
+            "configs/x.yaml:3: optim.betas: expected a list of two numbers, each a number in [0, "
+            "1), got a list of 3");
+  EXPECT_EQ(load_error("model:\n  d_model: 99999999999\n"),
+            "configs/x.yaml:2: model.d_model: expected a positive integer, got \"99999999999\"");
+  EXPECT_EQ(load_error("optim:\n  lr: nan\n"),
+            "configs/x.yaml:2: optim.lr: expected a number > 0, got \"nan\"");
+}
+
+TEST(Config, BadEnumNamesChoices) {
+  EXPECT_EQ(load_error("model:\n  position: rotary\n"),
+            "configs/x.yaml:2: model.position: expected one of sinusoidal | learned | rope | none, "
+            "got \"rotary\"");
+  EXPECT_EQ(load_error("task: lm\n"),
+            "configs/x.yaml:1: task: expected one of translation | mlm, got \"lm\"");
+  EXPECT_EQ(load_error("device: gpu\n"),
+            "configs/x.yaml:1: device: expected auto, cpu, cuda or cuda:N, got \"gpu\"");
+  EXPECT_EQ(load_error("device: cuda:x\n"),
+            "configs/x.yaml:1: device: expected auto, cpu, cuda or cuda:N, got \"cuda:x\"");
+}
+
+TEST(Config, DuplicateKeysAndBadYaml) {
+  EXPECT_EQ(load_error("seed: 1\nseed: 2\n"), "configs/x.yaml:2: seed: duplicate key");
+  std::string e = load_error("model:\n  d_model: [1, 2\n");
+  EXPECT_NE(e.find("configs/x.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("invalid YAML"), std::string::npos) << e;
+}
+
+TEST(Config, CrossFieldChecks) {
+  EXPECT_EQ(load_error("model:\n  d_model: 512\n  n_heads: 7\n"),
+            "configs/x.yaml:3: model.n_heads: 7 heads do not divide model.d_model = 512");
+  std::string e = load_error("model:\n  d_model: 24\n  n_heads: 8\n  position: rope\n");
+  EXPECT_NE(e.find("configs/x.yaml:4: model.position: rope rotates pairs"), std::string::npos) << e;
+  e = load_error("data:\n  mask_token_prob: 0.8\n  random_token_prob: 0.3\n");
+  EXPECT_NE(e.find("configs/x.yaml:3: data.random_token_prob:"), std::string::npos) << e;
+  e = load_error("device: cpu\nprecision: fp16\n");
+  EXPECT_NE(e.find("configs/x.yaml:2: precision: fp16 needs a CUDA device"), std::string::npos)
+      << e;
+  // All defaults but one: the origin without a line.
+  e = load_error("", {"model.n_heads=5"});
+  EXPECT_EQ(e, "--set model.n_heads=5: model.n_heads: 5 heads do not divide model.d_model = 512");
+
+  Config c;
+  validate(c);
+  c.model.n_heads = 3;
+  EXPECT_THROW(validate(c), Error);
+  c = Config{};
+  EXPECT_THROW(validate_for_training(c), Error);
+  c.data.train = "data/train";
+  validate_for_training(c);
+}
+
+TEST(Config, SetOverridesNestedKeysAndLists) {
+  Config c = load_config_from_string(
+      "model:\n  d_model: 256\n  n_heads: 4\noptim:\n  betas: [0.9, 0.98]\n", "x",
+      {"model.d_model=128", "train.max_updates=50", "optim.betas=[0.8, 0.9]", "model.position=rope",
+       "seed=9", "data.valid=", "output_dir=out dir"});
+  EXPECT_EQ(c.model.d_model, 128);
+  EXPECT_EQ(c.model.n_heads, 4);  // untouched sibling
+  EXPECT_EQ(c.train.max_updates, 50);
+  EXPECT_EQ(c.optim.betas, (std::array<double, 2>{0.8, 0.9}));
+  EXPECT_EQ(c.model.position, PositionEncoding::Rope);
+  EXPECT_EQ(c.seed, 9);
+  EXPECT_EQ(c.data.valid, "");
+  EXPECT_EQ(c.output_dir, "out dir");
+  // One element of a list, either spelling; the last override wins.
+  c = load_config_from_string("optim:\n  betas: [0.9, 0.98]\n", "x", {"optim.betas.1=0.999"});
+  EXPECT_EQ(c.optim.betas, (std::array<double, 2>{0.9, 0.999}));
+  c = load_config_from_string("", "x", {"optim.betas[0]=0.5", "seed=3", "seed=4"});
+  EXPECT_EQ(c.optim.betas, (std::array<double, 2>{0.5, 0.98}));
+  EXPECT_EQ(c.seed, 4);
+  // A section that is null in the file.
+  c = load_config_from_string("model:\n", "x", {"model.d_ff=64"});
+  EXPECT_EQ(c.model.d_ff, 64);
+}
+
+TEST(Config, SetErrorsNameTheOverride) {
+  EXPECT_EQ(load_error("model:\n  d_model: 256\n", {"model.d_modle=128"}),
+            "--set model.d_modle=128: unknown key model.d_modle (did you mean model.d_model?)");
+  EXPECT_EQ(load_error("", {"nosuch.key=1"}), "--set nosuch.key=1: unknown key nosuch");
+  EXPECT_EQ(
+      load_error("train:\n  max_updates: 10\n", {"train.max_updates=abc"}),
+      "--set train.max_updates=abc: train.max_updates: expected a positive integer, got \"abc\"");
+  EXPECT_EQ(load_error("", {"optim.betas=[0.9]"}),
+            "--set optim.betas=[0.9]: optim.betas: expected a list of two numbers, each a number "
+            "in [0, 1), got a "
+            "list of 1");
+  EXPECT_EQ(load_error("", {"model.position=rotary"}),
+            "--set model.position=rotary: model.position: expected one of sinusoidal | learned | "
+            "rope | none, got "
+            "\"rotary\"");
+  EXPECT_EQ(load_error("", {"seed"}),
+            "--set seed: expected KEY=VALUE, e.g. --set train.max_updates=1000");
+  EXPECT_EQ(load_error("", {"=3"}),
+            "--set =3: expected KEY=VALUE, e.g. --set train.max_updates=1000");
+  EXPECT_EQ(load_error("", {"model..d_model=3"}),
+            "--set model..d_model=3: malformed key \"model..d_model\"");
+  EXPECT_EQ(load_error("", {"seed.x=3"}),
+            "--set seed.x=3: seed is not a section, it has no key \"x\"");
+  EXPECT_EQ(load_error("", {"optim.betas.2=0.5"}),
+            "--set optim.betas.2=0.5: optim.betas is a list of 2; \"2\" is not an index into it");
+  std::string e = load_error("", {"seed=[1,"});
+  EXPECT_NE(e.find("--set seed=[1,: the value is not valid YAML"), std::string::npos) << e;
+  // An error in the file is still reported at its line when other keys are overridden.
+  EXPECT_EQ(load_error("seed: 1\nmodel:\n  bogus: 1\n", {"seed=2"}),
+            "configs/x.yaml:3: unknown key model.bogus");
+}
+
+TEST(Config, LoadConfigFileErrors) {
+  test::TempDir tmp;
+  try {
+    load_config(tmp / "missing.yaml");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.yaml"), std::string::npos) << e.what();
+  }
+  std::string path = tmp / "bad.yaml";
+  atomic_write_file(path, "train:\n  max_updates: abc\n");
+  try {
+    load_config(path);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path + ":2: train.max_updates: expected a positive integer, got \"abc\"");
+  }
+}
+
+}  // namespace
+}  // namespace rotor

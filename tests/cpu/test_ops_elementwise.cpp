@@ -1,0 +1,162 @@
+// Element-wise ops and reductions against double references; activation
+// backward against central differences of the double reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "support/test_util.h"
+
+namespace rotor {
+namespace {
+
+using ops::Activation;
+
+std::vector<double> to_double(const Tensor& t) {
+  auto f = t.to_floats();
+  return {f.begin(), f.end()};
+}
+
+double act_ref(double x, Activation a) {
+  switch (a) {
+    case Activation::None:
+      return x;
+    case Activation::ReLU:
+      return x > 0 ? x : 0;
+    case Activation::GELU:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  }
+  return 0;
+}
+
+TEST(Elementwise, FillCastAddMulScaleAxpby) {
+  Tensor x = Tensor::zeros({3, 4});
+  ops::fill(x, 1.5f);
+  EXPECT_EQ(x.to_floats(), std::vector<float>(12, 1.5f));
+  Tensor h = Tensor::zeros({2}, DType::F16);
+  ops::fill(h, 0.1f);
+  EXPECT_EQ(h.data<Half>()[1].bits, 0x2e66);
+
+  Tensor a = test::random_tensor({3, 4}, 1), b = test::random_tensor({3, 4}, 2);
+  auto av = to_double(a), bv = to_double(b);
+  Tensor out = Tensor::zeros({3, 4});
+  ops::add(a, b, out);
+  std::vector<double> ref(12);
+  for (size_t i = 0; i < 12; ++i) ref[i] = av[i] + bv[i];
+  EXPECT_LT(test::max_rel_error(out.to_floats(), ref), 1e-7);
+  ops::mul(a, b, out);
+  for (size_t i = 0; i < 12; ++i) ref[i] = av[i] * bv[i];
+  EXPECT_LT(test::max_rel_error(out.to_floats(), ref), 1e-7);
+  ops::add(a, b, a);  // aliasing output
+  for (size_t i = 0; i < 12; ++i) ref[i] = av[i] + bv[i];
+  EXPECT_LT(test::max_rel_error(a.to_floats(), ref), 1e-7);
+  ops::scale(a, -2.0f);
+  for (size_t i = 0; i < 12; ++i) ref[i] *= -2.0;
+  EXPECT_LT(test::max_rel_error(a.to_floats(), ref), 1e-7);
+  Tensor y = b.clone();
+  ops::axpby(0.5f, a, 3.0f, y);
+  for (size_t i = 0; i < 12; ++i) ref[i] = 0.5 * ref[i] + 3.0 * bv[i];
+  EXPECT_LT(test::max_rel_error(y.to_floats(), ref), 1e-6);
+  // beta = 0 overwrites: a NaN already in y does not survive.
+  ops::fill(y, std::numeric_limits<float>::quiet_NaN());
+  ops::axpby(1.0f, b, 0.0f, y);
+  EXPECT_EQ(y.to_floats(), b.to_floats());
+
+  // cast f32 -> f16 -> bf16 -> f32 rounds at each step.
+  Tensor src = Tensor::from_floats({1.0f, 0.1f, 65520.0f, -3.0f}, {4});
+  Tensor f16 = Tensor::zeros({4}, DType::F16), b16 = Tensor::zeros({2, 2}, DType::BF16);
+  ops::cast(src, f16);
+  EXPECT_EQ(f16.data<Half>()[1].bits, 0x2e66);
+  EXPECT_EQ(f16.data<Half>()[2].bits, 0x7c00);
+  ops::cast(f16, b16);
+  Tensor back = Tensor::zeros({4});
+  ops::cast(b16, back);
+  auto bk = back.to_floats();
+  EXPECT_EQ(bk[0], 1.0f);
+  EXPECT_EQ(bk[1], bf16_bits_to_float(float_to_bf16_bits(half_bits_to_float(0x2e66))));
+  EXPECT_TRUE(std::isinf(bk[2]));
+  EXPECT_EQ(bk[3], -3.0f);
+}
+
+TEST(Elementwise, AddBias) {
+  Tensor x = test::random_tensor({2, 3, 5}, 3), bias = test::random_tensor({5}, 4);
+  auto xv = to_double(x), bv = to_double(bias);
+  ops::add_bias(x, bias);
+  std::vector<double> ref(xv.size());
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = xv[i] + bv[i % 5];
+  EXPECT_LT(test::max_rel_error(x.to_floats(), ref), 1e-7);
+  Tensor wrong = Tensor::zeros({4});
+  EXPECT_THROW(ops::add_bias(x, wrong), Error);
+}
+
+TEST(Elementwise, ActivationForwardAndBackward) {
+  // Keep values away from 0 so the ReLU kink is not inside a difference step.
+  auto vals = test::random_floats(64, 5, -3.0f, 3.0f);
+  for (auto& v : vals)
+    if (std::abs(v) < 0.01f) v = 0.5f;
+  Tensor x = Tensor::from_floats(vals, {8, 8});
+  Tensor dy = test::random_tensor({8, 8}, 6);
+  auto dyv = to_double(dy);
+  for (Activation act : {Activation::None, Activation::ReLU, Activation::GELU}) {
+    SCOPED_TRACE(ops::activation_name(act));
+    Tensor y = Tensor::zeros({8, 8}), dx = Tensor::zeros({8, 8});
+    ops::activation_forward(x, y, act);
+    std::vector<double> ref(64), fd(64);
+    const double h = 1e-6;
+    for (size_t i = 0; i < 64; ++i) {
+      ref[i] = act_ref(vals[i], act);
+      // d/dx_i of sum(dy * act(x)) by central differences in double.
+      fd[i] = dyv[i] * (act_ref(vals[i] + h, act) - act_ref(vals[i] - h, act)) / (2 * h);
+    }
+    EXPECT_LT(test::max_rel_error(y.to_floats(), ref), 1e-6);
+    ops::activation_backward(dy, x, dx, act);
+    EXPECT_LT(test::max_rel_error(dx.to_floats(), fd), 1e-5);
+    double norm = 0;
+    for (double g : fd) norm += g * g;
+    EXPECT_GT(norm, 1.0);  // the check is not vacuous
+  }
+  // In-place forward (y aliases x).
+  Tensor z = x.clone();
+  ops::activation_forward(z, z, Activation::ReLU);
+  for (float v : z.to_floats()) EXPECT_GE(v, 0.0f);
+}
+
+TEST(Elementwise, MismatchedSizesFail) {
+  Tensor a = Tensor::zeros({4}), b = Tensor::zeros({5}), out = Tensor::zeros({4});
+  EXPECT_THROW(ops::add(a, b, out), Error);
+  EXPECT_THROW(ops::mul(a, b, out), Error);
+  EXPECT_THROW(ops::axpby(1.0f, a, 1.0f, b), Error);
+  Tensor i = Tensor::from_ints({1, 2, 3, 4}, {4});
+  EXPECT_THROW(ops::scale(i, 2.0f), Error);
+  Tensor h = Tensor::zeros({4}, DType::F16);
+  EXPECT_THROW(ops::add(h, h, h), Error);  // CPU computes in f32
+}
+
+TEST(Reduce, SumRowsSumMaxAbs) {
+  Tensor x = test::random_tensor({3, 4, 6}, 7);  // rows = 12, n = 6
+  auto xv = to_double(x);
+  std::vector<double> ref(6, 0.0);
+  double total = 0, mx = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    ref[i % 6] += xv[i];
+    total += xv[i];
+    mx = std::max(mx, std::abs(xv[i]));
+  }
+  Tensor out = Tensor::full({6}, 100.0f);
+  ops::sum_rows(x, out, false);
+  EXPECT_LT(test::max_rel_error(out.to_floats(), ref), 1e-6);
+  ops::sum_rows(x, out, true);  // accumulates
+  for (auto& r : ref) r *= 2;
+  EXPECT_LT(test::max_rel_error(out.to_floats(), ref), 1e-6);
+  EXPECT_NEAR(ops::sum(x), total, 1e-9);
+  EXPECT_EQ(ops::max_abs(x), static_cast<float>(mx));
+  x.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(ops::max_abs(x)));
+  Tensor wrong = Tensor::zeros({5});
+  EXPECT_THROW(ops::sum_rows(x, wrong, false), Error);
+}
+
+}  // namespace
+}  // namespace rotor

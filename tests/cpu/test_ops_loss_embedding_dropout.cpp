@@ -1,0 +1,170 @@
+// Label-smoothed cross-entropy, embedding and dropout on the CPU against
+// double references; backward passes against central differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "core/philox.h"
+#include "ops/cross_entropy.h"
+#include "ops/dropout.h"
+#include "ops/embedding.h"
+#include "support/test_util.h"
+
+namespace rotor {
+namespace {
+
+using Vec = std::vector<double>;
+
+Vec to_double(const Tensor& t) {
+  auto f = t.to_floats();
+  return {f.begin(), f.end()};
+}
+
+Vec fd_grad(const std::function<double(const Vec&)>& f, Vec x, double h = 1e-6) {
+  Vec g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double o = x[i];
+    x[i] = o + h;
+    const double fp = f(x);
+    x[i] = o - h;
+    const double fm = f(x);
+    x[i] = o;
+    g[i] = (fp - fm) / (2 * h);
+  }
+  return g;
+}
+
+// Per-row smoothed loss and nll, straight from the definition -sum_j q_j log p_j.
+void ce_ref(const Vec& x, const std::vector<int32_t>& t, int64_t V, double eps, int ignore,
+            Vec& loss, Vec& nll) {
+  const size_t N = t.size();
+  loss.assign(N, 0.0);
+  nll.assign(N, 0.0);
+  for (size_t i = 0; i < N; ++i) {
+    if (t[i] == ignore) continue;
+    double mx = -INFINITY, s = 0;
+    for (int64_t j = 0; j < V; ++j) mx = std::max(mx, x[i * V + j]);
+    for (int64_t j = 0; j < V; ++j) s += std::exp(x[i * V + j] - mx);
+    for (int64_t j = 0; j < V; ++j) {
+      const double logp = x[i * V + j] - mx - std::log(s);
+      const double q = j == t[i] ? 1 - eps : eps / (V - 1);
+      loss[i] -= q * logp;
+      if (j == t[i]) nll[i] = -logp;
+    }
+  }
+}
+
+TEST(CrossEntropy, ForwardAndBackward) {
+  const int64_t N = 6, V = 11;
+  const int ignore = 1;
+  const std::vector<int32_t> tv = {3, 1, 0, 10, 1, 7};  // rows 1 and 4 are padding
+  Tensor logits = test::random_tensor({N, V}, 1, -4.0f, 4.0f);
+  Tensor targets = Tensor::from_ints(tv, {N});
+  const Vec xv = to_double(logits);
+  for (double eps : {0.0, 0.1}) {
+    SCOPED_TRACE(eps);
+    Tensor loss = Tensor::zeros({N}), nll = Tensor::zeros({N}), lse = Tensor::zeros({N});
+    ops::cross_entropy_forward(logits, targets, static_cast<float>(eps), ignore, loss, nll, lse);
+    Vec rl, rn;
+    ce_ref(xv, tv, V, eps, ignore, rl, rn);
+    EXPECT_LT(test::max_rel_error(loss.to_floats(), rl), 1e-6);
+    EXPECT_LT(test::max_rel_error(nll.to_floats(), rn), 1e-6);
+    EXPECT_EQ(loss.to_floats()[1], 0.0f);
+    EXPECT_EQ(nll.to_floats()[4], 0.0f);
+
+    const float grad_scale = 0.37f;
+    Vec fd = fd_grad(
+        [&](const Vec& v) {
+          Vec l, n;
+          ce_ref(v, tv, V, eps, ignore, l, n);
+          double s = 0;
+          for (double e : l) s += e;
+          return grad_scale * s;
+        },
+        xv);
+    Tensor dlogits = Tensor::full({N, V}, 9.0f);
+    ops::cross_entropy_backward(logits, targets, lse, static_cast<float>(eps), ignore, grad_scale,
+                                dlogits);
+    EXPECT_LT(test::max_rel_error(dlogits.to_floats(), fd), 1e-6);
+    double norm = 0;
+    for (double g : fd) norm += g * g;
+    EXPECT_GT(norm, 0.01);
+    for (int64_t j = 0; j < V; ++j) EXPECT_EQ(dlogits.to_floats()[1 * V + j], 0.0f);
+  }
+}
+
+TEST(CrossEntropy, BadTargetsFail) {
+  Tensor logits = Tensor::zeros({2, 4});
+  Tensor loss = Tensor::zeros({2}), nll = Tensor::zeros({2}), lse = Tensor::zeros({2});
+  Tensor bad = Tensor::from_ints({0, 4}, {2});
+  EXPECT_THROW(ops::cross_entropy_forward(logits, bad, 0.1f, -1, loss, nll, lse), Error);
+  Tensor ok = Tensor::from_ints({0, 4}, {2});
+  EXPECT_NO_THROW(ops::cross_entropy_forward(logits, ok, 0.1f, 4, loss, nll, lse));
+  Tensor short_t = Tensor::from_ints({0}, {1});
+  EXPECT_THROW(ops::cross_entropy_forward(logits, short_t, 0.1f, -1, loss, nll, lse), Error);
+}
+
+TEST(Embedding, ForwardBackward) {
+  const int64_t V = 7, d = 5;
+  Tensor table = test::random_tensor({V, d}, 2);
+  const std::vector<int32_t> idv = {3, 0, 3, 6, 2, 0};
+  Tensor ids = Tensor::from_ints(idv, {2, 3});
+  Tensor out = Tensor::zeros({2, 3, d});
+  ops::embedding_forward(ids, table, 2.5f, out);
+  auto tv = table.to_floats(), ov = out.to_floats();
+  for (size_t i = 0; i < idv.size(); ++i)
+    for (int64_t j = 0; j < d; ++j) EXPECT_EQ(ov[i * d + j], tv[idv[i] * d + j] * 2.5f);
+
+  Tensor dout = test::random_tensor({6, d}, 3);
+  auto dv = to_double(dout);
+  Tensor dtable = Tensor::full({V, d}, 1.0f);  // accumulated into
+  ops::embedding_backward(ids, dout, 2.5f, dtable, /*pad_id=*/0);
+  Vec ref(V * d, 1.0);
+  for (size_t i = 0; i < idv.size(); ++i)
+    if (idv[i] != 0)
+      for (int64_t j = 0; j < d; ++j) ref[idv[i] * d + j] += 2.5 * dv[i * d + j];
+  EXPECT_LT(test::max_rel_error(dtable.to_floats(), ref), 1e-6);
+  EXPECT_EQ(dtable.to_floats()[0], 1.0f);  // pad row untouched
+
+  Tensor bad = Tensor::from_ints({7}, {1});
+  Tensor out1 = Tensor::zeros({1, d});
+  EXPECT_THROW(ops::embedding_forward(bad, table, 1.0f, out1), Error);
+  Tensor neg = Tensor::from_ints({-1}, {1});
+  EXPECT_THROW(ops::embedding_backward(neg, out1, 1.0f, dtable), Error);
+}
+
+TEST(Dropout, MaskFromPhiloxAndBackwardReusesIt) {
+  const int64_t n = 4096;
+  const float p = 0.3f;
+  Tensor x = test::random_tensor({n}, 4, 0.5f, 1.5f);  // no zeros
+  Tensor y = Tensor::zeros({n}), dy = test::random_tensor({n}, 5), dx = Tensor::zeros({n});
+  ops::dropout_forward(x, y, p, 42, 7);
+  ops::dropout_backward(dy, dx, p, 42, 7);
+  auto xv = x.to_floats(), yv = y.to_floats(), dyv = dy.to_floats(), dxv = dx.to_floats();
+  int kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = philox_uniform(42, 7, static_cast<uint64_t>(i)) >= p;
+    kept += keep;
+    EXPECT_EQ(yv[i], keep ? xv[i] * (1.0f / (1.0f - p)) : 0.0f);
+    EXPECT_EQ(dxv[i], keep ? dyv[i] * (1.0f / (1.0f - p)) : 0.0f);
+  }
+  EXPECT_NEAR(kept / static_cast<double>(n), 1.0 - p, 0.03);
+  // The same (seed, stream) gives the same mask; another stream a different one.
+  Tensor y2 = Tensor::zeros({n}), y3 = Tensor::zeros({n});
+  ops::dropout_forward(x, y2, p, 42, 7);
+  ops::dropout_forward(x, y3, p, 42, 8);
+  EXPECT_EQ(y2.to_floats(), yv);
+  EXPECT_NE(y3.to_floats(), yv);
+  // p = 0 is the identity; p >= 1 is rejected.
+  ops::dropout_forward(x, y, 0.0f, 42, 7);
+  EXPECT_EQ(y.to_floats(), xv);
+  EXPECT_THROW(ops::dropout_forward(x, y, 1.0f, 42, 7), Error);
+  // In place.
+  Tensor z = x.clone();
+  ops::dropout_forward(z, z, p, 42, 7);
+  EXPECT_EQ(z.to_floats(), y2.to_floats());
+}
+
+}  // namespace
+}  // namespace rotor

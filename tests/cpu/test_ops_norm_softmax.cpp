@@ -1,0 +1,164 @@
+// Softmax and layer norm: forward against double references, backward
+// against central differences of those references (loss = sum(dy * y)).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "ops/layer_norm.h"
+#include "ops/softmax.h"
+#include "support/test_util.h"
+
+namespace rotor {
+namespace {
+
+using Vec = std::vector<double>;
+
+Vec to_double(const Tensor& t) {
+  auto f = t.to_floats();
+  return {f.begin(), f.end()};
+}
+
+// Central differences of the scalar f at x, in double.
+Vec fd_grad(const std::function<double(const Vec&)>& f, Vec x, double h = 1e-6) {
+  Vec g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double o = x[i];
+    x[i] = o + h;
+    const double fp = f(x);
+    x[i] = o - h;
+    const double fm = f(x);
+    x[i] = o;
+    g[i] = (fp - fm) / (2 * h);
+  }
+  return g;
+}
+
+double dot(const Vec& a, const Vec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+double norm(const Vec& a) {
+  return std::sqrt(dot(a, a));
+}
+
+Vec softmax_ref(const Vec& x, int64_t n) {
+  Vec y(x.size());
+  for (size_t r = 0; r < x.size() / n; ++r) {
+    double mx = -INFINITY, s = 0;
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[r * n + j]);
+    for (int64_t j = 0; j < n; ++j) s += std::exp(x[r * n + j] - mx);
+    for (int64_t j = 0; j < n; ++j) y[r * n + j] = std::exp(x[r * n + j] - mx) / s;
+  }
+  return y;
+}
+
+TEST(Softmax, ForwardMatchesDoubleReference) {
+  Tensor x = test::random_tensor({2, 3, 17}, 1, -5.0f, 5.0f);
+  Tensor y = Tensor::zeros(x.shape());
+  ops::softmax_forward(x, y);
+  EXPECT_LT(test::max_rel_error(y.to_floats(), softmax_ref(to_double(x), 17)), 1e-6);
+  // Large logits do not overflow (max subtraction).
+  Tensor big = Tensor::from_floats({1000.0f, 1001.0f}, {1, 2});
+  Tensor yb = Tensor::zeros({1, 2});
+  ops::softmax_forward(big, yb);
+  EXPECT_NEAR(yb.to_floats()[1], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
+}
+
+TEST(Softmax, FullyMaskedRowIsZero) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  Tensor x = Tensor::from_floats({ninf, ninf, 0.0f, ninf}, {2, 2});
+  Tensor y = Tensor::zeros({2, 2});
+  ops::softmax_forward(x, y);
+  EXPECT_EQ(y.to_floats(), (std::vector<float>{0, 0, 1, 0}));
+}
+
+TEST(Softmax, BackwardMatchesFiniteDifferences) {
+  const int64_t n = 9;
+  Tensor x = test::random_tensor({4, n}, 2, -2.0f, 2.0f);
+  Tensor dy = test::random_tensor({4, n}, 3);
+  const Vec dyv = to_double(dy);
+  Vec fd = fd_grad([&](const Vec& xv) { return dot(dyv, softmax_ref(xv, n)); }, to_double(x));
+  Tensor y = Tensor::zeros(x.shape()), dx = Tensor::zeros(x.shape());
+  ops::softmax_forward(x, y);
+  ops::softmax_backward(y, dy, dx);
+  EXPECT_GT(norm(fd), 0.1);
+  EXPECT_LT(test::max_rel_error(dx.to_floats(), fd), 1e-5);
+  ops::softmax_backward(y, dy, dy);  // dx may alias dy
+  EXPECT_EQ(dy.to_floats(), dx.to_floats());
+}
+
+struct LnRef {
+  Vec y, mean, rstd;
+};
+
+LnRef layer_norm_ref(const Vec& x, const Vec& g, const Vec& b, int64_t n, double eps) {
+  LnRef r{Vec(x.size()), {}, {}};
+  for (size_t row = 0; row < x.size() / n; ++row) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < n; ++j) mu += x[row * n + j];
+    mu /= n;
+    for (int64_t j = 0; j < n; ++j) var += (x[row * n + j] - mu) * (x[row * n + j] - mu);
+    var /= n;  // biased, as PyTorch
+    const double rs = 1 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < n; ++j) r.y[row * n + j] = (x[row * n + j] - mu) * rs * g[j] + b[j];
+    r.mean.push_back(mu);
+    r.rstd.push_back(rs);
+  }
+  return r;
+}
+
+TEST(LayerNorm, ForwardMatchesDoubleReference) {
+  const int64_t n = 24;
+  Tensor x = test::random_tensor({2, 5, n}, 4, -3.0f, 5.0f);  // non-zero mean
+  Tensor g = test::random_tensor({n}, 5, 0.5f, 1.5f), b = test::random_tensor({n}, 6);
+  Tensor y = Tensor::zeros(x.shape()), mean = Tensor::zeros({10}), rstd = Tensor::zeros({10});
+  ops::layer_norm_forward(x, g, b, 1e-5f, y, mean, rstd);
+  LnRef ref = layer_norm_ref(to_double(x), to_double(g), to_double(b), n, 1e-5);
+  EXPECT_LT(test::max_rel_error(y.to_floats(), ref.y), 2e-6);
+  EXPECT_LT(test::max_rel_error(mean.to_floats(), ref.mean), 1e-6);
+  EXPECT_LT(test::max_rel_error(rstd.to_floats(), ref.rstd), 1e-6);
+}
+
+TEST(LayerNorm, BackwardMatchesFiniteDifferencesAndAccumulates) {
+  const int64_t rows = 6, n = 10;
+  const double eps = 1e-5;
+  Tensor x = test::random_tensor({rows, n}, 7, -2.0f, 3.0f);
+  Tensor g = test::random_tensor({n}, 8, 0.5f, 1.5f), b = test::random_tensor({n}, 9);
+  Tensor dy = test::random_tensor({rows, n}, 10);
+  const Vec xv = to_double(x), gv = to_double(g), bv = to_double(b), dyv = to_double(dy);
+  Vec fdx =
+      fd_grad([&](const Vec& v) { return dot(dyv, layer_norm_ref(v, gv, bv, n, eps).y); }, xv);
+  Vec fdg =
+      fd_grad([&](const Vec& v) { return dot(dyv, layer_norm_ref(xv, v, bv, n, eps).y); }, gv);
+  Vec fdb =
+      fd_grad([&](const Vec& v) { return dot(dyv, layer_norm_ref(xv, gv, v, n, eps).y); }, bv);
+
+  Tensor y = Tensor::zeros(x.shape()), mean = Tensor::zeros({rows}), rstd = Tensor::zeros({rows});
+  ops::layer_norm_forward(x, g, b, static_cast<float>(eps), y, mean, rstd);
+  Tensor dx = Tensor::zeros(x.shape());
+  Tensor dg = Tensor::full({n}, 0.25f), db = Tensor::full({n}, -0.5f);  // accumulated into
+  ops::layer_norm_backward(dy, x, g, mean, rstd, dx, dg, db);
+  for (auto& v : fdg) v += 0.25;
+  for (auto& v : fdb) v -= 0.5;
+  EXPECT_GT(norm(fdx), 0.1);
+  EXPECT_LT(test::max_rel_error(dx.to_floats(), fdx), 2e-5);
+  EXPECT_LT(test::max_rel_error(dg.to_floats(), fdg), 2e-5);
+  EXPECT_LT(test::max_rel_error(db.to_floats(), fdb), 2e-5);
+}
+
+TEST(LayerNorm, ShapeErrors) {
+  Tensor x = Tensor::zeros({3, 4}), g = Tensor::zeros({4}), b = Tensor::zeros({5});
+  Tensor y = Tensor::zeros({3, 4}), m = Tensor::zeros({3}), r = Tensor::zeros({3});
+  EXPECT_THROW(ops::layer_norm_forward(x, g, b, 1e-5f, y, m, r), Error);
+  Tensor b4 = Tensor::zeros({4}), m2 = Tensor::zeros({2});
+  EXPECT_THROW(ops::layer_norm_forward(x, g, b4, 1e-5f, y, m2, r), Error);
+  Tensor y2 = Tensor::zeros({4, 3});
+  EXPECT_THROW(ops::layer_norm_forward(x, g, b4, 1e-5f, y2, m, r), Error);
+}
+
+}  // namespace
+}  // namespace rotor
