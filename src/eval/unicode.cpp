@@ -1,6 +1,6 @@
 // Python-compatible Unicode helpers for BLEU/chrF. The tables come from
 // `scripts/eval/compare_sacrebleu.py --emit-unicode-tables`: categories as the
-// `regex` module (sacreBLEU's intl tokenizer) sees them, lowercase mappings
+// `regex` module (sacreBLEU's intl tokenizer) sees them, lowercase mappings,
 // whitespace and the Final_Sigma context as CPython's str methods see them
 // (Python 3.11, Unicode 14; another Python may differ on newer characters).
 #include "eval/unicode.h"
