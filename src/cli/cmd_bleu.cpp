@@ -83,8 +83,8 @@ ROTOR_COMMAND("bleu", "Corpus BLEU of a hypothesis file, compatible with sacreBL
                     ->required()
                     ->allow_extra_args(false);
                 sub.add_option("hyp", a->hyp, "Hypothesis file, one segment a line (default: stdin)");
-                sub.add_option("--tokenize,-t", a->tokenize, "Tokenizer: 13a (default), intl or none")
-                    ->check(CLI::IsMember({"13a", "intl", "none"}));
+                sub.add_option("--tokenize,-t", a->tokenize, "Tokenizer: 13a (default), intl, char or none")
+                    ->check(CLI::IsMember({"13a", "intl", "char", "none"}));
                 sub.add_flag("--lowercase", a->lowercase, "Case-insensitive BLEU");
                 sub.add_flag("--compound-split", a->compound_split,
                              "Tokenized BLEU of Vaswani et al.: 13a, then a-b -> a ##AT##-##AT## b, "

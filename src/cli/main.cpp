@@ -1,12 +1,16 @@
 // rotor: one command, many subcommands (see src/cli/cmd_*.cpp).
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "dist/communicator.h"
 
 namespace rotor::cli {
 std::vector<CommandSpec>& command_registry() {
@@ -15,7 +19,22 @@ std::vector<CommandSpec>& command_registry() {
 }
 }  // namespace rotor::cli
 
+namespace {
+// OpenMP threads that spin-wait between parallel regions steal the cores that
+// OpenBLAS and the other OpenMP threads need: on a 2-core machine that made a
+// training step 6x slower. libgomp reads OMP_WAIT_POLICY before main() runs,
+// so when the user has not chosen one, rotor re-executes itself once with the
+// passive policy.
+void ensure_passive_openmp(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  execv("/proc/self/exe", argv);
+  // exec failed (no /proc): carry on with the default policy.
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  ensure_passive_openmp(argv);
   using namespace rotor::cli;
   CLI::App app{"rotor: train Transformers with rotary position embedding", "rotor"};
   app.set_version_flag("--version", std::string("rotor ") + ROTOR_VERSION);
@@ -36,11 +55,10 @@ int main(int argc, char** argv) {
   }
   try {
     return action ? action() : 0;
-  } catch (const rotor::Error& e) {
-    std::fprintf(stderr, "rotor: error: %s\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rotor: error: %s\n", e.what());
+    std::fflush(stderr);
+    rotor::dist::finalize(1);  // in a distributed run, take the other ranks down too
     return 1;
   }
 }

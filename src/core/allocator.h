@@ -16,4 +16,9 @@ size_t bytes_in_use(Device device);
 size_t peak_bytes(Device device);
 void reset_peak_bytes(Device device);
 
+// The CPU allocator keeps freed blocks for reuse (size classes of powers of
+// two). These report and release that cache.
+size_t cached_bytes();
+void release_cached_memory();
+
 }  // namespace rotor

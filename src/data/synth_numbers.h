@@ -8,12 +8,12 @@
 // words, "eine Million" / "zwei Millionen", followed by the rest as one word.
 //
 // Splits (defaults; all deterministic from the seed, no number in two splits):
-//   train 20000, valid 500, test 1000: numbers in 1..999,999; train holds every
-//     number 1..100, the rest are drawn with a uniform digit count (2..6), then
-//     uniform within it, so short numbers are not drowned by six-digit ones;
-//   test_long 500: numbers in 1,000,000..999,999,999 whose English has more
-//     words, and whose English and German have more characters, than any
-//     training example (length generalization).
+//   train 20000, valid 500, test 1000: numbers in 1..99,999; train holds every
+//     number 1..100, the rest are drawn with a uniform digit count (2..5), then
+//     uniform within it, so short numbers are not drowned by five-digit ones;
+//   test_long 500: numbers in 100,000..999,999 whose English has more words,
+//     and whose English and German have more characters, than any training
+//     example: the same vocabulary, only longer (length generalization).
 // A 1-2 layer Transformer with an 1-2k vocabulary learns train/valid/test to
 // near-exact match in a few minutes on a laptop CPU.
 #pragma once

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "ops/decode.h"
 
@@ -72,17 +71,17 @@ std::vector<Hypothesis> beam_search(models::EncoderDecoder& model, const Tensor&
       cands.reserve(static_cast<size_t>(live) * 2 * K);
       for (int k = 0; k < live; ++k) {
         const float* row = logp.data() + (b * K + k) * V;
-        // The 2K best tokens of this beam suffice for the K best continuations.
-        std::vector<int32_t> idx(static_cast<size_t>(V));
-        std::iota(idx.begin(), idx.end(), 0);
-        const int64_t take = std::min<int64_t>(2 * K, V);
+        // The 2K best tokens of this beam suffice for the K best continuations
+        // (at most K of them end in eos). pad and bos are never emitted: they
+        // are left out before choosing, or they could take up the 2K places.
+        std::vector<int32_t> idx;
+        idx.reserve(static_cast<size_t>(V));
+        for (int32_t tok = 0; tok < static_cast<int32_t>(V); ++tok)
+          if (tok != o.pad_id && tok != o.bos_id) idx.push_back(tok);
+        const int64_t take = std::min<int64_t>(2 * K, static_cast<int64_t>(idx.size()));
         std::partial_sort(idx.begin(), idx.begin() + take, idx.end(),
                           [&](int32_t a, int32_t c) { return row[a] > row[c]; });
-        for (int64_t j = 0; j < take; ++j) {
-          int32_t tok = idx[j];
-          if (tok == o.pad_id || tok == o.bos_id) continue;
-          cands.push_back({bb[k].log_prob + row[tok], k, tok});
-        }
+        for (int64_t j = 0; j < take; ++j) cands.push_back({bb[k].log_prob + row[idx[j]], k, idx[j]});
       }
       std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& c) { return a.score > c.score; });
       std::vector<Beam> next;

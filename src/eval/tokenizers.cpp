@@ -57,14 +57,16 @@ Str sub_pair(const Str& s, P1 first, P2 second, const Str& pre, const Str& mid, 
 Tokenizer parse_tokenizer(std::string_view name) {
   if (name == "13a") return Tokenizer::k13a;
   if (name == "intl") return Tokenizer::kIntl;
+  if (name == "char") return Tokenizer::kChar;
   if (name == "none") return Tokenizer::kNone;
-  ROTOR_FAIL("unknown tokenizer '{}' (choose 13a, intl or none)", name);
+  ROTOR_FAIL("unknown tokenizer '{}' (choose 13a, intl, char or none)", name);
 }
 
 const char* tokenizer_name(Tokenizer t) {
   switch (t) {
     case Tokenizer::k13a: return "13a";
     case Tokenizer::kIntl: return "intl";
+    case Tokenizer::kChar: return "char";
     case Tokenizer::kNone: return "none";
   }
   return "?";
@@ -133,10 +135,30 @@ std::string tokenize_intl(std::string_view in) {
   return collapse_whitespace(encode_utf8(t));
 }
 
+namespace {
+// What Python's str.split() treats as whitespace.
+bool is_python_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+         c == 0x202f || c == 0x205f || c == 0x3000;
+}
+}  // namespace
+
+std::string tokenize_char(std::string_view line) {
+  std::u32string out;
+  for (char32_t c : decode_utf8(line)) {
+    if (is_python_space(c)) continue;
+    if (!out.empty()) out.push_back(U' ');
+    out.push_back(c);
+  }
+  return encode_utf8(out);
+}
+
 std::string tokenize(std::string_view line, Tokenizer t) {
   switch (t) {
     case Tokenizer::k13a: return tokenize_13a(line);
     case Tokenizer::kIntl: return tokenize_intl(line);
+    case Tokenizer::kChar: return tokenize_char(line);
     case Tokenizer::kNone: return std::string(line);
   }
   return std::string(line);

@@ -14,7 +14,7 @@
 
 namespace rotor::eval {
 
-enum class Tokenizer { k13a, kIntl, kNone };
+enum class Tokenizer { k13a, kIntl, kChar, kNone };
 
 // "13a", "intl", "none"; anything else is a user error that lists the choices.
 Tokenizer parse_tokenizer(std::string_view name);
@@ -22,6 +22,10 @@ const char* tokenizer_name(Tokenizer t);
 
 std::string tokenize_13a(std::string_view line);
 std::string tokenize_intl(std::string_view line);
+// sacreBLEU's "char": every character (code point) a token, whitespace dropped.
+// BLEU over characters is the meaningful score where a sentence is one word
+// (German number compounds in the quickstart task).
+std::string tokenize_char(std::string_view line);
 std::string tokenize(std::string_view line, Tokenizer t);
 
 // The compound splitting of Vaswani et al.'s tokenized BLEU (tensor2tensor's

@@ -96,6 +96,17 @@ LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label
   return sums;
 }
 
+Tensor EncoderDecoder::forward_logits(const TranslationBatch& batch, const Context& ctx) {
+  const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = config_.layer.d_model;
+  Tensor memory = encode(batch.src, batch.src_lengths, ctx);
+  Tensor y = embed(batch.tgt_in, 0, *dec_pos_, ctx, false);
+  y = dec_drop_->forward(y, ctx);
+  for (auto& layer : decoder_) y = layer->forward(y, memory, batch.src_lengths, ctx);
+  Tensor h = y.view({B * T, d});
+  if (dec_norm_) h = dec_norm_->forward(h, ctx);
+  return logits(h, ctx);
+}
+
 void EncoderDecoder::backward(float grad_scale) {
   const Context& ctx = ctx_;
   const int64_t B = batch_.tgt_in.size(0), T = batch_.tgt_in.size(1), d = config_.layer.d_model;

@@ -47,6 +47,10 @@ class EncoderDecoder {
   // Backward of forward_loss: d(loss_sum * grad_scale); accumulates into the
   // store's gradients.
   void backward(float grad_scale);
+  // Teacher-forced logits f32 [B*T, V] of the whole target (tests compare
+  // incremental decoding against it). Overwrites what the layers saved for a
+  // backward: run backward() first.
+  Tensor forward_logits(const TranslationBatch& batch, const nn::Context& ctx);
 
   // ---- inference ----
   Tensor encode(const Tensor& src, const Tensor& src_lengths, const nn::Context& ctx);  // [B, S, d]

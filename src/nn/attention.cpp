@@ -41,6 +41,21 @@ ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t 
   return o;
 }
 
+bool MultiHeadAttention::use_flash(const Tensor& q) const {
+  switch (config_.impl) {
+    case AttentionImpl::Reference: return false;
+    case AttentionImpl::Rotor: return true;
+    case AttentionImpl::Cudnn:
+      ROTOR_FAIL("attention.impl: cudnn is not built yet (use auto, rotor or reference)");
+    case AttentionImpl::Auto: break;
+  }
+  // auto: on the CPU the materialized path is the faster one (its products
+  // are OpenBLAS GEMMs; the tiled twin of the kernel is scalar code kept for
+  // testing); on the GPU the fused kernel, where it supports the shape.
+  if (q.is_cpu()) return false;
+  return ops::flash_attention_supported(q);
+}
+
 Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory,
                                    const Tensor& key_lengths, const Context& ctx) {
   const int64_t d = config_.d_model, H = config_.n_heads, D = head_dim_;
@@ -74,9 +89,15 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory,
     attn_options_.stream = ctx.stream(layer_id_, RngPurpose::AttentionDropout);
   }
   Tensor o = ctx.empty({B_, H, Tq_, D});
-  probs_ = Tensor::empty({B_, H, Tq_, Tk_}, DType::F32, ctx.device);
-  if (ctx.dtype != DType::F32) probs_ = ctx.empty({B_, H, Tq_, Tk_});
-  ops::attention_forward(q_h_, k_h_, v_h_, attn_options_, o, probs_);
+  flash_ = use_flash(q_h_);
+  if (flash_) {
+    lse_ = Tensor::empty({B_, H, Tq_}, DType::F32, ctx.device);
+    ops::flash_attention_forward(q_h_, k_h_, v_h_, attn_options_, o, lse_);
+    o_h_ = o;  // the backward needs D = rowsum(dO o O)
+  } else {
+    probs_ = ctx.empty({B_, H, Tq_, Tk_});
+    ops::attention_forward(q_h_, k_h_, v_h_, attn_options_, o, probs_);
+  }
   Tensor merged = ctx.empty({B_, Tq_, d});
   ops::merge_heads_forward(o, merged);
   return out_->forward(merged.view({B_ * Tq_, d}), ctx).view({B_, Tq_, d});
@@ -91,8 +112,11 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   ops::merge_heads_backward(dmerged.view({B_, Tq_, d}), d_o);
   Tensor dq = Tensor::empty(q_h_.shape(), dt, dev), dk = Tensor::empty(k_h_.shape(), dt, dev),
          dv = Tensor::empty(v_h_.shape(), dt, dev);
-  ops::attention_backward(q_h_, k_h_, v_h_, probs_, d_o, attn_options_, dq, dk, dv);
-  q_h_ = k_h_ = v_h_ = probs_ = Tensor();
+  if (flash_)
+    ops::flash_attention_backward(q_h_, k_h_, v_h_, o_h_, lse_, d_o, attn_options_, dq, dk, dv);
+  else
+    ops::attention_backward(q_h_, k_h_, v_h_, probs_, d_o, attn_options_, dq, dk, dv);
+  q_h_ = k_h_ = v_h_ = probs_ = o_h_ = lse_ = Tensor();
   if (!cross_) {
     Tensor dqkv = Tensor::empty({B_, Tq_, 3 * d}, dt, dev);
     ops::split_heads_backward({dq, dk, dv}, dqkv, split_options(true, 0));

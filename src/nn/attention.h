@@ -13,9 +13,17 @@
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "ops/attention.h"
+#include "ops/flash_attention.h"
 #include "ops/heads.h"
 
 namespace rotor::nn {
+
+// Which attention core a layer runs (the config key attention.impl).
+//   Reference: ops::attention_forward/backward, saves the [Tq, Tk] probabilities.
+//   Rotor:     ops::flash_attention_forward/backward, saves out and the lse.
+//   Cudnn:     cuDNN SDPA (not built yet: an error).
+//   Auto:      Rotor where its kernels cover the head dim, else Reference.
+enum class AttentionImpl { Reference, Rotor, Cudnn, Auto };
 
 struct AttentionConfig {
   int64_t d_model = 512;
@@ -24,6 +32,7 @@ struct AttentionConfig {
   bool rope = false;
   float rope_base = 10000.0f;
   float dropout = 0.0f;  // on the attention probabilities
+  AttentionImpl impl = AttentionImpl::Auto;
 };
 
 // Parameter names of the four projections (Hugging Face conventions differ
@@ -59,6 +68,9 @@ class MultiHeadAttention {
 
  private:
   ops::SplitHeadsOptions split_options(bool self_qkv, int64_t offset) const;
+  // True when this forward runs the flash core (decided per call: the device
+  // and head dim of q choose for Auto).
+  bool use_flash(const Tensor& q) const;
 
   AttentionConfig config_;
   bool cross_;
@@ -69,7 +81,9 @@ class MultiHeadAttention {
   std::unique_ptr<Linear> kv_;   // cross: [2d, d]
   std::unique_ptr<Linear> out_;
   // Saved for backward.
-  Tensor q_h_, k_h_, v_h_, probs_;  // [B, H, Tq|Tk, D], probs [B, H, Tq, Tk]
+  Tensor q_h_, k_h_, v_h_, probs_;  // [B, H, Tq|Tk, D], probs [B, H, Tq, Tk] (reference core)
+  Tensor o_h_, lse_;                // flash core: out [B, H, Tq, D], lse f32 [B, H, Tq]
+  bool flash_ = false;              // which core the saved tensors belong to
   ops::AttentionOptions attn_options_;
   int64_t B_ = 0, Tq_ = 0, Tk_ = 0;
 };

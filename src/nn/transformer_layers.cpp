@@ -14,6 +14,7 @@ AttentionConfig attention_config(const LayerConfig& c, bool causal, bool rope) {
   a.rope = rope;
   a.rope_base = c.rope_base;
   a.dropout = c.attention_dropout;
+  a.impl = c.impl;
   return a;
 }
 }  // namespace

@@ -19,6 +19,7 @@ struct LayerConfig {
   float layer_norm_eps = 1e-5f;
   bool rope = false;
   float rope_base = 10000.0f;
+  AttentionImpl impl = AttentionImpl::Auto;  // attention core (config key attention.impl)
 };
 
 class EncoderLayer {

@@ -1,8 +1,12 @@
-// CPU reference attention: per (batch, head) the [Tq, Tk] scores are
-// materialized, masked (key padding, causal), softmaxed in double sums and
-// dropped out with the Philox mask the fused GPU core draws.
+// Reference attention: per (batch, head) the [Tq, Tk] scores are
+// materialized (GEMMs on the CPU), masked (key padding, causal), softmaxed
+// with sums in double and dropped out with the Philox mask the fused GPU core
+// draws. On the CPU this is also the fastest path.
 #include "ops/attention.h"
 
+#include <cblas.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -89,6 +93,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   float* po = out.data<float>();      // [B, H, Tq, D]
   float* pp = probs.data<float>();    // [B, H, Tq, Tk]
 
+  // Per (batch, head): S = scale Q K^T and O = (P o M) V are GEMMs (OpenBLAS
+  // runs them single-threaded inside this parallel loop); the masked softmax
+  // in between is per row, with sums in double.
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.B; ++b) {
     for (int64_t h = 0; h < d.H; ++h) {
@@ -96,34 +103,37 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       const float* qb = pq + bh * d.Tq * d.D;
       const float* kb = pk + bh * d.Tk * d.D;
       const float* vb = pv + bh * d.Tk * d.D;
+      float* pb = pp + bh * d.Tq * d.Tk;  // [Tq, Tk]
+      float* ob = po + bh * d.Tq * d.D;   // [Tq, D]
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(d.Tq),
+                  static_cast<int>(d.Tk), static_cast<int>(d.D), options.scale, qb,
+                  static_cast<int>(d.D), kb, static_cast<int>(d.D), 0.0f, pb, static_cast<int>(d.Tk));
       for (int64_t i = 0; i < d.Tq; ++i) {
-        float* prow = pp + (bh * d.Tq + i) * d.Tk;
-        float* orow = po + (bh * d.Tq + i) * d.D;
+        float* prow = pb + i * d.Tk;
         const int64_t n = visible_keys(d, options.causal, key_len[b], i);
-        for (int64_t j = 0; j < d.Tk; ++j) prow[j] = 0.0f;
-        for (int64_t c = 0; c < d.D; ++c) orow[c] = 0.0f;
-        if (n == 0) continue;  // no visible key: zero probabilities, zero output
         float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n; ++j) {
-          float s = 0.0f;
-          for (int64_t c = 0; c < d.D; ++c) s += qb[i * d.D + c] * kb[j * d.D + c];
-          prow[j] = s * options.scale;
-          mx = std::max(mx, prow[j]);
-        }
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, prow[j]);
         double sum = 0.0;
         for (int64_t j = 0; j < n; ++j) {
           prow[j] = std::exp(prow[j] - mx);
           sum += prow[j];
         }
-        const float inv = static_cast<float>(1.0 / sum);
-        const uint64_t row_index = static_cast<uint64_t>((bh * d.Tq + i) * d.Tk);
-        for (int64_t j = 0; j < n; ++j) {
-          prow[j] *= inv;
-          const float w = prow[j] * dropout_factor(options, row_index + j);
-          if (w == 0.0f) continue;
-          for (int64_t c = 0; c < d.D; ++c) orow[c] += w * vb[j * d.D + c];
-        }
+        const float inv = n > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+        for (int64_t j = 0; j < n; ++j) prow[j] *= inv;
+        for (int64_t j = n; j < d.Tk; ++j) prow[j] = 0.0f;  // masked, or no visible key at all
       }
+      const float* weights = pb;
+      std::vector<float> dropped;
+      if (options.dropout > 0.0f) {
+        dropped.resize(static_cast<size_t>(d.Tq * d.Tk));
+        const uint64_t base = static_cast<uint64_t>(bh * d.Tq * d.Tk);
+        for (int64_t x = 0; x < d.Tq * d.Tk; ++x)
+          dropped[x] = pb[x] == 0.0f ? 0.0f : pb[x] * dropout_factor(options, base + x);
+        weights = dropped.data();
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tq),
+                  static_cast<int>(d.D), static_cast<int>(d.Tk), 1.0f, weights,
+                  static_cast<int>(d.Tk), vb, static_cast<int>(d.D), 0.0f, ob, static_cast<int>(d.D));
     }
   }
 }
@@ -152,46 +162,48 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   // out = (P o M) V with M the dropout factors, so
   //   dV = (P o M)^T dout,  dP = (dout V^T) o M,  dS = P o (dP - rowsum(dP o P)),
   //   dQ = scale dS K,  dK = scale dS^T Q.  Masked entries have P = 0, hence dS = 0.
+  // The four products are GEMMs per (batch, head).
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.B; ++b) {
     for (int64_t h = 0; h < d.H; ++h) {
       const int64_t bh = b * d.H + h;
+      const int Tq = static_cast<int>(d.Tq), Tk = static_cast<int>(d.Tk), D = static_cast<int>(d.D);
       const float* qb = pq + bh * d.Tq * d.D;
       const float* kb = pk + bh * d.Tk * d.D;
       const float* vb = pv + bh * d.Tk * d.D;
-      float* dqb = pdq + bh * d.Tq * d.D;
-      float* dkb = pdk + bh * d.Tk * d.D;
-      float* dvb = pdv + bh * d.Tk * d.D;
-      for (int64_t x = 0; x < d.Tq * d.D; ++x) dqb[x] = 0.0f;
-      for (int64_t x = 0; x < d.Tk * d.D; ++x) dkb[x] = dvb[x] = 0.0f;
-      std::vector<float> dp(static_cast<size_t>(d.Tk));  // [Tk]
+      const float* pb = pp + bh * d.Tq * d.Tk;
+      const float* dob = pdo + bh * d.Tq * d.D;
+      const uint64_t base = static_cast<uint64_t>(bh * d.Tq * d.Tk);
+      std::vector<float> w(static_cast<size_t>(d.Tq * d.Tk)), ds(static_cast<size_t>(d.Tq * d.Tk));
+      for (int64_t x = 0; x < d.Tq * d.Tk; ++x)
+        w[x] = (options.dropout > 0.0f && pb[x] != 0.0f) ? pb[x] * dropout_factor(options, base + x) : pb[x];
+      // dV = W^T dout: [Tk, D]
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, w.data(), Tk, dob, D, 0.0f,
+                  pdv + bh * d.Tk * d.D, D);
+      // dP = dout V^T: [Tq, Tk] (into ds)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dob, D, vb, D, 0.0f,
+                  ds.data(), Tk);
       for (int64_t i = 0; i < d.Tq; ++i) {
-        const float* prow = pp + (bh * d.Tq + i) * d.Tk;
-        const float* dorow = pdo + (bh * d.Tq + i) * d.D;
-        const int64_t n = visible_keys(d, options.causal, key_len[b], i);
-        const uint64_t row_index = static_cast<uint64_t>((bh * d.Tq + i) * d.Tk);
+        const float* prow = pb + i * d.Tk;
+        float* row = ds.data() + i * d.Tk;
+        const uint64_t row_index = base + static_cast<uint64_t>(i * d.Tk);
         double dot = 0.0;
-        for (int64_t j = 0; j < n; ++j) {
-          const float m = dropout_factor(options, row_index + j);
-          const float w = prow[j] * m;
-          float g = 0.0f;
-          for (int64_t c = 0; c < d.D; ++c) {
-            dvb[j * d.D + c] += w * dorow[c];
-            g += dorow[c] * vb[j * d.D + c];
+        for (int64_t j = 0; j < d.Tk; ++j) {
+          if (prow[j] == 0.0f) {
+            row[j] = 0.0f;
+            continue;
           }
-          dp[j] = g * m;
-          dot += static_cast<double>(dp[j]) * prow[j];
+          if (options.dropout > 0.0f) row[j] *= dropout_factor(options, row_index + j);
+          dot += static_cast<double>(row[j]) * prow[j];
         }
         const float rowsum = static_cast<float>(dot);
-        for (int64_t j = 0; j < n; ++j) {
-          const float ds = prow[j] * (dp[j] - rowsum) * options.scale;
-          if (ds == 0.0f) continue;
-          for (int64_t c = 0; c < d.D; ++c) {
-            dqb[i * d.D + c] += ds * kb[j * d.D + c];
-            dkb[j * d.D + c] += ds * qb[i * d.D + c];
-          }
-        }
+        for (int64_t j = 0; j < d.Tk; ++j) row[j] = prow[j] * (row[j] - rowsum) * options.scale;
       }
+      // dQ = dS K: [Tq, D];  dK = dS^T Q: [Tk, D]
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, ds.data(), Tk, kb, D,
+                  0.0f, pdq + bh * d.Tq * d.D, D);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, ds.data(), Tk, qb, D, 0.0f,
+                  pdk + bh * d.Tk * d.D, D);
     }
   }
 }

@@ -7,6 +7,7 @@
 
 #include "ops/adamw.h"
 #include "ops/attention.h"
+#include "ops/flash_attention.h"
 #include "ops/gemm.h"
 #include "ops/heads.h"
 
@@ -59,6 +60,20 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                         const Tensor& dout, const AttentionOptions& options, Tensor& dq,
                         Tensor& dk, Tensor& dv);
+
+// Flash-style attention core (src/ops/flash_attention_cuda.cpp, kernels/flash_attention.cu).
+void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                             const AttentionOptions& options, Tensor& out, Tensor& lse);
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse, const Tensor& dout,
+                              const AttentionOptions& options, Tensor& dq, Tensor& dk,
+                              Tensor& dv);
+
+// Incremental decoding (src/ops/decode_cuda.cpp, kernels/decode_attention.cu).
+void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position);
+void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                      int64_t length, Tensor& out);
+void index_select(const Tensor& src, const Tensor& index, Tensor& dst);
 
 // Head split with fused RoPE (defined in src/ops/heads_cuda.cpp, kernels/heads.cu).
 void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts,

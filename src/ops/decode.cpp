@@ -8,21 +8,15 @@
 
 namespace rotor::ops {
 
-namespace {
-// The GPU decoding kernels belong to the fused-attention work (issue 7); until
-// they land, GPU decoding is a clear error rather than a silent host round trip.
-void require_cpu(const Tensor& t, const char* what) {
-  if (t.is_cuda()) ROTOR_FAIL("{}: not implemented on CUDA yet (decode on cpu)", what);
-}
-}  // namespace
-
 void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position) {
   ROTOR_CHECK(src.dim() == 4 && cache.dim() == 4 && src.size(2) == 1, "kv_cache_write: {} into {}",
               src.str(), cache.str());
   const int64_t B = cache.size(0), H = cache.size(1), Tmax = cache.size(2), D = cache.size(3);
   check_shape(src, {B, H, 1, D}, "kv_cache_write");
   ROTOR_CHECK(position >= 0 && position < Tmax, "kv_cache_write: position {} of {}", position, Tmax);
-  require_cpu(src, "kv_cache_write");
+  check_same_device(src, cache, "kv_cache_write");
+  if (src.dtype() != cache.dtype()) ROTOR_FAIL("kv_cache_write: {} into {}", src.str(), cache.str());
+  ROTOR_DISPATCH_CUDA(src, kv_cache_write(src, cache, position));
   require_f32(src, "kv_cache_write");
   const float* s = src.data<float>();
   float* c = cache.data<float>();
@@ -37,7 +31,10 @@ void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   check_shape(v_cache, k_cache.shape(), "decode_attention v_cache");
   check_shape(out, {B, H, 1, D}, "decode_attention out");
   ROTOR_CHECK(length > 0 && length <= Tmax, "decode_attention: length {} of {}", length, Tmax);
-  require_cpu(q, "decode_attention");
+  check_same_device(q, k_cache, "decode_attention");
+  check_same_device(q, v_cache, "decode_attention");
+  check_same_device(q, out, "decode_attention");
+  ROTOR_DISPATCH_CUDA(q, decode_attention(q, k_cache, v_cache, length, out));
   require_f32(q, "decode_attention");
   const float* qp = q.data<float>();
   const float* kp = k_cache.data<float>();
@@ -70,7 +67,10 @@ void index_select(const Tensor& src, const Tensor& index, Tensor& dst) {
               "index_select: src {} index {}", src.str(), index.str());
   ROTOR_CHECK(dst.dtype() == src.dtype() && dst.dim() == src.dim() && dst.size(0) == index.size(0),
               "index_select: dst {} for src {} and {} indices", dst.str(), src.str(), index.size(0));
-  require_cpu(src, "index_select");
+  // The index may live on the host even for device rows (beam search builds it there).
+  check_same_device(src, dst, "index_select");
+  ROTOR_DISPATCH_CUDA(src, index_select(src, index, dst));
+  ROTOR_CHECK(!index.is_cuda(), "index_select: host rows {} with a device index", src.str());
   const int64_t rows = src.size(0);
   const size_t row_bytes = rows ? src.nbytes() / static_cast<size_t>(rows) : 0;
   ROTOR_CHECK(dst.nbytes() == row_bytes * static_cast<size_t>(index.size(0)), "index_select: row size");

@@ -2,6 +2,7 @@
 // number of OpenMP threads in any way that matters for a test tolerance.
 #include "ops/reduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -35,12 +36,20 @@ void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
   const int64_t rows = n ? x.numel() / n : 0;
   const float* px = x.data<float>();  // [rows, n]
   float* po = out.data<float>();      // [n]
-  // Columns are independent: each thread owns a range of them and walks the rows.
+  // Columns are independent: each thread owns a block of them and walks the
+  // rows in order (contiguous reads; the same sums for any thread count).
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < n; ++j) {
-    double acc = accumulate ? po[j] : 0.0;
-    for (int64_t r = 0; r < rows; ++r) acc += px[r * n + j];
-    po[j] = static_cast<float>(acc);
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
+    double acc[kBlock];
+    for (int64_t j = j0; j < j1; ++j) acc[j - j0] = accumulate ? po[j] : 0.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = px + r * n;
+      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+    }
+    for (int64_t j = j0; j < j1; ++j) po[j] = static_cast<float>(acc[j - j0]);
   }
 }
 

@@ -55,6 +55,24 @@ void point_last(const std::string& output_dir, const std::string& target_name) {
   fsync_directory(output_dir);
 }
 
+// A writer killed mid-save leaves its temporaries ("step_N.tmp-<pid>",
+// "step_N.old-<pid>", ".checkpoint_last.tmp-<pid>"; core/io.h) under another
+// pid, which publish_directory never reuses: the next save removes them. One
+// output directory has one writer, so any such name is a dead process's.
+void remove_stale_temporaries(const std::string& output_dir, const fs::path& ckpt_root) {
+  std::error_code ec;
+  auto is_temp = [](const std::string& name, const std::string& prefix) {
+    return name.rfind(prefix, 0) == 0 &&
+           (name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos);
+  };
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(ckpt_root, ec))
+    if (is_temp(e.path().filename().string(), kStepPrefix)) stale.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(output_dir, ec))
+    if (is_temp(e.path().filename().string(), ".checkpoint_last")) stale.push_back(e.path());
+  for (const auto& p : stale) fs::remove_all(p, ec);
+}
+
 }  // namespace
 
 void save_weights(const std::string& path, const nn::ParameterStore& params,
@@ -86,6 +104,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointConte
     if (!c.spm_model.empty()) atomic_write_file(tmp + "/spm.model", read_file(c.spm_model));
   });
   point_last(output_dir, name);
+  remove_stale_temporaries(output_dir, ckpt_root);
   // Keep the newest keep_last step directories.
   std::vector<std::pair<int64_t, fs::path>> all;
   for (const auto& e : fs::directory_iterator(ckpt_root))

@@ -9,11 +9,15 @@
 #include "core/io.h"
 #include "core/logging.h"
 #include "data/batcher.h"
+#include "dist/communicator.h"
+#include "dist/data_parallel.h"
+#include "dist/signals.h"
 #include "nn/parameters.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
+#include "train/task.h"
 #include "train/translation_data.h"
 
 namespace fs = std::filesystem;
@@ -56,61 +60,48 @@ std::string format_eta(double seconds) {
   return fmt::format("{}:{:02d}:{:02d}", s / 3600, (s / 60) % 60, s % 60);
 }
 
-struct ValidResult {
-  double loss = 0, nll = 0;
-  int64_t tokens = 0;
-};
-
-ValidResult validate(models::EncoderDecoder& model, const ParallelCorpus& valid,
-                     const Config& c, Device device) {
-  data::BatcherOptions bo;
-  bo.max_tokens = c.data.max_tokens;
-  bo.shuffle = false;
-  bo.prefetch = 0;
-  data::TokenBatcher batcher(valid.src, valid.tgt, bo);
-  nn::Context ctx;
-  ctx.training = false;
-  ctx.device = device;
-  ValidResult r;
-  const int64_t n = batcher.batches_in_epoch(0);
-  for (int64_t i = 0; i < n; ++i) {
-    data::Batch b = batcher.next();
-    models::LossSums s = model.forward_loss(to_model_batch(b, device),
-                                            static_cast<float>(c.train.label_smoothing), ctx);
-    r.loss += s.loss;
-    r.nll += s.nll;
-    r.tokens += s.tokens;
-  }
-  return r;
-}
-
 }  // namespace
 
 int run_training(const Config& c, const std::string& config_yaml, const TrainOptions& opts) {
   validate_for_training(c);
-  ensure_directory(c.output_dir);
-  LogOptions lo;
-  lo.level = std::string(to_string(c.log_level));
-  lo.file = (fs::path(c.output_dir) / "train.log").string();
-  setup_logging(lo);
-  if (c.task != Task::Translation)
-    ROTOR_FAIL("task '{}' is not available yet: this rotor trains task: translation",
-               to_string(c.task));
-  const Device device = resolve_device(c.device);
+  if (c.task == Task::Translation) check_translation_data(c);  // fail before writing anything
+  // One process per GPU (DESIGN.md decision 8): rank and world size come from
+  // mpirun or srun; a plain `rotor train` is world size 1.
+  const dist::DistEnvironment env = dist::detect_environment();
+  Device device = resolve_device(c.device);
+  if (device.is_cuda() && env.distributed()) device = Device::cuda(env.local_rank % cuda_device_count());
   if (device.is_cuda()) cuda::set_device(device.index);
   if (c.precision != Precision::FP32 && device.is_cpu())
     ROTOR_FAIL("precision {} needs a GPU; on the CPU rotor computes in fp32", to_string(c.precision));
-  atomic_write_file((fs::path(c.output_dir) / "config.yaml").string(), config_yaml);
-  log().info("rotor {} on {}; output in {}", ROTOR_VERSION, device.str(), c.output_dir);
+  dist::install_stop_handlers();
+  std::unique_ptr<dist::Communicator> comm = dist::make_communicator(device, c.dist.timeout_s);
+  const int rank = comm->rank(), world = comm->world_size();
+  const bool rank0 = rank == 0;
+  if (rank0) ensure_directory(c.output_dir);
+  LogOptions lo;
+  lo.level = std::string(to_string(c.log_level));
+  lo.file = rank0 ? (fs::path(c.output_dir) / "train.log").string() : "";
+  lo.rank = rank;
+  lo.world_size = world;
+  setup_logging(lo);
+  if (rank0) atomic_write_file((fs::path(c.output_dir) / "config.yaml").string(), config_yaml);
+  log().info("rotor {} on {}: task {}, {} rank(s) ({} backend); output in {}", ROTOR_VERSION,
+             device.str(), to_string(c.task), world, comm->backend(), c.output_dir);
 
-  TranslationData data = load_translation_data(c, true);
-  const int64_t vocab = data.tokenizer.vocab_size();
-  nn::ParameterStore store;
-  models::EncoderDecoder model(transformer_config(c, vocab), store);
-  store.allocate(device);
+  // Rank 0 prepares the data (tokenizer, binarized corpora) while the others
+  // wait; they then find it prepared and only read it.
+  auto make_task = [&] {
+    return c.task == Task::Translation ? make_translation_task(c, device, rank, world)
+                                       : make_mlm_task(c, device, rank, world);
+  };
+  std::unique_ptr<TrainingTask> task;
+  if (!rank0) comm->barrier();
+  task = make_task();
+  if (rank0 && world > 1) comm->barrier();
+  nn::ParameterStore& store = task->params();
   store.initialize(static_cast<uint64_t>(c.seed));
   log().info("model: {} parameters, {} positions, vocabulary {}", store.numel(),
-             to_string(c.model.position), vocab);
+             to_string(c.model.position), task->vocab_size());
 
   optim::OptimizerOptions oo;
   oo.beta1 = c.optim.betas[0];
@@ -118,7 +109,9 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   oo.eps = c.optim.eps;
   oo.weight_decay = c.optim.weight_decay;
   oo.clip_norm = c.train.clip_norm;
-  optim::Optimizer optimizer(store, oo);
+  optim::Optimizer optimizer(store, oo);  // full moments (world 1, or the unsharded case)
+  std::unique_ptr<dist::ShardedAdamW> sharded;
+  if (c.dist.shard_optimizer && world > 1) sharded = std::make_unique<dist::ShardedAdamW>(store, oo, *comm);
   optim::ScheduleOptions so;
   so.kind = c.optim.schedule == LrSchedule::InverseSqrt ? optim::ScheduleKind::InverseSqrt
             : c.optim.schedule == LrSchedule::Linear    ? optim::ScheduleKind::Linear
@@ -129,14 +122,6 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   so.end_lr = c.optim.end_lr;
   so.max_updates = c.train.max_updates;
 
-  data::BatcherOptions bo;
-  bo.max_tokens = c.data.max_tokens;
-  bo.seed = static_cast<uint64_t>(c.seed);
-  bo.prefetch = static_cast<size_t>(c.data.prefetch);
-  data::TokenBatcher batcher(data.train.src, data.train.tgt, bo);
-  if (batcher.skipped() > 0)
-    log().warn("{} training pairs are longer than data.max_tokens alone and are skipped", batcher.skipped());
-
   TrainerState state;
   if (opts.resume) {
     if (!fs::exists(fs::path(c.output_dir) / "checkpoint_last")) {
@@ -146,20 +131,26 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       load_weights(dir, store);
       load_optimizer(dir, optimizer);
       state = load_trainer_state(dir);
-      batcher.set_position(state.position);
+      task->set_position(state.position);
       log().info("resumed from {} at update {}", dir, state.step);
     }
   }
+  if (sharded) sharded->import_from(optimizer);
+  // Every rank starts from rank 0's weights.
+  if (world > 1) dist::broadcast_parameters(*comm, store);
 
-  MetricsWriter metrics((fs::path(c.output_dir) / "metrics.jsonl").string());
+  MetricsWriter metrics = rank0 ? MetricsWriter((fs::path(c.output_dir) / "metrics.jsonl").string())
+                                 : MetricsWriter();
   auto save = [&] {
-    state.position = batcher.position();
+    if (sharded) sharded->export_to(optimizer, 0);  // collective: full moments on rank 0
+    if (!rank0) return;
+    state.position = task->position();
     CheckpointContents cc;
     cc.params = &store;
     cc.optimizer = &optimizer;
     cc.state = state;
     cc.config_yaml = config_yaml;
-    cc.spm_model = data.spm_path;
+    cc.spm_model = task->tokenizer_path();
     std::string dir = save_checkpoint(c.output_dir, cc, c.train.keep_last);
     log().info("saved {}", dir);
   };
@@ -168,92 +159,108 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   ctx.training = true;
   ctx.device = device;
   ctx.seed = static_cast<uint64_t>(c.seed);
-  const float smoothing = static_cast<float>(c.train.label_smoothing);
-  double win_loss = 0, win_nll = 0;
-  int64_t win_tokens = 0, win_src_tokens = 0, win_updates = 0;
+  TaskSums window;
+  int64_t win_updates = 0;
   auto win_start = Clock::now();
   const auto run_start = Clock::now();
   const double seconds_before = state.train_seconds;
   const int64_t first_step = state.step;
   bool stop = false;
+  const auto per_token = [](double v, int64_t n) { return v / static_cast<double>(std::max<int64_t>(n, 1)); };
 
   while (state.step < c.train.max_updates && !stop) {
     store.zero_grad();
-    models::LossSums total;
-    int64_t src_tokens = 0;
+    TaskSums update;
     for (int micro = 0; micro < c.train.update_freq; ++micro) {
-      data::Batch b = batcher.next();
-      if (c.train.max_epochs > 0 && b.position.epoch >= static_cast<uint64_t>(c.train.max_epochs)) {
+      if (c.train.max_epochs > 0 && task->position().epoch >= static_cast<uint64_t>(c.train.max_epochs)) {
         stop = true;
         break;
       }
-      ctx.step = static_cast<uint64_t>(state.micro_step++);
-      models::LossSums s = model.forward_loss(to_model_batch(b, device), smoothing, ctx);
-      model.backward(1.0f);
-      total.loss += s.loss;
-      total.nll += s.nll;
-      total.tokens += s.tokens;
-      src_tokens += b.src_tokens;
+      // Dropout streams are keyed by the global index of the micro-batch, so
+      // that N ranks draw the masks one process with update_freq x N draws.
+      ctx.step = static_cast<uint64_t>((state.micro_step++) * world + rank);
+      ctx.rank = 0;
+      update.add(task->train_micro_batch(ctx));
     }
-    if (stop || total.tokens == 0) break;
+    if (stop) break;
+    if (world > 1) {
+      std::vector<double> counts{update.loss, update.nll, static_cast<double>(update.tokens),
+                                 static_cast<double>(update.all_tokens),
+                                 static_cast<double>(update.correct)};
+      dist::all_reduce_counts(*comm, counts);
+      update.loss = counts[0];
+      update.nll = counts[1];
+      update.tokens = static_cast<int64_t>(counts[2]);
+      update.all_tokens = static_cast<int64_t>(counts[3]);
+      update.correct = static_cast<int64_t>(counts[4]);
+      if (!sharded) dist::all_reduce_gradients(*comm, store.grads());
+    }
+    if (update.tokens == 0) break;
     const double lr = optim::learning_rate(so, state.step + 1);
-    // Loss and gradients are normalized by the target tokens of the update.
-    optim::StepInfo info = optimizer.step(lr, 1.0 / static_cast<double>(total.tokens));
+    // Loss and gradients are normalized by the tokens of the whole update on
+    // all ranks (target tokens for translation, masked tokens for masked-LM).
+    const double grad_scale = 1.0 / static_cast<double>(update.tokens);
+    optim::StepInfo info = sharded ? sharded->step(lr, grad_scale) : optimizer.step(lr, grad_scale);
     if (info.skipped) {
       ++state.skipped_steps;
       log().warn("update {}: non-finite gradient norm, update skipped", state.step + 1);
     }
     ++state.step;
-    win_loss += total.loss;
-    win_nll += total.nll;
-    win_tokens += total.tokens;
-    win_src_tokens += src_tokens;
+    window.add(update);
     ++win_updates;
 
     const bool last = state.step >= c.train.max_updates;
     if (state.step % c.train.log_interval == 0 || last) {
       const double secs = seconds_since(win_start);
-      const double loss = win_loss / static_cast<double>(win_tokens);
-      const double tps = static_cast<double>(win_tokens + win_src_tokens) / std::max(secs, 1e-9);
+      const double loss = per_token(window.loss, window.tokens);
+      const double ppl = std::exp(per_token(window.nll, window.tokens));
+      const double tps = static_cast<double>(window.all_tokens) / std::max(secs, 1e-9);
       const double done = static_cast<double>(state.step - first_step);
       const double eta = seconds_since(run_start) / std::max(done, 1.0) *
                          static_cast<double>(c.train.max_updates - state.step);
-      log().info("update {:>6} | loss {:.4f} | ppl {:.2f} | lr {:.3e} | gnorm {:.3f} | {:.0f} tok/s | "
+      const std::string acc =
+          window.has_correct ? fmt::format(" | acc {:.3f}", per_token(window.correct, window.tokens)) : "";
+      log().info("update {:>6} | loss {:.4f} | ppl {:.2f}{} | lr {:.3e} | gnorm {:.3f} | {:.0f} tok/s | "
                  "epoch {} | ETA {} | mem {:.0f} MiB",
-                 state.step, loss, std::exp(win_nll / static_cast<double>(win_tokens)), lr,
-                 info.grad_norm, tps, batcher.position().epoch + 1, format_eta(eta),
-                 peak_bytes(device) / 1048576.0);
-      metrics.write(MetricsRecord()
-                        .add("step", state.step)
-                        .add("split", "train")
-                        .add("loss", loss)
-                        .add("nll_loss", win_nll / static_cast<double>(win_tokens))
-                        .add("ppl", std::exp(win_nll / static_cast<double>(win_tokens)))
-                        .add("lr", lr)
-                        .add("grad_norm", info.grad_norm)
-                        .add("tokens_per_s", tps)
-                        .add("updates", win_updates)
-                        .add("epoch", static_cast<int64_t>(batcher.position().epoch + 1)));
-      win_loss = win_nll = 0;
-      win_tokens = win_src_tokens = win_updates = 0;
+                 state.step, loss, ppl, acc, lr, info.grad_norm, tps, task->position().epoch + 1,
+                 format_eta(eta), peak_bytes(device) / 1048576.0);
+      MetricsRecord rec;
+      rec.add("step", state.step)
+          .add("split", "train")
+          .add("loss", loss)
+          .add("nll_loss", per_token(window.nll, window.tokens))
+          .add("ppl", ppl)
+          .add("lr", lr)
+          .add("grad_norm", info.grad_norm)
+          .add("tokens_per_s", tps)
+          .add("updates", win_updates)
+          .add("epoch", static_cast<int64_t>(task->position().epoch + 1));
+      if (window.has_correct) rec.add("accuracy", per_token(window.correct, window.tokens));
+      metrics.write(rec);
+      window = TaskSums{};
+      win_updates = 0;
       win_start = Clock::now();
     }
-    if (data.valid.defined() && c.train.valid_interval > 0 &&
+    if (task->has_valid() && c.train.valid_interval > 0 &&
         (state.step % c.train.valid_interval == 0 || last)) {
       const auto t0 = Clock::now();
-      ValidResult v = validate(model, data.valid, c, device);
-      const double vloss = v.loss / std::max<double>(v.tokens, 1);
-      const double vppl = std::exp(v.nll / std::max<double>(v.tokens, 1));
-      log().info("valid at update {} | loss {:.4f} | ppl {:.2f} | {} tokens | {:.1f}s", state.step,
-                 vloss, vppl, v.tokens, seconds_since(t0));
-      metrics.write(MetricsRecord()
-                        .add("step", state.step)
-                        .add("split", "valid")
-                        .add("loss", vloss)
-                        .add("nll_loss", v.nll / std::max<double>(v.tokens, 1))
-                        .add("ppl", vppl)
-                        .add("lr", lr)
-                        .add("tokens_per_s", static_cast<double>(v.tokens) / std::max(seconds_since(t0), 1e-9)));
+      TaskSums v = task->validate(device);
+      const double vloss = per_token(v.loss, v.tokens);
+      const double vppl = std::exp(per_token(v.nll, v.tokens));
+      const std::string acc =
+          v.has_correct ? fmt::format(" | acc {:.3f}", per_token(v.correct, v.tokens)) : "";
+      log().info("valid at update {} | loss {:.4f} | ppl {:.2f}{} | {} tokens | {:.1f}s", state.step,
+                 vloss, vppl, acc, v.tokens, seconds_since(t0));
+      MetricsRecord rec;
+      rec.add("step", state.step)
+          .add("split", "valid")
+          .add("loss", vloss)
+          .add("nll_loss", per_token(v.nll, v.tokens))
+          .add("ppl", vppl)
+          .add("lr", lr)
+          .add("tokens_per_s", static_cast<double>(v.all_tokens) / std::max(seconds_since(t0), 1e-9));
+      if (v.has_correct) rec.add("accuracy", per_token(v.correct, v.tokens));
+      metrics.write(rec);
       if (state.best_valid_loss == 0 || vloss < state.best_valid_loss) {
         state.best_valid_loss = vloss;
         state.bad_validations = 0;
@@ -263,10 +270,20 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       }
     }
     state.train_seconds = seconds_before + seconds_since(run_start);
+    // SIGTERM/SIGINT on any rank (cluster preemption): all ranks stop after
+    // the same update and save.
+    if (dist::agree_stop(*comm)) {
+      log().warn("signal {} received: saving a checkpoint and stopping at update {}",
+                 dist::stop_signal(), state.step);
+      stop = true;
+    }
     if ((c.train.save_interval > 0 && state.step % c.train.save_interval == 0) || last || stop) save();
   }
   log().info("done: {} updates in {:.1f}s", state.step, state.train_seconds);
   flush_log();
+  task.reset();
+  comm.reset();
+  dist::finalize(0);
   return 0;
 }
 

@@ -55,6 +55,21 @@ ParallelCorpus open_pair(const std::string& prefix) {
 
 }  // namespace
 
+void check_translation_data(const Config& c) {
+  auto check = [&](const char* key, const std::string& prefix) {
+    if (prefix.empty() || is_prepared(prefix)) return;
+    const std::string src = prefix + "." + c.data.src_lang, tgt = prefix + "." + c.data.tgt_lang;
+    if (!fs::exists(src) || !fs::exists(tgt))
+      ROTOR_FAIL("data.{}: found neither prepared data ({}.src.idx) nor raw text ({} and {})", key,
+                 prefix, src, tgt);
+  };
+  check("train", c.data.train);
+  check("valid", c.data.valid);
+  if (!c.data.spm_model.empty() && !fs::exists(c.data.spm_model) && is_prepared(c.data.train))
+    ROTOR_FAIL("data.spm_model: {} not found (it can only be trained from raw text)",
+               c.data.spm_model);
+}
+
 TranslationData load_translation_data(const Config& c, bool need_train) {
   TranslationData d;
   d.spm_path = tokenizer_path(c);

@@ -31,6 +31,10 @@ struct TranslationData {
 // skips the training corpus (validation or decoding only).
 TranslationData load_translation_data(const Config& config, bool need_train = true);
 
+// Checks, before a run creates anything, that data.train / data.valid name
+// prepared data or raw text that exists (a rotor::Error naming the key).
+void check_translation_data(const Config& config);
+
 // The tokenizer path a config uses (data.spm_model or OUTPUT_DIR/spm.model).
 std::string tokenizer_path(const Config& config);
 

@@ -1,0 +1,426 @@
+// Flash-style attention kernels; the decomposition is documented beside the
+// CPU twin (src/ops/flash_attention.cpp).
+//
+// Portable path (every architecture, sm_70 included -- sm_70 builds only with
+// CUDA 12, CUDA 13 dropped Volta): shared-memory tiles held in fp32 whatever
+// the storage type, FMA arithmetic, four threads per row ("quad"):
+//   forward  -- a block owns BQ queries of one (b, h); each quad owns a query
+//               row: its four threads share the BK scores of a key tile
+//               (interleaved keys), reduce max and sum with shuffles, write the
+//               probabilities to shared memory and each accumulate D/4 output
+//               columns. Running max m and sum l in fp32; lse = m + log l.
+//   backward -- a block owns BK keys of one (b, h) and walks the query tiles
+//               that can see them (the causal mask skips the earlier ones);
+//               each quad owns a key row and accumulates its dK and dV in
+//               registers; dQ goes to an fp32 buffer with atomicAdd and is cast
+//               at the end. D_i = rowsum(dO o O) is a preprocessing pass.
+// Row strides are padded by one float so that the four threads of a quad,
+// reading four different rows at the same column, hit four different banks.
+//
+// TODO(issue 7, tensor cores): an sm_80+ path with mma.sync m16n8k16 on
+// fp16/bf16 fragments, ldmatrix loads and a cp.async double-buffered K/V
+// pipeline (guarded by __CUDA_ARCH__ >= 800), and WMMA for sm_70/sm_75. The
+// portable path below is the correctness baseline those must match.
+#include "core/philox.h"
+#include "kernels/common.cuh"
+#include "kernels/flash_attention.cuh"
+
+namespace rotor::kernels {
+namespace {
+
+// Tile shapes per head dim: shared memory stays under the 64 KiB that sm_75
+// can opt into (tiles are fp32).
+template <int D>
+struct FwdTile {
+  static constexpr int BQ = D >= 128 ? 32 : 64;
+  static constexpr int BK = 32;
+};
+template <int D>
+struct BwdTile {
+  static constexpr int BK = 32;
+  static constexpr int BQ = D >= 128 ? 16 : 32;
+};
+
+__device__ __forceinline__ int64_t key_length_of(const FlashParams& p, int64_t b) {
+  if (!p.key_lengths) return p.Tk;
+  const int64_t len = p.key_lengths[b];
+  return len < 0 ? 0 : (len > p.Tk ? p.Tk : len);
+}
+
+// Keys 0..n-1 are visible to query i (padding and the causal mask cut a prefix).
+__device__ __forceinline__ int64_t visible_keys(const FlashParams& p, int64_t key_len, int64_t i) {
+  int64_t n = key_len;
+  if (p.causal) {
+    int64_t c = i + (p.Tk - p.Tq) + 1;
+    if (c < 0) c = 0;
+    if (c < n) n = c;
+  }
+  return n;
+}
+
+__device__ __forceinline__ float keep_factor(const FlashParams& p, float keep_scale, uint64_t flat) {
+  if (p.dropout == 0.0f) return 1.0f;
+  return philox_uniform(p.seed, p.stream_id, flat) >= p.dropout ? keep_scale : 0.0f;
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// rows [r0, r0 + R) of a [T, D] matrix into fp32 shared memory with stride D + 1
+// (rows past T are zero).
+template <class T, int D, int R>
+__device__ __forceinline__ void load_tile(float* dst, const T* src, int64_t r0, int64_t T_rows) {
+  constexpr int LD = D + 1;
+  for (int e = threadIdx.x; e < R * D; e += blockDim.x) {
+    const int r = e / D, c = e % D;
+    const int64_t row = r0 + r;
+    dst[r * LD + c] = row < T_rows ? to_f32(src[row * D + c]) : 0.0f;
+  }
+}
+
+template <int D>
+constexpr size_t fwd_smem_bytes() {
+  constexpr int BQ = FwdTile<D>::BQ, BK = FwdTile<D>::BK;
+  return sizeof(float) * (static_cast<size_t>(BQ + 2 * BK) * (D + 1) + BQ * (BK + 1));
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
+    flash_fwd_kernel(FlashParams p, T* __restrict__ out, float* __restrict__ lse) {
+  constexpr int BQ = FwdTile<D>::BQ, BK = FwdTile<D>::BK, LD = D + 1, LP = BK + 1;
+  constexpr int KPT = BK / 4, CPT = D / 4;  // keys and output columns per thread
+  extern __shared__ float smem[];
+  float* sQ = smem;            // [BQ, LD]
+  float* sK = sQ + BQ * LD;    // [BK, LD]
+  float* sV = sK + BK * LD;    // [BK, LD]
+  float* sP = sV + BK * LD;    // [BQ, LP] probabilities o dropout of the current tile
+
+  const int64_t bh = blockIdx.y, b = bh / p.H;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * BQ;
+  const int r = threadIdx.x >> 2, q4 = threadIdx.x & 3;
+  const int64_t i = i0 + r;
+  const T* qb = static_cast<const T*>(p.q) + bh * p.Tq * D;
+  const T* kb = static_cast<const T*>(p.k) + bh * p.Tk * D;
+  const T* vb = static_cast<const T*>(p.v) + bh * p.Tk * D;
+  const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
+
+  load_tile<T, D, BQ>(sQ, qb, i0, p.Tq);
+  const int64_t key_len = key_length_of(p, b);
+  const int64_t last = (i0 + BQ < p.Tq ? i0 + BQ : p.Tq) - 1;
+  const int64_t n_block = visible_keys(p, key_len, last);  // the most any row of the tile sees
+  const int64_t n_row = i < p.Tq ? visible_keys(p, key_len, i) : 0;
+  const uint64_t row_flat = static_cast<uint64_t>((bh * p.Tq + i) * p.Tk);
+
+  float m = -INFINITY, l = 0.0f;
+  float acc[CPT];
+#pragma unroll
+  for (int u = 0; u < CPT; ++u) acc[u] = 0.0f;
+
+  for (int64_t j0 = 0; j0 < n_block; j0 += BK) {
+    __syncthreads();  // the previous tile is consumed (and sQ is loaded)
+    load_tile<T, D, BK>(sK, kb, j0, p.Tk);
+    load_tile<T, D, BK>(sV, vb, j0, p.Tk);
+    __syncthreads();
+
+    float s[KPT];
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < KPT; ++t) {
+      const int jj = q4 + 4 * t;
+      s[t] = -INFINITY;
+      if (j0 + jj < n_row) {
+        const float* qr = sQ + r * LD;
+        const float* kr = sK + jj * LD;
+        float dot = 0.0f;
+#pragma unroll 8
+        for (int c = 0; c < D; ++c) dot = fmaf(qr[c], kr[c], dot);
+        s[t] = dot * p.scale;
+      }
+      tile_max = fmaxf(tile_max, s[t]);
+    }
+    tile_max = quad_max(tile_max);
+    const float m_new = fmaxf(m, tile_max);
+    // m = -inf: nothing seen yet, acc and l are zero, any finite factor works.
+    const float alpha = m_new == -INFINITY ? 1.0f : expf(m - m_new);
+    float sum = 0.0f;
+#pragma unroll
+    for (int t = 0; t < KPT; ++t) {
+      const int jj = q4 + 4 * t;
+      const float pr = s[t] == -INFINITY ? 0.0f : expf(s[t] - m_new);
+      sum += pr;
+      sP[r * LP + jj] =
+          pr == 0.0f ? 0.0f : pr * keep_factor(p, keep_scale, row_flat + static_cast<uint64_t>(j0 + jj));
+    }
+    sum = quad_sum(sum);
+    l = l * alpha + sum;
+    m = m_new;
+    __syncwarp();  // the quad's probability row is complete
+#pragma unroll
+    for (int u = 0; u < CPT; ++u) acc[u] *= alpha;
+    for (int jj = 0; jj < BK; ++jj) {
+      const float pj = sP[r * LP + jj];
+      const float* vr = sV + jj * LD + q4;
+#pragma unroll
+      for (int u = 0; u < CPT; ++u) acc[u] = fmaf(pj, vr[4 * u], acc[u]);
+    }
+  }
+
+  if (i < p.Tq) {
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    T* orow = out + (bh * p.Tq + i) * D;
+#pragma unroll
+    for (int u = 0; u < CPT; ++u) orow[q4 + 4 * u] = from_f32<T>(acc[u] * inv);
+    if (q4 == 0) lse[bh * p.Tq + i] = l > 0.0f ? m + logf(l) : -INFINITY;
+  }
+}
+
+// delta[row] = sum_c dout[row, c] * out[row, c] (one warp per row).
+template <class T>
+__global__ void flash_delta_kernel(const T* __restrict__ out, const T* __restrict__ dout,
+                                   float* __restrict__ delta, int64_t rows, int D) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; row < rows;
+       row += warps) {
+    float s = 0.0f;
+    for (int c = lane; c < D; c += 32) s += to_f32(out[row * D + c]) * to_f32(dout[row * D + c]);
+    s = warp_sum(s);
+    if (lane == 0) delta[row] = s;
+  }
+}
+
+template <int D>
+constexpr size_t bwd_smem_bytes() {
+  constexpr int BQ = BwdTile<D>::BQ, BK = BwdTile<D>::BK;
+  return sizeof(float) *
+         (static_cast<size_t>(2 * BK + 2 * BQ) * (D + 1) + 2 * BK * (BQ + 1) + 2 * BQ);
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(BwdTile<D>::BK * 4)
+    flash_bwd_kernel(FlashParams p, const float* __restrict__ lse, const T* __restrict__ dout,
+                     const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
+                     float* __restrict__ dq_accum) {
+  constexpr int BQ = BwdTile<D>::BQ, BK = BwdTile<D>::BK, LD = D + 1, LP = BQ + 1;
+  constexpr int QPT = BQ / 4, CPT = D / 4;  // queries and columns per thread
+  extern __shared__ float smem[];
+  float* sK = smem;              // [BK, LD]
+  float* sV = sK + BK * LD;      // [BK, LD]
+  float* sQ = sV + BK * LD;      // [BQ, LD]
+  float* sdO = sQ + BQ * LD;     // [BQ, LD]
+  float* sP = sdO + BQ * LD;     // [BK, LP] P o dropout (transposed: key rows)
+  float* sdS = sP + BK * LP;     // [BK, LP] scale * dS
+  float* sL = sdS + BK * LP;     // [BQ] lse
+  float* sDel = sL + BQ;         // [BQ] delta
+
+  const int64_t bh = blockIdx.y, b = bh / p.H;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * BK;
+  const int r = threadIdx.x >> 2, q4 = threadIdx.x & 3;
+  const int64_t j = j0 + r;
+  const T* qb = static_cast<const T*>(p.q) + bh * p.Tq * D;
+  const T* kb = static_cast<const T*>(p.k) + bh * p.Tk * D;
+  const T* vb = static_cast<const T*>(p.v) + bh * p.Tk * D;
+  const T* dob = dout + bh * p.Tq * D;
+  const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
+  const int64_t key_len = key_length_of(p, b);
+
+  float gk[CPT], gv[CPT];
+#pragma unroll
+  for (int u = 0; u < CPT; ++u) gk[u] = gv[u] = 0.0f;
+
+  if (j0 < key_len) {  // block-uniform: padded key tiles only write zeros
+    load_tile<T, D, BK>(sK, kb, j0, p.Tk);
+    load_tile<T, D, BK>(sV, vb, j0, p.Tk);
+    // The first query that sees key j0 under the causal mask: i + Tk - Tq >= j0.
+    int64_t i_first = 0;
+    if (p.causal) i_first = j0 - (p.Tk - p.Tq) > 0 ? j0 - (p.Tk - p.Tq) : 0;
+    for (int64_t i0 = (i_first / BQ) * BQ; i0 < p.Tq; i0 += BQ) {
+      __syncthreads();  // the previous query tile is consumed
+      load_tile<T, D, BQ>(sQ, qb, i0, p.Tq);
+      load_tile<T, D, BQ>(sdO, dob, i0, p.Tq);
+      for (int e = threadIdx.x; e < BQ; e += blockDim.x) {
+        const int64_t i = i0 + e;
+        sL[e] = i < p.Tq ? lse[bh * p.Tq + i] : -INFINITY;
+        sDel[e] = i < p.Tq ? delta[bh * p.Tq + i] : 0.0f;
+      }
+      __syncthreads();
+
+#pragma unroll
+      for (int t = 0; t < QPT; ++t) {
+        const int ii = q4 + 4 * t;
+        const int64_t i = i0 + ii;
+        float pm = 0.0f, ds = 0.0f;
+        if (i < p.Tq && j < visible_keys(p, key_len, i)) {
+          const float* qr = sQ + ii * LD;
+          const float* dor = sdO + ii * LD;
+          const float* kr = sK + r * LD;
+          const float* vr = sV + r * LD;
+          float s = 0.0f, dp = 0.0f;
+#pragma unroll 8
+          for (int c = 0; c < D; ++c) {
+            s = fmaf(qr[c], kr[c], s);
+            dp = fmaf(dor[c], vr[c], dp);
+          }
+          const float pr = expf(s * p.scale - sL[ii]);
+          const float mk =
+              keep_factor(p, keep_scale, static_cast<uint64_t>((bh * p.Tq + i) * p.Tk + j));
+          pm = pr * mk;
+          ds = pr * (dp * mk - sDel[ii]) * p.scale;
+        }
+        sP[r * LP + ii] = pm;
+        sdS[r * LP + ii] = ds;
+      }
+      __syncwarp();  // the quad's rows of sP and sdS are complete
+      for (int ii = 0; ii < BQ; ++ii) {
+        const float pm = sP[r * LP + ii], ds = sdS[r * LP + ii];
+        const float* dor = sdO + ii * LD + q4;
+        const float* qr = sQ + ii * LD + q4;
+#pragma unroll
+        for (int u = 0; u < CPT; ++u) {
+          gv[u] = fmaf(pm, dor[4 * u], gv[u]);
+          gk[u] = fmaf(ds, qr[4 * u], gk[u]);
+        }
+      }
+      __syncthreads();  // all of sdS is written
+      // dQ[i0 + ii, c] += sum_r dS[r, ii] K[r, c]
+      for (int e = threadIdx.x; e < BQ * D; e += blockDim.x) {
+        const int ii = e / D, c = e % D;
+        const int64_t i = i0 + ii;
+        if (i >= p.Tq) continue;
+        float a = 0.0f;
+#pragma unroll 8
+        for (int kr = 0; kr < BK; ++kr) a = fmaf(sdS[kr * LP + ii], sK[kr * LD + c], a);
+        if (a != 0.0f) atomicAdd(dq_accum + (bh * p.Tq + i) * D + c, a);
+      }
+    }
+  }
+  if (j < p.Tk) {
+    T* dkr = dk + (bh * p.Tk + j) * D;
+    T* dvr = dv + (bh * p.Tk + j) * D;
+#pragma unroll
+    for (int u = 0; u < CPT; ++u) {
+      dkr[q4 + 4 * u] = from_f32<T>(gk[u]);
+      dvr[q4 + 4 * u] = from_f32<T>(gv[u]);
+    }
+  }
+}
+
+template <class T>
+__global__ void flash_cast_kernel(const float* __restrict__ src, T* __restrict__ dst, int64_t n) {
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[e] = from_f32<T>(src[e]);
+}
+
+template <class T, int D>
+cudaError_t launch_forward(const FlashParams& p, T* out, float* lse, cudaStream_t stream) {
+  constexpr int BQ = FwdTile<D>::BQ;
+  constexpr size_t smem = fwd_smem_bytes<D>();
+  cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T, D>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>((p.Tq + BQ - 1) / BQ), static_cast<unsigned>(p.B * p.H));
+  flash_fwd_kernel<T, D><<<grid, BQ * 4, smem, stream>>>(p, out, lse);
+  return cudaGetLastError();
+}
+
+template <class T, int D>
+cudaError_t launch_backward(const FlashParams& p, const float* lse, const T* dout,
+                            const float* delta, T* dk, T* dv, float* dq_accum,
+                            cudaStream_t stream) {
+  constexpr int BK = BwdTile<D>::BK;
+  constexpr size_t smem = bwd_smem_bytes<D>();
+  cudaError_t err = cudaFuncSetAttribute(flash_bwd_kernel<T, D>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>((p.Tk + BK - 1) / BK), static_cast<unsigned>(p.B * p.H));
+  flash_bwd_kernel<T, D><<<grid, BK * 4, smem, stream>>>(p, lse, dout, delta, dk, dv, dq_accum);
+  return cudaGetLastError();
+}
+
+// Runs `...` with the compile-time head dim HD bound to p.D.
+#define ROTOR_HEAD_DIM_SWITCH(d, HD, ...)       \
+  switch (d) {                                  \
+    case 32: {                                  \
+      constexpr int HD = 32;                    \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    case 64: {                                  \
+      constexpr int HD = 64;                    \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    case 128: {                                 \
+      constexpr int HD = 128;                   \
+      __VA_ARGS__;                              \
+    } break;                                    \
+    default: return cudaErrorInvalidValue;      \
+  }
+
+bool valid(const FlashParams& p) {
+  return p.B * p.H > 0 && p.B * p.H <= 65535 && p.Tq >= 0 && p.Tk >= 0;
+}
+
+}  // namespace
+
+bool flash_attention_supports(int head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 128;
+}
+
+cudaError_t flash_attention_forward(const FlashParams& p, void* out, float* lse, DType dt,
+                                    cudaStream_t stream) {
+  if (!flash_attention_supports(p.D) || !valid(p)) return cudaErrorInvalidValue;
+  if (p.Tq == 0) return cudaSuccess;
+  cudaError_t err = cudaSuccess;
+  ROTOR_FLOAT_SWITCH(dt, T,
+                     ROTOR_HEAD_DIM_SWITCH(p.D, HD,
+                                           err = launch_forward<T, HD>(p, static_cast<T*>(out),
+                                                                       lse, stream)));
+  return err;
+}
+
+cudaError_t flash_attention_backward(const FlashParams& p, const void* out, const float* lse,
+                                     const void* dout, void* dq, void* dk, void* dv,
+                                     float* dq_accum, float* delta, DType dt,
+                                     cudaStream_t stream) {
+  if (!flash_attention_supports(p.D) || !valid(p)) return cudaErrorInvalidValue;
+  const int64_t rows = p.B * p.H * p.Tq;
+  const int64_t q_elems = rows * p.D;
+  cudaError_t err = cudaSuccess;
+  if (q_elems > 0) {
+    err = cudaMemsetAsync(dq_accum, 0, static_cast<size_t>(q_elems) * sizeof(float), stream);
+    if (err != cudaSuccess) return err;
+  }
+  if (p.Tk == 0) {  // no keys: every gradient is zero
+    err = cudaMemsetAsync(dq, 0, static_cast<size_t>(q_elems) * dtype_size(dt), stream);
+    return err;
+  }
+  ROTOR_FLOAT_SWITCH(dt, T, {
+    if (rows > 0) {
+      flash_delta_kernel<T><<<grid_for(rows * 32), kThreads, 0, stream>>>(
+          static_cast<const T*>(out), static_cast<const T*>(dout), delta, rows, p.D);
+      err = cudaGetLastError();
+      if (err != cudaSuccess) return err;
+    }
+    ROTOR_HEAD_DIM_SWITCH(p.D, HD,
+                          err = launch_backward<T, HD>(p, lse, static_cast<const T*>(dout), delta,
+                                                       static_cast<T*>(dk), static_cast<T*>(dv),
+                                                       dq_accum, stream));
+    if (err != cudaSuccess) return err;
+    if (q_elems > 0) {
+      flash_cast_kernel<T><<<grid_for(q_elems), kThreads, 0, stream>>>(dq_accum,
+                                                                       static_cast<T*>(dq), q_elems);
+      err = cudaGetLastError();
+    }
+  });
+  return err;
+}
+
+}  // namespace rotor::kernels

@@ -1,0 +1,35 @@
+// `rotor export --checkpoint CKPT --format hf --output DIR`: write a Hugging
+// Face BertForMaskedLM / RoFormerForMaskedLM directory (train/export_hf.h).
+#include <cstdio>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "train/export_hf.h"
+
+namespace {
+
+struct ExportArgs {
+  std::string checkpoint, format = "hf", output;
+};
+
+}  // namespace
+
+ROTOR_COMMAND("export", "Export a checkpoint to another format (hf: Hugging Face)", 13,
+              [](CLI::App& app) {
+                auto a = std::make_shared<ExportArgs>();
+                app.add_option("--checkpoint", a->checkpoint,
+                               "Checkpoint directory, or a run directory (its checkpoint_last)")
+                    ->required();
+                app.add_option("--format", a->format, "Output format")
+                    ->check(CLI::IsMember({"hf"}));
+                app.add_option("--output", a->output, "Output directory")->required();
+                return [a] {
+                  rotor::train::HfExportResult r = rotor::train::export_hf(a->checkpoint, a->output);
+                  std::printf("export: wrote a Hugging Face %s model to %s:", r.model_type.c_str(),
+                              a->output.c_str());
+                  for (const auto& f : r.files) std::printf(" %s", f.c_str());
+                  std::printf("\n");
+                  for (const auto& n : r.notes) std::printf("export: note: %s\n", n.c_str());
+                  return 0;
+                };
+              });

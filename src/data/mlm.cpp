@@ -1,0 +1,241 @@
+#include "data/mlm.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/philox.h"
+
+namespace rotor::data {
+
+// ---- special ids -------------------------------------------------------------
+
+namespace {
+std::vector<int32_t> control_ids(int32_t cls, int32_t sep, int32_t mask) {
+  return {kPadId, kUnkId, kBosId, kEosId, cls, sep, mask};
+}
+}  // namespace
+
+MlmSpecialIds MlmSpecialIds::from_tokenizer(const Tokenizer& tok) {
+  MlmSpecialIds s;
+  auto need = [&](const char* piece) {
+    const int32_t id = tok.piece_to_id(piece);
+    if (id == tok.unk_id() || id < 0)
+      ROTOR_FAIL("tokenizer {} has no {} symbol: masked-LM needs the user-defined symbols "
+                 "[MASK],[CLS],[SEP] (train it with rotor spm-train --user-defined-symbols "
+                 "\"[MASK],[CLS],[SEP]\")",
+                 tok.path(), piece);
+    return id;
+  };
+  s.mask = need("[MASK]");
+  s.cls = need("[CLS]");
+  s.sep = need("[SEP]");
+  s.never_mask = control_ids(s.cls, s.sep, s.mask);
+  return s;
+}
+
+MlmSpecialIds MlmSpecialIds::standard() {
+  MlmSpecialIds s;
+  s.mask = 4;
+  s.cls = 5;
+  s.sep = 6;
+  s.never_mask = control_ids(s.cls, s.sep, s.mask);
+  return s;
+}
+
+// ---- packing -----------------------------------------------------------------
+
+PackedBlocks::PackedBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len,
+                           int32_t cls_id, int32_t sep_id)
+    : corpus_(std::move(corpus)), seq_len_(seq_len), cls_(cls_id), sep_(sep_id) {
+  ROTOR_CHECK(corpus_, "PackedBlocks needs a corpus");
+  if (seq_len < 2) ROTOR_FAIL("data.seq_len: {} is too short for [CLS] + tokens", seq_len);
+  const uint64_t chunk = static_cast<uint64_t>(seq_len - 1);
+  uint64_t g = 0;  // stream position of the current sentence's first token
+  for (size_t j = 0; j < corpus_->size(); ++j) {
+    const int64_t L = content_length(j);
+    if (L == 0) continue;
+    const uint64_t end = g + static_cast<uint64_t>(L) + 1;  // the sentence and its [SEP]
+    for (uint64_t next = starts_.size() * chunk; next < end; next += chunk)
+      starts_.push_back({j, next - g});
+    g = end;
+  }
+  stream_tokens_ = static_cast<int64_t>(g);
+  if (starts_.empty())
+    ROTOR_FAIL("masked-LM corpus {} has no tokens ({} sentences)", corpus_->prefix(),
+               corpus_->size());
+}
+
+int64_t PackedBlocks::content_length(uint64_t sentence) const {
+  auto s = corpus_->sentence(sentence);
+  return static_cast<int64_t>(s.size()) - (!s.empty() && s.back() == kEosId ? 1 : 0);
+}
+
+void PackedBlocks::block_into(int64_t i, std::vector<int32_t>& out) const {
+  ROTOR_CHECK(i >= 0 && i < size(), "block {} of {}", i, size());
+  out.clear();
+  out.push_back(cls_);
+  int64_t remaining = seq_len_ - 1;
+  uint64_t s = starts_[static_cast<size_t>(i)].sentence;
+  uint64_t off = starts_[static_cast<size_t>(i)].offset;
+  while (remaining > 0 && s < corpus_->size()) {
+    const int64_t L = content_length(s);
+    if (L > 0) {
+      auto toks = corpus_->sentence(s);
+      const int64_t take = std::min<int64_t>(remaining, L - static_cast<int64_t>(off));
+      out.insert(out.end(), toks.begin() + static_cast<int64_t>(off),
+                 toks.begin() + static_cast<int64_t>(off) + take);
+      remaining -= take;
+      off += static_cast<uint64_t>(take);
+      if (static_cast<int64_t>(off) < L) break;  // the block is full
+      if (remaining == 0) break;                 // full before this sentence's [SEP]
+      out.push_back(sep_);
+      --remaining;
+    }
+    ++s;
+    off = 0;
+  }
+}
+
+std::vector<int32_t> PackedBlocks::block(int64_t i) const {
+  std::vector<int32_t> out;
+  block_into(i, out);
+  return out;
+}
+
+// ---- masking -----------------------------------------------------------------
+
+Masker::Masker(MaskingOptions options) : opt_(std::move(options)), vocab_(opt_.vocab_size) {
+  auto unit = [](double p) { return p >= 0.0 && p <= 1.0; };
+  if (!unit(opt_.mask_prob) || !unit(opt_.mask_token_prob) || !unit(opt_.random_token_prob) ||
+      opt_.mask_token_prob + opt_.random_token_prob > 1.0 + 1e-12)
+    ROTOR_FAIL("masking: probabilities mask_prob {} mask_token_prob {} random_token_prob {} are "
+               "not valid",
+               opt_.mask_prob, opt_.mask_token_prob, opt_.random_token_prob);
+  if (vocab_ <= 0) ROTOR_FAIL("masking: vocabulary size {} must be positive", vocab_);
+  const MlmSpecialIds& s = opt_.special;
+  if (s.mask < 0 || s.mask >= vocab_ || s.cls < 0 || s.cls >= vocab_ || s.sep < 0 ||
+      s.sep >= vocab_)
+    ROTOR_FAIL("masking: special ids [MASK] {} [CLS] {} [SEP] {} must lie in [0, {})", s.mask,
+               s.cls, s.sep, vocab_);
+  never_.assign(static_cast<size_t>(vocab_), 0);
+  for (int32_t id : s.never_mask)
+    if (id >= 0 && id < vocab_) never_[static_cast<size_t>(id)] = 1;
+  for (int32_t id = 0; id < vocab_; ++id)
+    if (!never_[static_cast<size_t>(id)]) replacements.push_back(id);
+  if (replacements.empty()) ROTOR_FAIL("masking: every id of the vocabulary is special");
+}
+
+void Masker::mask(std::span<int32_t> ids, uint64_t round, uint64_t block, int64_t seq_len,
+                  std::vector<int32_t>& positions, std::vector<int32_t>& targets) const {
+  ROTOR_CHECK(static_cast<int64_t>(ids.size()) <= seq_len, "block of {} tokens > seq_len {}",
+              ids.size(), seq_len);
+  const uint64_t stream = rng_stream(round, 0, RngPurpose::Masking, 0);
+  const uint64_t seed = opt_.seed;
+  const float p_select = static_cast<float>(opt_.mask_prob);
+  const float p_mask = static_cast<float>(opt_.mask_token_prob);
+  const float p_random = static_cast<float>(opt_.mask_token_prob + opt_.random_token_prob);
+  const uint64_t n_repl = replacements.size();
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const int32_t id = ids[t];
+    if (!maskable(id)) continue;
+    const uint64_t base = 4 * (block * static_cast<uint64_t>(seq_len) + t);
+    if (!(philox_uniform(seed, stream, base) < p_select)) continue;
+    positions.push_back(static_cast<int32_t>(t));
+    targets.push_back(id);
+    const float u = philox_uniform(seed, stream, base + 1);
+    if (u < p_mask) {
+      ids[t] = opt_.special.mask;
+    } else if (u < p_random) {
+      const uint64_t r = philox_u32(seed, stream, base + 2);
+      ids[t] = replacements[static_cast<size_t>((r * n_repl) >> 32)];
+    }
+  }
+}
+
+// ---- batching ----------------------------------------------------------------
+
+MlmBatcher::MlmBatcher(std::shared_ptr<const PackedBlocks> blocks, const Masker& masker,
+                       MlmBatcherOptions options)
+    : blocks_(std::move(blocks)), masker_(masker), opt_(options) {
+  ROTOR_CHECK(blocks_, "MlmBatcher needs blocks");
+  if (opt_.batch_size <= 0) ROTOR_FAIL("train.batch_size: {} must be positive", opt_.batch_size);
+  if (opt_.world_size < 1 || opt_.rank < 0 || opt_.rank >= opt_.world_size)
+    ROTOR_FAIL("batcher: rank {} is not in [0, world size {})", opt_.rank, opt_.world_size);
+}
+
+std::vector<std::vector<int64_t>> MlmBatcher::epoch_plan(uint64_t epoch) const {
+  const int64_t n = blocks_->size(), B = opt_.batch_size;
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  if (opt_.shuffle) {
+    PhiloxRng rng(opt_.seed, rng_stream(epoch, 2, RngPurpose::Shuffle, 0));
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  }
+  std::vector<std::vector<int64_t>> global;
+  for (int64_t b = 0; b < n; b += B) {
+    const int64_t e = std::min(n, b + B);
+    if (e - b < B && opt_.drop_last && !global.empty()) break;
+    global.emplace_back(order.begin() + b, order.begin() + e);
+  }
+  const int64_t G = static_cast<int64_t>(global.size()), w = opt_.world_size;
+  int64_t per = opt_.remainder == ShardRemainder::Pad ? (G + w - 1) / w : std::max<int64_t>(G / w, 1);
+  std::vector<std::vector<int64_t>> mine;
+  for (int64_t k = 0; k < per; ++k) mine.push_back(global[static_cast<size_t>((opt_.rank + k * w) % G)]);
+  return mine;
+}
+
+int64_t MlmBatcher::batches_in_epoch() const {
+  const int64_t n = blocks_->size(), B = opt_.batch_size, w = opt_.world_size;
+  int64_t G = n / B;
+  if (n % B != 0 && (!opt_.drop_last || G == 0)) ++G;
+  return opt_.remainder == ShardRemainder::Pad ? (G + w - 1) / w : std::max<int64_t>(G / w, 1);
+}
+
+models::MlmBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t round) const {
+  const int64_t B = static_cast<int64_t>(ids.size());
+  ROTOR_CHECK(B > 0, "an empty MLM batch");
+  std::vector<std::vector<int32_t>> rows(ids.size());
+  int64_t T = 0;
+  for (size_t b = 0; b < ids.size(); ++b) {
+    blocks_->block_into(ids[b], rows[b]);
+    T = std::max<int64_t>(T, static_cast<int64_t>(rows[b].size()));
+  }
+  std::vector<int32_t> input(static_cast<size_t>(B * T), masker_.options().special.pad);
+  std::vector<int32_t> lengths(ids.size()), positions, targets, pos_row;
+  int64_t tokens = 0;
+  for (size_t b = 0; b < ids.size(); ++b) {
+    pos_row.clear();
+    masker_.mask(rows[b], round, static_cast<uint64_t>(ids[b]), blocks_->seq_len(), pos_row, targets);
+    for (int32_t t : pos_row) positions.push_back(static_cast<int32_t>(b * T + t));
+    std::copy(rows[b].begin(), rows[b].end(), input.begin() + static_cast<int64_t>(b) * T);
+    lengths[b] = static_cast<int32_t>(rows[b].size());
+    tokens += lengths[b];
+  }
+  models::MlmBatch batch;
+  const int64_t M = static_cast<int64_t>(positions.size());
+  batch.input_ids = Tensor::from_ints(input, {B, T});
+  batch.lengths = Tensor::from_ints(lengths, {B});
+  batch.masked_positions = Tensor::from_ints(positions, {M});
+  batch.masked_targets = Tensor::from_ints(targets, {M});
+  batch.tokens = tokens;
+  batch.masked_tokens = M;
+  return batch;
+}
+
+models::MlmBatch MlmBatcher::next() {
+  if (plan_epoch_ != pos_.epoch) {
+    plan_ = epoch_plan(pos_.epoch);
+    plan_epoch_ = pos_.epoch;
+  }
+  if (pos_.batch_index >= plan_.size()) {  // a position restored past the end
+    pos_ = {pos_.epoch + 1, 0};
+    return next();
+  }
+  const uint64_t round = opt_.fixed_masking ? kFixedMaskingRound : pos_.epoch;
+  models::MlmBatch b = make_batch(plan_[pos_.batch_index], round);
+  if (++pos_.batch_index >= plan_.size()) pos_ = {pos_.epoch + 1, 0};
+  return b;
+}
+
+}  // namespace rotor::data

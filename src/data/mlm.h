@@ -1,0 +1,164 @@
+// Masked-LM data: packing a monolingual corpus into fixed-length blocks,
+// batching the blocks, and BERT's dynamic masking.
+//
+// Special tokens. The tokenizer must define the user symbols [CLS], [SEP] and
+// [MASK] (rotor trains it with user_defined_symbols "[MASK],[CLS],[SEP]", so
+// [MASK] = 4, [CLS] = 5, [SEP] = 6, after <pad> 0, <unk> 1, <s> 2, </s> 3).
+// MlmSpecialIds::from_tokenizer looks them up with piece_to_id, so another
+// order works too; a missing one is a rotor::Error.
+//
+// Packing (deterministic, no randomness): the corpus is read as one stream
+//   s_0 [SEP] s_1 [SEP] s_2 [SEP] ...
+// (a trailing </s> stored by `rotor prepare --append-eos` is replaced by the
+// [SEP]; empty sentences are skipped) and cut into consecutive chunks of
+// seq_len - 1 tokens; block i is [CLS] + chunk i. Every block has exactly
+// seq_len tokens except possibly the last (>= 2 tokens). Chunks may cut a
+// sentence (as Hugging Face run_mlm's group_texts does); [SEP] marks sentence
+// ends. Only the block starts are stored (sentence, offset): 16 bytes per
+// block, so a multi-billion-token corpus packs in memory.
+//
+// Masking (BERT, Devlin et al. 2019): every maskable token is selected with
+// probability mask_prob; a selected token becomes [MASK] with probability
+// mask_token_prob, a random maskable token with random_token_prob, and stays
+// unchanged otherwise; the loss is taken on every selected token. NEVER
+// selected: <pad>, <unk>, <s>, </s>, [CLS], [SEP], [MASK] (and any other id in
+// MlmSpecialIds::never_mask); random replacements are drawn among the other
+// ids only. The random numbers for token t of block b are elements
+// 4 * (b * seq_len + t) + {0, 1, 2} of the Philox stream
+// rng_stream(round, 0, RngPurpose::Masking, 0) under the run's seed: a pure
+// function of (seed, round, block id, position). The batcher uses round =
+// epoch (dynamic masking, RoBERTa: each epoch masks every block afresh), so
+// the masks do not depend on the rank count, the batch order or the step,
+// and a resumed run masks exactly as an uninterrupted one. Validation uses
+// fixed masking (round kFixedMaskingRound in every epoch): the same masks in
+// every validation and every run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "data/batcher.h"  // BatchPosition, ShardRemainder
+#include "data/corpus.h"
+#include "data/sentencepiece.h"
+#include "models/bert.h"
+
+namespace rotor::data {
+
+struct MlmSpecialIds {
+  int32_t pad = kPadId, cls = -1, sep = -1, mask = -1;
+  std::vector<int32_t> never_mask;  // ids never selected nor drawn as replacements
+  // [CLS], [SEP], [MASK] via piece_to_id; never_mask = pad, unk, bos, eos, cls, sep, mask.
+  static MlmSpecialIds from_tokenizer(const Tokenizer& tokenizer);
+  // The default layout (user symbols "[MASK],[CLS],[SEP]"): mask 4, cls 5, sep 6.
+  static MlmSpecialIds standard();
+};
+
+// ---- packing ---------------------------------------------------------------
+
+class PackedBlocks {
+ public:
+  // Throws rotor::Error when seq_len < 2 or the corpus has no tokens.
+  PackedBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, int32_t cls_id,
+               int32_t sep_id);
+  int64_t size() const { return static_cast<int64_t>(starts_.size()); }
+  int64_t seq_len() const { return seq_len_; }
+  int64_t stream_tokens() const { return stream_tokens_; }  // sentences + separators
+  // Block i (< size()): [CLS] + its chunk of the stream, at most seq_len ids.
+  std::vector<int32_t> block(int64_t i) const;
+  void block_into(int64_t i, std::vector<int32_t>& out) const;
+
+ private:
+  struct Start {
+    uint64_t sentence;  // first sentence the chunk touches
+    uint64_t offset;    // token offset in it (== content length: the [SEP])
+  };
+  int64_t content_length(uint64_t sentence) const;  // tokens without a trailing </s>
+  std::shared_ptr<const MmapCorpus> corpus_;
+  int64_t seq_len_;
+  int32_t cls_, sep_;
+  std::vector<Start> starts_;
+  int64_t stream_tokens_ = 0;
+};
+
+// ---- masking ---------------------------------------------------------------
+
+struct MaskingOptions {
+  double mask_prob = 0.15;
+  double mask_token_prob = 0.8;
+  double random_token_prob = 0.1;
+  uint64_t seed = 1;
+  int32_t vocab_size = 0;
+  MlmSpecialIds special;
+};
+
+inline constexpr uint64_t kFixedMaskingRound = 0xFFFFFFFFull;  // validation masks
+
+class Masker {
+ public:
+  explicit Masker(MaskingOptions options);  // throws on bad probabilities / ids
+  // Masks `ids` in place (a block of at most seq_len tokens whose id in the
+  // packing is `block`); appends the positions of the selected tokens (t,
+  // within the block) and their original ids.
+  void mask(std::span<int32_t> ids, uint64_t round, uint64_t block, int64_t seq_len,
+            std::vector<int32_t>& positions, std::vector<int32_t>& targets) const;
+  bool maskable(int32_t id) const { return id >= 0 && id < vocab_ && !never_[static_cast<size_t>(id)]; }
+  const MaskingOptions& options() const { return opt_; }
+
+ private:
+  MaskingOptions opt_;
+  int32_t vocab_;
+  std::vector<uint8_t> never_;       // [V]
+  std::vector<int32_t> replacements;  // maskable ids
+};
+
+// ---- batching --------------------------------------------------------------
+
+struct MlmBatcherOptions {
+  int64_t batch_size = 64;  // blocks per batch
+  uint64_t seed = 1;
+  bool shuffle = true;        // false: blocks in corpus order (validation)
+  bool fixed_masking = false; // true: round kFixedMaskingRound in every epoch (validation)
+  int rank = 0;
+  int world_size = 1;
+  ShardRemainder remainder = ShardRemainder::Pad;
+  bool drop_last = true;  // drop the last, partial global batch (training); false for validation
+};
+
+// An epoch of the global batch list, identical on every rank:
+//   1. the block ids 0..n-1, shuffled by Philox stream (epoch, layer 2, Shuffle);
+//   2. cut into global batches of batch_size consecutive ids (the last, partial
+//      one dropped when drop_last, unless it is the only one);
+//   3. rank r of w takes global batches r, r + w, ...; with Pad every rank takes
+//      ceil(n / w) (wrapping around), with Drop floor(n / w) (at least 1).
+// next() returns the batch at position() and advances (to the next epoch after
+// the last batch); set_position() restores a saved position exactly.
+class MlmBatcher {
+ public:
+  MlmBatcher(std::shared_ptr<const PackedBlocks> blocks, const Masker& masker,
+             MlmBatcherOptions options);
+
+  // A CPU batch: input ids [B, T] (T = the longest block, padded with pad),
+  // lengths, masked positions (flat b * T + t) and targets; no token types
+  // (segment 0). Call MlmBatch::to(device) for the model.
+  models::MlmBatch next();
+  BatchPosition position() const { return pos_; }
+  void set_position(BatchPosition p) { pos_ = p; }
+
+  std::vector<std::vector<int64_t>> epoch_plan(uint64_t epoch) const;  // block ids per batch
+  int64_t batches_in_epoch() const;  // the same in every epoch
+  // The batch of these block ids, masked with `round` (tests, evaluation).
+  models::MlmBatch make_batch(const std::vector<int64_t>& block_ids, uint64_t round) const;
+  const MlmBatcherOptions& options() const { return opt_; }
+
+ private:
+  std::shared_ptr<const PackedBlocks> blocks_;
+  Masker masker_;
+  MlmBatcherOptions opt_;
+  BatchPosition pos_;
+  uint64_t plan_epoch_ = UINT64_MAX;
+  std::vector<std::vector<int64_t>> plan_;
+};
+
+}  // namespace rotor::data

@@ -1,0 +1,135 @@
+// Data parallelism over the flat parameter buffers (DESIGN.md decisions 3, 8).
+//
+// Replicated optimizer (every rank holds all of m and v):
+//   GradientBuckets buckets(store.grads(), backward_order_offsets(store), 25.0, comm);
+//   ... backward of the LAST micro-batch of an update; after each layer's
+//   backward:  buckets.range_ready(first_offset, end_offset);   // or parameter_ready(offset)
+//   buckets.finish();                       // all buckets reduced: grads = sum over ranks
+//   optimizer.step(lr, 1.0 / global_tokens);
+// Earlier micro-batches of an update only accumulate locally (no hooks).
+// Buckets are contiguous ranges of the flat buffer, laid out from its end
+// (backward finishes the last layers first) and launched strictly in bucket
+// order, so every rank issues the same collectives in the same order.
+//
+// Sharded optimizer (ZeRO-1 style): no bucket all-reduce; ShardedAdamW::step
+// reduce-scatters the summed gradients, updates this rank's contiguous shard
+// of (params, m, v) and all-gathers the weights.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+#include "dist/communicator.h"
+#include "nn/parameters.h"
+#include "optim/optimizer.h"
+
+namespace rotor::dist {
+
+// Element offsets of the store's parameters, last registered first (the
+// order in which backward finishes them).
+std::vector<int64_t> backward_order_offsets(const nn::ParameterStore& store);
+
+// Rank 0's weights on every rank (call once after initialize/load, before the
+// first update): replicas must start identical.
+void broadcast_parameters(Communicator& comm, nn::ParameterStore& store, int root = 0);
+
+// The plain fallback: flat_grads <- sum over ranks, one collective, no overlap.
+void all_reduce_gradients(Communicator& comm, Tensor& flat_grads);
+
+// The sum over ranks of host counters (loss sum, target tokens, ...), in
+// place. Normalize by the global token count: grad_scale = 1 / sum(tokens).
+void all_reduce_counts(Communicator& comm, std::vector<double>& values);
+
+class GradientBuckets {
+ public:
+  // flat_grads: f32 [numel] (the store's gradient buffer). param_offsets: the
+  // element offset of every parameter, in the order backward completes them;
+  // a parameter spans up to the next larger offset (the last to numel).
+  // Buckets hold whole parameters and about bucket_mb MiB each (>= one
+  // parameter); bucket_mb <= 0 makes one bucket.
+  GradientBuckets(Tensor flat_grads, std::vector<int64_t> param_offsets_in_backward_order,
+                  double bucket_mb, Communicator& comm);
+  ~GradientBuckets();
+  GradientBuckets(const GradientBuckets&) = delete;
+  GradientBuckets& operator=(const GradientBuckets&) = delete;
+
+  // The gradient of the parameter at `offset` is final for this update.
+  // Launches every bucket that is complete and whose predecessors launched.
+  void parameter_ready(int64_t offset);
+  // Every parameter whose offset lies in [begin, end) is final (a layer).
+  void range_ready(int64_t begin, int64_t end);
+  // Launches what is left, waits for every bucket, multiplies the gradients
+  // by `scale` (1: leave the sums) and rearms for the next update.
+  void finish(double scale = 1.0);
+
+  // Bucket i covers flat elements [bounds()[i].first, bounds()[i].second).
+  const std::vector<std::pair<int64_t, int64_t>>& bounds() const { return bounds_; }
+  int launched() const { return next_launch_; }
+
+ private:
+  void launch_ready();
+
+  Tensor grads_;
+  Communicator* comm_;
+  std::vector<int64_t> sorted_offsets_;                // ascending
+  std::unordered_map<int64_t, int> bucket_of_offset_;  // offset -> bucket
+  std::unordered_map<int64_t, bool> ready_;            // offset -> reported this update
+  std::vector<std::pair<int64_t, int64_t>> bounds_;    // bucket ranges, bucket 0 at the end
+  std::vector<int> params_in_bucket_, pending_;
+  std::vector<Handle> handles_;
+  int next_launch_ = 0;
+};
+
+// AdamW with the moments sharded over the ranks. Shard r owns flat elements
+// [r * S, min((r + 1) * S, numel)) with S = ceil(numel / world_size); the
+// buffers are padded to world_size * S for the collectives. Same semantics as
+// optim::Optimizer::step (grad_scale, clipping by the global norm, no decay
+// for no_decay parameters, skipping non-finite updates), with the gradients
+// summed over ranks first. The store's gradients are not all-reduced in place.
+class ShardedAdamW {
+ public:
+  ShardedAdamW(nn::ParameterStore& store, const optim::OptimizerOptions& options,
+               Communicator& comm);
+
+  // Collective. Leaves every rank with identical, updated weights.
+  optim::StepInfo step(double lr, double grad_scale = 1.0);
+  int64_t steps() const { return step_; }
+  void set_steps(int64_t s) { step_ = s; }
+
+  int64_t shard_begin() const { return begin_; }
+  int64_t shard_numel() const { return count_; }  // valid elements (may be 0)
+  int64_t shard_size() const { return shard_; }   // S (padded)
+  Tensor& exp_avg_shard() { return m_; }          // f32 [S]
+  Tensor& exp_avg_sq_shard() { return v_; }
+
+  // World-size-independent checkpoints. gather_state is collective: `root`
+  // receives the full moments as CPU f32 [numel] (others get undefined
+  // tensors). load_state takes the full moments on every rank and keeps this
+  // rank's shard, whatever world size wrote them.
+  void gather_state(Tensor& exp_avg, Tensor& exp_avg_sq, int root = 0);
+  void load_state(const Tensor& exp_avg, const Tensor& exp_avg_sq);
+  // The same through a full optim::Optimizer (what save_checkpoint and
+  // load_optimizer take): export fills `full`'s moments and step on root;
+  // import reads them on every rank.
+  void export_to(optim::Optimizer& full, int root = 0);
+  void import_from(optim::Optimizer& full);
+
+ private:
+  struct Run {
+    int64_t begin, count;
+    bool no_decay;
+  };
+  nn::ParameterStore* store_;
+  optim::OptimizerOptions options_;
+  Communicator* comm_;
+  int64_t numel_ = 0, shard_ = 0, begin_ = 0, count_ = 0;
+  bool padded_ = false;
+  Tensor m_, v_, grad_shard_;  // [S]
+  Tensor work_;                // [world * S] when numel is not a multiple
+  std::vector<Run> runs_;
+  int64_t step_ = 0;
+};
+
+}  // namespace rotor::dist

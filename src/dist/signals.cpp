@@ -1,0 +1,42 @@
+#include "dist/signals.h"
+
+#include <csignal>
+#include <vector>
+
+#include "dist/communicator.h"
+
+namespace rotor::dist {
+
+namespace {
+volatile std::sig_atomic_t g_stop_signal = 0;
+volatile std::sig_atomic_t g_installed = 0;
+
+extern "C" void rotor_stop_handler(int sig) {
+  if (g_stop_signal == sig) std::signal(sig, SIG_DFL);  // second one: default action next time
+  g_stop_signal = sig;
+}
+}  // namespace
+
+void install_stop_handlers() {
+  if (g_installed) return;
+  g_installed = 1;
+  struct sigaction sa {};
+  sa.sa_handler = rotor_stop_handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+bool stop_requested() { return g_stop_signal != 0; }
+int stop_signal() { return g_stop_signal; }
+void request_stop() { g_stop_signal = -1; }
+void clear_stop_request() { g_stop_signal = 0; }
+
+bool agree_stop(Communicator& comm) {
+  std::vector<double> flag{stop_requested() ? 1.0 : 0.0};
+  comm.all_reduce_host(flag, ReduceOp::Max);
+  return flag[0] != 0.0;
+}
+
+}  // namespace rotor::dist

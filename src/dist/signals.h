@@ -1,0 +1,33 @@
+// Graceful stop on SIGTERM/SIGINT (DESIGN.md decision 8; issue 8 item 5).
+//
+//   dist::install_stop_handlers();            // once, early in `rotor train`
+//   ...
+//   // between updates, on every rank (a collective when world_size > 1):
+//   if (dist::agree_stop(comm)) { save_checkpoint(...); break; }
+//
+// The handler only sets an async-signal-safe flag; a second signal of the same
+// kind restores the default action, so pressing Ctrl-C twice still kills.
+// SLURM sends SIGTERM to every task KillWait seconds (default 30) before
+// SIGKILL; `#SBATCH --signal=TERM@120` asks for an earlier warning.
+#pragma once
+
+namespace rotor::dist {
+
+class Communicator;
+
+// Installs the SIGTERM and SIGINT handlers (idempotent).
+void install_stop_handlers();
+// True once SIGTERM or SIGINT reached this process (or request_stop ran).
+bool stop_requested();
+// The signal that set the flag (0 when none, -1 for request_stop).
+int stop_signal();
+// Sets the flag by hand (tests, or a trainer-side reason to stop).
+void request_stop();
+void clear_stop_request();
+
+// The flag agreed across ranks (an all-reduce of max): true on every rank when
+// any rank saw a signal, so all ranks stop after the same update. Call it at
+// the same point of every update on every rank.
+bool agree_stop(Communicator& comm);
+
+}  // namespace rotor::dist

@@ -1,0 +1,207 @@
+#include "models/bert.h"
+
+#include <algorithm>
+
+#include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/gemm.h"
+#include "ops/reduce.h"
+
+namespace rotor::models {
+
+using nn::Context;
+using nn::Init;
+
+BertConfig bert_config(const Config& c, int64_t vocab_size) {
+  if (c.model.norm != NormPlacement::Post)
+    ROTOR_FAIL("model.norm: task mlm builds BERT/RoFormer, which are post-LN; got {}",
+               to_string(c.model.norm));
+  BertConfig b;
+  b.vocab_size = vocab_size;
+  b.pad_id = 0;  // data::kPadId
+  b.num_layers = c.model.encoder_layers;
+  b.layer.d_model = c.model.d_model;
+  b.layer.n_heads = c.model.n_heads;
+  b.layer.d_ff = c.model.d_ff;
+  b.layer.activation =
+      c.model.activation == Activation::Gelu ? ops::Activation::GELU : ops::Activation::ReLU;
+  b.layer.dropout = static_cast<float>(c.model.dropout);
+  b.layer.attention_dropout = static_cast<float>(c.model.attention_dropout);
+  b.layer.activation_dropout = static_cast<float>(c.model.activation_dropout);
+  b.layer.post_norm = true;
+  b.layer.layer_norm_eps = static_cast<float>(c.model.layer_norm_eps);
+  b.layer.rope = c.model.position == PositionEncoding::Rope;
+  b.layer.rope_base = static_cast<float>(c.model.rope_base);
+  b.layer.init_std = c.model.init_std;
+  b.position = nn::parse_position_kind(std::string(to_string(c.model.position)));
+  b.max_positions = c.model.max_positions;
+  b.type_vocab_size = c.model.type_vocab_size;
+  b.init_std = c.model.init_std;
+  return b;
+}
+
+MlmBatch MlmBatch::to(Device device) const {
+  MlmBatch b = *this;
+  auto move = [&](Tensor& t) {
+    if (t.defined()) t = t.to(device);
+  };
+  move(b.input_ids);
+  move(b.token_type_ids);
+  move(b.lengths);
+  move(b.masked_positions);
+  move(b.masked_targets);
+  return b;
+}
+
+BertForMaskedLM::BertForMaskedLM(const BertConfig& c, nn::ParameterStore& store)
+    : config_(c), store_(&store) {
+  ROTOR_CHECK(c.vocab_size > 0, "vocabulary size must be positive");
+  const int64_t d = c.layer.d_model;
+  const std::string p = c.prefix();
+  // Hugging Face order: word, position, token type, LayerNorm.
+  word_ = std::make_unique<nn::Embedding>(store, p + ".embeddings.word_embeddings.weight",
+                                          c.vocab_size, d, c.pad_id, Init::normal(c.init_std));
+  word_->set_scale(1.0f);  // BERT does not scale embeddings by sqrt(d)
+  position_ = std::make_unique<nn::PositionEncoding>(
+      store, p + ".embeddings.position_embeddings.weight", c.position, c.max_positions, d,
+      c.init_std);
+  if (c.type_vocab_size > 0)
+    token_type_ = std::make_unique<nn::Embedding>(store, p + ".embeddings.token_type_embeddings.weight",
+                                                  c.type_vocab_size, d, -1, Init::normal(c.init_std));
+  emb_norm_ = std::make_unique<nn::LayerNorm>(store, p + ".embeddings.LayerNorm", d,
+                                              c.layer.layer_norm_eps);
+  emb_drop_ = std::make_unique<nn::Dropout>(store, c.layer.dropout);
+  nn::BertLayerConfig lc = c.layer;
+  lc.rope = c.position == nn::PositionKind::Rope;
+  lc.init_std = c.init_std;
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    layers_.push_back(
+        std::make_unique<nn::BertLayer>(store, p + ".encoder.layer." + std::to_string(i), lc));
+  transform_ = std::make_unique<nn::Linear>(store, "cls.predictions.transform.dense", d, d, true,
+                                            Init::normal(c.init_std), c.layer.activation);
+  transform_norm_ = std::make_unique<nn::LayerNorm>(store, "cls.predictions.transform.LayerNorm",
+                                                    d, c.layer.layer_norm_eps);
+  decoder_bias_ = store.add("cls.predictions.bias", {c.vocab_size}, Init::zeros(), true);
+}
+
+Tensor BertForMaskedLM::encode(const Tensor& ids, const Tensor& types, const Tensor& lengths,
+                               const Context& ctx) {
+  ROTOR_CHECK(ids.dim() == 2 && ids.dtype() == DType::I32, "BERT: input ids must be i32 [B, T], got {}",
+              ids.str());
+  B_ = ids.size(0);
+  T_ = ids.size(1);
+  const int64_t N = B_ * T_, d = config_.layer.d_model;
+  ids_ = ids.view({N});
+  Tensor x = word_->forward(ids_, ctx);  // [N, d]
+  types_ = Tensor();
+  if (token_type_) {
+    types_ = types.defined() ? types.view({N}) : Tensor::zeros({N}, DType::I32, ctx.device);
+    Tensor t = token_type_->forward(types_, ctx);  // [N, d]
+    ops::add(x, t, x);
+  }
+  Tensor x3 = x.view({B_, T_, d});
+  position_->add(x3, 0, ctx);
+  x = emb_norm_->forward(x, ctx);
+  x = emb_drop_->forward(x, ctx).view({B_, T_, d});
+  for (auto& layer : layers_) x = layer->forward(x, lengths, ctx);
+  return x;  // [B, T, d]
+}
+
+Tensor BertForMaskedLM::head_logits(const Tensor& h, const Context& ctx) const {
+  Tensor out = ctx.empty({h.size(0), config_.vocab_size});  // [M, V]
+  ops::GemmOptions o;
+  o.trans_b = true;
+  o.bias = decoder_bias_->value;
+  ops::gemm(h, word_->table()->value, out, o);  // decoder tied to the word embedding
+  return out;
+}
+
+MlmSums BertForMaskedLM::forward_loss(const MlmBatch& batch, const Context& ctx) {
+  batch_ = batch;
+  ctx_ = ctx;
+  const int64_t d = config_.layer.d_model;
+  Tensor h = encode(batch.input_ids, batch.token_type_ids, batch.lengths, ctx);
+  const int64_t N = B_ * T_;
+  const int64_t M = batch.masked_positions.defined() ? batch.masked_positions.numel() : 0;
+  ROTOR_CHECK(M == batch.masked_tokens, "MlmBatch: masked_tokens {} but {} masked positions",
+              batch.masked_tokens, M);
+  MlmSums sums;
+  sums.has_correct = true;
+  if (M == 0) {
+    head_out_ = lse_ = Tensor();
+    return sums;
+  }
+  // Gather the masked rows: an embedding lookup with the hidden states as the table.
+  Tensor hm = ctx.empty({M, d});
+  ops::embedding_forward(batch.masked_positions, h.view({N, d}), 1.0f, hm);
+  hm = transform_->forward(hm, ctx);
+  head_out_ = transform_norm_->forward(hm, ctx);  // [M, d]
+  Tensor lg = head_logits(head_out_, ctx);        // [M, V]
+  Tensor loss = Tensor::empty({M}, DType::F32, ctx.device);
+  Tensor nll = Tensor::empty({M}, DType::F32, ctx.device);
+  lse_ = Tensor::empty({M}, DType::F32, ctx.device);
+  ops::cross_entropy_forward(lg, batch.masked_targets, 0.0f, -1, loss, nll, lse_);
+  sums.loss = ops::sum(nll);
+  sums.tokens = M;
+  sums.has_correct = ctx.device.is_cpu() || !ctx.training;
+  if (sums.has_correct) {
+    const std::vector<float> v = lg.to_floats();
+    const std::vector<int32_t> t = batch.masked_targets.to_ints();
+    const int64_t V = config_.vocab_size;
+    for (int64_t i = 0; i < M; ++i) {
+      const float* row = v.data() + i * V;
+      const int64_t best = std::max_element(row, row + V) - row;
+      sums.correct += best == t[static_cast<size_t>(i)];
+    }
+  }
+  return sums;
+}
+
+void BertForMaskedLM::backward(float grad_scale) {
+  const Context& ctx = ctx_;
+  const int64_t d = config_.layer.d_model, N = B_ * T_;
+  Tensor dh = ctx.zeros({N, d});
+  if (head_out_.defined()) {
+    const int64_t M = head_out_.size(0);
+    // Recompute the logits rather than keep [M, V] alive between the passes.
+    Tensor lg = head_logits(head_out_, ctx);
+    Tensor dlogits = ctx.empty(lg.shape());  // [M, V]
+    ops::cross_entropy_backward(lg, batch_.masked_targets, lse_, 0.0f, -1, grad_scale, dlogits);
+    lg = Tensor();
+    // logits = h E^T + b: dE += dlogits^T h, db += colsum(dlogits), dh = dlogits E.
+    nn::Parameter* table = word_->table();
+    ops::GemmOptions acc;
+    acc.trans_a = true;
+    acc.beta = 1.0f;
+    ops::gemm(dlogits, head_out_, table->grad, acc);
+    ops::sum_rows(dlogits, decoder_bias_->grad, true);
+    Tensor dhm = ctx.empty({M, d});
+    ops::gemm(dlogits, table->value, dhm, {});
+    dlogits = Tensor();
+    dhm = transform_norm_->backward(dhm);
+    dhm = transform_->backward(dhm);
+    // Scatter back to the masked rows (each position appears once).
+    ops::embedding_backward(batch_.masked_positions, dhm, 1.0f, dh, -1);
+  }
+  Tensor dx = dh.view({B_, T_, d});
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dx = (*it)->backward(dx);
+  Tensor g = emb_drop_->backward(dx.view({N, d}));
+  g = emb_norm_->backward(g);  // [N, d]
+  position_->backward(g.view({B_, T_, d}), 0);
+  word_->backward(ids_, g);
+  if (token_type_) token_type_->backward(types_, g);
+  head_out_ = lse_ = ids_ = types_ = Tensor();
+  batch_ = MlmBatch{};
+}
+
+Tensor BertForMaskedLM::forward_logits(const Tensor& input_ids, const Tensor& token_type_ids,
+                                       const Tensor& lengths, const Context& ctx) {
+  Tensor h = encode(input_ids, token_type_ids, lengths, ctx);
+  const int64_t N = B_ * T_, d = config_.layer.d_model;
+  Tensor t = transform_->apply(h.view({N, d}), ctx);
+  t = transform_norm_->apply(t, ctx);
+  return head_logits(t, ctx).view({B_, T_, config_.vocab_size});
+}
+
+}  // namespace rotor::models

@@ -1,0 +1,124 @@
+// The encoder-only model for masked-LM pretraining: BERT (Devlin et al. 2019)
+// and RoFormer (Su et al. 2021, the same model with rotary self-attention and
+// no absolute position embedding), Hugging Face BertForMaskedLM /
+// RoFormerForMaskedLM layout:
+//
+//   embeddings  word (no sqrt(d) scale) + token type + position (learned for
+//               BERT; sinusoidal optional; none for RoFormer) -> LayerNorm -> dropout
+//   encoder     num layers x BertLayer (post-LN, GELU), RoPE in self-attention
+//               when position == rope
+//   MLM head    dense -> GELU -> LayerNorm -> decoder tied to the word
+//               embedding, plus its own bias cls.predictions.bias
+//
+// Parameter names are exactly Hugging Face's, under `bert.` (learned,
+// sinusoidal, none) or `roformer.` (rope):
+//   P.embeddings.word_embeddings.weight          [V, d]
+//   P.embeddings.position_embeddings.weight      [max_positions, d]  (learned only)
+//   P.embeddings.token_type_embeddings.weight    [type_vocab_size, d] (when > 0)
+//   P.embeddings.LayerNorm.{weight,bias}
+//   P.encoder.layer.{i}.<BertLayer names>        (see nn/bert_layer.h)
+//   cls.predictions.transform.dense.{weight,bias}
+//   cls.predictions.transform.LayerNorm.{weight,bias}
+//   cls.predictions.bias                         [V]
+// The export (train/export_hf.h) adds the tied cls.predictions.decoder.*.
+//
+// The loss is computed on the masked positions only: the batch lists them
+// (flat indices into [B*T]) with their original ids, the final hidden states
+// are gathered there, and the [M, V] logits are the only vocabulary-sized
+// tensor (M ~ 15% of the tokens). So no ignore_index is needed; -1 is passed
+// to the cross-entropy (never a valid target).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/bert_layer.h"
+#include "nn/layers.h"
+#include "nn/linear.h"
+#include "train/config.h"
+
+namespace rotor::models {
+
+struct BertConfig {
+  int64_t vocab_size = 0;
+  int pad_id = 0;
+  int64_t num_layers = 12;
+  nn::BertLayerConfig layer;  // d_model, heads, d_ff, dropouts, eps, rope, init_std
+  nn::PositionKind position = nn::PositionKind::Learned;
+  int64_t max_positions = 512;
+  int64_t type_vocab_size = 2;  // 0: no token type embedding
+  double init_std = 0.02;       // embeddings and every weight
+  // "roformer" when position == rope, else "bert": the Hugging Face prefix.
+  std::string prefix() const {
+    return position == nn::PositionKind::Rope ? "roformer" : "bert";
+  }
+};
+
+// The model a task-mlm Config describes for a vocabulary of `vocab_size`
+// pieces. Throws rotor::Error for a config BERT cannot express (pre-LN).
+BertConfig bert_config(const Config& config, int64_t vocab_size);
+
+// One masked-LM batch (tensors on the model's device).
+struct MlmBatch {
+  Tensor input_ids;         // i32 [B, T]: masked inputs, right-padded with pad_id
+  Tensor token_type_ids;    // i32 [B, T], or undefined = every token in segment 0
+  Tensor lengths;           // i32 [B]: non-pad tokens per row (key padding)
+  Tensor masked_positions;  // i32 [M]: flat indices b * T + t of the tokens to predict
+  Tensor masked_targets;    // i32 [M]: their original ids
+  int64_t tokens = 0;         // non-pad tokens
+  int64_t masked_tokens = 0;  // M: the loss's token count (normalizer)
+  MlmBatch to(Device device) const;
+};
+
+struct MlmSums {
+  double loss = 0;         // -log p(original id), summed over the masked tokens
+  int64_t tokens = 0;      // masked tokens (M)
+  int64_t correct = 0;     // masked tokens whose argmax is the original id
+  bool has_correct = false;  // correct is counted on the CPU and when !ctx.training
+                             // (on a GPU it costs a copy of the [M, V] logits)
+};
+
+class BertForMaskedLM {
+ public:
+  BertForMaskedLM(const BertConfig& config, nn::ParameterStore& store);
+
+  // Forward and loss; keeps what backward needs. Returns host sums.
+  MlmSums forward_loss(const MlmBatch& batch, const nn::Context& ctx);
+  // Backward of forward_loss: d(loss_sum * grad_scale); accumulates into the
+  // store's gradients.
+  void backward(float grad_scale);
+
+  // Inference: ids i32 [B, T], token types (or undefined), lengths i32 [B]
+  // (or undefined: no padding) -> logits f32 [B, T, V].
+  Tensor forward_logits(const Tensor& input_ids, const Tensor& token_type_ids,
+                        const Tensor& lengths, const nn::Context& ctx);
+  // The final hidden states [B, T, d] (before the MLM head).
+  Tensor encode(const Tensor& input_ids, const Tensor& token_type_ids, const Tensor& lengths,
+                const nn::Context& ctx);
+
+  const BertConfig& config() const { return config_; }
+
+ private:
+  Tensor head_logits(const Tensor& h, const nn::Context& ctx) const;  // [M, d] -> [M, V]
+
+  BertConfig config_;
+  nn::ParameterStore* store_;
+  std::unique_ptr<nn::Embedding> word_, token_type_;
+  std::unique_ptr<nn::PositionEncoding> position_;
+  std::unique_ptr<nn::LayerNorm> emb_norm_;
+  std::unique_ptr<nn::Dropout> emb_drop_;
+  std::vector<std::unique_ptr<nn::BertLayer>> layers_;
+  std::unique_ptr<nn::Linear> transform_;  // dense with GELU fused
+  std::unique_ptr<nn::LayerNorm> transform_norm_;
+  nn::Parameter* decoder_bias_ = nullptr;  // cls.predictions.bias [V]
+
+  // Saved by encode / forward_loss for backward.
+  Tensor ids_, types_;  // i32 [B*T]
+  int64_t B_ = 0, T_ = 0;
+  MlmBatch batch_;
+  Tensor head_out_, lse_;  // [M, d], [M]
+  nn::Context ctx_;
+};
+
+}  // namespace rotor::models

@@ -1,0 +1,250 @@
+// CPU twin of the flash attention kernels (kernels/flash_attention.cu): per
+// (batch, head) the queries are cut into tiles of kFlashTile rows and the
+// visible keys into tiles of kFlashTile columns. The forward keeps a running
+// max m and sum l per query (fp32) and rescales its accumulator by
+// exp(m_old - m_new) when a tile raises the max (the online softmax of
+// Milakov & Gimelshein 2018). The backward loops key tiles outside and query
+// tiles inside, recomputing P from the saved log-sum-exp.
+#include "ops/flash_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/philox.h"
+#include "ops/dispatch.h"
+
+namespace rotor::ops {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+struct Dims {
+  int64_t B, H, Tq, Tk, D;
+};
+
+Dims check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+               const char* op) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
+    ROTOR_FAIL("{}: q, k, v must be [B, H, T, D], got {}, {}, {}", op, shape_str(q.shape()),
+               shape_str(k.shape()), shape_str(v.shape()));
+  const Dims d{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
+  if (k.shape() != Shape{d.B, d.H, d.Tk, d.D} || v.shape() != k.shape())
+    ROTOR_FAIL("{}: with q {} expected k and v [{}, {}, Tk, {}], got {} and {}", op,
+               shape_str(q.shape()), d.B, d.H, d.D, shape_str(k.shape()), shape_str(v.shape()));
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) ROTOR_FAIL("{}: q, k, v dtypes differ", op);
+  check_same_device(q, k, op);
+  check_same_device(q, v, op);
+  if (o.key_lengths.defined()) {
+    if (o.key_lengths.dtype() != DType::I32 || o.key_lengths.numel() != d.B)
+      ROTOR_FAIL("{}: key_lengths must be i32 [{}], got {}", op, d.B, o.key_lengths.str());
+    check_same_device(q, o.key_lengths, op);
+  }
+  if (!(o.dropout >= 0.0f && o.dropout < 1.0f))
+    ROTOR_FAIL("{}: dropout must be in [0, 1), got {}", op, o.dropout);
+  return d;
+}
+
+void check_like(const Tensor& t, const Shape& shape, const Tensor& q, const char* what) {
+  check_shape(t, shape, what);
+  if (t.dtype() != q.dtype()) ROTOR_FAIL("{}: dtype {} differs from q's", what, t.str());
+  check_same_device(t, q, what);
+}
+
+void check_lse(const Tensor& lse, const Dims& d, const Tensor& q, const char* what) {
+  check_shape(lse, {d.B, d.H, d.Tq}, what);
+  if (lse.dtype() != DType::F32) ROTOR_FAIL("{}: lse must be f32, got {}", what, lse.str());
+  check_same_device(lse, q, what);
+}
+
+std::vector<int64_t> key_lengths_host(const Dims& d, const AttentionOptions& o, const char* op) {
+  std::vector<int64_t> len(static_cast<size_t>(d.B), d.Tk);
+  if (!o.key_lengths.defined()) return len;
+  const int32_t* p = o.key_lengths.data<int32_t>();
+  for (int64_t b = 0; b < d.B; ++b) {
+    if (p[b] < 0 || p[b] > d.Tk)
+      ROTOR_FAIL("{}: key_lengths[{}] = {} outside [0, {}]", op, b, p[b], d.Tk);
+    len[static_cast<size_t>(b)] = p[b];
+  }
+  return len;
+}
+
+// Visible keys of query i are 0..n-1: key padding and the causal mask both cut
+// a prefix (causal: j <= i + Tk - Tq).
+inline int64_t visible_keys(const Dims& d, bool causal, int64_t key_len, int64_t i) {
+  int64_t n = key_len;
+  if (causal) n = std::min(n, std::max<int64_t>(0, i + (d.Tk - d.Tq) + 1));
+  return n;
+}
+
+inline float keep_factor(const AttentionOptions& o, float keep_scale, uint64_t flat) {
+  if (o.dropout == 0.0f) return 1.0f;
+  return philox_uniform(o.seed, o.stream, flat) >= o.dropout ? keep_scale : 0.0f;
+}
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t c = 0; c < n; ++c) s += a[c] * b[c];
+  return s;
+}
+
+}  // namespace
+
+bool flash_attention_supported(const Tensor& q) {
+  if (!q.is_cuda()) return true;
+  if (q.dim() != 4) return false;
+  const int64_t D = q.size(3);
+  return (D == 32 || D == 64 || D == 128) && q.size(0) * q.size(1) <= 65535;
+}
+
+void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                             const AttentionOptions& options, Tensor& out, Tensor& lse) {
+  const Dims d = check_qkv(q, k, v, options, "flash_attention_forward");
+  check_like(out, q.shape(), q, "flash_attention_forward out");
+  check_lse(lse, d, q, "flash_attention_forward lse");
+  ROTOR_DISPATCH_CUDA(q, flash_attention_forward(q, k, v, options, out, lse));
+  require_f32(q, "flash_attention_forward");
+  const auto key_len = key_lengths_host(d, options, "flash_attention_forward");
+  const float keep_scale = options.dropout > 0.0f ? 1.0f / (1.0f - options.dropout) : 1.0f;
+  const float* pq = q.data<float>();  // [B, H, Tq, D]
+  const float* pk = k.data<float>();  // [B, H, Tk, D]
+  const float* pv = v.data<float>();  // [B, H, Tk, D]
+  float* po = out.data<float>();      // [B, H, Tq, D]
+  float* pl = lse.data<float>();      // [B, H, Tq]
+  const int64_t q_tiles = (d.Tq + kFlashTile - 1) / kFlashTile;
+
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
+    for (int64_t qt = 0; qt < q_tiles; ++qt) {
+      const int64_t b = bh / d.H;
+      const int64_t i0 = qt * kFlashTile, i1 = std::min(d.Tq, i0 + kFlashTile);
+      const float* kb = pk + bh * d.Tk * d.D;
+      const float* vb = pv + bh * d.Tk * d.D;
+      // Per query row of the tile: running max, running sum, unnormalized output.
+      std::vector<float> m(static_cast<size_t>(kFlashTile), kNegInf);
+      std::vector<float> l(static_cast<size_t>(kFlashTile), 0.0f);
+      std::vector<float> acc(static_cast<size_t>(kFlashTile * d.D), 0.0f);  // [tile, D]
+      std::vector<float> s(static_cast<size_t>(kFlashTile));                 // one score row
+      const int64_t n_tile = visible_keys(d, options.causal, key_len[b], i1 - 1);  // the most
+      for (int64_t j0 = 0; j0 < n_tile; j0 += kFlashTile) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t r = i - i0;
+          const int64_t n = visible_keys(d, options.causal, key_len[b], i);
+          const int64_t j1 = std::min(n, j0 + kFlashTile);
+          if (j1 <= j0) continue;  // this tile is fully masked for query i
+          const float* qrow = pq + (bh * d.Tq + i) * d.D;
+          float tile_max = kNegInf;
+          for (int64_t j = j0; j < j1; ++j) {
+            s[j - j0] = dot(qrow, kb + j * d.D, d.D) * options.scale;
+            tile_max = std::max(tile_max, s[j - j0]);
+          }
+          const float m_new = std::max(m[r], tile_max);
+          const float alpha = std::exp(m[r] - m_new);  // 0 on the first visible tile
+          float* a = acc.data() + r * d.D;
+          for (int64_t c = 0; c < d.D; ++c) a[c] *= alpha;
+          float sum = 0.0f;
+          const uint64_t row_flat = static_cast<uint64_t>((bh * d.Tq + i) * d.Tk);
+          for (int64_t j = j0; j < j1; ++j) {
+            const float p = std::exp(s[j - j0] - m_new);
+            sum += p;
+            const float w = p * keep_factor(options, keep_scale, row_flat + j);
+            if (w == 0.0f) continue;
+            const float* vrow = vb + j * d.D;
+            for (int64_t c = 0; c < d.D; ++c) a[c] += w * vrow[c];
+          }
+          l[r] = l[r] * alpha + sum;
+          m[r] = m_new;
+        }
+      }
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t r = i - i0;
+        float* orow = po + (bh * d.Tq + i) * d.D;
+        const float* a = acc.data() + r * d.D;
+        const bool empty = l[r] == 0.0f;  // no visible key
+        const float inv = empty ? 0.0f : 1.0f / l[r];
+        for (int64_t c = 0; c < d.D; ++c) orow[c] = a[c] * inv;
+        pl[bh * d.Tq + i] = empty ? kNegInf : m[r] + std::log(l[r]);
+      }
+    }
+  }
+}
+
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse, const Tensor& dout,
+                              const AttentionOptions& options, Tensor& dq, Tensor& dk,
+                              Tensor& dv) {
+  const Dims d = check_qkv(q, k, v, options, "flash_attention_backward");
+  check_like(out, q.shape(), q, "flash_attention_backward out");
+  check_lse(lse, d, q, "flash_attention_backward lse");
+  check_like(dout, q.shape(), q, "flash_attention_backward dout");
+  check_like(dq, q.shape(), q, "flash_attention_backward dq");
+  check_like(dk, k.shape(), q, "flash_attention_backward dk");
+  check_like(dv, v.shape(), q, "flash_attention_backward dv");
+  ROTOR_DISPATCH_CUDA(q, flash_attention_backward(q, k, v, out, lse, dout, options, dq, dk, dv));
+  require_f32(q, "flash_attention_backward");
+  const auto key_len = key_lengths_host(d, options, "flash_attention_backward");
+  const float keep_scale = options.dropout > 0.0f ? 1.0f / (1.0f - options.dropout) : 1.0f;
+  const float* pq = q.data<float>();      // [B, H, Tq, D]
+  const float* pk = k.data<float>();      // [B, H, Tk, D]
+  const float* pv = v.data<float>();      // [B, H, Tk, D]
+  const float* po = out.data<float>();    // [B, H, Tq, D]
+  const float* pl = lse.data<float>();    // [B, H, Tq]
+  const float* pdo = dout.data<float>();  // [B, H, Tq, D]
+  float* pdq = dq.data<float>();          // [B, H, Tq, D]
+  float* pdk = dk.data<float>();          // [B, H, Tk, D]
+  float* pdv = dv.data<float>();          // [B, H, Tk, D]
+
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
+    const int64_t b = bh / d.H;
+    const float* qb = pq + bh * d.Tq * d.D;
+    const float* kb = pk + bh * d.Tk * d.D;
+    const float* vb = pv + bh * d.Tk * d.D;
+    const float* dob = pdo + bh * d.Tq * d.D;
+    float* dqb = pdq + bh * d.Tq * d.D;
+    float* dkb = pdk + bh * d.Tk * d.D;
+    float* dvb = pdv + bh * d.Tk * d.D;
+    std::fill(dqb, dqb + d.Tq * d.D, 0.0f);
+    std::fill(dkb, dkb + d.Tk * d.D, 0.0f);
+    std::fill(dvb, dvb + d.Tk * d.D, 0.0f);
+    // D_i = rowsum(dout o out) = sum_j P_ij dP_ij (the kernel's preprocessing pass).
+    std::vector<float> delta(static_cast<size_t>(d.Tq));
+    for (int64_t i = 0; i < d.Tq; ++i) delta[i] = dot(dob + i * d.D, po + (bh * d.Tq + i) * d.D, d.D);
+    for (int64_t j0 = 0; j0 < key_len[b]; j0 += kFlashTile) {
+      const int64_t j1 = std::min(key_len[b], j0 + kFlashTile);
+      // First query that sees key j0 under the causal mask: i + Tk - Tq >= j0.
+      const int64_t i_first = options.causal ? std::max<int64_t>(0, j0 - (d.Tk - d.Tq)) : 0;
+      for (int64_t i0 = (i_first / kFlashTile) * kFlashTile; i0 < d.Tq; i0 += kFlashTile) {
+        const int64_t i1 = std::min(d.Tq, i0 + kFlashTile);
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t n = std::min(j1, visible_keys(d, options.causal, key_len[b], i));
+          if (n <= j0) continue;
+          const float lse_i = pl[bh * d.Tq + i];
+          const float* qrow = qb + i * d.D;
+          const float* dorow = dob + i * d.D;
+          float* dqrow = dqb + i * d.D;
+          const uint64_t row_flat = static_cast<uint64_t>((bh * d.Tq + i) * d.Tk);
+          for (int64_t j = j0; j < n; ++j) {
+            const float p = std::exp(dot(qrow, kb + j * d.D, d.D) * options.scale - lse_i);
+            const float mk = keep_factor(options, keep_scale, row_flat + j);
+            const float dp = dot(dorow, vb + j * d.D, d.D) * mk;
+            const float ds = p * (dp - delta[i]) * options.scale;
+            const float pm = p * mk;
+            float* dkrow = dkb + j * d.D;
+            float* dvrow = dvb + j * d.D;
+            const float* krow = kb + j * d.D;
+            for (int64_t c = 0; c < d.D; ++c) {
+              dvrow[c] += pm * dorow[c];
+              dkrow[c] += ds * qrow[c];
+              dqrow[c] += ds * krow[c];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace rotor::ops

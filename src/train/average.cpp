@@ -1,0 +1,141 @@
+#include "train/average.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <utility>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "core/json.h"
+#include "train/checkpoint.h"
+#include "train/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace rotor::train {
+
+namespace {
+
+// The step of a "step_N" directory name, or -1.
+int64_t step_of(const std::string& name) {
+  if (name.rfind("step_", 0) != 0 || name.size() == 5) return -1;
+  int64_t n = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || n > (INT64_MAX - 9) / 10) return -1;
+    n = n * 10 + (name[i] - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
+std::vector<std::string> last_checkpoints(const std::string& run_dir, int n) {
+  if (n <= 0) ROTOR_FAIL("--last {}: expected a positive number of checkpoints", n);
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  std::error_code ec;
+  if (!fs::is_directory(root, ec))
+    ROTOR_FAIL("{}: not a run directory (no checkpoints/ in it)", run_dir);
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const int64_t step = step_of(e.path().filename().string());
+    if (step >= 0 && e.is_directory() && fs::exists(e.path() / "model.safetensors"))
+      found.emplace_back(step, e.path().string());
+  }
+  if (static_cast<int64_t>(found.size()) < n)
+    ROTOR_FAIL("{}: --last {} asks for {} checkpoints, the run holds {}", run_dir, n, n,
+               found.size());
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (size_t i = found.size() - static_cast<size_t>(n); i < found.size(); ++i)
+    out.push_back(found[i].second);
+  return out;
+}
+
+std::vector<std::string> average_checkpoints(const std::vector<std::string>& inputs,
+                                             const std::string& output) {
+  if (inputs.empty()) ROTOR_FAIL("average: no checkpoints given");
+  if (output.empty()) ROTOR_FAIL("average: --output is required");
+  std::vector<std::string> dirs;
+  for (const auto& in : inputs) dirs.push_back(resolve_checkpoint(in));
+  {
+    std::error_code ec;
+    if (fs::exists(output, ec) &&
+        !(fs::is_directory(output, ec) &&
+          (fs::is_empty(output, ec) || fs::exists(fs::path(output) / "model.safetensors", ec))))
+      ROTOR_FAIL("--output {}: exists and is not a checkpoint directory; not replacing it", output);
+  }
+
+  std::vector<SafetensorsFile> files;
+  for (const auto& d : dirs) files.emplace_back(d + "/model.safetensors");
+  // Every file must hold exactly the tensors of the first.
+  const SafetensorsFile& first = files.front();
+  for (const auto& e : first.entries())
+    if (e.dtype != DType::F32)
+      ROTOR_FAIL("{}: {} is {}; rotor averages f32 weights only", first.path(), e.name,
+                 dtype_name(e.dtype));
+  for (size_t f = 1; f < files.size(); ++f) {
+    const SafetensorsFile& file = files[f];
+    for (const auto& e : first.entries()) {
+      const SafetensorsEntry* o = file.find(e.name);
+      if (!o)
+        ROTOR_FAIL("{}: tensor {} is missing (present in {}); not checkpoints of one model",
+                   file.path(), e.name, first.path());
+      if (o->shape != e.shape || o->dtype != e.dtype)
+        ROTOR_FAIL("{}: {} is {}{} but {}{} in {}; not checkpoints of one model", file.path(),
+                   e.name, dtype_name(o->dtype), shape_str(o->shape), dtype_name(e.dtype),
+                   shape_str(e.shape), first.path());
+    }
+    if (file.entries().size() != first.entries().size())
+      for (const auto& o : file.entries())
+        if (!first.contains(o.name))
+          ROTOR_FAIL("{}: tensor {} is not in {}; not checkpoints of one model", file.path(),
+                     o.name, first.path());
+  }
+
+  // Tensor by tensor: one double accumulator at a time.
+  NamedTensors averaged;
+  const double scale = 1.0 / static_cast<double>(files.size());
+  for (const auto& e : first.entries()) {
+    std::vector<double> sum;
+    for (const auto& file : files) {
+      Tensor t = file.load(e.name);
+      const float* x = t.data<float>();
+      if (sum.empty()) sum.assign(static_cast<size_t>(t.numel()), 0.0);
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += static_cast<double>(x[i]);
+    }
+    Tensor out = Tensor::empty(e.shape, DType::F32);
+    float* y = out.data<float>();
+    for (size_t i = 0; i < sum.size(); ++i) y[i] = static_cast<float>(sum[i] * scale);
+    averaged.emplace_back(e.name, std::move(out));
+  }
+
+  // Metadata, config, tokenizer and trainer state from the last checkpoint.
+  const std::string& last = dirs.back();
+  Metadata meta = files.back().metadata();
+  json::Value from = json::Value::array();
+  for (const auto& d : dirs) from.push_back(d);
+  meta.erase(std::remove_if(meta.begin(), meta.end(),
+                            [](const auto& kv) { return kv.first == "rotor_averaged_from"; }),
+             meta.end());
+  meta.emplace_back("rotor_averaged_from", from.dump());
+  const std::string state_path = last + "/trainer_state.json";
+  json::Value state = json::parse(read_file(state_path), state_path);
+  if (!state.is_object()) ROTOR_FAIL("{}: not a rotor trainer state", state_path);
+  state.set("averaged_from", from);
+  const std::string config_yaml = read_file(last + "/config.yaml");
+  const bool has_spm = fs::exists(last + "/spm.model");
+  const std::string spm = has_spm ? read_file(last + "/spm.model") : std::string();
+  files.clear();
+
+  const fs::path parent = fs::path(output).parent_path();
+  if (!parent.empty()) ensure_directory(parent.string());
+  publish_directory(output, [&](const std::string& tmp) {
+    save_safetensors(tmp + "/model.safetensors", averaged, meta);
+    atomic_write_file(tmp + "/trainer_state.json", state.dump(2) + "\n");
+    atomic_write_file(tmp + "/config.yaml", config_yaml);
+    if (has_spm) atomic_write_file(tmp + "/spm.model", spm);
+  });
+  return dirs;
+}
+
+}  // namespace rotor::train

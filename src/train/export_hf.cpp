@@ -1,0 +1,183 @@
+#include "train/export_hf.h"
+
+#include <cmath>
+#include <filesystem>
+#include <unordered_map>
+
+#include "core/io.h"
+#include "models/bert.h"
+#include "nn/layers.h"
+#include "train/checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace rotor::train {
+
+namespace {
+
+void require_mlm(const Config& c) {
+  if (c.task != Task::Mlm)
+    ROTOR_FAIL("export --format hf: the checkpoint's task is {}; only task mlm exports to a "
+               "Hugging Face BERT/RoFormer",
+               to_string(c.task));
+  if (c.model.position == PositionEncoding::Rope && c.model.rope_base != 10000.0)
+    ROTOR_FAIL("export --format hf: model.rope_base is {}, but Hugging Face RoFormer fixes the "
+               "rotary base at 10000",
+               c.model.rope_base);
+}
+
+// Hugging Face RoFormerSinusoidalPositionalEmbedding: [sin(p w_j) | cos(p w_j)],
+// w_j = 10000^(-2j/dim), j < dim/2.
+Tensor roformer_sinusoid(int64_t n_pos, int64_t dim) {
+  std::vector<float> t(static_cast<size_t>(n_pos * dim), 0.0f);
+  const int64_t half = dim / 2;
+  for (int64_t p = 0; p < n_pos; ++p)
+    for (int64_t j = 0; j < half; ++j) {
+      const double a = static_cast<double>(p) /
+                       std::pow(10000.0, 2.0 * static_cast<double>(j) / static_cast<double>(dim));
+      t[static_cast<size_t>(p * dim + j)] = static_cast<float>(std::sin(a));
+      t[static_cast<size_t>(p * dim + half + j)] = static_cast<float>(std::cos(a));
+    }
+  return Tensor::from_floats(t, {n_pos, dim});
+}
+
+// rotor's fixed sinusoidal table [max_positions, d] (exactly what the model adds).
+Tensor rotor_sinusoid(int64_t n_pos, int64_t dim) {
+  nn::ParameterStore store;
+  nn::PositionEncoding pe(store, "unused", nn::PositionKind::Sinusoidal, n_pos, dim, 0.0);
+  Tensor x = Tensor::zeros({1, n_pos, dim});
+  pe.add(x, 0, nn::Context{});
+  return x.view({n_pos, dim});
+}
+
+}  // namespace
+
+json::Value hf_mlm_config(const Config& c, int64_t vocab_size) {
+  require_mlm(c);
+  const bool rope = c.model.position == PositionEncoding::Rope;
+  json::Value j = json::Value::object();
+  j.set("architectures", json::Array{rope ? "RoFormerForMaskedLM" : "BertForMaskedLM"});
+  j.set("model_type", rope ? "roformer" : "bert");
+  j.set("vocab_size", vocab_size);
+  if (rope) j.set("embedding_size", c.model.d_model);
+  j.set("hidden_size", c.model.d_model);
+  j.set("num_hidden_layers", c.model.encoder_layers);
+  j.set("num_attention_heads", c.model.n_heads);
+  j.set("intermediate_size", c.model.d_ff);
+  j.set("hidden_act", c.model.activation == Activation::Gelu ? "gelu_new" : "relu");
+  j.set("hidden_dropout_prob", c.model.dropout);
+  j.set("attention_probs_dropout_prob", c.model.attention_dropout);
+  j.set("max_position_embeddings", c.model.max_positions);
+  j.set("type_vocab_size", std::max(c.model.type_vocab_size, 1));
+  j.set("initializer_range", c.model.init_std);
+  j.set("layer_norm_eps", c.model.layer_norm_eps);
+  j.set("pad_token_id", 0);
+  if (rope)
+    j.set("rotary_value", false);
+  else
+    j.set("position_embedding_type", "absolute");
+  j.set("tie_word_embeddings", true);
+  j.set("torch_dtype", "float32");
+  return j;
+}
+
+NamedTensors hf_mlm_state_dict(const Config& c, const NamedTensors& weights) {
+  require_mlm(c);
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : weights) by_name[name] = &t;
+  const bool rope = c.model.position == PositionEncoding::Rope;
+  const std::string P = rope ? "roformer" : "bert";
+  const std::string word = P + ".embeddings.word_embeddings.weight";
+  auto it = by_name.find(word);
+  if (it == by_name.end())
+    ROTOR_FAIL("export: the weights have no {} (is this a task-mlm checkpoint with position {}?)",
+               word, to_string(c.model.position));
+  const int64_t vocab = it->second->size(0), d = c.model.d_model;
+  // The parameters the config's model registers, in order, with their shapes.
+  nn::ParameterStore store;
+  models::BertForMaskedLM model(models::bert_config(c, vocab), store);
+  NamedTensors out;
+  for (const auto& p : store.parameters()) {
+    auto f = by_name.find(p->name);
+    if (f == by_name.end()) ROTOR_FAIL("export: the weights lack parameter {}", p->name);
+    if (f->second->shape() != p->shape)
+      ROTOR_FAIL("export: parameter {} has shape {} but the config needs {}", p->name,
+                 shape_str(f->second->shape()), shape_str(p->shape));
+    out.emplace_back(p->name, *f->second);
+    // Hugging Face keeps tensors that rotor does not: insert them in its order.
+    if (p->name == word && !rope) {
+      const std::string pos = P + ".embeddings.position_embeddings.weight";
+      if (c.model.position == PositionEncoding::Sinusoidal)
+        out.emplace_back(pos, rotor_sinusoid(c.model.max_positions, d));
+      else if (c.model.position == PositionEncoding::None)
+        out.emplace_back(pos, Tensor::zeros({c.model.max_positions, d}));
+    }
+    if (p->name == word && c.model.type_vocab_size == 0)
+      out.emplace_back(P + ".embeddings.token_type_embeddings.weight", Tensor::zeros({1, d}));
+  }
+  if (rope)
+    out.emplace_back("roformer.encoder.embed_positions.weight",
+                     roformer_sinusoid(c.model.max_positions, d / c.model.n_heads));
+  out.emplace_back("cls.predictions.decoder.weight", *by_name.at(word));
+  out.emplace_back("cls.predictions.decoder.bias", *by_name.at("cls.predictions.bias"));
+  return out;
+}
+
+HfExportResult export_hf(const std::string& checkpoint, const std::string& output_dir) {
+  const std::string dir = resolve_checkpoint(checkpoint);
+  const std::string cfg_path = dir + "/config.yaml";
+  if (!fs::exists(cfg_path)) ROTOR_FAIL("export: {} is missing", cfg_path);
+  const Config c = load_config(cfg_path);
+  require_mlm(c);
+  const NamedTensors weights = load_safetensors(dir + "/model.safetensors");
+  const NamedTensors hf = hf_mlm_state_dict(c, weights);
+  const int64_t vocab = hf.front().second.size(0);  // the word embeddings come first
+
+  HfExportResult r;
+  r.model_type = c.model.position == PositionEncoding::Rope ? "roformer" : "bert";
+  ensure_directory(output_dir);
+  atomic_write_file(output_dir + "/config.json", hf_mlm_config(c, vocab).dump(2) + "\n");
+  r.files.push_back("config.json");
+  save_safetensors(output_dir + "/model.safetensors", hf, {{"format", "pt"}});
+  r.files.push_back("model.safetensors");
+
+  const std::string spm = dir + "/spm.model";
+  if (fs::exists(spm)) {
+    atomic_write_file(output_dir + "/spiece.model", read_file(spm));
+    json::Value tc = json::Value::object();
+    tc.set("tokenizer_class", "AlbertTokenizer");
+    tc.set("do_lower_case", false);
+    tc.set("remove_space", true);
+    tc.set("keep_accents", true);
+    tc.set("bos_token", "[CLS]");
+    tc.set("eos_token", "[SEP]");
+    tc.set("unk_token", "<unk>");
+    tc.set("sep_token", "[SEP]");
+    tc.set("pad_token", "<pad>");
+    tc.set("cls_token", "[CLS]");
+    tc.set("mask_token", "[MASK]");
+    tc.set("model_max_length", c.model.max_positions);
+    atomic_write_file(output_dir + "/tokenizer_config.json", tc.dump(2) + "\n");
+    json::Value st = json::Value::object();
+    for (const char* k : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                          "cls_token", "mask_token"})
+      st.set(k, tc.at(k));
+    atomic_write_file(output_dir + "/special_tokens_map.json", st.dump(2) + "\n");
+    r.files.insert(r.files.end(),
+                   {"spiece.model", "tokenizer_config.json", "special_tokens_map.json"});
+    r.notes.push_back(
+        "tokenizer: AlbertTokenizer over spiece.model (rotor's SentencePiece model); check that "
+        "it gives rotor's ids on your text");
+  } else {
+    r.notes.push_back("tokenizer: the checkpoint has no spm.model; none written");
+  }
+  if (c.model.activation_dropout > 0)
+    r.notes.push_back("model.activation_dropout has no Hugging Face BERT equivalent; dropped");
+  if (c.model.position == PositionEncoding::Sinusoidal)
+    r.notes.push_back("sinusoidal positions exported as a fixed position_embeddings table");
+  if (c.model.position == PositionEncoding::None)
+    r.notes.push_back("position none exported as a zero position_embeddings table");
+  return r;
+}
+
+}  // namespace rotor::train

@@ -1,0 +1,60 @@
+// `rotor export --format hf`: a task-mlm checkpoint -> a Hugging Face model
+// directory that transformers loads with AutoModelForMaskedLM.from_pretrained:
+//
+//   config.json              BertConfig (position learned | sinusoidal | none) or
+//                            RoFormerConfig (position rope), architectures
+//                            [BertForMaskedLM | RoFormerForMaskedLM]
+//   model.safetensors        the weights under their Hugging Face names (rotor
+//                            already uses them) plus what Hugging Face stores
+//                            and rotor does not:
+//                              cls.predictions.decoder.weight = word embeddings (tied)
+//                              cls.predictions.decoder.bias   = cls.predictions.bias
+//                              bert.embeddings.position_embeddings.weight for
+//                                sinusoidal (rotor's fixed table) and none (zeros)
+//                              bert.embeddings.token_type_embeddings.weight
+//                                (zeros [1, d]) when type_vocab_size is 0
+//                              roformer.encoder.embed_positions.weight: the fixed
+//                                sinusoidal table Hugging Face RoFormer keeps as a
+//                                (frozen) parameter, [max_positions, head_dim]
+//   spiece.model             the SentencePiece model (checkpoint spm.model)
+//   tokenizer_config.json    AlbertTokenizer (the Hugging Face class that reads a
+//   special_tokens_map.json  SentencePiece model with [CLS] [SEP] [MASK] <pad> <unk>),
+//                            do_lower_case false, keep_accents true. It reproduces
+//                            rotor's ids for ordinary text; Albert's preprocessing
+//                            (quotes `` '' -> ", digit-comma splits) can differ on
+//                            rare inputs: check tokenizer(text) against rotor's
+//                            ids for your data, or convert the tokenizer yourself.
+//
+// Hugging Face's GELU "gelu_new" is rotor's tanh approximation. RoFormer's
+// rotary layout (interleaved pairs, theta_i = 10000^(-2i/d)) is rotor's, so
+// rope_base must be 10000.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "train/config.h"
+#include "train/safetensors.h"
+
+namespace rotor::train {
+
+// config.json for a task-mlm config and vocabulary size.
+json::Value hf_mlm_config(const Config& config, int64_t vocab_size);
+
+// rotor weights (as model.safetensors stores them) -> Hugging Face tensors.
+// Checks that every parameter of the model `config` describes is present with
+// its shape; throws rotor::Error naming the first that is not.
+NamedTensors hf_mlm_state_dict(const Config& config, const NamedTensors& weights);
+
+struct HfExportResult {
+  std::string model_type;               // "bert" | "roformer"
+  std::vector<std::string> files;       // written, relative to the output dir
+  std::vector<std::string> notes;       // things a user should know
+};
+
+// Reads CHECKPOINT (a checkpoint directory or a run directory: its
+// checkpoint_last) and writes the Hugging Face directory OUTPUT_DIR.
+HfExportResult export_hf(const std::string& checkpoint, const std::string& output_dir);
+
+}  // namespace rotor::train

@@ -1,0 +1,61 @@
+// What the training loop needs from a job, whatever its model and data: the
+// translation task (encoder-decoder, label-smoothed loss over target tokens)
+// and the masked-LM task (encoder, loss over masked tokens). The loop in
+// trainer.cpp owns the optimizer, schedule, logging and checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "data/batcher.h"
+#include "nn/context.h"
+#include "nn/parameters.h"
+#include "train/config.h"
+
+namespace rotor::train {
+
+struct TaskSums {
+  double loss = 0;         // summed over `tokens` (label-smoothed for translation)
+  double nll = 0;          // -log p summed over `tokens`
+  int64_t tokens = 0;      // the tokens the loss is normalized by
+  int64_t all_tokens = 0;  // every token read (for tokens/s)
+  int64_t correct = 0;     // masked-LM: predictions equal to the target
+  bool has_correct = false;
+  void add(const TaskSums& o) {
+    loss += o.loss;
+    nll += o.nll;
+    tokens += o.tokens;
+    all_tokens += o.all_tokens;
+    correct += o.correct;
+    has_correct = has_correct || o.has_correct;
+  }
+};
+
+class TrainingTask {
+ public:
+  virtual ~TrainingTask() = default;
+  virtual nn::ParameterStore& params() = 0;
+  virtual std::string tokenizer_path() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // Forward and backward (gradient scale 1, accumulated) of the next
+  // micro-batch of the training stream.
+  virtual TaskSums train_micro_batch(const nn::Context& ctx) = 0;
+  // Loss over the whole validation set (fixed masks for masked-LM); false
+  // when the config names no validation data.
+  virtual bool has_valid() const = 0;
+  virtual TaskSums validate(Device device) = 0;
+  // Where the training stream is: saved in checkpoints, restored on resume.
+  virtual data::BatchPosition position() const = 0;
+  virtual void set_position(data::BatchPosition position) = 0;
+};
+
+// The task of config.task, its data loaded (and prepared from raw text when
+// needed), its model built on `device` (parameters allocated, not
+// initialized). Rank r of world_size reads its own shard of every epoch.
+std::unique_ptr<TrainingTask> make_translation_task(const Config& config, Device device, int rank = 0,
+                                                    int world_size = 1);
+std::unique_ptr<TrainingTask> make_mlm_task(const Config& config, Device device, int rank = 0,
+                                            int world_size = 1);
+
+}  // namespace rotor::train

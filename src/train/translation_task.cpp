@@ -1,0 +1,82 @@
+// The translation task: token batches of sentence pairs, the encoder-decoder
+// and its label-smoothed loss normalized by target tokens.
+#include "train/task.h"
+#include "train/trainer.h"
+#include "train/translation_data.h"
+
+namespace rotor::train {
+
+namespace {
+
+class TranslationTask : public TrainingTask {
+ public:
+  TranslationTask(const Config& c, Device device, int rank, int world_size)
+      : config_(c), data_(load_translation_data(c, true)) {
+    model_ = std::make_unique<models::EncoderDecoder>(
+        transformer_config(c, data_.tokenizer.vocab_size()), store_);
+    store_.allocate(device);
+    data::BatcherOptions bo;
+    bo.max_tokens = c.data.max_tokens;
+    bo.seed = static_cast<uint64_t>(c.seed);
+    bo.prefetch = static_cast<size_t>(c.data.prefetch);
+    bo.rank = rank;
+    bo.world_size = world_size;
+    batcher_ = std::make_unique<data::TokenBatcher>(data_.train.src, data_.train.tgt, bo);
+    device_ = device;
+  }
+
+  nn::ParameterStore& params() override { return store_; }
+  std::string tokenizer_path() const override { return data_.spm_path; }
+  int64_t vocab_size() const override { return data_.tokenizer.vocab_size(); }
+  int64_t skipped() const { return batcher_->skipped(); }
+
+  TaskSums train_micro_batch(const nn::Context& ctx) override {
+    data::Batch b = batcher_->next();
+    models::LossSums s = model_->forward_loss(to_model_batch(b, device_),
+                                              static_cast<float>(config_.train.label_smoothing), ctx);
+    model_->backward(1.0f);
+    return {s.loss, s.nll, s.tokens, b.src_tokens + b.tgt_tokens, 0, false};
+  }
+
+  bool has_valid() const override { return data_.valid.defined(); }
+
+  TaskSums validate(Device device) override {
+    data::BatcherOptions bo;
+    bo.max_tokens = config_.data.max_tokens;
+    bo.shuffle = false;
+    bo.prefetch = 0;
+    data::TokenBatcher batcher(data_.valid.src, data_.valid.tgt, bo);
+    nn::Context ctx;
+    ctx.training = false;
+    ctx.device = device;
+    TaskSums total;
+    const int64_t n = batcher.batches_in_epoch(0);
+    for (int64_t i = 0; i < n; ++i) {
+      data::Batch b = batcher.next();
+      models::LossSums s = model_->forward_loss(
+          to_model_batch(b, device), static_cast<float>(config_.train.label_smoothing), ctx);
+      total.add({s.loss, s.nll, s.tokens, b.src_tokens + b.tgt_tokens, 0, false});
+    }
+    return total;
+  }
+
+  data::BatchPosition position() const override { return batcher_->position(); }
+  void set_position(data::BatchPosition p) override { batcher_->set_position(p); }
+
+ private:
+  Config config_;
+  TranslationData data_;
+  nn::ParameterStore store_;
+  std::unique_ptr<models::EncoderDecoder> model_;
+  std::unique_ptr<data::TokenBatcher> batcher_;
+  Device device_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingTask> make_translation_task(const Config& config, Device device, int rank,
+                                                    int world_size) {
+  return std::make_unique<TranslationTask>(config, device, rank, world_size);
+}
+
+}  // namespace rotor::train

@@ -1,0 +1,258 @@
+// `rotor export --format hf`: every tensor name and shape against the Hugging
+// Face BertForMaskedLM / RoFormerForMaskedLM layouts, the tied decoder, the
+// config.json fields, the CLI; and the configs/mlm presets load and describe
+// the paper's models.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "core/io.h"
+#include "core/json.h"
+#include "models/bert.h"
+#include "support/test_util.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/export_hf.h"
+#include "train/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace rotor {
+namespace {
+
+constexpr int64_t V = 50, D = 16, H = 2, FF = 32, L = 2, P = 24;
+
+std::string mlm_yaml(const std::string& position, int type_vocab = 2) {
+  return "task: mlm\nmodel:\n  encoder_layers: 2\n  d_model: 16\n  n_heads: 2\n  d_ff: 32\n"
+         "  activation: gelu\n  layer_norm_eps: 1.0e-12\n  position: " + position +
+         "\n  max_positions: 24\n  type_vocab_size: " + std::to_string(type_vocab) +
+         "\ndata:\n  seq_len: 24\n";
+}
+
+// The Hugging Face state dict of BertForMaskedLM / RoFormerForMaskedLM
+// (written out independently of rotor's model code).
+std::map<std::string, Shape> expected_hf(bool roformer, int64_t types = 2) {
+  const std::string p = roformer ? "roformer" : "bert";
+  std::map<std::string, Shape> m;
+  m[p + ".embeddings.word_embeddings.weight"] = {V, D};
+  if (!roformer) m[p + ".embeddings.position_embeddings.weight"] = {P, D};
+  else m["roformer.encoder.embed_positions.weight"] = {P, D / H};
+  m[p + ".embeddings.token_type_embeddings.weight"] = {types, D};
+  m[p + ".embeddings.LayerNorm.weight"] = {D};
+  m[p + ".embeddings.LayerNorm.bias"] = {D};
+  for (int i = 0; i < L; ++i) {
+    const std::string l = p + ".encoder.layer." + std::to_string(i) + ".";
+    for (const char* n : {"attention.self.query", "attention.self.key", "attention.self.value",
+                          "attention.output.dense"}) {
+      m[l + n + ".weight"] = {D, D};
+      m[l + n + ".bias"] = {D};
+    }
+    m[l + "intermediate.dense.weight"] = {FF, D};
+    m[l + "intermediate.dense.bias"] = {FF};
+    m[l + "output.dense.weight"] = {D, FF};
+    m[l + "output.dense.bias"] = {D};
+    for (const char* n : {"attention.output.LayerNorm", "output.LayerNorm"}) {
+      m[l + n + ".weight"] = {D};
+      m[l + n + ".bias"] = {D};
+    }
+  }
+  m["cls.predictions.transform.dense.weight"] = {D, D};
+  m["cls.predictions.transform.dense.bias"] = {D};
+  m["cls.predictions.transform.LayerNorm.weight"] = {D};
+  m["cls.predictions.transform.LayerNorm.bias"] = {D};
+  m["cls.predictions.bias"] = {V};
+  m["cls.predictions.decoder.weight"] = {V, D};
+  m["cls.predictions.decoder.bias"] = {V};
+  return m;
+}
+
+// A checkpoint directory as the trainer writes it (weights, config, tokenizer).
+void write_checkpoint(const std::string& dir, const Config& c) {
+  fs::create_directories(dir);
+  nn::ParameterStore store;
+  models::BertForMaskedLM model(models::bert_config(c, V), store);
+  store.allocate(Device::cpu());
+  store.initialize(1);
+  // Non-trivial biases so the tied decoder bias is checked for real.
+  store.find("cls.predictions.bias")->value.copy_from(test::random_tensor({V}, 3));
+  const std::string yaml = dump_config(c);
+  train::save_weights(dir + "/model.safetensors", store, yaml);
+  atomic_write_file(dir + "/config.yaml", yaml);
+  atomic_write_file(dir + "/spm.model", "not really a sentencepiece model");
+}
+
+void check_export(const std::string& position, bool roformer, int type_vocab = 2) {
+  test::TempDir tmp;
+  const Config c = load_config_from_string(mlm_yaml(position, type_vocab));
+  write_checkpoint(tmp / "ckpt", c);
+  const train::HfExportResult r = train::export_hf(tmp / "ckpt", tmp / "hf");
+  EXPECT_EQ(r.model_type, roformer ? "roformer" : "bert");
+  SafetensorsFile f(tmp / "hf/model.safetensors");
+  std::map<std::string, Shape> got;
+  for (const auto& e : f.entries()) {
+    got[e.name] = e.shape;
+    EXPECT_EQ(e.dtype, DType::F32) << e.name;
+  }
+  EXPECT_EQ(got, expected_hf(roformer, std::max(type_vocab, 1)));
+  const std::string p = roformer ? "roformer" : "bert";
+  EXPECT_EQ(f.load("cls.predictions.decoder.weight").to_floats(),
+            f.load(p + ".embeddings.word_embeddings.weight").to_floats());
+  EXPECT_EQ(f.load("cls.predictions.decoder.bias").to_floats(),
+            f.load("cls.predictions.bias").to_floats());
+  // Weights are copied unchanged.
+  SafetensorsFile src(tmp / "ckpt/model.safetensors");
+  for (const auto& e : src.entries())
+    EXPECT_EQ(f.load(e.name).to_floats(), src.load(e.name).to_floats()) << e.name;
+
+  const json::Value j = json::parse(read_file(tmp / "hf/config.json"));
+  EXPECT_EQ(j.at("architectures").at(0).as_string(),
+            roformer ? "RoFormerForMaskedLM" : "BertForMaskedLM");
+  EXPECT_EQ(j.at("model_type").as_string(), p);
+  EXPECT_EQ(j.at("vocab_size").as_int(), V);
+  EXPECT_EQ(j.at("hidden_size").as_int(), D);
+  EXPECT_EQ(j.at("num_hidden_layers").as_int(), L);
+  EXPECT_EQ(j.at("num_attention_heads").as_int(), H);
+  EXPECT_EQ(j.at("intermediate_size").as_int(), FF);
+  EXPECT_EQ(j.at("hidden_act").as_string(), "gelu_new");
+  EXPECT_EQ(j.at("max_position_embeddings").as_int(), P);
+  EXPECT_EQ(j.at("type_vocab_size").as_int(), std::max(type_vocab, 1));
+  EXPECT_EQ(j.at("pad_token_id").as_int(), 0);
+  EXPECT_DOUBLE_EQ(j.at("layer_norm_eps").as_double(), 1e-12);
+  EXPECT_DOUBLE_EQ(j.at("hidden_dropout_prob").as_double(), 0.1);
+  if (roformer) {
+    EXPECT_EQ(j.at("embedding_size").as_int(), D);
+    EXPECT_FALSE(j.at("rotary_value").as_bool());
+    // Hugging Face's table: [sin(p w_j) | cos(p w_j)], w_j = 10000^(-2j/dim).
+    const std::vector<float> t = f.load("roformer.encoder.embed_positions.weight").to_floats();
+    const int64_t dim = D / H, pos = 5, j1 = 1;
+    const double a = pos / std::pow(10000.0, 2.0 * j1 / dim);
+    EXPECT_NEAR(t[pos * dim + j1], std::sin(a), 1e-6);
+    EXPECT_NEAR(t[pos * dim + dim / 2 + j1], std::cos(a), 1e-6);
+  } else {
+    EXPECT_EQ(j.at("position_embedding_type").as_string(), "absolute");
+  }
+  EXPECT_EQ(read_file(tmp / "hf/spiece.model"), "not really a sentencepiece model");
+  const json::Value tc = json::parse(read_file(tmp / "hf/tokenizer_config.json"));
+  EXPECT_EQ(tc.at("tokenizer_class").as_string(), "AlbertTokenizer");
+  EXPECT_EQ(tc.at("mask_token").as_string(), "[MASK]");
+}
+
+TEST(MlmExport, BertLearned) { check_export("learned", false); }
+TEST(MlmExport, BertSinusoidalNoTypes) { check_export("sinusoidal", false, 0); }
+TEST(MlmExport, BertNone) { check_export("none", false); }
+TEST(MlmExport, RoFormer) { check_export("rope", true); }
+
+TEST(MlmExport, RotorNamesAreHuggingFaceNames) {
+  // The model registers exactly the HF names minus those the export adds.
+  for (bool rope : {false, true}) {
+    const Config c = load_config_from_string(mlm_yaml(rope ? "rope" : "learned"));
+    nn::ParameterStore store;
+    models::BertForMaskedLM model(models::bert_config(c, V), store);
+    std::map<std::string, Shape> expected = expected_hf(rope);
+    expected.erase("cls.predictions.decoder.weight");
+    expected.erase("cls.predictions.decoder.bias");
+    expected.erase("roformer.encoder.embed_positions.weight");
+    std::map<std::string, Shape> got;
+    for (const auto& p : store.parameters()) got[p->name] = p->shape;
+    EXPECT_EQ(got, expected);
+  }
+}
+
+TEST(MlmExport, Errors) {
+  test::TempDir tmp;
+  Config c = load_config_from_string(mlm_yaml("learned"));
+  write_checkpoint(tmp / "ckpt", c);
+  // A config that disagrees with the weights.
+  Config other = c;
+  other.model.d_ff = 64;
+  atomic_write_file(tmp / "ckpt/config.yaml", dump_config(other));
+  EXPECT_THROW(train::export_hf(tmp / "ckpt", tmp / "hf"), Error);
+  // A translation checkpoint.
+  Config tr;
+  atomic_write_file(tmp / "ckpt/config.yaml", dump_config(tr));
+  EXPECT_THROW(train::export_hf(tmp / "ckpt", tmp / "hf"), Error);
+  // RoFormer with another rotary base.
+  Config rope = load_config_from_string(mlm_yaml("rope"));
+  rope.model.rope_base = 500.0;
+  write_checkpoint(tmp / "rope", rope);
+  EXPECT_THROW(train::export_hf(tmp / "rope", tmp / "hf2"), Error);
+  EXPECT_THROW(train::export_hf(tmp / "missing", tmp / "hf3"), Error);
+}
+
+TEST(MlmExport, Cli) {
+  test::TempDir tmp;
+  write_checkpoint(tmp / "ckpt", load_config_from_string(mlm_yaml("rope")));
+  const std::string cmd = std::string(ROTOR_BINARY) + " export --checkpoint " + (tmp / "ckpt") +
+                          " --format hf --output " + (tmp / "out") + " > " + (tmp / "log") + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(tmp / "log");
+  EXPECT_TRUE(fs::exists(tmp / "out/model.safetensors"));
+  EXPECT_TRUE(fs::exists(tmp / "out/config.json"));
+  EXPECT_NE(read_file(tmp / "log").find("roformer"), std::string::npos);
+  const std::string bad = std::string(ROTOR_BINARY) + " export --checkpoint " + (tmp / "nothing") +
+                          " --format hf --output " + (tmp / "out2") + " > " + (tmp / "log2") + " 2>&1";
+  const int rc = std::system(bad.c_str());
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(read_file(tmp / "log2").find("rotor: error:"), std::string::npos) << read_file(tmp / "log2");
+}
+
+// ---- the configs/mlm presets -------------------------------------------------
+
+Config preset(const std::string& name) {
+  return load_config(std::string(ROTOR_SOURCE_DIR) + "/configs/mlm/" + name + ".yaml");
+}
+
+int64_t parameter_count(const Config& c, int64_t vocab) {
+  nn::ParameterStore store;
+  models::BertForMaskedLM model(models::bert_config(c, vocab), store);
+  int64_t n = 0;
+  for (const auto& p : store.parameters()) n += shape_numel(p->shape);
+  return n;
+}
+
+TEST(MlmConfigs, BasePresetsArePaperSettings) {
+  for (const char* name : {"bert_base", "roformer_base"}) {
+    const Config c = preset(name);
+    EXPECT_EQ(c.task, Task::Mlm) << name;
+    EXPECT_EQ(c.model.encoder_layers, 12);
+    EXPECT_EQ(c.model.d_model, 768);
+    EXPECT_EQ(c.model.n_heads, 12);
+    EXPECT_EQ(c.model.d_ff, 3072);
+    EXPECT_EQ(c.model.activation, Activation::Gelu);
+    EXPECT_EQ(c.model.norm, NormPlacement::Post);
+    EXPECT_EQ(c.train.batch_size, 64);
+    EXPECT_EQ(c.data.seq_len, 512);
+    EXPECT_EQ(c.train.max_updates, 100000);
+    EXPECT_EQ(c.optim.name, OptimizerName::AdamW);
+    EXPECT_DOUBLE_EQ(c.optim.lr, 1e-5);
+    EXPECT_DOUBLE_EQ(c.data.mask_prob, 0.15);
+  }
+  EXPECT_EQ(preset("bert_base").model.position, PositionEncoding::Learned);
+  EXPECT_EQ(preset("roformer_base").model.position, PositionEncoding::Rope);
+  // bert-base-uncased's BertForMaskedLM (vocab 30522) has 109,514,298 parameters.
+  EXPECT_EQ(parameter_count(preset("bert_base"), 30522), 109514298);
+  // RoFormer drops the 512 x 768 position table.
+  EXPECT_EQ(parameter_count(preset("roformer_base"), 30522), 109514298 - 512 * 768);
+  // The paper's from-scratch advice works as an override.
+  EXPECT_DOUBLE_EQ(load_config(std::string(ROTOR_SOURCE_DIR) + "/configs/mlm/bert_base.yaml",
+                               {"optim.lr=1e-4"})
+                       .optim.lr,
+                   1e-4);
+}
+
+TEST(MlmConfigs, TinyPresetsDifferOnlyInPosition) {
+  Config b = preset("bert_tiny"), r = preset("roformer_tiny");
+  EXPECT_EQ(b.task, Task::Mlm);
+  EXPECT_EQ(b.model.position, PositionEncoding::Learned);
+  EXPECT_EQ(r.model.position, PositionEncoding::Rope);
+  EXPECT_NE(b.output_dir, r.output_dir);
+  r.model.position = b.model.position;
+  r.output_dir = b.output_dir;
+  EXPECT_TRUE(b == r) << dump_config(b) << "\nvs\n" << dump_config(r);
+  EXPECT_LE(b.data.seq_len, b.model.max_positions);
+  EXPECT_NO_THROW(validate_for_training(b));
+  EXPECT_LT(parameter_count(b, b.data.vocab_size), 3000000);
+}
+
+}  // namespace
+}  // namespace rotor
