@@ -120,7 +120,16 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   if (!cross_) {
     Tensor dqkv = Tensor::empty({B_, Tq_, 3 * d}, dt, dev);
     ops::split_heads_backward({dq, dk, dv}, dqkv, split_options(true, 0));
-    return qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});
+    Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});
+    if (!config_.rope) {
+      // Without rotation the key bias adds q.b_k to all of a query's scores,
+      // which softmax cancels: its gradient is exactly zero, and the fp32
+      // round-off it would otherwise collect is what Adam (dividing by the
+      // gradient's size) turns into steps of ~lr.
+      Tensor db = qkv_->bias_grad().narrow(d, d);
+      db.zero_();
+    }
+    return dx;
   }
   Tensor dqp = Tensor::empty({B_, Tq_, d}, dt, dev);
   ops::split_heads_backward({dq}, dqp, split_options(false, 0));
@@ -130,6 +139,8 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   o.part0_scale = 1.0f;
   ops::split_heads_backward({dk, dv}, dkv, o);
   Tensor dmem = kv_->backward(dkv.view({B_ * Tk_, 2 * d})).view({B_, Tk_, d});
+  Tensor dbk = kv_->bias_grad().narrow(0, d);  // the key bias: zero gradient, as above
+  dbk.zero_();
   ROTOR_CHECK(d_memory && d_memory->defined(), "cross-attention backward needs d_memory");
   // Several decoder layers attend to the same memory: their gradients add up.
   ops::add(*d_memory, dmem, *d_memory);

@@ -22,6 +22,7 @@ std::string state_json(const TrainerState& s) {
   v.set("format", "rotor-trainer-state-1");
   v.set("step", s.step);
   v.set("micro_step", s.micro_step);
+  v.set("world_size", s.world_size);
   v.set("epoch", s.position.epoch);
   v.set("batch_index", s.position.batch_index);
   v.set("loss_scale", s.loss_scale);
@@ -162,6 +163,7 @@ TrainerState load_trainer_state(const std::string& dir) {
   try {
     s.step = v.at("step").as_int();
     s.micro_step = v.at("micro_step").as_int();
+    if (const json::Value* w = v.find("world_size")) s.world_size = static_cast<int>(w->as_int());
     s.position.epoch = static_cast<uint64_t>(v.at("epoch").as_int());
     s.position.batch_index = static_cast<uint64_t>(v.at("batch_index").as_int());
     s.loss_scale = v.at("loss_scale").as_double();

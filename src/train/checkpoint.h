@@ -20,8 +20,10 @@ namespace rotor::train {
 
 struct TrainerState {
   int64_t step = 0;        // updates done
-  int64_t micro_step = 0;  // micro-batches done (keys the dropout streams)
-  data::BatchPosition position;
+  int64_t micro_step = 0;  // micro-batches done per rank (keys the dropout streams)
+  data::BatchPosition position;  // of rank 0's batch stream
+  int world_size = 1;            // of the run that saved it: position and
+                                 // micro_step are per rank of that world
   double loss_scale = 1.0;
   int64_t skipped_steps = 0;
   double best_valid_loss = 0;  // 0 = none yet

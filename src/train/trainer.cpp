@@ -131,6 +131,20 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       load_weights(dir, store);
       load_optimizer(dir, optimizer);
       state = load_trainer_state(dir);
+      if (state.world_size != world) {
+        // Checkpoints are independent of the world size: rank r of W reads
+        // batches r, r+W, ... and keys dropout by the global micro-batch, so
+        // the global counts carry over when the global batch is the same.
+        const int64_t global_batches = static_cast<int64_t>(state.position.batch_index) * state.world_size;
+        const int64_t global_micro = state.micro_step * state.world_size;
+        if (global_batches % world != 0 || global_micro % world != 0)
+          ROTOR_FAIL("{}: saved by {} ranks at batch {} of epoch {}; {} ranks cannot continue the "
+                     "same batch stream (keep world_size x train.update_freq the same)",
+                     dir, state.world_size, global_batches, state.position.epoch + 1, world);
+        log().info("resuming a {}-rank checkpoint on {} rank(s)", state.world_size, world);
+        state.position.batch_index = static_cast<uint64_t>(global_batches / world);
+        state.micro_step = global_micro / world;
+      }
       task->set_position(state.position);
       log().info("resumed from {} at update {}", dir, state.step);
     }
@@ -145,6 +159,7 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
     if (sharded) sharded->export_to(optimizer, 0);  // collective: full moments on rank 0
     if (!rank0) return;
     state.position = task->position();
+    state.world_size = world;
     CheckpointContents cc;
     cc.params = &store;
     cc.optimizer = &optimizer;
