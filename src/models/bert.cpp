@@ -23,6 +23,7 @@ BertConfig bert_config(const Config& c, int64_t vocab_size) {
   b.num_layers = c.model.encoder_layers;
   b.layer.d_model = c.model.d_model;
   b.layer.n_heads = c.model.n_heads;
+  b.layer.impl = nn::parse_attention_impl(std::string(to_string(c.attention.impl)));
   b.layer.d_ff = c.model.d_ff;
   b.layer.activation =
       c.model.activation == Activation::Gelu ? ops::Activation::GELU : ops::Activation::ReLU;

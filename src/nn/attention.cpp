@@ -41,6 +41,14 @@ ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t 
   return o;
 }
 
+AttentionImpl parse_attention_impl(const std::string& name) {
+  if (name == "auto") return AttentionImpl::Auto;
+  if (name == "rotor") return AttentionImpl::Rotor;
+  if (name == "cudnn") return AttentionImpl::Cudnn;
+  if (name == "reference") return AttentionImpl::Reference;
+  ROTOR_FAIL("attention.impl: unknown '{}' (expected auto, rotor, cudnn or reference)", name);
+}
+
 bool MultiHeadAttention::use_flash(const Tensor& q) const {
   switch (config_.impl) {
     case AttentionImpl::Reference: return false;

@@ -24,6 +24,8 @@ namespace rotor::nn {
 //   Cudnn:     cuDNN SDPA (not built yet: an error).
 //   Auto:      Rotor where its kernels cover the head dim, else Reference.
 enum class AttentionImpl { Reference, Rotor, Cudnn, Auto };
+// "auto" | "rotor" | "cudnn" | "reference" (the config key attention.impl).
+AttentionImpl parse_attention_impl(const std::string& name);
 
 struct AttentionConfig {
   int64_t d_model = 512;

@@ -16,6 +16,7 @@ AttentionConfig attention_config(const BertLayerConfig& c) {
   a.rope = c.rope;
   a.rope_base = c.rope_base;
   a.dropout = c.attention_dropout;
+  a.impl = c.impl;
   return a;
 }
 

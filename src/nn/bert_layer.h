@@ -32,6 +32,7 @@ struct BertLayerConfig {
   bool rope = false;
   float rope_base = 10000.0f;
   double init_std = 0.02;
+  AttentionImpl impl = AttentionImpl::Auto;  // attention core (config key attention.impl)
 };
 
 class BertLayer {

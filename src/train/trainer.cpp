@@ -40,6 +40,7 @@ models::TransformerConfig transformer_config(const Config& c, int64_t vocab_size
   t.layer.post_norm = c.model.norm == NormPlacement::Post;
   t.layer.layer_norm_eps = static_cast<float>(c.model.layer_norm_eps);
   t.layer.rope_base = static_cast<float>(c.model.rope_base);
+  t.layer.impl = nn::parse_attention_impl(std::string(to_string(c.attention.impl)));
   t.position = nn::parse_position_kind(std::string(to_string(c.model.position)));
   t.max_positions = c.model.max_positions;
   t.scale_embeddings = c.model.scale_embeddings;
