@@ -12,63 +12,17 @@
 #include <vector>
 
 #include "core/philox.h"
+#include "ops/attention_common.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
 
 namespace {
 
-struct Dims {
-  int64_t B, H, Tq, Tk, D;
-};
-
-Dims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
-                     const char* op) {
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
-    ROTOR_FAIL("{}: q, k, v must be [B, H, T, D], got {}, {}, {}", op, shape_str(q.shape()),
-               shape_str(k.shape()), shape_str(v.shape()));
-  const Dims d{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
-  if (k.shape() != Shape{d.B, d.H, d.Tk, d.D} || v.shape() != k.shape())
-    ROTOR_FAIL("{}: with q {} expected k and v [{}, {}, Tk, {}], got {} and {}", op,
-               shape_str(q.shape()), d.B, d.H, d.D, shape_str(k.shape()), shape_str(v.shape()));
-  if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) ROTOR_FAIL("{}: q, k, v dtypes differ", op);
-  check_same_device(q, k, op);
-  check_same_device(q, v, op);
-  if (o.key_lengths.defined()) {
-    if (o.key_lengths.dtype() != DType::I32 || o.key_lengths.numel() != d.B)
-      ROTOR_FAIL("{}: key_lengths must be i32 [{}], got {}", op, d.B, o.key_lengths.str());
-    check_same_device(q, o.key_lengths, op);
-  }
-  if (!(o.dropout >= 0.0f && o.dropout < 1.0f))
-    ROTOR_FAIL("{}: dropout must be in [0, 1), got {}", op, o.dropout);
-  return d;
-}
-
-void check_like(const Tensor& t, const Shape& shape, const Tensor& q, const char* what) {
-  check_shape(t, shape, what);
-  if (t.dtype() != q.dtype()) ROTOR_FAIL("{}: dtype {} differs from q's", what, t.str());
-  check_same_device(t, q, what);
-}
-
-// Visible keys of batch row b: j < key_length, and j <= i + (Tk - Tq) when causal.
-std::vector<int64_t> key_lengths_host(const Dims& d, const AttentionOptions& o, const char* op) {
-  std::vector<int64_t> len(static_cast<size_t>(d.B), d.Tk);
-  if (!o.key_lengths.defined()) return len;
-  const int32_t* p = o.key_lengths.data<int32_t>();
-  for (int64_t b = 0; b < d.B; ++b) {
-    if (p[b] < 0 || p[b] > d.Tk)
-      ROTOR_FAIL("{}: key_lengths[{}] = {} outside [0, {}]", op, b, p[b], d.Tk);
-    len[static_cast<size_t>(b)] = p[b];
-  }
-  return len;
-}
-
-// Number of visible keys for query i (the visible ones are 0..n-1).
-inline int64_t visible_keys(const Dims& d, bool causal, int64_t key_len, int64_t i) {
-  int64_t n = key_len;
-  if (causal) n = std::min(n, std::max<int64_t>(0, i + (d.Tk - d.Tq) + 1));
-  return n;
-}
+using detail::check_like;
+using detail::key_lengths_host;
+using detail::visible_keys;
+using Dims = detail::AttentionDims;
 
 // Dropout keep-and-scale factor of probs element (b, h, i, j): 0 or 1/(1-p).
 inline float dropout_factor(const AttentionOptions& o, uint64_t flat_index) {
@@ -81,7 +35,7 @@ inline float dropout_factor(const AttentionOptions& o, uint64_t flat_index) {
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionOptions& options, Tensor& out, Tensor& probs) {
-  const Dims d = check_attention(q, k, v, options, "attention_forward");
+  const Dims d = detail::check_attention_args(q, k, v, options, "attention_forward");
   check_like(out, q.shape(), q, "attention_forward out");
   check_like(probs, {d.B, d.H, d.Tq, d.Tk}, q, "attention_forward probs");
   ROTOR_DISPATCH_CUDA(q, attention_forward(q, k, v, options, out, probs));
@@ -141,7 +95,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                         const Tensor& dout, const AttentionOptions& options, Tensor& dq, Tensor& dk,
                         Tensor& dv) {
-  const Dims d = check_attention(q, k, v, options, "attention_backward");
+  const Dims d = detail::check_attention_args(q, k, v, options, "attention_backward");
   check_like(probs, {d.B, d.H, d.Tq, d.Tk}, q, "attention_backward probs");
   check_like(dout, q.shape(), q, "attention_backward dout");
   check_like(dq, q.shape(), q, "attention_backward dq");

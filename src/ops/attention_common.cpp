@@ -1,0 +1,48 @@
+#include "ops/attention_common.h"
+
+#include "ops/dispatch.h"
+
+namespace rotor::ops::detail {
+
+AttentionDims check_attention_args(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                     const char* op) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
+    ROTOR_FAIL("{}: q, k, v must be [B, H, T, D], got {}, {}, {}", op, shape_str(q.shape()),
+               shape_str(k.shape()), shape_str(v.shape()));
+  const AttentionDims d{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
+  if (k.shape() != Shape{d.B, d.H, d.Tk, d.D} || v.shape() != k.shape())
+    ROTOR_FAIL("{}: with q {} expected k and v [{}, {}, Tk, {}], got {} and {}", op,
+               shape_str(q.shape()), d.B, d.H, d.D, shape_str(k.shape()), shape_str(v.shape()));
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) ROTOR_FAIL("{}: q, k, v dtypes differ", op);
+  check_same_device(q, k, op);
+  check_same_device(q, v, op);
+  if (o.key_lengths.defined()) {
+    if (o.key_lengths.dtype() != DType::I32 || o.key_lengths.numel() != d.B)
+      ROTOR_FAIL("{}: key_lengths must be i32 [{}], got {}", op, d.B, o.key_lengths.str());
+    check_same_device(q, o.key_lengths, op);
+  }
+  if (!(o.dropout >= 0.0f && o.dropout < 1.0f))
+    ROTOR_FAIL("{}: dropout must be in [0, 1), got {}", op, o.dropout);
+  return d;
+}
+
+void check_like(const Tensor& t, const Shape& shape, const Tensor& q, const char* what) {
+  check_shape(t, shape, what);
+  if (t.dtype() != q.dtype()) ROTOR_FAIL("{}: dtype {} differs from q's", what, t.str());
+  check_same_device(t, q, what);
+}
+
+// Visible keys of batch row b: j < key_length, and j <= i + (Tk - Tq) when causal.
+std::vector<int64_t> key_lengths_host(const AttentionDims& d, const AttentionOptions& o, const char* op) {
+  std::vector<int64_t> len(static_cast<size_t>(d.B), d.Tk);
+  if (!o.key_lengths.defined()) return len;
+  const int32_t* p = o.key_lengths.data<int32_t>();
+  for (int64_t b = 0; b < d.B; ++b) {
+    if (p[b] < 0 || p[b] > d.Tk)
+      ROTOR_FAIL("{}: key_lengths[{}] = {} outside [0, {}]", op, b, p[b], d.Tk);
+    len[static_cast<size_t>(b)] = p[b];
+  }
+  return len;
+}
+
+}  // namespace rotor::ops::detail
