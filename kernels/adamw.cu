@@ -7,8 +7,7 @@ namespace rotor::kernels {
 namespace {
 
 template <class G>
-__global__ void adamw_kernel(float* p, const G* grads, float* m, float* v, int64_t n,
-                             AdamWArgs a) {
+__global__ void adamw_kernel(float* p, const G* grads, float* m, float* v, int64_t n, AdamWArgs a) {
   const float grad_scale = a.device_scale ? a.grad_scale * a.device_scale[0] : a.grad_scale;
   const float b1 = a.beta1, b2 = a.beta2;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;

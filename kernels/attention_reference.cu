@@ -31,8 +31,8 @@ __device__ __forceinline__ float keep_factor(const AttentionMask& m, float keep_
 }
 
 template <class T>
-__global__ void attn_softmax_fwd_kernel(const float* scores, T* probs, T* dropped,
-                                        AttentionMask m, int64_t rows, float keep_scale) {
+__global__ void attn_softmax_fwd_kernel(const float* scores, T* probs, T* dropped, AttentionMask m,
+                                        int64_t rows, float keep_scale) {
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t n = visible_keys(m, r);
@@ -60,13 +60,13 @@ __global__ void attn_dropout_probs_kernel(const T* probs, T* dropped, AttentionM
                                           int64_t total, float keep_scale) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x)
-    dropped[e] = from_f32<T>(to_f32(probs[e]) * keep_factor(m, keep_scale, static_cast<uint64_t>(e)));
+    dropped[e] =
+        from_f32<T>(to_f32(probs[e]) * keep_factor(m, keep_scale, static_cast<uint64_t>(e)));
 }
 
 template <class T>
-__global__ void attn_softmax_bwd_kernel(const T* probs, const float* dp_dropped, T* ds,
-                                        float scale, AttentionMask m, int64_t rows,
-                                        float keep_scale) {
+__global__ void attn_softmax_bwd_kernel(const T* probs, const float* dp_dropped, T* ds, float scale,
+                                        AttentionMask m, int64_t rows, float keep_scale) {
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t n = visible_keys(m, r);
@@ -89,8 +89,12 @@ __global__ void attn_softmax_bwd_kernel(const T* probs, const float* dp_dropped,
   }
 }
 
-unsigned row_grid(int64_t rows) { return static_cast<unsigned>(rows < (1 << 30) ? rows : (1 << 30)); }
-float keep_scale_of(const AttentionMask& m) { return m.dropout > 0.0f ? 1.0f / (1.0f - m.dropout) : 1.0f; }
+unsigned row_grid(int64_t rows) {
+  return static_cast<unsigned>(rows < (1 << 30) ? rows : (1 << 30));
+}
+float keep_scale_of(const AttentionMask& m) {
+  return m.dropout > 0.0f ? 1.0f / (1.0f - m.dropout) : 1.0f;
+}
 
 }  // namespace
 
@@ -98,10 +102,10 @@ cudaError_t attention_softmax_forward(const float* scores, void* probs, void* dr
                                       const AttentionMask& m, cudaStream_t stream) {
   const int64_t rows = m.B * m.H * m.Tq;
   if (rows <= 0 || m.Tk <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     attn_softmax_fwd_kernel<T><<<row_grid(rows), row_threads(m.Tk, 256), 0, stream>>>(
-                         scores, static_cast<T*>(probs), static_cast<T*>(dropped), m, rows,
-                         keep_scale_of(m)));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      attn_softmax_fwd_kernel<T><<<row_grid(rows), row_threads(m.Tk, 256), 0, stream>>>(
+          scores, static_cast<T*>(probs), static_cast<T*>(dropped), m, rows, keep_scale_of(m)));
   return cudaGetLastError();
 }
 
@@ -109,10 +113,10 @@ cudaError_t attention_dropout_probs(const void* probs, void* dropped, DType dt,
                                     const AttentionMask& m, cudaStream_t stream) {
   const int64_t total = m.B * m.H * m.Tq * m.Tk;
   if (total <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     attn_dropout_probs_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
-                         static_cast<const T*>(probs), static_cast<T*>(dropped), m, total,
-                         keep_scale_of(m)));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      attn_dropout_probs_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
+          static_cast<const T*>(probs), static_cast<T*>(dropped), m, total, keep_scale_of(m)));
   return cudaGetLastError();
 }
 
@@ -122,7 +126,8 @@ cudaError_t attention_softmax_backward(const void* probs, const float* dp_droppe
   const int64_t rows = m.B * m.H * m.Tq;
   if (rows <= 0 || m.Tk <= 0) return cudaSuccess;
   ROTOR_FLOAT_SWITCH(dt, T,
-                     attn_softmax_bwd_kernel<T><<<row_grid(rows), row_threads(m.Tk, 256), 0, stream>>>(
+                     attn_softmax_bwd_kernel<T>
+                     <<<row_grid(rows), row_threads(m.Tk, 256), 0, stream>>>(
                          static_cast<const T*>(probs), dp_dropped, static_cast<T*>(ds), scale, m,
                          rows, keep_scale_of(m)));
   return cudaGetLastError();

@@ -14,7 +14,7 @@ namespace rotor::kernels {
 
 struct AttentionMask {
   int64_t B = 0, H = 0, Tq = 0, Tk = 0;
-  bool causal = false;               // query i sees keys j <= i + (Tk - Tq)
+  bool causal = false;                   // query i sees keys j <= i + (Tk - Tq)
   const int32_t* key_lengths = nullptr;  // optional [B] on the device (clamped to [0, Tk])
   float dropout = 0.0f;
   uint64_t seed = 0, stream_id = 0;

@@ -14,16 +14,26 @@
 namespace rotor::kernels {
 
 // ---- fp32 load/store ---------------------------------------------------------
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_f32(__half x) {
+  return __half2float(x);
+}
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
 
 template <class T>
 __device__ __forceinline__ T from_f32(float x);
 template <>
-__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+__device__ __forceinline__ float from_f32<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half from_f32<__half>(float x) {
+  return __float2half_rn(x);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
@@ -34,16 +44,25 @@ __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
 // the activations are 16-bit).
 __device__ __forceinline__ float load_any(const void* p, DType t, int64_t i) {
   switch (t) {
-    case DType::F16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
+    case DType::F16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case DType::BF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
   }
 }
 __device__ __forceinline__ void store_any(void* p, DType t, int64_t i, float v) {
   switch (t) {
-    case DType::F16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case DType::BF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(p)[i] = v; break;
+    case DType::F16:
+      static_cast<__half*>(p)[i] = __float2half_rn(v);
+      break;
+    case DType::BF16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+      break;
+    default:
+      static_cast<float*>(p)[i] = v;
+      break;
   }
 }
 
@@ -107,19 +126,20 @@ inline int row_threads(int64_t n, int max_threads = 256) {
 
 // Runs `...` with T bound to the storage type of floating dtype `dt`; an
 // unsupported dtype makes the enclosing launcher return cudaErrorInvalidValue.
-#define ROTOR_FLOAT_SWITCH(dt, T, ...)                 \
-  switch (dt) {                                        \
-    case ::rotor::DType::F32: {                        \
-      using T = float;                                 \
-      __VA_ARGS__;                                     \
-    } break;                                           \
-    case ::rotor::DType::F16: {                        \
-      using T = __half;                                \
-      __VA_ARGS__;                                     \
-    } break;                                           \
-    case ::rotor::DType::BF16: {                       \
-      using T = __nv_bfloat16;                         \
-      __VA_ARGS__;                                     \
-    } break;                                           \
-    default: return cudaErrorInvalidValue;             \
+#define ROTOR_FLOAT_SWITCH(dt, T, ...) \
+  switch (dt) {                        \
+    case ::rotor::DType::F32: {        \
+      using T = float;                 \
+      __VA_ARGS__;                     \
+    } break;                           \
+    case ::rotor::DType::F16: {        \
+      using T = __half;                \
+      __VA_ARGS__;                     \
+    } break;                           \
+    case ::rotor::DType::BF16: {       \
+      using T = __nv_bfloat16;         \
+      __VA_ARGS__;                     \
+    } break;                           \
+    default:                           \
+      return cudaErrorInvalidValue;    \
   }

@@ -70,7 +70,9 @@ __global__ void ce_bwd_kernel(const T* logits, const int32_t* targets, const flo
   }
 }
 
-unsigned row_grid(int64_t rows) { return static_cast<unsigned>(rows < (1 << 30) ? rows : (1 << 30)); }
+unsigned row_grid(int64_t rows) {
+  return static_cast<unsigned>(rows < (1 << 30) ? rows : (1 << 30));
+}
 
 }  // namespace
 
@@ -94,11 +96,11 @@ cudaError_t cross_entropy_backward(const void* logits, DType dt, const int32_t* 
   if (rows <= 0 || vocab <= 0) return cudaSuccess;
   const double on = 1.0 - smoothing;
   const double off = vocab > 1 ? static_cast<double>(smoothing) / (vocab - 1) : 0.0;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     ce_bwd_kernel<T><<<row_grid(rows), row_threads(vocab, 512), 0, stream>>>(
-                         static_cast<const T*>(logits), targets, lse, rows, vocab,
-                         static_cast<float>(on), static_cast<float>(off), ignore_index, grad_scale,
-                         static_cast<T*>(dlogits)));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      ce_bwd_kernel<T><<<row_grid(rows), row_threads(vocab, 512), 0, stream>>>(
+          static_cast<const T*>(logits), targets, lse, rows, vocab, static_cast<float>(on),
+          static_cast<float>(off), ignore_index, grad_scale, static_cast<T*>(dlogits)));
   return cudaGetLastError();
 }
 

@@ -102,9 +102,10 @@ __global__ void index_select_kernel(const W* __restrict__ src, const int32_t* __
 cudaError_t kv_cache_write(const void* src, void* cache, int64_t BH, int64_t Tmax, int64_t D,
                            int64_t position, DType dt, cudaStream_t stream) {
   if (BH * D == 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     kv_cache_write_kernel<T><<<grid_for(BH * D), kThreads, 0, stream>>>(
-                         static_cast<const T*>(src), static_cast<T*>(cache), BH, Tmax, D, position));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      kv_cache_write_kernel<T><<<grid_for(BH * D), kThreads, 0, stream>>>(
+          static_cast<const T*>(src), static_cast<T*>(cache), BH, Tmax, D, position));
   return cudaGetLastError();
 }
 
@@ -113,12 +114,11 @@ cudaError_t decode_attention(const void* q, const void* k_cache, const void* v_c
                              cudaStream_t stream) {
   if (D > kMaxColsPerLane * 32 || BH > 2147483647 || length > Tmax) return cudaErrorInvalidValue;
   if (BH == 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     decode_attention_kernel<T><<<static_cast<unsigned>(BH), kDecodeWarps * 32, 0,
-                                                  stream>>>(
-                         static_cast<const T*>(q), static_cast<const T*>(k_cache),
-                         static_cast<const T*>(v_cache), static_cast<T*>(out), Tmax,
-                         static_cast<int>(D), length));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      decode_attention_kernel<T><<<static_cast<unsigned>(BH), kDecodeWarps * 32, 0, stream>>>(
+          static_cast<const T*>(q), static_cast<const T*>(k_cache), static_cast<const T*>(v_cache),
+          static_cast<T*>(out), Tmax, static_cast<int>(D), length));
   return cudaGetLastError();
 }
 

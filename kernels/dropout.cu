@@ -15,10 +15,10 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, float p, float keep_
   for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
        g += int64_t(gridDim.x) * blockDim.x) {
     const uint64_t block = static_cast<uint64_t>(g);
-    const Philox4 r = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                                    static_cast<uint32_t>(stream_id),
-                                    static_cast<uint32_t>(stream_id >> 32),
-                                    static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+    const Philox4 r =
+        philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                      static_cast<uint32_t>(stream_id), static_cast<uint32_t>(stream_id >> 32),
+                      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 #pragma unroll
     for (int lane = 0; lane < 4; ++lane) {
       const int64_t i = 4 * g + lane;
@@ -41,10 +41,10 @@ cudaError_t dropout_apply(const void* x, void* y, DType dt, int64_t n, float p, 
                            stream);
   }
   const float keep_scale = 1.0f / (1.0f - p);  // as the CPU computes it
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     dropout_kernel<T><<<grid_for((n + 3) / 4), kThreads, 0, stream>>>(
-                         static_cast<const T*>(x), static_cast<T*>(y), n, p, keep_scale, seed,
-                         stream_id));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      dropout_kernel<T><<<grid_for((n + 3) / 4), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), n, p, keep_scale, seed, stream_id));
   return cudaGetLastError();
 }
 

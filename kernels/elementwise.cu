@@ -11,23 +11,27 @@ constexpr float kGeluA = 0.044715f;
 
 __device__ __forceinline__ float act_fwd(float x, Act act) {
   switch (act) {
-    case Act::ReLU: return x > 0.0f ? x : 0.0f;
+    case Act::ReLU:
+      return x > 0.0f ? x : 0.0f;
     case Act::GELU: {
       float t = tanhf(kGeluC * (x + kGeluA * x * x * x));
       return 0.5f * x * (1.0f + t);
     }
-    default: return x;
+    default:
+      return x;
   }
 }
 __device__ __forceinline__ float act_grad(float x, Act act) {
   switch (act) {
-    case Act::ReLU: return x > 0.0f ? 1.0f : 0.0f;
+    case Act::ReLU:
+      return x > 0.0f ? 1.0f : 0.0f;
     case Act::GELU: {
       float t = tanhf(kGeluC * (x + kGeluA * x * x * x));
       float dinner = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
       return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
     }
-    default: return 1.0f;
+    default:
+      return 1.0f;
   }
 }
 
@@ -96,8 +100,8 @@ __global__ void act_bwd_kernel(const T* dy, const T* x, T* dx, int64_t n, Act ac
 template <class S>
 cudaError_t cast_from(const S* src, void* dst, DType dst_dt, int64_t n, cudaStream_t stream) {
   ROTOR_FLOAT_SWITCH(dst_dt, D,
-                     cast_kernel<S, D><<<grid_for(n), kThreads, 0, stream>>>(
-                         src, static_cast<D*>(dst), n));
+                     cast_kernel<S, D>
+                     <<<grid_for(n), kThreads, 0, stream>>>(src, static_cast<D*>(dst), n));
   return cudaGetLastError();
 }
 
@@ -108,22 +112,22 @@ cudaError_t fill(void* x, DType dt, int64_t n, float value, cudaStream_t stream)
   switch (dt) {
     case DType::I32:
       fill_kernel<int32_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<int32_t*>(x), n,
-                                                                  static_cast<int32_t>(value));
+                                                                 static_cast<int32_t>(value));
       break;
     case DType::U8:
       fill_kernel<uint8_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint8_t*>(x), n,
-                                                                  static_cast<uint8_t>(value));
+                                                                 static_cast<uint8_t>(value));
       break;
     case DType::F32:
       fill_kernel<float><<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(x), n, value);
       break;
     case DType::F16:
       fill_kernel<uint16_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(x), n,
-                                                                   float_to_half_bits(value));
+                                                                  float_to_half_bits(value));
       break;
     case DType::BF16:
       fill_kernel<uint16_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(x), n,
-                                                                   float_to_bf16_bits(value));
+                                                                  float_to_bf16_bits(value));
       break;
   }
   return cudaGetLastError();
@@ -132,30 +136,33 @@ cudaError_t fill(void* x, DType dt, int64_t n, float value, cudaStream_t stream)
 cudaError_t cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n,
                  cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(src_dt, S, return cast_from<S>(static_cast<const S*>(src), dst, dst_dt, n, stream));
+  ROTOR_FLOAT_SWITCH(src_dt, S,
+                     return cast_from<S>(static_cast<const S*>(src), dst, dst_dt, n, stream));
   return cudaGetLastError();
 }
 
 cudaError_t add(const void* a, const void* b, void* out, DType dt, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     binary_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(
-                         static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      binary_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(
+          static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n));
   return cudaGetLastError();
 }
 
 cudaError_t mul(const void* a, const void* b, void* out, DType dt, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     binary_kernel<T, true><<<grid_for(n), kThreads, 0, stream>>>(
-                         static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      binary_kernel<T, true><<<grid_for(n), kThreads, 0, stream>>>(
+          static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n));
   return cudaGetLastError();
 }
 
 cudaError_t scale(void* x, DType dt, int64_t n, float s, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     scale_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(x), n, s));
+  ROTOR_FLOAT_SWITCH(
+      dt, T, scale_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(x), n, s));
   return cudaGetLastError();
 }
 
@@ -168,8 +175,8 @@ cudaError_t axpby(float alpha, const void* x, float beta, void* y, DType dt, int
   return cudaGetLastError();
 }
 
-cudaError_t add_bias(void* x, DType dt, const void* bias, DType bias_dt, int64_t rows,
-                     int64_t cols, cudaStream_t stream) {
+cudaError_t add_bias(void* x, DType dt, const void* bias, DType bias_dt, int64_t rows, int64_t cols,
+                     cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   ROTOR_FLOAT_SWITCH(dt, T,
                      add_bias_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(
@@ -189,10 +196,10 @@ cudaError_t activation_forward(const void* x, void* y, DType dt, int64_t n, Act 
 cudaError_t activation_backward(const void* dy, const void* x, void* dx, DType dt, int64_t n,
                                 Act act, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     act_bwd_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-                         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(dx),
-                         n, act));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      act_bwd_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+          static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(dx), n, act));
   return cudaGetLastError();
 }
 

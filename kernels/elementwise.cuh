@@ -24,8 +24,8 @@ cudaError_t scale(void* x, DType dt, int64_t n, float s, cudaStream_t stream);
 cudaError_t axpby(float alpha, const void* x, float beta, void* y, DType dt, int64_t n,
                   cudaStream_t stream);
 // x[rows, cols] += bias[cols]; bias may have another floating dtype.
-cudaError_t add_bias(void* x, DType dt, const void* bias, DType bias_dt, int64_t rows,
-                     int64_t cols, cudaStream_t stream);
+cudaError_t add_bias(void* x, DType dt, const void* bias, DType bias_dt, int64_t rows, int64_t cols,
+                     cudaStream_t stream);
 // y = act(x). GELU is the tanh approximation.
 cudaError_t activation_forward(const void* x, void* y, DType dt, int64_t n, Act act,
                                cudaStream_t stream);

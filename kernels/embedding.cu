@@ -57,7 +57,9 @@ int key_bits(int64_t vocab) {
   return bits;
 }
 
-size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
+size_t align_up(size_t x) {
+  return (x + 255) & ~size_t(255);
+}
 
 struct Layout {
   size_t keys_in, keys_out, pos_in, pos_out, temp, temp_bytes, total;
@@ -65,11 +67,10 @@ struct Layout {
 
 Layout layout(int64_t n, int64_t vocab) {
   size_t temp_bytes = 0;
-  cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, static_cast<const uint32_t*>(nullptr),
-                                  static_cast<uint32_t*>(nullptr),
-                                  static_cast<const int32_t*>(nullptr),
-                                  static_cast<int32_t*>(nullptr), static_cast<int>(n), 0,
-                                  key_bits(vocab));
+  cub::DeviceRadixSort::SortPairs(
+      nullptr, temp_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(n), 0,
+      key_bits(vocab));
   Layout l{};
   const size_t words = align_up(static_cast<size_t>(n) * 4);
   l.keys_in = 0;
@@ -85,11 +86,13 @@ Layout layout(int64_t n, int64_t vocab) {
 }  // namespace
 
 cudaError_t embedding_forward(const int32_t* ids, int64_t n, const void* table, DType dt,
-                              int64_t vocab, int64_t d, float scale, void* out, cudaStream_t stream) {
+                              int64_t vocab, int64_t d, float scale, void* out,
+                              cudaStream_t stream) {
   if (n <= 0 || d <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     embedding_fwd_kernel<T><<<grid_for(n * d), kThreads, 0, stream>>>(
-                         ids, n, static_cast<const T*>(table), vocab, d, scale, static_cast<T*>(out)));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      embedding_fwd_kernel<T><<<grid_for(n * d), kThreads, 0, stream>>>(
+          ids, n, static_cast<const T*>(table), vocab, d, scale, static_cast<T*>(out)));
   return cudaGetLastError();
 }
 

@@ -13,7 +13,8 @@ namespace rotor::kernels {
 // out[i, :] = table[ids[i], :] * scale. An id outside [0, V) cannot raise an
 // error without a host synchronization: its row is written as zeros.
 cudaError_t embedding_forward(const int32_t* ids, int64_t n, const void* table, DType dt,
-                              int64_t vocab, int64_t d, float scale, void* out, cudaStream_t stream);
+                              int64_t vocab, int64_t d, float scale, void* out,
+                              cudaStream_t stream);
 
 // Workspace for the backward (a radix sort of the ids).
 size_t embedding_backward_workspace(int64_t n, int64_t vocab);

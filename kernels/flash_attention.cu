@@ -58,7 +58,8 @@ __device__ __forceinline__ int64_t visible_keys(const FlashParams& p, int64_t ke
   return n;
 }
 
-__device__ __forceinline__ float keep_factor(const FlashParams& p, float keep_scale, uint64_t flat) {
+__device__ __forceinline__ float keep_factor(const FlashParams& p, float keep_scale,
+                                             uint64_t flat) {
   if (p.dropout == 0.0f) return 1.0f;
   return philox_uniform(p.seed, p.stream_id, flat) >= p.dropout ? keep_scale : 0.0f;
 }
@@ -96,10 +97,10 @@ __global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
   constexpr int BQ = FwdTile<D>::BQ, BK = FwdTile<D>::BK, LD = D + 1, LP = BK + 1;
   constexpr int KPT = BK / 4, CPT = D / 4;  // keys and output columns per thread
   extern __shared__ float smem[];
-  float* sQ = smem;            // [BQ, LD]
-  float* sK = sQ + BQ * LD;    // [BK, LD]
-  float* sV = sK + BK * LD;    // [BK, LD]
-  float* sP = sV + BK * LD;    // [BQ, LP] probabilities o dropout of the current tile
+  float* sQ = smem;          // [BQ, LD]
+  float* sK = sQ + BQ * LD;  // [BK, LD]
+  float* sV = sK + BK * LD;  // [BK, LD]
+  float* sP = sV + BK * LD;  // [BQ, LP] probabilities o dropout of the current tile
 
   const int64_t bh = blockIdx.y, b = bh / p.H;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * BQ;
@@ -155,7 +156,8 @@ __global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
       const float pr = s[t] == -INFINITY ? 0.0f : expf(s[t] - m_new);
       sum += pr;
       sP[r * LP + jj] =
-          pr == 0.0f ? 0.0f : pr * keep_factor(p, keep_scale, row_flat + static_cast<uint64_t>(j0 + jj));
+          pr == 0.0f ? 0.0f
+                     : pr * keep_factor(p, keep_scale, row_flat + static_cast<uint64_t>(j0 + jj));
     }
     sum = quad_sum(sum);
     l = l * alpha + sum;
@@ -210,14 +212,14 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
   constexpr int BQ = BwdTile<D>::BQ, BK = BwdTile<D>::BK, LD = D + 1, LP = BQ + 1;
   constexpr int QPT = BQ / 4, CPT = D / 4;  // queries and columns per thread
   extern __shared__ float smem[];
-  float* sK = smem;              // [BK, LD]
-  float* sV = sK + BK * LD;      // [BK, LD]
-  float* sQ = sV + BK * LD;      // [BQ, LD]
-  float* sdO = sQ + BQ * LD;     // [BQ, LD]
-  float* sP = sdO + BQ * LD;     // [BK, LP] P o dropout (transposed: key rows)
-  float* sdS = sP + BK * LP;     // [BK, LP] scale * dS
-  float* sL = sdS + BK * LP;     // [BQ] lse
-  float* sDel = sL + BQ;         // [BQ] delta
+  float* sK = smem;           // [BK, LD]
+  float* sV = sK + BK * LD;   // [BK, LD]
+  float* sQ = sV + BK * LD;   // [BQ, LD]
+  float* sdO = sQ + BQ * LD;  // [BQ, LD]
+  float* sP = sdO + BQ * LD;  // [BK, LP] P o dropout (transposed: key rows)
+  float* sdS = sP + BK * LP;  // [BK, LP] scale * dS
+  float* sL = sdS + BK * LP;  // [BQ] lse
+  float* sDel = sL + BQ;      // [BQ] delta
 
   const int64_t bh = blockIdx.y, b = bh / p.H;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * BK;
@@ -322,9 +324,8 @@ template <class T, int D>
 cudaError_t launch_forward(const FlashParams& p, T* out, float* lse, cudaStream_t stream) {
   constexpr int BQ = FwdTile<D>::BQ;
   constexpr size_t smem = fwd_smem_bytes<D>();
-  cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T, D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+  cudaError_t err = cudaFuncSetAttribute(
+      flash_fwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((p.Tq + BQ - 1) / BQ), static_cast<unsigned>(p.B * p.H));
   flash_fwd_kernel<T, D><<<grid, BQ * 4, smem, stream>>>(p, out, lse);
@@ -337,9 +338,8 @@ cudaError_t launch_backward(const FlashParams& p, const float* lse, const T* dou
                             cudaStream_t stream) {
   constexpr int BK = BwdTile<D>::BK;
   constexpr size_t smem = bwd_smem_bytes<D>();
-  cudaError_t err = cudaFuncSetAttribute(flash_bwd_kernel<T, D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+  cudaError_t err = cudaFuncSetAttribute(
+      flash_bwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((p.Tk + BK - 1) / BK), static_cast<unsigned>(p.B * p.H));
   flash_bwd_kernel<T, D><<<grid, BK * 4, smem, stream>>>(p, lse, dout, delta, dk, dv, dq_accum);
@@ -347,21 +347,22 @@ cudaError_t launch_backward(const FlashParams& p, const float* lse, const T* dou
 }
 
 // Runs `...` with the compile-time head dim HD bound to p.D.
-#define ROTOR_HEAD_DIM_SWITCH(d, HD, ...)       \
-  switch (d) {                                  \
-    case 32: {                                  \
-      constexpr int HD = 32;                    \
-      __VA_ARGS__;                              \
-    } break;                                    \
-    case 64: {                                  \
-      constexpr int HD = 64;                    \
-      __VA_ARGS__;                              \
-    } break;                                    \
-    case 128: {                                 \
-      constexpr int HD = 128;                   \
-      __VA_ARGS__;                              \
-    } break;                                    \
-    default: return cudaErrorInvalidValue;      \
+#define ROTOR_HEAD_DIM_SWITCH(d, HD, ...) \
+  switch (d) {                            \
+    case 32: {                            \
+      constexpr int HD = 32;              \
+      __VA_ARGS__;                        \
+    } break;                              \
+    case 64: {                            \
+      constexpr int HD = 64;              \
+      __VA_ARGS__;                        \
+    } break;                              \
+    case 128: {                           \
+      constexpr int HD = 128;             \
+      __VA_ARGS__;                        \
+    } break;                              \
+    default:                              \
+      return cudaErrorInvalidValue;       \
   }
 
 bool valid(const FlashParams& p) {
@@ -379,17 +380,16 @@ cudaError_t flash_attention_forward(const FlashParams& p, void* out, float* lse,
   if (!flash_attention_supports(p.D) || !valid(p)) return cudaErrorInvalidValue;
   if (p.Tq == 0) return cudaSuccess;
   cudaError_t err = cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     ROTOR_HEAD_DIM_SWITCH(p.D, HD,
-                                           err = launch_forward<T, HD>(p, static_cast<T*>(out),
-                                                                       lse, stream)));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      ROTOR_HEAD_DIM_SWITCH(p.D, HD,
+                            err = launch_forward<T, HD>(p, static_cast<T*>(out), lse, stream)));
   return err;
 }
 
 cudaError_t flash_attention_backward(const FlashParams& p, const void* out, const float* lse,
                                      const void* dout, void* dq, void* dk, void* dv,
-                                     float* dq_accum, float* delta, DType dt,
-                                     cudaStream_t stream) {
+                                     float* dq_accum, float* delta, DType dt, cudaStream_t stream) {
   if (!flash_attention_supports(p.D) || !valid(p)) return cudaErrorInvalidValue;
   const int64_t rows = p.B * p.H * p.Tq;
   const int64_t q_elems = rows * p.D;
@@ -409,14 +409,14 @@ cudaError_t flash_attention_backward(const FlashParams& p, const void* out, cons
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
     }
-    ROTOR_HEAD_DIM_SWITCH(p.D, HD,
-                          err = launch_backward<T, HD>(p, lse, static_cast<const T*>(dout), delta,
-                                                       static_cast<T*>(dk), static_cast<T*>(dv),
-                                                       dq_accum, stream));
+    ROTOR_HEAD_DIM_SWITCH(
+        p.D, HD,
+        err = launch_backward<T, HD>(p, lse, static_cast<const T*>(dout), delta,
+                                     static_cast<T*>(dk), static_cast<T*>(dv), dq_accum, stream));
     if (err != cudaSuccess) return err;
     if (q_elems > 0) {
-      flash_cast_kernel<T><<<grid_for(q_elems), kThreads, 0, stream>>>(dq_accum,
-                                                                       static_cast<T*>(dq), q_elems);
+      flash_cast_kernel<T>
+          <<<grid_for(q_elems), kThreads, 0, stream>>>(dq_accum, static_cast<T*>(dq), q_elems);
       err = cudaGetLastError();
     }
   });

@@ -40,7 +40,6 @@ cudaError_t flash_attention_forward(const FlashParams& p, void* out, float* lse,
 // [B, H, Tq] (both overwritten).
 cudaError_t flash_attention_backward(const FlashParams& p, const void* out, const float* lse,
                                      const void* dout, void* dq, void* dk, void* dv,
-                                     float* dq_accum, float* delta, DType dt,
-                                     cudaStream_t stream);
+                                     float* dq_accum, float* delta, DType dt, cudaStream_t stream);
 
 }  // namespace rotor::kernels

@@ -3,13 +3,13 @@
 // so C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T: the operands swap
 // and every layout keeps its storage. The bias of a row-major [m, n] output is
 // then per column-major row (length n), which is what the BIAS epilogues add.
-#include "kernels/gemm_cublaslt.cuh"
-
 #include <cublasLt.h>
 
 #include <array>
 #include <map>
 #include <mutex>
+
+#include "kernels/gemm_cublaslt.cuh"
 
 namespace rotor::kernels {
 namespace {
@@ -18,9 +18,12 @@ constexpr int kMaxDevices = 64;
 
 cudaDataType_t lt_type(DType t) {
   switch (t) {
-    case DType::F16: return CUDA_R_16F;
-    case DType::BF16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
+    case DType::F16:
+      return CUDA_R_16F;
+    case DType::BF16:
+      return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;
   }
 }
 
@@ -82,14 +85,14 @@ struct Pref {
   }
 };
 
-#define ROTOR_LT_TRY(call)                                                \
-  do {                                                                    \
-    cublasStatus_t s_ = (call);                                           \
+#define ROTOR_LT_TRY(call)                                                                  \
+  do {                                                                                      \
+    cublasStatus_t s_ = (call);                                                             \
     if (s_ != CUBLAS_STATUS_SUCCESS) return GemmStatus{static_cast<int>(s_), false, #call}; \
   } while (0)
 
-cublasStatus_t make_layout(Layout& out, cudaDataType_t type, int64_t rows, int64_t cols,
-                           int64_t ld, int64_t batch, int64_t stride) {
+cublasStatus_t make_layout(Layout& out, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld,
+                           int64_t batch, int64_t stride) {
   cublasStatus_t s = cublasLtMatrixLayoutCreate(&out.l, type, static_cast<uint64_t>(rows),
                                                 static_cast<uint64_t>(cols), ld);
   if (s != CUBLAS_STATUS_SUCCESS || batch <= 1) return s;
@@ -114,7 +117,9 @@ GemmStatus run(const GemmArgs& g, int64_t align_batch, void* workspace, cudaStre
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
   const bool has_bias = g.bias != nullptr;
   switch (g.act) {
-    case GemmEpilogue::None: epi = has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT; break;
+    case GemmEpilogue::None:
+      epi = has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+      break;
     case GemmEpilogue::ReLU:
       // RELU_AUX stores a bit mask, not the pre-activation: the caller falls back.
       if (g.aux) return GemmStatus{0, true, "ReLU with a pre-activation output"};
@@ -149,8 +154,8 @@ GemmStatus run(const GemmArgs& g, int64_t align_batch, void* workspace, cudaStre
   ROTOR_LT_TRY(
       cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   if (has_bias) {
-    ROTOR_LT_TRY(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                &g.bias, sizeof(g.bias)));
+    ROTOR_LT_TRY(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                                sizeof(g.bias)));
     int32_t bias_type = static_cast<int32_t>(cd);
     ROTOR_LT_TRY(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                 &bias_type, sizeof(bias_type)));
@@ -177,28 +182,29 @@ GemmStatus run(const GemmArgs& g, int64_t align_batch, void* workspace, cudaStre
   const uint32_t align_c = alignment_of(c_ptr, g.stride_cd, align_batch, cd_size);
   const uint32_t align_d = alignment_of(g.d, g.stride_cd, align_batch, cd_size);
 
-  AlgoKey key{device,
-              static_cast<int64_t>(g.ab_type),
-              static_cast<int64_t>(g.cd_type),
-              g.trans_a,
-              g.trans_b,
-              g.m,
-              g.n,
-              g.k,
-              g.batch,
-              g.stride_a,
-              g.stride_b,
-              g.stride_cd,
-              static_cast<int64_t>(epi),
-              has_bias,
-              g.aux != nullptr,
-              align_first,
-              align_second,
-              align_c,
-              align_d,
-              g.aux ? static_cast<int64_t>(alignment_of(g.aux, g.stride_cd, align_batch, cd_size)) : 0,
-              0,
-              0};
+  AlgoKey key{
+      device,
+      static_cast<int64_t>(g.ab_type),
+      static_cast<int64_t>(g.cd_type),
+      g.trans_a,
+      g.trans_b,
+      g.m,
+      g.n,
+      g.k,
+      g.batch,
+      g.stride_a,
+      g.stride_b,
+      g.stride_cd,
+      static_cast<int64_t>(epi),
+      has_bias,
+      g.aux != nullptr,
+      align_first,
+      align_second,
+      align_c,
+      align_d,
+      g.aux ? static_cast<int64_t>(alignment_of(g.aux, g.stride_cd, align_batch, cd_size)) : 0,
+      0,
+      0};
   AlgoEntry entry;
   bool cached = false;
   {
@@ -237,9 +243,9 @@ GemmStatus run(const GemmArgs& g, int64_t align_batch, void* workspace, cudaStre
   if (!entry.found) return GemmStatus{0, true, "no cuBLASLt algorithm for this epilogue/type"};
 
   const float alpha = g.alpha, beta = g.beta;
-  cublasStatus_t s = cublasLtMatmul(handle, desc.d, &alpha, g.b, la.l, g.a, lb.l, &beta, c_ptr,
-                                    lc.l, g.d, ld.l, &entry.algo, workspace, kGemmWorkspaceBytes,
-                                    stream);
+  cublasStatus_t s =
+      cublasLtMatmul(handle, desc.d, &alpha, g.b, la.l, g.a, lb.l, &beta, c_ptr, lc.l, g.d, ld.l,
+                     &entry.algo, workspace, kGemmWorkspaceBytes, stream);
   if (s == CUBLAS_STATUS_NOT_SUPPORTED) return GemmStatus{0, true, "cublasLtMatmul: not supported"};
   if (s != CUBLAS_STATUS_SUCCESS) return GemmStatus{static_cast<int>(s), false, "cublasLtMatmul"};
   return GemmStatus{};

@@ -35,7 +35,8 @@ struct PartPtrs {
 
 __device__ inline void rope_angle(int64_t t, int64_t offset, int64_t i, int64_t D, float base,
                                   float& c, float& s) {
-  double theta = pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(D));
+  double theta =
+      pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(D));
   double angle = static_cast<double>(t + offset) * theta;
   double sd, cd;
   sincos(angle, &sd, &cd);
@@ -61,7 +62,7 @@ __global__ void split_heads_kernel(const T* __restrict__ x_or_null, PartPtrs par
     int64_t t = r % s.T;
     int64_t b = r / s.T;
     const int64_t packed = (((b * s.T + t) * s.P + p) * s.H + h) * s.D + 2 * i;  // [B,T,P,H,D]
-    const int64_t split = ((b * s.H + h) * s.T + t) * s.D + 2 * i;                // [B,H,T,D]
+    const int64_t split = ((b * s.H + h) * s.T + t) * s.D + 2 * i;               // [B,H,T,D]
     const float sc = p == 0 ? scale0 : 1.0f;
     float c = 1.0f, sn = 0.0f;
     if (p < rotary_parts) rope_angle(t, offset, i, s.D, base, c, sn);
@@ -90,7 +91,7 @@ __global__ void merge_kernel(const T* __restrict__ src, T* __restrict__ dst, int
     r /= H;
     int64_t t = r % Tn;
     int64_t b = r / Tn;
-    const int64_t merged = idx;                          // [B, T, H, D] index
+    const int64_t merged = idx;                            // [B, T, H, D] index
     const int64_t split = ((b * H + h) * Tn + t) * D + i;  // [B, H, T, D]
     if (forward)
       dst[merged] = src[split];
@@ -122,11 +123,15 @@ cudaError_t split_dispatch(const void* x, PartPtrs parts, void* dx, HeadsShape s
 cudaError_t split_any(const void* x, PartPtrs parts, void* dx, HeadsShape s, DType dtype, int rot,
                       float base, int64_t off, float scale0, bool backward, cudaStream_t stream) {
   switch (dtype) {
-    case DType::F32: return split_dispatch<float>(x, parts, dx, s, rot, base, off, scale0, backward, stream);
-    case DType::F16: return split_dispatch<__half>(x, parts, dx, s, rot, base, off, scale0, backward, stream);
+    case DType::F32:
+      return split_dispatch<float>(x, parts, dx, s, rot, base, off, scale0, backward, stream);
+    case DType::F16:
+      return split_dispatch<__half>(x, parts, dx, s, rot, base, off, scale0, backward, stream);
     case DType::BF16:
-      return split_dispatch<__nv_bfloat16>(x, parts, dx, s, rot, base, off, scale0, backward, stream);
-    default: return cudaErrorInvalidValue;
+      return split_dispatch<__nv_bfloat16>(x, parts, dx, s, rot, base, off, scale0, backward,
+                                           stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -143,10 +148,10 @@ cudaError_t split_heads_forward(const void* x, void* const parts[3], HeadsShape 
 cudaError_t split_heads_backward(const void* const dparts[3], void* dx, HeadsShape s, DType dtype,
                                  int rotary_parts, float rope_base, int64_t position_offset,
                                  float part0_scale, cudaStream_t stream) {
-  PartPtrs pp{{const_cast<void*>(dparts[0]), const_cast<void*>(dparts[1]),
-               const_cast<void*>(dparts[2])}};
-  return split_any(nullptr, pp, dx, s, dtype, rotary_parts, rope_base, position_offset,
-                   part0_scale, true, stream);
+  PartPtrs pp{
+      {const_cast<void*>(dparts[0]), const_cast<void*>(dparts[1]), const_cast<void*>(dparts[2])}};
+  return split_any(nullptr, pp, dx, s, dtype, rotary_parts, rope_base, position_offset, part0_scale,
+                   true, stream);
 }
 
 cudaError_t merge_heads(const void* src, void* dst, int64_t B, int64_t H, int64_t T, int64_t D,
@@ -155,16 +160,16 @@ cudaError_t merge_heads(const void* src, void* dst, int64_t B, int64_t H, int64_
   const int grid = grid_for(B * H * T * D, block);
   switch (dtype) {
     case DType::F32:
-      merge_kernel<float><<<grid, block, 0, stream>>>(static_cast<const float*>(src),
-                                                      static_cast<float*>(dst), B, H, T, D, forward);
+      merge_kernel<float><<<grid, block, 0, stream>>>(
+          static_cast<const float*>(src), static_cast<float*>(dst), B, H, T, D, forward);
       break;
     case DType::F16:
     case DType::BF16:  // a pure permutation: move 16-bit words
-      merge_kernel<uint16_t><<<grid, block, 0, stream>>>(static_cast<const uint16_t*>(src),
-                                                         static_cast<uint16_t*>(dst), B, H, T, D,
-                                                         forward);
+      merge_kernel<uint16_t><<<grid, block, 0, stream>>>(
+          static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), B, H, T, D, forward);
       break;
-    default: return cudaErrorInvalidValue;
+    default:
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

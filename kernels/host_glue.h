@@ -54,7 +54,9 @@ inline void require_same_numel(const Tensor& a, const Tensor& b, const char* wha
   if (a.numel() != b.numel())
     ROTOR_FAIL("{}: element counts differ: {} vs {}", what, a.str(), b.str());
 }
-inline int64_t last_dim(const Tensor& t) { return t.dim() == 0 ? 1 : t.size(-1); }
+inline int64_t last_dim(const Tensor& t) {
+  return t.dim() == 0 ? 1 : t.size(-1);
+}
 
 // Stream-ordered scratch memory from rotor's pool, freed (stream-ordered) at
 // scope exit: later work on the same stream may reuse it safely.

@@ -28,8 +28,8 @@ __global__ void ln_fwd_kernel(const T* x, const void* gamma, const void* beta, D
     const float var = block_sum(ss, scratch) / static_cast<float>(n);
     const float rs = 1.0f / sqrtf(var + eps);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      yr[j] = from_f32<T>((to_f32(xr[j]) - mu) * rs * load_any(gamma, pdt, j) +
-                          load_any(beta, pdt, j));
+      yr[j] =
+          from_f32<T>((to_f32(xr[j]) - mu) * rs * load_any(gamma, pdt, j) + load_any(beta, pdt, j));
     if (threadIdx.x == 0) {
       mean[r] = mu;
       rstd[r] = rs;
@@ -66,9 +66,9 @@ __global__ void ln_bwd_dx_kernel(const T* dy, const T* x, const void* gamma, DTy
 
 // partial: [2, splits, n] = (sum dy * xhat, sum dy) per row slice.
 template <class T>
-__global__ void ln_bwd_params_partial(const T* dy, const T* x, const float* mean,
-                                      const float* rstd, int64_t rows, int64_t n, float* partial,
-                                      int splits, int64_t rows_per_split) {
+__global__ void ln_bwd_params_partial(const T* dy, const T* x, const float* mean, const float* rstd,
+                                      int64_t rows, int64_t n, float* partial, int splits,
+                                      int64_t rows_per_split) {
   __shared__ float tg[kRowThreads][kColTile + 1], tb[kRowThreads][kColTile + 1];
   const int64_t col = blockIdx.x * int64_t(kColTile) + threadIdx.x;
   const int64_t r0 = blockIdx.y * rows_per_split;
@@ -108,7 +108,9 @@ __global__ void ln_bwd_params_finish(const float* partial, int splits, int64_t n
   }
 }
 
-unsigned row_grid(int64_t rows) { return static_cast<unsigned>(rows < (1 << 30) ? rows : (1 << 30)); }
+unsigned row_grid(int64_t rows) {
+  return static_cast<unsigned>(rows < (1 << 30) ? rows : (1 << 30));
+}
 
 }  // namespace
 
@@ -144,8 +146,8 @@ cudaError_t layer_norm_backward(const void* dy, const void* x, const void* gamma
                          static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, rows, n,
                          partial, splits, per);
                      ln_bwd_dx_kernel<T><<<row_grid(rows), row_threads(n, 512), 0, stream>>>(
-                         static_cast<const T*>(dy), static_cast<const T*>(x), gamma, param_dt,
-                         mean, rstd, rows, n, static_cast<T*>(dx)));
+                         static_cast<const T*>(dy), static_cast<const T*>(x), gamma, param_dt, mean,
+                         rstd, rows, n, static_cast<T*>(dx)));
   ln_bwd_params_finish<<<grid_for(n), kThreads, 0, stream>>>(partial, splits, n, dgamma, dgamma_dt,
                                                              dbeta, dbeta_dt);
   return cudaGetLastError();

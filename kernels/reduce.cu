@@ -113,8 +113,8 @@ cudaError_t sum_rows(const void* x, DType dt, int64_t rows, int64_t n, float* ou
   dim3 grid(static_cast<unsigned>((n + kColTile - 1) / kColTile), static_cast<unsigned>(splits));
   dim3 block(kColTile, kRowThreads);
   ROTOR_FLOAT_SWITCH(dt, T,
-                     sum_rows_partial_kernel<T><<<grid, block, 0, stream>>>(
-                         static_cast<const T*>(x), rows, n, partial, per));
+                     sum_rows_partial_kernel<T>
+                     <<<grid, block, 0, stream>>>(static_cast<const T*>(x), rows, n, partial, per));
   sum_rows_finish_kernel<<<grid_for(n), kThreads, 0, stream>>>(partial, splits, n, out, accumulate);
   return cudaGetLastError();
 }
@@ -129,28 +129,29 @@ int reduce_blocks(int64_t n) {
 cudaError_t sum_partials(const void* x, DType dt, int64_t n, double* partial, int blocks,
                          cudaStream_t stream) {
   ROTOR_FLOAT_SWITCH(dt, T,
-                     sum_kernel<T, false><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x),
-                                                                           n, partial));
+                     sum_kernel<T, false>
+                     <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), n, partial));
   return cudaGetLastError();
 }
 
 cudaError_t max_abs_partials(const void* x, DType dt, int64_t n, float* partial, int blocks,
                              cudaStream_t stream) {
   ROTOR_FLOAT_SWITCH(dt, T,
-                     max_abs_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), n,
-                                                                        partial));
+                     max_abs_kernel<T>
+                     <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), n, partial));
   return cudaGetLastError();
 }
 
 cudaError_t sumsq_partials(const void* x, DType dt, int64_t n, double* slots, int blocks,
                            cudaStream_t stream) {
   ROTOR_FLOAT_SWITCH(dt, T,
-                     sum_kernel<T, true><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x),
-                                                                          n, slots));
+                     sum_kernel<T, true>
+                     <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), n, slots));
   return cudaGetLastError();
 }
 
-cudaError_t global_norm_finish(const double* slots, int64_t nslots, float* out, cudaStream_t stream) {
+cudaError_t global_norm_finish(const double* slots, int64_t nslots, float* out,
+                               cudaStream_t stream) {
   global_norm_finish_kernel<<<1, 1024, 0, stream>>>(slots, nslots, out);
   return cudaGetLastError();
 }
@@ -159,7 +160,8 @@ cudaError_t nonfinite_reset(uint8_t* flag, cudaStream_t stream) {
   return cudaMemsetAsync(flag, 0, 1, stream);
 }
 
-cudaError_t nonfinite_check(const void* x, DType dt, int64_t n, uint8_t* flag, cudaStream_t stream) {
+cudaError_t nonfinite_check(const void* x, DType dt, int64_t n, uint8_t* flag,
+                            cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ROTOR_FLOAT_SWITCH(dt, T,
                      nonfinite_kernel<T><<<grid_for(n, kThreads, 4096), kThreads, 0, stream>>>(

@@ -29,7 +29,8 @@ cudaError_t max_abs_partials(const void* x, DType dt, int64_t n, float* partial,
 // slice of `slots`; the finish kernel adds all slots in order and takes sqrt.
 cudaError_t sumsq_partials(const void* x, DType dt, int64_t n, double* slots, int blocks,
                            cudaStream_t stream);
-cudaError_t global_norm_finish(const double* slots, int64_t nslots, float* out, cudaStream_t stream);
+cudaError_t global_norm_finish(const double* slots, int64_t nslots, float* out,
+                               cudaStream_t stream);
 
 // flag = 0, then any non-finite element of any checked tensor sets it to 1.
 cudaError_t nonfinite_reset(uint8_t* flag, cudaStream_t stream);

@@ -40,9 +40,8 @@ __global__ void rope_kernel(const T* x, T* y, int64_t rows, int64_t T_len, int64
 
 }  // namespace
 
-cudaError_t rope_apply(const void* x, void* y, DType dt, int64_t B, int64_t T, int64_t H,
-                       int64_t D, float base, int64_t position_offset, double sign,
-                       cudaStream_t stream) {
+cudaError_t rope_apply(const void* x, void* y, DType dt, int64_t B, int64_t T, int64_t H, int64_t D,
+                       float base, int64_t position_offset, double sign, cudaStream_t stream) {
   const int64_t rows = B * T;
   if (rows <= 0 || H <= 0 || D <= 0) return cudaSuccess;
   if (D % 2 != 0) return cudaErrorInvalidValue;

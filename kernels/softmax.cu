@@ -44,7 +44,9 @@ __global__ void softmax_bwd_kernel(const T* y, const T* dy, T* dx, int64_t rows,
   }
 }
 
-unsigned row_grid(int64_t rows) { return static_cast<unsigned>(rows < (1 << 30) ? rows : (1 << 30)); }
+unsigned row_grid(int64_t rows) {
+  return static_cast<unsigned>(rows < (1 << 30) ? rows : (1 << 30));
+}
 
 }  // namespace
 
@@ -60,10 +62,10 @@ cudaError_t softmax_forward(const void* x, void* y, DType dt, int64_t rows, int6
 cudaError_t softmax_backward(const void* y, const void* dy, void* dx, DType dt, int64_t rows,
                              int64_t n, cudaStream_t stream) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     softmax_bwd_kernel<T><<<row_grid(rows), row_threads(n, 512), 0, stream>>>(
-                         static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx),
-                         rows, n));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      softmax_bwd_kernel<T><<<row_grid(rows), row_threads(n, 512), 0, stream>>>(
+          static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx), rows, n));
   return cudaGetLastError();
 }
 

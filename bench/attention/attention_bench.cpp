@@ -47,7 +47,7 @@ struct Shape4 {
 };
 
 const std::vector<Shape4> kShapes = {
-    {128, 32, 8, 64}, {128, 64, 8, 64},   {128, 128, 8, 64},
+    {128, 32, 8, 64},  {128, 64, 8, 64},  {128, 128, 8, 64},
     {32, 512, 12, 64}, {4, 4096, 16, 64}, {4, 4096, 16, 128},
 };
 
@@ -108,7 +108,12 @@ Timing run_shape(const Shape4& s, DType dt, bool reference, bool causal, int ite
   t.fwd_ms = time_ms(forward, iters);
   forward();
   t.bwd_ms = time_ms(backward, iters);
-  t.fwdbwd_ms = time_ms([&] { forward(); backward(); }, iters);
+  t.fwdbwd_ms = time_ms(
+      [&] {
+        forward();
+        backward();
+      },
+      iters);
   return t;
 }
 
@@ -181,8 +186,8 @@ int main(int argc, char** argv) {
     if (!peer_path.empty()) peer = read_peer(peer_path);
     std::printf("attention core + RoPE split, %s, %s, %s\n", dtype_name(dt),
                 reference ? "reference" : "rotor flash", causal ? "causal" : "non-causal");
-    std::printf("%-22s %9s %9s %9s %9s %9s %9s", "shape", "fwd ms", "bwd ms", "f+b ms",
-                "fwd TF/s", "bwd TF/s", "f+b TF/s");
+    std::printf("%-22s %9s %9s %9s %9s %9s %9s", "shape", "fwd ms", "bwd ms", "f+b ms", "fwd TF/s",
+                "bwd TF/s", "f+b TF/s");
     if (!peer.empty()) std::printf(" %8s %8s %8s", "fwd x", "bwd x", "f+b x");
     std::printf("\n");
     for (const Shape4& s : kShapes) {
@@ -190,8 +195,8 @@ int main(int argc, char** argv) {
       const Timing t = run_shape(s, dt, reference, causal, iters);
       const double flop = 4.0 * s.B * s.H * s.T * s.T * s.D * (causal ? 0.5 : 1.0);
       auto tf = [](double f, double ms) { return f / (ms * 1e-3) / 1e12; };
-      std::printf("%-22s %9.3f %9.3f %9.3f %9.1f %9.1f %9.1f", s.name().c_str(), t.fwd_ms,
-                  t.bwd_ms, t.fwdbwd_ms, tf(flop, t.fwd_ms), tf(2.5 * flop, t.bwd_ms),
+      std::printf("%-22s %9.3f %9.3f %9.3f %9.1f %9.1f %9.1f", s.name().c_str(), t.fwd_ms, t.bwd_ms,
+                  t.fwdbwd_ms, tf(flop, t.fwd_ms), tf(2.5 * flop, t.bwd_ms),
                   tf(3.5 * flop, t.fwdbwd_ms));
       auto it = peer.find(s.name());
       if (it != peer.end())
