@@ -44,8 +44,8 @@ GradientBuckets::GradientBuckets(Tensor flat_grads, std::vector<int64_t> offsets
     ROTOR_FAIL("GradientBuckets: parameter offsets outside the buffer of {} elements", numel);
   if (!sorted_offsets_.empty() && sorted_offsets_.front() != 0)
     ROTOR_FAIL("GradientBuckets: no parameter starts at offset 0");
-  const double limit = bucket_mb > 0 ? bucket_mb * 1024.0 * 1024.0 / sizeof(float)
-                                     : static_cast<double>(numel) + 1;
+  const double limit =
+      bucket_mb > 0 ? bucket_mb * 1024.0 * 1024.0 / sizeof(float) : static_cast<double>(numel) + 1;
   // From the end of the buffer down: bucket 0 holds the last parameters.
   int64_t hi = numel;
   int64_t lo = numel;
@@ -96,7 +96,8 @@ void GradientBuckets::range_ready(int64_t begin, int64_t end) {
 void GradientBuckets::launch_ready() {
   while (next_launch_ < static_cast<int>(bounds_.size()) && pending_[next_launch_] == 0) {
     const auto [lo, hi] = bounds_[next_launch_];
-    if (comm_->world_size() > 1) handles_[next_launch_] = comm_->all_reduce_async(grads_.narrow(lo, hi - lo));
+    if (comm_->world_size() > 1)
+      handles_[next_launch_] = comm_->all_reduce_async(grads_.narrow(lo, hi - lo));
     ++next_launch_;
   }
 }
@@ -170,16 +171,7 @@ optim::StepInfo ShardedAdamW::step(double lr, double grad_scale) {
     info.skipped = true;
     return info;
   }
-  double scale = grad_scale;
-  if (options_.clip_norm > 0 && norm > options_.clip_norm) scale *= options_.clip_norm / (norm + 1e-6);
-  ++step_;
-  ops::AdamWOptions o;
-  o.lr = static_cast<float>(lr);
-  o.beta1 = static_cast<float>(options_.beta1);
-  o.beta2 = static_cast<float>(options_.beta2);
-  o.eps = static_cast<float>(options_.eps);
-  o.step = step_;
-  o.grad_scale = static_cast<float>(scale);
+  ops::AdamWOptions o = optim::adamw_options(options_, lr, ++step_, grad_scale, norm);
   // 3. AdamW on the shard, one call per decay run.
   for (const Run& r : runs_) {
     o.weight_decay = r.no_decay ? 0.0f : static_cast<float>(options_.weight_decay);

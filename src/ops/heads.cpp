@@ -49,8 +49,7 @@ void rope_table(int64_t T, int64_t D, float base, int64_t offset, std::vector<fl
 
 }  // namespace
 
-void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts,
-                         const SplitHeadsOptions& o) {
+void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts, const SplitHeadsOptions& o) {
   Dims d = check_split(x, parts, o, "split_heads_forward");
   ROTOR_DISPATCH_CUDA(x, split_heads_forward(x, parts, o));
   require_f32(x, "split_heads_forward");
@@ -67,7 +66,7 @@ void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts,
       for (int64_t h = 0; h < d.H; ++h) {
         for (int64_t t = 0; t < d.T; ++t) {
           const float* src = xp + (((b * d.T + t) * d.P + p) * d.H + h) * d.D;  // [B,T,P,H,D]
-          float* dst = out + ((b * d.H + h) * d.T + t) * d.D;                  // [B,H,T,D]
+          float* dst = out + ((b * d.H + h) * d.T + t) * d.D;                   // [B,H,T,D]
           if (!rotate) {
             for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
             continue;
@@ -120,20 +119,29 @@ void split_heads_backward(const std::vector<Tensor>& dparts, Tensor& dx,
   }
 }
 
+namespace {
+// [B, H, T, D] <-> [B, T, H, D]: the merge and its transpose are one permutation.
+void permute_heads(const float* src, float* dst, int64_t B, int64_t H, int64_t T, int64_t D,
+                   bool merge) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t split = ((b * H + h) * T + t) * D, merged = ((b * T + t) * H + h) * D;
+        const float* from = src + (merge ? split : merged);
+        float* to = dst + (merge ? merged : split);
+        for (int64_t i = 0; i < D; ++i) to[i] = from[i];
+      }
+}
+}  // namespace
+
 void merge_heads_forward(const Tensor& x, Tensor& y) {
   ROTOR_CHECK(x.dim() == 4, "merge_heads_forward: x must be [B, H, T, D], got {}", x.str());
   const int64_t B = x.size(0), H = x.size(1), T = x.size(2), D = x.size(3);
   check_shape(y, {B, T, H * D}, "merge_heads_forward");
   ROTOR_DISPATCH_CUDA(x, merge_heads_forward(x, y));
   require_f32(x, "merge_heads_forward");
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t i = 0; i < D; ++i)
-          yp[((b * T + t) * H + h) * D + i] = xp[((b * H + h) * T + t) * D + i];
+  permute_heads(x.data<float>(), y.data<float>(), B, H, T, D, true);
 }
 
 void merge_heads_backward(const Tensor& dy, Tensor& dx) {
@@ -142,14 +150,7 @@ void merge_heads_backward(const Tensor& dy, Tensor& dx) {
   check_shape(dy, {B, T, H * D}, "merge_heads_backward");
   ROTOR_DISPATCH_CUDA(dy, merge_heads_backward(dy, dx));
   require_f32(dy, "merge_heads_backward");
-  const float* g = dy.data<float>();
-  float* out = dx.data<float>();
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t i = 0; i < D; ++i)
-          out[((b * H + h) * T + t) * D + i] = g[((b * T + t) * H + h) * D + i];
+  permute_heads(dy.data<float>(), dx.data<float>(), B, H, T, D, false);
 }
 
 }  // namespace rotor::ops

@@ -7,6 +7,21 @@
 
 namespace rotor::optim {
 
+ops::AdamWOptions adamw_options(const OptimizerOptions& options, double lr, int64_t step,
+                                double grad_scale, double grad_norm) {
+  double scale = grad_scale;
+  if (options.clip_norm > 0 && grad_norm > options.clip_norm)
+    scale *= options.clip_norm / (grad_norm + 1e-6);
+  ops::AdamWOptions o;
+  o.lr = static_cast<float>(lr);
+  o.beta1 = static_cast<float>(options.beta1);
+  o.beta2 = static_cast<float>(options.beta2);
+  o.eps = static_cast<float>(options.eps);
+  o.step = step;
+  o.grad_scale = static_cast<float>(scale);
+  return o;
+}
+
 Optimizer::Optimizer(nn::ParameterStore& store, const OptimizerOptions& options)
     : store_(&store), options_(options) {
   ROTOR_CHECK(store.allocated(), "optimizer over unallocated parameters");
@@ -24,16 +39,7 @@ StepInfo Optimizer::step(double lr, double grad_scale) {
     info.skipped = true;
     return info;
   }
-  double scale = grad_scale;
-  if (options_.clip_norm > 0 && norm > options_.clip_norm) scale *= options_.clip_norm / (norm + 1e-6);
-  ++step_;
-  ops::AdamWOptions o;
-  o.lr = static_cast<float>(lr);
-  o.beta1 = static_cast<float>(options_.beta1);
-  o.beta2 = static_cast<float>(options_.beta2);
-  o.eps = static_cast<float>(options_.eps);
-  o.step = step_;
-  o.grad_scale = static_cast<float>(scale);
+  ops::AdamWOptions o = adamw_options(options_, lr, ++step_, grad_scale, norm);
   // Runs of consecutive parameters with the same decay flag: one call each.
   const auto& params = store_->parameters();
   if (options_.weight_decay == 0.0) {  // one call over the whole buffer

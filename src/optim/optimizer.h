@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "nn/parameters.h"
+#include "ops/adamw.h"
 
 namespace rotor::optim {
 
@@ -19,6 +20,13 @@ struct StepInfo {
   double grad_norm = 0;  // of the scaled-back gradients, before clipping
   bool skipped = false;  // non-finite gradients: no update was made
 };
+
+// The step both optimizers (this one and dist::ShardedAdamW) share: given the
+// norm of the scaled gradients, the AdamW options of update `step` with the
+// clipping coefficient folded into grad_scale (weight_decay left at 0 for
+// the caller to set per run of parameters).
+ops::AdamWOptions adamw_options(const OptimizerOptions& options, double lr, int64_t step,
+                                double grad_scale, double grad_norm);
 
 class Optimizer {
  public:
