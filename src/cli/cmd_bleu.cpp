@@ -18,6 +18,7 @@ struct BleuArgs {
   std::vector<std::string> refs;
   std::string hyp = "-";
   std::string tokenize = "13a";
+  std::string lang;
   std::string smooth = "exp";
   double smooth_value = -1;
   bool lowercase = false;
@@ -28,7 +29,9 @@ struct BleuArgs {
   int width = 2;
 };
 
-std::string hyp_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
+std::string hyp_name(const std::string& path) {
+  return path == "-" ? "<stdin>" : path;
+}
 
 // Reads the hypothesis and every reference; all must have the same number of lines.
 void read_corpus(const std::string& hyp_path, const std::vector<std::string>& ref_paths,
@@ -51,8 +54,12 @@ int run_bleu(const BleuArgs& a) {
   opts.lowercase = a.lowercase;
   opts.compound_split = a.compound_split;
   opts.effective_order = a.effective_order;
-  if (a.compound_split && a.tokenize != "13a")
-    ROTOR_FAIL("--compound-split tokenizes with 13a itself; drop --tokenize {}", a.tokenize);
+  if (!a.lang.empty()) {
+    if (opts.tokenize != Tokenizer::kMoses)
+      ROTOR_FAIL("--lang {} only applies to --tokenize moses (got --tokenize {})", a.lang,
+                 a.tokenize);
+    opts.lang = a.lang;
+  }
   std::vector<std::string> hyps;
   std::vector<std::vector<std::string>> refs;
   read_corpus(a.hyp, a.refs, hyps, refs);
@@ -76,28 +83,34 @@ int run_bleu(const BleuArgs& a) {
 
 }  // namespace
 
-ROTOR_COMMAND("bleu", "Corpus BLEU of a hypothesis file, compatible with sacreBLEU", 60,
-              [](CLI::App& sub) {
-                auto a = std::make_shared<BleuArgs>();
-                sub.add_option("--ref,-r", a->refs, "Reference file (repeat for several references)")
-                    ->required()
-                    ->allow_extra_args(false);
-                sub.add_option("hyp", a->hyp, "Hypothesis file, one segment a line (default: stdin)");
-                sub.add_option("--tokenize,-t", a->tokenize, "Tokenizer: 13a (default), intl, char or none")
-                    ->check(CLI::IsMember({"13a", "intl", "char", "none"}));
-                sub.add_flag("--lowercase", a->lowercase, "Case-insensitive BLEU");
-                sub.add_flag("--compound-split", a->compound_split,
-                             "Tokenized BLEU of Vaswani et al.: 13a, then a-b -> a ##AT##-##AT## b, "
-                             "then score untokenized");
-                sub.add_option("--smooth-method", a->smooth, "exp (default), floor, add-k or none")
-                    ->check(CLI::IsMember({"exp", "floor", "add-k", "none"}));
-                sub.add_option("--smooth-value", a->smooth_value,
-                               "Value for floor (default 0.1) and add-k (default 1)");
-                sub.add_flag("--effective-order", a->effective_order,
-                             "Average only over orders that have hypothesis n-grams");
-                sub.add_option("--width,-w", a->width, "Decimals of the score (default 2)")
-                    ->check(CLI::Range(0, 10));
-                sub.add_flag("--json", a->json, "Print the figures as JSON");
-                sub.add_flag("--score-only,-b", a->score_only, "Print only the score");
-                return [a] { return run_bleu(*a); };
-              });
+ROTOR_COMMAND(
+    "bleu", "Corpus BLEU of a hypothesis file, compatible with sacreBLEU", 60, [](CLI::App& sub) {
+      auto a = std::make_shared<BleuArgs>();
+      sub.add_option("--ref,-r", a->refs, "Reference file (repeat for several references)")
+          ->required()
+          ->allow_extra_args(false);
+      sub.add_option("hyp", a->hyp, "Hypothesis file, one segment a line (default: stdin)");
+      sub.add_option("--tokenize,-t", a->tokenize,
+                     "Tokenizer: 13a (default), intl, char, none, or moses (an "
+                     "approximation of Moses' tokenizer.perl -no-escape; not sacreBLEU)")
+          ->check(CLI::IsMember({"13a", "intl", "char", "none", "moses"}));
+      sub.add_option("--lang,-l", a->lang,
+                     "Language of --tokenize moses: en (default; English contractions) "
+                     "or another code such as de (apostrophes split on both sides)");
+      sub.add_flag("--lowercase", a->lowercase, "Case-insensitive BLEU");
+      sub.add_flag("--split-compounds,--compound-split", a->compound_split,
+                   "After tokenizing, split hyphenated compounds: a-b -> a ##AT##-##AT## "
+                   "b (the tokenized BLEU of Vaswani et al.: --tokenize moses --lang de "
+                   "--split-compounds)");
+      sub.add_option("--smooth-method", a->smooth, "exp (default), floor, add-k or none")
+          ->check(CLI::IsMember({"exp", "floor", "add-k", "none"}));
+      sub.add_option("--smooth-value", a->smooth_value,
+                     "Value for floor (default 0.1) and add-k (default 1)");
+      sub.add_flag("--effective-order", a->effective_order,
+                   "Average only over orders that have hypothesis n-grams");
+      sub.add_option("--width,-w", a->width, "Decimals of the score (default 2)")
+          ->check(CLI::Range(0, 10));
+      sub.add_flag("--json", a->json, "Print the figures as JSON");
+      sub.add_flag("--score-only,-b", a->score_only, "Print only the score");
+      return [a] { return run_bleu(*a); };
+    });

@@ -52,9 +52,12 @@ int64_t closest_ref_len(int64_t hyp_len, const std::vector<std::vector<std::stri
 
 double default_smooth_value(BleuSmooth s) {
   switch (s) {
-    case BleuSmooth::kFloor: return 0.1;
-    case BleuSmooth::kAddK: return 1.0;
-    default: return 0.0;
+    case BleuSmooth::kFloor:
+      return 0.1;
+    case BleuSmooth::kAddK:
+      return 1.0;
+    default:
+      return 0.0;
   }
 }
 
@@ -70,10 +73,14 @@ BleuSmooth parse_bleu_smooth(const std::string& name) {
 
 const char* bleu_smooth_name(BleuSmooth s) {
   switch (s) {
-    case BleuSmooth::kNone: return "none";
-    case BleuSmooth::kFloor: return "floor";
-    case BleuSmooth::kAddK: return "add-k";
-    case BleuSmooth::kExp: return "exp";
+    case BleuSmooth::kNone:
+      return "none";
+    case BleuSmooth::kFloor:
+      return "floor";
+    case BleuSmooth::kAddK:
+      return "add-k";
+    case BleuSmooth::kExp:
+      return "exp";
   }
   return "?";
 }
@@ -82,11 +89,8 @@ std::vector<std::string> bleu_words(const std::string& segment, const BleuOption
   // sacreBLEU: lowercase first, then rstrip, then tokenize, then str.split().
   std::string s = opts.lowercase ? unicode_lower(segment) : segment;
   s = rstrip_whitespace(s);
-  if (opts.compound_split) {
-    s = compound_split(tokenize_13a(s));
-  } else {
-    s = tokenize(s, opts.tokenize);
-  }
+  s = tokenize(s, opts.tokenize, opts.lang);
+  if (opts.compound_split) s = compound_split(s);
   return split_whitespace(s);
 }
 
@@ -121,8 +125,9 @@ BleuResult bleu_from_stats(const BleuStats& stats, const BleuOptions& opts) {
   r.totals = stats.totals;
   r.ratio = r.ref_len > 0 ? static_cast<double>(r.hyp_len) / static_cast<double>(r.ref_len) : 0.0;
   if (r.hyp_len < r.ref_len)
-    r.bp = r.hyp_len > 0 ? std::exp(1.0 - static_cast<double>(r.ref_len) / static_cast<double>(r.hyp_len))
-                         : 0.0;
+    r.bp = r.hyp_len > 0
+               ? std::exp(1.0 - static_cast<double>(r.ref_len) / static_cast<double>(r.hyp_len))
+               : 0.0;
   else
     r.bp = 1.0;
 
@@ -130,7 +135,8 @@ BleuResult bleu_from_stats(const BleuStats& stats, const BleuOptions& opts) {
   for (auto c : stats.counts) any_match = any_match || c != 0;
   if (!any_match) return r;  // no match at all: BLEU 0, precisions 0 (sacreBLEU #141)
 
-  const double smooth_value = opts.smooth_value >= 0 ? opts.smooth_value : default_smooth_value(opts.smooth);
+  const double smooth_value =
+      opts.smooth_value >= 0 ? opts.smooth_value : default_smooth_value(opts.smooth);
   std::array<double, kBleuMaxOrder> correct{}, total{};
   for (int n = 0; n < kBleuMaxOrder; ++n) {
     correct[n] = static_cast<double>(stats.counts[n]);
@@ -187,14 +193,17 @@ BleuResult corpus_bleu(const std::vector<std::string>& hyps,
 }
 
 std::string format_bleu(const BleuResult& r, int width) {
-  return fmt::format("BLEU = {:.{}f} {:.1f}/{:.1f}/{:.1f}/{:.1f} (BP = {:.3f} ratio = {:.3f} "
-                     "hyp_len = {} ref_len = {})",
-                     r.score, width, r.precisions[0], r.precisions[1], r.precisions[2],
-                     r.precisions[3], r.bp, r.ratio, r.hyp_len, r.ref_len);
+  return fmt::format(
+      "BLEU = {:.{}f} {:.1f}/{:.1f}/{:.1f}/{:.1f} (BP = {:.3f} ratio = {:.3f} "
+      "hyp_len = {} ref_len = {})",
+      r.score, width, r.precisions[0], r.precisions[1], r.precisions[2], r.precisions[3], r.bp,
+      r.ratio, r.hyp_len, r.ref_len);
 }
 
 std::string bleu_signature(const BleuOptions& opts, int nrefs) {
-  const std::string tok = opts.compound_split ? "13a+atat" : tokenizer_name(opts.tokenize);
+  std::string tok = tokenizer_name(opts.tokenize);
+  if (opts.tokenize == Tokenizer::kMoses) tok += "-" + opts.lang;
+  if (opts.compound_split) tok += "+atat";
   return fmt::format("nrefs:{}|case:{}|eff:{}|tok:{}|smooth:{}|version:rotor-{}", nrefs,
                      opts.lowercase ? "lc" : "mixed", opts.effective_order ? "yes" : "no", tok,
                      bleu_smooth_name(opts.smooth), ROTOR_VERSION);

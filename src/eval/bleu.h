@@ -26,10 +26,12 @@ const char* bleu_smooth_name(BleuSmooth s);
 
 struct BleuOptions {
   Tokenizer tokenize = Tokenizer::k13a;
+  std::string lang = "en";  // the language of Tokenizer::kMoses (its apostrophe rules)
   bool lowercase = false;
-  // Vaswani et al.'s tokenized protocol: 13a-tokenize hypothesis and
-  // references, split compounds (a-b -> a ##AT##-##AT## b), then score the
-  // result with tokenize none. `tokenize` is ignored when set.
+  // The tokenized, compound-split BLEU of Vaswani et al. and the papers that
+  // follow them: after tokenizing hypothesis and references (`tokenize`:
+  // moses for their protocol, 13a for an approximation of it), split
+  // compounds (a-b -> a ##AT##-##AT## b, see compound_split) in both.
   bool compound_split = false;
   BleuSmooth smooth = BleuSmooth::kExp;
   double smooth_value = -1;  // < 0: the method's default
@@ -45,7 +47,7 @@ struct BleuStats {
 };
 
 struct BleuResult {
-  double score = 0;                               // 0..100
+  double score = 0;                                // 0..100
   std::array<double, kBleuMaxOrder> precisions{};  // percent
   double bp = 0;
   double ratio = 0;  // hyp_len / ref_len
@@ -56,7 +58,7 @@ struct BleuResult {
 };
 
 // The words BLEU counts for one segment: lowercase, strip trailing
-// whitespace, tokenize (or the compound-split protocol), split on whitespace.
+// whitespace, tokenize, split compounds (when asked), split on whitespace.
 std::vector<std::string> bleu_words(const std::string& segment, const BleuOptions& opts);
 
 // Statistics of one segment against its references (already split in words).
@@ -76,7 +78,9 @@ BleuResult corpus_bleu(const std::vector<std::string>& hyps,
 std::string format_bleu(const BleuResult& r, int width = 2);
 
 // sacreBLEU 2.x signature fields, e.g.
-// "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:rotor-0.1.0".
+// "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:rotor-0.1.0"; the
+// tokenizer reads "moses-de" for the moses tokenizer and gains "+atat" with
+// compound splitting ("tok:moses-de+atat").
 std::string bleu_signature(const BleuOptions& opts, int nrefs);
 
 }  // namespace rotor::eval

@@ -26,16 +26,19 @@ const std::vector<std::vector<std::string>> kReadmeRefs = {
 TEST(Bleu, SacrebleuReadmeExample) {
   const BleuResult r = corpus_bleu(kReadmeHyps, kReadmeRefs);
   EXPECT_NEAR(r.score, 48.530827009929865, 1e-9);
-  EXPECT_EQ(format_bleu(r),
-            "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)");
-  EXPECT_EQ(bleu_signature({}, 2), std::string("nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:rotor-") +
-                                       ROTOR_VERSION);
+  EXPECT_EQ(
+      format_bleu(r),
+      "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)");
+  EXPECT_EQ(
+      bleu_signature({}, 2),
+      std::string("nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:rotor-") + ROTOR_VERSION);
   BleuOptions none;
   none.tokenize = Tokenizer::kNone;
   const BleuResult n = corpus_bleu(kReadmeHyps, kReadmeRefs, none);
   EXPECT_NEAR(n.score, 49.19195660047277, 1e-9);
-  EXPECT_EQ(format_bleu(n),
-            "BLEU = 49.19 71.4/54.5/50.0/40.0 (BP = 0.931 ratio = 0.933 hyp_len = 14 ref_len = 15)");
+  EXPECT_EQ(
+      format_bleu(n),
+      "BLEU = 49.19 71.4/54.5/50.0/40.0 (BP = 0.931 ratio = 0.933 hyp_len = 14 ref_len = 15)");
   BleuOptions intl;
   intl.tokenize = Tokenizer::kIntl;
   EXPECT_NEAR(corpus_bleu(kReadmeHyps, kReadmeRefs, intl).score, 43.91623493336995, 1e-9);
@@ -70,7 +73,8 @@ TEST(Bleu, EmptyHypothesisLines) {
 
 TEST(Bleu, ZeroLengthLineOnlyShortensTheCorpus) {
   // All n-grams match; BP = exp(1 - 8/6).
-  const BleuResult r = corpus_bleu({"the cat sat on the mat", ""}, {{"the cat sat on the mat", "a dog"}});
+  const BleuResult r =
+      corpus_bleu({"the cat sat on the mat", ""}, {{"the cat sat on the mat", "a dog"}});
   EXPECT_EQ(r.counts, (std::array<int64_t, 4>{6, 5, 4, 3}));
   EXPECT_EQ(r.totals, (std::array<int64_t, 4>{6, 5, 4, 3}));
   EXPECT_NEAR(r.bp, std::exp(1.0 - 8.0 / 6.0), 1e-15);
@@ -113,7 +117,8 @@ TEST(Tokenizer13a, MatchesSacrebleu) {
   EXPECT_EQ(tokenize_13a("Hello, world!"), "Hello , world !");
   EXPECT_EQ(tokenize_13a("3.14 and 1,000"), "3.14 and 1,000");
   EXPECT_EQ(tokenize_13a("end."), "end .");
-  EXPECT_EQ(tokenize_13a("&quot;quoted&quot; &amp; more &amp;quot;"), "\" quoted \" & more & quot ;");
+  EXPECT_EQ(tokenize_13a("&quot;quoted&quot; &amp; more &amp;quot;"),
+            "\" quoted \" & more & quot ;");
   EXPECT_EQ(tokenize_13a("<skipped>x y"), "x y");
   EXPECT_EQ(tokenize_13a("1990-2000 well-known it's"), "1990 - 2000 well-known it's");
   EXPECT_EQ(tokenize_13a("a/b x.y U.S.A. {x}|~[y]^_`z"),
@@ -134,7 +139,97 @@ TEST(TokenizerIntl, MatchesSacrebleu) {
   EXPECT_EQ(tokenize_intl("x.y a.1 1.a"), "x . y a . 1 1 . a");
   EXPECT_EQ(tokenize_intl("50% $5 a+b=c ©"), "50 % $ 5 a + b = c ©");
   EXPECT_EQ(tokenize(" keep  as is ", Tokenizer::kNone), " keep  as is ");
-  EXPECT_THROW(parse_tokenizer("moses"), Error);
+  EXPECT_THROW(parse_tokenizer("mosess"), Error);
+}
+
+TEST(TokenizerMoses, MatchesTokenizerPerl) {
+  // Expected strings printed by Moses' tokenizer.perl -no-escape (default
+  // mode, no -a) given rotor's abbreviation lists as its nonbreaking-prefix
+  // files; rotor's tokenizer also agreed with it token for token on all of
+  // newstest2014 (en, de) and the Multi30k training text.
+  EXPECT_EQ(parse_tokenizer("moses"), Tokenizer::kMoses);
+  EXPECT_EQ(
+      tokenize_moses("\u201eDas ist's\u201c, sagte Dr. M\u00fcller am 3. Oktober in Berlin-Mitte "
+                     "(ca. 5 Mio. Euro)... Ende.",
+                     "de"),
+      "\u201e Das ist ' s \u201c , sagte Dr. M\u00fcller am 3. Oktober in Berlin-Mitte ( ca. 5 "
+      "Mio. Euro ) ... Ende .");
+  EXPECT_EQ(
+      tokenize_moses("Die Kosten: 5,300 Euro, d.h. 10% mehr als 2013,nicht 1,5 Mio. Nr. 5 ist "
+                     "gut. Jan. Hallo",
+                     "de"),
+      "Die Kosten : 5,300 Euro , d.h. 10 % mehr als 2013 , nicht 1,5 Mio. Nr. 5 ist gut . Jan . "
+      "Hallo");
+  EXPECT_EQ(tokenize_moses("Sie zahlten 5,000.50 Dollar f\u00fcr U.S.-Anleihen...", "de"),
+            "Sie zahlten 5,000.50 Dollar f\u00fcr U.S.-Anleihen ...");
+  EXPECT_EQ(
+      tokenize_moses("It's the 1990's, isn't it? Mr. Smith paid $5,000.50 for U.S. bonds... "
+                     "'Really.'",
+                     "en"),
+      "It 's the 1990 's , isn 't it ? Mr. Smith paid $ 5,000.50 for U.S. bonds ... ' Really . '");
+  EXPECT_EQ(
+      tokenize_moses("The dogs' owner said: \"No. 5 is fine\" - they're here, A,B,C and 5,300."),
+      "The dogs ' owner said : \" No. 5 is fine \" - they 're here , A , B , C and 5,300 .");
+  EXPECT_EQ(tokenize_moses("Gen. Motors rose 3%. Then it fell."),
+            "Gen. Motors rose 3 % . Then it fell .");
+  // Whitespace and control characters; a soft hyphen and ² are not letters.
+  EXPECT_EQ(tokenize_moses(" a\t\u00a0b\x01"
+                           "c  \u00adx\u00b2 ",
+                           "de"),
+            "a bc \u00ad x \u00b2");
+  EXPECT_EQ(tokenize_moses("   ", "de"), "");
+  EXPECT_EQ(tokenize(" x.", Tokenizer::kMoses, "de"), "x .");
+}
+
+TEST(Bleu, SplitCompoundsAfterAnyTokenizer) {
+  // The paper protocol: Moses-tokenize, then split compounds, in hypothesis
+  // and reference alike.
+  BleuOptions opts;
+  opts.tokenize = Tokenizer::kMoses;
+  opts.lang = "de";
+  opts.compound_split = true;
+  EXPECT_EQ(bleu_words("Die Rich-Text-Datei (\u201eRTF\u201c) ist's, 5-mal.", opts),
+            (std::vector<std::string>{"Die", "Rich", "##AT##-##AT##", "Text", "##AT##-##AT##",
+                                      "Datei", "(", "\u201e", "RTF", "\u201c", ")", "ist", "'", "s",
+                                      ",", "5", "##AT##-##AT##", "mal", "."}));
+  // A dash between spaces stays; 13a has already split "1990-2000".
+  opts.tokenize = Tokenizer::k13a;
+  EXPECT_EQ(
+      bleu_words("x - y 1990-2000 a-b", opts),
+      (std::vector<std::string>{"x", "-", "y", "1990", "-", "2000", "a", "##AT##-##AT##", "b"}));
+  EXPECT_EQ(bleu_signature(opts, 1).find("tok:13a+atat|"), bleu_signature(opts, 1).find("tok:"));
+  opts.tokenize = Tokenizer::kMoses;
+  EXPECT_NE(bleu_signature(opts, 1).find("|tok:moses-de+atat|"), std::string::npos);
+  opts.compound_split = false;
+  EXPECT_NE(bleu_signature(opts, 1).find("|tok:moses-de|"), std::string::npos);
+}
+
+TEST(Bleu, SplitCompoundsScoreByHand) {
+  // hyp: Die Rich ##AT##-##AT## Text ##AT##-##AT## Datei ist gross .    (9 words)
+  // ref: Die Rich ##AT##-##AT## Text ##AT##-##AT## Datei ist sehr gross . (10)
+  // Matches: 9/9 unigrams, 7/8 bigrams, 5/7 trigrams, 4/6 4-grams (those with
+  // "ist gross" miss); BP = exp(1 - 10/9).
+  const std::vector<std::string> hyp = {"Die Rich-Text-Datei ist gross."};
+  const std::vector<std::vector<std::string>> ref = {{"Die Rich-Text-Datei ist sehr gross."}};
+  const double expected =
+      100.0 * std::exp(1.0 - 10.0 / 9.0) * std::pow(1.0 * 7 / 8 * 5 / 7 * 4 / 6, 0.25);
+  for (Tokenizer t : {Tokenizer::kMoses, Tokenizer::k13a}) {
+    BleuOptions opts;
+    opts.tokenize = t;
+    opts.lang = "de";
+    opts.compound_split = true;
+    const BleuResult r = corpus_bleu(hyp, ref, opts);
+    EXPECT_EQ(r.counts, (std::array<int64_t, 4>{9, 7, 5, 4})) << tokenizer_name(t);
+    EXPECT_EQ(r.totals, (std::array<int64_t, 4>{9, 8, 7, 6})) << tokenizer_name(t);
+    EXPECT_NEAR(r.score, expected, 1e-9) << tokenizer_name(t);
+    EXPECT_NEAR(r.score, 71.89393375176815, 1e-9);
+  }
+  // Unsplit, the compound is one word: 5/5, 3/4, 1/3, 0/2 (exp smoothing: 100 / (2 * 2)).
+  BleuOptions plain;
+  plain.tokenize = Tokenizer::kMoses;
+  plain.lang = "de";
+  EXPECT_NEAR(corpus_bleu(hyp, ref, plain).score,
+              std::exp(1.0 - 6.0 / 5.0) * std::pow(100.0 * 75.0 * (100.0 / 3) * 25.0, 0.25), 1e-9);
 }
 
 TEST(EvalUnicode, LowercaseMatchesPython) {
@@ -154,9 +249,10 @@ TEST(Bleu, CompoundSplit) {
   BleuOptions opts;
   opts.compound_split = true;
   EXPECT_EQ(bleu_words("Das Rich-Text-Format, ok.", opts),
-            (std::vector<std::string>{"Das", "Rich", "##AT##-##AT##", "Text", "##AT##-##AT##", "Format", ",",
-                                      "ok", "."}));
-  EXPECT_DOUBLE_EQ(corpus_bleu({"Ein Rich-Text-Format."}, {{"Ein Rich-Text-Format."}}, opts).score, 100.0);
+            (std::vector<std::string>{"Das", "Rich", "##AT##-##AT##", "Text", "##AT##-##AT##",
+                                      "Format", ",", "ok", "."}));
+  EXPECT_DOUBLE_EQ(corpus_bleu({"Ein Rich-Text-Format."}, {{"Ein Rich-Text-Format."}}, opts).score,
+                   100.0);
   EXPECT_NE(bleu_signature(opts, 1).find("tok:13a+atat"), std::string::npos);
 }
 
@@ -191,7 +287,8 @@ TEST(Bleu, RealDataMatchesSacrebleu) {
   const BleuResult r = corpus_bleu(hyp, {de});
   EXPECT_NEAR(r.score, 24.390877645645165, 1e-9);
   EXPECT_EQ(format_bleu(r),
-            "BLEU = 24.39 100.0/44.9/21.5/7.1 (BP = 0.846 ratio = 0.856 hyp_len = 53691 ref_len = 62688)");
+            "BLEU = 24.39 100.0/44.9/21.5/7.1 (BP = 0.846 ratio = 0.856 hyp_len = 53691 ref_len = "
+            "62688)");
   EXPECT_EQ(r.counts, (std::array<int64_t, 4>{53691, 22764, 10276, 3195}));
   EXPECT_EQ(r.totals, (std::array<int64_t, 4>{53691, 50688, 47687, 44692}));
   BleuOptions o;
@@ -231,23 +328,53 @@ void write_file(const std::string& path, const std::string& text) {
 
 TEST(BleuCommand, ScoresFilesAndStdin) {
   test::TempDir dir;
-  write_file(dir / "hyp", "The dog bit the man.\nIt wasn't surprising.\nThe man had just bitten him.\n");
-  write_file(dir / "ref1", "The dog bit the man.\nIt was not unexpected.\nThe man bit him first.\n");
-  write_file(dir / "ref2", "The dog had bit the man.\nNo one was surprised.\nThe man had bitten the dog.\n");
-  auto r = run_command("bleu --ref " + (dir / "ref1") + " --ref " + (dir / "ref2") + " " + (dir / "hyp"));
+  write_file(dir / "hyp",
+             "The dog bit the man.\nIt wasn't surprising.\nThe man had just bitten him.\n");
+  write_file(dir / "ref1",
+             "The dog bit the man.\nIt was not unexpected.\nThe man bit him first.\n");
+  write_file(dir / "ref2",
+             "The dog had bit the man.\nNo one was surprised.\nThe man had bitten the dog.\n");
+  auto r = run_command("bleu --ref " + (dir / "ref1") + " --ref " + (dir / "ref2") + " " +
+                       (dir / "hyp"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)\n"
-                          "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:rotor-"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find(
+          "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)\n"
+          "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:rotor-"),
+      std::string::npos)
       << r.output;
-  r = run_command("bleu -r " + (dir / "ref1") + " -r " + (dir / "ref2") + " --tokenize none --score-only < " +
-                  (dir / "hyp"));
+  r = run_command("bleu -r " + (dir / "ref1") + " -r " + (dir / "ref2") +
+                  " --tokenize none --score-only < " + (dir / "hyp"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, "49.19\n");
-  r = run_command("bleu -r " + (dir / "ref1") + " -r " + (dir / "ref2") + " --json " + (dir / "hyp"));
+  r = run_command("bleu -r " + (dir / "ref1") + " -r " + (dir / "ref2") + " --json " +
+                  (dir / "hyp"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"score\": 48.53082700992"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\"hyp_len\": 17"), std::string::npos) << r.output;
+}
+
+TEST(BleuCommand, SplitCompoundsAndMoses) {
+  test::TempDir dir;
+  write_file(dir / "hyp", "Die Rich-Text-Datei ist gross.\n");
+  write_file(dir / "ref", "Die Rich-Text-Datei ist sehr gross.\n");
+  auto r = run_command("bleu -r " + (dir / "ref") +
+                       " --tokenize moses --lang de --split-compounds -w 4 " + (dir / "hyp"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(
+      r.output.rfind("BLEU = 71.8939 100.0/87.5/71.4/66.7 (BP = 0.895 ratio = 0.900 hyp_len = 9 "
+                     "ref_len = 10)\nnrefs:1|case:mixed|eff:no|tok:moses-de+atat|smooth:exp|",
+                     0),
+      0u)
+      << r.output;
+  // The old spelling, with 13a (the default tokenizer).
+  r = run_command("bleu -r " + (dir / "ref") + " --compound-split -b -w 4 " + (dir / "hyp"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "71.8939\n");
+  r = run_command("bleu -r " + (dir / "ref") + " --lang de " + (dir / "hyp"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--lang de only applies to --tokenize moses"), std::string::npos)
+      << r.output;
 }
 
 TEST(BleuCommand, LineCountMismatchAndMissingFileFail) {
@@ -256,8 +383,8 @@ TEST(BleuCommand, LineCountMismatchAndMissingFileFail) {
   write_file(dir / "ref", "a b c\n");
   auto r = run_command("bleu --ref " + (dir / "ref") + " " + (dir / "hyp"));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("hypothesis " + (dir / "hyp") + " has 2 lines but reference " + (dir / "ref") +
-                          " has 1 lines"),
+  EXPECT_NE(r.output.find("hypothesis " + (dir / "hyp") + " has 2 lines but reference " +
+                          (dir / "ref") + " has 1 lines"),
             std::string::npos)
       << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;  // one line
