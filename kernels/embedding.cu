@@ -34,9 +34,10 @@ __global__ void make_keys_kernel(const int32_t* ids, int64_t n, int64_t vocab, i
   }
 }
 
-template <class T>
+// dout of type TO, the table gradient of type T (f32 under mixed precision).
+template <class TO, class T>
 __global__ void embedding_bwd_kernel(const uint32_t* keys, const int32_t* positions, int64_t n,
-                                     const T* dout, float scale, T* dtable, int64_t vocab,
+                                     const TO* dout, float scale, T* dtable, int64_t vocab,
                                      int64_t d) {
   for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
     const uint32_t key = keys[s];
@@ -101,9 +102,10 @@ size_t embedding_backward_workspace(int64_t n, int64_t vocab) {
   return layout(n, vocab).total;
 }
 
-cudaError_t embedding_backward(const int32_t* ids, int64_t n, const void* dout, float scale,
-                               void* dtable, DType dt, int64_t vocab, int64_t d, int pad_id,
-                               void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+cudaError_t embedding_backward(const int32_t* ids, int64_t n, const void* dout, DType dout_dt,
+                               float scale, void* dtable, DType dt, int64_t vocab, int64_t d,
+                               int pad_id, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream) {
   if (n <= 0 || d <= 0 || vocab <= 0) return cudaSuccess;
   if (n > INT32_MAX || vocab >= INT32_MAX) return cudaErrorInvalidValue;
   const Layout l = layout(n, vocab);
@@ -121,10 +123,12 @@ cudaError_t embedding_backward(const int32_t* ids, int64_t n, const void* dout, 
                                       static_cast<int>(n), 0, key_bits(vocab), stream);
   if (e != cudaSuccess) return e;
   const unsigned blocks = static_cast<unsigned>(n < (1 << 30) ? n : (1 << 30));
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     embedding_bwd_kernel<T><<<blocks, row_threads(d, 256), 0, stream>>>(
-                         keys_out, pos_out, n, static_cast<const T*>(dout), scale,
-                         static_cast<T*>(dtable), vocab, d));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      ROTOR_FLOAT_SWITCH(dout_dt, TO,
+                         embedding_bwd_kernel<TO, T><<<blocks, row_threads(d, 256), 0, stream>>>(
+                             keys_out, pos_out, n, static_cast<const TO*>(dout), scale,
+                             static_cast<T*>(dtable), vocab, d)));
   return cudaGetLastError();
 }
 

@@ -20,10 +20,11 @@ cudaError_t embedding_forward(const int32_t* ids, int64_t n, const void* table, 
 size_t embedding_backward_workspace(int64_t n, int64_t vocab);
 // dtable[ids[i], :] += dout[i, :] * scale for ids != pad_id. The positions are
 // sorted by id (stable), then one block per distinct id sums its rows in
-// position order: deterministic, no atomics, any dtype. Out-of-range ids are
-// skipped.
-cudaError_t embedding_backward(const int32_t* ids, int64_t n, const void* dout, float scale,
-                               void* dtable, DType dt, int64_t vocab, int64_t d, int pad_id,
-                               void* workspace, size_t workspace_bytes, cudaStream_t stream);
+// position order: deterministic, no atomics, any dtypes (dout_dt and dt may
+// differ: 16-bit rows into an f32 gradient). Out-of-range ids are skipped.
+cudaError_t embedding_backward(const int32_t* ids, int64_t n, const void* dout, DType dout_dt,
+                               float scale, void* dtable, DType dt, int64_t vocab, int64_t d,
+                               int pad_id, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream);
 
 }  // namespace rotor::kernels

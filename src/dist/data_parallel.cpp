@@ -73,10 +73,12 @@ GradientBuckets::~GradientBuckets() {
 void GradientBuckets::parameter_ready(int64_t offset) {
   auto it = ready_.find(offset);
   if (it == ready_.end()) ROTOR_FAIL("GradientBuckets: no parameter starts at offset {}", offset);
+  reported_ = true;
   if (it->second) return;  // reported twice (shared weights): once counts
   it->second = true;
   --pending_[static_cast<size_t>(bucket_of_offset_[offset])];
   launch_ready();
+  progress();
 }
 
 void GradientBuckets::range_ready(int64_t begin, int64_t end) {
@@ -90,7 +92,9 @@ void GradientBuckets::range_ready(int64_t begin, int64_t end) {
       --pending_[static_cast<size_t>(bucket_of_offset_[*it])];
     }
   }
+  reported_ = true;
   launch_ready();
+  progress();
 }
 
 void GradientBuckets::launch_ready() {
@@ -102,14 +106,32 @@ void GradientBuckets::launch_ready() {
   }
 }
 
+void GradientBuckets::progress() {
+  // One test advances every outstanding collective in Open MPI; testing each
+  // open bucket also serves libraries that progress per request.
+  while (first_open_ < next_launch_ && handles_[static_cast<size_t>(first_open_)].done())
+    ++first_open_;
+  for (int i = first_open_ + 1; i < next_launch_; ++i) handles_[static_cast<size_t>(i)].done();
+}
+
 void GradientBuckets::finish(double scale) {
-  for (auto& p : pending_) p = 0;  // parameters never reported: their gradients as they are
-  launch_ready();
-  for (auto& h : handles_) h.wait();
+  progress();
+  launched_before_finish_ = next_launch_;
+  completed_before_finish_ = first_open_;
+  reported_last_ = reported_;
+  if (!reported_ && next_launch_ == 0) {
+    all_reduce_gradients(*comm_, grads_);  // no readiness reports: the plain fallback
+  } else {
+    for (auto& p : pending_) p = 0;  // parameters never reported: their gradients as they are
+    launch_ready();
+    for (auto& h : handles_) h.wait();
+  }
   if (scale != 1.0) ops::scale(grads_, static_cast<float>(scale));
   pending_ = params_in_bucket_;
   for (auto& [offset, ready] : ready_) ready = false;
   next_launch_ = 0;
+  first_open_ = 0;
+  reported_ = false;
 }
 
 // ---- ShardedAdamW ------------------------------------------------------------

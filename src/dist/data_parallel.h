@@ -1,15 +1,28 @@
 // Data parallelism over the flat parameter buffers (DESIGN.md decisions 3, 8).
 //
-// Replicated optimizer (every rank holds all of m and v):
-//   GradientBuckets buckets(store.grads(), backward_order_offsets(store), 25.0, comm);
-//   ... backward of the LAST micro-batch of an update; after each layer's
-//   backward:  buckets.range_ready(first_offset, end_offset);   // or parameter_ready(offset)
-//   buckets.finish();                       // all buckets reduced: grads = sum over ranks
+// Replicated optimizer (every rank holds all of m and v), as train/trainer.cpp
+// runs it at world size > 1:
+//   GradientBuckets buckets(store.grads(), backward_order_offsets(store), bucket_mb, comm);
+//   ctx.grad_ready = buckets.hook();  // only for the LAST micro-batch of an update
+//   task->train_micro_batch(ctx);     // the model's backward reports each layer
+//                                     // (nn/context.h) -> range_ready(begin, end)
+//   buckets.finish();                 // all buckets reduced: grads = sum over ranks
 //   optimizer.step(lr, 1.0 / global_tokens);
-// Earlier micro-batches of an update only accumulate locally (no hooks).
-// Buckets are contiguous ranges of the flat buffer, laid out from its end
-// (backward finishes the last layers first) and launched strictly in bucket
-// order, so every rank issues the same collectives in the same order.
+// Earlier micro-batches of an update only accumulate locally (no hook, no
+// communication). Buckets are contiguous ranges of the flat buffer, laid out
+// from its end (backward finishes the last layers first) and launched
+// strictly in bucket order, so every rank issues the same collectives in the
+// same order whatever the timing. A bucket is all-reduced with the
+// communicator's all_reduce_async: MPI_Iallreduce on the CPU, ncclAllReduce on
+// the communication stream (ordered after the compute stream by an event) on
+// the GPU, so backward keeps computing while it runs. finish() waits for every
+// bucket (under NCCL the compute stream then waits on the communication
+// stream).
+//
+// MPI progress: many MPI libraries (Open MPI without an async progress thread)
+// advance a non-blocking collective only inside MPI calls. Every readiness
+// report therefore also tests the outstanding buckets (MPI_Testall), so a
+// bucket moves on at each layer boundary of the backward, not only in finish().
 //
 // Sharded optimizer (ZeRO-1 style): no bucket all-reduce; ShardedAdamW::step
 // reduce-scatters the summed gradients, updates this rank's contiguous shard
@@ -17,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -60,16 +74,31 @@ class GradientBuckets {
   void parameter_ready(int64_t offset);
   // Every parameter whose offset lies in [begin, end) is final (a layer).
   void range_ready(int64_t begin, int64_t end);
+  // range_ready as an nn::GradReadyHook (for nn::Context::grad_ready); the
+  // hook refers to this object.
+  std::function<void(int64_t, int64_t)> hook() {
+    return [this](int64_t begin, int64_t end) { range_ready(begin, end); };
+  }
   // Launches what is left, waits for every bucket, multiplies the gradients
-  // by `scale` (1: leave the sums) and rearms for the next update.
+  // by `scale` (1: leave the sums) and rearms for the next update. When no
+  // parameter at all was reported (a model without readiness reports), the
+  // whole buffer is reduced by one plain all-reduce instead.
   void finish(double scale = 1.0);
 
   // Bucket i covers flat elements [bounds()[i].first, bounds()[i].second).
   const std::vector<std::pair<int64_t, int64_t>>& bounds() const { return bounds_; }
+  // Buckets launched so far in this update.
   int launched() const { return next_launch_; }
+  // Of the last finish(): the buckets that had been launched before it was
+  // called (during backward), how many of those were already complete (in
+  // bucket order), and whether any readiness was reported.
+  int launched_before_finish() const { return launched_before_finish_; }
+  int completed_before_finish() const { return completed_before_finish_; }
+  bool reported_last_update() const { return reported_last_; }
 
  private:
   void launch_ready();
+  void progress();  // tests the outstanding buckets (MPI progress)
 
   Tensor grads_;
   Communicator* comm_;
@@ -80,6 +109,9 @@ class GradientBuckets {
   std::vector<int> params_in_bucket_, pending_;
   std::vector<Handle> handles_;
   int next_launch_ = 0;
+  int first_open_ = 0;  // buckets below it are known complete
+  bool reported_ = false, reported_last_ = false;
+  int launched_before_finish_ = 0, completed_before_finish_ = 0;
 };
 
 // AdamW with the moments sharded over the ranks. Shard r owns flat elements

@@ -60,36 +60,46 @@ BertForMaskedLM::BertForMaskedLM(const BertConfig& c, nn::ParameterStore& store)
   ROTOR_CHECK(c.vocab_size > 0, "vocabulary size must be positive");
   const int64_t d = c.layer.d_model;
   const std::string p = c.prefix();
+  size_t mark = nn::ParamRange::mark(store);  // the parts' parameters, for grad_ready
+  auto take = [&](nn::ParamRange& r) {
+    r = {mark, nn::ParamRange::mark(store)};
+    mark = r.last;
+  };
   // Hugging Face order: word, position, token type, LayerNorm.
   word_ = std::make_unique<nn::Embedding>(store, p + ".embeddings.word_embeddings.weight",
                                           c.vocab_size, d, c.pad_id, Init::normal(c.init_std));
   word_->set_scale(1.0f);  // BERT does not scale embeddings by sqrt(d)
-  position_ = std::make_unique<nn::PositionEncoding>(
-      store, p + ".embeddings.position_embeddings.weight", c.position, c.max_positions, d,
-      c.init_std);
+  position_ =
+      std::make_unique<nn::PositionEncoding>(store, p + ".embeddings.position_embeddings.weight",
+                                             c.position, c.max_positions, d, c.init_std);
   if (c.type_vocab_size > 0)
-    token_type_ = std::make_unique<nn::Embedding>(store, p + ".embeddings.token_type_embeddings.weight",
-                                                  c.type_vocab_size, d, -1, Init::normal(c.init_std));
+    token_type_ =
+        std::make_unique<nn::Embedding>(store, p + ".embeddings.token_type_embeddings.weight",
+                                        c.type_vocab_size, d, -1, Init::normal(c.init_std));
   emb_norm_ = std::make_unique<nn::LayerNorm>(store, p + ".embeddings.LayerNorm", d,
                                               c.layer.layer_norm_eps);
   emb_drop_ = std::make_unique<nn::Dropout>(store, c.layer.dropout);
+  take(embeddings_range_);
   nn::BertLayerConfig lc = c.layer;
   lc.rope = c.position == nn::PositionKind::Rope;
   lc.init_std = c.init_std;
-  for (int64_t i = 0; i < c.num_layers; ++i)
+  for (int64_t i = 0; i < c.num_layers; ++i) {
     layers_.push_back(
         std::make_unique<nn::BertLayer>(store, p + ".encoder.layer." + std::to_string(i), lc));
+    take(layer_ranges_.emplace_back());
+  }
   transform_ = std::make_unique<nn::Linear>(store, "cls.predictions.transform.dense", d, d, true,
                                             Init::normal(c.init_std), c.layer.activation);
-  transform_norm_ = std::make_unique<nn::LayerNorm>(store, "cls.predictions.transform.LayerNorm",
-                                                    d, c.layer.layer_norm_eps);
+  transform_norm_ = std::make_unique<nn::LayerNorm>(store, "cls.predictions.transform.LayerNorm", d,
+                                                    c.layer.layer_norm_eps);
   decoder_bias_ = store.add("cls.predictions.bias", {c.vocab_size}, Init::zeros(), true);
+  take(head_range_);
 }
 
 Tensor BertForMaskedLM::encode(const Tensor& ids, const Tensor& types, const Tensor& lengths,
                                const Context& ctx) {
-  ROTOR_CHECK(ids.dim() == 2 && ids.dtype() == DType::I32, "BERT: input ids must be i32 [B, T], got {}",
-              ids.str());
+  ROTOR_CHECK(ids.dim() == 2 && ids.dtype() == DType::I32,
+              "BERT: input ids must be i32 [B, T], got {}", ids.str());
   B_ = ids.size(0);
   T_ = ids.size(1);
   const int64_t N = B_ * T_, d = config_.layer.d_model;
@@ -113,8 +123,8 @@ Tensor BertForMaskedLM::head_logits(const Tensor& h, const Context& ctx) const {
   Tensor out = ctx.empty({h.size(0), config_.vocab_size});  // [M, V]
   ops::GemmOptions o;
   o.trans_b = true;
-  o.bias = decoder_bias_->value;
-  ops::gemm(h, word_->table()->value, out, o);  // decoder tied to the word embedding
+  o.bias = decoder_bias_->value_in(ctx.dtype);
+  ops::gemm(h, word_->table()->value_in(ctx.dtype), out, o);  // decoder tied to the word embedding
   return out;
 }
 
@@ -161,6 +171,12 @@ MlmSums BertForMaskedLM::forward_loss(const MlmBatch& batch, const Context& ctx)
 
 void BertForMaskedLM::backward(float grad_scale) {
   const Context& ctx = ctx_;
+  // Each part is reported to ctx.grad_ready right after its backward, in
+  // descending offsets (the head, the layers from the last, the embeddings);
+  // the word embedding, tied to the decoder, with the embeddings at the end.
+  // Reported whether or not the batch masks any token, so that every rank
+  // reports the same ranges in the same order.
+  const auto ready = [&](const nn::ParamRange& r) { ctx.report_grads_ready(*store_, r); };
   const int64_t d = config_.layer.d_model, N = B_ * T_;
   Tensor dh = ctx.zeros({N, d});
   if (head_out_.defined()) {
@@ -178,22 +194,28 @@ void BertForMaskedLM::backward(float grad_scale) {
     ops::gemm(dlogits, head_out_, table->grad, acc);
     ops::sum_rows(dlogits, decoder_bias_->grad, true);
     Tensor dhm = ctx.empty({M, d});
-    ops::gemm(dlogits, table->value, dhm, {});
+    ops::gemm(dlogits, table->value_in(dlogits.dtype()), dhm, {});
     dlogits = Tensor();
     dhm = transform_norm_->backward(dhm);
     dhm = transform_->backward(dhm);
     // Scatter back to the masked rows (each position appears once).
     ops::embedding_backward(batch_.masked_positions, dhm, 1.0f, dh, -1);
   }
+  ready(head_range_);
   Tensor dx = dh.view({B_, T_, d});
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dx = (*it)->backward(dx);
+  for (size_t i = layers_.size(); i-- > 0;) {
+    dx = layers_[i]->backward(dx);
+    ready(layer_ranges_[i]);
+  }
   Tensor g = emb_drop_->backward(dx.view({N, d}));
   g = emb_norm_->backward(g);  // [N, d]
   position_->backward(g.view({B_, T_, d}), 0);
   word_->backward(ids_, g);
   if (token_type_) token_type_->backward(types_, g);
+  ready(embeddings_range_);
   head_out_ = lse_ = ids_ = types_ = Tensor();
   batch_ = MlmBatch{};
+  ctx_.grad_ready = nullptr;  // the listener lives only for this backward
 }
 
 Tensor BertForMaskedLM::forward_logits(const Tensor& input_ids, const Tensor& token_type_ids,

@@ -50,9 +50,7 @@ struct BertConfig {
   int64_t type_vocab_size = 2;  // 0: no token type embedding
   double init_std = 0.02;       // embeddings and every weight
   // "roformer" when position == rope, else "bert": the Hugging Face prefix.
-  std::string prefix() const {
-    return position == nn::PositionKind::Rope ? "roformer" : "bert";
-  }
+  std::string prefix() const { return position == nn::PositionKind::Rope ? "roformer" : "bert"; }
 };
 
 // The model a task-mlm Config describes for a vocabulary of `vocab_size`
@@ -61,20 +59,20 @@ BertConfig bert_config(const Config& config, int64_t vocab_size);
 
 // One masked-LM batch (tensors on the model's device).
 struct MlmBatch {
-  Tensor input_ids;         // i32 [B, T]: masked inputs, right-padded with pad_id
-  Tensor token_type_ids;    // i32 [B, T], or undefined = every token in segment 0
-  Tensor lengths;           // i32 [B]: non-pad tokens per row (key padding)
-  Tensor masked_positions;  // i32 [M]: flat indices b * T + t of the tokens to predict
-  Tensor masked_targets;    // i32 [M]: their original ids
+  Tensor input_ids;           // i32 [B, T]: masked inputs, right-padded with pad_id
+  Tensor token_type_ids;      // i32 [B, T], or undefined = every token in segment 0
+  Tensor lengths;             // i32 [B]: non-pad tokens per row (key padding)
+  Tensor masked_positions;    // i32 [M]: flat indices b * T + t of the tokens to predict
+  Tensor masked_targets;      // i32 [M]: their original ids
   int64_t tokens = 0;         // non-pad tokens
   int64_t masked_tokens = 0;  // M: the loss's token count (normalizer)
   MlmBatch to(Device device) const;
 };
 
 struct MlmSums {
-  double loss = 0;         // -log p(original id), summed over the masked tokens
-  int64_t tokens = 0;      // masked tokens (M)
-  int64_t correct = 0;     // masked tokens whose argmax is the original id
+  double loss = 0;           // -log p(original id), summed over the masked tokens
+  int64_t tokens = 0;        // masked tokens (M)
+  int64_t correct = 0;       // masked tokens whose argmax is the original id
   bool has_correct = false;  // correct is counted on the CPU and when !ctx.training
                              // (on a GPU it costs a copy of the [M, V] logits)
 };
@@ -112,6 +110,9 @@ class BertForMaskedLM {
   std::unique_ptr<nn::Linear> transform_;  // dense with GELU fused
   std::unique_ptr<nn::LayerNorm> transform_norm_;
   nn::Parameter* decoder_bias_ = nullptr;  // cls.predictions.bias [V]
+  // The parameters of each part, reported to Context::grad_ready by backward.
+  nn::ParamRange embeddings_range_, head_range_;
+  std::vector<nn::ParamRange> layer_ranges_;
 
   // Saved by encode / forward_loss for backward.
   Tensor ids_, types_;  // i32 [B*T]

@@ -18,29 +18,47 @@ EncoderDecoder::EncoderDecoder(const TransformerConfig& c, nn::ParameterStore& s
     : config_(c), store_(&store) {
   const int64_t d = c.layer.d_model;
   ROTOR_CHECK(c.vocab_size > 0, "vocabulary size must be positive");
+  // Each part's parameters, from the registration marks around it.
+  size_t mark = nn::ParamRange::mark(store);
+  auto take = [&](nn::ParamRange& r) {
+    r = {mark, nn::ParamRange::mark(store)};
+    mark = r.last;
+  };
   // fairseq: embeddings N(0, d^-1/2) with the pad row zero.
-  embedding_ = std::make_unique<nn::Embedding>(store, "model.shared.weight", c.vocab_size, d, c.pad_id,
-                                               Init::normal(std::pow(static_cast<double>(d), -0.5)));
+  embedding_ =
+      std::make_unique<nn::Embedding>(store, "model.shared.weight", c.vocab_size, d, c.pad_id,
+                                      Init::normal(std::pow(static_cast<double>(d), -0.5)));
   embedding_->set_scale(c.scale_embeddings ? std::sqrt(static_cast<float>(d)) : 1.0f);
+  take(ranges_.embedding);
   nn::LayerConfig lc = c.layer;
   lc.rope = c.position == nn::PositionKind::Rope;
   const double pos_std = std::pow(static_cast<double>(d), -0.5);
   enc_pos_ = std::make_unique<nn::PositionEncoding>(store, "model.encoder.embed_positions.weight",
                                                     c.position, c.max_positions, d, pos_std);
   enc_drop_ = std::make_unique<nn::Dropout>(store, lc.dropout);
-  for (int64_t i = 0; i < c.encoder_layers; ++i)
-    encoder_.push_back(std::make_unique<nn::EncoderLayer>(
-        store, "model.encoder.layers." + std::to_string(i), lc));
+  take(ranges_.enc_pos);
+  for (int64_t i = 0; i < c.encoder_layers; ++i) {
+    encoder_.push_back(
+        std::make_unique<nn::EncoderLayer>(store, "model.encoder.layers." + std::to_string(i), lc));
+    take(ranges_.encoder.emplace_back());
+  }
   if (!lc.post_norm)
-    enc_norm_ = std::make_unique<nn::LayerNorm>(store, "model.encoder.layer_norm", d, lc.layer_norm_eps);
+    enc_norm_ =
+        std::make_unique<nn::LayerNorm>(store, "model.encoder.layer_norm", d, lc.layer_norm_eps);
+  take(ranges_.enc_norm);
   dec_pos_ = std::make_unique<nn::PositionEncoding>(store, "model.decoder.embed_positions.weight",
                                                     c.position, c.max_positions, d, pos_std);
   dec_drop_ = std::make_unique<nn::Dropout>(store, lc.dropout);
-  for (int64_t i = 0; i < c.decoder_layers; ++i)
-    decoder_.push_back(std::make_unique<nn::DecoderLayer>(
-        store, "model.decoder.layers." + std::to_string(i), lc));
+  take(ranges_.dec_pos);
+  for (int64_t i = 0; i < c.decoder_layers; ++i) {
+    decoder_.push_back(
+        std::make_unique<nn::DecoderLayer>(store, "model.decoder.layers." + std::to_string(i), lc));
+    take(ranges_.decoder.emplace_back());
+  }
   if (!lc.post_norm)
-    dec_norm_ = std::make_unique<nn::LayerNorm>(store, "model.decoder.layer_norm", d, lc.layer_norm_eps);
+    dec_norm_ =
+        std::make_unique<nn::LayerNorm>(store, "model.decoder.layer_norm", d, lc.layer_norm_eps);
+  take(ranges_.dec_norm);
 }
 
 Tensor EncoderDecoder::embed(const Tensor& ids, int64_t offset, nn::PositionEncoding& pos,
@@ -56,7 +74,7 @@ Tensor EncoderDecoder::logits(const Tensor& h, const Context& ctx) const {
   Tensor out = ctx.empty({h.size(0), config_.vocab_size});
   ops::GemmOptions o;
   o.trans_b = true;
-  ops::gemm(h, embedding_->table()->value, out, o);  // tied output projection
+  ops::gemm(h, embedding_->table()->value_in(ctx.dtype), out, o);  // tied output projection
   return out;
 }
 
@@ -109,6 +127,11 @@ Tensor EncoderDecoder::forward_logits(const TranslationBatch& batch, const Conte
 
 void EncoderDecoder::backward(float grad_scale) {
   const Context& ctx = ctx_;
+  // Each part is reported to ctx.grad_ready right after its backward (in
+  // descending offsets: the layout is construction order); the shared
+  // embedding matrix, used by the output projection and both embeddings, only
+  // after its last use.
+  const auto ready = [&](const nn::ParamRange& r) { ctx.report_grads_ready(*store_, r); };
   const int64_t B = batch_.tgt_in.size(0), T = batch_.tgt_in.size(1), d = config_.layer.d_model;
   const int64_t S = batch_.src.size(1);
   // Recompute the logits rather than keep [N, V] alive between the passes.
@@ -124,23 +147,35 @@ void EncoderDecoder::backward(float grad_scale) {
   acc.beta = 1.0f;
   ops::gemm(dlogits, dec_out_, table->grad, acc);
   Tensor dh = ctx.empty({B * T, d});
-  ops::gemm(dlogits, table->value, dh, {});
+  ops::gemm(dlogits, table->value_in(dlogits.dtype()), dh, {});
   dlogits = Tensor();
   if (dec_norm_) dh = dec_norm_->backward(dh);
+  ready(ranges_.dec_norm);
   Tensor dy = dh.view({B, T, d});
   Tensor d_memory = ctx.zeros({B, S, d});
-  for (auto it = decoder_.rbegin(); it != decoder_.rend(); ++it) dy = (*it)->backward(dy, d_memory);
+  for (size_t i = decoder_.size(); i-- > 0;) {
+    dy = decoder_[i]->backward(dy, d_memory);
+    ready(ranges_.decoder[i]);
+  }
   dy = dec_drop_->backward(dy);
   dec_pos_->backward(dy, 0);
+  ready(ranges_.dec_pos);
   embedding_->backward(batch_.tgt_in, dy.view({B * T, d}));
   Tensor dx = d_memory;
   if (enc_norm_) dx = enc_norm_->backward(dx.view({B * S, d})).view({B, S, d});
-  for (auto it = encoder_.rbegin(); it != encoder_.rend(); ++it) dx = (*it)->backward(dx);
+  ready(ranges_.enc_norm);
+  for (size_t i = encoder_.size(); i-- > 0;) {
+    dx = encoder_[i]->backward(dx);
+    ready(ranges_.encoder[i]);
+  }
   dx = enc_drop_->backward(dx);
   enc_pos_->backward(dx, 0);
+  ready(ranges_.enc_pos);
   embedding_->backward(batch_.src, dx.view({B * S, d}));
+  ready(ranges_.embedding);
   memory_ = dec_out_ = lse_ = Tensor();
   batch_ = TranslationBatch{};
+  ctx_.grad_ready = nullptr;  // the listener lives only for this backward
 }
 
 EncoderDecoder::DecodeState EncoderDecoder::start_decoding(const Tensor& memory,

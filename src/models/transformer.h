@@ -24,10 +24,10 @@ struct TransformerConfig {
 
 // A padded batch of sentence pairs (right padding with pad_id).
 struct TranslationBatch {
-  Tensor src;          // i32 [B, S]
-  Tensor src_lengths;  // i32 [B]
-  Tensor tgt_in;       // i32 [B, T]: bos + tokens
-  Tensor tgt_out;      // i32 [B, T]: tokens + eos (pad where tgt_in is pad)
+  Tensor src;              // i32 [B, S]
+  Tensor src_lengths;      // i32 [B]
+  Tensor tgt_in;           // i32 [B, T]: bos + tokens
+  Tensor tgt_out;          // i32 [B, T]: tokens + eos (pad where tgt_in is pad)
   int64_t tgt_tokens = 0;  // non-pad target tokens
   int64_t src_tokens = 0;
 };
@@ -43,7 +43,8 @@ class EncoderDecoder {
   EncoderDecoder(const TransformerConfig& config, nn::ParameterStore& store);
 
   // Forward and loss; keeps what backward needs. Returns the sums (host).
-  LossSums forward_loss(const TranslationBatch& batch, float label_smoothing, const nn::Context& ctx);
+  LossSums forward_loss(const TranslationBatch& batch, float label_smoothing,
+                        const nn::Context& ctx);
   // Backward of forward_loss: d(loss_sum * grad_scale); accumulates into the
   // store's gradients.
   void backward(float grad_scale);
@@ -59,7 +60,8 @@ class EncoderDecoder {
     std::vector<nn::DecoderLayer::State> layers;
     int64_t position = 0, max_length = 0;
   };
-  DecodeState start_decoding(const Tensor& memory, const Tensor& memory_lengths, int64_t max_length);
+  DecodeState start_decoding(const Tensor& memory, const Tensor& memory_lengths,
+                             int64_t max_length);
   // tokens i32 [B] at state.position -> log-probabilities f32 [B, V]; advances the position.
   Tensor decode_step(DecodeState& state, const Tensor& tokens, const nn::Context& ctx);
   // Keeps rows `index` (i32 [B']) of every cache (beam search).
@@ -80,6 +82,11 @@ class EncoderDecoder {
   std::vector<std::unique_ptr<nn::EncoderLayer>> encoder_;
   std::vector<std::unique_ptr<nn::DecoderLayer>> decoder_;
   std::unique_ptr<nn::LayerNorm> enc_norm_, dec_norm_;  // pre-LN only
+  // The parameters of each part, reported to Context::grad_ready by backward.
+  struct Ranges {
+    nn::ParamRange embedding, enc_pos, enc_norm, dec_pos, dec_norm;
+    std::vector<nn::ParamRange> encoder, decoder;
+  } ranges_;
 
   // Saved by forward_loss for backward.
   TranslationBatch batch_;

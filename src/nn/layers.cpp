@@ -11,6 +11,9 @@
 namespace rotor::nn {
 
 // ---- LayerNorm --------------------------------------------------------------
+// gamma and beta are read as the f32 masters whatever the activations' dtype:
+// the statistics and the affine map are computed in f32 anyway (DESIGN.md
+// decision 5), and their gradients accumulate into the f32 buffer directly.
 
 LayerNorm::LayerNorm(ParameterStore& store, const std::string& prefix, int64_t dim, float eps)
     : dim_(dim), eps_(eps) {
@@ -72,11 +75,13 @@ Embedding::Embedding(ParameterStore& store, const std::string& name, int64_t voc
 
 Tensor Embedding::apply(const Tensor& ids, const Context& ctx) const {
   Tensor out = ctx.empty({ids.numel(), table_->shape[1]});
-  ops::embedding_forward(ids.view({ids.numel()}), table_->value, scale_, out);
+  ops::embedding_forward(ids.view({ids.numel()}), table_->value_in(ctx.dtype), scale_, out);
   return out;
 }
 
-Tensor Embedding::forward(const Tensor& ids, const Context& ctx) { return apply(ids, ctx); }
+Tensor Embedding::forward(const Tensor& ids, const Context& ctx) {
+  return apply(ids, ctx);
+}
 
 void Embedding::backward(const Tensor& ids, const Tensor& dy) {
   ops::embedding_backward(ids.view({ids.numel()}), dy.view({ids.numel(), table_->shape[1]}), scale_,
@@ -95,10 +100,14 @@ PositionKind parse_position_kind(const std::string& s) {
 
 const char* position_kind_name(PositionKind k) {
   switch (k) {
-    case PositionKind::Sinusoidal: return "sinusoidal";
-    case PositionKind::Learned: return "learned";
-    case PositionKind::Rope: return "rope";
-    case PositionKind::None: return "none";
+    case PositionKind::Sinusoidal:
+      return "sinusoidal";
+    case PositionKind::Learned:
+      return "learned";
+    case PositionKind::Rope:
+      return "rope";
+    case PositionKind::None:
+      return "none";
   }
   return "?";
 }
@@ -127,7 +136,7 @@ Tensor PositionEncoding::rows(int64_t T, int64_t offset, const Context& ctx) con
   if (offset + T > max_positions_)
     ROTOR_FAIL("sequence of {} positions exceeds model.max_positions = {}", offset + T,
                max_positions_);
-  if (kind_ == PositionKind::Learned) return table_->value.narrow(offset, T);
+  if (kind_ == PositionKind::Learned) return table_->value_in(ctx.dtype).narrow(offset, T);
   Tensor r = sinusoid_.narrow(offset, T);
   if (ctx.device.is_cuda() || ctx.dtype != DType::F32) {
     Tensor dev = r.to(ctx.device);

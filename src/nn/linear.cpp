@@ -5,8 +5,8 @@
 
 namespace rotor::nn {
 
-Linear::Linear(ParameterStore& store, const std::string& prefix, int64_t in, int64_t out,
-               bool bias, Init weight_init, ops::Activation activation)
+Linear::Linear(ParameterStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias,
+               Init weight_init, ops::Activation activation)
     : Linear(store, std::vector<std::string>{prefix}, in, std::vector<int64_t>{out}, bias,
              weight_init) {
   activation_ = activation;
@@ -29,9 +29,9 @@ Tensor Linear::apply(const Tensor& x, const Context& ctx) const {
   Tensor y = ctx.empty({x.size(0), out_});
   ops::GemmOptions o;
   o.trans_b = true;
-  o.bias = bias();
+  o.bias = bias(ctx.dtype);
   o.activation = activation_;
-  ops::gemm(x, weight(), y, o);
+  ops::gemm(x, weight(ctx.dtype), y, o);
   return y;
 }
 
@@ -41,13 +41,13 @@ Tensor Linear::forward(const Tensor& x, const Context& ctx) {
   Tensor y = ctx.empty({x.size(0), out_});
   ops::GemmOptions o;
   o.trans_b = true;
-  o.bias = bias();
+  o.bias = bias(ctx.dtype);
   o.activation = activation_;
   if (activation_ != ops::Activation::None) {
     pre_ = ctx.empty({x.size(0), out_});
     o.pre_activation = pre_;
   }
-  ops::gemm(x, weight(), y, o);
+  ops::gemm(x, weight(ctx.dtype), y, o);
   return y;
 }
 
@@ -71,7 +71,7 @@ Tensor Linear::backward(const Tensor& dy, bool need_dx) {
   Tensor dx;
   if (need_dx) {
     dx = Tensor::empty({dz.size(0), in_}, dz.dtype(), dz.device());
-    ops::gemm(dz, weight(), dx, {});
+    ops::gemm(dz, weight(dz.dtype()), dx, {});
   }
   x_ = Tensor();
   pre_ = Tensor();

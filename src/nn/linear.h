@@ -31,10 +31,18 @@ class Linear {
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
-  Tensor weight() const { return store_->span(weights_, {out_, in_}, false); }
+  // The weight and bias as `dtype` (the activations' dtype: the f32 masters or
+  // the store's 16-bit copy); their gradients are f32.
+  Tensor weight(DType dtype = DType::F32) const {
+    return store_->span(weights_, {out_, in_}, false, dtype);
+  }
   Tensor weight_grad() const { return store_->span(weights_, {out_, in_}, true); }
-  Tensor bias() const { return biases_.empty() ? Tensor() : store_->span(biases_, {out_}, false); }
-  Tensor bias_grad() const { return biases_.empty() ? Tensor() : store_->span(biases_, {out_}, true); }
+  Tensor bias(DType dtype = DType::F32) const {
+    return biases_.empty() ? Tensor() : store_->span(biases_, {out_}, false, dtype);
+  }
+  Tensor bias_grad() const {
+    return biases_.empty() ? Tensor() : store_->span(biases_, {out_}, true);
+  }
 
  private:
   ParameterStore* store_;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/philox.h"
+#include "ops/elementwise.h"
 
 namespace rotor::nn {
 
@@ -53,13 +54,15 @@ void ParameterStore::initialize(uint64_t seed) {
         for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(rng.normal() * p.init.a);
         break;
       case Init::Kind::Uniform:
-        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>((2.0 * rng.uniform() - 1.0) * p.init.a);
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = static_cast<float>((2.0 * rng.uniform() - 1.0) * p.init.a);
         break;
       case Init::Kind::XavierUniform: {
         // Glorot & Bengio: bound = gain * sqrt(6 / (fan_in + fan_out)) for [out, in].
         ROTOR_CHECK(p.shape.size() == 2, "xavier init of non-matrix {}", p.name);
         double bound = p.init.a * std::sqrt(6.0 / static_cast<double>(p.shape[0] + p.shape[1]));
-        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
         break;
       }
     }
@@ -69,26 +72,58 @@ void ParameterStore::initialize(uint64_t seed) {
     }
   }
   values_.copy_from(Tensor::from_floats(host, {numel_}));
+  refresh_compute_copy();
 }
 
-void ParameterStore::zero_grad() { grads_.zero_(); }
+const Tensor& Parameter::value_in(DType dtype) const {
+  if (dtype == DType::F32) return value;
+  ROTOR_CHECK(value_lp.defined() && value_lp.dtype() == dtype,
+              "parameter {} read as {}, but the store keeps {} (ParameterStore::set_compute_dtype)",
+              name, dtype_name(dtype),
+              value_lp.defined() ? dtype_name(value_lp.dtype()) : "no copy");
+  return value_lp;
+}
+
+void ParameterStore::set_compute_dtype(DType dtype) {
+  ROTOR_CHECK(allocated(), "set_compute_dtype before allocate");
+  ROTOR_CHECK(is_floating(dtype), "compute dtype {} is not floating", dtype_name(dtype));
+  if (dtype == compute_dtype()) return;
+  values_lp_ = dtype == DType::F32 ? Tensor() : Tensor::empty({numel_}, dtype, values_.device());
+  for (auto& p : params_)
+    p->value_lp = values_lp_.defined()
+                      ? values_lp_.narrow(p->offset, shape_numel(p->shape)).view(p->shape)
+                      : Tensor();
+  refresh_compute_copy();
+}
+
+void ParameterStore::refresh_compute_copy() {
+  if (values_lp_.defined()) ops::cast(values_, values_lp_);
+}
+
+void ParameterStore::zero_grad() {
+  grads_.zero_();
+}
 
 Parameter* ParameterStore::find(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;
 }
 
-Tensor ParameterStore::span(const std::vector<Parameter*>& params, const Shape& shape,
-                            bool grads) const {
+Tensor ParameterStore::span(const std::vector<Parameter*>& params, const Shape& shape, bool grads,
+                            DType dtype) const {
   ROTOR_CHECK(allocated(), "parameters used before allocation");
   ROTOR_CHECK(!params.empty(), "empty parameter span");
   int64_t total = 0;
   for (size_t i = 0; i < params.size(); ++i) {
-    ROTOR_CHECK(i == 0 || params[i]->offset == params[i - 1]->offset + shape_numel(params[i - 1]->shape),
-                "parameters {} and {} are not contiguous", params[i - 1]->name, params[i]->name);
+    ROTOR_CHECK(
+        i == 0 || params[i]->offset == params[i - 1]->offset + shape_numel(params[i - 1]->shape),
+        "parameters {} and {} are not contiguous", params[i - 1]->name, params[i]->name);
     total += shape_numel(params[i]->shape);
   }
-  const Tensor& flat = grads ? grads_ : values_;
+  ROTOR_CHECK(grads || dtype == DType::F32 || dtype == compute_dtype(),
+              "parameters {}... read as {}, but the store keeps {} (set_compute_dtype)",
+              params[0]->name, dtype_name(dtype), dtype_name(compute_dtype()));
+  const Tensor& flat = grads ? grads_ : dtype == DType::F32 ? values_ : values_lp_;
   return flat.narrow(params[0]->offset, total).view(shape);
 }
 

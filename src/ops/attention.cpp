@@ -13,6 +13,7 @@
 
 #include "core/philox.h"
 #include "ops/attention_common.h"
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -39,6 +40,13 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   check_like(out, q.shape(), q, "attention_forward out");
   check_like(probs, {d.B, d.H, d.Tq, d.Tk}, q, "attention_forward probs");
   ROTOR_DISPATCH_CUDA(q, attention_forward(q, k, v, options, out, probs));
+  if (detail::F32Compute::needed({&q})) {
+    detail::F32Compute f;
+    Tensor out32 = f.output(out), probs32 = f.output(probs);
+    attention_forward(f.input(q), f.input(k), f.input(v), options, out32, probs32);
+    f.commit();
+    return;
+  }
   require_f32(q, "attention_forward");
   const auto key_len = key_lengths_host(d, options, "attention_forward");
   const float* pq = q.data<float>();  // [B, H, Tq, D]
@@ -61,7 +69,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       float* ob = po + bh * d.Tq * d.D;   // [Tq, D]
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(d.Tq),
                   static_cast<int>(d.Tk), static_cast<int>(d.D), options.scale, qb,
-                  static_cast<int>(d.D), kb, static_cast<int>(d.D), 0.0f, pb, static_cast<int>(d.Tk));
+                  static_cast<int>(d.D), kb, static_cast<int>(d.D), 0.0f, pb,
+                  static_cast<int>(d.Tk));
       for (int64_t i = 0; i < d.Tq; ++i) {
         float* prow = pb + i * d.Tk;
         const int64_t n = visible_keys(d, options.causal, key_len[b], i);
@@ -87,7 +96,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tq),
                   static_cast<int>(d.D), static_cast<int>(d.Tk), 1.0f, weights,
-                  static_cast<int>(d.Tk), vb, static_cast<int>(d.D), 0.0f, ob, static_cast<int>(d.D));
+                  static_cast<int>(d.Tk), vb, static_cast<int>(d.D), 0.0f, ob,
+                  static_cast<int>(d.D));
     }
   }
 }
@@ -102,6 +112,14 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   check_like(dk, k.shape(), q, "attention_backward dk");
   check_like(dv, v.shape(), q, "attention_backward dv");
   ROTOR_DISPATCH_CUDA(q, attention_backward(q, k, v, probs, dout, options, dq, dk, dv));
+  if (detail::F32Compute::needed({&q})) {
+    detail::F32Compute f;
+    Tensor dq32 = f.output(dq), dk32 = f.output(dk), dv32 = f.output(dv);
+    attention_backward(f.input(q), f.input(k), f.input(v), f.input(probs), f.input(dout), options,
+                       dq32, dk32, dv32);
+    f.commit();
+    return;
+  }
   require_f32(q, "attention_backward");
   const auto key_len = key_lengths_host(d, options, "attention_backward");
   const float* pq = q.data<float>();      // [B, H, Tq, D]
@@ -130,10 +148,11 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
       const uint64_t base = static_cast<uint64_t>(bh * d.Tq * d.Tk);
       std::vector<float> w(static_cast<size_t>(d.Tq * d.Tk)), ds(static_cast<size_t>(d.Tq * d.Tk));
       for (int64_t x = 0; x < d.Tq * d.Tk; ++x)
-        w[x] = (options.dropout > 0.0f && pb[x] != 0.0f) ? pb[x] * dropout_factor(options, base + x) : pb[x];
+        w[x] = (options.dropout > 0.0f && pb[x] != 0.0f) ? pb[x] * dropout_factor(options, base + x)
+                                                         : pb[x];
       // dV = W^T dout: [Tk, D]
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, w.data(), Tk, dob, D, 0.0f,
-                  pdv + bh * d.Tk * d.D, D);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, w.data(), Tk, dob, D,
+                  0.0f, pdv + bh * d.Tk * d.D, D);
       // dP = dout V^T: [Tq, Tk] (into ds)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dob, D, vb, D, 0.0f,
                   ds.data(), Tk);
@@ -156,8 +175,8 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
       // dQ = dS K: [Tq, D];  dK = dS^T Q: [Tk, D]
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, ds.data(), Tk, kb, D,
                   0.0f, pdq + bh * d.Tq * d.D, D);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, ds.data(), Tk, qb, D, 0.0f,
-                  pdk + bh * d.Tk * d.D, D);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, ds.data(), Tk, qb, D,
+                  0.0f, pdk + bh * d.Tk * d.D, D);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -51,6 +52,11 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float sm
   check_row_output(lse, n, logits, "cross_entropy_forward lse");
   ROTOR_DISPATCH_CUDA(
       logits, cross_entropy_forward(logits, targets, smoothing, ignore_index, loss, nll, lse));
+  if (detail::F32Compute::needed({&logits})) {  // 16-bit logits, f32 loss, nll and lse
+    cross_entropy_forward(detail::F32Compute().input(logits), targets, smoothing, ignore_index,
+                          loss, nll, lse);
+    return;
+  }
   require_f32(logits, "cross_entropy_forward");
   const float* px = logits.data<float>();       // [N, V]
   const int32_t* pt = targets.data<int32_t>();  // [N]
@@ -95,6 +101,13 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   check_same_device(dlogits, logits, "cross_entropy_backward");
   ROTOR_DISPATCH_CUDA(logits, cross_entropy_backward(logits, targets, lse, smoothing, ignore_index,
                                                      grad_scale, dlogits));
+  if (detail::F32Compute::needed({&logits})) {
+    detail::F32Compute f;
+    Tensor d32 = f.output(dlogits);
+    cross_entropy_backward(f.input(logits), targets, lse, smoothing, ignore_index, grad_scale, d32);
+    f.commit();
+    return;
+  }
   require_f32(logits, "cross_entropy_backward");
   const float* px = logits.data<float>();       // [N, V]
   const int32_t* pt = targets.data<int32_t>();  // [N]

@@ -7,12 +7,14 @@
 
 namespace rotor::ops {
 
-// logits [N, V]; targets i32 [N]; outputs f32 [N]: loss (smoothed), nll
+// logits [N, V] (f32, f16 or bf16; sums in f32 or better); targets i32 [N];
+// outputs f32 [N]: loss (smoothed), nll
 // (-log p[target]) and lse (log-sum-exp of the row, kept for the backward).
 // Ignored rows get 0 loss and 0 nll.
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float smoothing,
                            int ignore_index, Tensor& loss, Tensor& nll, Tensor& lse);
-// dlogits = grad_scale * (softmax(logits) - q), 0 on ignored rows.
+// dlogits = grad_scale * (softmax(logits) - q), 0 on ignored rows; dlogits has
+// logits' dtype (grad_scale carries the fp16 loss scale).
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                             float smoothing, int ignore_index, float grad_scale, Tensor& dlogits);
 

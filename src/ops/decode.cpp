@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -13,10 +14,19 @@ void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position) {
               src.str(), cache.str());
   const int64_t B = cache.size(0), H = cache.size(1), Tmax = cache.size(2), D = cache.size(3);
   check_shape(src, {B, H, 1, D}, "kv_cache_write");
-  ROTOR_CHECK(position >= 0 && position < Tmax, "kv_cache_write: position {} of {}", position, Tmax);
+  ROTOR_CHECK(position >= 0 && position < Tmax, "kv_cache_write: position {} of {}", position,
+              Tmax);
   check_same_device(src, cache, "kv_cache_write");
-  if (src.dtype() != cache.dtype()) ROTOR_FAIL("kv_cache_write: {} into {}", src.str(), cache.str());
+  if (src.dtype() != cache.dtype())
+    ROTOR_FAIL("kv_cache_write: {} into {}", src.str(), cache.str());
   ROTOR_DISPATCH_CUDA(src, kv_cache_write(src, cache, position));
+  if (detail::F32Compute::needed({&src})) {
+    detail::F32Compute f;
+    Tensor cache32 = f.output(cache, true);
+    kv_cache_write(f.input(src), cache32, position);
+    f.commit();
+    return;
+  }
   require_f32(src, "kv_cache_write");
   const float* s = src.data<float>();
   float* c = cache.data<float>();
@@ -24,9 +34,10 @@ void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position) {
     std::memcpy(c + (bh * Tmax + position) * D, s + bh * D, static_cast<size_t>(D) * sizeof(float));
 }
 
-void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      int64_t length, Tensor& out) {
-  const int64_t B = k_cache.size(0), H = k_cache.size(1), Tmax = k_cache.size(2), D = k_cache.size(3);
+void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t length,
+                      Tensor& out) {
+  const int64_t B = k_cache.size(0), H = k_cache.size(1), Tmax = k_cache.size(2),
+                D = k_cache.size(3);
   check_shape(q, {B, H, 1, D}, "decode_attention q");
   check_shape(v_cache, k_cache.shape(), "decode_attention v_cache");
   check_shape(out, {B, H, 1, D}, "decode_attention out");
@@ -35,6 +46,13 @@ void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   check_same_device(q, v_cache, "decode_attention");
   check_same_device(q, out, "decode_attention");
   ROTOR_DISPATCH_CUDA(q, decode_attention(q, k_cache, v_cache, length, out));
+  if (detail::F32Compute::needed({&q})) {
+    detail::F32Compute f;
+    Tensor out32 = f.output(out);
+    decode_attention(f.input(q), f.input(k_cache), f.input(v_cache), length, out32);
+    f.commit();
+    return;
+  }
   require_f32(q, "decode_attention");
   const float* qp = q.data<float>();
   const float* kp = k_cache.data<float>();
@@ -66,14 +84,16 @@ void index_select(const Tensor& src, const Tensor& index, Tensor& dst) {
   ROTOR_CHECK(src.dim() >= 1 && index.dim() == 1 && index.dtype() == DType::I32,
               "index_select: src {} index {}", src.str(), index.str());
   ROTOR_CHECK(dst.dtype() == src.dtype() && dst.dim() == src.dim() && dst.size(0) == index.size(0),
-              "index_select: dst {} for src {} and {} indices", dst.str(), src.str(), index.size(0));
+              "index_select: dst {} for src {} and {} indices", dst.str(), src.str(),
+              index.size(0));
   // The index may live on the host even for device rows (beam search builds it there).
   check_same_device(src, dst, "index_select");
   ROTOR_DISPATCH_CUDA(src, index_select(src, index, dst));
   ROTOR_CHECK(!index.is_cuda(), "index_select: host rows {} with a device index", src.str());
   const int64_t rows = src.size(0);
   const size_t row_bytes = rows ? src.nbytes() / static_cast<size_t>(rows) : 0;
-  ROTOR_CHECK(dst.nbytes() == row_bytes * static_cast<size_t>(index.size(0)), "index_select: row size");
+  ROTOR_CHECK(dst.nbytes() == row_bytes * static_cast<size_t>(index.size(0)),
+              "index_select: row size");
   const int32_t* ip = index.data<int32_t>();
   const char* s = static_cast<const char*>(src.raw());
   char* d = static_cast<char*>(dst.raw());

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/philox.h"
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -37,9 +38,10 @@ void apply_mask(const Tensor& in, Tensor& out, float p, uint64_t seed, uint64_t 
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
     const uint64_t block = static_cast<uint64_t>(b);
-    const Philox4 r = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                                    static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32),
-                                    static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+    const Philox4 r =
+        philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                      static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32),
+                      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
     const int64_t end = std::min<int64_t>(n, 4 * b + 4);
     for (int64_t i = 4 * b; i < end; ++i) {
       const float u = static_cast<float>(r.v[i & 3] >> 8) * (1.0f / 16777216.0f);
@@ -52,6 +54,13 @@ void apply_mask(const Tensor& in, Tensor& out, float p, uint64_t seed, uint64_t 
 void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_t stream) {
   check_dropout(x, y, p, "dropout_forward");
   ROTOR_DISPATCH_CUDA(x, dropout_forward(x, y, p, seed, stream));
+  if (detail::F32Compute::needed({&x})) {
+    detail::F32Compute f;
+    Tensor y32 = f.output(y);
+    apply_mask(f.input(x), y32, p, seed, stream);
+    f.commit();
+    return;
+  }
   require_f32(x, "dropout_forward");
   apply_mask(x, y, p, seed, stream);
 }
@@ -59,6 +68,13 @@ void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint64_t stream) {
   check_dropout(dy, dx, p, "dropout_backward");
   ROTOR_DISPATCH_CUDA(dy, dropout_backward(dy, dx, p, seed, stream));
+  if (detail::F32Compute::needed({&dy})) {
+    detail::F32Compute f;
+    Tensor dx32 = f.output(dx);
+    apply_mask(f.input(dy), dx32, p, seed, stream);
+    f.commit();
+    return;
+  }
   require_f32(dy, "dropout_backward");
   apply_mask(dy, dx, p, seed, stream);
 }

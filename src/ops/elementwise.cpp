@@ -1,8 +1,10 @@
-// CPU element-wise ops (fp32; fill and cast also handle f16/bf16 storage).
+// CPU element-wise ops: f32 arithmetic; fill and cast handle f16/bf16 storage
+// directly, the others through f32 copies (ops/cpu_f32.h).
 #include "ops/elementwise.h"
 
 #include <cmath>
 
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -103,6 +105,13 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
   check_same_dtype(a, b, "add");
   check_same_dtype(a, out, "add");
   ROTOR_DISPATCH_CUDA(out, add(a, b, out));
+  if (detail::F32Compute::needed({&out})) {
+    detail::F32Compute f;
+    Tensor o = f.output(out);
+    add(f.input(a), f.input(b), o);
+    f.commit();
+    return;
+  }
   require_f32(out, "add");
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
@@ -118,6 +127,13 @@ void mul(const Tensor& a, const Tensor& b, Tensor& out) {
   check_same_dtype(a, b, "mul");
   check_same_dtype(a, out, "mul");
   ROTOR_DISPATCH_CUDA(out, mul(a, b, out));
+  if (detail::F32Compute::needed({&out})) {
+    detail::F32Compute f;
+    Tensor o = f.output(out);
+    mul(f.input(a), f.input(b), o);
+    f.commit();
+    return;
+  }
   require_f32(out, "mul");
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
@@ -130,6 +146,13 @@ void mul(const Tensor& a, const Tensor& b, Tensor& out) {
 void scale(Tensor& x, float s) {
   if (!is_floating(x.dtype())) ROTOR_FAIL("scale: floating tensor expected, got {}", x.str());
   ROTOR_DISPATCH_CUDA(x, scale(x, s));
+  if (detail::F32Compute::needed({&x})) {
+    detail::F32Compute f;
+    Tensor x32 = f.output(x, true);
+    scale(x32, s);
+    f.commit();
+    return;
+  }
   require_f32(x, "scale");
   float* p = x.data<float>();
   const int64_t n = x.numel();
@@ -141,6 +164,13 @@ void axpby(float alpha, const Tensor& x, float beta, Tensor& y) {
   check_same_numel(x, y, "axpby");
   check_same_dtype(x, y, "axpby");
   ROTOR_DISPATCH_CUDA(y, axpby(alpha, x, beta, y));
+  if (detail::F32Compute::needed({&y})) {
+    detail::F32Compute f;
+    Tensor y32 = f.output(y, beta != 0.0f);
+    axpby(alpha, f.input(x), beta, y32);
+    f.commit();
+    return;
+  }
   require_f32(y, "axpby");
   const float* px = x.data<float>();
   float* py = y.data<float>();
@@ -162,6 +192,13 @@ void add_bias(Tensor& x, const Tensor& bias) {
   check_same_dtype(x, bias, "add_bias");
   check_same_device(x, bias, "add_bias");
   ROTOR_DISPATCH_CUDA(x, add_bias(x, bias));
+  if (detail::F32Compute::needed({&x})) {
+    detail::F32Compute f;
+    Tensor x32 = f.output(x, true);
+    add_bias(x32, f.input(bias));
+    f.commit();
+    return;
+  }
   require_f32(x, "add_bias");
   const int64_t n = bias.size(0);
   const int64_t rows = n ? x.numel() / n : 0;
@@ -176,6 +213,13 @@ void activation_forward(const Tensor& x, Tensor& y, Activation act) {
   check_same_numel(x, y, "activation_forward");
   check_same_dtype(x, y, "activation_forward");
   ROTOR_DISPATCH_CUDA(y, activation_forward(x, y, act));
+  if (detail::F32Compute::needed({&y})) {
+    detail::F32Compute f;
+    Tensor y32 = f.output(y);
+    activation_forward(f.input(x), y32, act);
+    f.commit();
+    return;
+  }
   require_f32(y, "activation_forward");
   const float* px = x.data<float>();
   float* py = y.data<float>();
@@ -201,6 +245,13 @@ void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activati
   check_same_dtype(dy, x, "activation_backward");
   check_same_dtype(dy, dx, "activation_backward");
   ROTOR_DISPATCH_CUDA(dx, activation_backward(dy, x, dx, act));
+  if (detail::F32Compute::needed({&dx})) {
+    detail::F32Compute f;
+    Tensor dx32 = f.output(dx);
+    activation_backward(f.input(dy), f.input(x), dx32, act);
+    f.commit();
+    return;
+  }
   require_f32(dx, "activation_backward");
   const float* pdy = dy.data<float>();
   const float* px = x.data<float>();

@@ -3,21 +3,24 @@
 
 #include <algorithm>
 
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
 
 namespace {
 // Checks ids i32 [n], table [V, d] and rows [n, d] (any leading shape); returns n.
-int64_t check_embedding(const Tensor& ids, const Tensor& table, const Tensor& rows,
-                        const char* op) {
+// The backward may accumulate 16-bit rows into an f32 table gradient.
+int64_t check_embedding(const Tensor& ids, const Tensor& table, const Tensor& rows, const char* op,
+                        bool mixed = false) {
   if (ids.dtype() != DType::I32) ROTOR_FAIL("{}: ids must be i32, got {}", op, ids.str());
   if (table.dim() != 2) ROTOR_FAIL("{}: table must be [V, d], got {}", op, table.str());
   const int64_t d = table.size(1);
   if (rows.dim() < 1 || rows.size(-1) != d || rows.numel() != ids.numel() * d)
     ROTOR_FAIL("{}: {} ids with a table {} need rows [{}, {}], got {}", op, ids.numel(),
                shape_str(table.shape()), ids.numel(), d, shape_str(rows.shape()));
-  if (rows.dtype() != table.dtype())
+  if (!is_floating(table.dtype()) || !is_floating(rows.dtype()) ||
+      (rows.dtype() != table.dtype() && !(mixed && table.dtype() == DType::F32)))
     ROTOR_FAIL("{}: dtypes differ: table {} vs {}", op, dtype_name(table.dtype()),
                dtype_name(rows.dtype()));
   check_same_device(ids, table, op);
@@ -36,6 +39,13 @@ void check_ids_in_range(const int32_t* ids, int64_t n, int64_t vocab, const char
 void embedding_forward(const Tensor& ids, const Tensor& table, float scale, Tensor& out) {
   const int64_t n = check_embedding(ids, table, out, "embedding_forward");
   ROTOR_DISPATCH_CUDA(table, embedding_forward(ids, table, scale, out));
+  if (detail::F32Compute::needed({&table})) {
+    detail::F32Compute f;
+    Tensor out32 = f.output(out);
+    embedding_forward(ids, f.input(table), scale, out32);
+    f.commit();
+    return;
+  }
   require_f32(table, "embedding_forward");
   const int64_t vocab = table.size(0), d = table.size(1);
   const int32_t* pid = ids.data<int32_t>();  // [n]
@@ -51,8 +61,15 @@ void embedding_forward(const Tensor& ids, const Tensor& table, float scale, Tens
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, float scale, Tensor& dtable,
                         int pad_id) {
-  const int64_t n = check_embedding(ids, dtable, dout, "embedding_backward");
+  const int64_t n = check_embedding(ids, dtable, dout, "embedding_backward", true);
   ROTOR_DISPATCH_CUDA(dtable, embedding_backward(ids, dout, scale, dtable, pad_id));
+  if (detail::F32Compute::needed({&dout, &dtable})) {
+    detail::F32Compute f;
+    Tensor dtable32 = f.output(dtable, true);
+    embedding_backward(ids, f.input(dout), scale, dtable32, pad_id);
+    f.commit();
+    return;
+  }
   require_f32(dtable, "embedding_backward");
   const int64_t vocab = dtable.size(0), d = dtable.size(1);
   const int32_t* pid = ids.data<int32_t>();  // [n]

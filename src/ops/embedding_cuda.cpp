@@ -11,13 +11,17 @@
 namespace rotor::ops::cuda_impl {
 
 namespace {
-void check(const Tensor& ids, const Tensor& table, const Tensor& rows, int dev, const char* op) {
+// rows have table's dtype, or (the backward, mixed precision) are 16-bit with an f32 table.
+void check(const Tensor& ids, const Tensor& table, const Tensor& rows, int dev, const char* op,
+           bool mixed = false) {
   cuda_glue::require_on(ids, dev, op);
   cuda_glue::require_on(rows, dev, op);
   cuda_glue::require_dtype(ids, DType::I32, op);
   cuda_glue::require_floating(table, op);
   if (table.dim() != 2) ROTOR_FAIL("{}: table must be [V, d], got {}", op, table.str());
-  if (rows.dtype() != table.dtype() || rows.numel() != ids.numel() * table.size(1))
+  cuda_glue::require_floating(rows, op);
+  if ((rows.dtype() != table.dtype() && !(mixed && table.dtype() == DType::F32)) ||
+      rows.numel() != ids.numel() * table.size(1))
     ROTOR_FAIL("{}: rows {} do not match ids {} and table {}", op, rows.str(), ids.str(),
                table.str());
 }
@@ -34,13 +38,13 @@ void embedding_forward(const Tensor& ids, const Tensor& table, float scale, Tens
 void embedding_backward(const Tensor& ids, const Tensor& dout, float scale, Tensor& dtable,
                         int pad_id) {
   cuda_glue::DeviceScope s(dtable, "embedding_backward");
-  check(ids, dtable, dout, s.index(), "embedding_backward");
+  check(ids, dtable, dout, s.index(), "embedding_backward", true);
   const int64_t n = ids.numel(), vocab = dtable.size(0);
   const size_t bytes = kernels::embedding_backward_workspace(n, vocab);
   cuda_glue::Scratch ws(bytes, s.index());
-  ROTOR_CUDA_CHECK(kernels::embedding_backward(ids.data<int32_t>(), n, dout.raw(), scale,
-                                               dtable.raw(), dtable.dtype(), vocab, dtable.size(1),
-                                               pad_id, ws.get(), bytes, s.stream()));
+  ROTOR_CUDA_CHECK(kernels::embedding_backward(
+      ids.data<int32_t>(), n, dout.raw(), dout.dtype(), scale, dtable.raw(), dtable.dtype(), vocab,
+      dtable.size(1), pad_id, ws.get(), bytes, s.stream()));
 }
 
 }  // namespace rotor::ops::cuda_impl

@@ -14,6 +14,7 @@
 
 #include "core/philox.h"
 #include "ops/attention_common.h"
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -59,6 +60,13 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   check_like(out, q.shape(), q, "flash_attention_forward out");
   check_lse(lse, d, q, "flash_attention_forward lse");
   ROTOR_DISPATCH_CUDA(q, flash_attention_forward(q, k, v, options, out, lse));
+  if (detail::F32Compute::needed({&q})) {
+    detail::F32Compute f;
+    Tensor out32 = f.output(out);
+    flash_attention_forward(f.input(q), f.input(k), f.input(v), options, out32, lse);
+    f.commit();
+    return;
+  }
   require_f32(q, "flash_attention_forward");
   const auto key_len = key_lengths_host(d, options, "flash_attention_forward");
   const float keep_scale = options.dropout > 0.0f ? 1.0f / (1.0f - options.dropout) : 1.0f;
@@ -79,8 +87,8 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       // Per query row of the tile: running max, running sum, unnormalized output.
       std::vector<float> m(static_cast<size_t>(kFlashTile), kNegInf);
       std::vector<float> l(static_cast<size_t>(kFlashTile), 0.0f);
-      std::vector<float> acc(static_cast<size_t>(kFlashTile * d.D), 0.0f);  // [tile, D]
-      std::vector<float> s(static_cast<size_t>(kFlashTile));                 // one score row
+      std::vector<float> acc(static_cast<size_t>(kFlashTile * d.D), 0.0f);         // [tile, D]
+      std::vector<float> s(static_cast<size_t>(kFlashTile));                       // one score row
       const int64_t n_tile = visible_keys(d, options.causal, key_len[b], i1 - 1);  // the most
       for (int64_t j0 = 0; j0 < n_tile; j0 += kFlashTile) {
         for (int64_t i = i0; i < i1; ++i) {
@@ -125,10 +133,9 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   }
 }
 
-void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& out, const Tensor& lse, const Tensor& dout,
-                              const AttentionOptions& options, Tensor& dq, Tensor& dk,
-                              Tensor& dv) {
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                              const Tensor& lse, const Tensor& dout,
+                              const AttentionOptions& options, Tensor& dq, Tensor& dk, Tensor& dv) {
   const Dims d = detail::check_attention_args(q, k, v, options, "flash_attention_backward");
   check_like(out, q.shape(), q, "flash_attention_backward out");
   check_lse(lse, d, q, "flash_attention_backward lse");
@@ -137,6 +144,14 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   check_like(dk, k.shape(), q, "flash_attention_backward dk");
   check_like(dv, v.shape(), q, "flash_attention_backward dv");
   ROTOR_DISPATCH_CUDA(q, flash_attention_backward(q, k, v, out, lse, dout, options, dq, dk, dv));
+  if (detail::F32Compute::needed({&q})) {
+    detail::F32Compute f;
+    Tensor dq32 = f.output(dq), dk32 = f.output(dk), dv32 = f.output(dv);
+    flash_attention_backward(f.input(q), f.input(k), f.input(v), f.input(out), lse, f.input(dout),
+                             options, dq32, dk32, dv32);
+    f.commit();
+    return;
+  }
   require_f32(q, "flash_attention_backward");
   const auto key_len = key_lengths_host(d, options, "flash_attention_backward");
   const float keep_scale = options.dropout > 0.0f ? 1.0f / (1.0f - options.dropout) : 1.0f;
@@ -165,7 +180,8 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
     std::fill(dvb, dvb + d.Tk * d.D, 0.0f);
     // D_i = rowsum(dout o out) = sum_j P_ij dP_ij (the kernel's preprocessing pass).
     std::vector<float> delta(static_cast<size_t>(d.Tq));
-    for (int64_t i = 0; i < d.Tq; ++i) delta[i] = dot(dob + i * d.D, po + (bh * d.Tq + i) * d.D, d.D);
+    for (int64_t i = 0; i < d.Tq; ++i)
+      delta[i] = dot(dob + i * d.D, po + (bh * d.Tq + i) * d.D, d.D);
     for (int64_t j0 = 0; j0 < key_len[b]; j0 += kFlashTile) {
       const int64_t j1 = std::min(key_len[b], j0 + kFlashTile);
       // First query that sees key j0 under the causal mask: i + Tk - Tq >= j0.

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 
@@ -48,8 +49,10 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& option
   if (a.dim() < 2 || b.dim() < 2 || c.dim() < 2)
     ROTOR_FAIL("gemm: operands must have at least 2 dimensions, got A {}, B {}, C {}",
                shape_str(a.shape()), shape_str(b.shape()), shape_str(c.shape()));
-  if (!is_floating(a.dtype()) || a.dtype() != b.dtype() || a.dtype() != c.dtype())
-    ROTOR_FAIL("gemm: A, B and C must share one floating dtype, got {}, {}, {}",
+  // C may be f32 with 16-bit A and B (weight gradients into the f32 buffer).
+  if (!is_floating(a.dtype()) || a.dtype() != b.dtype() ||
+      (c.dtype() != a.dtype() && c.dtype() != DType::F32))
+    ROTOR_FAIL("gemm: A and B must share one floating dtype and C be that or f32, got {}, {}, {}",
                dtype_name(a.dtype()), dtype_name(b.dtype()), dtype_name(c.dtype()));
   check_same_device(a, c, "gemm (A, C)");
   check_same_device(b, c, "gemm (B, C)");
@@ -88,6 +91,17 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& option
 
   ROTOR_DISPATCH_CUDA(c, gemm(a, b, c, options));
 
+  if (detail::F32Compute::needed({&a, &c})) {
+    // 16-bit operands: f32 products and accumulation, C rounded once (cuBLASLt's numerics).
+    detail::F32Compute f;
+    GemmOptions o = options;
+    o.bias = f.input(options.bias);
+    if (options.pre_activation.defined()) o.pre_activation = f.output(o.pre_activation);
+    Tensor c32 = f.output(c, options.beta != 0.0f);
+    gemm(f.input(a), f.input(b), c32, o);
+    f.commit();
+    return;
+  }
   require_f32(a, "gemm A");
   const int64_t batch = shape_numel(cbatch);
   if (M == 0 || N == 0 || batch == 0) return;

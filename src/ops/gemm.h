@@ -16,16 +16,18 @@ struct GemmOptions {
   bool trans_a = false;  // use A^T
   bool trans_b = false;  // use B^T
   float alpha = 1.0f;
-  float beta = 0.0f;      // C = alpha * op(A) op(B) + beta * C
-  Tensor bias;            // optional [N], added to every row before the activation
+  float beta = 0.0f;  // C = alpha * op(A) op(B) + beta * C
+  Tensor bias;        // optional [N], added to every row before the activation
   Activation activation = Activation::None;
   Tensor pre_activation;  // optional [..., M, N]: receives the value before the activation
 };
 
 // C[..., M, N] = act(alpha * op(A)[..., M, K] @ op(B)[..., K, N] + beta * C + bias).
 // A and B are 2-D or carry the same leading batch dimensions as C; a 2-D B
-// with a batched A is broadcast over the batch. All floating tensors share one
-// dtype (CPU: f32; CUDA: f32, f16, bf16 with fp32 accumulation).
+// with a batched A is broadcast over the batch. A and B share one floating
+// dtype; C, bias and pre_activation have A's dtype or f32 (16-bit A, B with an
+// f32 C: weight gradients into the f32 buffer). Products accumulate in f32
+// (CUDA: cuBLASLt; CPU: sgemm on f32 copies of 16-bit operands, ops/cpu_f32.h).
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& options = {});
 
 }  // namespace rotor::ops

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -52,6 +53,14 @@ void rope_table(int64_t T, int64_t D, float base, int64_t offset, std::vector<fl
 void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts, const SplitHeadsOptions& o) {
   Dims d = check_split(x, parts, o, "split_heads_forward");
   ROTOR_DISPATCH_CUDA(x, split_heads_forward(x, parts, o));
+  if (detail::F32Compute::needed({&x})) {
+    detail::F32Compute f;
+    std::vector<Tensor> parts32;
+    for (Tensor& p : parts) parts32.push_back(f.output(p));
+    split_heads_forward(f.input(x), parts32, o);
+    f.commit();
+    return;
+  }
   require_f32(x, "split_heads_forward");
   std::vector<float> cos_t, sin_t;
   if (o.rotary_parts > 0) rope_table(d.T, d.D, o.rope_base, o.position_offset, cos_t, sin_t);
@@ -87,6 +96,15 @@ void split_heads_backward(const std::vector<Tensor>& dparts, Tensor& dx,
                           const SplitHeadsOptions& o) {
   Dims d = check_split(dx, dparts, o, "split_heads_backward");
   ROTOR_DISPATCH_CUDA(dx, split_heads_backward(dparts, dx, o));
+  if (detail::F32Compute::needed({&dx})) {
+    detail::F32Compute f;
+    std::vector<Tensor> dparts32;
+    for (const Tensor& p : dparts) dparts32.push_back(f.input(p));
+    Tensor dx32 = f.output(dx);
+    split_heads_backward(dparts32, dx32, o);
+    f.commit();
+    return;
+  }
   require_f32(dx, "split_heads_backward");
   std::vector<float> cos_t, sin_t;
   if (o.rotary_parts > 0) rope_table(d.T, d.D, o.rope_base, o.position_offset, cos_t, sin_t);
@@ -140,6 +158,13 @@ void merge_heads_forward(const Tensor& x, Tensor& y) {
   const int64_t B = x.size(0), H = x.size(1), T = x.size(2), D = x.size(3);
   check_shape(y, {B, T, H * D}, "merge_heads_forward");
   ROTOR_DISPATCH_CUDA(x, merge_heads_forward(x, y));
+  if (detail::F32Compute::needed({&x})) {
+    detail::F32Compute f;
+    Tensor y32 = f.output(y);
+    merge_heads_forward(f.input(x), y32);
+    f.commit();
+    return;
+  }
   require_f32(x, "merge_heads_forward");
   permute_heads(x.data<float>(), y.data<float>(), B, H, T, D, true);
 }
@@ -149,6 +174,13 @@ void merge_heads_backward(const Tensor& dy, Tensor& dx) {
   const int64_t B = dx.size(0), H = dx.size(1), T = dx.size(2), D = dx.size(3);
   check_shape(dy, {B, T, H * D}, "merge_heads_backward");
   ROTOR_DISPATCH_CUDA(dy, merge_heads_backward(dy, dx));
+  if (detail::F32Compute::needed({&dy})) {
+    detail::F32Compute f;
+    Tensor dx32 = f.output(dx);
+    merge_heads_backward(f.input(dy), dx32);
+    f.commit();
+    return;
+  }
   require_f32(dy, "merge_heads_backward");
   permute_heads(dy.data<float>(), dx.data<float>(), B, H, T, D, false);
 }

@@ -1,10 +1,13 @@
 // CPU layer normalization over the last dimension. Statistics in double,
-// biased variance (as PyTorch), rstd = 1/sqrt(var + eps).
+// biased variance (as PyTorch), rstd = 1/sqrt(var + eps). 16-bit x, y, dy, dx
+// go through f32 copies (ops/cpu_f32.h); gamma and beta have x's dtype or f32,
+// dgamma and dbeta any floating dtype (f32 in mixed-precision training).
 #include "ops/layer_norm.h"
 
 #include <cmath>
 #include <initializer_list>
 
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -25,8 +28,11 @@ int64_t check_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& bet
                shape_str(x.shape()), mean.numel(), rstd.numel());
   if (mean.dtype() != DType::F32 || rstd.dtype() != DType::F32)
     ROTOR_FAIL("{}: mean and rstd must be f32", op);
-  if (gamma.dtype() != x.dtype() || beta.dtype() != x.dtype())
-    ROTOR_FAIL("{}: gamma/beta dtype must match x ({})", op, dtype_name(x.dtype()));
+  if (!is_floating(x.dtype()) || (gamma.dtype() != x.dtype() && gamma.dtype() != DType::F32))
+    ROTOR_FAIL("{}: gamma must be f32 or x's dtype, got x {} and gamma {}", op,
+               dtype_name(x.dtype()), dtype_name(gamma.dtype()));
+  if (!is_floating(beta.dtype()))
+    ROTOR_FAIL("{}: beta/dbeta must be floating, got {}", op, beta.str());
   for (const Tensor* t : std::initializer_list<const Tensor*>{&gamma, &beta, &mean, &rstd})
     check_same_device(x, *t, op);
   return n;
@@ -38,9 +44,17 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   const int64_t n = check_layer_norm(x, gamma, beta, mean, rstd, "layer_norm_forward");
   check_shape(y, x.shape(), "layer_norm_forward y");
   if (y.dtype() != x.dtype()) ROTOR_FAIL("layer_norm_forward: y dtype must match x");
+  if (beta.dtype() != gamma.dtype()) ROTOR_FAIL("layer_norm_forward: beta dtype must match gamma");
   check_same_device(x, y, "layer_norm_forward");
   if (!(eps >= 0.0f)) ROTOR_FAIL("layer_norm_forward: eps must be >= 0, got {}", eps);
   ROTOR_DISPATCH_CUDA(x, layer_norm_forward(x, gamma, beta, eps, y, mean, rstd));
+  if (detail::F32Compute::needed({&x, &gamma})) {
+    detail::F32Compute f;
+    Tensor y32 = f.output(y);
+    layer_norm_forward(f.input(x), f.input(gamma), f.input(beta), eps, y32, mean, rstd);
+    f.commit();
+    return;
+  }
   require_f32(x, "layer_norm_forward");
   const int64_t rows = mean.numel();
   const float* px = x.data<float>();  // [rows, n]
@@ -72,11 +86,18 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
   check_shape(dy, x.shape(), "layer_norm_backward dy");
   check_shape(dx, x.shape(), "layer_norm_backward dx");
   check_shape(dgamma, gamma.shape(), "layer_norm_backward dgamma");
-  if (dy.dtype() != x.dtype() || dx.dtype() != x.dtype() || dgamma.dtype() != gamma.dtype())
-    ROTOR_FAIL("layer_norm_backward: dy, dx, dgamma dtypes must match x and gamma");
+  if (dy.dtype() != x.dtype() || dx.dtype() != x.dtype() || !is_floating(dgamma.dtype()))
+    ROTOR_FAIL("layer_norm_backward: dy and dx must match x, dgamma be floating");
   for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &dx, &dgamma})
     check_same_device(x, *t, "layer_norm_backward");
   ROTOR_DISPATCH_CUDA(x, layer_norm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta));
+  if (detail::F32Compute::needed({&x, &gamma, &dgamma, &dbeta})) {
+    detail::F32Compute f;
+    Tensor dx32 = f.output(dx), dg32 = f.output(dgamma, true), db32 = f.output(dbeta, true);
+    layer_norm_backward(f.input(dy), f.input(x), f.input(gamma), mean, rstd, dx32, dg32, db32);
+    f.commit();
+    return;
+  }
   require_f32(x, "layer_norm_backward");
   const int64_t rows = mean.numel();
   const float* pdy = dy.data<float>();  // [rows, n]

@@ -6,12 +6,13 @@
 namespace rotor::ops {
 
 // y = (x - mean) * rstd * gamma + beta for x[rows, n]; mean, rstd: f32 [rows].
+// y has x's dtype; gamma and beta share one dtype, x's or f32 (mixed precision:
+// 16-bit x with the f32 master gamma and beta).
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         Tensor& y, Tensor& mean, Tensor& rstd);
-// dx is written; dgamma and dbeta [n] are accumulated (+=), as are all
-// parameter gradients in rotor.
-void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
-                         Tensor& dbeta);
+// dx is written; dgamma and dbeta [n] (any floating dtype) are accumulated
+// (+=), as are all parameter gradients in rotor.
+void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
 
 }  // namespace rotor::ops

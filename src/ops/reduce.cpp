@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 // ROTOR_DISPATCH_CUDA for ops that return a value: cuda_impl fills `out`.
@@ -32,6 +33,10 @@ void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
   if (out.dtype() != DType::F32) ROTOR_FAIL("sum_rows: out must be f32, got {}", out.str());
   check_same_device(x, out, "sum_rows");
   ROTOR_DISPATCH_CUDA(x, sum_rows(x, out, accumulate));
+  if (detail::F32Compute::needed({&x})) {  // 16-bit rows, f32 sums (bias gradients)
+    sum_rows(detail::F32Compute().input(x), out, accumulate);
+    return;
+  }
   require_f32(x, "sum_rows");
   const int64_t rows = n ? x.numel() / n : 0;
   const float* px = x.data<float>();  // [rows, n]
@@ -63,6 +68,7 @@ double sum(const Tensor& x) {
 #else
   if (x.is_cuda()) ROTOR_FAIL("sum: a CUDA tensor reached a CPU-only rotor build");
 #endif
+  if (detail::F32Compute::needed({&x})) return sum(detail::F32Compute().input(x));
   require_f32(x, "sum");
   const float* p = x.data<float>();
   const int64_t n = x.numel();
@@ -82,6 +88,7 @@ float max_abs(const Tensor& x) {
 #else
   if (x.is_cuda()) ROTOR_FAIL("max_abs: a CUDA tensor reached a CPU-only rotor build");
 #endif
+  if (detail::F32Compute::needed({&x})) return max_abs(detail::F32Compute().input(x));
   require_f32(x, "max_abs");
   const float* p = x.data<float>();
   const int64_t n = x.numel();
@@ -118,7 +125,8 @@ Tensor global_norm(const std::vector<Tensor>& tensors) {
   Tensor out = Tensor::empty({1}, DType::F32, device);  // [1]
   ROTOR_DISPATCH_CUDA_VALUE(out, global_norm(tensors, out), out);
   double acc = 0.0;
-  for (const Tensor& t : tensors) {
+  for (const Tensor& t16 : tensors) {
+    const Tensor t = detail::F32Compute().input(t16);
     require_f32(t, "global_norm");
     const float* p = t.data<float>();
     const int64_t n = t.numel();
@@ -134,7 +142,8 @@ Tensor any_nonfinite(const std::vector<Tensor>& tensors) {
   Tensor out = Tensor::empty({1}, DType::U8, device);  // [1]
   ROTOR_DISPATCH_CUDA_VALUE(out, any_nonfinite(tensors, out), out);
   bool bad = false;
-  for (const Tensor& t : tensors) {
+  for (const Tensor& t16 : tensors) {
+    const Tensor t = detail::F32Compute().input(t16);  // inf and NaN survive the conversion
     require_f32(t, "any_nonfinite");
     const float* p = t.data<float>();
     const int64_t n = t.numel();

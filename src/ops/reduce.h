@@ -8,7 +8,8 @@
 
 namespace rotor::ops {
 
-// out[n] (+)= sum over rows of x[rows, n] (the bias gradient). f32 out.
+// out[n] (+)= sum over rows of x[rows, n] (the bias gradient): x of any
+// floating dtype, out f32, sums in f32 or better.
 void sum_rows(const Tensor& x, Tensor& out, bool accumulate);
 // Host values (these synchronize): sum (in double) and the max |x|.
 double sum(const Tensor& x);

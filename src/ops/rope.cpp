@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -60,6 +61,13 @@ void rotate(const Tensor& x, Tensor& y, float base, int64_t offset, double sign)
 void rope_forward(const Tensor& x, Tensor& y, float base, int64_t position_offset) {
   check_rope(x, y, base, "rope_forward");
   ROTOR_DISPATCH_CUDA(x, rope_forward(x, y, base, position_offset));
+  if (detail::F32Compute::needed({&x})) {
+    detail::F32Compute f;
+    Tensor y32 = f.output(y);
+    rotate(f.input(x), y32, base, position_offset, 1.0);
+    f.commit();
+    return;
+  }
   require_f32(x, "rope_forward");
   rotate(x, y, base, position_offset, 1.0);
 }
@@ -67,6 +75,13 @@ void rope_forward(const Tensor& x, Tensor& y, float base, int64_t position_offse
 void rope_backward(const Tensor& dy, Tensor& dx, float base, int64_t position_offset) {
   check_rope(dy, dx, base, "rope_backward");
   ROTOR_DISPATCH_CUDA(dy, rope_backward(dy, dx, base, position_offset));
+  if (detail::F32Compute::needed({&dy})) {
+    detail::F32Compute f;
+    Tensor dx32 = f.output(dx);
+    rotate(f.input(dy), dx32, base, position_offset, -1.0);
+    f.commit();
+    return;
+  }
   require_f32(dy, "rope_backward");
   rotate(dy, dx, base, position_offset, -1.0);
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -22,6 +23,13 @@ void check_rows(const Tensor& a, const Tensor& b, const char* op) {
 void softmax_forward(const Tensor& x, Tensor& y) {
   check_rows(x, y, "softmax_forward");
   ROTOR_DISPATCH_CUDA(y, softmax_forward(x, y));
+  if (detail::F32Compute::needed({&x})) {
+    detail::F32Compute f;
+    Tensor y32 = f.output(y);
+    softmax_forward(f.input(x), y32);
+    f.commit();
+    return;
+  }
   require_f32(x, "softmax_forward");
   const int64_t n = x.size(-1);
   const int64_t rows = n ? x.numel() / n : 0;
@@ -53,6 +61,13 @@ void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   check_rows(y, dy, "softmax_backward");
   check_rows(y, dx, "softmax_backward");
   ROTOR_DISPATCH_CUDA(dx, softmax_backward(y, dy, dx));
+  if (detail::F32Compute::needed({&y})) {
+    detail::F32Compute f;
+    Tensor dx32 = f.output(dx);
+    softmax_backward(f.input(y), f.input(dy), dx32);
+    f.commit();
+    return;
+  }
   require_f32(y, "softmax_backward");
   const int64_t n = y.size(-1);
   const int64_t rows = n ? y.numel() / n : 0;

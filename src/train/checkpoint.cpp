@@ -26,6 +26,7 @@ std::string state_json(const TrainerState& s) {
   v.set("epoch", s.position.epoch);
   v.set("batch_index", s.position.batch_index);
   v.set("loss_scale", s.loss_scale);
+  v.set("loss_scale_good_steps", s.loss_scale_good_steps);
   v.set("skipped_steps", s.skipped_steps);
   v.set("best_valid_loss", s.best_valid_loss);
   v.set("bad_validations", s.bad_validations);
@@ -133,7 +134,8 @@ void load_weights(const std::string& dir, nn::ParameterStore& params) {
       ROTOR_FAIL("{}/model.safetensors: {} has shape {}, the model expects {}", dir, p->name,
                  shape_str(e->shape), shape_str(p->shape));
     if (e->dtype != DType::F32)
-      ROTOR_FAIL("{}/model.safetensors: {} is {}, expected f32", dir, p->name, dtype_name(e->dtype));
+      ROTOR_FAIL("{}/model.safetensors: {} is {}, expected f32", dir, p->name,
+                 dtype_name(e->dtype));
     p->value.copy_from(file.load(p->name));
   }
 }
@@ -167,6 +169,8 @@ TrainerState load_trainer_state(const std::string& dir) {
     s.position.epoch = static_cast<uint64_t>(v.at("epoch").as_int());
     s.position.batch_index = static_cast<uint64_t>(v.at("batch_index").as_int());
     s.loss_scale = v.at("loss_scale").as_double();
+    if (const json::Value* g = v.find("loss_scale_good_steps"))
+      s.loss_scale_good_steps = g->as_int();
     s.skipped_steps = v.at("skipped_steps").as_int();
     s.best_valid_loss = v.at("best_valid_loss").as_double();
     s.bad_validations = v.at("bad_validations").as_int();

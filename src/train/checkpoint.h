@@ -19,14 +19,15 @@
 namespace rotor::train {
 
 struct TrainerState {
-  int64_t step = 0;        // updates done
-  int64_t micro_step = 0;  // micro-batches done per rank (keys the dropout streams)
-  data::BatchPosition position;  // of rank 0's batch stream
-  int world_size = 1;            // of the run that saved it: position and
-                                 // micro_step are per rank of that world
-  double loss_scale = 1.0;
+  int64_t step = 0;                   // updates done
+  int64_t micro_step = 0;             // micro-batches done per rank (keys the dropout streams)
+  data::BatchPosition position;       // of rank 0's batch stream
+  int world_size = 1;                 // of the run that saved it: position and
+                                      // micro_step are per rank of that world
+  double loss_scale = 1.0;            // fp16: the dynamic loss scale; else 1
+  int64_t loss_scale_good_steps = 0;  // fp16: good steps since the scale last changed
   int64_t skipped_steps = 0;
-  double best_valid_loss = 0;  // 0 = none yet
+  double best_valid_loss = 0;   // 0 = none yet
   int64_t bad_validations = 0;  // for early stopping
   double train_seconds = 0;
 };

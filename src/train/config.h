@@ -152,8 +152,12 @@ struct TrainConfig {
   int64_t valid_interval = 1000;
   int64_t save_interval = 5000;
   int keep_last = 5;
-  int patience = 0;             // 0 = no early stopping
-  double loss_scale = 65536.0;  // initial fp16 loss scale
+  int patience = 0;  // 0 = no early stopping
+  // Initial fp16 loss scale. The loss gradient is per token, not divided by
+  // the batch's tokens before the backward (the optimizer does that), so the
+  // logit gradients are bounded by the scale itself: 65536 would overflow
+  // fp16 (max 65504) at once. 128, as fairseq (which also sums over tokens).
+  double loss_scale = 128.0;
   int scale_window = 2000;
   bool operator==(const TrainConfig&) const = default;
 };

@@ -18,7 +18,9 @@ namespace rotor::train {
 
 namespace {
 
-bool is_prepared(const std::string& prefix) { return fs::exists(prefix + ".idx") && fs::exists(prefix + ".bin"); }
+bool is_prepared(const std::string& prefix) {
+  return fs::exists(prefix + ".idx") && fs::exists(prefix + ".bin");
+}
 
 // data.<key> is a prefix made by `rotor prepare` (PREFIX.idx) or a raw text
 // file, binarized into OUTPUT_DIR/data/<key>.
@@ -48,12 +50,16 @@ std::string ensure_tokenizer(const Config& c) {
   const std::string spm = tokenizer_path(c);
   if (fs::exists(spm)) return spm;
   if (c.data.train.empty() || is_prepared(c.data.train) || !fs::is_regular_file(c.data.train))
-    ROTOR_FAIL("tokenizer {} not found (data.spm_model); it can only be trained from a raw text "
-               "data.train", spm);
+    ROTOR_FAIL(
+        "tokenizer {} not found (data.spm_model); it can only be trained from a raw text "
+        "data.train",
+        spm);
   fs::create_directories(fs::path(spm).parent_path());
   data::SpmTrainOptions o;
   o.inputs = {c.data.train};
-  o.model_prefix = spm.size() > 6 && spm.substr(spm.size() - 6) == ".model" ? spm.substr(0, spm.size() - 6) : spm;
+  o.model_prefix = spm.size() > 6 && spm.substr(spm.size() - 6) == ".model"
+                       ? spm.substr(0, spm.size() - 6)
+                       : spm;
   o.vocab_size = c.data.vocab_size;
   o.model_type = std::string(to_string(c.data.spm_model_type));
   o.character_coverage = c.data.character_coverage;
@@ -76,16 +82,19 @@ class MlmTask : public TrainingTask {
     tokenizer_ = data::Tokenizer::load(spm_path_);
     if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
     auto special = data::MlmSpecialIds::from_tokenizer(tokenizer_);
-    masking_ = data::MaskingOptions{c.data.mask_prob, c.data.mask_token_prob, c.data.random_token_prob,
-                                    static_cast<uint64_t>(c.seed), tokenizer_.vocab_size(), special};
+    masking_ = data::MaskingOptions{c.data.mask_prob,         c.data.mask_token_prob,
+                                    c.data.random_token_prob, static_cast<uint64_t>(c.seed),
+                                    tokenizer_.vocab_size(),  special};
     auto open = [&](const std::string& key, const std::string& path) {
       auto corpus = std::make_shared<const data::MmapCorpus>(
           data::MmapCorpus::open(ensure_prepared(c, key, path, spm_path_)));
-      return std::make_shared<const data::PackedBlocks>(corpus, c.data.seq_len, special.cls, special.sep);
+      return std::make_shared<const data::PackedBlocks>(corpus, c.data.seq_len, special.cls,
+                                                        special.sep);
     };
     train_blocks_ = open("train", c.data.train);
     if (!c.data.valid.empty()) valid_blocks_ = open("valid", c.data.valid);
-    model_ = std::make_unique<models::BertForMaskedLM>(models::bert_config(c, tokenizer_.vocab_size()), store_);
+    model_ = std::make_unique<models::BertForMaskedLM>(
+        models::bert_config(c, tokenizer_.vocab_size()), store_);
     store_.allocate(device);
     data::MlmBatcherOptions bo;
     bo.batch_size = c.train.batch_size;
@@ -104,8 +113,10 @@ class MlmTask : public TrainingTask {
 
   TaskSums train_micro_batch(const nn::Context& ctx) override {
     models::MlmBatch b = batcher_->next().to(device_);
+    if (ctx.phase_hook) ctx.phase_hook->forward_begins(b.input_ids.size(0), b.input_ids.size(1), 0);
     models::MlmSums s = model_->forward_loss(b, ctx);
-    model_->backward(1.0f);
+    if (ctx.phase_hook) ctx.phase_hook->backward_begins();
+    model_->backward(ctx.loss_scale);  // the fp16 loss scale, else 1
     return to_sums(s, b);
   }
 

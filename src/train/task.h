@@ -38,8 +38,9 @@ class TrainingTask {
   virtual nn::ParameterStore& params() = 0;
   virtual std::string tokenizer_path() const = 0;
   virtual int64_t vocab_size() const = 0;
-  // Forward and backward (gradient scale 1, accumulated) of the next
-  // micro-batch of the training stream.
+  // Forward and backward (loss gradient scaled by ctx.loss_scale: 1, or the
+  // fp16 loss scale; accumulated) of the next micro-batch of the training
+  // stream, computed in ctx.dtype.
   virtual TaskSums train_micro_batch(const nn::Context& ctx) = 0;
   // Loss over the whole validation set (fixed masks for masked-LM); false
   // when the config names no validation data.
@@ -53,8 +54,8 @@ class TrainingTask {
 // The task of config.task, its data loaded (and prepared from raw text when
 // needed), its model built on `device` (parameters allocated, not
 // initialized). Rank r of world_size reads its own shard of every epoch.
-std::unique_ptr<TrainingTask> make_translation_task(const Config& config, Device device, int rank = 0,
-                                                    int world_size = 1);
+std::unique_ptr<TrainingTask> make_translation_task(const Config& config, Device device,
+                                                    int rank = 0, int world_size = 1);
 std::unique_ptr<TrainingTask> make_mlm_task(const Config& config, Device device, int rank = 0,
                                             int world_size = 1);
 

@@ -17,6 +17,7 @@
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
+#include "train/precision.h"
 #include "train/task.h"
 #include "train/translation_data.h"
 
@@ -33,7 +34,8 @@ models::TransformerConfig transformer_config(const Config& c, int64_t vocab_size
   t.layer.d_model = c.model.d_model;
   t.layer.n_heads = c.model.n_heads;
   t.layer.d_ff = c.model.d_ff;
-  t.layer.activation = c.model.activation == Activation::Gelu ? ops::Activation::GELU : ops::Activation::ReLU;
+  t.layer.activation =
+      c.model.activation == Activation::Gelu ? ops::Activation::GELU : ops::Activation::ReLU;
   t.layer.dropout = static_cast<float>(c.model.dropout);
   t.layer.attention_dropout = static_cast<float>(c.model.attention_dropout);
   t.layer.activation_dropout = static_cast<float>(c.model.activation_dropout);
@@ -70,10 +72,9 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   // mpirun or srun; a plain `rotor train` is world size 1.
   const dist::DistEnvironment env = dist::detect_environment();
   Device device = resolve_device(c.device);
-  if (device.is_cuda() && env.distributed()) device = Device::cuda(env.local_rank % cuda_device_count());
+  if (device.is_cuda() && env.distributed())
+    device = Device::cuda(env.local_rank % cuda_device_count());
   if (device.is_cuda()) cuda::set_device(device.index);
-  if (c.precision != Precision::FP32 && device.is_cpu())
-    ROTOR_FAIL("precision {} needs a GPU; on the CPU rotor computes in fp32", to_string(c.precision));
   dist::install_stop_handlers();
   std::unique_ptr<dist::Communicator> comm = dist::make_communicator(device, c.dist.timeout_s);
   const int rank = comm->rank(), world = comm->world_size();
@@ -103,6 +104,7 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   store.initialize(static_cast<uint64_t>(c.seed));
   log().info("model: {} parameters, {} positions, vocabulary {}", store.numel(),
              to_string(c.model.position), task->vocab_size());
+  PrecisionPolicy precision(c, device, store);  // 16-bit weight copy, fp16 loss scaler
 
   optim::OptimizerOptions oo;
   oo.beta1 = c.optim.betas[0];
@@ -112,7 +114,8 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   oo.clip_norm = c.train.clip_norm;
   optim::Optimizer optimizer(store, oo);  // full moments (world 1, or the unsharded case)
   std::unique_ptr<dist::ShardedAdamW> sharded;
-  if (c.dist.shard_optimizer && world > 1) sharded = std::make_unique<dist::ShardedAdamW>(store, oo, *comm);
+  if (c.dist.shard_optimizer && world > 1)
+    sharded = std::make_unique<dist::ShardedAdamW>(store, oo, *comm);
   optim::ScheduleOptions so;
   so.kind = c.optim.schedule == LrSchedule::InverseSqrt ? optim::ScheduleKind::InverseSqrt
             : c.optim.schedule == LrSchedule::Linear    ? optim::ScheduleKind::Linear
@@ -132,16 +135,19 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       load_weights(dir, store);
       load_optimizer(dir, optimizer);
       state = load_trainer_state(dir);
+      precision.restore(state);
       if (state.world_size != world) {
         // Checkpoints are independent of the world size: rank r of W reads
         // batches r, r+W, ... and keys dropout by the global micro-batch, so
         // the global counts carry over when the global batch is the same.
-        const int64_t global_batches = static_cast<int64_t>(state.position.batch_index) * state.world_size;
+        const int64_t global_batches =
+            static_cast<int64_t>(state.position.batch_index) * state.world_size;
         const int64_t global_micro = state.micro_step * state.world_size;
         if (global_batches % world != 0 || global_micro % world != 0)
-          ROTOR_FAIL("{}: saved by {} ranks at batch {} of epoch {}; {} ranks cannot continue the "
-                     "same batch stream (keep world_size x train.update_freq the same)",
-                     dir, state.world_size, global_batches, state.position.epoch + 1, world);
+          ROTOR_FAIL(
+              "{}: saved by {} ranks at batch {} of epoch {}; {} ranks cannot continue the "
+              "same batch stream (keep world_size x train.update_freq the same)",
+              dir, state.world_size, global_batches, state.position.epoch + 1, world);
         log().info("resuming a {}-rank checkpoint on {} rank(s)", state.world_size, world);
         state.position.batch_index = static_cast<uint64_t>(global_batches / world);
         state.micro_step = global_micro / world;
@@ -153,9 +159,18 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   if (sharded) sharded->import_from(optimizer);
   // Every rank starts from rank 0's weights.
   if (world > 1) dist::broadcast_parameters(*comm, store);
+  store.refresh_compute_copy();  // 16-bit weights from the masters as loaded or broadcast
+  // World > 1 with replicated moments: the gradients are all-reduced in
+  // buckets during the backward of each update's last micro-batch, as the
+  // model reports its layers final (nn::Context::grad_ready). World 1: no
+  // communication at all. Sharded: ShardedAdamW::step reduce-scatters.
+  std::unique_ptr<dist::GradientBuckets> buckets;
+  if (world > 1 && !sharded)
+    buckets = std::make_unique<dist::GradientBuckets>(
+        store.grads(), dist::backward_order_offsets(store), c.dist.bucket_mb, *comm);
 
-  MetricsWriter metrics = rank0 ? MetricsWriter((fs::path(c.output_dir) / "metrics.jsonl").string())
-                                 : MetricsWriter();
+  MetricsWriter metrics =
+      rank0 ? MetricsWriter((fs::path(c.output_dir) / "metrics.jsonl").string()) : MetricsWriter();
   auto save = [&] {
     if (sharded) sharded->export_to(optimizer, 0);  // collective: full moments on rank 0
     if (!rank0) return;
@@ -175,6 +190,7 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   ctx.training = true;
   ctx.device = device;
   ctx.seed = static_cast<uint64_t>(c.seed);
+  ctx.dtype = precision.compute_dtype();
   TaskSums window;
   int64_t win_updates = 0;
   auto win_start = Clock::now();
@@ -182,13 +198,17 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   const double seconds_before = state.train_seconds;
   const int64_t first_step = state.step;
   bool stop = false;
-  const auto per_token = [](double v, int64_t n) { return v / static_cast<double>(std::max<int64_t>(n, 1)); };
+  const auto per_token = [](double v, int64_t n) {
+    return v / static_cast<double>(std::max<int64_t>(n, 1));
+  };
 
   while (state.step < c.train.max_updates && !stop) {
     store.zero_grad();
+    ctx.loss_scale = precision.loss_scale();
     TaskSums update;
     for (int micro = 0; micro < c.train.update_freq; ++micro) {
-      if (c.train.max_epochs > 0 && task->position().epoch >= static_cast<uint64_t>(c.train.max_epochs)) {
+      if (c.train.max_epochs > 0 &&
+          task->position().epoch >= static_cast<uint64_t>(c.train.max_epochs)) {
         stop = true;
         break;
       }
@@ -196,9 +216,22 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       // that N ranks draw the masks one process with update_freq x N draws.
       ctx.step = static_cast<uint64_t>((state.micro_step++) * world + rank);
       ctx.rank = 0;
+      // Earlier micro-batches accumulate locally; the last one launches buckets.
+      const bool last_micro = micro + 1 == c.train.update_freq;
+      ctx.grad_ready = buckets && last_micro ? buckets->hook() : nn::GradReadyHook();
       update.add(task->train_micro_batch(ctx));
+      ctx.grad_ready = nullptr;
     }
     if (stop) break;
+    if (buckets) {
+      buckets->finish();  // every bucket summed over the ranks
+      if (state.step == first_step)
+        log().info(
+            "gradient all-reduce: {} bucket(s) of ~{} MiB, {} launched during backward, "
+            "{} complete when it ended",
+            buckets->bounds().size(), c.dist.bucket_mb, buckets->launched_before_finish(),
+            buckets->completed_before_finish());
+    }
     if (world > 1) {
       std::vector<double> counts{update.loss, update.nll, static_cast<double>(update.tokens),
                                  static_cast<double>(update.all_tokens),
@@ -209,18 +242,18 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       update.tokens = static_cast<int64_t>(counts[2]);
       update.all_tokens = static_cast<int64_t>(counts[3]);
       update.correct = static_cast<int64_t>(counts[4]);
-      if (!sharded) dist::all_reduce_gradients(*comm, store.grads());
     }
     if (update.tokens == 0) break;
     const double lr = optim::learning_rate(so, state.step + 1);
     // Loss and gradients are normalized by the tokens of the whole update on
-    // all ranks (target tokens for translation, masked tokens for masked-LM).
-    const double grad_scale = 1.0 / static_cast<double>(update.tokens);
+    // all ranks (target tokens for translation, masked tokens for masked-LM),
+    // and the fp16 loss scale is divided out again.
+    const double grad_scale = 1.0 / (static_cast<double>(update.tokens) * ctx.loss_scale);
+    precision.before_step(state.step + 1);
     optim::StepInfo info = sharded ? sharded->step(lr, grad_scale) : optimizer.step(lr, grad_scale);
-    if (info.skipped) {
-      ++state.skipped_steps;
-      log().warn("update {}: non-finite gradient norm, update skipped", state.step + 1);
-    }
+    // A non-finite gradient norm skipped the step (weights and moments
+    // untouched): counted and logged, and the fp16 loss scale halves.
+    precision.after_step(info, state.step + 1, state);
     ++state.step;
     window.add(update);
     ++win_updates;
@@ -235,11 +268,14 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       const double eta = seconds_since(run_start) / std::max(done, 1.0) *
                          static_cast<double>(c.train.max_updates - state.step);
       const std::string acc =
-          window.has_correct ? fmt::format(" | acc {:.3f}", per_token(window.correct, window.tokens)) : "";
-      log().info("update {:>6} | loss {:.4f} | ppl {:.2f}{} | lr {:.3e} | gnorm {:.3f} | {:.0f} tok/s | "
-                 "epoch {} | ETA {} | mem {:.0f} MiB",
-                 state.step, loss, ppl, acc, lr, info.grad_norm, tps, task->position().epoch + 1,
-                 format_eta(eta), peak_bytes(device) / 1048576.0);
+          window.has_correct
+              ? fmt::format(" | acc {:.3f}", per_token(window.correct, window.tokens))
+              : "";
+      log().info(
+          "update {:>6} | loss {:.4f} | ppl {:.2f}{} | lr {:.3e} | gnorm {:.3f}{} | {:.0f} tok/s | "
+          "epoch {} | ETA {} | mem {:.0f} MiB",
+          state.step, loss, ppl, acc, lr, info.grad_norm, precision.progress(), tps,
+          task->position().epoch + 1, format_eta(eta), peak_bytes(device) / 1048576.0);
       MetricsRecord rec;
       rec.add("step", state.step)
           .add("split", "train")
@@ -252,6 +288,7 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
           .add("updates", win_updates)
           .add("epoch", static_cast<int64_t>(task->position().epoch + 1));
       if (window.has_correct) rec.add("accuracy", per_token(window.correct, window.tokens));
+      precision.add_metrics(rec);
       metrics.write(rec);
       window = TaskSums{};
       win_updates = 0;
@@ -265,8 +302,8 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       const double vppl = std::exp(per_token(v.nll, v.tokens));
       const std::string acc =
           v.has_correct ? fmt::format(" | acc {:.3f}", per_token(v.correct, v.tokens)) : "";
-      log().info("valid at update {} | loss {:.4f} | ppl {:.2f}{} | {} tokens | {:.1f}s", state.step,
-                 vloss, vppl, acc, v.tokens, seconds_since(t0));
+      log().info("valid at update {} | loss {:.4f} | ppl {:.2f}{} | {} tokens | {:.1f}s",
+                 state.step, vloss, vppl, acc, v.tokens, seconds_since(t0));
       MetricsRecord rec;
       rec.add("step", state.step)
           .add("split", "valid")
@@ -274,7 +311,8 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
           .add("nll_loss", per_token(v.nll, v.tokens))
           .add("ppl", vppl)
           .add("lr", lr)
-          .add("tokens_per_s", static_cast<double>(v.all_tokens) / std::max(seconds_since(t0), 1e-9));
+          .add("tokens_per_s",
+               static_cast<double>(v.all_tokens) / std::max(seconds_since(t0), 1e-9));
       if (v.has_correct) rec.add("accuracy", per_token(v.correct, v.tokens));
       metrics.write(rec);
       if (state.best_valid_loss == 0 || vloss < state.best_valid_loss) {
@@ -293,7 +331,8 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
                  dist::stop_signal(), state.step);
       stop = true;
     }
-    if ((c.train.save_interval > 0 && state.step % c.train.save_interval == 0) || last || stop) save();
+    if ((c.train.save_interval > 0 && state.step % c.train.save_interval == 0) || last || stop)
+      save();
   }
   log().info("done: {} updates in {:.1f}s", state.step, state.train_seconds);
   flush_log();

@@ -32,9 +32,12 @@ class TranslationTask : public TrainingTask {
 
   TaskSums train_micro_batch(const nn::Context& ctx) override {
     data::Batch b = batcher_->next();
-    models::LossSums s = model_->forward_loss(to_model_batch(b, device_),
-                                              static_cast<float>(config_.train.label_smoothing), ctx);
-    model_->backward(1.0f);
+    const models::TranslationBatch mb = to_model_batch(b, device_);
+    if (ctx.phase_hook) ctx.phase_hook->forward_begins(b.size(), b.src.size(1), b.tgt_in.size(1));
+    models::LossSums s =
+        model_->forward_loss(mb, static_cast<float>(config_.train.label_smoothing), ctx);
+    if (ctx.phase_hook) ctx.phase_hook->backward_begins();
+    model_->backward(ctx.loss_scale);  // the fp16 loss scale, else 1
     return {s.loss, s.nll, s.tokens, b.src_tokens + b.tgt_tokens, 0, false};
   }
 

@@ -7,7 +7,9 @@
 //                                  (driven by run_fault.cmake)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -18,6 +20,7 @@
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
 #include "dist/signals.h"
+#include "models/transformer.h"
 #include "nn/parameters.h"
 #include "optim/optimizer.h"
 #if ROTOR_WITH_MPI
@@ -29,9 +32,15 @@ namespace {
 
 Communicator* g_comm = nullptr;
 
-Communicator& comm() { return *g_comm; }
-int R() { return g_comm->rank(); }
-int W() { return g_comm->world_size(); }
+Communicator& comm() {
+  return *g_comm;
+}
+int R() {
+  return g_comm->rank();
+}
+int W() {
+  return g_comm->world_size();
+}
 
 // A dyadic value k / 64 with |k| <= 64: sums of a few of them are exact in
 // f32, whatever order a reduction takes.
@@ -53,9 +62,17 @@ TEST(Dist, Helpers) {
 
 TEST(Dist, DetectEnvironment) {
   if (W() > 1) GTEST_SKIP() << "environment probing runs in the single-process job";
-  const char* vars[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                        "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
-                        "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+  const char* vars[] = {"OMPI_COMM_WORLD_RANK",
+                        "OMPI_COMM_WORLD_SIZE",
+                        "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "OMPI_COMM_WORLD_LOCAL_SIZE",
+                        "PMI_RANK",
+                        "PMI_SIZE",
+                        "MPI_LOCALRANKID",
+                        "MPI_LOCALNRANKS",
+                        "SLURM_PROCID",
+                        "SLURM_NTASKS",
+                        "SLURM_LOCALID",
                         "SLURM_NTASKS_PER_NODE"};
   for (const char* v : vars) unsetenv(v);
   DistEnvironment e = detect_environment();
@@ -104,14 +121,16 @@ TEST(Dist, AllReduce) {
     comm().all_reduce_sum(t);
     const auto got = t.to_floats();
     const float tri = static_cast<float>(W() * (W() + 1) / 2);
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], tri * static_cast<float>(i) * 0.5f) << n << " " << i;
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], tri * static_cast<float>(i) * 0.5f) << n << " " << i;
   }
 }
 
 TEST(Dist, ReduceScatterAllGather) {
   for (int64_t s : {int64_t{1}, int64_t{5}, int64_t{333}}) {
     std::vector<float> x(static_cast<size_t>(s * W()));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(R() + 1) + static_cast<float>(i);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = static_cast<float>(R() + 1) + static_cast<float>(i);
     Tensor in = Tensor::from_floats(x, {s * W()});
     Tensor out = Tensor::zeros({s});
     comm().reduce_scatter_sum(in, out);
@@ -210,7 +229,8 @@ TEST(Dist, BucketedAllReduceEqualsPlain) {
     int launched_midway = 0;
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
       buckets.parameter_ready((*it)->offset);
-      if (it == params.rbegin() + static_cast<long>(params.size() / 2)) launched_midway = buckets.launched();
+      if (it == params.rbegin() + static_cast<long>(params.size() / 2))
+        launched_midway = buckets.launched();
     }
     EXPECT_GT(launched_midway, 0);  // communication started before backward ended
     buckets.finish();
@@ -218,9 +238,11 @@ TEST(Dist, BucketedAllReduceEqualsPlain) {
   }
   // Whole layers at a time, out of order, one parameter never reported, and a scale.
   fill_grads(store->grads(), 100 + static_cast<uint64_t>(R()));
-  buckets.range_ready(store->find("layers.1.fc1.weight")->offset, store->find("layers.2.fc1.weight")->offset);
+  buckets.range_ready(store->find("layers.1.fc1.weight")->offset,
+                      store->find("layers.2.fc1.weight")->offset);
   buckets.range_ready(store->find("layers.2.fc1.weight")->offset, store->numel());
-  buckets.range_ready(store->find("layers.0.fc1.weight")->offset + 1, store->find("layers.1.fc1.weight")->offset);
+  buckets.range_ready(store->find("layers.0.fc1.weight")->offset + 1,
+                      store->find("layers.1.fc1.weight")->offset);
   buckets.finish(0.5);
   const auto got = store->grads().to_floats(), want = expect.to_floats();
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], 0.5f * want[i]) << i;
@@ -228,6 +250,112 @@ TEST(Dist, BucketedAllReduceEqualsPlain) {
   fill_grads(store->grads(), 100 + static_cast<uint64_t>(R()));
   all_reduce_gradients(comm(), store->grads());
   EXPECT_EQ(store->grads().to_floats(), expect.to_floats());
+}
+
+// Several all_reduce_async outstanding at once (distinct tensors and views of
+// one buffer, as buckets are) give what the blocking all_reduce gives.
+TEST(Dist, AsyncAllReduceMatchesBlocking) {
+  const std::vector<int64_t> sizes{1, 7, 1000, 4099, 100003};
+  std::vector<Tensor> async_t, blocking_t;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    Tensor t = Tensor::empty({sizes[k]});
+    fill_grads(t, 500 + 10 * k + static_cast<uint64_t>(R()));
+    async_t.push_back(t);
+    blocking_t.push_back(t.clone());
+  }
+  Tensor flat = Tensor::empty({3000});
+  fill_grads(flat, 900 + static_cast<uint64_t>(R()));
+  Tensor flat_blocking = flat.clone();
+  for (auto& t : blocking_t) comm().all_reduce_sum(t);
+  comm().all_reduce_sum(flat_blocking);
+
+  std::vector<Handle> handles;
+  for (auto& t : async_t) handles.push_back(comm().all_reduce_async(t));
+  for (int64_t lo = 3000; lo > 0; lo -= 1000)
+    handles.push_back(comm().all_reduce_async(flat.narrow(lo - 1000, 1000)));
+  EXPECT_EQ(handles.front().pending(), W() > 1);  // the local backend completes at once
+  for (int poll = 0; poll < 3; ++poll)
+    for (auto& h : handles) h.done();  // tests progress them, never blocks
+  // Waited in reverse order of launch.
+  for (auto it = handles.rbegin(); it != handles.rend(); ++it) {
+    it->wait();
+    EXPECT_FALSE(it->pending());
+    EXPECT_TRUE(it->done());
+  }
+  for (size_t k = 0; k < sizes.size(); ++k)
+    ASSERT_EQ(async_t[k].to_floats(), blocking_t[k].to_floats()) << "size " << sizes[k];
+  ASSERT_EQ(flat.to_floats(), flat_blocking.to_floats());
+  // A handle destroyed unwaited waits for its collective.
+  Tensor t = Tensor::empty({513});
+  fill_grads(t, 42 + static_cast<uint64_t>(R()));
+  Tensor want = t.clone();
+  comm().all_reduce_sum(want);
+  { Handle h = comm().all_reduce_async(t); }
+  EXPECT_EQ(t.to_floats(), want.to_floats());
+}
+
+// The translation model's backward feeds the buckets (nn::Context::grad_ready)
+// on every rank: buckets are launched during the backward, several before it
+// ends, and the result is the plain all-reduce of the same gradients.
+TEST(Dist, BucketsLaunchDuringBackward) {
+  models::TransformerConfig c;
+  c.vocab_size = 30;
+  c.encoder_layers = 2;
+  c.decoder_layers = 2;
+  c.layer.d_model = 16;
+  c.layer.n_heads = 2;
+  c.layer.d_ff = 32;
+  c.layer.dropout = 0.1f;
+  c.position = nn::PositionKind::Rope;
+  nn::ParameterStore store;
+  models::EncoderDecoder model(c, store);
+  store.allocate(Device::cpu());
+  store.initialize(11);
+  // Each rank its own batch.
+  const int32_t r = R();
+  models::TranslationBatch b;
+  b.src = Tensor::from_ints({5 + r, 6, 7, 8, 9, 10, 4, 0}, {2, 4});
+  b.src_lengths = Tensor::from_ints({4, 3}, {2});
+  b.tgt_in = Tensor::from_ints({2, 11, 12 + r, 2, 13, 0}, {2, 3});
+  b.tgt_out = Tensor::from_ints({11, 12 + r, 3, 13, 3, 0}, {2, 3});
+  b.tgt_tokens = 5;
+  nn::Context ctx;
+  ctx.training = true;
+  ctx.seed = 3;
+  ctx.step = static_cast<uint64_t>(R());
+  // The reference: local gradients, then one plain all-reduce.
+  store.zero_grad();
+  model.forward_loss(b, 0.1f, ctx);
+  model.backward(1.0f);
+  Tensor expect = store.grads().clone();
+  all_reduce_gradients(comm(), expect);
+
+  GradientBuckets buckets(store.grads(), backward_order_offsets(store), 2.0 / 1024, comm());
+  const int n = static_cast<int>(buckets.bounds().size());
+  ASSERT_GT(n, 6);
+  for (int update = 0; update < 2; ++update) {  // the buckets rearm
+    store.zero_grad();
+    std::vector<int> launched;  // after each report
+    ctx.grad_ready = [&](int64_t begin, int64_t end) {
+      buckets.range_ready(begin, end);
+      launched.push_back(buckets.launched());
+    };
+    model.forward_loss(b, 0.1f, ctx);
+    ctx.grad_ready = nullptr;
+    model.backward(1.0f);
+    buckets.finish();
+    ASSERT_GE(launched.size(), 5u);  // 2 + 2 layers and the embedding at least
+    EXPECT_GT(launched.front(), 0);  // the first layer's buckets left at once
+    EXPECT_LT(launched.front(), n);
+    EXPECT_GT(launched[launched.size() - 2], 1);  // several before the backward's last report
+    EXPECT_EQ(buckets.launched_before_finish(), n);
+    if (R() == 0 && update == 0)
+      std::printf("[rank 0] %d buckets, %d complete when backward ended (world %d)\n", n,
+                  buckets.completed_before_finish(), W());
+    const auto got = store.grads().to_floats(), want = expect.to_floats();
+    for (size_t i = 0; i < got.size(); ++i)  // bucket sizes may change MPI's summation order
+      ASSERT_NEAR(got[i], want[i], 1e-6 * (1.0 + std::abs(want[i]))) << "element " << i;
+  }
 }
 
 TEST(Dist, ShardedAdamWEqualsAdamW) {
@@ -248,7 +376,8 @@ TEST(Dist, ShardedAdamWEqualsAdamW) {
       fill_grads(sharded_store->grads(), 1000 * step + static_cast<uint64_t>(R()));
       std::vector<float> sum(static_cast<size_t>(full_store->numel()), 0.0f);
       for (int r = 0; r < W(); ++r)
-        for (size_t i = 0; i < sum.size(); ++i) sum[i] += dyadic(1000 * step + static_cast<uint64_t>(r), static_cast<int64_t>(i));
+        for (size_t i = 0; i < sum.size(); ++i)
+          sum[i] += dyadic(1000 * step + static_cast<uint64_t>(r), static_cast<int64_t>(i));
       full_store->grads().copy_from(Tensor::from_floats(sum, {full_store->numel()}));
       const double lr = 1e-2 * (step + 1), scale = 1.0 / 3.0;
       const auto a = sharded.step(lr, scale);
@@ -256,8 +385,10 @@ TEST(Dist, ShardedAdamWEqualsAdamW) {
       EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * b.grad_norm);
       const auto x = sharded_store->values().to_floats(), y = full_store->values().to_floats();
       for (size_t i = 0; i < x.size(); ++i) {
-        if (clip == 0.0) ASSERT_EQ(x[i], y[i]) << "step " << step << " element " << i;
-        else ASSERT_NEAR(x[i], y[i], 1e-6) << "step " << step << " element " << i;
+        if (clip == 0.0)
+          ASSERT_EQ(x[i], y[i]) << "step " << step << " element " << i;
+        else
+          ASSERT_NEAR(x[i], y[i], 1e-6) << "step " << step << " element " << i;
       }
     }
     EXPECT_EQ(sharded.steps(), 3);
@@ -270,7 +401,8 @@ void sharded_updates(Communicator& c, nn::ParameterStore& store, ShardedAdamW& o
   for (int step = first; step < first + 2; ++step) {
     std::vector<float> g(static_cast<size_t>(store.numel()));
     for (size_t i = 0; i < g.size(); ++i)
-      g[i] = dyadic(77 + static_cast<uint64_t>(step), static_cast<int64_t>(i)) / static_cast<float>(c.world_size());
+      g[i] = dyadic(77 + static_cast<uint64_t>(step), static_cast<int64_t>(i)) /
+             static_cast<float>(c.world_size());
     store.grads().copy_from(Tensor::from_floats(g, {store.numel()}));
     opt.step(1e-2, 1.0);
   }
@@ -313,7 +445,10 @@ TEST(Dist, ShardedCheckpointReshards) {
     if (w == W()) {
       sub = &comm();
     } else if (w == 1) {
-      if (R() == 0) { owned = std::make_unique<LocalCommunicator>(); sub = owned.get(); }
+      if (R() == 0) {
+        owned = std::make_unique<LocalCommunicator>();
+        sub = owned.get();
+      }
     } else {
 #if ROTOR_WITH_MPI
       auto* mpi = dynamic_cast<MpiCommunicator*>(&comm());

@@ -1,0 +1,55 @@
+// `rotor bench train CONFIG [--steps N] [--warmup W] [--set k=v]... [--json FILE]`:
+// the training throughput of a config (train/bench.h). `bench` groups the
+// benchmarks; kernel benchmarks live in bench/ (CUDA builds).
+#include <cstdio>
+#include <memory>
+
+#include "cli/command.h"
+#include "core/io.h"
+#include "train/bench.h"
+#include "train/config.h"
+
+namespace {
+
+struct BenchTrainArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  int64_t steps = 20;
+  int64_t warmup = 3;
+  std::string json;
+};
+
+int run_bench_train(const BenchTrainArgs& a) {
+  using namespace rotor;
+  const Config cfg = load_config(a.config, a.overrides);
+  train::BenchOptions o;
+  o.steps = a.steps;
+  o.warmup = a.warmup;
+  const train::BenchResult r = train::run_train_bench(cfg, o);
+  if (!a.json.empty())
+    atomic_write_file(a.json, train::bench_json(r, cfg, a.config).dump(2) + "\n");
+  const std::string text = train::format_bench(r, a.config);
+  std::fputs(text.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+// The setup lambda is parenthesized: its captures hold a comma.
+ROTOR_COMMAND("bench", "Benchmarks: `rotor bench train CONFIG` (training throughput)", 95,
+              ([](CLI::App& app) {
+                app.require_subcommand(1);
+                auto args = std::make_shared<BenchTrainArgs>();
+                CLI::App* train = app.add_subcommand(
+                    "train", "Training throughput of a config: tokens/s, step phases, peak memory");
+                train->add_option("config", args->config, "YAML config file")->required();
+                train->add_option("--steps", args->steps, "Timed updates (default 20)");
+                train->add_option("--warmup", args->warmup, "Untimed updates first (default 3)");
+                train->add_option("--set", args->overrides,
+                                  "Override a config key: --set data.max_tokens=4096");
+                train->add_option("--json", args->json, "Also write the figures as JSON to FILE");
+                return [args, train]() -> int {
+                  if (train->parsed()) return run_bench_train(*args);
+                  return 0;
+                };
+              }));

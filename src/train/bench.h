@@ -1,0 +1,82 @@
+// `rotor bench train`: the throughput of training a config's model on the
+// config's data and device. It builds the task as `rotor train` does (data
+// prepared from raw text into OUTPUT_DIR when needed), runs `warmup` updates,
+// then `steps` timed updates (forward, backward, optimizer step) and reports
+// tokens/s, the mean update time split into phases, and peak memory. It
+// writes no checkpoint, log file or metrics.
+//
+// The phase split comes from nn::PhaseHook marks that the tasks place at the
+// start of the forward and of the backward. On a GPU, reading a phase's end
+// needs a device synchronization at every mark: the bench does that in a pass
+// of its own, after a pass without those synchronizations that gives the
+// tokens/s. Training never synchronizes inside a step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "train/config.h"
+
+namespace rotor::train {
+
+struct BenchOptions {
+  int64_t steps = 20;  // timed updates
+  int64_t warmup = 3;  // untimed updates before them
+};
+
+// One micro-batch as the model saw it. Translation: [sequences, src_len]
+// source and [sequences, tgt_len] target (padded), `tokens` the target
+// tokens, `all_tokens` source + target. Masked-LM: [sequences, src_len]
+// input, tgt_len 0, `tokens` the masked tokens, `all_tokens` the non-pad ones.
+struct BenchBatch {
+  int64_t sequences = 0, src_len = 0, tgt_len = 0;
+  int64_t tokens = 0, all_tokens = 0;
+};
+
+struct BenchPhases {
+  double data = 0;       // next batch from the batcher, copied to the device
+  double forward = 0;    // forward and loss
+  double backward = 0;   // backward (gradients accumulated)
+  double optimizer = 0;  // zero_grad, clipping, Adam(W) step
+  double total() const { return data + forward + backward + optimizer; }
+};
+
+struct BenchResult {
+  std::string task, device, device_name, precision;
+  int64_t parameters = 0;
+  int64_t vocab_size = 0;
+  int64_t steps = 0, warmup = 0;
+  int update_freq = 1;
+  bool phase_sync = false;  // the device was synchronized at phase boundaries (GPU)
+
+  // The throughput pass (on the CPU the only pass).
+  double seconds = 0;  // the timed updates, end to end
+  int64_t tokens = 0, all_tokens = 0;
+  double step_ms = 0, step_ms_min = 0, step_ms_max = 0;
+  // The phase pass (the throughput pass on the CPU): mean ms per update.
+  BenchPhases phases_ms;
+  double phase_step_ms = 0;
+
+  size_t peak_bytes = 0;     // held by rotor's allocator on the device (the CUDA pool on a GPU)
+  size_t max_rss_bytes = 0;  // process maximum resident set size
+  std::vector<BenchBatch> batches;  // the throughput pass's micro-batches, in order
+
+  double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
+  double all_tokens_per_s() const {
+    return seconds > 0 ? static_cast<double>(all_tokens) / seconds : 0;
+  }
+};
+
+// Runs the benchmark of `config` (validated for training). Throws rotor::Error.
+BenchResult run_train_bench(const Config& config, const BenchOptions& options);
+
+// The report for people (several lines, ending with a newline), and the
+// figures for scripts (scripts/bench/train_peer.py reads the model, the
+// optimizer settings and the batches from it). `config_path` is echoed.
+std::string format_bench(const BenchResult& result, const std::string& config_path);
+json::Value bench_json(const BenchResult& result, const Config& config,
+                       const std::string& config_path);
+
+}  // namespace rotor::train
