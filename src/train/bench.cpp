@@ -16,6 +16,7 @@
 #include "optim/schedule.h"
 #include "train/precision.h"
 #include "train/task.h"
+#include "train/trainer.h"
 #include "train/translation_data.h"
 
 namespace rotor::train {
@@ -93,23 +94,9 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   // As `rotor train`: 16-bit weight copy and compute dtype, fp16 loss scaling.
   PrecisionPolicy precision(c, device, store);
 
-  // The optimizer and schedule of `rotor train` (trainer.cpp, world size 1).
-  optim::OptimizerOptions oo;
-  oo.beta1 = c.optim.betas[0];
-  oo.beta2 = c.optim.betas[1];
-  oo.eps = c.optim.eps;
-  oo.weight_decay = c.optim.weight_decay;
-  oo.clip_norm = c.train.clip_norm;
-  optim::Optimizer optimizer(store, oo);
-  optim::ScheduleOptions so;
-  so.kind = c.optim.schedule == LrSchedule::InverseSqrt ? optim::ScheduleKind::InverseSqrt
-            : c.optim.schedule == LrSchedule::Linear    ? optim::ScheduleKind::Linear
-                                                        : optim::ScheduleKind::Constant;
-  so.lr = c.optim.lr;
-  so.warmup_updates = c.optim.warmup_updates;
-  so.warmup_init_lr = c.optim.warmup_init_lr;
-  so.end_lr = c.optim.end_lr;
-  so.max_updates = c.train.max_updates;
+  // The optimizer and schedule of `rotor train` (world size 1).
+  optim::Optimizer optimizer(store, optimizer_options(c));
+  const optim::ScheduleOptions so = schedule_options(c);
 
   BenchResult r;
   r.task = std::string(to_string(c.task));

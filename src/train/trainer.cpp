@@ -65,6 +65,29 @@ std::string format_eta(double seconds) {
 
 }  // namespace
 
+optim::OptimizerOptions optimizer_options(const Config& c) {
+  optim::OptimizerOptions oo;
+  oo.beta1 = c.optim.betas[0];
+  oo.beta2 = c.optim.betas[1];
+  oo.eps = c.optim.eps;
+  oo.weight_decay = c.optim.weight_decay;
+  oo.clip_norm = c.train.clip_norm;
+  return oo;
+}
+
+optim::ScheduleOptions schedule_options(const Config& c) {
+  optim::ScheduleOptions so;
+  so.kind = c.optim.schedule == LrSchedule::InverseSqrt ? optim::ScheduleKind::InverseSqrt
+            : c.optim.schedule == LrSchedule::Linear    ? optim::ScheduleKind::Linear
+                                                        : optim::ScheduleKind::Constant;
+  so.lr = c.optim.lr;
+  so.warmup_updates = c.optim.warmup_updates;
+  so.warmup_init_lr = c.optim.warmup_init_lr;
+  so.end_lr = c.optim.end_lr;
+  so.max_updates = c.train.max_updates;
+  return so;
+}
+
 int run_training(const Config& c, const std::string& config_yaml, const TrainOptions& opts) {
   validate_for_training(c);
   if (c.task == Task::Translation) check_translation_data(c);  // fail before writing anything
@@ -106,25 +129,12 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
              to_string(c.model.position), task->vocab_size());
   PrecisionPolicy precision(c, device, store);  // 16-bit weight copy, fp16 loss scaler
 
-  optim::OptimizerOptions oo;
-  oo.beta1 = c.optim.betas[0];
-  oo.beta2 = c.optim.betas[1];
-  oo.eps = c.optim.eps;
-  oo.weight_decay = c.optim.weight_decay;
-  oo.clip_norm = c.train.clip_norm;
+  const optim::OptimizerOptions oo = optimizer_options(c);
   optim::Optimizer optimizer(store, oo);  // full moments (world 1, or the unsharded case)
   std::unique_ptr<dist::ShardedAdamW> sharded;
   if (c.dist.shard_optimizer && world > 1)
     sharded = std::make_unique<dist::ShardedAdamW>(store, oo, *comm);
-  optim::ScheduleOptions so;
-  so.kind = c.optim.schedule == LrSchedule::InverseSqrt ? optim::ScheduleKind::InverseSqrt
-            : c.optim.schedule == LrSchedule::Linear    ? optim::ScheduleKind::Linear
-                                                        : optim::ScheduleKind::Constant;
-  so.lr = c.optim.lr;
-  so.warmup_updates = c.optim.warmup_updates;
-  so.warmup_init_lr = c.optim.warmup_init_lr;
-  so.end_lr = c.optim.end_lr;
-  so.max_updates = c.train.max_updates;
+  const optim::ScheduleOptions so = schedule_options(c);
 
   TrainerState state;
   if (opts.resume) {

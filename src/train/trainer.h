@@ -7,6 +7,8 @@
 #include <string>
 
 #include "models/transformer.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
 #include "train/config.h"
 
 namespace rotor::train {
@@ -20,5 +22,10 @@ int run_training(const Config& config, const std::string& config_yaml, const Tra
 
 // The model a config describes, for a vocabulary of `vocab_size` pieces.
 models::TransformerConfig transformer_config(const Config& config, int64_t vocab_size);
+
+// The optimizer and learning-rate schedule a config describes (`rotor train`
+// and `rotor bench train` build the same ones).
+optim::OptimizerOptions optimizer_options(const Config& config);
+optim::ScheduleOptions schedule_options(const Config& config);
 
 }  // namespace rotor::train
