@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/json.h"
+#include "support/run_rotor.h"
 #include "support/test_util.h"
 
 namespace {
@@ -18,24 +19,11 @@ namespace {
 namespace fs = std::filesystem;
 using rotor::test::TempDir;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using rotor::test::RunResult;
+using rotor::test::slurp;
 
-struct RunResult {
-  int code;
-  std::string out, err;
-};
-
-RunResult run_rotor(const TempDir& dir, const std::string& args) {
-  const std::string out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd =
-      "OMP_NUM_THREADS=1 " + std::string(ROTOR_BINARY) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+RunResult rotor_run(const TempDir& dir, const std::string& args) {
+  return rotor::test::run_rotor(dir, args, "OMP_NUM_THREADS=1");
 }
 
 const char* kConfig = R"(task: translation
@@ -66,7 +54,7 @@ optim:
 class BenchTrain : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto r = run_rotor(dir_, "synth numbers-en-de --output " + (dir_ / "data") +
+    auto r = rotor_run(dir_, "synth numbers-en-de --output " + (dir_ / "data") +
                                  " --train 300 --valid 20 --test 20 --test-long 10 --seed 2");
     ASSERT_EQ(r.code, 0) << r.err;
     std::string cfg = kConfig;
@@ -78,7 +66,7 @@ class BenchTrain : public ::testing::Test {
 };
 
 TEST_F(BenchTrain, ReportsThroughputPhasesAndBatches) {
-  auto r = run_rotor(dir_, "bench train " + (dir_ / "tiny.yaml") + " --steps 4 --warmup 1 --json " +
+  auto r = rotor_run(dir_, "bench train " + (dir_ / "tiny.yaml") + " --steps 4 --warmup 1 --json " +
                                (dir_ / "bench.json"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("throughput:"), std::string::npos) << r.out;
@@ -128,20 +116,20 @@ TEST_F(BenchTrain, ReportsThroughputPhasesAndBatches) {
 }
 
 TEST_F(BenchTrain, RunsEmulatedBf16) {
-  auto r = run_rotor(
+  auto r = rotor_run(
       dir_, "bench train " + (dir_ / "tiny.yaml") + " --steps 2 --warmup 0 --set precision=bf16");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("precision bf16"), std::string::npos) << r.out;
 }
 
 TEST_F(BenchTrain, BadArgumentsAreOneLineErrors) {
-  auto r = run_rotor(dir_, "bench train " + (dir_ / "tiny.yaml") + " --steps 0");
+  auto r = rotor_run(dir_, "bench train " + (dir_ / "tiny.yaml") + " --steps 0");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("--steps must be at least 1"), std::string::npos) << r.err;
-  r = run_rotor(dir_, "bench train " + (dir_ / "missing.yaml"));
+  r = rotor_run(dir_, "bench train " + (dir_ / "missing.yaml"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("missing.yaml"), std::string::npos) << r.err;
-  r = run_rotor(dir_, "bench train " + (dir_ / "tiny.yaml") + " --set model.d_model=-4");
+  r = rotor_run(dir_, "bench train " + (dir_ / "tiny.yaml") + " --set model.d_model=-4");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("d_model"), std::string::npos) << r.err;
 }

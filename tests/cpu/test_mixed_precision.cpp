@@ -28,6 +28,7 @@
 #include "ops/layer_norm.h"
 #include "ops/reduce.h"
 #include "optim/loss_scaler.h"
+#include "support/run_rotor.h"
 #include "support/test_util.h"
 #include "train/safetensors.h"
 
@@ -279,24 +280,11 @@ TEST(LossScaler, GrowthStopsAtTheCapAndDivergenceIsAnError) {
 
 // ---- training through the rotor binary -------------------------------------------
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using rotor::test::RunResult;
+using rotor::test::slurp;
 
-struct RunResult {
-  int code;
-  std::string out, err;
-};
-
-RunResult run_rotor(const TempDir& dir, const std::string& args, const std::string& env = "") {
-  const std::string out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = env + " OMP_NUM_THREADS=1 " + std::string(ROTOR_BINARY) + " " + args +
-                          " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+RunResult rotor_run(const TempDir& dir, const std::string& args, const std::string& env = "") {
+  return rotor::test::run_rotor(dir, args, env + " OMP_NUM_THREADS=1");
 }
 
 // The JSON records of metrics.jsonl with "split" == split.
@@ -338,14 +326,14 @@ class MixedPrecisionTraining : public ::testing::Test {
   // The quickstart's data at a third of its size (the model and recipe are
   // configs/quickstart/numbers_rope.yaml's).
   void SetUp() override {
-    auto r = run_rotor(dir_, "synth numbers-en-de --output " + (dir_ / "data") +
+    auto r = rotor_run(dir_, "synth numbers-en-de --output " + (dir_ / "data") +
                                  " --train 6000 --valid 300 --test 10 --test-long 10 --seed 1");
     ASSERT_EQ(r.code, 0) << r.err;
   }
 
   RunResult train(const std::string& run, const std::string& precision, const std::string& extra,
                   const std::string& env = "") {
-    return run_rotor(
+    return rotor_run(
         dir_,
         "train " + std::string(ROTOR_SOURCE_DIR) +
             "/configs/quickstart/numbers_rope.yaml --set device=cpu --set precision=" + precision +

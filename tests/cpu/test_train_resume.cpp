@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/run_rotor.h"
 #include "support/test_util.h"
 #include "train/safetensors.h"
 
@@ -27,25 +28,9 @@ namespace {
 namespace fs = std::filesystem;
 using rotor::test::TempDir;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct RunResult {
-  int code;
-  std::string out, err;
-};
-
-// Runs `rotor ARGS` through the shell; exit code (128 + signal when killed).
-RunResult run_rotor(const TempDir& dir, const std::string& args) {
-  const std::string out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = std::string(ROTOR_BINARY) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
-}
+using rotor::test::run_rotor;
+using rotor::test::RunResult;
+using rotor::test::slurp;
 
 // A tiny RoFormer translator: 1 + 1 layers, d_model 32, with dropout so that
 // the dropout streams must be restored exactly.
