@@ -5,7 +5,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "train/average.h"
+#include "checkpoint/average.h"
 
 namespace {
 
@@ -22,11 +22,11 @@ int run_average(const AverageArgs& a) {
     if (!inputs.empty())
       ROTOR_FAIL("average: give checkpoints or --last N --run RUN_DIR, not both");
     if (a.last <= 0 || a.run.empty()) ROTOR_FAIL("average: --last N and --run RUN_DIR go together");
-    inputs = train::last_checkpoints(a.run, a.last);
+    inputs = checkpoint::last_checkpoints(a.run, a.last);
   }
   if (inputs.empty())
     ROTOR_FAIL("average: no checkpoints given (CKPT... or --last N --run RUN_DIR)");
-  std::vector<std::string> used = train::average_checkpoints(inputs, a.output);
+  std::vector<std::string> used = checkpoint::average_checkpoints(inputs, a.output);
   std::fprintf(stderr, "rotor: averaged %zu checkpoints into %s\n", used.size(), a.output.c_str());
   return 0;
 }

@@ -7,7 +7,7 @@
 #include "cli/command.h"
 #include "core/io.h"
 #include "train/bench.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "train/export_hf.h"
+#include "checkpoint/export_hf.h"
 
 namespace {
 
@@ -24,7 +24,7 @@ ROTOR_COMMAND("export", "Export a checkpoint to another format (hf: Hugging Face
                     ->check(CLI::IsMember({"hf"}));
                 app.add_option("--output", a->output, "Output directory")->required();
                 return [a] {
-                  rotor::train::HfExportResult r = rotor::train::export_hf(a->checkpoint, a->output);
+                  rotor::checkpoint::HfExportResult r = rotor::checkpoint::export_hf(a->checkpoint, a->output);
                   std::printf("export: wrote a Hugging Face %s model to %s:", r.model_type.c_str(),
                               a->output.c_str());
                   for (const auto& f : r.files) std::printf(" %s", f.c_str());

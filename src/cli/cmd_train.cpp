@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/trainer.h"
 
 namespace {

@@ -12,8 +12,8 @@
 #include "data/sentencepiece.h"
 #include "decode/beam_search.h"
 #include "nn/parameters.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
 #include "train/trainer.h"
 
 namespace {
@@ -28,14 +28,14 @@ struct TranslateArgs {
 
 int run_translate(const TranslateArgs& a) {
   using namespace rotor;
-  const std::string dir = train::resolve_checkpoint(a.checkpoint);
+  const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
   Config cfg = load_config(dir + "/config.yaml");
   data::Tokenizer tok = data::Tokenizer::load(dir + "/spm.model");
   const Device device = resolve_device(a.device);
   nn::ParameterStore store;
   models::EncoderDecoder model(train::transformer_config(cfg, tok.vocab_size()), store);
   store.allocate(device);
-  train::load_weights(dir, store);
+  checkpoint::load_weights(dir, store);
 
   decode::SearchOptions so;
   so.beam = a.beam > 0 ? a.beam : cfg.decode.beam;

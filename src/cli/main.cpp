@@ -10,7 +10,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
 namespace rotor::cli {
 std::vector<CommandSpec>& command_registry() {
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rotor: error: %s\n", e.what());
     std::fflush(stderr);
-    rotor::dist::finalize(1);  // in a distributed run, take the other ranks down too
+    rotor::parallel::finalize(1);  // in a distributed run, take the other ranks down too
     return 1;
   }
 }

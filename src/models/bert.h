@@ -36,7 +36,7 @@
 #include "nn/bert_layer.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace rotor::models {
 

@@ -12,7 +12,7 @@
 
 namespace rotor::nn {
 
-// Gradient readiness (data-parallel bucketing, dist::GradientBuckets).
+// Gradient readiness (data-parallel bucketing, parallel::GradientBuckets).
 //
 // A model's backward calls the hook with a range [begin, end) of flat elements
 // of its ParameterStore once the gradients there are final for this backward:

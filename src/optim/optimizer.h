@@ -21,7 +21,7 @@ struct StepInfo {
   bool skipped = false;  // non-finite gradients: no update was made
 };
 
-// The step both optimizers (this one and dist::ShardedAdamW) share: given the
+// The step both optimizers (this one and parallel::ShardedAdamW) share: given the
 // norm of the scaled gradients, the AdamW options of update `step` with the
 // clipping coefficient folded into grad_scale (weight_decay left at 0 for
 // the caller to set per run of parameters).

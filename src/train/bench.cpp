@@ -118,7 +118,7 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   ctx.seed = static_cast<uint64_t>(c.seed);
   ctx.dtype = precision.compute_dtype();
   int64_t step = 0, micro_step = 0;
-  TrainerState state;  // the loss scaler's bookkeeping
+  checkpoint::TrainerState state;  // the loss scaler's bookkeeping
 
   // One update, its phases accumulated into `clock`; returns its token counts.
   auto update = [&](PhaseClock& clock, std::vector<BenchBatch>* batches) {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/json.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace rotor::train {
 

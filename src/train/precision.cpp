@@ -50,7 +50,7 @@ PrecisionPolicy::PrecisionPolicy(const Config& c, Device device, nn::ParameterSt
         to_string(precision_));
 }
 
-void PrecisionPolicy::restore(const TrainerState& state) {
+void PrecisionPolicy::restore(const checkpoint::TrainerState& state) {
   if (scaler_) scaler_->restore(state.loss_scale, state.loss_scale_good_steps);
 }
 
@@ -62,7 +62,7 @@ void PrecisionPolicy::before_step(int64_t update) {
              store_->parameters().front()->name, kNanGradEnv);
 }
 
-void PrecisionPolicy::after_step(const optim::StepInfo& info, int64_t update, TrainerState& state) {
+void PrecisionPolicy::after_step(const optim::StepInfo& info, int64_t update, checkpoint::TrainerState& state) {
   if (info.skipped) ++state.skipped_steps;
   if (scaler_) {
     const auto change = scaler_->update(info.skipped);

@@ -17,8 +17,8 @@
 #include "nn/parameters.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
 #include "train/metrics.h"
 
 namespace rotor::train {
@@ -42,13 +42,13 @@ class PrecisionPolicy {
   float loss_scale() const { return scaler_ ? static_cast<float>(scaler_->scale()) : 1.0f; }
 
   // The loss scale of a resumed checkpoint (fp16; ignored otherwise).
-  void restore(const TrainerState& state);
+  void restore(const checkpoint::TrainerState& state);
   // Before the optimizer step of update `update` (1-based): the NaN test hook.
   void before_step(int64_t update);
   // After it: a skipped step is counted in state.skipped_steps and logged,
   // the fp16 scale adapts (state.loss_scale*), and the 16-bit weights are
   // re-rounded from the updated masters.
-  void after_step(const optim::StepInfo& info, int64_t update, TrainerState& state);
+  void after_step(const optim::StepInfo& info, int64_t update, checkpoint::TrainerState& state);
 
   // " | scale 32768" for the progress line ("" unless fp16), and the
   // metrics.jsonl field loss_scale (fp16 only).

@@ -11,7 +11,7 @@
 #include "data/batcher.h"
 #include "nn/context.h"
 #include "nn/parameters.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace rotor::train {
 

@@ -9,13 +9,13 @@
 #include "core/io.h"
 #include "core/logging.h"
 #include "data/batcher.h"
-#include "dist/communicator.h"
-#include "dist/data_parallel.h"
-#include "dist/signals.h"
+#include "parallel/communicator.h"
+#include "parallel/data_parallel.h"
+#include "parallel/signals.h"
 #include "nn/parameters.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "train/metrics.h"
 #include "train/precision.h"
 #include "train/task.h"
@@ -93,13 +93,13 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   if (c.task == Task::Translation) check_translation_data(c);  // fail before writing anything
   // One process per GPU (DESIGN.md decision 8): rank and world size come from
   // mpirun or srun; a plain `rotor train` is world size 1.
-  const dist::DistEnvironment env = dist::detect_environment();
+  const parallel::DistEnvironment env = parallel::detect_environment();
   Device device = resolve_device(c.device);
   if (device.is_cuda() && env.distributed())
     device = Device::cuda(env.local_rank % cuda_device_count());
   if (device.is_cuda()) cuda::set_device(device.index);
-  dist::install_stop_handlers();
-  std::unique_ptr<dist::Communicator> comm = dist::make_communicator(device, c.dist.timeout_s);
+  parallel::install_stop_handlers();
+  std::unique_ptr<parallel::Communicator> comm = parallel::make_communicator(device, c.dist.timeout_s);
   const int rank = comm->rank(), world = comm->world_size();
   const bool rank0 = rank == 0;
   if (rank0) ensure_directory(c.output_dir);
@@ -131,20 +131,20 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
 
   const optim::OptimizerOptions oo = optimizer_options(c);
   optim::Optimizer optimizer(store, oo);  // full moments (world 1, or the unsharded case)
-  std::unique_ptr<dist::ShardedAdamW> sharded;
+  std::unique_ptr<parallel::ShardedAdamW> sharded;
   if (c.dist.shard_optimizer && world > 1)
-    sharded = std::make_unique<dist::ShardedAdamW>(store, oo, *comm);
+    sharded = std::make_unique<parallel::ShardedAdamW>(store, oo, *comm);
   const optim::ScheduleOptions so = schedule_options(c);
 
-  TrainerState state;
+  checkpoint::TrainerState state;
   if (opts.resume) {
     if (!fs::exists(fs::path(c.output_dir) / "checkpoint_last")) {
       log().warn("--resume: no checkpoint in {} yet; starting from scratch", c.output_dir);
     } else {
-      const std::string dir = resolve_checkpoint(c.output_dir);
-      load_weights(dir, store);
-      load_optimizer(dir, optimizer);
-      state = load_trainer_state(dir);
+      const std::string dir = checkpoint::resolve_checkpoint(c.output_dir);
+      checkpoint::load_weights(dir, store);
+      checkpoint::load_optimizer(dir, optimizer);
+      state = checkpoint::load_trainer_state(dir);
       precision.restore(state);
       if (state.world_size != world) {
         // Checkpoints are independent of the world size: rank r of W reads
@@ -168,16 +168,16 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   }
   if (sharded) sharded->import_from(optimizer);
   // Every rank starts from rank 0's weights.
-  if (world > 1) dist::broadcast_parameters(*comm, store);
+  if (world > 1) parallel::broadcast_parameters(*comm, store);
   store.refresh_compute_copy();  // 16-bit weights from the masters as loaded or broadcast
   // World > 1 with replicated moments: the gradients are all-reduced in
   // buckets during the backward of each update's last micro-batch, as the
   // model reports its layers final (nn::Context::grad_ready). World 1: no
   // communication at all. Sharded: ShardedAdamW::step reduce-scatters.
-  std::unique_ptr<dist::GradientBuckets> buckets;
+  std::unique_ptr<parallel::GradientBuckets> buckets;
   if (world > 1 && !sharded)
-    buckets = std::make_unique<dist::GradientBuckets>(
-        store.grads(), dist::backward_order_offsets(store), c.dist.bucket_mb, *comm);
+    buckets = std::make_unique<parallel::GradientBuckets>(
+        store.grads(), parallel::backward_order_offsets(store), c.dist.bucket_mb, *comm);
 
   MetricsWriter metrics =
       rank0 ? MetricsWriter((fs::path(c.output_dir) / "metrics.jsonl").string()) : MetricsWriter();
@@ -186,13 +186,13 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
     if (!rank0) return;
     state.position = task->position();
     state.world_size = world;
-    CheckpointContents cc;
+    checkpoint::CheckpointContents cc;
     cc.params = &store;
     cc.optimizer = &optimizer;
     cc.state = state;
     cc.config_yaml = config_yaml;
     cc.spm_model = task->tokenizer_path();
-    std::string dir = save_checkpoint(c.output_dir, cc, c.train.keep_last);
+    std::string dir = checkpoint::save_checkpoint(c.output_dir, cc, c.train.keep_last);
     log().info("saved {}", dir);
   };
 
@@ -246,7 +246,7 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       std::vector<double> counts{update.loss, update.nll, static_cast<double>(update.tokens),
                                  static_cast<double>(update.all_tokens),
                                  static_cast<double>(update.correct)};
-      dist::all_reduce_counts(*comm, counts);
+      parallel::all_reduce_counts(*comm, counts);
       update.loss = counts[0];
       update.nll = counts[1];
       update.tokens = static_cast<int64_t>(counts[2]);
@@ -336,9 +336,9 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
     state.train_seconds = seconds_before + seconds_since(run_start);
     // SIGTERM/SIGINT on any rank (cluster preemption): all ranks stop after
     // the same update and save.
-    if (dist::agree_stop(*comm)) {
+    if (parallel::agree_stop(*comm)) {
       log().warn("signal {} received: saving a checkpoint and stopping at update {}",
-                 dist::stop_signal(), state.step);
+                 parallel::stop_signal(), state.step);
       stop = true;
     }
     if ((c.train.save_interval > 0 && state.step % c.train.save_interval == 0) || last || stop)
@@ -348,7 +348,7 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   flush_log();
   task.reset();
   comm.reset();
-  dist::finalize(0);
+  parallel::finalize(0);
   return 0;
 }
 

@@ -9,7 +9,7 @@
 #include "models/transformer.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace rotor::train {
 

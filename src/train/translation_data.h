@@ -10,7 +10,7 @@
 #include "data/corpus.h"
 #include "data/sentencepiece.h"
 #include "models/transformer.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace rotor::train {
 

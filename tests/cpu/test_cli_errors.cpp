@@ -13,8 +13,10 @@
 #include <string>
 
 #include "support/test_util.h"
-#include "train/config.h"
-#include "train/safetensors.h"
+#include "config/config.h"
+#include "checkpoint/safetensors.h"
+
+using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unqualified
 
 namespace {
 
@@ -202,19 +204,19 @@ TEST_F(CliErrors, BadCheckpoints) {
   // average: mismatched shapes (and a missing tensor) name the file and the tensor.
   fs::remove_all(dir_ / "other");
   fs::copy(ckpt, dir_ / "other");
-  rotor::NamedTensors tensors = rotor::load_safetensors(ckpt + "/model.safetensors");
+  rotor::checkpoint::NamedTensors tensors = rotor::checkpoint::load_safetensors(ckpt + "/model.safetensors");
   ASSERT_GE(tensors.size(), 2u);
   const std::string first = tensors[0].first;
   tensors[0].second = rotor::Tensor::zeros({3, 5});
-  rotor::save_safetensors(dir_ / "other/model.safetensors", tensors);
+  rotor::checkpoint::save_safetensors(dir_ / "other/model.safetensors", tensors);
   expect_one_line_error(
       run_rotor(dir_, "average " + ckpt + " " + (dir_ / "other") + " --output " + (dir_ / "avg")),
       {"other/model.safetensors", first, "[3, 5]"});
   EXPECT_FALSE(fs::exists(dir_ / "avg"));
-  tensors = rotor::load_safetensors(ckpt + "/model.safetensors");
+  tensors = rotor::checkpoint::load_safetensors(ckpt + "/model.safetensors");
   const std::string missing = tensors.back().first;
   tensors.pop_back();
-  rotor::save_safetensors(dir_ / "other/model.safetensors", tensors);
+  rotor::checkpoint::save_safetensors(dir_ / "other/model.safetensors", tensors);
   expect_one_line_error(
       run_rotor(dir_, "average " + ckpt + " " + (dir_ / "other") + " --output " + (dir_ / "avg")),
       {"other/model.safetensors", missing});

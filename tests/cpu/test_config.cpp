@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "support/test_util.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace rotor {
 namespace {

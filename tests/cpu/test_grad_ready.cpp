@@ -8,7 +8,7 @@
 //     the end of the backward (the tied embedding matrix included);
 //   - a backward without a hook reports nothing, and the hook does not outlive
 //     its backward;
-//   - fed to dist::GradientBuckets (LocalCommunicator), buckets launch during
+//   - fed to parallel::GradientBuckets (LocalCommunicator), buckets launch during
 //     the backward, not all at finish().
 #include <algorithm>
 #include <memory>
@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "dist/data_parallel.h"
+#include "parallel/communicator.h"
+#include "parallel/data_parallel.h"
 #include "models/bert.h"
 #include "models/transformer.h"
 #include "nn/context.h"
@@ -32,7 +32,7 @@ using Range = std::pair<int64_t, int64_t>;
 // (when given buckets) forwards it and counts the buckets launched so far.
 struct Recorder {
   nn::ParameterStore* store = nullptr;
-  dist::GradientBuckets* buckets = nullptr;
+  parallel::GradientBuckets* buckets = nullptr;
   std::vector<Range> ranges;
   std::vector<std::vector<float>> snapshots;
   std::vector<int> launched_after;  // buckets launched after each report
@@ -137,8 +137,8 @@ TEST_P(TransformerGradReady, EveryParameterOnceAndFinal) {
   model.forward_loss(translation_batch(0), 0.1f, ctx);
   model.backward(1.0f);
   // Micro-batch 2, the last: reported, on top of the accumulated gradients.
-  dist::LocalCommunicator local;
-  dist::GradientBuckets buckets(store.grads(), dist::backward_order_offsets(store), 1.0 / 1024,
+  parallel::LocalCommunicator local;
+  parallel::GradientBuckets buckets(store.grads(), parallel::backward_order_offsets(store), 1.0 / 1024,
                                 local);  // ~1 KiB: many buckets
   ASSERT_GT(buckets.bounds().size(), 8u);
   Recorder rec;
@@ -233,8 +233,8 @@ TEST_P(BertGradReady, EveryParameterOnceAndFinal) {
   ctx.seed = 2;
   model.forward_loss(mlm_batch(true), ctx);  // an earlier micro-batch, no hook
   model.backward(1.0f);
-  dist::LocalCommunicator local;
-  dist::GradientBuckets buckets(store.grads(), dist::backward_order_offsets(store), 1.0 / 1024,
+  parallel::LocalCommunicator local;
+  parallel::GradientBuckets buckets(store.grads(), parallel::backward_order_offsets(store), 1.0 / 1024,
                                 local);
   // A batch with masked tokens, then one without (the head is reported all the same).
   for (bool masked : {true, false}) {

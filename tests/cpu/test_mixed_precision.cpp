@@ -30,10 +30,11 @@
 #include "optim/loss_scaler.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 namespace rotor {
 namespace {
+using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unqualified
 
 namespace fs = std::filesystem;
 using test::random_floats;

@@ -11,15 +11,16 @@
 #include "core/json.h"
 #include "models/bert.h"
 #include "support/test_util.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
-#include "train/export_hf.h"
-#include "train/safetensors.h"
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
+#include "checkpoint/export_hf.h"
+#include "checkpoint/safetensors.h"
 
 namespace fs = std::filesystem;
 
 namespace rotor {
 namespace {
+using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unqualified
 
 constexpr int64_t V = 50, D = 16, H = 2, FF = 32, L = 2, P = 24;
 
@@ -77,7 +78,7 @@ void write_checkpoint(const std::string& dir, const Config& c) {
   // Non-trivial biases so the tied decoder bias is checked for real.
   store.find("cls.predictions.bias")->value.copy_from(test::random_tensor({V}, 3));
   const std::string yaml = dump_config(c);
-  train::save_weights(dir + "/model.safetensors", store, yaml);
+  checkpoint::save_weights(dir + "/model.safetensors", store, yaml);
   atomic_write_file(dir + "/config.yaml", yaml);
   atomic_write_file(dir + "/spm.model", "not really a sentencepiece model");
 }
@@ -86,7 +87,7 @@ void check_export(const std::string& position, bool roformer, int type_vocab = 2
   test::TempDir tmp;
   const Config c = load_config_from_string(mlm_yaml(position, type_vocab));
   write_checkpoint(tmp / "ckpt", c);
-  const train::HfExportResult r = train::export_hf(tmp / "ckpt", tmp / "hf");
+  const checkpoint::HfExportResult r = checkpoint::export_hf(tmp / "ckpt", tmp / "hf");
   EXPECT_EQ(r.model_type, roformer ? "roformer" : "bert");
   SafetensorsFile f(tmp / "hf/model.safetensors");
   std::map<std::string, Shape> got;
@@ -167,17 +168,17 @@ TEST(MlmExport, Errors) {
   Config other = c;
   other.model.d_ff = 64;
   atomic_write_file(tmp / "ckpt/config.yaml", dump_config(other));
-  EXPECT_THROW(train::export_hf(tmp / "ckpt", tmp / "hf"), Error);
+  EXPECT_THROW(checkpoint::export_hf(tmp / "ckpt", tmp / "hf"), Error);
   // A translation checkpoint.
   Config tr;
   atomic_write_file(tmp / "ckpt/config.yaml", dump_config(tr));
-  EXPECT_THROW(train::export_hf(tmp / "ckpt", tmp / "hf"), Error);
+  EXPECT_THROW(checkpoint::export_hf(tmp / "ckpt", tmp / "hf"), Error);
   // RoFormer with another rotary base.
   Config rope = load_config_from_string(mlm_yaml("rope"));
   rope.model.rope_base = 500.0;
   write_checkpoint(tmp / "rope", rope);
-  EXPECT_THROW(train::export_hf(tmp / "rope", tmp / "hf2"), Error);
-  EXPECT_THROW(train::export_hf(tmp / "missing", tmp / "hf3"), Error);
+  EXPECT_THROW(checkpoint::export_hf(tmp / "rope", tmp / "hf2"), Error);
+  EXPECT_THROW(checkpoint::export_hf(tmp / "missing", tmp / "hf3"), Error);
 }
 
 TEST(MlmExport, Cli) {

@@ -7,10 +7,11 @@
 #include "core/io.h"
 #include "core/philox.h"
 #include "support/test_util.h"
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 namespace rotor {
 namespace {
+using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unqualified
 namespace fs = std::filesystem;
 
 std::string le64(uint64_t n) {

@@ -21,7 +21,9 @@
 
 #include "support/run_rotor.h"
 #include "support/test_util.h"
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
+
+using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unqualified
 
 namespace {
 
@@ -119,7 +121,7 @@ std::map<int64_t, std::string> train_losses(const std::string& metrics_path) {
 
 // Every tensor of two safetensors files, bitwise.
 void expect_same_tensors(const std::string& a, const std::string& b) {
-  rotor::SafetensorsFile fa(a), fb(b);
+  rotor::checkpoint::SafetensorsFile fa(a), fb(b);
   ASSERT_EQ(fa.names(), fb.names()) << a << " vs " << b;
   for (const auto& name : fa.names()) {
     rotor::Tensor ta = fa.load(name), tb = fb.load(name);
@@ -146,7 +148,7 @@ void expect_complete_checkpoint(const std::string& dir, bool with_optimizer = tr
   for (const char* f : {"model.safetensors", "trainer_state.json", "config.yaml", "spm.model"})
     EXPECT_TRUE(fs::exists(dir + "/" + f)) << dir << " lacks " << f;
   EXPECT_EQ(fs::exists(dir + "/optimizer.safetensors"), with_optimizer) << dir;
-  EXPECT_NO_THROW(rotor::SafetensorsFile(dir + "/model.safetensors")) << dir;
+  EXPECT_NO_THROW(rotor::checkpoint::SafetensorsFile(dir + "/model.safetensors")) << dir;
 }
 
 std::vector<std::string> leftovers(const std::string& run) {
@@ -280,7 +282,7 @@ TEST_F(TrainResume, AverageIsExact) {
 
   r = run_rotor(dir_, "average " + a + " " + (dir_ / "run") + " --output " + (dir_ / "two"));
   ASSERT_EQ(r.code, 0) << r.err;
-  rotor::SafetensorsFile fa(a + "/model.safetensors"), fb(b + "/model.safetensors"),
+  rotor::checkpoint::SafetensorsFile fa(a + "/model.safetensors"), fb(b + "/model.safetensors"),
       fm(dir_ / "two/model.safetensors");
   ASSERT_EQ(fm.names(), fa.names());
   for (const auto& name : fa.names()) {

@@ -17,17 +17,17 @@
 #include <thread>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "dist/data_parallel.h"
-#include "dist/signals.h"
+#include "parallel/communicator.h"
+#include "parallel/data_parallel.h"
+#include "parallel/signals.h"
 #include "models/transformer.h"
 #include "nn/parameters.h"
 #include "optim/optimizer.h"
 #if ROTOR_WITH_MPI
-#include "dist/mpi_communicator.h"
+#include "parallel/mpi_communicator.h"
 #endif
 
-namespace rotor::dist {
+namespace rotor::parallel {
 namespace {
 
 Communicator* g_comm = nullptr;
@@ -528,10 +528,10 @@ int run_fault(const std::string& mode) {
 }
 
 }  // namespace
-}  // namespace rotor::dist
+}  // namespace rotor::parallel
 
 int main(int argc, char** argv) {
-  using namespace rotor::dist;
+  using namespace rotor::parallel;
   std::string fault;
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], "--fault=", 8) == 0) fault = argv[i] + 8;

@@ -15,10 +15,11 @@
 #include <string>
 
 #include "support/test_util.h"
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 namespace rotor {
 namespace {
+using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unqualified
 
 namespace fs = std::filesystem;
 

@@ -22,9 +22,10 @@
 
 #include "models/transformer.h"
 #include "optim/optimizer.h"
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 using namespace rotor;
+using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unqualified
 
 namespace {
 

@@ -21,7 +21,7 @@
 
 #include "core/tensor.h"
 
-namespace rotor {
+namespace rotor::checkpoint {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using Metadata = std::vector<std::pair<std::string, std::string>>;  // in file order
@@ -83,4 +83,4 @@ class SafetensorsFile {
 // Every tensor of the file, in header order.
 NamedTensors load_safetensors(const std::string& path);
 
-}  // namespace rotor
+}  // namespace rotor::checkpoint

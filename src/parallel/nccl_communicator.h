@@ -18,10 +18,10 @@
 
 #include <memory>
 
-#include "dist/communicator.h"
-#include "dist/mpi_communicator.h"
+#include "parallel/communicator.h"
+#include "parallel/mpi_communicator.h"
 
-namespace rotor::dist {
+namespace rotor::parallel {
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -70,6 +70,6 @@ class NcclCommunicator final : public Communicator {
   std::vector<void*> free_events_;
 };
 
-}  // namespace rotor::dist
+}  // namespace rotor::parallel
 
 #endif

@@ -21,7 +21,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 
-namespace rotor::dist {
+namespace rotor::parallel {
 
 // Where this process sits in the job, from the launcher's environment.
 struct DistEnvironment {
@@ -164,4 +164,4 @@ void finalize(int exit_code);
 // (MPI_Abort first when MPI is running). Async-signal-unsafe; never returns.
 [[noreturn]] void fatal(int rank, const std::string& message, int code = 1);
 
-}  // namespace rotor::dist
+}  // namespace rotor::parallel

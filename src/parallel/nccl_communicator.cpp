@@ -1,4 +1,4 @@
-#include "dist/nccl_communicator.h"
+#include "parallel/nccl_communicator.h"
 
 #if ROTOR_WITH_MPI && ROTOR_WITH_CUDA
 
@@ -10,7 +10,7 @@
 
 #include "core/cuda_context.h"
 
-namespace rotor::dist {
+namespace rotor::parallel {
 
 namespace {
 
@@ -238,6 +238,6 @@ void NcclCommunicator::broadcast_bytes(std::vector<uint8_t>& bytes, int root) {
   mpi_->broadcast_bytes(bytes, root);
 }
 
-}  // namespace rotor::dist
+}  // namespace rotor::parallel
 
 #endif

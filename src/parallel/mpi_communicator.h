@@ -14,9 +14,9 @@
 
 #include <functional>
 
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
-namespace rotor::dist {
+namespace rotor::parallel {
 
 // MPI_Init_thread(MPI_THREAD_FUNNELED) unless MPI runs already; MPI_Finalize
 // is registered with atexit. Sets MPI_ERRORS_RETURN on MPI_COMM_WORLD.
@@ -80,6 +80,6 @@ class MpiCommunicator final : public Communicator {
   uint64_t waiting_seq_ = 0;  // the collective being waited on (0: none)
 };
 
-}  // namespace rotor::dist
+}  // namespace rotor::parallel
 
 #endif  // ROTOR_WITH_MPI

@@ -16,7 +16,7 @@
 #include "nn/parameters.h"
 #include "optim/optimizer.h"
 
-namespace rotor::train {
+namespace rotor::checkpoint {
 
 struct TrainerState {
   int64_t step = 0;                   // updates done
@@ -59,4 +59,4 @@ TrainerState load_trainer_state(const std::string& checkpoint_dir);
 void save_weights(const std::string& path, const nn::ParameterStore& params,
                   const std::string& config_yaml);
 
-}  // namespace rotor::train
+}  // namespace rotor::checkpoint

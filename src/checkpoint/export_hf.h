@@ -34,10 +34,10 @@
 #include <vector>
 
 #include "core/json.h"
-#include "train/config.h"
-#include "train/safetensors.h"
+#include "config/config.h"
+#include "checkpoint/safetensors.h"
 
-namespace rotor::train {
+namespace rotor::checkpoint {
 
 // config.json for a task-mlm config and vocabulary size.
 json::Value hf_mlm_config(const Config& config, int64_t vocab_size);
@@ -57,4 +57,4 @@ struct HfExportResult {
 // checkpoint_last) and writes the Hugging Face directory OUTPUT_DIR.
 HfExportResult export_hf(const std::string& checkpoint, const std::string& output_dir);
 
-}  // namespace rotor::train
+}  // namespace rotor::checkpoint

@@ -1,4 +1,4 @@
-#include "dist/mpi_communicator.h"
+#include "parallel/mpi_communicator.h"
 
 #if ROTOR_WITH_MPI
 
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <thread>
 
-namespace rotor::dist {
+namespace rotor::parallel {
 
 namespace {
 
@@ -349,6 +349,6 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
   return c;
 }
 
-}  // namespace rotor::dist
+}  // namespace rotor::parallel
 
 #endif  // ROTOR_WITH_MPI

@@ -1,4 +1,4 @@
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 #include "core/io.h"
 #include "core/json.h"
 
-namespace rotor {
+namespace rotor::checkpoint {
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; rotor writes host memory as is");
@@ -369,4 +369,4 @@ NamedTensors load_safetensors(const std::string& path) {
   return out;
 }
 
-}  // namespace rotor
+}  // namespace rotor::checkpoint

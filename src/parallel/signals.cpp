@@ -1,11 +1,11 @@
-#include "dist/signals.h"
+#include "parallel/signals.h"
 
 #include <csignal>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
-namespace rotor::dist {
+namespace rotor::parallel {
 
 namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
@@ -39,4 +39,4 @@ bool agree_stop(Communicator& comm) {
   return flag[0] != 0.0;
 }
 
-}  // namespace rotor::dist
+}  // namespace rotor::parallel

@@ -1,4 +1,4 @@
-#include "train/average.h"
+#include "checkpoint/average.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,12 +7,12 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "core/json.h"
-#include "train/checkpoint.h"
-#include "train/safetensors.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
 
 namespace fs = std::filesystem;
 
-namespace rotor::train {
+namespace rotor::checkpoint {
 
 namespace {
 
@@ -138,4 +138,4 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
   return dirs;
 }
 
-}  // namespace rotor::train
+}  // namespace rotor::checkpoint

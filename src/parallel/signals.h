@@ -1,9 +1,9 @@
 // Graceful stop on SIGTERM/SIGINT (DESIGN.md decision 8; issue 8 item 5).
 //
-//   dist::install_stop_handlers();            // once, early in `rotor train`
+//   parallel::install_stop_handlers();            // once, early in `rotor train`
 //   ...
 //   // between updates, on every rank (a collective when world_size > 1):
-//   if (dist::agree_stop(comm)) { save_checkpoint(...); break; }
+//   if (parallel::agree_stop(comm)) { save_checkpoint(...); break; }
 //
 // The handler only sets an async-signal-safe flag; a second signal of the same
 // kind restores the default action, so pressing Ctrl-C twice still kills.
@@ -11,7 +11,7 @@
 // SIGKILL; `#SBATCH --signal=TERM@120` asks for an earlier warning.
 #pragma once
 
-namespace rotor::dist {
+namespace rotor::parallel {
 
 class Communicator;
 
@@ -30,4 +30,4 @@ void clear_stop_request();
 // the same point of every update on every rank.
 bool agree_stop(Communicator& comm);
 
-}  // namespace rotor::dist
+}  // namespace rotor::parallel

@@ -1,4 +1,4 @@
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
 #include <unistd.h>
 
@@ -12,13 +12,13 @@
 #include "core/logging.h"
 
 #if ROTOR_WITH_MPI
-#include "dist/mpi_communicator.h"
+#include "parallel/mpi_communicator.h"
 #endif
 #if ROTOR_WITH_MPI && ROTOR_WITH_CUDA
-#include "dist/nccl_communicator.h"
+#include "parallel/nccl_communicator.h"
 #endif
 
-namespace rotor::dist {
+namespace rotor::parallel {
 
 namespace {
 
@@ -180,4 +180,4 @@ std::unique_ptr<Communicator> make_communicator(Device device, double timeout_s)
 #endif
 }
 
-}  // namespace rotor::dist
+}  // namespace rotor::parallel

@@ -1,4 +1,4 @@
-#include "train/export_hf.h"
+#include "checkpoint/export_hf.h"
 
 #include <cmath>
 #include <filesystem>
@@ -7,11 +7,11 @@
 #include "core/io.h"
 #include "models/bert.h"
 #include "nn/layers.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 namespace fs = std::filesystem;
 
-namespace rotor::train {
+namespace rotor::checkpoint {
 
 namespace {
 
@@ -180,4 +180,4 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   return r;
 }
 
-}  // namespace rotor::train
+}  // namespace rotor::checkpoint

@@ -35,11 +35,11 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 #include "nn/parameters.h"
 #include "optim/optimizer.h"
 
-namespace rotor::dist {
+namespace rotor::parallel {
 
 // Element offsets of the store's parameters, last registered first (the
 // order in which backward finishes them).
@@ -164,4 +164,4 @@ class ShardedAdamW {
   int64_t step_ = 0;
 };
 
-}  // namespace rotor::dist
+}  // namespace rotor::parallel

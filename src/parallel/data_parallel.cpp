@@ -1,4 +1,4 @@
-#include "dist/data_parallel.h"
+#include "parallel/data_parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 
-namespace rotor::dist {
+namespace rotor::parallel {
 
 std::vector<int64_t> backward_order_offsets(const nn::ParameterStore& store) {
   std::vector<int64_t> out;
@@ -142,7 +142,7 @@ ShardedAdamW::ShardedAdamW(nn::ParameterStore& store, const optim::OptimizerOpti
   ROTOR_CHECK(store.allocated(), "ShardedAdamW over unallocated parameters");
   const int world = comm.world_size();
   numel_ = store.numel();
-  shard_ = dist::shard_size(numel_, world);
+  shard_ = parallel::shard_size(numel_, world);
   begin_ = std::min<int64_t>(static_cast<int64_t>(comm.rank()) * shard_, numel_);
   count_ = std::min<int64_t>(numel_, begin_ + shard_) - begin_;
   padded_ = shard_ * world != numel_;
@@ -255,4 +255,4 @@ void ShardedAdamW::import_from(optim::Optimizer& full) {
   step_ = full.steps();
 }
 
-}  // namespace rotor::dist
+}  // namespace rotor::parallel

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace rotor::train {
+namespace rotor::checkpoint {
 
 // The newest `n` step_N checkpoint directories of a run (RUN_DIR/checkpoints/),
 // oldest first. A rotor::Error when the run holds fewer than `n`.
@@ -24,4 +24,4 @@ std::vector<std::string> last_checkpoints(const std::string& run_dir, int n);
 std::vector<std::string> average_checkpoints(const std::vector<std::string>& inputs,
                                              const std::string& output);
 
-}  // namespace rotor::train
+}  // namespace rotor::checkpoint

@@ -1,4 +1,4 @@
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <unistd.h>
 
@@ -7,11 +7,11 @@
 
 #include "core/io.h"
 #include "core/json.h"
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 namespace fs = std::filesystem;
 
-namespace rotor::train {
+namespace rotor::checkpoint {
 
 namespace {
 
@@ -181,4 +181,4 @@ TrainerState load_trainer_state(const std::string& dir) {
   return s;
 }
 
-}  // namespace rotor::train
+}  // namespace rotor::checkpoint
