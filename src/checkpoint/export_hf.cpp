@@ -8,6 +8,7 @@
 #include "models/bert.h"
 #include "nn/layers.h"
 #include "checkpoint/checkpoint.h"
+#include "models/model_config.h"
 
 namespace fs = std::filesystem;
 
@@ -20,7 +21,7 @@ void require_mlm(const Config& c) {
     ROTOR_FAIL("export --format hf: the checkpoint's task is {}; only task mlm exports to a "
                "Hugging Face BERT/RoFormer",
                to_string(c.task));
-  if (c.model.position == PositionEncoding::Rope && c.model.rope_base != 10000.0)
+  if (c.model.position == nn::PositionKind::Rope && c.model.rope_base != 10000.0)
     ROTOR_FAIL("export --format hf: model.rope_base is {}, but Hugging Face RoFormer fixes the "
                "rotary base at 10000",
                c.model.rope_base);
@@ -54,7 +55,7 @@ Tensor rotor_sinusoid(int64_t n_pos, int64_t dim) {
 
 json::Value hf_mlm_config(const Config& c, int64_t vocab_size) {
   require_mlm(c);
-  const bool rope = c.model.position == PositionEncoding::Rope;
+  const bool rope = c.model.position == nn::PositionKind::Rope;
   json::Value j = json::Value::object();
   j.set("architectures", json::Array{rope ? "RoFormerForMaskedLM" : "BertForMaskedLM"});
   j.set("model_type", rope ? "roformer" : "bert");
@@ -64,7 +65,7 @@ json::Value hf_mlm_config(const Config& c, int64_t vocab_size) {
   j.set("num_hidden_layers", c.model.encoder_layers);
   j.set("num_attention_heads", c.model.n_heads);
   j.set("intermediate_size", c.model.d_ff);
-  j.set("hidden_act", c.model.activation == Activation::Gelu ? "gelu_new" : "relu");
+  j.set("hidden_act", c.model.activation == ops::Activation::GELU ? "gelu_new" : "relu");
   j.set("hidden_dropout_prob", c.model.dropout);
   j.set("attention_probs_dropout_prob", c.model.attention_dropout);
   j.set("max_position_embeddings", c.model.max_positions);
@@ -85,7 +86,7 @@ NamedTensors hf_mlm_state_dict(const Config& c, const NamedTensors& weights) {
   require_mlm(c);
   std::unordered_map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : weights) by_name[name] = &t;
-  const bool rope = c.model.position == PositionEncoding::Rope;
+  const bool rope = c.model.position == nn::PositionKind::Rope;
   const std::string P = rope ? "roformer" : "bert";
   const std::string word = P + ".embeddings.word_embeddings.weight";
   auto it = by_name.find(word);
@@ -107,9 +108,9 @@ NamedTensors hf_mlm_state_dict(const Config& c, const NamedTensors& weights) {
     // Hugging Face keeps tensors that rotor does not: insert them in its order.
     if (p->name == word && !rope) {
       const std::string pos = P + ".embeddings.position_embeddings.weight";
-      if (c.model.position == PositionEncoding::Sinusoidal)
+      if (c.model.position == nn::PositionKind::Sinusoidal)
         out.emplace_back(pos, rotor_sinusoid(c.model.max_positions, d));
-      else if (c.model.position == PositionEncoding::None)
+      else if (c.model.position == nn::PositionKind::None)
         out.emplace_back(pos, Tensor::zeros({c.model.max_positions, d}));
     }
     if (p->name == word && c.model.type_vocab_size == 0)
@@ -134,7 +135,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   const int64_t vocab = hf.front().second.size(0);  // the word embeddings come first
 
   HfExportResult r;
-  r.model_type = c.model.position == PositionEncoding::Rope ? "roformer" : "bert";
+  r.model_type = c.model.position == nn::PositionKind::Rope ? "roformer" : "bert";
   ensure_directory(output_dir);
   atomic_write_file(output_dir + "/config.json", hf_mlm_config(c, vocab).dump(2) + "\n");
   r.files.push_back("config.json");
@@ -173,9 +174,9 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   }
   if (c.model.activation_dropout > 0)
     r.notes.push_back("model.activation_dropout has no Hugging Face BERT equivalent; dropped");
-  if (c.model.position == PositionEncoding::Sinusoidal)
+  if (c.model.position == nn::PositionKind::Sinusoidal)
     r.notes.push_back("sinusoidal positions exported as a fixed position_embeddings table");
-  if (c.model.position == PositionEncoding::None)
+  if (c.model.position == nn::PositionKind::None)
     r.notes.push_back("position none exported as a zero position_embeddings table");
   return r;
 }

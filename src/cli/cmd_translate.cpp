@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint.h"
 #include "config/config.h"
 #include "train/trainer.h"
+#include "models/model_config.h"
 
 namespace {
 
@@ -33,7 +34,7 @@ int run_translate(const TranslateArgs& a) {
   data::Tokenizer tok = data::Tokenizer::load(dir + "/spm.model");
   const Device device = resolve_device(a.device);
   nn::ParameterStore store;
-  models::EncoderDecoder model(train::transformer_config(cfg, tok.vocab_size()), store);
+  models::EncoderDecoder model(models::transformer_config(cfg, tok.vocab_size()), store);
   store.allocate(device);
   checkpoint::load_weights(dir, store);
 

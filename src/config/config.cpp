@@ -532,7 +532,7 @@ std::optional<Problem> find_problem(const Config& c) {
     return Problem{"model.n_heads",
                    fmt::format("{} heads do not divide model.d_model = {}", m.n_heads, m.d_model),
                    {"model.d_model"}};
-  if (m.position == PositionEncoding::Rope && (m.d_model / m.n_heads) % 2 != 0)
+  if (m.position == nn::PositionKind::Rope && (m.d_model / m.n_heads) % 2 != 0)
     return Problem{"model.position",
                    fmt::format("rope rotates pairs of features and needs an even head size, but "
                                "d_model / n_heads = {} / {} = {}",
@@ -543,7 +543,7 @@ std::optional<Problem> find_problem(const Config& c) {
                    fmt::format("data.mask_token_prob + data.random_token_prob = {} + {} exceeds 1",
                                c.data.mask_token_prob, c.data.random_token_prob),
                    {"data.mask_token_prob"}};
-  if (m.position == PositionEncoding::Learned) {
+  if (m.position == nn::PositionKind::Learned) {
     if (c.task == Task::Mlm && c.data.seq_len > m.max_positions)
       return Problem{"data.seq_len",
                      fmt::format("{} exceeds model.max_positions = {} (learned positions)",

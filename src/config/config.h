@@ -21,18 +21,18 @@
 #include <utility>
 #include <vector>
 
+#include "nn/kinds.h"
+#include "ops/gemm.h"
+#include "optim/schedule.h"
+
 namespace rotor {
 
 enum class Task { Translation, Mlm };
 enum class Precision { FP32, FP16, BF16 };
 enum class LogLevel { Trace, Debug, Info, Warn, Error };
-enum class Activation { Relu, Gelu };
 enum class NormPlacement { Post, Pre };
-enum class PositionEncoding { Sinusoidal, Learned, Rope, None };
-enum class AttentionImpl { Auto, Rotor, Cudnn, Reference };
 enum class SpmModelType { Bpe, Unigram };
 enum class OptimizerName { Adam, AdamW };
-enum class LrSchedule { InverseSqrt, Linear, Constant };
 
 // The spelling of every enum value in YAML.
 template <class E>
@@ -47,17 +47,21 @@ ROTOR_ENUM_NAMES(Precision, {Precision::FP32, "fp32"}, {Precision::FP16, "fp16"}
                  {Precision::BF16, "bf16"});
 ROTOR_ENUM_NAMES(LogLevel, {LogLevel::Trace, "trace"}, {LogLevel::Debug, "debug"},
                  {LogLevel::Info, "info"}, {LogLevel::Warn, "warn"}, {LogLevel::Error, "error"});
-ROTOR_ENUM_NAMES(Activation, {Activation::Relu, "relu"}, {Activation::Gelu, "gelu"});
+// model.activation: ops::Activation::None is not a feed-forward activation,
+// so it has no spelling here.
+ROTOR_ENUM_NAMES(ops::Activation, {ops::Activation::ReLU, "relu"}, {ops::Activation::GELU, "gelu"});
 ROTOR_ENUM_NAMES(NormPlacement, {NormPlacement::Post, "post"}, {NormPlacement::Pre, "pre"});
-ROTOR_ENUM_NAMES(PositionEncoding, {PositionEncoding::Sinusoidal, "sinusoidal"},
-                 {PositionEncoding::Learned, "learned"}, {PositionEncoding::Rope, "rope"},
-                 {PositionEncoding::None, "none"});
-ROTOR_ENUM_NAMES(AttentionImpl, {AttentionImpl::Auto, "auto"}, {AttentionImpl::Rotor, "rotor"},
-                 {AttentionImpl::Cudnn, "cudnn"}, {AttentionImpl::Reference, "reference"});
+ROTOR_ENUM_NAMES(nn::PositionKind, {nn::PositionKind::Sinusoidal, "sinusoidal"},
+                 {nn::PositionKind::Learned, "learned"}, {nn::PositionKind::Rope, "rope"},
+                 {nn::PositionKind::None, "none"});
+ROTOR_ENUM_NAMES(nn::AttentionImpl, {nn::AttentionImpl::Auto, "auto"},
+                 {nn::AttentionImpl::Rotor, "rotor"}, {nn::AttentionImpl::Cudnn, "cudnn"},
+                 {nn::AttentionImpl::Reference, "reference"});
 ROTOR_ENUM_NAMES(SpmModelType, {SpmModelType::Bpe, "bpe"}, {SpmModelType::Unigram, "unigram"});
 ROTOR_ENUM_NAMES(OptimizerName, {OptimizerName::Adam, "adam"}, {OptimizerName::AdamW, "adamw"});
-ROTOR_ENUM_NAMES(LrSchedule, {LrSchedule::InverseSqrt, "inverse_sqrt"},
-                 {LrSchedule::Linear, "linear"}, {LrSchedule::Constant, "constant"});
+ROTOR_ENUM_NAMES(optim::ScheduleKind, {optim::ScheduleKind::InverseSqrt, "inverse_sqrt"},
+                 {optim::ScheduleKind::Linear, "linear"},
+                 {optim::ScheduleKind::Constant, "constant"});
 #undef ROTOR_ENUM_NAMES
 
 template <class E>
@@ -97,13 +101,13 @@ struct ModelConfig {
   int d_model = 512;
   int n_heads = 8;
   int d_ff = 2048;
-  Activation activation = Activation::Relu;
+  ops::Activation activation = ops::Activation::ReLU;
   double dropout = 0.1;
   double attention_dropout = 0.0;
   double activation_dropout = 0.0;
   NormPlacement norm = NormPlacement::Post;
   double layer_norm_eps = 1e-5;
-  PositionEncoding position = PositionEncoding::Sinusoidal;
+  nn::PositionKind position = nn::PositionKind::Sinusoidal;
   double rope_base = 10000.0;
   int max_positions = 1024;
   bool share_embeddings = true;  // source, target and output projection share one matrix
@@ -114,7 +118,7 @@ struct ModelConfig {
 };
 
 struct AttentionConfig {
-  AttentionImpl impl = AttentionImpl::Auto;
+  nn::AttentionImpl impl = nn::AttentionImpl::Auto;
   bool operator==(const AttentionConfig&) const = default;
 };
 
@@ -168,7 +172,7 @@ struct OptimConfig {
   std::array<double, 2> betas = {0.9, 0.98};
   double eps = 1e-9;
   double weight_decay = 0.0;
-  LrSchedule schedule = LrSchedule::InverseSqrt;
+  optim::ScheduleKind schedule = optim::ScheduleKind::InverseSqrt;
   int64_t warmup_updates = 4000;
   double warmup_init_lr = 1e-7;
   double end_lr = 0.0;  // linear decays to end_lr at max_updates

@@ -13,33 +13,13 @@ namespace rotor::models {
 using nn::Context;
 using nn::Init;
 
-BertConfig bert_config(const Config& c, int64_t vocab_size) {
-  if (c.model.norm != NormPlacement::Post)
-    ROTOR_FAIL("model.norm: task mlm builds BERT/RoFormer, which are post-LN; got {}",
-               to_string(c.model.norm));
-  BertConfig b;
-  b.vocab_size = vocab_size;
-  b.pad_id = 0;  // data::kPadId
-  b.num_layers = c.model.encoder_layers;
-  b.layer.d_model = c.model.d_model;
-  b.layer.n_heads = c.model.n_heads;
-  b.layer.impl = nn::parse_attention_impl(std::string(to_string(c.attention.impl)));
-  b.layer.d_ff = c.model.d_ff;
-  b.layer.activation =
-      c.model.activation == Activation::Gelu ? ops::Activation::GELU : ops::Activation::ReLU;
-  b.layer.dropout = static_cast<float>(c.model.dropout);
-  b.layer.attention_dropout = static_cast<float>(c.model.attention_dropout);
-  b.layer.activation_dropout = static_cast<float>(c.model.activation_dropout);
-  b.layer.post_norm = true;
-  b.layer.layer_norm_eps = static_cast<float>(c.model.layer_norm_eps);
-  b.layer.rope = c.model.position == PositionEncoding::Rope;
-  b.layer.rope_base = static_cast<float>(c.model.rope_base);
-  b.layer.init_std = c.model.init_std;
-  b.position = nn::parse_position_kind(std::string(to_string(c.model.position)));
-  b.max_positions = c.model.max_positions;
-  b.type_vocab_size = c.model.type_vocab_size;
-  b.init_std = c.model.init_std;
-  return b;
+nn::EncoderLayerNames bert_layer_names(const std::string& p) {
+  return {{p + ".attention.self.query", p + ".attention.self.key", p + ".attention.self.value",
+           p + ".attention.output.dense"},
+          p + ".attention.output.LayerNorm",
+          p + ".intermediate.dense",
+          p + ".output.dense",
+          p + ".output.LayerNorm"};
 }
 
 MlmBatch MlmBatch::to(Device device) const {
@@ -80,12 +60,12 @@ BertForMaskedLM::BertForMaskedLM(const BertConfig& c, nn::ParameterStore& store)
                                               c.layer.layer_norm_eps);
   emb_drop_ = std::make_unique<nn::Dropout>(store, c.layer.dropout);
   take(embeddings_range_);
-  nn::BertLayerConfig lc = c.layer;
+  nn::LayerConfig lc = c.layer;
   lc.rope = c.position == nn::PositionKind::Rope;
-  lc.init_std = c.init_std;
+  lc.normal_init_std = c.init_std;
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    layers_.push_back(
-        std::make_unique<nn::BertLayer>(store, p + ".encoder.layer." + std::to_string(i), lc));
+    layers_.push_back(std::make_unique<nn::EncoderLayer>(
+        store, bert_layer_names(p + ".encoder.layer." + std::to_string(i)), lc));
     take(layer_ranges_.emplace_back());
   }
   transform_ = std::make_unique<nn::Linear>(store, "cls.predictions.transform.dense", d, d, true,

@@ -16,7 +16,10 @@
 //   P.embeddings.position_embeddings.weight      [max_positions, d]  (learned only)
 //   P.embeddings.token_type_embeddings.weight    [type_vocab_size, d] (when > 0)
 //   P.embeddings.LayerNorm.{weight,bias}
-//   P.encoder.layer.{i}.<BertLayer names>        (see nn/bert_layer.h)
+//   P.encoder.layer.{i}.attention.self.{query,key,value}.{weight,bias}
+//   P.encoder.layer.{i}.attention.output.{dense,LayerNorm}.{weight,bias}
+//   P.encoder.layer.{i}.intermediate.dense.{weight,bias}
+//   P.encoder.layer.{i}.output.{dense,LayerNorm}.{weight,bias}
 //   cls.predictions.transform.dense.{weight,bias}
 //   cls.predictions.transform.LayerNorm.{weight,bias}
 //   cls.predictions.bias                         [V]
@@ -33,18 +36,38 @@
 #include <string>
 #include <vector>
 
-#include "nn/bert_layer.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
-#include "config/config.h"
+#include "nn/transformer_layers.h"
 
 namespace rotor::models {
+
+// bert-base-uncased's layer: 768 wide, 12 heads, FFN 3072 with GELU, post-LN,
+// dropout 0.1 (hidden and attention), LayerNorm eps 1e-12.
+inline nn::LayerConfig bert_base_layer() {
+  nn::LayerConfig l;
+  l.d_model = 768;
+  l.n_heads = 12;
+  l.d_ff = 3072;
+  l.activation = ops::Activation::GELU;
+  l.dropout = 0.1f;
+  l.attention_dropout = 0.1f;
+  l.post_norm = true;
+  l.layer_norm_eps = 1e-12f;
+  return l;
+}
+
+// Hugging Face BertLayer/RoFormerLayer names of layer PREFIX (e.g.
+// "bert.encoder.layer.0"; the list in the comment at the top of this file).
+nn::EncoderLayerNames bert_layer_names(const std::string& prefix);
 
 struct BertConfig {
   int64_t vocab_size = 0;
   int pad_id = 0;
   int64_t num_layers = 12;
-  nn::BertLayerConfig layer;  // d_model, heads, d_ff, dropouts, eps, rope, init_std
+  // d_model, heads, d_ff, dropouts, eps, rope base, attention core. BERT is
+  // post-LN with GELU; its weights are drawn from N(0, init_std).
+  nn::LayerConfig layer = bert_base_layer();
   nn::PositionKind position = nn::PositionKind::Learned;
   int64_t max_positions = 512;
   int64_t type_vocab_size = 2;  // 0: no token type embedding
@@ -52,10 +75,6 @@ struct BertConfig {
   // "roformer" when position == rope, else "bert": the Hugging Face prefix.
   std::string prefix() const { return position == nn::PositionKind::Rope ? "roformer" : "bert"; }
 };
-
-// The model a task-mlm Config describes for a vocabulary of `vocab_size`
-// pieces. Throws rotor::Error for a config BERT cannot express (pre-LN).
-BertConfig bert_config(const Config& config, int64_t vocab_size);
 
 // One masked-LM batch (tensors on the model's device).
 struct MlmBatch {
@@ -106,7 +125,7 @@ class BertForMaskedLM {
   std::unique_ptr<nn::PositionEncoding> position_;
   std::unique_ptr<nn::LayerNorm> emb_norm_;
   std::unique_ptr<nn::Dropout> emb_drop_;
-  std::vector<std::unique_ptr<nn::BertLayer>> layers_;
+  std::vector<std::unique_ptr<nn::EncoderLayer>> layers_;
   std::unique_ptr<nn::Linear> transform_;  // dense with GELU fused
   std::unique_ptr<nn::LayerNorm> transform_norm_;
   nn::Parameter* decoder_bias_ = nullptr;  // cls.predictions.bias [V]

@@ -14,6 +14,15 @@ namespace rotor::models {
 using nn::Context;
 using nn::Init;
 
+nn::EncoderLayerNames bart_encoder_layer_names(const std::string& p) {
+  return {{p + ".self_attn.q_proj", p + ".self_attn.k_proj", p + ".self_attn.v_proj",
+           p + ".self_attn.out_proj"},
+          p + ".self_attn_layer_norm",
+          p + ".fc1",
+          p + ".fc2",
+          p + ".final_layer_norm"};
+}
+
 EncoderDecoder::EncoderDecoder(const TransformerConfig& c, nn::ParameterStore& store)
     : config_(c), store_(&store) {
   const int64_t d = c.layer.d_model;
@@ -38,8 +47,8 @@ EncoderDecoder::EncoderDecoder(const TransformerConfig& c, nn::ParameterStore& s
   enc_drop_ = std::make_unique<nn::Dropout>(store, lc.dropout);
   take(ranges_.enc_pos);
   for (int64_t i = 0; i < c.encoder_layers; ++i) {
-    encoder_.push_back(
-        std::make_unique<nn::EncoderLayer>(store, "model.encoder.layers." + std::to_string(i), lc));
+    encoder_.push_back(std::make_unique<nn::EncoderLayer>(
+        store, bart_encoder_layer_names("model.encoder.layers." + std::to_string(i)), lc));
     take(ranges_.encoder.emplace_back());
   }
   if (!lc.post_norm)

@@ -5,12 +5,18 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nn/layers.h"
 #include "nn/transformer_layers.h"
 
 namespace rotor::models {
+
+// Hugging Face BART/Marian names of encoder layer PREFIX (e.g.
+// "model.encoder.layers.0"): PREFIX.self_attn.{q,k,v,out}_proj,
+// PREFIX.self_attn_layer_norm, PREFIX.fc1, PREFIX.fc2, PREFIX.final_layer_norm.
+nn::EncoderLayerNames bart_encoder_layer_names(const std::string& prefix);
 
 struct TransformerConfig {
   int64_t vocab_size = 0;

@@ -18,7 +18,9 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
   layer_id_ = store.next_layer_id();
   const int64_t d = config.d_model;
   // fairseq initializes q, k, v with gain 1/sqrt(2) (they share one fan).
-  const Init qkv_init = Init::xavier_uniform(1.0 / std::sqrt(2.0));
+  const std::optional<double>& std = config.normal_init_std;
+  const Init qkv_init = std ? Init::normal(*std) : Init::xavier_uniform(1.0 / std::sqrt(2.0));
+  const Init out_init = std ? Init::normal(*std) : Init::xavier_uniform();
   if (!cross) {
     qkv_ = std::make_unique<Linear>(store, std::vector<std::string>{names.q, names.k, names.v}, d,
                                     std::vector<int64_t>{d, d, d}, true, qkv_init);
@@ -28,7 +30,7 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
     kv_ = std::make_unique<Linear>(store, std::vector<std::string>{names.k, names.v}, d,
                                    std::vector<int64_t>{d, d}, true, qkv_init);
   }
-  out_ = std::make_unique<Linear>(store, names.out, d, d, true, Init::xavier_uniform());
+  out_ = std::make_unique<Linear>(store, names.out, d, d, true, out_init);
 }
 
 ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t offset) const {
@@ -41,21 +43,16 @@ ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t 
   return o;
 }
 
-AttentionImpl parse_attention_impl(const std::string& name) {
-  if (name == "auto") return AttentionImpl::Auto;
-  if (name == "rotor") return AttentionImpl::Rotor;
-  if (name == "cudnn") return AttentionImpl::Cudnn;
-  if (name == "reference") return AttentionImpl::Reference;
-  ROTOR_FAIL("attention.impl: unknown '{}' (expected auto, rotor, cudnn or reference)", name);
-}
-
 bool MultiHeadAttention::use_flash(const Tensor& q) const {
   switch (config_.impl) {
-    case AttentionImpl::Reference: return false;
-    case AttentionImpl::Rotor: return true;
+    case AttentionImpl::Reference:
+      return false;
+    case AttentionImpl::Rotor:
+      return true;
     case AttentionImpl::Cudnn:
       ROTOR_FAIL("attention.impl: cudnn is not built yet (use auto, rotor or reference)");
-    case AttentionImpl::Auto: break;
+    case AttentionImpl::Auto:
+      break;
   }
   // auto: on the CPU the materialized path is the faster one (its products
   // are OpenBLAS GEMMs; the tiled twin of the kernel is scalar code kept for
@@ -64,8 +61,8 @@ bool MultiHeadAttention::use_flash(const Tensor& q) const {
   return ops::flash_attention_supported(q);
 }
 
-Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory,
-                                   const Tensor& key_lengths, const Context& ctx) {
+Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
+                                   const Context& ctx) {
   const int64_t d = config_.d_model, H = config_.n_heads, D = head_dim_;
   B_ = x.size(0);
   Tq_ = x.size(1);
@@ -160,7 +157,8 @@ Tensor MultiHeadAttention::step(const Tensor& x, const Tensor& memory, const Ten
                                 const Context& ctx) {
   const int64_t d = config_.d_model, H = config_.n_heads, D = head_dim_;
   const int64_t B = x.size(0);
-  ROTOR_CHECK(x.dim() == 3 && x.size(1) == 1, "attention step: x must be [B, 1, d], got {}", x.str());
+  ROTOR_CHECK(x.dim() == 3 && x.size(1) == 1, "attention step: x must be [B, 1, d], got {}",
+              x.str());
   Tensor q = ctx.empty({B, H, 1, D});
   Tensor o = ctx.empty({B, H, 1, D});
   if (!cross_) {

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "nn/kinds.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "ops/attention.h"
@@ -17,15 +19,6 @@
 #include "ops/heads.h"
 
 namespace rotor::nn {
-
-// Which attention core a layer runs (the config key attention.impl).
-//   Reference: ops::attention_forward/backward, saves the [Tq, Tk] probabilities.
-//   Rotor:     ops::flash_attention_forward/backward, saves out and the lse.
-//   Cudnn:     cuDNN SDPA (not built yet: an error).
-//   Auto:      Rotor where its kernels cover the head dim, else Reference.
-enum class AttentionImpl { Reference, Rotor, Cudnn, Auto };
-// "auto" | "rotor" | "cudnn" | "reference" (the config key attention.impl).
-AttentionImpl parse_attention_impl(const std::string& name);
 
 struct AttentionConfig {
   int64_t d_model = 512;
@@ -35,6 +28,9 @@ struct AttentionConfig {
   float rope_base = 10000.0f;
   float dropout = 0.0f;  // on the attention probabilities
   AttentionImpl impl = AttentionImpl::Auto;
+  // nullopt: fairseq's init (Xavier-uniform; q, k, v with gain 1/sqrt(2)).
+  // A value: every projection weight N(0, std) (BERT). Biases are zero.
+  std::optional<double> normal_init_std;
 };
 
 // Parameter names of the four projections (Hugging Face conventions differ

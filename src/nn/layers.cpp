@@ -90,28 +90,6 @@ void Embedding::backward(const Tensor& ids, const Tensor& dy) {
 
 // ---- Position encodings -----------------------------------------------------
 
-PositionKind parse_position_kind(const std::string& s) {
-  if (s == "sinusoidal") return PositionKind::Sinusoidal;
-  if (s == "learned") return PositionKind::Learned;
-  if (s == "rope") return PositionKind::Rope;
-  if (s == "none") return PositionKind::None;
-  ROTOR_FAIL("unknown position encoding '{}' (expected sinusoidal, learned, rope or none)", s);
-}
-
-const char* position_kind_name(PositionKind k) {
-  switch (k) {
-    case PositionKind::Sinusoidal:
-      return "sinusoidal";
-    case PositionKind::Learned:
-      return "learned";
-    case PositionKind::Rope:
-      return "rope";
-    case PositionKind::None:
-      return "none";
-  }
-  return "?";
-}
-
 PositionEncoding::PositionEncoding(ParameterStore& store, const std::string& name,
                                    PositionKind kind, int64_t max_positions, int64_t dim,
                                    double init_std)

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "nn/context.h"
+#include "nn/kinds.h"
 #include "nn/parameters.h"
 
 namespace rotor::nn {
@@ -58,9 +59,6 @@ class Embedding {
   float scale_ = 1.0f;
 };
 
-enum class PositionKind { Sinusoidal, Learned, Rope, None };
-PositionKind parse_position_kind(const std::string& s);
-const char* position_kind_name(PositionKind k);
 
 // Absolute position encodings added to token embeddings: sinusoidal (a fixed
 // table, [sin(p f_i) | cos(p f_i)] with f_i = 10000^(-i/(d/2-1)) as in

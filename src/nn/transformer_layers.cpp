@@ -8,6 +8,7 @@ AttentionNames names(const std::string& p) {
 }
 AttentionConfig attention_config(const LayerConfig& c, bool causal, bool rope) {
   AttentionConfig a;
+  a.normal_init_std = c.normal_init_std;
   a.d_model = c.d_model;
   a.n_heads = c.n_heads;
   a.causal = causal;
@@ -17,14 +18,16 @@ AttentionConfig attention_config(const LayerConfig& c, bool causal, bool rope) {
   a.impl = c.impl;
   return a;
 }
+Init ffn_init(const LayerConfig& c) {
+  return c.normal_init_std ? Init::normal(*c.normal_init_std) : Init::xavier_uniform();
+}
 }  // namespace
 
-EncoderLayer::EncoderLayer(ParameterStore& s, const std::string& p, const LayerConfig& c)
-    : attn_(s, names(p + ".self_attn"), attention_config(c, false, c.rope), false),
-      attn_res_(s, p + ".self_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
-      ffn_(s, p + ".fc1", p + ".fc2", c.d_model, c.d_ff, c.activation, c.activation_dropout,
-           Init::xavier_uniform()),
-      ffn_res_(s, p + ".final_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const LayerConfig& c)
+    : attn_(s, n.attention, attention_config(c, false, c.rope), false),
+      attn_res_(s, n.attention_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+      ffn_(s, n.fc1, n.fc2, c.d_model, c.d_ff, c.activation, c.activation_dropout, ffn_init(c)),
+      ffn_res_(s, n.final_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
       d_(c.d_model) {}
 
 Tensor EncoderLayer::forward(const Tensor& x, const Tensor& lengths, const Context& ctx) {
@@ -49,12 +52,13 @@ Tensor EncoderLayer::backward(const Tensor& dy) {
 
 DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerConfig& c)
     : self_attn_(s, names(p + ".self_attn"), attention_config(c, true, c.rope), false),
-      self_res_(s, p + ".self_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+      self_res_(s, p + ".self_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout,
+                c.post_norm),
       cross_attn_(s, names(p + ".encoder_attn"), attention_config(c, false, false), true),
       cross_res_(s, p + ".encoder_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout,
                  c.post_norm),
       ffn_(s, p + ".fc1", p + ".fc2", c.d_model, c.d_ff, c.activation, c.activation_dropout,
-           Init::xavier_uniform()),
+           ffn_init(c)),
       ffn_res_(s, p + ".final_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
       d_(c.d_model) {}
 
@@ -68,8 +72,8 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor
   Tensor a = self_attn_.forward(h.view({B_, T_, d_}), Tensor(), Tensor(), ctx).view({B_ * T_, d_});
   Tensor y = self_res_.end(x2, a, ctx);
   Tensor hc = cross_res_.begin(y, ctx);
-  Tensor c = cross_attn_.forward(hc.view({B_, T_, d_}), memory, memory_lengths, ctx)
-                 .view({B_ * T_, d_});
+  Tensor c =
+      cross_attn_.forward(hc.view({B_, T_, d_}), memory, memory_lengths, ctx).view({B_ * T_, d_});
   Tensor y2 = cross_res_.end(y, c, ctx);
   Tensor hf = ffn_res_.begin(y2, ctx);
   Tensor f = ffn_.forward(hf, ctx);
@@ -92,14 +96,15 @@ Tensor DecoderLayer::step(const Tensor& x, const Tensor& memory, const Tensor& m
   const int64_t B = x.size(0);
   Tensor x2 = x.view({B, d_});
   Tensor h = self_res_.apply_begin(x2, ctx);
-  Tensor a = self_attn_.step(h.view({B, 1, d_}), Tensor(), Tensor(), state.self, position,
-                             max_length, ctx)
-                 .view({B, d_});
+  Tensor a =
+      self_attn_.step(h.view({B, 1, d_}), Tensor(), Tensor(), state.self, position, max_length, ctx)
+          .view({B, d_});
   Tensor y = self_res_.apply_end(x2, a, ctx);
   Tensor hc = cross_res_.apply_begin(y, ctx);
-  Tensor c = cross_attn_.step(hc.view({B, 1, d_}), memory, memory_lengths, state.cross, position,
-                              max_length, ctx)
-                 .view({B, d_});
+  Tensor c =
+      cross_attn_
+          .step(hc.view({B, 1, d_}), memory, memory_lengths, state.cross, position, max_length, ctx)
+          .view({B, d_});
   Tensor y2 = cross_res_.apply_end(y, c, ctx);
   Tensor f = ffn_.apply(ffn_res_.apply_begin(y2, ctx), ctx);
   return ffn_res_.apply_end(y2, f, ctx).view({B, 1, d_});

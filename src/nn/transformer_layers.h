@@ -1,8 +1,17 @@
-// Encoder and decoder layers of the Transformer (Vaswani et al. 2017), with
-// Hugging Face BART/Marian parameter names under the given prefix.
+// Encoder and decoder layers of the Transformer (Vaswani et al. 2017).
+//
+// One encoder layer serves both models: the translation encoder (Hugging
+// Face BART/Marian names, fairseq's Xavier init) and BERT/RoFormer (Hugging
+// Face BertLayer/RoFormerLayer names, N(0, init_std) init); only the names
+// and the init differ. With rope, queries and keys are rotated inside
+// self-attention: RoFormer's layer is this layer with rotary self-attention.
+//   post-LN: y = LN(x + dropout(attn(x))),  z = LN(y + dropout(ffn(y)))
+//   pre-LN:  y = x + dropout(attn(LN(x))),  z = y + dropout(ffn(LN(y)))
+// The FFN activation is fused into the first FFN GEMM.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "nn/attention.h"
@@ -20,11 +29,20 @@ struct LayerConfig {
   bool rope = false;
   float rope_base = 10000.0f;
   AttentionImpl impl = AttentionImpl::Auto;  // attention core (config key attention.impl)
+  // nullopt: fairseq's init (Xavier-uniform weights, q/k/v with gain 1/sqrt(2),
+  // zero biases). A value: BERT's, every weight N(0, std), biases zero.
+  std::optional<double> normal_init_std;
+};
+
+// The parameter names of one encoder layer.
+struct EncoderLayerNames {
+  AttentionNames attention;  // the q, k, v and output projections
+  std::string attention_norm, fc1, fc2, final_norm;
 };
 
 class EncoderLayer {
  public:
-  EncoderLayer(ParameterStore& store, const std::string& prefix, const LayerConfig& c);
+  EncoderLayer(ParameterStore& store, const EncoderLayerNames& names, const LayerConfig& c);
   // x [B, T, d], lengths i32 [B] -> [B, T, d]
   Tensor forward(const Tensor& x, const Tensor& lengths, const Context& ctx);
   Tensor backward(const Tensor& dy);

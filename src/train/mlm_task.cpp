@@ -11,6 +11,7 @@
 #include "models/bert.h"
 #include "train/task.h"
 #include "train/translation_data.h"
+#include "models/model_config.h"
 
 namespace fs = std::filesystem;
 

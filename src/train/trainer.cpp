@@ -25,30 +25,6 @@ namespace fs = std::filesystem;
 
 namespace rotor::train {
 
-models::TransformerConfig transformer_config(const Config& c, int64_t vocab_size) {
-  models::TransformerConfig t;
-  t.vocab_size = vocab_size;
-  t.pad_id = data::kPadId;
-  t.encoder_layers = c.model.encoder_layers;
-  t.decoder_layers = c.model.decoder_layers;
-  t.layer.d_model = c.model.d_model;
-  t.layer.n_heads = c.model.n_heads;
-  t.layer.d_ff = c.model.d_ff;
-  t.layer.activation =
-      c.model.activation == Activation::Gelu ? ops::Activation::GELU : ops::Activation::ReLU;
-  t.layer.dropout = static_cast<float>(c.model.dropout);
-  t.layer.attention_dropout = static_cast<float>(c.model.attention_dropout);
-  t.layer.activation_dropout = static_cast<float>(c.model.activation_dropout);
-  t.layer.post_norm = c.model.norm == NormPlacement::Post;
-  t.layer.layer_norm_eps = static_cast<float>(c.model.layer_norm_eps);
-  t.layer.rope_base = static_cast<float>(c.model.rope_base);
-  t.layer.impl = nn::parse_attention_impl(std::string(to_string(c.attention.impl)));
-  t.position = nn::parse_position_kind(std::string(to_string(c.model.position)));
-  t.max_positions = c.model.max_positions;
-  t.scale_embeddings = c.model.scale_embeddings;
-  return t;
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -77,9 +53,7 @@ optim::OptimizerOptions optimizer_options(const Config& c) {
 
 optim::ScheduleOptions schedule_options(const Config& c) {
   optim::ScheduleOptions so;
-  so.kind = c.optim.schedule == LrSchedule::InverseSqrt ? optim::ScheduleKind::InverseSqrt
-            : c.optim.schedule == LrSchedule::Linear    ? optim::ScheduleKind::Linear
-                                                        : optim::ScheduleKind::Constant;
+  so.kind = c.optim.schedule;
   so.lr = c.optim.lr;
   so.warmup_updates = c.optim.warmup_updates;
   so.warmup_init_lr = c.optim.warmup_init_lr;

@@ -20,9 +20,6 @@ struct TrainOptions {
 // Runs the whole job described by `config`. Returns the process exit code.
 int run_training(const Config& config, const std::string& config_yaml, const TrainOptions& options);
 
-// The model a config describes, for a vocabulary of `vocab_size` pieces.
-models::TransformerConfig transformer_config(const Config& config, int64_t vocab_size);
-
 // The optimizer and learning-rate schedule a config describes (`rotor train`
 // and `rotor bench train` build the same ones).
 optim::OptimizerOptions optimizer_options(const Config& config);

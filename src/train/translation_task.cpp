@@ -3,6 +3,7 @@
 #include "train/task.h"
 #include "train/trainer.h"
 #include "train/translation_data.h"
+#include "models/model_config.h"
 
 namespace rotor::train {
 
@@ -13,7 +14,7 @@ class TranslationTask : public TrainingTask {
   TranslationTask(const Config& c, Device device, int rank, int world_size)
       : config_(c), data_(load_translation_data(c, true)) {
     model_ = std::make_unique<models::EncoderDecoder>(
-        transformer_config(c, data_.tokenizer.vocab_size()), store_);
+        models::transformer_config(c, data_.tokenizer.vocab_size()), store_);
     store_.allocate(device);
     data::BatcherOptions bo;
     bo.max_tokens = c.data.max_tokens;

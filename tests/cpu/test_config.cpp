@@ -28,12 +28,12 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.seed, 1);
   EXPECT_EQ(c.device, "auto");
   EXPECT_EQ(c.model.d_model, 512);
-  EXPECT_EQ(c.model.position, PositionEncoding::Sinusoidal);
+  EXPECT_EQ(c.model.position, nn::PositionKind::Sinusoidal);
   EXPECT_DOUBLE_EQ(c.model.layer_norm_eps, 1e-5);
   EXPECT_EQ(c.data.vocab_size, 8000);
   EXPECT_EQ(c.train.max_updates, 100000);
   EXPECT_EQ(c.optim.betas[1], 0.98);
-  EXPECT_EQ(c.optim.schedule, LrSchedule::InverseSqrt);
+  EXPECT_EQ(c.optim.schedule, optim::ScheduleKind::InverseSqrt);
   EXPECT_EQ(c.decode.max_len_b, 50);
   EXPECT_FALSE(c.dist.shard_optimizer);
   EXPECT_EQ(load_config_from_string("# only a comment\n"), Config{});
@@ -75,12 +75,12 @@ train:
   EXPECT_EQ(c.device, "cuda:1");
   EXPECT_EQ(c.precision, Precision::BF16);
   EXPECT_EQ(c.log_level, LogLevel::Debug);
-  EXPECT_EQ(c.model.activation, Activation::Gelu);
+  EXPECT_EQ(c.model.activation, ops::Activation::GELU);
   EXPECT_EQ(c.model.norm, NormPlacement::Pre);
-  EXPECT_EQ(c.model.position, PositionEncoding::Rope);
+  EXPECT_EQ(c.model.position, nn::PositionKind::Rope);
   EXPECT_EQ(c.model.rope_base, 10000.0);
   EXPECT_FALSE(c.model.share_embeddings);
-  EXPECT_EQ(c.attention.impl, AttentionImpl::Reference);
+  EXPECT_EQ(c.attention.impl, nn::AttentionImpl::Reference);
   EXPECT_EQ(c.data.train, "data/wiki.txt");
   EXPECT_EQ(c.data.valid, "");
   EXPECT_EQ(c.data.max_tokens, 100000);
@@ -97,7 +97,7 @@ TEST(Config, DumpLoadRoundTrip) {
   c.seed = 123456789012;
   c.device = "cuda:3";
   c.precision = Precision::FP16;
-  c.model.position = PositionEncoding::Learned;
+  c.model.position = nn::PositionKind::Learned;
   c.model.dropout = 0.3;
   c.model.layer_norm_eps = 1e-12;
   c.model.rope_base = 10000.0;
@@ -127,9 +127,11 @@ TEST(Config, DumpLoadRoundTrip) {
 }
 
 TEST(Config, EnumNamesRoundTrip) {
-  EXPECT_EQ(to_string(PositionEncoding::Rope), "rope");
-  EXPECT_EQ(enum_from_string<LrSchedule>("inverse_sqrt"), LrSchedule::InverseSqrt);
-  EXPECT_FALSE(enum_from_string<Activation>("swish").has_value());
+  EXPECT_EQ(to_string(nn::PositionKind::Rope), "rope");
+  EXPECT_EQ(enum_from_string<optim::ScheduleKind>("inverse_sqrt"), optim::ScheduleKind::InverseSqrt);
+  EXPECT_FALSE(enum_from_string<ops::Activation>("swish").has_value());
+  // "none" is an activation of the GEMM epilogue, not of a feed-forward layer.
+  EXPECT_FALSE(enum_from_string<ops::Activation>("none").has_value());
   EXPECT_EQ(enum_choices<NormPlacement>(), "post | pre");
 }
 
@@ -239,7 +241,7 @@ TEST(Config, SetOverridesNestedKeysAndLists) {
   EXPECT_EQ(c.model.n_heads, 4);  // untouched sibling
   EXPECT_EQ(c.train.max_updates, 50);
   EXPECT_EQ(c.optim.betas, (std::array<double, 2>{0.8, 0.9}));
-  EXPECT_EQ(c.model.position, PositionEncoding::Rope);
+  EXPECT_EQ(c.model.position, nn::PositionKind::Rope);
   EXPECT_EQ(c.seed, 9);
   EXPECT_EQ(c.data.valid, "");
   EXPECT_EQ(c.output_dir, "out dir");

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "decode/beam_search.h"
+#include "config/config.h"
 #include "models/transformer.h"
 #include "support/test_util.h"
 
@@ -124,7 +125,7 @@ const PositionKind kPositions[] = {PositionKind::Sinusoidal, PositionKind::Learn
 // ---- (a) incremental decoding == full recomputation ---------------------------
 
 void check_incremental(PositionKind position, bool post, uint64_t seed) {
-  SCOPED_TRACE(std::string(nn::position_kind_name(position)) + (post ? " post" : " pre"));
+  SCOPED_TRACE(std::string(to_string(position)) + (post ? " post" : " pre"));
   Model m(tiny_config(position, post), seed);
   const nn::Context ctx = eval_ctx();
   const TranslationBatch batch = make_batch(kSources, kTargets);
@@ -175,7 +176,7 @@ TEST(Decode, IncrementalEqualsFullForward) {
 // target tokens (causality) nor on the other rows of the batch.
 TEST(Decode, FullForwardIsCausalAndRowIndependent) {
   for (PositionKind p : kPositions) {
-    SCOPED_TRACE(nn::position_kind_name(p));
+    SCOPED_TRACE(std::string(to_string(p)));
     Model m(tiny_config(p, true), 30);
     const nn::Context ctx = eval_ctx();
     const TranslationBatch all = make_batch(kSources, kTargets);
@@ -270,7 +271,7 @@ TEST(Decode, BeamOneEqualsGreedy) {
   uint64_t seed = 40;
   for (PositionKind p : kPositions)
     for (bool post : {true, false}) {
-      SCOPED_TRACE(std::string(nn::position_kind_name(p)) + (post ? " post" : " pre"));
+      SCOPED_TRACE(std::string(to_string(p)) + (post ? " post" : " pre"));
       Model m(tiny_config(p, post), seed++);
       favour_eos(m.store, 3.0f);
       const auto o = options(1, 1.0, 2);
@@ -296,7 +297,7 @@ TEST(Decode, BeamSearchIndependentOfBatch) {
   uint64_t seed = 60;
   int nonempty = 0;
   for (PositionKind p : kPositions) {
-    SCOPED_TRACE(nn::position_kind_name(p));
+    SCOPED_TRACE(std::string(to_string(p)));
     Model m(tiny_config(p, p != PositionKind::Rope), seed++);
     favour_eos(m.store, 2.0f);
     for (int beam : {1, 4}) {
@@ -338,7 +339,7 @@ TEST(Decode, WiderBeamScoresAtLeastGreedy) {
 
 TEST(Decode, ReorderKeepsTheRightRows) {
   for (PositionKind p : kPositions) {
-    SCOPED_TRACE(nn::position_kind_name(p));
+    SCOPED_TRACE(std::string(to_string(p)));
     Model m(tiny_config(p, false), 80);
     const nn::Context ctx = eval_ctx();
     const std::vector<Seq> src = {kSources[0], kSources[1], kSources[2]};

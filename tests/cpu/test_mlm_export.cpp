@@ -10,6 +10,7 @@
 #include "core/io.h"
 #include "core/json.h"
 #include "models/bert.h"
+#include "models/model_config.h"
 #include "support/test_util.h"
 #include "checkpoint/checkpoint.h"
 #include "config/config.h"
@@ -219,7 +220,7 @@ TEST(MlmConfigs, BasePresetsArePaperSettings) {
     EXPECT_EQ(c.model.d_model, 768);
     EXPECT_EQ(c.model.n_heads, 12);
     EXPECT_EQ(c.model.d_ff, 3072);
-    EXPECT_EQ(c.model.activation, Activation::Gelu);
+    EXPECT_EQ(c.model.activation, ops::Activation::GELU);
     EXPECT_EQ(c.model.norm, NormPlacement::Post);
     EXPECT_EQ(c.train.batch_size, 64);
     EXPECT_EQ(c.data.seq_len, 512);
@@ -228,8 +229,8 @@ TEST(MlmConfigs, BasePresetsArePaperSettings) {
     EXPECT_DOUBLE_EQ(c.optim.lr, 1e-5);
     EXPECT_DOUBLE_EQ(c.data.mask_prob, 0.15);
   }
-  EXPECT_EQ(preset("bert_base").model.position, PositionEncoding::Learned);
-  EXPECT_EQ(preset("roformer_base").model.position, PositionEncoding::Rope);
+  EXPECT_EQ(preset("bert_base").model.position, nn::PositionKind::Learned);
+  EXPECT_EQ(preset("roformer_base").model.position, nn::PositionKind::Rope);
   // bert-base-uncased's BertForMaskedLM (vocab 30522) has 109,514,298 parameters.
   EXPECT_EQ(parameter_count(preset("bert_base"), 30522), 109514298);
   // RoFormer drops the 512 x 768 position table.
@@ -244,8 +245,8 @@ TEST(MlmConfigs, BasePresetsArePaperSettings) {
 TEST(MlmConfigs, TinyPresetsDifferOnlyInPosition) {
   Config b = preset("bert_tiny"), r = preset("roformer_tiny");
   EXPECT_EQ(b.task, Task::Mlm);
-  EXPECT_EQ(b.model.position, PositionEncoding::Learned);
-  EXPECT_EQ(r.model.position, PositionEncoding::Rope);
+  EXPECT_EQ(b.model.position, nn::PositionKind::Learned);
+  EXPECT_EQ(r.model.position, nn::PositionKind::Rope);
   EXPECT_NE(b.output_dir, r.output_dir);
   r.model.position = b.model.position;
   r.output_dir = b.output_dir;

@@ -7,7 +7,8 @@
 #include <string>
 
 #include "models/bert.h"
-#include "nn/bert_layer.h"
+#include "models/model_config.h"
+#include "nn/transformer_layers.h"
 #include "ops/reduce.h"
 #include "support/test_util.h"
 
@@ -65,8 +66,8 @@ void check_params(nn::ParameterStore& store, const std::function<double()>& obje
   EXPECT_GT(checked, 0);
 }
 
-nn::BertLayerConfig tiny_layer(bool rope) {
-  nn::BertLayerConfig c;
+nn::LayerConfig tiny_layer(bool rope) {
+  nn::LayerConfig c = models::bert_base_layer();
   c.d_model = 16;
   c.n_heads = 2;
   c.d_ff = 32;
@@ -74,7 +75,7 @@ nn::BertLayerConfig tiny_layer(bool rope) {
   c.attention_dropout = 0.1f;
   c.layer_norm_eps = 1e-12f;
   c.rope = rope;
-  c.init_std = 0.3;
+  c.normal_init_std = 0.3;
   return c;
 }
 
@@ -83,7 +84,7 @@ class BertLayerGrad : public ::testing::TestWithParam<bool> {};
 TEST_P(BertLayerGrad, MatchesFiniteDifferences) {
   const bool rope = GetParam();
   nn::ParameterStore store;
-  nn::BertLayer layer(store, "bert.encoder.layer.0", tiny_layer(rope));
+  nn::EncoderLayer layer(store, models::bert_layer_names("bert.encoder.layer.0"), tiny_layer(rope));
   store.allocate(Device::cpu());
   store.initialize(3);
   jitter(store, 11, 0.1f);
@@ -118,7 +119,8 @@ TEST_P(BertLayerGrad, MatchesFiniteDifferences) {
     const double fm = objective();
     xv[i] = x0;
     const double numeric = (fp - fm) / (2 * kStep);
-    EXPECT_NEAR(dxv[static_cast<size_t>(i)], numeric, 2e-3 + 2e-2 * std::abs(dxv[static_cast<size_t>(i)]))
+    EXPECT_NEAR(dxv[static_cast<size_t>(i)], numeric,
+                2e-3 + 2e-2 * std::abs(dxv[static_cast<size_t>(i)]))
         << "dx[" << i << "]";
   }
 }
@@ -188,13 +190,13 @@ TEST_P(MlmModelGrad, MatchesFiniteDifferences) {
   check_params(store, objective);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Positions, MlmModelGrad,
-    ::testing::Values(ModelCase{nn::PositionKind::Learned, 2, "learned"},
-                      ModelCase{nn::PositionKind::Rope, 2, "rope"},
-                      ModelCase{nn::PositionKind::None, 2, "none"},
-                      ModelCase{nn::PositionKind::Sinusoidal, 0, "sinusoidal_no_types"}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Positions, MlmModelGrad,
+                         ::testing::Values(ModelCase{nn::PositionKind::Learned, 2, "learned"},
+                                           ModelCase{nn::PositionKind::Rope, 2, "rope"},
+                                           ModelCase{nn::PositionKind::None, 2, "none"},
+                                           ModelCase{nn::PositionKind::Sinusoidal, 0,
+                                                     "sinusoidal_no_types"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(MlmModel, GradScaleScalesGradients) {
   nn::ParameterStore store;
@@ -210,7 +212,8 @@ TEST(MlmModel, GradScaleScalesGradients) {
   model.forward_loss(tiny_batch(), ctx);
   model.backward(0.25f);
   const std::vector<float> g2 = store.grads().to_floats();
-  for (size_t i = 0; i < g1.size(); i += 13) EXPECT_NEAR(g2[i], 0.25f * g1[i], 1e-6f + 1e-4f * std::abs(g1[i]));
+  for (size_t i = 0; i < g1.size(); i += 13)
+    EXPECT_NEAR(g2[i], 0.25f * g1[i], 1e-6f + 1e-4f * std::abs(g1[i]));
 }
 
 TEST(MlmModel, InitialLossIsLogVocabAndLogitsAgree) {
@@ -221,10 +224,14 @@ TEST(MlmModel, InitialLossIsLogVocabAndLogitsAgree) {
   store.allocate(Device::cpu());
   store.initialize(1);
   // BERT init: LN 1/0, biases 0, pad row 0, weights N(0, 0.02).
-  EXPECT_EQ(store.find("bert.encoder.layer.0.attention.output.LayerNorm.weight")->value.to_floats()[0], 1.0f);
+  EXPECT_EQ(
+      store.find("bert.encoder.layer.0.attention.output.LayerNorm.weight")->value.to_floats()[0],
+      1.0f);
   EXPECT_EQ(ops::max_abs(store.find("bert.encoder.layer.1.intermediate.dense.bias")->value), 0.0f);
-  EXPECT_EQ(ops::max_abs(store.find("bert.embeddings.word_embeddings.weight")->value.narrow(0, 1)), 0.0f);
-  const float wq = ops::max_abs(store.find("bert.encoder.layer.0.attention.self.query.weight")->value);
+  EXPECT_EQ(ops::max_abs(store.find("bert.embeddings.word_embeddings.weight")->value.narrow(0, 1)),
+            0.0f);
+  const float wq =
+      ops::max_abs(store.find("bert.encoder.layer.0.attention.self.query.weight")->value);
   EXPECT_GT(wq, 0.02f);
   EXPECT_LT(wq, 0.2f);  // N(0, 0.02), not Xavier
   const models::MlmBatch batch = tiny_batch();
@@ -235,7 +242,8 @@ TEST(MlmModel, InitialLossIsLogVocabAndLogitsAgree) {
   Tensor lg = model.forward_logits(batch.input_ids, batch.token_type_ids, batch.lengths, ctx);
   ASSERT_EQ(lg.shape(), (Shape{2, 7, 40}));
   const std::vector<float> v = lg.to_floats();
-  const std::vector<int32_t> pos = batch.masked_positions.to_ints(), tgt = batch.masked_targets.to_ints();
+  const std::vector<int32_t> pos = batch.masked_positions.to_ints(),
+                             tgt = batch.masked_targets.to_ints();
   double loss = 0;
   for (size_t i = 0; i < pos.size(); ++i) {
     const float* row = v.data() + static_cast<size_t>(pos[i]) * 40;

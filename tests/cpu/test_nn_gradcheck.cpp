@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "core/philox.h"
 #include "models/transformer.h"
 #include "nn/attention.h"
@@ -143,11 +144,12 @@ void expect_passed(const CheckResult& r, const std::string& what) {
   EXPECT_EQ(r.failed, 0) << r.failed << " of " << r.checked << " coordinates disagree:" << list;
   EXPECT_GT(r.checked, 0);
   // Kinks are rare: more than a few retries means a systematic disagreement.
-  EXPECT_LE(r.retried, std::max(4, r.checked / 10)) << "retried " << r.retried << " of " << r.checked;
+  EXPECT_LE(r.retried, std::max(4, r.checked / 10))
+      << "retried " << r.retried << " of " << r.checked;
   // A check against all-zero gradients cannot fail.
   EXPECT_GT(r.max_abs_analytic, 1e-2) << "analytic gradients are all ~0";
-  EXPECT_GE(r.nonzero, r.checked / 4) << "only " << r.nonzero << " of " << r.checked
-                                      << " analytic gradients are nonzero";
+  EXPECT_GE(r.nonzero, r.checked / 4)
+      << "only " << r.nonzero << " of " << r.checked << " analytic gradients are nonzero";
 }
 
 // A layer under test: forward() -> the output (from the current parameter
@@ -170,7 +172,8 @@ struct LayerUnderTest {
 
 bool may_be_zero(const std::vector<std::string>& suffixes, const std::string& name) {
   for (const auto& s : suffixes)
-    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
+    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0)
+      return true;
   return false;
 }
 
@@ -180,8 +183,8 @@ bool may_be_zero(const std::vector<std::string>& suffixes, const std::string& na
 const char* const kKeyBias = "k_proj.bias";
 
 struct Analytic {
-  Tensor w;                   // the weights of the objective
-  std::vector<float> grads;   // the store's gradients
+  Tensor w;                  // the weights of the objective
+  std::vector<float> grads;  // the store's gradients
   std::vector<Tensor> dinputs;
 };
 
@@ -247,8 +250,8 @@ CheckResult check_layer(LayerUnderTest& t, CheckOptions o = {}) {
     double max_grad = 0;
     for (int64_t i = 0; i < x.numel(); ++i) {
       max_grad = std::max(max_grad, std::abs(static_cast<double>(g[i])));
-      coords.push_back({x.data<float>() + i, g[i],
-                        "input" + std::to_string(k) + "[" + std::to_string(i) + "]"});
+      coords.push_back(
+          {x.data<float>() + i, g[i], "input" + std::to_string(k) + "[" + std::to_string(i) + "]"});
     }
     if (!may_be_zero(t.may_be_zero, "input" + std::to_string(k))) {
       EXPECT_GT(max_grad, 1e-6) << "input " << k << " gets no gradient at all";
@@ -311,10 +314,18 @@ void check_linear(Activation act, bool bias, uint64_t seed) {
   EXPECT_EQ(g1, store.grads().to_floats());
 }
 
-TEST(GradCheck, LinearNone) { check_linear(Activation::None, true, 10); }
-TEST(GradCheck, LinearNoBias) { check_linear(Activation::None, false, 11); }
-TEST(GradCheck, LinearReLU) { check_linear(Activation::ReLU, true, 12); }
-TEST(GradCheck, LinearGELU) { check_linear(Activation::GELU, true, 13); }
+TEST(GradCheck, LinearNone) {
+  check_linear(Activation::None, true, 10);
+}
+TEST(GradCheck, LinearNoBias) {
+  check_linear(Activation::None, false, 11);
+}
+TEST(GradCheck, LinearReLU) {
+  check_linear(Activation::ReLU, true, 12);
+}
+TEST(GradCheck, LinearGELU) {
+  check_linear(Activation::GELU, true, 13);
+}
 
 TEST(GradCheck, LinearFusedPrefixes) {
   ParameterStore store;
@@ -361,7 +372,8 @@ TEST(GradCheck, LayerNorm) {
   Tensor x = rand_input({5, 6}, 32);
   float* xp = x.data<float>();
   for (int64_t r = 0; r < 5; ++r)  // rows with a mean and a scale of their own
-    for (int64_t i = 0; i < 6; ++i) xp[r * 6 + i] = xp[r * 6 + i] * (0.5f + 0.4f * r) + 0.7f * r - 1;
+    for (int64_t i = 0; i < 6; ++i)
+      xp[r * 6 + i] = xp[r * 6 + i] * (0.5f + 0.4f * r) + 0.7f * r - 1;
   t.inputs = {x};
   t.forward = [&] { return ln.forward(t.inputs[0], ctx); };
   t.backward = [&](const Tensor& dy) { return std::vector<Tensor>{ln.backward(dy)}; };
@@ -430,7 +442,8 @@ TEST(GradCheck, PositionEncodingLearned) {
     for (int64_t row = 0; row < 8; ++row) {
       const bool used = row >= offset && row < offset + 3;
       double m = 0;
-      for (int64_t i = 0; i < 4; ++i) m = std::max(m, std::abs(static_cast<double>(g[row * 4 + i])));
+      for (int64_t i = 0; i < 4; ++i)
+        m = std::max(m, std::abs(static_cast<double>(g[row * 4 + i])));
       if (used) {
         EXPECT_GT(m, 0.0) << "row " << row;
       } else {
@@ -558,7 +571,9 @@ void check_attention(const AttnCase& c, uint64_t seed, const std::string& what) 
   }
 }
 
-TEST(GradCheck, SelfAttention) { check_attention({}, 70, "self"); }
+TEST(GradCheck, SelfAttention) {
+  check_attention({}, 70, "self");
+}
 TEST(GradCheck, SelfAttentionKeyPadding) {
   AttnCase c;
   c.key_lengths = {4, 2};
@@ -626,7 +641,8 @@ TEST(GradCheck, RopeChangesSelfAttention) {
   };
   auto a = run(false), b = run(true);
   double diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::abs(static_cast<double>(a[i] - b[i])));
+  for (size_t i = 0; i < a.size(); ++i)
+    diff = std::max(diff, std::abs(static_cast<double>(a[i] - b[i])));
   EXPECT_GT(diff, 1e-3);
 }
 
@@ -646,9 +662,15 @@ void check_ffn(Activation act, float dropout, bool training, uint64_t seed) {
   expect_passed(check_layer(t), std::string("ffn ") + ops::activation_name(act));
 }
 
-TEST(GradCheck, FeedForwardReLU) { check_ffn(Activation::ReLU, 0.0f, false, 80); }
-TEST(GradCheck, FeedForwardGELU) { check_ffn(Activation::GELU, 0.0f, false, 81); }
-TEST(GradCheck, FeedForwardActivationDropout) { check_ffn(Activation::GELU, 0.3f, true, 82); }
+TEST(GradCheck, FeedForwardReLU) {
+  check_ffn(Activation::ReLU, 0.0f, false, 80);
+}
+TEST(GradCheck, FeedForwardGELU) {
+  check_ffn(Activation::GELU, 0.0f, false, 81);
+}
+TEST(GradCheck, FeedForwardActivationDropout) {
+  check_ffn(Activation::GELU, 0.3f, true, 82);
+}
 
 void check_residual(bool post, float dropout, bool training, uint64_t seed) {
   ParameterStore store;
@@ -679,10 +701,18 @@ void check_residual(bool post, float dropout, bool training, uint64_t seed) {
   }
 }
 
-TEST(GradCheck, ResidualPostNorm) { check_residual(true, 0.0f, false, 90); }
-TEST(GradCheck, ResidualPreNorm) { check_residual(false, 0.0f, false, 91); }
-TEST(GradCheck, ResidualPostNormDropout) { check_residual(true, 0.3f, true, 92); }
-TEST(GradCheck, ResidualPreNormDropout) { check_residual(false, 0.3f, true, 93); }
+TEST(GradCheck, ResidualPostNorm) {
+  check_residual(true, 0.0f, false, 90);
+}
+TEST(GradCheck, ResidualPreNorm) {
+  check_residual(false, 0.0f, false, 91);
+}
+TEST(GradCheck, ResidualPostNormDropout) {
+  check_residual(true, 0.3f, true, 92);
+}
+TEST(GradCheck, ResidualPreNormDropout) {
+  check_residual(false, 0.3f, true, 93);
+}
 
 // ---- encoder and decoder layers -------------------------------------------------
 
@@ -702,7 +732,8 @@ nn::LayerConfig layer_config(bool post, bool rope, float dropout) {
 
 void check_encoder_layer(bool post, bool rope, float dropout, uint64_t seed) {
   ParameterStore store;
-  nn::EncoderLayer layer(store, "enc", layer_config(post, rope, dropout));
+  nn::EncoderLayer layer(store, models::bart_encoder_layer_names("enc"),
+                         layer_config(post, rope, dropout));
   init_store(store, seed);
   Context ctx = make_ctx(dropout > 0);
   Tensor lengths = Tensor::from_ints({4, 2}, {2});
@@ -718,10 +749,18 @@ void check_encoder_layer(bool post, bool rope, float dropout, uint64_t seed) {
                                     (rope ? " rope" : "") + (dropout > 0 ? " dropout" : ""));
 }
 
-TEST(GradCheck, EncoderLayerPost) { check_encoder_layer(true, false, 0.0f, 100); }
-TEST(GradCheck, EncoderLayerPre) { check_encoder_layer(false, false, 0.0f, 101); }
-TEST(GradCheck, EncoderLayerPostRope) { check_encoder_layer(true, true, 0.0f, 102); }
-TEST(GradCheck, EncoderLayerPreRopeDropout) { check_encoder_layer(false, true, 0.2f, 103); }
+TEST(GradCheck, EncoderLayerPost) {
+  check_encoder_layer(true, false, 0.0f, 100);
+}
+TEST(GradCheck, EncoderLayerPre) {
+  check_encoder_layer(false, false, 0.0f, 101);
+}
+TEST(GradCheck, EncoderLayerPostRope) {
+  check_encoder_layer(true, true, 0.0f, 102);
+}
+TEST(GradCheck, EncoderLayerPreRopeDropout) {
+  check_encoder_layer(false, true, 0.2f, 103);
+}
 
 void check_decoder_layer(bool post, bool rope, float dropout, uint64_t seed) {
   ParameterStore store;
@@ -745,10 +784,18 @@ void check_decoder_layer(bool post, bool rope, float dropout, uint64_t seed) {
                                     (rope ? " rope" : "") + (dropout > 0 ? " dropout" : ""));
 }
 
-TEST(GradCheck, DecoderLayerPost) { check_decoder_layer(true, false, 0.0f, 110); }
-TEST(GradCheck, DecoderLayerPre) { check_decoder_layer(false, false, 0.0f, 111); }
-TEST(GradCheck, DecoderLayerPostRope) { check_decoder_layer(true, true, 0.0f, 112); }
-TEST(GradCheck, DecoderLayerPreRopeDropout) { check_decoder_layer(false, true, 0.2f, 113); }
+TEST(GradCheck, DecoderLayerPost) {
+  check_decoder_layer(true, false, 0.0f, 110);
+}
+TEST(GradCheck, DecoderLayerPre) {
+  check_decoder_layer(false, false, 0.0f, 111);
+}
+TEST(GradCheck, DecoderLayerPostRope) {
+  check_decoder_layer(true, true, 0.0f, 112);
+}
+TEST(GradCheck, DecoderLayerPreRopeDropout) {
+  check_decoder_layer(false, true, 0.2f, 113);
+}
 
 // ---- the whole model ---------------------------------------------------------------
 
@@ -784,7 +831,7 @@ models::TranslationBatch tiny_batch() {
 
 void check_model(nn::PositionKind position, bool post, float dropout, uint64_t seed,
                  Activation activation = Activation::GELU) {
-  const std::string what = std::string("model ") + nn::position_kind_name(position) +
+  const std::string what = std::string("model ") + std::string(to_string(position)) +
                            (post ? " post" : " pre") + (dropout > 0 ? " dropout " : " ") +
                            ops::activation_name(activation);
   SCOPED_TRACE(what);
@@ -825,10 +872,11 @@ void check_model(nn::PositionKind position, bool post, float dropout, uint64_t s
   for (const auto& p : store.parameters()) {
     const int64_t n = shape_numel(p->shape);
     double m = 0;
-    for (int64_t i = 0; i < n; ++i) m = std::max(m, std::abs(static_cast<double>(grads[p->offset + i])));
-    const bool key_bias = may_be_zero({kKeyBias}, p->name) &&
-                          (position != nn::PositionKind::Rope ||
-                           p->name.find("encoder_attn") != std::string::npos);
+    for (int64_t i = 0; i < n; ++i)
+      m = std::max(m, std::abs(static_cast<double>(grads[p->offset + i])));
+    const bool key_bias =
+        may_be_zero({kKeyBias}, p->name) &&
+        (position != nn::PositionKind::Rope || p->name.find("encoder_attn") != std::string::npos);
     if (!key_bias) {
       EXPECT_GT(m, 1e-6) << p->name << " gets no gradient";
     }
@@ -848,16 +896,36 @@ void check_model(nn::PositionKind position, bool post, float dropout, uint64_t s
   expect_passed(check_coords(objective, coords, o), what);
 }
 
-TEST(GradCheck, ModelSinusoidalPost) { check_model(nn::PositionKind::Sinusoidal, true, 0.0f, 120); }
-TEST(GradCheck, ModelSinusoidalPre) { check_model(nn::PositionKind::Sinusoidal, false, 0.0f, 121); }
-TEST(GradCheck, ModelLearnedPost) { check_model(nn::PositionKind::Learned, true, 0.0f, 122); }
-TEST(GradCheck, ModelLearnedPre) { check_model(nn::PositionKind::Learned, false, 0.0f, 123); }
-TEST(GradCheck, ModelRopePost) { check_model(nn::PositionKind::Rope, true, 0.0f, 124); }
-TEST(GradCheck, ModelRopePre) { check_model(nn::PositionKind::Rope, false, 0.0f, 125); }
-TEST(GradCheck, ModelNonePost) { check_model(nn::PositionKind::None, true, 0.0f, 126); }
-TEST(GradCheck, ModelNonePre) { check_model(nn::PositionKind::None, false, 0.0f, 127); }
-TEST(GradCheck, ModelRopePreDropout) { check_model(nn::PositionKind::Rope, false, 0.1f, 128); }
-TEST(GradCheck, ModelLearnedPostDropout) { check_model(nn::PositionKind::Learned, true, 0.1f, 129); }
+TEST(GradCheck, ModelSinusoidalPost) {
+  check_model(nn::PositionKind::Sinusoidal, true, 0.0f, 120);
+}
+TEST(GradCheck, ModelSinusoidalPre) {
+  check_model(nn::PositionKind::Sinusoidal, false, 0.0f, 121);
+}
+TEST(GradCheck, ModelLearnedPost) {
+  check_model(nn::PositionKind::Learned, true, 0.0f, 122);
+}
+TEST(GradCheck, ModelLearnedPre) {
+  check_model(nn::PositionKind::Learned, false, 0.0f, 123);
+}
+TEST(GradCheck, ModelRopePost) {
+  check_model(nn::PositionKind::Rope, true, 0.0f, 124);
+}
+TEST(GradCheck, ModelRopePre) {
+  check_model(nn::PositionKind::Rope, false, 0.0f, 125);
+}
+TEST(GradCheck, ModelNonePost) {
+  check_model(nn::PositionKind::None, true, 0.0f, 126);
+}
+TEST(GradCheck, ModelNonePre) {
+  check_model(nn::PositionKind::None, false, 0.0f, 127);
+}
+TEST(GradCheck, ModelRopePreDropout) {
+  check_model(nn::PositionKind::Rope, false, 0.1f, 128);
+}
+TEST(GradCheck, ModelLearnedPostDropout) {
+  check_model(nn::PositionKind::Learned, true, 0.1f, 129);
+}
 TEST(GradCheck, ModelRopePreReLU) {
   check_model(nn::PositionKind::Rope, false, 0.0f, 130, Activation::ReLU);
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "models/transformer.h"
 #include "optim/optimizer.h"
 #include "checkpoint/safetensors.h"
@@ -99,7 +100,7 @@ int run(int argc, char** argv) {
   config.encoder_layers = 2;
   config.decoder_layers = 2;
   config.max_positions = 32;
-  config.position = nn::parse_position_kind(position);
+  config.position = enum_from_string<nn::PositionKind>(position).value();
   config.scale_embeddings = true;
   config.layer.d_model = 16;
   config.layer.n_heads = 2;

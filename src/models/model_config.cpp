@@ -1,0 +1,59 @@
+#include "models/model_config.h"
+
+#include "core/error.h"
+
+namespace rotor::models {
+
+namespace {
+
+// The layer options both models read the same way.
+nn::LayerConfig layer_config(const Config& c) {
+  const ModelConfig& m = c.model;
+  nn::LayerConfig l;
+  l.d_model = m.d_model;
+  l.n_heads = m.n_heads;
+  l.d_ff = m.d_ff;
+  l.activation = m.activation;
+  l.dropout = static_cast<float>(m.dropout);
+  l.attention_dropout = static_cast<float>(m.attention_dropout);
+  l.activation_dropout = static_cast<float>(m.activation_dropout);
+  l.post_norm = m.norm == NormPlacement::Post;
+  l.layer_norm_eps = static_cast<float>(m.layer_norm_eps);
+  l.rope = m.position == nn::PositionKind::Rope;
+  l.rope_base = static_cast<float>(m.rope_base);
+  l.impl = c.attention.impl;
+  return l;
+}
+
+}  // namespace
+
+TransformerConfig transformer_config(const Config& c, int64_t vocab_size) {
+  TransformerConfig t;
+  t.vocab_size = vocab_size;
+  t.pad_id = 0;  // SentencePiece models trained by rotor reserve id 0 for <pad>
+  t.encoder_layers = c.model.encoder_layers;
+  t.decoder_layers = c.model.decoder_layers;
+  t.layer = layer_config(c);
+  t.position = c.model.position;
+  t.max_positions = c.model.max_positions;
+  t.scale_embeddings = c.model.scale_embeddings;
+  return t;
+}
+
+BertConfig bert_config(const Config& c, int64_t vocab_size) {
+  if (c.model.norm != NormPlacement::Post)
+    ROTOR_FAIL("model.norm: task mlm builds BERT/RoFormer, which are post-LN; got {}",
+               to_string(c.model.norm));
+  BertConfig b;
+  b.vocab_size = vocab_size;
+  b.pad_id = 0;
+  b.num_layers = c.model.encoder_layers;
+  b.layer = layer_config(c);
+  b.position = c.model.position;
+  b.max_positions = c.model.max_positions;
+  b.type_vocab_size = c.model.type_vocab_size;
+  b.init_std = c.model.init_std;
+  return b;
+}
+
+}  // namespace rotor::models

@@ -1,0 +1,20 @@
+// The kinds a layer is configured with. Their YAML spellings (the config
+// keys model.position and attention.impl) live with the rest of the user
+// contract in config/config.h.
+#pragma once
+
+namespace rotor::nn {
+
+// How a model knows token positions: added to the embeddings (Sinusoidal,
+// Learned), rotated into queries and keys inside self-attention (Rope), or
+// not at all (None).
+enum class PositionKind { Sinusoidal, Learned, Rope, None };
+
+// Which attention core a layer runs.
+//   Reference: ops::attention_forward/backward, saves the [Tq, Tk] probabilities.
+//   Rotor:     ops::flash_attention_forward/backward, saves out and the lse.
+//   Cudnn:     cuDNN SDPA.
+//   Auto:      per device and case (nn/attention.cpp, MultiHeadAttention::use_flash).
+enum class AttentionImpl { Auto, Rotor, Cudnn, Reference };
+
+}  // namespace rotor::nn
