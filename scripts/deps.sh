@@ -5,9 +5,9 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev
-  libsentencepiece-dev sentencepiece libcli11-dev libgtest-dev libopenblas-dev
+  libsentencepiece-dev sentencepiece libcli11-dev nlohmann-json3-dev libgtest-dev libopenblas-dev
   libopenblas-openmp-dev
-  libopenmpi-dev openmpi-bin)
+  libopenmpi-dev openmpi-bin libgloo-dev)
 if [[ "${1:-}" == "--with-python" ]]; then
   packages+=(python3 python3-numpy python3-torch python3-matplotlib)
 fi

@@ -34,7 +34,9 @@ def read_metrics(path):
 
 
 def series(rows, split, metric):
-    pts = [(r["step"], r[metric]) for r in rows if r.get("split") == split and metric in r]
+    # rotor writes a non-finite value (a diverged loss) as null: a gap in the curve.
+    pts = [(r["step"], float("nan") if r[metric] is None else r[metric])
+           for r in rows if r.get("split") == split and metric in r]
     pts.sort()
     return [p[0] for p in pts], [p[1] for p in pts]
 

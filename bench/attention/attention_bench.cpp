@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -27,7 +26,7 @@
 #include "core/cuda_context.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "core/json.h"
+#include "core/json_io.h"
 #include "core/tensor.h"
 #include "ops/attention.h"
 #include "ops/flash_attention.h"
@@ -118,18 +117,19 @@ Timing run_shape(const Shape4& s, DType dt, bool reference, bool causal, int ite
 }
 
 std::map<std::string, Timing> read_peer(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) ROTOR_FAIL("cannot open peer results {}", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const json::Value root = json::parse(ss.str(), path);
+  const json_io::Json root = json_io::load(path);
+  const json_io::Json& results = json_io::at(root, "results", path);
+  if (!results.is_array())
+    ROTOR_FAIL("{}: \"results\" is {}, expected an array", path, json_io::type_name(results));
   std::map<std::string, Timing> m;
-  for (const json::Value& r : root.at("results").as_array()) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::string where = fmt::format("{}: results[{}]", path, i);
+    const json_io::Json& r = results[i];
     Timing t;
-    t.fwd_ms = r.at("fwd_ms").as_double();
-    t.bwd_ms = r.at("bwd_ms").as_double();
-    t.fwdbwd_ms = r.at("fwdbwd_ms").as_double();
-    m[r.at("name").as_string()] = t;
+    t.fwd_ms = json_io::get_double(r, "fwd_ms", where);
+    t.bwd_ms = json_io::get_double(r, "bwd_ms", where);
+    t.fwdbwd_ms = json_io::get_double(r, "fwdbwd_ms", where);
+    m[json_io::get_string(r, "name", where)] = t;
   }
   return m;
 }

@@ -4,30 +4,15 @@
 #include <filesystem>
 #include <utility>
 
-#include "core/error.h"
-#include "core/io.h"
-#include "core/json.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/json_io.h"
 
 namespace fs = std::filesystem;
 
 namespace rotor::checkpoint {
-
-namespace {
-
-// The step of a "step_N" directory name, or -1.
-int64_t step_of(const std::string& name) {
-  if (name.rfind("step_", 0) != 0 || name.size() == 5) return -1;
-  int64_t n = 0;
-  for (size_t i = 5; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9' || n > (INT64_MAX - 9) / 10) return -1;
-    n = n * 10 + (name[i] - '0');
-  }
-  return n;
-}
-
-}  // namespace
 
 std::vector<std::string> last_checkpoints(const std::string& run_dir, int n) {
   if (n <= 0) ROTOR_FAIL("--last {}: expected a positive number of checkpoints", n);
@@ -35,16 +20,10 @@ std::vector<std::string> last_checkpoints(const std::string& run_dir, int n) {
   std::error_code ec;
   if (!fs::is_directory(root, ec))
     ROTOR_FAIL("{}: not a run directory (no checkpoints/ in it)", run_dir);
-  std::vector<std::pair<int64_t, std::string>> found;
-  for (const auto& e : fs::directory_iterator(root)) {
-    const int64_t step = step_of(e.path().filename().string());
-    if (step >= 0 && e.is_directory() && fs::exists(e.path() / "model.safetensors"))
-      found.emplace_back(step, e.path().string());
-  }
+  const std::vector<std::pair<int64_t, std::string>> found = list_checkpoints(run_dir);
   if (static_cast<int64_t>(found.size()) < n)
     ROTOR_FAIL("{}: --last {} asks for {} checkpoints, the run holds {}", run_dir, n, n,
                found.size());
-  std::sort(found.begin(), found.end());
   std::vector<std::string> out;
   for (size_t i = found.size() - static_cast<size_t>(n); i < found.size(); ++i)
     out.push_back(found[i].second);
@@ -58,11 +37,22 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
   std::vector<std::string> dirs;
   for (const auto& in : inputs) dirs.push_back(resolve_checkpoint(in));
   {
+    // The output may replace an earlier average, never an input, a training
+    // checkpoint (it holds optimizer state) or anything that is not a checkpoint.
     std::error_code ec;
-    if (fs::exists(output, ec) &&
-        !(fs::is_directory(output, ec) &&
-          (fs::is_empty(output, ec) || fs::exists(fs::path(output) / "model.safetensors", ec))))
-      ROTOR_FAIL("--output {}: exists and is not a checkpoint directory; not replacing it", output);
+    for (const auto& d : dirs)
+      if (fs::exists(output, ec) && fs::equivalent(output, d, ec))
+        ROTOR_FAIL("--output {} is also an input ({}); write the average elsewhere", output, d);
+    if (fs::exists(output, ec)) {
+      const fs::path out(output);
+      if (!fs::is_directory(out, ec) ||
+          !(fs::is_empty(out, ec) || fs::exists(out / "model.safetensors", ec)))
+        ROTOR_FAIL("--output {}: exists and is not a checkpoint directory; not replacing it",
+                   output);
+      if (fs::exists(out / "optimizer.safetensors", ec) || fs::is_symlink(out, ec))
+        ROTOR_FAIL("--output {}: a training checkpoint is there; not replacing it with an average",
+                   output);
+    }
   }
 
   std::vector<SafetensorsFile> files;
@@ -112,16 +102,19 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
   // Metadata, config, tokenizer and trainer state from the last checkpoint.
   const std::string& last = dirs.back();
   Metadata meta = files.back().metadata();
-  json::Value from = json::Value::array();
+  json_io::Json from = json_io::Json::array();
   for (const auto& d : dirs) from.push_back(d);
   meta.erase(std::remove_if(meta.begin(), meta.end(),
                             [](const auto& kv) { return kv.first == "rotor_averaged_from"; }),
              meta.end());
-  meta.emplace_back("rotor_averaged_from", from.dump());
+  // A directory name that is not UTF-8 is recorded with U+FFFD for its bad bytes.
+  constexpr auto kReplace = json_io::Json::error_handler_t::replace;
+  meta.emplace_back("rotor_averaged_from", from.dump(-1, ' ', false, kReplace));
   const std::string state_path = last + "/trainer_state.json";
-  json::Value state = json::parse(read_file(state_path), state_path);
+  // Kept as read (key order, numbers) but for "averaged_from".
+  json_io::Json state = json_io::load(state_path);
   if (!state.is_object()) ROTOR_FAIL("{}: not a rotor trainer state", state_path);
-  state.set("averaged_from", from);
+  state["averaged_from"] = from;
   const std::string config_yaml = read_file(last + "/config.yaml");
   const bool has_spm = fs::exists(last + "/spm.model");
   const std::string spm = has_spm ? read_file(last + "/spm.model") : std::string();
@@ -131,7 +124,7 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
   if (!parent.empty()) ensure_directory(parent.string());
   publish_directory(output, [&](const std::string& tmp) {
     save_safetensors(tmp + "/model.safetensors", averaged, meta);
-    atomic_write_file(tmp + "/trainer_state.json", state.dump(2) + "\n");
+    atomic_write_file(tmp + "/trainer_state.json", state.dump(2, ' ', false, kReplace) + "\n");
     atomic_write_file(tmp + "/config.yaml", config_yaml);
     if (has_spm) atomic_write_file(tmp + "/spm.model", spm);
   });

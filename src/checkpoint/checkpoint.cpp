@@ -3,11 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
-#include "core/io.h"
-#include "core/json.h"
 #include "checkpoint/safetensors.h"
+#include "core/io.h"
+#include "core/json_io.h"
 
 namespace fs = std::filesystem;
 
@@ -17,39 +18,31 @@ namespace {
 
 constexpr const char* kStepPrefix = "step_";
 
+// Doubles (the loss scale above all) are written as text that reads back
+// bitwise, so that a resumed run continues exactly.
 std::string state_json(const TrainerState& s) {
-  json::Value v = json::Value::object();
-  v.set("format", "rotor-trainer-state-1");
-  v.set("step", s.step);
-  v.set("micro_step", s.micro_step);
-  v.set("world_size", s.world_size);
-  v.set("epoch", s.position.epoch);
-  v.set("batch_index", s.position.batch_index);
-  v.set("loss_scale", s.loss_scale);
-  v.set("loss_scale_good_steps", s.loss_scale_good_steps);
-  v.set("skipped_steps", s.skipped_steps);
-  v.set("best_valid_loss", s.best_valid_loss);
-  v.set("bad_validations", s.bad_validations);
-  v.set("train_seconds", s.train_seconds);
+  json_io::Json v = json_io::Json::object();
+  v["format"] = "rotor-trainer-state-1";
+  v["step"] = s.step;
+  v["micro_step"] = s.micro_step;
+  v["world_size"] = s.world_size;
+  v["epoch"] = s.position.epoch;
+  v["batch_index"] = s.position.batch_index;
+  v["loss_scale"] = s.loss_scale;
+  v["loss_scale_good_steps"] = s.loss_scale_good_steps;
+  v["skipped_steps"] = s.skipped_steps;
+  v["best_valid_loss"] = s.best_valid_loss;
+  v["bad_validations"] = s.bad_validations;
+  v["train_seconds"] = s.train_seconds;
   return v.dump(2) + "\n";
 }
 
-int64_t step_of(const fs::path& p) {
-  std::string name = p.filename().string();
-  if (name.rfind(kStepPrefix, 0) != 0) return -1;
-  try {
-    size_t used = 0;
-    int64_t n = std::stoll(name.substr(5), &used);
-    return used == name.size() - 5 ? n : -1;
-  } catch (...) {
-    return -1;
-  }
-}
-
+// Points OUTPUT_DIR/checkpoint_last at checkpoints/<target_name>: a new
+// symlink under a temporary name, renamed over the old one (atomic).
 void point_last(const std::string& output_dir, const std::string& target_name) {
-  // A new symlink under a temporary name, renamed over the old one: atomic.
-  fs::path link = fs::path(output_dir) / "checkpoint_last";
-  fs::path tmp = fs::path(output_dir) / (".checkpoint_last.tmp-" + std::to_string(::getpid()));
+  const fs::path link = fs::path(output_dir) / "checkpoint_last";
+  const fs::path tmp =
+      fs::path(output_dir) / (".checkpoint_last.tmp-" + std::to_string(::getpid()));
   std::error_code ec;
   fs::remove(tmp, ec);
   fs::create_symlink(fs::path("checkpoints") / target_name, tmp);
@@ -57,22 +50,8 @@ void point_last(const std::string& output_dir, const std::string& target_name) {
   fsync_directory(output_dir);
 }
 
-// A writer killed mid-save leaves its temporaries ("step_N.tmp-<pid>",
-// "step_N.old-<pid>", ".checkpoint_last.tmp-<pid>"; core/io.h) under another
-// pid, which publish_directory never reuses: the next save removes them. One
-// output directory has one writer, so any such name is a dead process's.
-void remove_stale_temporaries(const std::string& output_dir, const fs::path& ckpt_root) {
-  std::error_code ec;
-  auto is_temp = [](const std::string& name, const std::string& prefix) {
-    return name.rfind(prefix, 0) == 0 &&
-           (name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos);
-  };
-  std::vector<fs::path> stale;
-  for (const auto& e : fs::directory_iterator(ckpt_root, ec))
-    if (is_temp(e.path().filename().string(), kStepPrefix)) stale.push_back(e.path());
-  for (const auto& e : fs::directory_iterator(output_dir, ec))
-    if (is_temp(e.path().filename().string(), ".checkpoint_last")) stale.push_back(e.path());
-  for (const auto& p : stale) fs::remove_all(p, ec);
+bool is_temporary(const std::string& name) {
+  return name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos;
 }
 
 }  // namespace
@@ -86,6 +65,61 @@ void save_weights(const std::string& path, const nn::ParameterStore& params,
   save_safetensors(path, tensors, meta);
 }
 
+int64_t checkpoint_step(const std::string& name) {
+  if (name.rfind(kStepPrefix, 0) != 0 || name.size() == 5 || name.size() > 5 + 18) return -1;
+  int64_t n = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    n = n * 10 + (name[i] - '0');
+  }
+  return n;
+}
+
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& output_dir) {
+  std::vector<std::pair<int64_t, std::string>> all;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(output_dir) / "checkpoints", ec)) {
+    const int64_t step = checkpoint_step(e.path().filename().string());
+    if (step >= 0 && e.is_directory(ec) && fs::exists(e.path() / "model.safetensors", ec))
+      all.emplace_back(step, e.path().string());
+  }
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+// A writer killed mid-save or mid-prune leaves its temporaries
+// ("step_N.tmp-<pid>", "step_N.old-<pid>", ".checkpoint_last.tmp-<pid>"):
+// any such name is a dead writer's, since a run directory has one writer.
+void remove_stale_temporaries(const std::string& output_dir) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(fs::path(output_dir) / "checkpoints", ec))
+    if (is_temporary(e.path().filename().string())) stale.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(output_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(".checkpoint_last", 0) == 0 && is_temporary(name)) stale.push_back(e.path());
+  }
+  for (const auto& p : stale) fs::remove_all(p, ec);
+}
+
+namespace {
+
+// A checkpoint directory's files, written into `tmp` (publish_directory).
+void write_checkpoint_files(const std::string& tmp, const CheckpointContents& c) {
+  save_weights(tmp + "/model.safetensors", *c.params, c.config_yaml);
+  if (c.optimizer) {
+    auto* opt = const_cast<optim::Optimizer*>(c.optimizer);
+    save_safetensors(tmp + "/optimizer.safetensors",
+                     {{"exp_avg", opt->exp_avg()}, {"exp_avg_sq", opt->exp_avg_sq()}},
+                     {{"optimizer_steps", std::to_string(opt->steps())}});
+  }
+  atomic_write_file(tmp + "/trainer_state.json", state_json(c.state));
+  atomic_write_file(tmp + "/config.yaml", c.config_yaml);
+  if (!c.spm_model.empty()) atomic_write_file(tmp + "/spm.model", read_file(c.spm_model));
+}
+
+}  // namespace
+
 std::string save_checkpoint(const std::string& output_dir, const CheckpointContents& c,
                             int keep_last) {
   ROTOR_CHECK(c.params != nullptr, "checkpoint without parameters");
@@ -93,35 +127,58 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointConte
   ensure_directory(ckpt_root.string());
   const std::string name = kStepPrefix + std::to_string(c.state.step);
   const fs::path dir = ckpt_root / name;
-  publish_directory(dir.string(), [&](const std::string& tmp) {
-    save_weights(tmp + "/model.safetensors", *c.params, c.config_yaml);
-    if (c.optimizer) {
-      auto* opt = const_cast<optim::Optimizer*>(c.optimizer);
-      save_safetensors(tmp + "/optimizer.safetensors",
-                       {{"exp_avg", opt->exp_avg()}, {"exp_avg_sq", opt->exp_avg_sq()}},
-                       {{"optimizer_steps", std::to_string(opt->steps())}});
-    }
-    atomic_write_file(tmp + "/trainer_state.json", state_json(c.state));
-    atomic_write_file(tmp + "/config.yaml", c.config_yaml);
-    if (!c.spm_model.empty()) atomic_write_file(tmp + "/spm.model", read_file(c.spm_model));
-  });
+  publish_directory(dir.string(), [&](const std::string& tmp) { write_checkpoint_files(tmp, c); });
   point_last(output_dir, name);
-  remove_stale_temporaries(output_dir, ckpt_root);
-  // Keep the newest keep_last step directories.
-  std::vector<std::pair<int64_t, fs::path>> all;
-  for (const auto& e : fs::directory_iterator(ckpt_root))
-    if (e.is_directory() && step_of(e.path()) >= 0) all.emplace_back(step_of(e.path()), e.path());
-  std::sort(all.begin(), all.end());
-  for (size_t i = 0; i + static_cast<size_t>(std::max(keep_last, 1)) < all.size(); ++i)
-    fs::remove_all(all[i].second);
+  remove_stale_temporaries(output_dir);
+  // Keep the newest keep_last step directories (the newest always). A
+  // directory is renamed away (atomic) before it is deleted, so a kill in
+  // between leaves a temporary that the next start removes, never a step_N
+  // directory without its files.
+  const auto all = list_checkpoints(output_dir);
+  const size_t keep = static_cast<size_t>(std::max(keep_last, 1));
+  for (size_t i = 0; i + keep < all.size(); ++i) {
+    const fs::path victim(all[i].second);
+    if (victim.filename() == name) continue;
+    const fs::path doomed =
+        ckpt_root / (victim.filename().string() + ".old-" + std::to_string(::getpid()));
+    std::error_code ec;
+    fs::rename(victim, doomed, ec);
+    if (ec) ROTOR_FAIL("cannot prune {}: {}", victim.string(), ec.message());
+    fs::remove_all(doomed, ec);
+  }
+  return dir.string();
+}
+
+std::string save_best(const std::string& output_dir, const CheckpointContents& c) {
+  ROTOR_CHECK(c.params != nullptr, "checkpoint without parameters");
+  const fs::path dir = fs::path(output_dir) / "checkpoints" / "best";
+  ensure_directory(dir.parent_path().string());
+  CheckpointContents weights_only = c;
+  weights_only.optimizer = nullptr;  // the best model is for decoding, not for resuming
+  publish_directory(dir.string(),
+                    [&](const std::string& tmp) { write_checkpoint_files(tmp, weights_only); });
   return dir.string();
 }
 
 std::string resolve_checkpoint(const std::string& path) {
+  if (path.empty()) ROTOR_FAIL("no checkpoint given (an empty path)");
   fs::path p(path);
-  if (fs::exists(p / "model.safetensors")) return p.string();
-  if (fs::exists(p / "checkpoint_last" / "model.safetensors"))
+  std::error_code ec;
+  if (fs::exists(p / "model.safetensors", ec)) return p.string();
+  if (fs::exists(p / "checkpoint_last" / "model.safetensors", ec))
     return fs::canonical(p / "checkpoint_last").string();
+  const std::string best = ":best";
+  if (!fs::exists(p, ec) && path.size() > best.size() &&
+      path.compare(path.size() - best.size(), best.size(), best) == 0) {
+    const fs::path run(path.substr(0, path.size() - best.size()));
+    if (fs::exists(run / "checkpoints" / "best" / "model.safetensors", ec))
+      return (run / "checkpoints" / "best").string();
+    ROTOR_FAIL(
+        "{}: {} holds no best checkpoint (a run keeps checkpoints/best once a "
+        "validation scored)",
+        path, run.string());
+  }
+  if (!fs::exists(p, ec)) ROTOR_FAIL("{}: no such checkpoint or run directory", path);
   ROTOR_FAIL("{}: no checkpoint there (expected model.safetensors or checkpoint_last/)", path);
 }
 
@@ -136,7 +193,15 @@ void load_weights(const std::string& dir, nn::ParameterStore& params) {
     if (e->dtype != DType::F32)
       ROTOR_FAIL("{}/model.safetensors: {} is {}, expected f32", dir, p->name,
                  dtype_name(e->dtype));
-    p->value.copy_from(file.load(p->name));
+    Tensor w = file.load(p->name);
+    const float* x = w.data<float>();
+    for (int64_t i = 0, n = w.numel(); i < n; ++i)
+      if (!std::isfinite(x[i]))
+        ROTOR_FAIL(
+            "{}/model.safetensors: {} holds a non-finite value ({} at element {}); the "
+            "run that saved it diverged",
+            dir, p->name, x[i], i);
+    p->value.copy_from(w);
   }
 }
 
@@ -160,24 +225,21 @@ void load_optimizer(const std::string& dir, optim::Optimizer& opt) {
 
 TrainerState load_trainer_state(const std::string& dir) {
   const std::string path = dir + "/trainer_state.json";
-  json::Value v = json::parse(read_file(path), path);
+  // Errors name the file and the key ('PATH: missing key "step"').
+  const json_io::Json v = json_io::load(path);
+  using json_io::get_double, json_io::get_int;
   TrainerState s;
-  try {
-    s.step = v.at("step").as_int();
-    s.micro_step = v.at("micro_step").as_int();
-    if (const json::Value* w = v.find("world_size")) s.world_size = static_cast<int>(w->as_int());
-    s.position.epoch = static_cast<uint64_t>(v.at("epoch").as_int());
-    s.position.batch_index = static_cast<uint64_t>(v.at("batch_index").as_int());
-    s.loss_scale = v.at("loss_scale").as_double();
-    if (const json::Value* g = v.find("loss_scale_good_steps"))
-      s.loss_scale_good_steps = g->as_int();
-    s.skipped_steps = v.at("skipped_steps").as_int();
-    s.best_valid_loss = v.at("best_valid_loss").as_double();
-    s.bad_validations = v.at("bad_validations").as_int();
-    s.train_seconds = v.at("train_seconds").as_double();
-  } catch (const std::exception& e) {
-    ROTOR_FAIL("{}: not a rotor trainer state ({})", path, e.what());
-  }
+  s.step = get_int(v, "step", path);
+  s.micro_step = get_int(v, "micro_step", path);
+  s.world_size = static_cast<int>(get_int(v, "world_size", path, s.world_size));
+  s.position.epoch = static_cast<uint64_t>(get_int(v, "epoch", path));
+  s.position.batch_index = static_cast<uint64_t>(get_int(v, "batch_index", path));
+  s.loss_scale = get_double(v, "loss_scale", path);
+  s.loss_scale_good_steps = get_int(v, "loss_scale_good_steps", path, s.loss_scale_good_steps);
+  s.skipped_steps = get_int(v, "skipped_steps", path);
+  s.best_valid_loss = get_double(v, "best_valid_loss", path);
+  s.bad_validations = get_int(v, "bad_validations", path);
+  s.train_seconds = get_double(v, "train_seconds", path);
   return s;
 }
 

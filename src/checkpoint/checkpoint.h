@@ -1,4 +1,5 @@
-// Checkpoints (DESIGN.md decision 10): OUTPUT_DIR/checkpoints/step_N/ holds
+// Checkpoints (docs/design.md, Checkpoints and run directories):
+// OUTPUT_DIR/checkpoints/step_N/ holds
 //   model.safetensors      the fp32 weights, Hugging Face style names
 //   optimizer.safetensors  the Adam moments (exp_avg, exp_avg_sq), flat
 //   trainer_state.json     step, data position, RNG seed, loss scale, ...
@@ -6,11 +7,18 @@
 //   spm.model              the tokenizer, so a checkpoint stands alone
 // Each directory is written under a temporary name, fsync'ed and renamed; the
 // symlink OUTPUT_DIR/checkpoint_last is then swapped to point at it, and all
-// but the newest keep_last step_N directories are removed.
+// but the newest keep_last step_N directories are pruned. Pruning renames a
+// directory away before deleting it, so a step_N directory is always
+// complete or absent, even when the process is killed.
+// OUTPUT_DIR/checkpoints/best/ holds the model of the best validation so far
+// (the same files but the optimizer state), replaced atomically when a
+// validation improves on it and never pruned.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "data/batcher.h"
 #include "nn/parameters.h"
@@ -27,7 +35,7 @@ struct TrainerState {
   double loss_scale = 1.0;            // fp16: the dynamic loss scale; else 1
   int64_t loss_scale_good_steps = 0;  // fp16: good steps since the scale last changed
   int64_t skipped_steps = 0;
-  double best_valid_loss = 0;   // 0 = none yet
+  double best_valid_loss = 0;   // the best validation score so far (0 = none yet)
   int64_t bad_validations = 0;  // for early stopping
   double train_seconds = 0;
 };
@@ -45,12 +53,29 @@ struct CheckpointContents {
 std::string save_checkpoint(const std::string& output_dir, const CheckpointContents& c,
                             int keep_last);
 
-// A run directory (its checkpoint_last) or a checkpoint directory -> the
-// checkpoint directory. A rotor::Error when neither holds a checkpoint.
+// Replaces OUTPUT_DIR/checkpoints/best with `c` (its optimizer left out).
+// Returns the directory.
+std::string save_best(const std::string& output_dir, const CheckpointContents& c);
+
+// The step of a checkpoint directory name "step_N", or -1 for any other name.
+int64_t checkpoint_step(const std::string& dir_name);
+
+// The complete checkpoints of a run directory (step, path), oldest first.
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& output_dir);
+
+// Removes what interrupted writers of OUTPUT_DIR left behind: temporary and
+// half-pruned checkpoint directories, temporary links. Only the run that
+// holds the directory's lock may call it (train/run_dir.h).
+void remove_stale_temporaries(const std::string& output_dir);
+
+// A run directory (its checkpoint_last), RUN:best (its checkpoints/best), or a
+// checkpoint directory -> the checkpoint directory. A rotor::Error when none
+// holds a checkpoint.
 std::string resolve_checkpoint(const std::string& path);
 
 // Loads model.safetensors into `params`: every parameter must be present with
-// its shape (a clear error names the first that is not).
+// its shape and hold finite values (a clear error names the first that does
+// not: a model of NaN weights would only translate into empty lines).
 void load_weights(const std::string& checkpoint_dir, nn::ParameterStore& params);
 void load_optimizer(const std::string& checkpoint_dir, optim::Optimizer& optimizer);
 TrainerState load_trainer_state(const std::string& checkpoint_dir);

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/io.h"
+#include "core/json_io.h"
 #include "models/bert.h"
 #include "nn/layers.h"
 #include "checkpoint/checkpoint.h"
@@ -53,32 +54,32 @@ Tensor rotor_sinusoid(int64_t n_pos, int64_t dim) {
 
 }  // namespace
 
-json::Value hf_mlm_config(const Config& c, int64_t vocab_size) {
+nlohmann::ordered_json hf_mlm_config(const Config& c, int64_t vocab_size) {
   require_mlm(c);
   const bool rope = c.model.position == nn::PositionKind::Rope;
-  json::Value j = json::Value::object();
-  j.set("architectures", json::Array{rope ? "RoFormerForMaskedLM" : "BertForMaskedLM"});
-  j.set("model_type", rope ? "roformer" : "bert");
-  j.set("vocab_size", vocab_size);
-  if (rope) j.set("embedding_size", c.model.d_model);
-  j.set("hidden_size", c.model.d_model);
-  j.set("num_hidden_layers", c.model.encoder_layers);
-  j.set("num_attention_heads", c.model.n_heads);
-  j.set("intermediate_size", c.model.d_ff);
-  j.set("hidden_act", c.model.activation == ops::Activation::GELU ? "gelu_new" : "relu");
-  j.set("hidden_dropout_prob", c.model.dropout);
-  j.set("attention_probs_dropout_prob", c.model.attention_dropout);
-  j.set("max_position_embeddings", c.model.max_positions);
-  j.set("type_vocab_size", std::max(c.model.type_vocab_size, 1));
-  j.set("initializer_range", c.model.init_std);
-  j.set("layer_norm_eps", c.model.layer_norm_eps);
-  j.set("pad_token_id", 0);
+  json_io::Json j = json_io::Json::object();
+  j["architectures"] = json_io::Json::array({rope ? "RoFormerForMaskedLM" : "BertForMaskedLM"});
+  j["model_type"] = rope ? "roformer" : "bert";
+  j["vocab_size"] = vocab_size;
+  if (rope) j["embedding_size"] = c.model.d_model;
+  j["hidden_size"] = c.model.d_model;
+  j["num_hidden_layers"] = c.model.encoder_layers;
+  j["num_attention_heads"] = c.model.n_heads;
+  j["intermediate_size"] = c.model.d_ff;
+  j["hidden_act"] = c.model.activation == ops::Activation::GELU ? "gelu_new" : "relu";
+  j["hidden_dropout_prob"] = c.model.dropout;
+  j["attention_probs_dropout_prob"] = c.model.attention_dropout;
+  j["max_position_embeddings"] = c.model.max_positions;
+  j["type_vocab_size"] = std::max(c.model.type_vocab_size, 1);
+  j["initializer_range"] = c.model.init_std;
+  j["layer_norm_eps"] = c.model.layer_norm_eps;
+  j["pad_token_id"] = 0;
   if (rope)
-    j.set("rotary_value", false);
+    j["rotary_value"] = false;
   else
-    j.set("position_embedding_type", "absolute");
-  j.set("tie_word_embeddings", true);
-  j.set("torch_dtype", "float32");
+    j["position_embedding_type"] = "absolute";
+  j["tie_word_embeddings"] = true;
+  j["torch_dtype"] = "float32";
   return j;
 }
 
@@ -145,24 +146,24 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   const std::string spm = dir + "/spm.model";
   if (fs::exists(spm)) {
     atomic_write_file(output_dir + "/spiece.model", read_file(spm));
-    json::Value tc = json::Value::object();
-    tc.set("tokenizer_class", "AlbertTokenizer");
-    tc.set("do_lower_case", false);
-    tc.set("remove_space", true);
-    tc.set("keep_accents", true);
-    tc.set("bos_token", "[CLS]");
-    tc.set("eos_token", "[SEP]");
-    tc.set("unk_token", "<unk>");
-    tc.set("sep_token", "[SEP]");
-    tc.set("pad_token", "<pad>");
-    tc.set("cls_token", "[CLS]");
-    tc.set("mask_token", "[MASK]");
-    tc.set("model_max_length", c.model.max_positions);
+    json_io::Json tc = json_io::Json::object();
+    tc["tokenizer_class"] = "AlbertTokenizer";
+    tc["do_lower_case"] = false;
+    tc["remove_space"] = true;
+    tc["keep_accents"] = true;
+    tc["bos_token"] = "[CLS]";
+    tc["eos_token"] = "[SEP]";
+    tc["unk_token"] = "<unk>";
+    tc["sep_token"] = "[SEP]";
+    tc["pad_token"] = "<pad>";
+    tc["cls_token"] = "[CLS]";
+    tc["mask_token"] = "[MASK]";
+    tc["model_max_length"] = c.model.max_positions;
     atomic_write_file(output_dir + "/tokenizer_config.json", tc.dump(2) + "\n");
-    json::Value st = json::Value::object();
+    json_io::Json st = json_io::Json::object();
     for (const char* k : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
                           "cls_token", "mask_token"})
-      st.set(k, tc.at(k));
+      st[k] = tc.at(k);
     atomic_write_file(output_dir + "/special_tokens_map.json", st.dump(2) + "\n");
     r.files.insert(r.files.end(),
                    {"spiece.model", "tokenizer_config.json", "special_tokens_map.json"});

@@ -30,17 +30,18 @@
 // rope_base must be 10000.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
-#include "core/json.h"
 #include "config/config.h"
 #include "checkpoint/safetensors.h"
 
 namespace rotor::checkpoint {
 
-// config.json for a task-mlm config and vocabulary size.
-json::Value hf_mlm_config(const Config& config, int64_t vocab_size);
+// config.json for a task-mlm config and vocabulary size (keys in Hugging
+// Face's order).
+nlohmann::ordered_json hf_mlm_config(const Config& config, int64_t vocab_size);
 
 // rotor weights (as model.safetensors stores them) -> Hugging Face tensors.
 // Checks that every parameter of the model `config` describes is present with

@@ -12,9 +12,11 @@
 
 #include "core/error.h"
 #include "core/io.h"
-#include "core/json.h"
+#include "core/json_io.h"
 
 namespace rotor::checkpoint {
+
+using json_io::Json;
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; rotor writes host memory as is");
@@ -24,6 +26,8 @@ namespace {
 // A header larger than this is corruption, not a checkpoint (the reference
 // implementation uses the same bound).
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+// The header object, a tensor's object, its shape: deeper is not safetensors.
+constexpr int kMaxHeaderDepth = 3;
 
 struct DTypeName {
   DType dtype;
@@ -41,39 +45,36 @@ constexpr const char* kForeignDTypes[] = {"F64", "I64", "U64",  "I16",     "U16"
 void check_name(const std::string& name, std::set<std::string>& seen) {
   if (name.empty()) ROTOR_FAIL("safetensors: a tensor name is empty");
   if (name == "__metadata__") ROTOR_FAIL("safetensors: \"__metadata__\" cannot name a tensor");
-  if (!json::is_valid_utf8(name))
+  if (!json_io::is_valid_utf8(name))
     ROTOR_FAIL("safetensors: tensor name {} is not valid UTF-8", json_quote(name));
   if (!seen.insert(name).second) ROTOR_FAIL("safetensors: tensor name \"{}\" appears twice", name);
 }
 
 // The header, padded with spaces so that 8 + its length is a multiple of 8.
 std::string build_header(const NamedTensors& tensors, const Metadata& metadata) {
-  json::Value header = json::Value::object();
+  Json header = Json::object();
   if (!metadata.empty()) {
-    json::Value meta = json::Value::object();
+    Json meta = Json::object();
     for (const auto& [k, v] : metadata) {
-      if (!json::is_valid_utf8(k) || !json::is_valid_utf8(v))
+      if (!json_io::is_valid_utf8(k) || !json_io::is_valid_utf8(v))
         ROTOR_FAIL("safetensors: metadata {} is not valid UTF-8", json_quote(k));
       if (meta.contains(k)) ROTOR_FAIL("safetensors: metadata key \"{}\" appears twice", k);
-      meta.set(k, v);
+      meta[k] = v;
     }
-    header.set("__metadata__", std::move(meta));
+    header["__metadata__"] = std::move(meta);
   }
   std::set<std::string> seen;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     check_name(name, seen);
     if (!t.defined()) ROTOR_FAIL("safetensors: tensor \"{}\" is undefined", name);
-    json::Value shape = json::Value::array();
+    Json shape = Json::array();
     for (int64_t d : t.shape()) shape.push_back(d);
-    json::Value entry = json::Value::object();
-    entry.set("dtype", safetensors_dtype_name(t.dtype()));
-    entry.set("shape", std::move(shape));
-    json::Value offsets = json::Value::array();
-    offsets.push_back(offset);
-    offsets.push_back(offset + t.nbytes());
-    entry.set("data_offsets", std::move(offsets));
-    header.set(name, std::move(entry));
+    Json entry = Json::object();
+    entry["dtype"] = safetensors_dtype_name(t.dtype());
+    entry["shape"] = std::move(shape);
+    entry["data_offsets"] = Json::array({offset, offset + t.nbytes()});
+    header[name] = std::move(entry);
     offset += t.nbytes();
   }
   std::string text = header.dump();
@@ -162,10 +163,10 @@ void read_exact(int fd, void* dst, uint64_t bytes, uint64_t offset, const std::s
   }
 }
 
-uint64_t non_negative_int(const json::Value& v, const HeaderError& fail, const std::string& what) {
-  if (!v.is_integer() || v.as_int() < 0)
-    fail("{}: expected a non-negative integer, got {}", what, v.dump());
-  return static_cast<uint64_t>(v.as_int());
+// nlohmann reads a literal with no sign, fraction or exponent as unsigned.
+uint64_t non_negative_int(const Json& v, const HeaderError& fail, const std::string& what) {
+  if (!v.is_number_unsigned()) fail("{}: expected a non-negative integer, got {}", what, v.dump());
+  return v.get<uint64_t>();
 }
 
 }  // namespace
@@ -194,41 +195,39 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     data_start_ = 8 + n;
     uint64_t data_size = file_size - data_start_;
 
-    json::Value header;
-    try {
-      header = json::parse(text, "header");
-    } catch (const Error& e) {
-      fail("header is not valid JSON: {}", e.what());
-    }
+    // Errors: "PATH: header:LINE:COLUMN: not valid JSON: ...". The depth
+    // bound stops a hostile header as soon as it nests deeper than the format.
+    const Json header = json_io::parse(text, path_ + ": header", kMaxHeaderDepth);
     if (!header.is_object())
-      fail("header is {}, expected a JSON object", json::type_name(header.type()));
+      fail("header is {}, expected a JSON object", json_io::type_name(header));
 
-    for (const auto& [name, value] : header.as_object()) {
+    // ordered_json keeps the file's order; the parser rejected repeated keys.
+    for (const auto& [name, value] : header.get_ref<const Json::object_t&>()) {
       if (name == "__metadata__") {
         if (!value.is_object())
-          fail("__metadata__ is {}, expected an object", json::type_name(value.type()));
-        for (const auto& [k, v] : value.as_object()) {
+          fail("__metadata__ is {}, expected an object", json_io::type_name(value));
+        for (const auto& [k, v] : value.get_ref<const Json::object_t&>()) {
           if (!v.is_string())
-            fail("__metadata__.{}: expected a string, got {}", k, json::type_name(v.type()));
-          metadata_.emplace_back(k, v.as_string());
+            fail("__metadata__.{}: expected a string, got {}", k, json_io::type_name(v));
+          metadata_.emplace_back(k, v.get<std::string>());
         }
         continue;
       }
       if (!value.is_object())
-        fail("tensor \"{}\": expected an object, got {}", name, json::type_name(value.type()));
+        fail("tensor \"{}\": expected an object, got {}", name, json_io::type_name(value));
       SafetensorsEntry e;
       e.name = name;
-      const json::Value* dtype = value.find("dtype");
-      const json::Value* shape = value.find("shape");
-      const json::Value* offsets = value.find("data_offsets");
-      if (!dtype || !shape || !offsets)
+      const auto dtype = value.find("dtype");
+      const auto shape = value.find("shape");
+      const auto offsets = value.find("data_offsets");
+      if (dtype == value.end() || shape == value.end() || offsets == value.end())
         fail("tensor \"{}\": missing \"{}\"", name,
-             !dtype   ? "dtype"
-             : !shape ? "shape"
-                      : "data_offsets");
+             dtype == value.end()   ? "dtype"
+             : shape == value.end() ? "shape"
+                                    : "data_offsets");
       if (!dtype->is_string())
-        fail("tensor \"{}\": dtype is {}, expected a string", name, json::type_name(dtype->type()));
-      const std::string& dname = dtype->as_string();
+        fail("tensor \"{}\": dtype is {}, expected a string", name, json_io::type_name(*dtype));
+      const std::string& dname = dtype->get_ref<const std::string&>();
       bool known = false;
       for (const auto& d : kDTypes)
         if (dname == d.name) e.dtype = d.dtype, known = true;
@@ -240,10 +239,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         fail("tensor \"{}\": unknown dtype {}", name, json_quote(dname));
       }
       if (!shape->is_array())
-        fail("tensor \"{}\": shape is {}, expected an array", name, json::type_name(shape->type()));
+        fail("tensor \"{}\": shape is {}, expected an array", name, json_io::type_name(*shape));
       uint64_t numel = 1;
       bool overflow = false;
-      for (const auto& d : shape->as_array()) {
+      for (const auto& d : *shape) {
         uint64_t dim = non_negative_int(d, fail, "tensor \"" + name + "\": shape");
         if (dim > (1ull << 62)) overflow = true;
         e.shape.push_back(static_cast<int64_t>(dim));
@@ -253,10 +252,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       if (overflow) fail("tensor \"{}\": shape {} is too large", name, shape->dump());
       if (!offsets->is_array() || offsets->size() != 2)
         fail("tensor \"{}\": data_offsets must be [begin, end], got {}", name, offsets->dump());
-      e.begin =
-          non_negative_int(offsets->at(size_t{0}), fail, "tensor \"" + name + "\": data_offsets");
-      e.end =
-          non_negative_int(offsets->at(size_t{1}), fail, "tensor \"" + name + "\": data_offsets");
+      e.begin = non_negative_int((*offsets)[0], fail, "tensor \"" + name + "\": data_offsets");
+      e.end = non_negative_int((*offsets)[1], fail, "tensor \"" + name + "\": data_offsets");
       if (e.end < e.begin)
         fail("tensor \"{}\": data_offsets [{}, {}] end before begin", name, e.begin, e.end);
       if (e.end > data_size)

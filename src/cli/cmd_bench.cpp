@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "core/io.h"
+#include "core/json_io.h"
 #include "train/bench.h"
 #include "config/config.h"
 
@@ -26,8 +27,12 @@ int run_bench_train(const BenchTrainArgs& a) {
   o.steps = a.steps;
   o.warmup = a.warmup;
   const train::BenchResult r = train::run_train_bench(cfg, o);
-  if (!a.json.empty())
-    atomic_write_file(a.json, train::bench_json(r, cfg, a.config).dump(2) + "\n");
+  if (!a.json.empty()) {
+    // A config path that is not UTF-8 is written with U+FFFD for its bad bytes.
+    const json_io::Json j = train::bench_json(r, cfg, a.config);
+    atomic_write_file(a.json,
+                      j.dump(2, ' ', false, json_io::Json::error_handler_t::replace) + "\n");
+  }
   const std::string text = train::format_bench(r, a.config);
   std::fputs(text.c_str(), stdout);
   return 0;

@@ -10,7 +10,6 @@
 
 #include "core/error.h"
 #include "core/io.h"
-#include "core/json.h"
 
 namespace rotor {
 namespace {
@@ -107,6 +106,7 @@ void visit_config(C& c, V& v) {
     v.integer("patience", t.patience, kNonNegative);
     v.floating("loss_scale", t.loss_scale, kPositiveF);
     v.integer("scale_window", t.scale_window, kPositive);
+    v.integer("max_nonfinite", t.max_nonfinite, kPositive);
   });
   v.section("optim", [&] {
     auto& o = c.optim;
@@ -132,6 +132,14 @@ void visit_config(C& c, V& v) {
     v.floating("bucket_mb", d.bucket_mb, kPositiveF);
     v.boolean("shard_optimizer", d.shard_optimizer);
     v.floating("timeout_s", d.timeout_s, kPositiveF);
+    v.string("rendezvous", d.rendezvous);
+    if constexpr (!std::is_const_v<C>) {
+      const std::string& r = d.rendezvous;
+      if (r != "auto" && r != "mpi" && !(r.rfind("file:", 0) == 0 && r.size() > 5))
+        ROTOR_FAIL("{}: dist.rendezvous: expected auto, mpi or file:DIR (a directory every rank "
+                   "reaches), got {}",
+                   v.location_of_any({"dist.rendezvous"}), json_quote(r));
+    }
   });
 }
 
@@ -564,7 +572,8 @@ std::optional<Problem> find_problem(const Config& c) {
 // The shortest text that reads back exactly, spelled so that YAML 1.1 readers
 // (PyYAML) also see a float: always a '.', as in 1.0e-05 and 10000.0.
 std::string yaml_float(double v) {
-  std::string s = json::format_number(v);
+  char buf[32];
+  std::string s(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
   if (s.find_first_of(".eE") == std::string::npos) return s + ".0";
   size_t e = s.find_first_of("eE");
   if (e != std::string::npos && s.find('.') == std::string::npos) s.insert(e, ".0");

@@ -163,6 +163,11 @@ struct TrainConfig {
   // fp16 (max 65504) at once. 128, as fairseq (which also sums over tokens).
   double loss_scale = 128.0;
   int scale_window = 2000;
+  // Updates in a row whose gradients are not finite (skipped) before the run
+  // stops with an error instead of going on. fp16 skips a few while its loss
+  // scale finds its level (each halves it); a longer run of them means the
+  // model diverged.
+  int max_nonfinite = 25;
   bool operator==(const TrainConfig&) const = default;
 };
 
@@ -191,6 +196,10 @@ struct DistConfig {
   double bucket_mb = 25.0;
   bool shard_optimizer = false;
   double timeout_s = 300.0;
+  // How the ranks meet (docs/distributed.md): "auto" (mpirun -> MPI, else the
+  // launcher's store or one in output_dir), "mpi", or "file:DIR" (a directory
+  // every rank reaches).
+  std::string rendezvous = "auto";
   bool operator==(const DistConfig&) const = default;
 };
 

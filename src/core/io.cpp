@@ -135,6 +135,10 @@ void atomic_write_file(const std::string& path, std::string_view bytes) {
 
 // ---- directories ------------------------------------------------------------
 
+void fsync_file(const std::string& path) {
+  fsync_path(path, /*directory=*/false);
+}
+
 void fsync_directory(const std::string& dir) {
   fsync_path(dir, /*directory=*/true);
 }

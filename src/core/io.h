@@ -59,6 +59,10 @@ class AtomicFileWriter {
 void publish_directory(const std::string& path,
                        const std::function<void(const std::string& temp_dir)>& fill);
 
+// fsync of a file written by someone else (a library), before it is renamed
+// into place.
+void fsync_file(const std::string& path);
+
 // fsync of a directory, so that a rename inside it is durable.
 void fsync_directory(const std::string& dir);
 

@@ -192,7 +192,7 @@ int64_t MlmBatcher::batches_in_epoch() const {
   return opt_.remainder == ShardRemainder::Pad ? (G + w - 1) / w : std::max<int64_t>(G / w, 1);
 }
 
-models::MlmBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t round) const {
+MlmBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t round) const {
   const int64_t B = static_cast<int64_t>(ids.size());
   ROTOR_CHECK(B > 0, "an empty MLM batch");
   std::vector<std::vector<int32_t>> rows(ids.size());
@@ -212,7 +212,7 @@ models::MlmBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_
     lengths[b] = static_cast<int32_t>(rows[b].size());
     tokens += lengths[b];
   }
-  models::MlmBatch batch;
+  MlmBatch batch;
   const int64_t M = static_cast<int64_t>(positions.size());
   batch.input_ids = Tensor::from_ints(input, {B, T});
   batch.lengths = Tensor::from_ints(lengths, {B});
@@ -223,7 +223,7 @@ models::MlmBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_
   return batch;
 }
 
-models::MlmBatch MlmBatcher::next() {
+MlmBatch MlmBatcher::next() {
   if (plan_epoch_ != pos_.epoch) {
     plan_ = epoch_plan(pos_.epoch);
     plan_epoch_ = pos_.epoch;
@@ -233,7 +233,7 @@ models::MlmBatch MlmBatcher::next() {
     return next();
   }
   const uint64_t round = opt_.fixed_masking ? kFixedMaskingRound : pos_.epoch;
-  models::MlmBatch b = make_batch(plan_[pos_.batch_index], round);
+  MlmBatch b = make_batch(plan_[pos_.batch_index], round);
   if (++pos_.batch_index >= plan_.size()) pos_ = {pos_.epoch + 1, 0};
   return b;
 }

@@ -42,7 +42,6 @@
 #include "data/batcher.h"  // BatchPosition, ShardRemainder
 #include "data/corpus.h"
 #include "data/sentencepiece.h"
-#include "models/bert.h"
 
 namespace rotor::data {
 
@@ -103,23 +102,36 @@ class Masker {
   // within the block) and their original ids.
   void mask(std::span<int32_t> ids, uint64_t round, uint64_t block, int64_t seq_len,
             std::vector<int32_t>& positions, std::vector<int32_t>& targets) const;
-  bool maskable(int32_t id) const { return id >= 0 && id < vocab_ && !never_[static_cast<size_t>(id)]; }
+  bool maskable(int32_t id) const {
+    return id >= 0 && id < vocab_ && !never_[static_cast<size_t>(id)];
+  }
   const MaskingOptions& options() const { return opt_; }
 
  private:
   MaskingOptions opt_;
   int32_t vocab_;
-  std::vector<uint8_t> never_;       // [V]
+  std::vector<uint8_t> never_;        // [V]
   std::vector<int32_t> replacements;  // maskable ids
 };
 
 // ---- batching --------------------------------------------------------------
 
+// One masked-LM batch on the CPU (train/task_data.h makes model inputs of it).
+struct MlmBatch {
+  Tensor input_ids;           // i32 [B, T]: masked inputs, right-padded with pad
+  Tensor token_type_ids;      // i32 [B, T], or undefined = every token in segment 0
+  Tensor lengths;             // i32 [B]: non-pad tokens per row
+  Tensor masked_positions;    // i32 [M]: flat indices b * T + t of the tokens to predict
+  Tensor masked_targets;      // i32 [M]: their original ids
+  int64_t tokens = 0;         // non-pad tokens
+  int64_t masked_tokens = 0;  // M
+};
+
 struct MlmBatcherOptions {
   int64_t batch_size = 64;  // blocks per batch
   uint64_t seed = 1;
-  bool shuffle = true;        // false: blocks in corpus order (validation)
-  bool fixed_masking = false; // true: round kFixedMaskingRound in every epoch (validation)
+  bool shuffle = true;         // false: blocks in corpus order (validation)
+  bool fixed_masking = false;  // true: round kFixedMaskingRound in every epoch (validation)
   int rank = 0;
   int world_size = 1;
   ShardRemainder remainder = ShardRemainder::Pad;
@@ -141,15 +153,15 @@ class MlmBatcher {
 
   // A CPU batch: input ids [B, T] (T = the longest block, padded with pad),
   // lengths, masked positions (flat b * T + t) and targets; no token types
-  // (segment 0). Call MlmBatch::to(device) for the model.
-  models::MlmBatch next();
+  // (segment 0).
+  MlmBatch next();
   BatchPosition position() const { return pos_; }
   void set_position(BatchPosition p) { pos_ = p; }
 
   std::vector<std::vector<int64_t>> epoch_plan(uint64_t epoch) const;  // block ids per batch
-  int64_t batches_in_epoch() const;  // the same in every epoch
+  int64_t batches_in_epoch() const;                                    // the same in every epoch
   // The batch of these block ids, masked with `round` (tests, evaluation).
-  models::MlmBatch make_batch(const std::vector<int64_t>& block_ids, uint64_t round) const;
+  MlmBatch make_batch(const std::vector<int64_t>& block_ids, uint64_t round) const;
   const MlmBatcherOptions& options() const { return opt_; }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/io.h"
 
 namespace rotor::data {
 
@@ -149,9 +151,23 @@ void train_sentencepiece(const SpmTrainOptions& o) {
   int threads = o.num_threads > 0
                     ? o.num_threads
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // SentencePiece writes PREFIX.model and PREFIX.vocab in place; a run killed
+  // (or a disk filling up) meanwhile would leave a torn model that every later
+  // run loads. It writes under a temporary prefix instead, and the files are
+  // renamed into place when both are complete: the vocabulary first, the
+  // model (whose presence means "trained") last.
+  const std::string tmp_prefix = o.model_prefix + ".tmp-" + std::to_string(::getpid());
+  struct RemoveTemps {
+    std::string prefix;
+    ~RemoveTemps() {
+      std::error_code ec;
+      fs::remove(prefix + ".model", ec);
+      fs::remove(prefix + ".vocab", ec);
+    }
+  } cleanup{tmp_prefix};
   std::unordered_map<std::string, std::string> args = {
       {"input", join(o.inputs, ",")},
-      {"model_prefix", o.model_prefix},
+      {"model_prefix", tmp_prefix},
       {"vocab_size", std::to_string(o.vocab_size)},
       {"model_type", o.model_type},
       {"character_coverage", fmt::format("{}", o.character_coverage)},
@@ -175,6 +191,16 @@ void train_sentencepiece(const SpmTrainOptions& o) {
     args["user_defined_symbols"] = join(o.user_defined_symbols, ",");
   auto status = sentencepiece::SentencePieceTrainer::Train(args);
   if (!status.ok()) ROTOR_FAIL("spm-train: {}", status.ToString());
+  for (const char* ext : {".vocab", ".model"}) {
+    const std::string from = tmp_prefix + ext, to = o.model_prefix + ext;
+    // SentencePiece closes its files without syncing them; a rename is only
+    // as durable as the data behind it.
+    fsync_file(from);
+    std::error_code ec;
+    fs::rename(from, to, ec);
+    if (ec) ROTOR_FAIL("spm-train: cannot move {} to {} ({})", from, to, ec.message());
+  }
+  fsync_directory(parent.empty() ? std::string(".") : parent.string());
 }
 
 }  // namespace rotor::data

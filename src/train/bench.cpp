@@ -9,15 +9,15 @@
 #include "core/allocator.h"
 #include "core/cuda_context.h"
 #include "core/error.h"
+#include "core/json_io.h"
 #include "core/logging.h"
 #include "nn/context.h"
 #include "nn/parameters.h"
-#include "optim/optimizer.h"
-#include "optim/schedule.h"
+#include "parallel/communicator.h"
 #include "train/precision.h"
+#include "train/step.h"
 #include "train/task.h"
-#include "train/trainer.h"
-#include "train/translation_data.h"
+#include "train/task_data.h"
 
 namespace rotor::train {
 
@@ -35,47 +35,58 @@ size_t max_rss_bytes() {
   return static_cast<size_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-// Splits wall-clock time into phases at the marks the task places (and the
-// bench's own marks around the micro-batches and the optimizer step). With
-// `sync`, every mark first waits for the device, so that a phase's GPU work
-// is charged to that phase.
-class PhaseClock : public nn::PhaseHook {
+// Splits wall-clock time into phases at the marks of the update step and
+// the task. With `sync`, every mark first waits for the device, so that a
+// phase's GPU work is charged to that phase.
+class PhaseClock : public StepPhases {
  public:
-  PhaseClock(Device device, bool sync) : device_(device), sync_(sync) {}
+  PhaseClock(Device device, bool sync, std::vector<BenchBatch>* batches)
+      : device_(device), sync_(sync), batches_(batches) {}
 
-  void start() {
+  void update_begins() override {
     wait();
     last_ = Clock::now();
   }
-  // Ends the current phase: its time since the last mark goes to `into`.
+  void micro_batch_begins() override { lap(phases.optimizer); }  // zeroing the gradients
+  void forward_begins(int64_t sequences, int64_t src_len, int64_t tgt_len) override {
+    lap(phases.data);
+    batch_ = BenchBatch{sequences, src_len, tgt_len, 0, 0};
+    ++marks_;
+  }
+  void backward_begins() override {
+    lap(phases.forward);
+    ++marks_;
+  }
+  void micro_batch_ends(const TaskSums& s) override {
+    lap(phases.backward);
+    if (marks_ != 2) ROTOR_FAIL("the task does not mark its phases (nn::PhaseHook)");
+    marks_ = 0;
+    if (batches_) {
+      batch_.tokens = s.tokens;
+      batch_.all_tokens = s.all_tokens;
+      batches_->push_back(batch_);
+    }
+  }
+  void optimizer_ends() override { lap(phases.optimizer); }
+
+  BenchPhases phases;  // accumulated ms
+
+ private:
   void lap(double& into) {
     wait();
     const auto now = Clock::now();
     into += ms_between(last_, now);
     last_ = now;
   }
-
-  void forward_begins(int64_t sequences, int64_t src_len, int64_t tgt_len) override {
-    lap(phases.data);
-    batch = BenchBatch{sequences, src_len, tgt_len, 0, 0};
-    ++marks;
-  }
-  void backward_begins() override {
-    lap(phases.forward);
-    ++marks;
-  }
-
-  BenchPhases phases;  // accumulated ms
-  BenchBatch batch;    // the shape of the last micro-batch
-  int64_t marks = 0;
-
- private:
   void wait() const {
     if (sync_ && device_.is_cuda()) cuda::synchronize(device_.index);
   }
   Device device_;
   bool sync_;
+  std::vector<BenchBatch>* batches_;
   Clock::time_point last_;
+  BenchBatch batch_;  // the shape of the current micro-batch
+  int64_t marks_ = 0;
 };
 
 }  // namespace
@@ -84,19 +95,18 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   if (opts.steps < 1) ROTOR_FAIL("--steps must be at least 1, got {}", opts.steps);
   if (opts.warmup < 0) ROTOR_FAIL("--warmup must be 0 or more, got {}", opts.warmup);
   validate_for_training(c);
-  if (c.task == Task::Translation) check_translation_data(c);  // fail before preparing anything
+  check_data(c);  // fail before preparing anything
   const Device device = resolve_device(c.device);
   if (device.is_cuda()) cuda::set_device(device.index);
-  std::unique_ptr<TrainingTask> task =
-      c.task == Task::Translation ? make_translation_task(c, device) : make_mlm_task(c, device);
+  std::unique_ptr<TrainingTask> task = make_task(c, device);
   nn::ParameterStore& store = task->params();
   store.initialize(static_cast<uint64_t>(c.seed));
-  // As `rotor train`: 16-bit weight copy and compute dtype, fp16 loss scaling.
+  // Everything as `rotor train` at world size 1: the precision policy and
+  // the very update step the trainer runs.
   PrecisionPolicy precision(c, device, store);
-
-  // The optimizer and schedule of `rotor train` (world size 1).
-  optim::Optimizer optimizer(store, optimizer_options(c));
-  const optim::ScheduleOptions so = schedule_options(c);
+  parallel::LocalCommunicator comm;
+  UpdateStep step(c, *task, precision, comm);
+  checkpoint::TrainerState state;
 
   BenchResult r;
   r.task = std::string(to_string(c.task));
@@ -112,84 +122,52 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   r.update_freq = c.train.update_freq;
   r.phase_sync = device.is_cuda();
 
-  nn::Context ctx;
-  ctx.training = true;
-  ctx.device = device;
-  ctx.seed = static_cast<uint64_t>(c.seed);
-  ctx.dtype = precision.compute_dtype();
-  int64_t step = 0, micro_step = 0;
-  checkpoint::TrainerState state;  // the loss scaler's bookkeeping
-
-  // One update, its phases accumulated into `clock`; returns its token counts.
-  auto update = [&](PhaseClock& clock, std::vector<BenchBatch>* batches) {
-    ctx.phase_hook = &clock;
-    clock.start();
-    store.zero_grad();
-    ctx.loss_scale = precision.loss_scale();
-    clock.lap(clock.phases.optimizer);
-    TaskSums sums;
-    for (int micro = 0; micro < c.train.update_freq; ++micro) {
-      ctx.step = static_cast<uint64_t>(micro_step++);
-      const int64_t marks = clock.marks;
-      const TaskSums s = task->train_micro_batch(ctx);
-      clock.lap(clock.phases.backward);
-      if (clock.marks != marks + 2)
-        ROTOR_FAIL("task {} does not mark its phases (nn::PhaseHook)", to_string(c.task));
-      if (batches) {
-        BenchBatch b = clock.batch;
-        b.tokens = s.tokens;
-        b.all_tokens = s.all_tokens;
-        batches->push_back(b);
-      }
-      sums.add(s);
-    }
-    const double lr = optim::learning_rate(so, ++step);
-    const double grad_scale =
-        1.0 / (static_cast<double>(std::max<int64_t>(sums.tokens, 1)) * ctx.loss_scale);
-    // A skipped step is logged, the fp16 scale adapts, the 16-bit copy is refreshed.
-    precision.after_step(optimizer.step(lr, grad_scale), step, state);
-    clock.lap(clock.phases.optimizer);
-    ctx.phase_hook = nullptr;
-    return sums;
+  auto update = [&](PhaseClock& clock) {
+    const UpdateResult u = step.run(state, &clock);
+    if (u.epochs_done) ROTOR_FAIL("train.max_epochs ends the data before the bench's updates");
+    if (u.no_tokens) ROTOR_FAIL("an update of the bench found no tokens to train on");
+    return u;
   };
 
   reset_peak_bytes(device);
   {
-    PhaseClock warm(device, false);
-    for (int64_t i = 0; i < opts.warmup; ++i) update(warm, nullptr);
+    PhaseClock warm(device, false, nullptr);
+    for (int64_t i = 0; i < opts.warmup; ++i) update(warm);
   }
 
   // Throughput: no synchronization inside an update (on the CPU there is
   // nothing to synchronize, so this pass gives the phases too).
-  PhaseClock clock(device, false);
+  PhaseClock clock(device, false, &r.batches);
   std::vector<double> step_ms;
   if (device.is_cuda()) cuda::synchronize(device.index);
   const auto t0 = Clock::now();
   for (int64_t i = 0; i < opts.steps; ++i) {
     const auto s0 = Clock::now();
-    const TaskSums sums = update(clock, &r.batches);
-    r.tokens += sums.tokens;
-    r.all_tokens += sums.all_tokens;
+    const UpdateResult u = update(clock);
+    r.tokens += u.sums.tokens;
+    r.all_tokens += u.sums.all_tokens;
+    r.losses.push_back(u.sums.loss / static_cast<double>(u.sums.tokens));
     step_ms.push_back(ms_between(s0, Clock::now()));
   }
   if (device.is_cuda()) cuda::synchronize(device.index);
   r.seconds = ms_between(t0, Clock::now()) / 1000.0;
   r.step_ms = r.seconds * 1000.0 / static_cast<double>(opts.steps);
 
+  BenchPhases phases = clock.phases;
   if (r.phase_sync) {
     // The phase split: the same number of updates, the device synchronized
     // at every mark.
-    clock = PhaseClock(device, true);
+    PhaseClock synced(device, true, nullptr);
     step_ms.clear();
     for (int64_t i = 0; i < opts.steps; ++i) {
-      const double before = clock.phases.total();
-      update(clock, nullptr);
-      step_ms.push_back(clock.phases.total() - before);
+      const double before = synced.phases.total();
+      update(synced);
+      step_ms.push_back(synced.phases.total() - before);
     }
+    phases = synced.phases;
   }
   const double n = static_cast<double>(opts.steps);
-  r.phases_ms = {clock.phases.data / n, clock.phases.forward / n, clock.phases.backward / n,
-                 clock.phases.optimizer / n};
+  r.phases_ms = {phases.data / n, phases.forward / n, phases.backward / n, phases.optimizer / n};
   r.phase_step_ms = r.phases_ms.total();
   r.step_ms_min = *std::min_element(step_ms.begin(), step_ms.end());
   r.step_ms_max = *std::max_element(step_ms.begin(), step_ms.end());
@@ -265,49 +243,50 @@ std::string format_bench(const BenchResult& r, const std::string& config_path) {
   return out;
 }
 
-json::Value bench_json(const BenchResult& r, const Config& c, const std::string& config_path) {
-  using json::Value;
+nlohmann::ordered_json bench_json(const BenchResult& r, const Config& c,
+                                  const std::string& config_path) {
+  using Value = json_io::Json;
   const auto& m = c.model;
   Value model = Value::object();
-  model.set("encoder_layers", m.encoder_layers);
-  model.set("decoder_layers", c.task == Task::Mlm ? 0 : m.decoder_layers);
-  model.set("d_model", m.d_model);
-  model.set("n_heads", m.n_heads);
-  model.set("d_ff", m.d_ff);
-  model.set("vocab_size", r.vocab_size);
-  model.set("activation", to_string(m.activation));
-  model.set("norm", to_string(m.norm));
-  model.set("position", to_string(m.position));
-  model.set("rope_base", m.rope_base);
-  model.set("max_positions", m.max_positions);
-  model.set("share_embeddings", m.share_embeddings);
-  model.set("scale_embeddings", m.scale_embeddings);
-  model.set("type_vocab_size", m.type_vocab_size);
-  model.set("dropout", m.dropout);
-  model.set("attention_dropout", m.attention_dropout);
-  model.set("activation_dropout", m.activation_dropout);
-  model.set("layer_norm_eps", m.layer_norm_eps);
+  model["encoder_layers"] = m.encoder_layers;
+  model["decoder_layers"] = c.task == Task::Mlm ? 0 : m.decoder_layers;
+  model["d_model"] = m.d_model;
+  model["n_heads"] = m.n_heads;
+  model["d_ff"] = m.d_ff;
+  model["vocab_size"] = r.vocab_size;
+  model["activation"] = to_string(m.activation);
+  model["norm"] = to_string(m.norm);
+  model["position"] = to_string(m.position);
+  model["rope_base"] = m.rope_base;
+  model["max_positions"] = m.max_positions;
+  model["share_embeddings"] = m.share_embeddings;
+  model["scale_embeddings"] = m.scale_embeddings;
+  model["type_vocab_size"] = m.type_vocab_size;
+  model["dropout"] = m.dropout;
+  model["attention_dropout"] = m.attention_dropout;
+  model["activation_dropout"] = m.activation_dropout;
+  model["layer_norm_eps"] = m.layer_norm_eps;
 
   Value train = Value::object();
-  train.set("update_freq", r.update_freq);
-  train.set("label_smoothing", c.task == Task::Translation ? c.train.label_smoothing : 0.0);
-  train.set("clip_norm", c.train.clip_norm);
-  train.set("max_tokens", c.data.max_tokens);
-  train.set("batch_size", c.train.batch_size);
-  train.set("seq_len", c.data.seq_len);
-  train.set("mask_prob", c.data.mask_prob);
-  train.set("optimizer", to_string(c.optim.name));
-  train.set("betas", json::Array{Value(c.optim.betas[0]), Value(c.optim.betas[1])});
-  train.set("eps", c.optim.eps);
-  train.set("weight_decay", c.optim.weight_decay);
-  train.set("lr", c.optim.lr);
+  train["update_freq"] = r.update_freq;
+  train["label_smoothing"] = c.task == Task::Translation ? c.train.label_smoothing : 0.0;
+  train["clip_norm"] = c.train.clip_norm;
+  train["max_tokens"] = c.data.max_tokens;
+  train["batch_size"] = c.train.batch_size;
+  train["seq_len"] = c.data.seq_len;
+  train["mask_prob"] = c.data.mask_prob;
+  train["optimizer"] = to_string(c.optim.name);
+  train["betas"] = Value::array({c.optim.betas[0], c.optim.betas[1]});
+  train["eps"] = c.optim.eps;
+  train["weight_decay"] = c.optim.weight_decay;
+  train["lr"] = c.optim.lr;
 
   Value phases = Value::object();
   auto phase = [&](const char* name, double ms) {
     Value p = Value::object();
-    p.set("ms", ms);
-    p.set("percent", percent(ms, r.phase_step_ms));
-    phases.set(name, std::move(p));
+    p["ms"] = ms;
+    p["percent"] = percent(ms, r.phase_step_ms);
+    phases[name] = std::move(p);
   };
   phase("data", r.phases_ms.data);
   phase("forward", r.phases_ms.forward);
@@ -317,43 +296,44 @@ json::Value bench_json(const BenchResult& r, const Config& c, const std::string&
   Value batches = Value::array();
   for (const auto& b : r.batches) {
     Value v = Value::object();
-    v.set("sequences", b.sequences);
-    v.set("src_len", b.src_len);
-    v.set("tgt_len", b.tgt_len);
-    v.set("tokens", b.tokens);
-    v.set("all_tokens", b.all_tokens);
+    v["sequences"] = b.sequences;
+    v["src_len"] = b.src_len;
+    v["tgt_len"] = b.tgt_len;
+    v["tokens"] = b.tokens;
+    v["all_tokens"] = b.all_tokens;
     batches.push_back(std::move(v));
   }
 
   Value out = Value::object();
-  out.set("producer", std::string("rotor ") + ROTOR_VERSION);
-  out.set("config", config_path);
-  out.set("task", r.task);
-  out.set("device", r.device);
-  out.set("device_name", r.device_name);
-  out.set("precision", r.precision);
-  out.set("parameters", r.parameters);
-  out.set("warmup", r.warmup);
-  out.set("steps", r.steps);
-  out.set("phase_sync", r.phase_sync);
-  out.set("seconds", r.seconds);
-  out.set("tokens", r.tokens);
-  out.set("all_tokens", r.all_tokens);
-  out.set("tokens_per_s", r.tokens_per_s());
-  out.set("all_tokens_per_s", r.all_tokens_per_s());
-  out.set("token_kind", token_kind(r.task));
-  out.set("step_ms", r.step_ms);
-  out.set("step_ms_min", r.step_ms_min);
-  out.set("step_ms_max", r.step_ms_max);
-  out.set("phase_step_ms", r.phase_step_ms);
-  out.set("phases", std::move(phases));
-  out.set("peak_bytes", static_cast<int64_t>(r.peak_bytes));
-  out.set("peak_bytes_source",
-          r.device.rfind("cuda", 0) == 0 ? "rotor CUDA pool allocator" : "rotor CPU allocator");
-  out.set("max_rss_bytes", static_cast<int64_t>(r.max_rss_bytes));
-  out.set("model", std::move(model));
-  out.set("train", std::move(train));
-  out.set("batches", std::move(batches));
+  out["producer"] = std::string("rotor ") + ROTOR_VERSION;
+  out["config"] = config_path;
+  out["task"] = r.task;
+  out["device"] = r.device;
+  out["device_name"] = r.device_name;
+  out["precision"] = r.precision;
+  out["parameters"] = r.parameters;
+  out["warmup"] = r.warmup;
+  out["steps"] = r.steps;
+  out["phase_sync"] = r.phase_sync;
+  out["seconds"] = r.seconds;
+  out["tokens"] = r.tokens;
+  out["all_tokens"] = r.all_tokens;
+  out["tokens_per_s"] = r.tokens_per_s();
+  out["all_tokens_per_s"] = r.all_tokens_per_s();
+  out["token_kind"] = token_kind(r.task);
+  out["step_ms"] = r.step_ms;
+  out["step_ms_min"] = r.step_ms_min;
+  out["step_ms_max"] = r.step_ms_max;
+  out["phase_step_ms"] = r.phase_step_ms;
+  out["phases"] = std::move(phases);
+  out["peak_bytes"] = static_cast<int64_t>(r.peak_bytes);
+  out["peak_bytes_source"] =
+      r.device.rfind("cuda", 0) == 0 ? "rotor CUDA pool allocator" : "rotor CPU allocator";
+  out["max_rss_bytes"] = static_cast<int64_t>(r.max_rss_bytes);
+  out["model"] = std::move(model);
+  out["train"] = std::move(train);
+  out["batches"] = std::move(batches);
+  out["losses"] = r.losses;  // per timed update, per token: the same as `rotor train` logs
   return out;
 }
 

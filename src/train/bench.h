@@ -13,10 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
-#include "core/json.h"
 #include "config/config.h"
 
 namespace rotor::train {
@@ -62,6 +62,7 @@ struct BenchResult {
   size_t peak_bytes = 0;     // held by rotor's allocator on the device (the CUDA pool on a GPU)
   size_t max_rss_bytes = 0;  // process maximum resident set size
   std::vector<BenchBatch> batches;  // the throughput pass's micro-batches, in order
+  std::vector<double> losses;       // the throughput pass's updates: loss per token
 
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
   double all_tokens_per_s() const {
@@ -76,7 +77,7 @@ BenchResult run_train_bench(const Config& config, const BenchOptions& options);
 // figures for scripts (scripts/bench/train_peer.py reads the model, the
 // optimizer settings and the batches from it). `config_path` is echoed.
 std::string format_bench(const BenchResult& result, const std::string& config_path);
-json::Value bench_json(const BenchResult& result, const Config& config,
-                       const std::string& config_path);
+nlohmann::ordered_json bench_json(const BenchResult& result, const Config& config,
+                                  const std::string& config_path);
 
 }  // namespace rotor::train

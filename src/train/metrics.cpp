@@ -6,44 +6,31 @@
 
 #include "core/error.h"
 #include "core/io.h"
-#include "core/json.h"
 
 namespace rotor {
 
-MetricsRecord& MetricsRecord::add_raw(std::string_view key, std::string json_value) {
-  for (auto& f : fields_) {
-    if (f.first == key) {  // a repeated key replaces the value in place
-      f.second = std::move(json_value);
-      return *this;
-    }
-  }
-  fields_.emplace_back(std::string(key), std::move(json_value));
+MetricsRecord& MetricsRecord::set(std::string_view key, json_io::Json value) {
+  fields_[std::string(key)] = std::move(value);
   return *this;
 }
 
 MetricsRecord& MetricsRecord::add(std::string_view key, std::string_view value) {
-  return add_raw(key, json_quote(value));
+  return set(key, value);
 }
 MetricsRecord& MetricsRecord::add(std::string_view key, bool value) {
-  return add_raw(key, value ? "true" : "false");
+  return set(key, value);
 }
 MetricsRecord& MetricsRecord::add(std::string_view key, double value) {
-  return add_raw(key, json::format_number(value));
+  return set(key, value);
 }
 MetricsRecord& MetricsRecord::add(std::string_view key, float value) {
-  return add_raw(key, json::format_number(value));
+  return set(key, json_io::shortest_decimal(value));
 }
 
 std::string MetricsRecord::json() const {
-  std::string out = "{";
-  for (size_t i = 0; i < fields_.size(); ++i) {
-    if (i) out += ", ";
-    out += json_quote(fields_[i].first);
-    out += ": ";
-    out += fields_[i].second;
-  }
-  out += "}";
-  return out;
+  // A string that is not UTF-8 (a file name, say) must not stop training: its
+  // bad bytes become U+FFFD.
+  return fields_.dump(-1, ' ', false, json_io::Json::error_handler_t::replace);
 }
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
@@ -83,6 +70,26 @@ void MetricsWriter::write(const MetricsRecord& record) {
 void MetricsWriter::close() {
   if (file_) std::fclose(file_);
   file_ = nullptr;
+}
+
+void truncate_metrics(const std::string& path, int64_t last_step) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return;
+  const std::string text = read_file(path);
+  std::string kept;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + start, end - start);
+    start = end + 1;
+    const json_io::Json rec = json_io::Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!rec.is_object() || !rec.contains("step") || !rec["step"].is_number_integer()) continue;
+    if (rec["step"].get<int64_t>() > last_step) continue;
+    kept.append(line);
+    kept += '\n';
+  }
+  if (kept.size() != text.size()) atomic_write_file(path, kept);
 }
 
 }  // namespace rotor

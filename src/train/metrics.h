@@ -5,9 +5,10 @@
 //   MetricsWriter metrics(out_dir + "/metrics.jsonl");
 //   metrics.write(MetricsRecord().add("split", "train").add("step", step).add("loss", loss));
 //
-// Numbers are written as the shortest text that reads back exactly (a float
-// as a float: 2.5f -> 2.5); NaN and infinities as NaN/Infinity/-Infinity,
-// which Python's json reads.
+// A line is compact JSON (core/json_io.h): {"split":"train","step":100,...}.
+// Numbers are written as a short text that reads back exactly (a float as the
+// float it is: 2.345678f -> 2.345678); a non-finite value (a diverged loss) as
+// null, JSON having no NaN.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +16,8 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <utility>
-#include <vector>
+
+#include "core/json_io.h"
 
 namespace rotor {
 
@@ -34,7 +35,7 @@ class MetricsRecord {
   MetricsRecord& add(std::string_view key, float value);
   template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
   MetricsRecord& add(std::string_view key, I value) {
-    return add_raw(key, std::to_string(value));
+    return set(key, value);
   }
 
   bool empty() const { return fields_.empty(); }
@@ -42,9 +43,16 @@ class MetricsRecord {
   std::string json() const;
 
  private:
-  MetricsRecord& add_raw(std::string_view key, std::string json_value);
-  std::vector<std::pair<std::string, std::string>> fields_;  // key, JSON text
+  // A repeated key replaces the value in place.
+  MetricsRecord& set(std::string_view key, json_io::Json value);
+  json_io::Json fields_ = json_io::Json::object();
 };
+
+// Keeps the records of `path` whose "step" is at most `last_step` (and drops
+// lines that do not parse: a record torn by a kill), rewriting the file
+// atomically; a missing file stays missing. A resumed run calls it so that
+// the steps after its checkpoint are not in the file twice.
+void truncate_metrics(const std::string& path, int64_t last_step);
 
 class MetricsWriter {
  public:

@@ -62,7 +62,8 @@ void PrecisionPolicy::before_step(int64_t update) {
              store_->parameters().front()->name, kNanGradEnv);
 }
 
-void PrecisionPolicy::after_step(const optim::StepInfo& info, int64_t update, checkpoint::TrainerState& state) {
+void PrecisionPolicy::after_step(const optim::StepInfo& info, int64_t update,
+                                 checkpoint::TrainerState& state) {
   if (info.skipped) ++state.skipped_steps;
   if (scaler_) {
     const auto change = scaler_->update(info.skipped);

@@ -13,12 +13,12 @@
 #include <memory>
 #include <string>
 
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
 #include "core/tensor.h"
 #include "nn/parameters.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
-#include "checkpoint/checkpoint.h"
-#include "config/config.h"
 #include "train/metrics.h"
 
 namespace rotor::train {

@@ -1,17 +1,18 @@
 // What the training loop needs from a job, whatever its model and data: the
 // translation task (encoder-decoder, label-smoothed loss over target tokens)
 // and the masked-LM task (encoder, loss over masked tokens). The loop in
-// trainer.cpp owns the optimizer, schedule, logging and checkpoints.
+// trainer.cpp owns the schedule, logging and checkpoints; train/step.h the
+// optimizer and the data-parallel exchange.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "config/config.h"
 #include "data/batcher.h"
 #include "nn/context.h"
 #include "nn/parameters.h"
-#include "config/config.h"
 
 namespace rotor::train {
 
@@ -54,6 +55,8 @@ class TrainingTask {
 // The task of config.task, its data loaded (and prepared from raw text when
 // needed), its model built on `device` (parameters allocated, not
 // initialized). Rank r of world_size reads its own shard of every epoch.
+std::unique_ptr<TrainingTask> make_task(const Config& config, Device device, int rank = 0,
+                                        int world_size = 1);
 std::unique_ptr<TrainingTask> make_translation_task(const Config& config, Device device,
                                                     int rank = 0, int world_size = 1);
 std::unique_ptr<TrainingTask> make_mlm_task(const Config& config, Device device, int rank = 0,

@@ -4,22 +4,22 @@
 #include <cmath>
 #include <filesystem>
 
+#include "checkpoint/checkpoint.h"
 #include "core/allocator.h"
 #include "core/cuda_context.h"
 #include "core/io.h"
 #include "core/logging.h"
-#include "data/batcher.h"
+#include "ops/reduce.h"
 #include "parallel/communicator.h"
 #include "parallel/data_parallel.h"
 #include "parallel/signals.h"
-#include "nn/parameters.h"
-#include "optim/optimizer.h"
-#include "optim/schedule.h"
-#include "checkpoint/checkpoint.h"
 #include "train/metrics.h"
 #include "train/precision.h"
+#include "train/run_dir.h"
+#include "train/scheduler.h"
+#include "train/step.h"
 #include "train/task.h"
-#include "train/translation_data.h"
+#include "train/task_data.h"
 
 namespace fs = std::filesystem;
 
@@ -39,289 +39,302 @@ std::string format_eta(double seconds) {
   return fmt::format("{}:{:02d}:{:02d}", s / 3600, (s / 60) % 60, s % 60);
 }
 
+double per_token(double v, int64_t n) {
+  return v / static_cast<double>(std::max<int64_t>(n, 1));
+}
+
+// The process's place in the job: the device, the communicator over the
+// ranks, and the log (a file on rank 0).
+struct RunPlace {
+  Device device = Device::cpu();
+  std::unique_ptr<parallel::Communicator> comm;
+  int rank = 0, world = 1;
+  std::unique_ptr<RunDirectory> run_dir;  // rank 0: the output directory, locked
+};
+
+RunPlace join_job(const Config& c, const TrainOptions& opts) {
+  // One process per GPU: rank and world size come from the launcher (mpirun,
+  // srun); a plain `rotor train` is world size 1.
+  const parallel::DistEnvironment env = parallel::detect_environment();
+  RunPlace p;
+  p.device = resolve_device(c.device);
+  if (p.device.is_cuda() && env.distributed())
+    p.device = Device::cuda(env.local_rank % cuda_device_count());
+  if (p.device.is_cuda()) cuda::set_device(p.device.index);
+  parallel::install_stop_handlers();
+  p.comm = parallel::make_communicator(p.device, c.dist.timeout_s, c.dist.rendezvous,
+                                       (fs::path(c.output_dir) / ".rendezvous").string());
+  p.rank = p.comm->rank();
+  p.world = p.comm->world_size();
+  if (p.rank == 0)
+    p.run_dir = std::make_unique<RunDirectory>(c.output_dir, opts.resume      ? RunStart::Resume
+                                                             : opts.overwrite ? RunStart::Overwrite
+                                                                              : RunStart::Fresh);
+  LogOptions lo;
+  lo.level = std::string(to_string(c.log_level));
+  lo.file = p.rank == 0 ? (fs::path(c.output_dir) / "train.log").string() : "";
+  lo.rank = p.rank;
+  lo.world_size = p.world;
+  setup_logging(lo);
+  if (p.run_dir && !p.run_dir->moved_to().empty())
+    log().warn("--overwrite: the earlier run in {} was moved into {}", c.output_dir,
+               p.run_dir->moved_to());
+  return p;
+}
+
+// OUTPUT_DIR/config.yaml: the resolved config, unless that file is the very
+// config the run was started with and differs from it (a user's config in the
+// output directory is never replaced).
+void write_resolved_config(const Config& c, const std::string& yaml, const std::string& input) {
+  const fs::path out = fs::path(c.output_dir) / "config.yaml";
+  std::error_code ec;
+  if (!input.empty() && fs::exists(out, ec) && fs::equivalent(input, out, ec)) {
+    if (read_file(out.string()) == yaml) return;
+    ROTOR_FAIL(
+        "output_dir {}: the run would replace the config file {} with its resolved "
+        "config; choose another output_dir",
+        c.output_dir, input);
+  }
+  atomic_write_file(out.string(), yaml);
+}
+
+// The weights hold only finite values (a collective-free check of rank 0's
+// replica, which every rank shares).
+bool weights_finite(nn::ParameterStore& store) {
+  const Tensor flag = ops::any_nonfinite({store.values()});
+  return flag.to(Device::cpu()).data<uint8_t>()[0] == 0;
+}
+
+// Continues from OUTPUT_DIR/checkpoint_last: weights, optimizer moments and
+// the trainer state, the data position converted to this world size.
+void resume(const Config& c, const RunPlace& place, TrainingTask& task, UpdateStep& step,
+            PrecisionPolicy& precision, checkpoint::TrainerState& state) {
+  if (!fs::exists(fs::path(c.output_dir) / "checkpoint_last")) {
+    log().warn("--resume: no checkpoint in {} yet; starting from scratch", c.output_dir);
+    return;
+  }
+  const std::string dir = checkpoint::resolve_checkpoint(c.output_dir);
+  checkpoint::load_weights(dir, task.params());
+  checkpoint::load_optimizer(dir, step.optimizer());
+  state = checkpoint::load_trainer_state(dir);
+  precision.restore(state);
+  if (state.world_size != place.world) {
+    // Checkpoints are independent of the world size: rank r of W reads
+    // batches r, r+W, ... and keys dropout by the global micro-batch, so the
+    // global counts carry over when the global batch is the same.
+    const int64_t global_batches =
+        static_cast<int64_t>(state.position.batch_index) * state.world_size;
+    const int64_t global_micro = state.micro_step * state.world_size;
+    if (global_batches % place.world != 0 || global_micro % place.world != 0)
+      ROTOR_FAIL(
+          "{}: saved by {} ranks at batch {} of epoch {}; {} ranks cannot continue the same "
+          "batch stream (keep world_size x train.update_freq the same)",
+          dir, state.world_size, global_batches, state.position.epoch + 1, place.world);
+    log().info("resuming a {}-rank checkpoint on {} rank(s)", state.world_size, place.world);
+    state.position.batch_index = static_cast<uint64_t>(global_batches / place.world);
+    state.micro_step = global_micro / place.world;
+  }
+  task.set_position(state.position);
+  log().info("resumed from {} at update {}", dir, state.step);
+}
+
+// The training figures between two log lines.
+struct Window {
+  TaskSums sums;
+  int64_t updates = 0;
+  Clock::time_point start = Clock::now();
+};
+
+void log_progress(const Config& c, const Window& w, const UpdateResult& u,
+                  const checkpoint::TrainerState& state, const TrainingTask& task,
+                  const PrecisionPolicy& precision, double eta, Device device,
+                  MetricsWriter& metrics) {
+  const TaskSums& s = w.sums;
+  const double loss = per_token(s.loss, s.tokens);
+  const double ppl = std::exp(per_token(s.nll, s.tokens));
+  const double tps = static_cast<double>(s.all_tokens) / std::max(seconds_since(w.start), 1e-9);
+  const std::string acc =
+      s.has_correct ? fmt::format(" | acc {:.3f}", per_token(s.correct, s.tokens)) : "";
+  log().info(
+      "update {:>6} | loss {:.4f} | ppl {:.2f}{} | lr {:.3e} | gnorm {:.3f}{} | {:.0f} tok/s | "
+      "epoch {} | ETA {} | mem {:.0f} MiB",
+      state.step, loss, ppl, acc, u.lr, u.info.grad_norm, precision.progress(), tps,
+      task.position().epoch + 1, format_eta(eta), peak_bytes(device) / 1048576.0);
+  (void)c;
+  MetricsRecord rec;
+  rec.add("step", state.step)
+      .add("split", "train")
+      .add("loss", loss)
+      .add("nll_loss", per_token(s.nll, s.tokens))
+      .add("ppl", ppl)
+      .add("lr", u.lr)
+      .add("grad_norm", u.info.grad_norm)
+      .add("tokens_per_s", tps)
+      .add("updates", w.updates)
+      .add("epoch", static_cast<int64_t>(task.position().epoch + 1));
+  if (s.has_correct) rec.add("accuracy", per_token(s.correct, s.tokens));
+  precision.add_metrics(rec);
+  metrics.write(rec);
+}
+
+// Validates, logs and records the result; returns the validation loss.
+double validate(TrainingTask& task, Device device, const checkpoint::TrainerState& state, double lr,
+                MetricsWriter& metrics) {
+  const auto t0 = Clock::now();
+  const TaskSums v = task.validate(device);
+  const double seconds = seconds_since(t0);
+  const double loss = per_token(v.loss, v.tokens);
+  const double ppl = std::exp(per_token(v.nll, v.tokens));
+  const std::string acc =
+      v.has_correct ? fmt::format(" | acc {:.3f}", per_token(v.correct, v.tokens)) : "";
+  log().info("valid at update {} | loss {:.4f} | ppl {:.2f}{} | {} tokens | {:.1f}s", state.step,
+             loss, ppl, acc, v.tokens, seconds);
+  MetricsRecord rec;
+  rec.add("step", state.step)
+      .add("split", "valid")
+      .add("loss", loss)
+      .add("nll_loss", per_token(v.nll, v.tokens))
+      .add("ppl", ppl)
+      .add("lr", lr)
+      .add("tokens_per_s", static_cast<double>(v.all_tokens) / std::max(seconds, 1e-9));
+  if (v.has_correct) rec.add("accuracy", per_token(v.correct, v.tokens));
+  metrics.write(rec);
+  return loss;
+}
+
 }  // namespace
-
-optim::OptimizerOptions optimizer_options(const Config& c) {
-  optim::OptimizerOptions oo;
-  oo.beta1 = c.optim.betas[0];
-  oo.beta2 = c.optim.betas[1];
-  oo.eps = c.optim.eps;
-  oo.weight_decay = c.optim.weight_decay;
-  oo.clip_norm = c.train.clip_norm;
-  return oo;
-}
-
-optim::ScheduleOptions schedule_options(const Config& c) {
-  optim::ScheduleOptions so;
-  so.kind = c.optim.schedule;
-  so.lr = c.optim.lr;
-  so.warmup_updates = c.optim.warmup_updates;
-  so.warmup_init_lr = c.optim.warmup_init_lr;
-  so.end_lr = c.optim.end_lr;
-  so.max_updates = c.train.max_updates;
-  return so;
-}
 
 int run_training(const Config& c, const std::string& config_yaml, const TrainOptions& opts) {
   validate_for_training(c);
-  if (c.task == Task::Translation) check_translation_data(c);  // fail before writing anything
-  // One process per GPU (DESIGN.md decision 8): rank and world size come from
-  // mpirun or srun; a plain `rotor train` is world size 1.
-  const parallel::DistEnvironment env = parallel::detect_environment();
-  Device device = resolve_device(c.device);
-  if (device.is_cuda() && env.distributed())
-    device = Device::cuda(env.local_rank % cuda_device_count());
-  if (device.is_cuda()) cuda::set_device(device.index);
-  parallel::install_stop_handlers();
-  std::unique_ptr<parallel::Communicator> comm = parallel::make_communicator(device, c.dist.timeout_s);
-  const int rank = comm->rank(), world = comm->world_size();
-  const bool rank0 = rank == 0;
-  if (rank0) ensure_directory(c.output_dir);
-  LogOptions lo;
-  lo.level = std::string(to_string(c.log_level));
-  lo.file = rank0 ? (fs::path(c.output_dir) / "train.log").string() : "";
-  lo.rank = rank;
-  lo.world_size = world;
-  setup_logging(lo);
-  if (rank0) atomic_write_file((fs::path(c.output_dir) / "config.yaml").string(), config_yaml);
+  check_data(c);  // fail before writing anything
+  RunPlace place = join_job(c, opts);
+  parallel::Communicator& comm = *place.comm;
+  const bool rank0 = place.rank == 0;
+  if (rank0) write_resolved_config(c, config_yaml, opts.config_path);
   log().info("rotor {} on {}: task {}, {} rank(s) ({} backend); output in {}", ROTOR_VERSION,
-             device.str(), to_string(c.task), world, comm->backend(), c.output_dir);
+             place.device.str(), to_string(c.task), place.world, comm.backend(), c.output_dir);
 
   // Rank 0 prepares the data (tokenizer, binarized corpora) while the others
   // wait; they then find it prepared and only read it.
-  auto make_task = [&] {
-    return c.task == Task::Translation ? make_translation_task(c, device, rank, world)
-                                       : make_mlm_task(c, device, rank, world);
-  };
-  std::unique_ptr<TrainingTask> task;
-  if (!rank0) comm->barrier();
-  task = make_task();
-  if (rank0 && world > 1) comm->barrier();
+  if (!rank0) comm.barrier();
+  std::unique_ptr<TrainingTask> task = make_task(c, place.device, place.rank, place.world);
+  if (rank0 && place.world > 1) comm.barrier();
   nn::ParameterStore& store = task->params();
   store.initialize(static_cast<uint64_t>(c.seed));
   log().info("model: {} parameters, {} positions, vocabulary {}", store.numel(),
              to_string(c.model.position), task->vocab_size());
-  PrecisionPolicy precision(c, device, store);  // 16-bit weight copy, fp16 loss scaler
-
-  const optim::OptimizerOptions oo = optimizer_options(c);
-  optim::Optimizer optimizer(store, oo);  // full moments (world 1, or the unsharded case)
-  std::unique_ptr<parallel::ShardedAdamW> sharded;
-  if (c.dist.shard_optimizer && world > 1)
-    sharded = std::make_unique<parallel::ShardedAdamW>(store, oo, *comm);
-  const optim::ScheduleOptions so = schedule_options(c);
-
+  PrecisionPolicy precision(c, place.device, store);  // 16-bit weight copy, fp16 loss scaler
+  UpdateStep step(c, *task, precision, comm);
   checkpoint::TrainerState state;
-  if (opts.resume) {
-    if (!fs::exists(fs::path(c.output_dir) / "checkpoint_last")) {
-      log().warn("--resume: no checkpoint in {} yet; starting from scratch", c.output_dir);
-    } else {
-      const std::string dir = checkpoint::resolve_checkpoint(c.output_dir);
-      checkpoint::load_weights(dir, store);
-      checkpoint::load_optimizer(dir, optimizer);
-      state = checkpoint::load_trainer_state(dir);
-      precision.restore(state);
-      if (state.world_size != world) {
-        // Checkpoints are independent of the world size: rank r of W reads
-        // batches r, r+W, ... and keys dropout by the global micro-batch, so
-        // the global counts carry over when the global batch is the same.
-        const int64_t global_batches =
-            static_cast<int64_t>(state.position.batch_index) * state.world_size;
-        const int64_t global_micro = state.micro_step * state.world_size;
-        if (global_batches % world != 0 || global_micro % world != 0)
-          ROTOR_FAIL(
-              "{}: saved by {} ranks at batch {} of epoch {}; {} ranks cannot continue the "
-              "same batch stream (keep world_size x train.update_freq the same)",
-              dir, state.world_size, global_batches, state.position.epoch + 1, world);
-        log().info("resuming a {}-rank checkpoint on {} rank(s)", state.world_size, world);
-        state.position.batch_index = static_cast<uint64_t>(global_batches / world);
-        state.micro_step = global_micro / world;
-      }
-      task->set_position(state.position);
-      log().info("resumed from {} at update {}", dir, state.step);
-    }
-  }
-  if (sharded) sharded->import_from(optimizer);
+  if (opts.resume) resume(c, place, *task, step, precision, state);
+  step.optimizer_loaded();
   // Every rank starts from rank 0's weights.
-  if (world > 1) parallel::broadcast_parameters(*comm, store);
+  if (place.world > 1) parallel::broadcast_parameters(comm, store);
   store.refresh_compute_copy();  // 16-bit weights from the masters as loaded or broadcast
-  // World > 1 with replicated moments: the gradients are all-reduced in
-  // buckets during the backward of each update's last micro-batch, as the
-  // model reports its layers final (nn::Context::grad_ready). World 1: no
-  // communication at all. Sharded: ShardedAdamW::step reduce-scatters.
-  std::unique_ptr<parallel::GradientBuckets> buckets;
-  if (world > 1 && !sharded)
-    buckets = std::make_unique<parallel::GradientBuckets>(
-        store.grads(), parallel::backward_order_offsets(store), c.dist.bucket_mb, *comm);
 
-  MetricsWriter metrics =
-      rank0 ? MetricsWriter((fs::path(c.output_dir) / "metrics.jsonl").string()) : MetricsWriter();
-  auto save = [&] {
-    if (sharded) sharded->export_to(optimizer, 0);  // collective: full moments on rank 0
-    if (!rank0) return;
+  const std::string metrics_path = (fs::path(c.output_dir) / "metrics.jsonl").string();
+  // A resumed run repeats the updates after its checkpoint: their records go.
+  if (rank0) truncate_metrics(metrics_path, state.step);
+  MetricsWriter metrics = rank0 ? MetricsWriter(metrics_path) : MetricsWriter();
+  int64_t saved_step = -1;
+  auto contents = [&] {
     state.position = task->position();
-    state.world_size = world;
+    state.world_size = place.world;
     checkpoint::CheckpointContents cc;
     cc.params = &store;
-    cc.optimizer = &optimizer;
     cc.state = state;
     cc.config_yaml = config_yaml;
     cc.spm_model = task->tokenizer_path();
-    std::string dir = checkpoint::save_checkpoint(c.output_dir, cc, c.train.keep_last);
-    log().info("saved {}", dir);
+    return cc;
+  };
+  auto require_finite = [&] {
+    if (!weights_finite(store))
+      ROTOR_FAIL(
+          "update {}: the weights hold non-finite values (the run diverged); not saving them. "
+          "The last checkpoint is kept; lower optim.lr or set train.clip_norm",
+          state.step);
+  };
+  auto save = [&] {
+    saved_step = state.step;
+    const optim::Optimizer& optimizer = step.gather_optimizer();  // collective
+    if (!rank0) return;
+    require_finite();
+    checkpoint::CheckpointContents cc = contents();
+    cc.optimizer = &optimizer;
+    log().info("saved {}", checkpoint::save_checkpoint(c.output_dir, cc, c.train.keep_last));
+  };
+  // The model of the best validation so far, whenever a validation finds it.
+  auto save_best = [&] {
+    if (!rank0) return;
+    require_finite();
+    log().info("saved {} (the best validation so far)",
+               checkpoint::save_best(c.output_dir, contents()));
   };
 
-  nn::Context ctx;
-  ctx.training = true;
-  ctx.device = device;
-  ctx.seed = static_cast<uint64_t>(c.seed);
-  ctx.dtype = precision.compute_dtype();
-  TaskSums window;
-  int64_t win_updates = 0;
-  auto win_start = Clock::now();
+  const Scheduler schedule(c.train, task->has_valid());
   const auto run_start = Clock::now();
   const double seconds_before = state.train_seconds;
   const int64_t first_step = state.step;
-  bool stop = false;
-  const auto per_token = [](double v, int64_t n) {
-    return v / static_cast<double>(std::max<int64_t>(n, 1));
-  };
-
-  while (state.step < c.train.max_updates && !stop) {
-    store.zero_grad();
-    ctx.loss_scale = precision.loss_scale();
-    TaskSums update;
-    for (int micro = 0; micro < c.train.update_freq; ++micro) {
-      if (c.train.max_epochs > 0 &&
-          task->position().epoch >= static_cast<uint64_t>(c.train.max_epochs)) {
-        stop = true;
-        break;
-      }
-      // Dropout streams are keyed by the global index of the micro-batch, so
-      // that N ranks draw the masks one process with update_freq x N draws.
-      ctx.step = static_cast<uint64_t>((state.micro_step++) * world + rank);
-      ctx.rank = 0;
-      // Earlier micro-batches accumulate locally; the last one launches buckets.
-      const bool last_micro = micro + 1 == c.train.update_freq;
-      ctx.grad_ready = buckets && last_micro ? buckets->hook() : nn::GradReadyHook();
-      update.add(task->train_micro_batch(ctx));
-      ctx.grad_ready = nullptr;
+  Window window;
+  StopReason stop = StopReason::None;
+  int nonfinite_in_a_row = 0;
+  while (!schedule.finished(state.step) && stop == StopReason::None) {
+    const UpdateResult u = step.run(state);
+    if (u.epochs_done) stop = StopReason::MaxEpochs;
+    if (u.no_tokens) stop = StopReason::NoTokens;
+    if (!u.made()) {
+      // Nothing left to train on: the last update made is what is kept.
+      if (saved_step != state.step && state.step > first_step) save();
+      break;
     }
-    if (stop) break;
-    if (buckets) {
-      buckets->finish();  // every bucket summed over the ranks
-      if (state.step == first_step)
-        log().info(
-            "gradient all-reduce: {} bucket(s) of ~{} MiB, {} launched during backward, "
-            "{} complete when it ended",
-            buckets->bounds().size(), c.dist.bucket_mb, buckets->launched_before_finish(),
-            buckets->completed_before_finish());
-    }
-    if (world > 1) {
-      std::vector<double> counts{update.loss, update.nll, static_cast<double>(update.tokens),
-                                 static_cast<double>(update.all_tokens),
-                                 static_cast<double>(update.correct)};
-      parallel::all_reduce_counts(*comm, counts);
-      update.loss = counts[0];
-      update.nll = counts[1];
-      update.tokens = static_cast<int64_t>(counts[2]);
-      update.all_tokens = static_cast<int64_t>(counts[3]);
-      update.correct = static_cast<int64_t>(counts[4]);
-    }
-    if (update.tokens == 0) break;
-    const double lr = optim::learning_rate(so, state.step + 1);
-    // Loss and gradients are normalized by the tokens of the whole update on
-    // all ranks (target tokens for translation, masked tokens for masked-LM),
-    // and the fp16 loss scale is divided out again.
-    const double grad_scale = 1.0 / (static_cast<double>(update.tokens) * ctx.loss_scale);
-    precision.before_step(state.step + 1);
-    optim::StepInfo info = sharded ? sharded->step(lr, grad_scale) : optimizer.step(lr, grad_scale);
-    // A non-finite gradient norm skipped the step (weights and moments
-    // untouched): counted and logged, and the fp16 loss scale halves.
-    precision.after_step(info, state.step + 1, state);
-    ++state.step;
-    window.add(update);
-    ++win_updates;
-
-    const bool last = state.step >= c.train.max_updates;
-    if (state.step % c.train.log_interval == 0 || last) {
-      const double secs = seconds_since(win_start);
-      const double loss = per_token(window.loss, window.tokens);
-      const double ppl = std::exp(per_token(window.nll, window.tokens));
-      const double tps = static_cast<double>(window.all_tokens) / std::max(secs, 1e-9);
-      const double done = static_cast<double>(state.step - first_step);
-      const double eta = seconds_since(run_start) / std::max(done, 1.0) *
-                         static_cast<double>(c.train.max_updates - state.step);
-      const std::string acc =
-          window.has_correct
-              ? fmt::format(" | acc {:.3f}", per_token(window.correct, window.tokens))
-              : "";
+    if (state.step == first_step + 1 && step.buckets()) {
+      const parallel::GradientBuckets& b = *step.buckets();
       log().info(
-          "update {:>6} | loss {:.4f} | ppl {:.2f}{} | lr {:.3e} | gnorm {:.3f}{} | {:.0f} tok/s | "
-          "epoch {} | ETA {} | mem {:.0f} MiB",
-          state.step, loss, ppl, acc, lr, info.grad_norm, precision.progress(), tps,
-          task->position().epoch + 1, format_eta(eta), peak_bytes(device) / 1048576.0);
-      MetricsRecord rec;
-      rec.add("step", state.step)
-          .add("split", "train")
-          .add("loss", loss)
-          .add("nll_loss", per_token(window.nll, window.tokens))
-          .add("ppl", ppl)
-          .add("lr", lr)
-          .add("grad_norm", info.grad_norm)
-          .add("tokens_per_s", tps)
-          .add("updates", win_updates)
-          .add("epoch", static_cast<int64_t>(task->position().epoch + 1));
-      if (window.has_correct) rec.add("accuracy", per_token(window.correct, window.tokens));
-      precision.add_metrics(rec);
-      metrics.write(rec);
-      window = TaskSums{};
-      win_updates = 0;
-      win_start = Clock::now();
+          "gradient all-reduce: {} bucket(s) of ~{} MiB, {} launched during backward, {} "
+          "complete when it ended",
+          b.bounds().size(), c.dist.bucket_mb, b.launched_before_finish(),
+          b.completed_before_finish());
     }
-    if (task->has_valid() && c.train.valid_interval > 0 &&
-        (state.step % c.train.valid_interval == 0 || last)) {
-      const auto t0 = Clock::now();
-      TaskSums v = task->validate(device);
-      const double vloss = per_token(v.loss, v.tokens);
-      const double vppl = std::exp(per_token(v.nll, v.tokens));
-      const std::string acc =
-          v.has_correct ? fmt::format(" | acc {:.3f}", per_token(v.correct, v.tokens)) : "";
-      log().info("valid at update {} | loss {:.4f} | ppl {:.2f}{} | {} tokens | {:.1f}s",
-                 state.step, vloss, vppl, acc, v.tokens, seconds_since(t0));
-      MetricsRecord rec;
-      rec.add("step", state.step)
-          .add("split", "valid")
-          .add("loss", vloss)
-          .add("nll_loss", per_token(v.nll, v.tokens))
-          .add("ppl", vppl)
-          .add("lr", lr)
-          .add("tokens_per_s",
-               static_cast<double>(v.all_tokens) / std::max(seconds_since(t0), 1e-9));
-      if (v.has_correct) rec.add("accuracy", per_token(v.correct, v.tokens));
-      metrics.write(rec);
-      if (state.best_valid_loss == 0 || vloss < state.best_valid_loss) {
-        state.best_valid_loss = vloss;
-        state.bad_validations = 0;
-      } else if (c.train.patience > 0 && ++state.bad_validations >= c.train.patience) {
+    nonfinite_in_a_row = u.info.skipped ? nonfinite_in_a_row + 1 : 0;
+    if (nonfinite_in_a_row >= c.train.max_nonfinite)
+      ROTOR_FAIL(
+          "update {}: {} updates in a row had non-finite gradients (train.max_nonfinite); "
+          "the run diverged and stops without saving (the last checkpoint is kept)",
+          state.step, nonfinite_in_a_row);
+    window.sums.add(u.sums);
+    ++window.updates;
+    if (schedule.log_now(state.step)) {
+      const double eta = seconds_since(run_start) /
+                         std::max<double>(static_cast<double>(state.step - first_step), 1.0) *
+                         static_cast<double>(c.train.max_updates - state.step);
+      log_progress(c, window, u, state, *task, precision, eta, place.device, metrics);
+      window = Window{};
+    }
+    if (schedule.validate_now(state.step)) {
+      const double loss = validate(*task, place.device, state, u.lr, metrics);
+      const Scheduler::Verdict verdict = schedule.record_validation(loss, state);
+      if (verdict.improved) save_best();
+      if (verdict.stop) {
         log().info("early stopping: no valid improvement in {} validations", state.bad_validations);
-        stop = true;
+        stop = StopReason::Patience;
       }
     }
     state.train_seconds = seconds_before + seconds_since(run_start);
     // SIGTERM/SIGINT on any rank (cluster preemption): all ranks stop after
     // the same update and save.
-    if (parallel::agree_stop(*comm)) {
+    if (parallel::agree_stop(comm)) {
       log().warn("signal {} received: saving a checkpoint and stopping at update {}",
                  parallel::stop_signal(), state.step);
-      stop = true;
+      stop = StopReason::Signal;
     }
-    if ((c.train.save_interval > 0 && state.step % c.train.save_interval == 0) || last || stop)
-      save();
+    if (schedule.save_now(state.step, stop)) save();
   }
-  log().info("done: {} updates in {:.1f}s", state.step, state.train_seconds);
+  if (stop == StopReason::None) stop = StopReason::MaxUpdates;
+  log().info("done: {} updates in {:.1f}s ({})", state.step, state.train_seconds,
+             stop_reason_text(stop));
   flush_log();
   task.reset();
-  comm.reset();
+  place.comm.reset();
   parallel::finalize(0);
   return 0;
 }

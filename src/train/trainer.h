@@ -1,28 +1,22 @@
-// `rotor train`: the training loop for translation (DESIGN.md decisions 2-3,
-// 6-12): token batches, label-smoothed loss normalized by target tokens,
-// Adam with a schedule and clipping, gradient accumulation (update_freq),
-// validation, JSON-lines metrics, checkpoints and exact resume.
+// `rotor train`: the training loop. It joins the job (device, ranks, log),
+// builds the task of the config (train/task.h), initializes or resumes, and
+// then repeats one update (train/step.h) while the scheduler
+// (train/scheduler.h) says when to log, validate, save and stop.
 #pragma once
 
 #include <string>
 
-#include "models/transformer.h"
-#include "optim/optimizer.h"
-#include "optim/schedule.h"
 #include "config/config.h"
 
 namespace rotor::train {
 
 struct TrainOptions {
-  bool resume = false;  // continue from OUTPUT_DIR/checkpoint_last
+  bool resume = false;      // continue from OUTPUT_DIR/checkpoint_last
+  bool overwrite = false;   // start afresh in a directory that holds a run (train/run_dir.h)
+  std::string config_path;  // the config file, never overwritten by OUTPUT_DIR/config.yaml
 };
 
 // Runs the whole job described by `config`. Returns the process exit code.
 int run_training(const Config& config, const std::string& config_yaml, const TrainOptions& options);
-
-// The optimizer and learning-rate schedule a config describes (`rotor train`
-// and `rotor bench train` build the same ones).
-optim::OptimizerOptions optimizer_options(const Config& config);
-optim::ScheduleOptions schedule_options(const Config& config);
 
 }  // namespace rotor::train

@@ -1,9 +1,8 @@
 // The translation task: token batches of sentence pairs, the encoder-decoder
 // and its label-smoothed loss normalized by target tokens.
-#include "train/task.h"
-#include "train/trainer.h"
-#include "train/translation_data.h"
 #include "models/model_config.h"
+#include "train/task.h"
+#include "train/task_data.h"
 
 namespace rotor::train {
 

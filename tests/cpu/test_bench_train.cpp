@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/json.h"
+#include "core/json_io.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
 
@@ -73,46 +73,81 @@ TEST_F(BenchTrain, ReportsThroughputPhasesAndBatches) {
   EXPECT_NE(r.out.find("forward"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("backward"), std::string::npos) << r.out;
 
-  const rotor::json::Value v = rotor::json::parse(slurp(dir_ / "bench.json"), "bench.json");
-  EXPECT_EQ(v.at("task").as_string(), "translation");
-  EXPECT_EQ(v.at("steps").as_int(), 4);
-  EXPECT_EQ(v.at("warmup").as_int(), 1);
-  EXPECT_GT(v.at("parameters").as_int(), 0);
-  const int64_t tokens = v.at("tokens").as_int();
+  const rotor::json_io::Json v = rotor::json_io::load(dir_ / "bench.json");
+  EXPECT_EQ(v.at("task").get<std::string>(), "translation");
+  EXPECT_EQ(v.at("steps").get<int64_t>(), 4);
+  EXPECT_EQ(v.at("warmup").get<int64_t>(), 1);
+  EXPECT_GT(v.at("parameters").get<int64_t>(), 0);
+  const int64_t tokens = v.at("tokens").get<int64_t>();
   EXPECT_GT(tokens, 0);
-  EXPECT_GT(v.at("all_tokens").as_int(), tokens);  // source + target
-  const double seconds = v.at("seconds").as_double();
+  EXPECT_GT(v.at("all_tokens").get<int64_t>(), tokens);  // source + target
+  const double seconds = v.at("seconds").get<double>();
   ASSERT_GT(seconds, 0);
-  EXPECT_NEAR(v.at("tokens_per_s").as_double(), static_cast<double>(tokens) / seconds,
+  EXPECT_NEAR(v.at("tokens_per_s").get<double>(), static_cast<double>(tokens) / seconds,
               1e-6 * static_cast<double>(tokens) / seconds);
   // Every micro-batch of the timed updates (4 updates x update_freq 2), with
   // the shapes the model saw; their target tokens add up to the total.
-  const auto& batches = v.at("batches").as_array();
+  const auto& batches = v.at("batches");
+  ASSERT_TRUE(batches.is_array());
   ASSERT_EQ(batches.size(), 8u);
   int64_t sum = 0;
   for (const auto& b : batches) {
-    EXPECT_GT(b.at("sequences").as_int(), 0);
-    EXPECT_GT(b.at("src_len").as_int(), 0);
-    EXPECT_GT(b.at("tgt_len").as_int(), 0);
-    EXPECT_LE(b.at("sequences").as_int() * b.at("tgt_len").as_int(), 256);  // max_tokens
-    sum += b.at("tokens").as_int();
+    EXPECT_GT(b.at("sequences").get<int64_t>(), 0);
+    EXPECT_GT(b.at("src_len").get<int64_t>(), 0);
+    EXPECT_GT(b.at("tgt_len").get<int64_t>(), 0);
+    const int64_t max_tokens = 256;
+    EXPECT_LE(b.at("sequences").get<int64_t>() * b.at("tgt_len").get<int64_t>(), max_tokens);
+    sum += b.at("tokens").get<int64_t>();
   }
   EXPECT_EQ(sum, tokens);
   // On the CPU the phases come from the timed pass: they cover the step.
-  const double step_ms = v.at("step_ms").as_double();
+  const double step_ms = v.at("step_ms").get<double>();
   double phases = 0;
   for (const char* p : {"data", "forward", "backward", "optimizer"}) {
-    const double ms = v.at("phases").at(p).at("ms").as_double();
+    const double ms = v.at("phases").at(p).at("ms").get<double>();
     EXPECT_GE(ms, 0) << p;
     phases += ms;
   }
-  EXPECT_GT(v.at("phases").at("forward").at("ms").as_double(), 0);
-  EXPECT_GT(v.at("phases").at("backward").at("ms").as_double(), 0);
+  EXPECT_GT(v.at("phases").at("forward").at("ms").get<double>(), 0);
+  EXPECT_GT(v.at("phases").at("backward").at("ms").get<double>(), 0);
   EXPECT_NEAR(phases, step_ms, 0.2 * step_ms + 1.0);
-  EXPECT_LE(v.at("step_ms_min").as_double(), v.at("step_ms_max").as_double());
+  EXPECT_LE(v.at("step_ms_min").get<double>(), v.at("step_ms_max").get<double>());
   // A benchmark writes no checkpoint, log or metrics.
   EXPECT_FALSE(fs::exists(dir_ / "run/checkpoints"));
   EXPECT_FALSE(fs::exists(dir_ / "run/metrics.jsonl"));
+}
+
+// The bench runs the trainer's own update step (train/step.h): with no
+// warm-up its updates are the first updates of `rotor train` on the same
+// config, so their losses are equal (fp16 exercises the loss scaler and the
+// precision hooks the step owns as well).
+TEST_F(BenchTrain, SharesTheUpdateStepWithTraining) {
+  for (const char* precision : {"fp32", "fp16"}) {
+    SCOPED_TRACE(precision);
+    const std::string set = std::string(" --set precision=") + precision;
+    auto b = rotor_run(dir_, "bench train " + (dir_ / "tiny.yaml") +
+                                 " --steps 5 --warmup 0 --json " + (dir_ / "bench.json") + set);
+    ASSERT_EQ(b.code, 0) << b.err;
+    const std::string run = dir_ / (std::string("train_") + precision);
+    auto t = rotor_run(dir_, "train " + (dir_ / "tiny.yaml") + set + " --set output_dir=" + run +
+                                 " --set train.max_updates=5 --set train.log_interval=1");
+    ASSERT_EQ(t.code, 0) << t.err;
+    const auto losses = rotor::json_io::load(dir_ / "bench.json").at("losses");
+    ASSERT_EQ(losses.size(), 5u);
+    std::istringstream metrics(slurp(run + "/metrics.jsonl"));
+    std::string line;
+    size_t i = 0;
+    while (std::getline(metrics, line)) {
+      const auto rec = rotor::json_io::Json::parse(line);
+      if (rec.at("split").get<std::string>() != "train") continue;
+      ASSERT_LT(i, losses.size());
+      EXPECT_EQ(rec.at("step").get<int64_t>(), static_cast<int64_t>(i + 1));
+      // metrics.jsonl holds the loss as printed with 17 significant digits.
+      EXPECT_DOUBLE_EQ(rec.at("loss").get<double>(), losses[i].get<double>()) << "update " << i + 1;
+      ++i;
+    }
+    EXPECT_EQ(i, 5u);
+  }
 }
 
 TEST_F(BenchTrain, RunsEmulatedBf16) {

@@ -3,11 +3,13 @@
 // Multi30k 8k joint model where ../shared/data is present).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/io.h"
 #include "data/sentencepiece.h"
 #include "data/synth_numbers.h"
 #include "support/test_util.h"
@@ -131,6 +133,32 @@ TEST(data_spm, TrainOptionErrors) {
   o.vocab_size = 100;
   o.model_prefix = dir / "no/such/dir/m";
   EXPECT_THROW(train_sentencepiece(o), Error);
+}
+
+// The model appears whole or not at all: SentencePiece writes under a
+// temporary prefix that is renamed into place only after training succeeded.
+TEST(data_spm, TrainingPublishesAtomically) {
+  TempDir dir;
+  SpmTrainOptions o;
+  o.inputs = {write_number_text(dir, "a.txt", 200)};
+  o.model_prefix = dir / "m";
+  o.vocab_size = 100000;  // far more pieces than the text holds: SentencePiece fails
+  o.num_threads = 2;
+  EXPECT_THROW(train_sentencepiece(o), Error);
+  o.vocab_size = 120;
+  std::ofstream(dir / "m.model") << "an old model";
+  EXPECT_THROW(
+      {
+        SpmTrainOptions bad = o;
+        bad.vocab_size = 100000;
+        train_sentencepiece(bad);
+      },
+      Error);
+  EXPECT_EQ(rotor::read_file(dir / "m.model"), "an old model") << "a failed training replaced it";
+  train_sentencepiece(o);
+  EXPECT_EQ(Tokenizer::load(dir / "m.model").vocab_size(), 120);
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
 }
 
 TEST(data_spm, SplitSymbolList) {

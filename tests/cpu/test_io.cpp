@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/io.h"
-#include "core/json.h"
+#include "core/json_io.h"
 #include "core/logging.h"
 #include "support/test_util.h"
 #include "train/metrics.h"
@@ -108,7 +108,7 @@ TEST(Io, JsonQuote) {
   EXPECT_EQ(json_quote("\xc3\xa9"), "\"\xc3\xa9\"");
   std::string all;
   for (int c = 1; c < 128; ++c) all.push_back(static_cast<char>(c));
-  EXPECT_EQ(json::parse(json_quote(all)).as_string(), all);
+  EXPECT_EQ(json_io::parse(json_quote(all), "quoted").get<std::string>(), all);
 }
 
 TEST(Metrics, JsonLinesInInsertionOrder) {
@@ -133,12 +133,12 @@ TEST(Metrics, JsonLinesInInsertionOrder) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[0],
-            R"({"split": "train", "step": 100, "loss": 2.345678, "lr": 5e-04, "best": true})");
-  EXPECT_EQ(lines[1], R"({"z": -3, "a": NaN})");
-  json::Value third = json::parse(lines[2]);
-  EXPECT_EQ(third.at("loss").as_double(), 1.0 / 3.0);  // full precision
-  EXPECT_EQ(third.as_object().front().first, "step");
+  // A float as the float it is (2.345678f, not 2.3450000286102295); NaN as null.
+  EXPECT_EQ(lines[0], R"({"split":"train","step":100,"loss":2.345678,"lr":0.0005,"best":true})");
+  EXPECT_EQ(lines[1], R"({"z":-3,"a":null})");
+  const json_io::Json third = json_io::parse(lines[2], "metrics.jsonl");
+  EXPECT_EQ(third.at("loss").get<double>(), 1.0 / 3.0);  // full precision
+  EXPECT_EQ(third.begin().key(), "step");
 }
 
 TEST(Metrics, ClosedWriterIgnoresRecords) {

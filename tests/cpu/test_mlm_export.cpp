@@ -8,7 +8,7 @@
 #include <map>
 
 #include "core/io.h"
-#include "core/json.h"
+#include "core/json_io.h"
 #include "models/bert.h"
 #include "models/model_config.h"
 #include "support/test_util.h"
@@ -107,24 +107,27 @@ void check_export(const std::string& position, bool roformer, int type_vocab = 2
   for (const auto& e : src.entries())
     EXPECT_EQ(f.load(e.name).to_floats(), src.load(e.name).to_floats()) << e.name;
 
-  const json::Value j = json::parse(read_file(tmp / "hf/config.json"));
-  EXPECT_EQ(j.at("architectures").at(0).as_string(),
+  const json_io::Json j = json_io::load(tmp / "hf/config.json");
+  // Keys in the order Hugging Face writes them.
+  EXPECT_EQ(j.begin().key(), "architectures");
+  EXPECT_EQ(read_file(tmp / "hf/config.json").rfind("{\n  \"architectures\": [\n", 0), 0u);
+  EXPECT_EQ(j.at("architectures").at(0).get<std::string>(),
             roformer ? "RoFormerForMaskedLM" : "BertForMaskedLM");
-  EXPECT_EQ(j.at("model_type").as_string(), p);
-  EXPECT_EQ(j.at("vocab_size").as_int(), V);
-  EXPECT_EQ(j.at("hidden_size").as_int(), D);
-  EXPECT_EQ(j.at("num_hidden_layers").as_int(), L);
-  EXPECT_EQ(j.at("num_attention_heads").as_int(), H);
-  EXPECT_EQ(j.at("intermediate_size").as_int(), FF);
-  EXPECT_EQ(j.at("hidden_act").as_string(), "gelu_new");
-  EXPECT_EQ(j.at("max_position_embeddings").as_int(), P);
-  EXPECT_EQ(j.at("type_vocab_size").as_int(), std::max(type_vocab, 1));
-  EXPECT_EQ(j.at("pad_token_id").as_int(), 0);
-  EXPECT_DOUBLE_EQ(j.at("layer_norm_eps").as_double(), 1e-12);
-  EXPECT_DOUBLE_EQ(j.at("hidden_dropout_prob").as_double(), 0.1);
+  EXPECT_EQ(j.at("model_type").get<std::string>(), p);
+  EXPECT_EQ(j.at("vocab_size").get<int64_t>(), V);
+  EXPECT_EQ(j.at("hidden_size").get<int64_t>(), D);
+  EXPECT_EQ(j.at("num_hidden_layers").get<int64_t>(), L);
+  EXPECT_EQ(j.at("num_attention_heads").get<int64_t>(), H);
+  EXPECT_EQ(j.at("intermediate_size").get<int64_t>(), FF);
+  EXPECT_EQ(j.at("hidden_act").get<std::string>(), "gelu_new");
+  EXPECT_EQ(j.at("max_position_embeddings").get<int64_t>(), P);
+  EXPECT_EQ(j.at("type_vocab_size").get<int64_t>(), std::max(type_vocab, 1));
+  EXPECT_EQ(j.at("pad_token_id").get<int64_t>(), 0);
+  EXPECT_DOUBLE_EQ(j.at("layer_norm_eps").get<double>(), 1e-12);
+  EXPECT_DOUBLE_EQ(j.at("hidden_dropout_prob").get<double>(), 0.1);
   if (roformer) {
-    EXPECT_EQ(j.at("embedding_size").as_int(), D);
-    EXPECT_FALSE(j.at("rotary_value").as_bool());
+    EXPECT_EQ(j.at("embedding_size").get<int64_t>(), D);
+    EXPECT_FALSE(j.at("rotary_value").get<bool>());
     // Hugging Face's table: [sin(p w_j) | cos(p w_j)], w_j = 10000^(-2j/dim).
     const std::vector<float> t = f.load("roformer.encoder.embed_positions.weight").to_floats();
     const int64_t dim = D / H, pos = 5, j1 = 1;
@@ -132,12 +135,12 @@ void check_export(const std::string& position, bool roformer, int type_vocab = 2
     EXPECT_NEAR(t[pos * dim + j1], std::sin(a), 1e-6);
     EXPECT_NEAR(t[pos * dim + dim / 2 + j1], std::cos(a), 1e-6);
   } else {
-    EXPECT_EQ(j.at("position_embedding_type").as_string(), "absolute");
+    EXPECT_EQ(j.at("position_embedding_type").get<std::string>(), "absolute");
   }
   EXPECT_EQ(read_file(tmp / "hf/spiece.model"), "not really a sentencepiece model");
-  const json::Value tc = json::parse(read_file(tmp / "hf/tokenizer_config.json"));
-  EXPECT_EQ(tc.at("tokenizer_class").as_string(), "AlbertTokenizer");
-  EXPECT_EQ(tc.at("mask_token").as_string(), "[MASK]");
+  const json_io::Json tc = json_io::load(tmp / "hf/tokenizer_config.json");
+  EXPECT_EQ(tc.at("tokenizer_class").get<std::string>(), "AlbertTokenizer");
+  EXPECT_EQ(tc.at("mask_token").get<std::string>(), "[MASK]");
 }
 
 TEST(MlmExport, BertLearned) { check_export("learned", false); }

@@ -173,6 +173,18 @@ TEST(Safetensors, CorruptFilesAreClearErrors) {
   has(open_error(make_file(
           R"({"t":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}})", data8)),
       "too large");
+  // A repeated tensor name, and nesting deeper than the format's three levels
+  // (checked as the header is read: a hostile one fails before it is built).
+  has(open_error(make_file("{" + ok_entry + "," + ok_entry + "}", data8)), "duplicate key \"t\"");
+  has(open_error(make_file(R"({"t":{"dtype":"F32","shape":[[2]],"data_offsets":[0,8]}})", data8)),
+      "nesting deeper than 3 levels");
+  has(open_error(make_file(R"({"__metadata__":{"k":{"x":["y"]}}})", "")),
+      "nesting deeper than 3 levels");
+  has(open_error(make_file(std::string(1 << 20, '['), "")), "nesting deeper than 3 levels");
+  // Parse errors are rotor's: position and what is wrong, no library tags.
+  const std::string msg = open_error(make_file("{\"t\": [1,", data8));
+  has(msg, "header:1:");
+  EXPECT_EQ(msg.find("json.exception"), std::string::npos) << msg;
 }
 
 TEST(Safetensors, EveryTruncationIsAnError) {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/json.h"
+#include "core/json_io.h"
 #include "ops/ops.h"
 #include "support/test_util.h"
 
@@ -120,13 +120,13 @@ int run_rotor(const TempDir& dir, const std::string& args, std::string* err) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// The last metrics.jsonl record of `split`.
-json::Value last_record(const std::string& run, const std::string& split) {
-  json::Value last;
+// The last metrics.jsonl record of `split` (null when there is none).
+json_io::Json last_record(const std::string& run, const std::string& split) {
+  json_io::Json last;
   std::ifstream f(run + "/metrics.jsonl");
   for (std::string line; std::getline(f, line);) {
-    json::Value v = json::parse(line, "metrics.jsonl");
-    if (v.at("split").as_string() == split) last = v;
+    json_io::Json v = json_io::parse(line, "metrics.jsonl");
+    if (v.at("split").get<std::string>() == split) last = std::move(v);
   }
   return last;
 }
@@ -149,9 +149,10 @@ TEST(MixedPrecisionCuda, QuickstartHalfPrecisionWithinTwoPercentOfFp32) {
         " --set data.train=" + (dir / "data/train") + " --set data.valid=" + (dir / "data/valid") +
         " --set train.max_updates=300 --set train.valid_interval=300 --set train.save_interval=300";
     ASSERT_EQ(run_rotor(dir, args, &err), 0) << precision << ": " << err;
-    const json::Value tr = last_record(run, "train"), va = last_record(run, "valid");
-    ASSERT_EQ(tr.at("step").as_int(), 300) << precision;
-    loss[precision] = {tr.at("loss").as_double(), va.at("loss").as_double()};
+    const json_io::Json tr = last_record(run, "train"), va = last_record(run, "valid");
+    ASSERT_TRUE(tr.is_object() && va.is_object()) << precision << ": no train or valid record";
+    ASSERT_EQ(tr.at("step").get<int64_t>(), 300) << precision;
+    loss[precision] = {tr.at("loss").get<double>(), va.at("loss").get<double>()};
     std::printf("%s: train loss %.4f, valid loss %.4f\n", precision, loss[precision].first,
                 loss[precision].second);
   }

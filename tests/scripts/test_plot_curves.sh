@@ -17,11 +17,15 @@ for run in a b; do
   done
   echo "{\"step\": 20, \"split\": \"valid\", \"loss\": 5.5}" >> "$tmp/$run/metrics.jsonl"
   echo "{\"step\": 40, \"split\": \"valid\", \"loss\": 4.25}" >> "$tmp/$run/metrics.jsonl"
+  # rotor writes a non-finite value (a diverged run) as null
+  echo "{\"step\": 60, \"split\": \"train\", \"loss\": null}" >> "$tmp/$run/metrics.jsonl"
+  echo "{\"step\": 60, \"split\": \"valid\", \"loss\": null}" >> "$tmp/$run/metrics.jsonl"
 done
 out=$("$py" "$root/scripts/plot_curves.py" "$tmp/a" "$tmp/b/metrics.jsonl" --label A --label B \
-  --output "$tmp/curves.png" --table 20,40)
+  --output "$tmp/curves.png" --table 20,40,60)
 [[ $(head -c 8 "$tmp/curves.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || { echo "not a PNG"; exit 1; }
 grep -q "| 40 | 4.2500 | 4.2500 |" <<<"$out" || { echo "table wrong: $out"; exit 1; }
+grep -q "| 60 | nan | nan |" <<<"$out" || { echo "table wrong: $out"; exit 1; }
 # A broken metrics file is a one-line error, not a traceback.
 echo "not json" > "$tmp/a/metrics.jsonl"
 if err=$("$py" "$root/scripts/plot_curves.py" "$tmp/a" --output "$tmp/x.png" 2>&1); then echo "accepted bad input"; exit 1; fi

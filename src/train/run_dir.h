@@ -1,0 +1,44 @@
+// A run directory belongs to one run (docs/design.md, Checkpoints and run
+// directories):
+//
+//   - the run holds a lock on OUTPUT_DIR/.rotor.lock (flock: the kernel
+//     releases it when the process dies, so a lock is never stale); its
+//     holder's pid, host and start time are written in it, and a second
+//     writer fails at once with a line that names them;
+//   - a directory that already holds a run (checkpoints, checkpoint_last or
+//     metrics.jsonl) is continued only with --resume; --overwrite starts
+//     afresh after moving the earlier run's files into
+//     OUTPUT_DIR/previous-<date>-<time>/ (and says so); without either it is an
+//     error that changes nothing;
+//   - what interrupted writers left behind (temporary files and directories)
+//     is removed.
+#pragma once
+
+#include <string>
+
+namespace rotor::train {
+
+enum class RunStart { Fresh, Resume, Overwrite };
+
+class RunDirectory {
+ public:
+  // Creates OUTPUT_DIR when missing, takes its lock and applies the rules
+  // above. Throws rotor::Error, leaving the directory as it found it.
+  RunDirectory(const std::string& output_dir, RunStart start);
+  ~RunDirectory();  // releases the lock
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
+
+  // Where --overwrite moved the earlier run ("" when nothing was moved).
+  const std::string& moved_to() const { return moved_to_; }
+
+ private:
+  int lock_fd_ = -1;
+  std::string moved_to_;
+};
+
+// Whether OUTPUT_DIR holds an earlier run (checkpoints, checkpoint_last or
+// metrics.jsonl), and a description of it for messages.
+bool holds_run(const std::string& output_dir, std::string* what = nullptr);
+
+}  // namespace rotor::train

@@ -1,0 +1,55 @@
+#include "train/scheduler.h"
+
+namespace rotor::train {
+
+std::string_view stop_reason_text(StopReason r) {
+  switch (r) {
+    case StopReason::None:
+      return "running";
+    case StopReason::MaxUpdates:
+      return "train.max_updates reached";
+    case StopReason::MaxEpochs:
+      return "train.max_epochs reached";
+    case StopReason::Patience:
+      return "early stopping (train.patience)";
+    case StopReason::Signal:
+      return "stopped by a signal";
+    case StopReason::NoTokens:
+      return "no training tokens left";
+  }
+  return "?";
+}
+
+Scheduler::Scheduler(const TrainConfig& t, bool has_valid)
+    : max_updates_(t.max_updates),
+      log_interval_(t.log_interval),
+      valid_interval_(t.valid_interval),
+      save_interval_(t.save_interval),
+      patience_(t.patience),
+      has_valid_(has_valid) {}
+
+bool Scheduler::log_now(int64_t step) const {
+  return (log_interval_ > 0 && step % log_interval_ == 0) || finished(step);
+}
+
+bool Scheduler::validate_now(int64_t step) const {
+  return has_valid_ && valid_interval_ > 0 && (step % valid_interval_ == 0 || finished(step));
+}
+
+bool Scheduler::save_now(int64_t step, StopReason stop) const {
+  return (save_interval_ > 0 && step % save_interval_ == 0) || finished(step) ||
+         stop != StopReason::None;
+}
+
+Scheduler::Verdict Scheduler::record_validation(double score,
+                                                checkpoint::TrainerState& state) const {
+  if (state.best_valid_loss == 0 || score < state.best_valid_loss) {
+    state.best_valid_loss = score;
+    state.bad_validations = 0;
+    return {true, false};
+  }
+  ++state.bad_validations;
+  return {false, patience_ > 0 && state.bad_validations >= patience_};
+}
+
+}  // namespace rotor::train

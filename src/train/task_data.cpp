@@ -1,0 +1,108 @@
+#include "train/task_data.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace rotor::train {
+
+std::string tokenizer_path(const Config& c) {
+  return c.data.spm_model.empty() ? (fs::path(c.output_dir) / "spm.model").string()
+                                  : c.data.spm_model;
+}
+
+data::CorpusSource corpus_source(const Config& c, const std::string& key) {
+  data::CorpusSource s;
+  s.key = "data." + key;
+  s.path = key == "train" ? c.data.train : key == "valid" ? c.data.valid : c.data.test;
+  if (c.task == Task::Translation) {
+    s.src_lang = c.data.src_lang;
+    s.tgt_lang = c.data.tgt_lang;
+  }
+  return s;
+}
+
+void check_data(const Config& c) {
+  const data::CorpusSource train = corpus_source(c, "train");
+  if (train.path.empty()) ROTOR_FAIL("data.train is required for training");
+  train.check_exists();
+  const data::CorpusSource valid = corpus_source(c, "valid");
+  if (!valid.path.empty()) valid.check_exists();
+  const std::string spm = tokenizer_path(c);
+  if (!fs::exists(spm) && train.is_prepared())
+    ROTOR_FAIL("data.spm_model: {} not found (it can only be trained from raw text)", spm);
+}
+
+std::string ensure_tokenizer(const Config& c) {
+  const std::string spm = tokenizer_path(c);
+  data::SpmTrainOptions o;
+  o.vocab_size = c.data.vocab_size;
+  o.model_type = std::string(to_string(c.data.spm_model_type));
+  o.character_coverage = c.data.character_coverage;
+  o.input_sentence_size = 2000000;
+  if (c.task == Task::Mlm) o.user_defined_symbols = {"[MASK]", "[CLS]", "[SEP]"};  // ids 4, 5, 6
+  data::ensure_tokenizer(spm, corpus_source(c, "train"), o);
+  return spm;
+}
+
+std::string prepared_prefix(const Config& c, const std::string& key, const std::string& spm) {
+  data::CleanOptions clean;
+  // Masked-LM blocks are packed from the stream: every non-empty line counts.
+  if (c.task == Task::Translation && key == "train") {
+    clean.max_len = c.data.max_len;
+    clean.max_len_ratio = c.data.max_len_ratio;
+  }
+  const std::string out = (fs::path(c.output_dir) / "data" / key).string();
+  return data::ensure_prepared(corpus_source(c, key), spm, out, clean);
+}
+
+namespace {
+
+ParallelCorpus open_pair(const std::string& prefix) {
+  ParallelCorpus p;
+  p.src = std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(prefix + ".src"));
+  p.tgt = std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(prefix + ".tgt"));
+  return p;
+}
+
+}  // namespace
+
+TranslationData load_translation_data(const Config& c, bool need_train) {
+  TranslationData d;
+  d.spm_path = ensure_tokenizer(c);
+  d.tokenizer = data::Tokenizer::load(d.spm_path);
+  if (need_train) {
+    if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
+    d.train = open_pair(prepared_prefix(c, "train", d.spm_path));
+  }
+  if (!c.data.valid.empty()) d.valid = open_pair(prepared_prefix(c, "valid", d.spm_path));
+  return d;
+}
+
+models::TranslationBatch to_model_batch(const data::Batch& b, Device device) {
+  models::TranslationBatch m;
+  m.src = b.src.to(device);
+  m.src_lengths = Tensor::from_ints(b.src_lengths, {b.size()}, device);
+  m.tgt_in = b.tgt_in.to(device);
+  m.tgt_out = b.tgt_out.to(device);
+  m.tgt_tokens = b.tgt_tokens;
+  m.src_tokens = b.src_tokens;
+  return m;
+}
+
+models::MlmBatch to_model_batch(const data::MlmBatch& b, Device device) {
+  auto on_device = [&](const Tensor& t) { return t.defined() ? t.to(device) : Tensor(); };
+  models::MlmBatch m;
+  m.input_ids = on_device(b.input_ids);
+  m.token_type_ids = on_device(b.token_type_ids);
+  m.lengths = on_device(b.lengths);
+  m.masked_positions = on_device(b.masked_positions);
+  m.masked_targets = on_device(b.masked_targets);
+  m.tokens = b.tokens;
+  m.masked_tokens = b.masked_tokens;
+  return m;
+}
+
+}  // namespace rotor::train

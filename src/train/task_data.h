@@ -1,0 +1,60 @@
+// The data side of the training tasks: which corpora and tokenizer a config
+// names (through data/prepared.h, which both tasks share), and the batches
+// of the data layer turned into model inputs on a device.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "data/batcher.h"
+#include "data/corpus.h"
+#include "data/mlm.h"
+#include "data/prepared.h"
+#include "data/sentencepiece.h"
+#include "models/bert.h"
+#include "models/transformer.h"
+
+namespace rotor::train {
+
+// The tokenizer path a config uses (data.spm_model or OUTPUT_DIR/spm.model).
+std::string tokenizer_path(const Config& config);
+
+// data.<key> ("train", "valid") as the task reads it: parallel
+// (PREFIX.<src_lang>/<tgt_lang>) for translation, one text file for mlm.
+data::CorpusSource corpus_source(const Config& config, const std::string& key);
+
+// Checks, before a run creates anything, that data.train / data.valid name
+// prepared data or raw text that exists, and that the tokenizer exists or can
+// be trained (a rotor::Error naming the key).
+void check_data(const Config& config);
+
+// The tokenizer of the config, trained from the raw training text when
+// missing (for mlm with [MASK] [CLS] [SEP] as ids 4, 5, 6). Returns its path.
+std::string ensure_tokenizer(const Config& config);
+
+// data.<key> binarized (or as prepared), its prefix: OUTPUT_DIR/data/<key>
+// when made from raw text. Training text of translation is cleaned with
+// data.max_len and data.max_len_ratio; validation text is kept whole.
+std::string prepared_prefix(const Config& config, const std::string& key, const std::string& spm);
+
+struct ParallelCorpus {
+  std::shared_ptr<const data::MmapCorpus> src, tgt;
+  bool defined() const { return src != nullptr; }
+};
+
+struct TranslationData {
+  std::string spm_path;
+  data::Tokenizer tokenizer;
+  ParallelCorpus train, valid;
+};
+
+// The tokenizer and corpora of a translation run. `need_train` false skips
+// the training corpus (validation or decoding only).
+TranslationData load_translation_data(const Config& config, bool need_train = true);
+
+// Batches of the data layer as model inputs on `device`.
+models::TranslationBatch to_model_batch(const data::Batch& batch, Device device);
+models::MlmBatch to_model_batch(const data::MlmBatch& batch, Device device);
+
+}  // namespace rotor::train

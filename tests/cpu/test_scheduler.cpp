@@ -1,0 +1,66 @@
+// train/scheduler.h: when a run logs, validates, saves and stops.
+#include <gtest/gtest.h>
+
+#include "train/scheduler.h"
+
+namespace rotor::train {
+namespace {
+
+TrainConfig config() {
+  TrainConfig t;
+  t.max_updates = 10;
+  t.log_interval = 3;
+  t.valid_interval = 4;
+  t.save_interval = 5;
+  t.patience = 2;
+  return t;
+}
+
+TEST(Scheduler, IntervalsAndTheLastUpdate) {
+  const Scheduler s(config(), true);
+  for (int64_t step = 1; step <= 10; ++step) {
+    SCOPED_TRACE(step);
+    EXPECT_EQ(s.log_now(step), step % 3 == 0 || step == 10);
+    EXPECT_EQ(s.validate_now(step), step % 4 == 0 || step == 10);
+    EXPECT_EQ(s.save_now(step, StopReason::None), step % 5 == 0 || step == 10);
+    EXPECT_TRUE(s.save_now(step, StopReason::Signal)) << "a run that stops early saves";
+    EXPECT_EQ(s.finished(step), step == 10);
+  }
+}
+
+TEST(Scheduler, NoValidationWithoutDataOrInterval) {
+  EXPECT_FALSE(Scheduler(config(), false).validate_now(4));
+  TrainConfig t = config();
+  t.valid_interval = 0;
+  EXPECT_FALSE(Scheduler(t, true).validate_now(10));
+  t.save_interval = 0;
+  EXPECT_FALSE(Scheduler(t, true).save_now(5, StopReason::None));
+  EXPECT_TRUE(Scheduler(t, true).save_now(10, StopReason::None));
+}
+
+TEST(Scheduler, PatienceCountsValidationsWithoutImprovement) {
+  const Scheduler s(config(), true);
+  checkpoint::TrainerState state;
+  EXPECT_TRUE(s.record_validation(3.0, state).improved);
+  EXPECT_EQ(state.best_valid_loss, 3.0);
+  auto v = s.record_validation(3.5, state);
+  EXPECT_FALSE(v.improved || v.stop);
+  EXPECT_EQ(state.bad_validations, 1);
+  v = s.record_validation(2.5, state);
+  EXPECT_TRUE(v.improved) << "an improvement resets the count";
+  EXPECT_FALSE(v.stop);
+  EXPECT_EQ(state.bad_validations, 0);
+  EXPECT_EQ(state.best_valid_loss, 2.5);
+  EXPECT_FALSE(s.record_validation(2.5, state).stop) << "equal is no improvement";
+  v = s.record_validation(2.6, state);
+  EXPECT_TRUE(v.stop) << "two in a row without improvement";
+  EXPECT_FALSE(v.improved);
+  TrainConfig no_patience = config();
+  no_patience.patience = 0;
+  checkpoint::TrainerState st;
+  for (double x : {1.0, 2.0, 3.0, 4.0})
+    EXPECT_FALSE(Scheduler(no_patience, true).record_validation(x, st).stop);
+}
+
+}  // namespace
+}  // namespace rotor::train
