@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel training on one machine: one rank per GPU, started by mpirun.
+# Without MPI, `rotor launch -n N train CONFIG` does the same (ranks meet
+# through a file rendezvous, Gloo or NCCL; docs/distributed.md).
 #
 #   scripts/launch/run_local.sh [-n RANKS] CONFIG [rotor train options...]
 #   scripts/launch/run_local.sh -n 8 configs/mlm/roformer_base.yaml --set train.max_updates=1000
@@ -21,7 +23,7 @@ cd "$(dirname "$0")/../.."
 ranks=""
 if [[ "${1:-}" == "-n" ]]; then ranks=$2; shift 2; fi
 if [[ $# -lt 1 ]]; then
-  sed -n '2,18p' "$0" >&2
+  sed -n '2,20p' "$0" >&2
   exit 2
 fi
 if [[ -z "$ranks" ]]; then

@@ -24,6 +24,11 @@ std::string build_info_text() {
 #else
   s += "  mpi:        no\n";
 #endif
+#if ROTOR_WITH_GLOO
+  s += "  gloo:       yes (collectives without MPI: rotor launch, srun without PMIx)\n";
+#else
+  s += "  gloo:       no\n";
+#endif
 #if ROTOR_WITH_CUDA
   s += fmt::format("  cuda:       yes (architectures {})\n", ROTOR_CUDA_ARCHS);
   s += fmt::format("  cuda runtime {}, driver {}\n", cuda::runtime_version(), cuda::driver_version());

@@ -10,43 +10,21 @@
 
 #include "core/cuda_context.h"
 #include "core/logging.h"
+#include "parallel/rendezvous.h"
 
 #if ROTOR_WITH_MPI
 #include "parallel/mpi_communicator.h"
 #endif
-#if ROTOR_WITH_MPI && ROTOR_WITH_CUDA
+#if ROTOR_WITH_GLOO
+#include "parallel/gloo_communicator.h"
+#endif
+#if ROTOR_WITH_CUDA && (ROTOR_WITH_MPI || ROTOR_WITH_GLOO)
 #include "parallel/nccl_communicator.h"
 #endif
 
 namespace rotor::parallel {
 
 namespace {
-
-// The integer value of environment variable `name`, or -1 when unset.
-int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return -1;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0 || x > (1 << 30))
-    ROTOR_FAIL("environment variable {}='{}' is not a non-negative integer", name, v);
-  return static_cast<int>(x);
-}
-
-bool try_env(DistEnvironment& e, const char* rank, const char* size, const char* local_rank,
-             const char* local_size, const char* launcher) {
-  const int r = env_int(rank), s = env_int(size);
-  if (r < 0 || s < 0) return false;
-  if (s < 1 || r >= s) ROTOR_FAIL("{}={} is not a rank of {}={}", rank, r, size, s);
-  e.rank = r;
-  e.world_size = s;
-  const int lr = local_rank ? env_int(local_rank) : -1;
-  const int ls = local_size ? env_int(local_size) : -1;
-  e.local_rank = lr >= 0 ? lr : 0;
-  e.local_size = ls >= 1 ? ls : 1;
-  e.launcher = launcher;
-  return true;
-}
 
 void write_stderr(const std::string& s) {
   const char* p = s.data();
@@ -60,17 +38,6 @@ void write_stderr(const std::string& s) {
 }
 
 }  // namespace
-
-DistEnvironment detect_environment() {
-  DistEnvironment e;
-  if (try_env(e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-              "OMPI_COMM_WORLD_LOCAL_SIZE", "openmpi"))
-    return e;
-  if (try_env(e, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "pmi")) return e;
-  if (try_env(e, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "slurm"))
-    return e;
-  return e;
-}
 
 double default_timeout_seconds() {
   if (const char* v = std::getenv("ROTOR_DIST_TIMEOUT"); v && *v) {
@@ -150,33 +117,68 @@ void LocalCommunicator::broadcast_bytes(std::vector<uint8_t>&, int root) {
   ROTOR_CHECK(root == 0, "broadcast root {} of world 1", root);
 }
 
-std::unique_ptr<Communicator> make_communicator(Device device, double timeout_s) {
+std::unique_ptr<Communicator> make_communicator(Device device, double timeout_s,
+                                                const std::string& rendezvous,
+                                                const std::string& default_store_dir) {
   const DistEnvironment env = detect_environment();
-  if (!env.distributed()) return std::make_unique<LocalCommunicator>(device);
-#if ROTOR_WITH_MPI
+  const TransportPlan plan =
+      plan_transport(env, rendezvous, default_store_dir, /*have_mpi=*/ROTOR_WITH_MPI != 0);
+  if (plan.transport == Transport::Local) return std::make_unique<LocalCommunicator>(device);
   if (timeout_s <= 0) timeout_s = default_timeout_seconds();
-  ensure_mpi_initialized();
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size != env.world_size)
-    ROTOR_FAIL("the launcher says {} ranks ({}) but MPI sees {}: was rotor started by a "
-               "different MPI than it was built with?",
-               env.world_size, env.launcher, size);
+  int gpu = -1;
   if (device.is_cuda()) {
 #if ROTOR_WITH_CUDA
     const int n = cuda::device_count();
-    if (n == 0) ROTOR_FAIL("rank {}: device {} asked for but no GPU answers", env.rank, device.str());
-    return std::make_unique<NcclCommunicator>(env.local_rank % n, timeout_s, env.local_rank);
+    if (n == 0)
+      ROTOR_FAIL("rank {}: device {} asked for but no GPU answers", env.rank, device.str());
+    // One rank per GPU; a world of one (rotor launch -n 1) keeps the device asked for.
+    gpu = env.distributed() ? env.local_rank % n : device.index;
 #else
     ROTOR_FAIL("device {} in a build without CUDA", device.str());
 #endif
   }
-  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, timeout_s, env.local_rank);
+
+  std::unique_ptr<HostCommunicator> host;
+  std::shared_ptr<Rendezvous> rdzv;
+  if (plan.transport == Transport::Mpi) {
+#if ROTOR_WITH_MPI
+    ensure_mpi_initialized();
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != env.world_size)
+      ROTOR_FAIL(
+          "the launcher says {} ranks ({}) but MPI sees {}: was rotor started by a "
+          "different MPI than it was built with?",
+          env.world_size, env.launcher, size);
+    host = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, timeout_s, env.local_rank);
+#endif
+  } else {
+#if ROTOR_WITH_GLOO
+    rdzv = std::make_shared<Rendezvous>(plan.dir, env.run_id, env.rank, env.world_size, timeout_s);
+    host = std::make_unique<GlooCommunicator>(rdzv, env.local_rank, env.single_node(), timeout_s);
 #else
-  (void)timeout_s;
-  ROTOR_FAIL("{} ranks were launched ({}), but this rotor was built without MPI "
-             "(install libopenmpi-dev and rebuild)",
-             env.world_size, env.launcher);
+    ROTOR_FAIL(
+        "{} ranks were launched ({}) without MPI, and this rotor was built without Gloo "
+        "(install libgloo-dev and rebuild, or start the ranks with mpirun / srun "
+        "--mpi=pmix)",
+        env.world_size, env.launcher);
+#endif
+  }
+  ROTOR_CHECK(host, "no host communicator for transport {}", plan.reason);
+  if (gpu < 0) return host;
+#if ROTOR_WITH_CUDA && (ROTOR_WITH_MPI || ROTOR_WITH_GLOO)
+  // Rank 0 draws the NCCL id; it travels through the store, or over MPI.
+  std::string id = host->rank() == 0 ? NcclCommunicator::new_unique_id() : std::string();
+  if (rdzv) {
+    id = share_bytes(*rdzv, "nccl-id", 0, id);
+  } else {
+    std::vector<uint8_t> bytes(id.begin(), id.end());
+    host->broadcast_bytes(bytes, 0);
+    id.assign(bytes.begin(), bytes.end());
+  }
+  return std::make_unique<NcclCommunicator>(gpu, std::move(host), id);
+#else
+  ROTOR_FAIL("NCCL needs MPI or Gloo for its host-side collectives; this build has neither");
 #endif
 }
 

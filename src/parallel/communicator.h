@@ -1,9 +1,13 @@
 // Collective communication (DESIGN.md decision 8): one process per GPU, ranks
-// started by mpirun or srun. Three backends behind one interface:
+// started by mpirun, srun, `rotor launch` or any launcher that sets RANK and
+// WORLD_SIZE (parallel/environment.h). Four backends behind one interface:
 //   LocalCommunicator  world size 1; every collective is a no-op
 //   MpiCommunicator    CPU tensors, MPI non-blocking collectives (mpi_communicator.h)
+//   GlooCommunicator   CPU tensors over Gloo's TCP transport, ranks met through
+//                      a file rendezvous (gloo_communicator.h, rendezvous.h)
 //   NcclCommunicator   GPU tensors on a communication stream ordered against
-//                      the compute stream by events (nccl_communicator.h)
+//                      the compute stream by events; its host-side work rides
+//                      on MPI or Gloo (nccl_communicator.h)
 // Every collective that can wait on another rank runs under a deadline (the
 // watchdog): when a rank dies or stops answering, the others print
 //   rotor: error: rank R: collective X #N timed out after T s (rank(s) ... did not answer)
@@ -14,29 +18,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/device.h"
 #include "core/tensor.h"
+#include "parallel/environment.h"
 
 namespace rotor::parallel {
-
-// Where this process sits in the job, from the launcher's environment.
-struct DistEnvironment {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;  // rank among the processes on this node (picks the GPU)
-  int local_size = 1;
-  std::string launcher = "none";  // "openmpi", "pmi", "slurm" or "none"
-  bool distributed() const { return world_size > 1; }
-};
-
-// OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK (mpirun), then PMI_RANK/PMI_SIZE
-// (MPICH, Intel MPI, srun --mpi=pmi2), then SLURM_PROCID/SLURM_NTASKS/
-// SLURM_LOCALID (srun), else a single process. A malformed value is an error.
-DistEnvironment detect_environment();
 
 enum class ReduceOp { Sum, Max, Min };
 
@@ -82,7 +73,10 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual int local_rank() const = 0;
-  virtual std::string backend() const = 0;  // "local", "mpi", "nccl"
+  virtual std::string backend() const = 0;  // "local", "mpi", "gloo", "nccl"
+  // The data-parallel machinery runs (buckets, counts, broadcasts) on every
+  // backend but the local one, also with one rank (`rotor launch -n 1`).
+  bool communicates() const { return backend() != "local"; }
   // The device whose tensors the collectives take (cpu for local and mpi).
   virtual Device device() const = 0;
   double timeout_seconds() const { return timeout_s_; }
@@ -114,6 +108,18 @@ class Communicator {
   double timeout_s_ = kDefaultTimeoutSeconds;
 };
 
+// A communicator whose collectives run on the host (MPI, Gloo). It numbers
+// the collectives of the job and watches those of other transports (NCCL),
+// whose host-side work (counts, flags) it also carries.
+class HostCommunicator : public Communicator {
+ public:
+  virtual uint64_t next_seq() = 0;
+  // Polls `test` until it returns true; past the deadline runs `on_timeout`
+  // (e.g. ncclCommAbort), names the ranks that did not answer and ends the job.
+  virtual void wait_until(const std::function<bool()>& test, const char* what, uint64_t seq,
+                          const std::function<void()>& on_timeout = {}) = 0;
+};
+
 // World size 1: every collective leaves its data as it is.
 class LocalCommunicator final : public Communicator {
  public:
@@ -136,14 +142,23 @@ class LocalCommunicator final : public Communicator {
   Device device_;
 };
 
-// The communicator for this process. World size 1 (no launcher, or a launch
-// of one) -> LocalCommunicator, without MPI_Init. Otherwise MPI is initialized
-// (MPI_THREAD_FUNNELED) and finalized at exit, and the backend is NCCL when
-// `device` is CUDA (the GPU is local_rank modulo the visible GPUs, unless
-// device names one explicitly with a world of one GPU per node), else MPI.
-// timeout_s <= 0 means ROTOR_DIST_TIMEOUT or kDefaultTimeoutSeconds.
-// A launch of several ranks in a build without MPI is a rotor::Error.
-std::unique_ptr<Communicator> make_communicator(Device device, double timeout_s = 0);
+// The communicator for this process; plan_transport (environment.h) picks
+// the transport from the launcher's environment and `rendezvous` (the value
+// of dist.rendezvous: "auto", "mpi" or "file:DIR"; "auto" falls back to the
+// store in `default_store_dir`, the run's output directory).
+//   Local: LocalCommunicator, without MPI_Init.
+//   Mpi: MPI is initialized (MPI_THREAD_FUNNELED) and finalized at exit.
+//   FileStore: the ranks meet in the store (rendezvous.h) and connect Gloo.
+// The backend is NCCL when `device` is CUDA (the GPU is local_rank modulo the
+// visible GPUs, `device` itself in a world of one; its unique id travels over
+// MPI or through the store), else
+// MPI or Gloo. timeout_s <= 0 means ROTOR_DIST_TIMEOUT or
+// kDefaultTimeoutSeconds; it bounds the rendezvous and every collective.
+// A transport this build lacks (MPI, Gloo) is a rotor::Error saying what to
+// install.
+std::unique_ptr<Communicator> make_communicator(Device device, double timeout_s = 0,
+                                                const std::string& rendezvous = "auto",
+                                                const std::string& default_store_dir = "");
 
 // The timeout from ROTOR_DIST_TIMEOUT (seconds) or the default.
 double default_timeout_seconds();
@@ -156,7 +171,8 @@ int64_t shard_size(int64_t numel, int world_size);
 
 // Ends MPI at the end of `rotor train` (after every communicator is gone):
 // exit_code 0 -> MPI_Finalize; otherwise MPI_Abort, so that the other ranks
-// stop at once instead of waiting for the timeout. No-op without MPI.
+// stop at once instead of waiting for the timeout. No-op without MPI (Gloo
+// peers see this process's connections close and fail at once).
 // (MPI_Finalize also runs at exit when this is never called.)
 void finalize(int exit_code);
 

@@ -17,15 +17,15 @@ std::vector<int64_t> backward_order_offsets(const nn::ParameterStore& store) {
 }
 
 void broadcast_parameters(Communicator& comm, nn::ParameterStore& store, int root) {
-  if (comm.world_size() > 1) comm.broadcast(store.values(), root);
+  if (comm.communicates()) comm.broadcast(store.values(), root);
 }
 
 void all_reduce_gradients(Communicator& comm, Tensor& flat_grads) {
-  if (comm.world_size() > 1) comm.all_reduce_sum(flat_grads);
+  if (comm.communicates()) comm.all_reduce_sum(flat_grads);
 }
 
 void all_reduce_counts(Communicator& comm, std::vector<double>& values) {
-  if (comm.world_size() > 1) comm.all_reduce_host(values, ReduceOp::Sum);
+  if (comm.communicates()) comm.all_reduce_host(values, ReduceOp::Sum);
 }
 
 // ---- GradientBuckets ---------------------------------------------------------
@@ -100,7 +100,7 @@ void GradientBuckets::range_ready(int64_t begin, int64_t end) {
 void GradientBuckets::launch_ready() {
   while (next_launch_ < static_cast<int>(bounds_.size()) && pending_[next_launch_] == 0) {
     const auto [lo, hi] = bounds_[next_launch_];
-    if (comm_->world_size() > 1)
+    if (comm_->communicates())
       handles_[next_launch_] = comm_->all_reduce_async(grads_.narrow(lo, hi - lo));
     ++next_launch_;
   }
@@ -196,7 +196,7 @@ optim::StepInfo ShardedAdamW::step(double lr, double grad_scale) {
   ops::AdamWOptions o = optim::adamw_options(options_, lr, ++step_, grad_scale, norm);
   // 3. AdamW on the shard, one call per decay run.
   for (const Run& r : runs_) {
-    o.weight_decay = r.no_decay ? 0.0f : static_cast<float>(options_.weight_decay);
+    optim::set_weight_decay(o, options_, r.no_decay);
     const int64_t k = r.begin - begin_;
     Tensor p = values.narrow(r.begin, r.count);
     Tensor g = grad_shard_.narrow(k, r.count);

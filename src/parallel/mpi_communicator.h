@@ -23,7 +23,7 @@ namespace rotor::parallel {
 void ensure_mpi_initialized();
 bool mpi_running();  // initialized and not finalized
 
-class MpiCommunicator final : public Communicator {
+class MpiCommunicator final : public HostCommunicator {
  public:
   // Duplicates `comm` (MPI_COMM_WORLD by default); local_rank < 0 asks MPI
   // (MPI_COMM_TYPE_SHARED).
@@ -64,9 +64,9 @@ class MpiCommunicator final : public Communicator {
   // communicator: polls `test` until it returns true, answering pings; past
   // the deadline runs `on_timeout` (e.g. ncclCommAbort), names the silent
   // ranks and ends the job.
-  uint64_t next_seq() { return ++seq_; }
+  uint64_t next_seq() override { return ++seq_; }
   void wait_until(const std::function<bool()>& test, const char* what, uint64_t seq,
-                  const std::function<void()>& on_timeout = {});
+                  const std::function<void()>& on_timeout = {}) override;
 
  private:
   void serve_pings();

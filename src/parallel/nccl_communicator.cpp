@@ -1,6 +1,6 @@
 #include "parallel/nccl_communicator.h"
 
-#if ROTOR_WITH_MPI && ROTOR_WITH_CUDA
+#if ROTOR_WITH_CUDA && (ROTOR_WITH_MPI || ROTOR_WITH_GLOO)
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -48,38 +48,40 @@ class NcclWork final : public Work {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(int cuda_device, double timeout_s, int local_rank)
-    : mpi_(std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, timeout_s, local_rank)),
-      device_(cuda_device) {
-  timeout_s_ = mpi_->timeout_seconds();
-  cuda::set_device(device_);
-  // The unique id travels over MPI from rank 0.
+std::string NcclCommunicator::new_unique_id() {
   ncclUniqueId id;
-  std::vector<uint8_t> bytes(sizeof(id));
-  if (mpi_->rank() == 0) {
-    const ncclResult_t r = ncclGetUniqueId(&id);
-    if (r != ncclSuccess) ROTOR_FAIL("ncclGetUniqueId: {}", ncclGetErrorString(r));
-    std::memcpy(bytes.data(), &id, sizeof(id));
-  }
-  mpi_->broadcast_bytes(bytes, 0);
-  ROTOR_CHECK(bytes.size() == sizeof(id), "ncclUniqueId of {} bytes", bytes.size());
-  std::memcpy(&id, bytes.data(), sizeof(id));
+  const ncclResult_t r = ncclGetUniqueId(&id);
+  if (r != ncclSuccess) ROTOR_FAIL("ncclGetUniqueId: {}", ncclGetErrorString(r));
+  return std::string(reinterpret_cast<const char*>(&id), sizeof(id));
+}
+
+NcclCommunicator::NcclCommunicator(int cuda_device, std::unique_ptr<HostCommunicator> host,
+                                   const std::string& unique_id)
+    : host_(std::move(host)), device_(cuda_device) {
+  ROTOR_CHECK(host_, "NcclCommunicator without a host communicator");
+  timeout_s_ = host_->timeout_seconds();
+  cuda::set_device(device_);
+  ncclUniqueId id;
+  if (unique_id.size() != sizeof(id))
+    ROTOR_FAIL("rank {}: the NCCL unique id has {} bytes, expected {}", host_->rank(),
+               unique_id.size(), sizeof(id));
+  std::memcpy(&id, unique_id.data(), sizeof(id));
 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  const uint64_t seq = mpi_->next_seq();
-  ncclResult_t r = ncclCommInitRankConfig(&comm, mpi_->world_size(), id, mpi_->rank(), &config);
+  const uint64_t seq = host_->next_seq();
+  ncclResult_t r = ncclCommInitRankConfig(&comm, host_->world_size(), id, host_->rank(), &config);
   if (r != ncclSuccess && r != ncclInProgress)
-    ROTOR_FAIL("rank {}: ncclCommInitRank failed: {}", mpi_->rank(), ncclGetErrorString(r));
+    ROTOR_FAIL("rank {}: ncclCommInitRank failed: {}", host_->rank(), ncclGetErrorString(r));
   comm_ = comm;
-  mpi_->wait_until(
+  host_->wait_until(
       [&] {
         ncclResult_t st = ncclSuccess;
         ncclCommGetAsyncError(comm, &st);
         if (st == ncclInProgress) return false;
         if (st != ncclSuccess)
-          fatal(mpi_->rank(), fmt::format("ncclCommInitRank failed: {}", ncclGetErrorString(st)));
+          fatal(host_->rank(), fmt::format("ncclCommInitRank failed: {}", ncclGetErrorString(st)));
         return true;
       },
       "nccl_init", seq, [&] { ncclCommAbort(comm); });
@@ -115,7 +117,7 @@ uint64_t NcclCommunicator::begin(const char* /*what*/) {
   ROTOR_CUDA_CHECK(cudaEventRecord(ce(ready), cs(cuda::stream(device_))));
   ROTOR_CUDA_CHECK(cudaStreamWaitEvent(cs(stream_), ce(ready), 0));
   release_event(ready);  // safe: a recorded event may be re-recorded later
-  return mpi_->next_seq();
+  return host_->next_seq();
 }
 
 void NcclCommunicator::check_async(const char* what, uint64_t seq) {
@@ -124,7 +126,7 @@ void NcclCommunicator::check_async(const char* what, uint64_t seq) {
   if (st != ncclSuccess && st != ncclInProgress) {
     ncclCommAbort(nc(comm_));
     comm_ = nullptr;
-    fatal(mpi_->rank(), fmt::format("collective {} #{} failed: {} (a rank died or the network "
+    fatal(host_->rank(), fmt::format("collective {} #{} failed: {} (a rank died or the network "
                                     "failed)", what, seq, ncclGetErrorString(st)));
   }
 }
@@ -132,9 +134,10 @@ void NcclCommunicator::check_async(const char* what, uint64_t seq) {
 void* NcclCommunicator::end(int result, const char* what, uint64_t seq) {
   const auto r = static_cast<ncclResult_t>(result);
   if (r != ncclSuccess && r != ncclInProgress)
-    fatal(mpi_->rank(), fmt::format("collective {} #{} failed: {}", what, seq, ncclGetErrorString(r)));
+    fatal(host_->rank(),
+          fmt::format("collective {} #{} failed: {}", what, seq, ncclGetErrorString(r)));
   if (r == ncclInProgress) {  // non-blocking communicator: wait until enqueued
-    mpi_->wait_until(
+    host_->wait_until(
         [&] {
           ncclResult_t st = ncclSuccess;
           ncclCommGetAsyncError(nc(comm_), &st);
@@ -159,14 +162,14 @@ bool NcclCommunicator::event_done(void* ev, const char* what, uint64_t seq) {
 
 void NcclCommunicator::wait_event(void* ev, const char* what, uint64_t seq) {
   ROTOR_CUDA_CHECK(cudaStreamWaitEvent(cs(cuda::stream(device_)), ce(ev), 0));
-  mpi_->wait_until([&] { return event_done(ev, what, seq); }, what, seq,
+  host_->wait_until([&] { return event_done(ev, what, seq); }, what, seq,
                    [&] { ncclCommAbort(nc(comm_)); });
 }
 
 void NcclCommunicator::abort(const std::string& message, int code) {
   if (comm_) ncclCommAbort(nc(comm_));
   comm_ = nullptr;
-  fatal(mpi_->rank(), message, code);
+  fatal(host_->rank(), message, code);
 }
 
 void NcclCommunicator::all_reduce_sum(Tensor& t) { all_reduce_async(t).wait(); }
@@ -221,21 +224,21 @@ void NcclCommunicator::broadcast(Tensor& t, int root) {
 void NcclCommunicator::barrier() {
   // This rank's queued communication first (under the deadline), then the
   // ranks meet over MPI.
-  const uint64_t seq = mpi_->next_seq();
+  const uint64_t seq = host_->next_seq();
   void* ev = acquire_event();
   ROTOR_CUDA_CHECK(cudaEventRecord(ce(ev), cs(stream_)));
-  mpi_->wait_until([&] { return event_done(ev, "barrier", seq); }, "barrier", seq,
+  host_->wait_until([&] { return event_done(ev, "barrier", seq); }, "barrier", seq,
                    [&] { ncclCommAbort(nc(comm_)); });
   release_event(ev);
-  mpi_->barrier();
+  host_->barrier();
 }
 
 void NcclCommunicator::all_reduce_host(std::vector<double>& values, ReduceOp op) {
-  mpi_->all_reduce_host(values, op);
+  host_->all_reduce_host(values, op);
 }
 
 void NcclCommunicator::broadcast_bytes(std::vector<uint8_t>& bytes, int root) {
-  mpi_->broadcast_bytes(bytes, root);
+  host_->broadcast_bytes(bytes, root);
 }
 
 }  // namespace rotor::parallel

@@ -1,7 +1,9 @@
-// NcclCommunicator: GPU tensors over NCCL (DESIGN.md decision 8). Built only
-// with CUDA and MPI. MPI starts the ranks, carries the ncclUniqueId and every
-// host-side collective (all_reduce_host, broadcast_bytes) and numbers the
-// collectives for the watchdog.
+// NcclCommunicator: GPU tensors over NCCL (DESIGN.md decision 8). Built with
+// CUDA and MPI or Gloo. A host communicator (MPI under mpirun, Gloo after a
+// file rendezvous) carries every host-side collective (all_reduce_host,
+// broadcast_bytes) and numbers the collectives for the watchdog; the
+// ncclUniqueId comes from rank 0 over MPI or through the rendezvous store
+// (make_communicator in communicator.cpp).
 //
 // Ordering: a collective records an event on the compute stream
 // (cuda::stream(device)), the communication stream waits on it, NCCL runs on
@@ -14,26 +16,27 @@
 // creation nor a collective can hang the host past the deadline.
 #pragma once
 
-#if ROTOR_WITH_MPI && ROTOR_WITH_CUDA
+#if ROTOR_WITH_CUDA && (ROTOR_WITH_MPI || ROTOR_WITH_GLOO)
 
 #include <memory>
 
 #include "parallel/communicator.h"
-#include "parallel/mpi_communicator.h"
 
 namespace rotor::parallel {
 
 class NcclCommunicator final : public Communicator {
  public:
   // One rank per GPU: `cuda_device` is this rank's GPU (made current).
-  NcclCommunicator(int cuda_device, double timeout_s, int local_rank);
+  // `unique_id`: the bytes of rank 0's new_unique_id(), the same on every rank.
+  NcclCommunicator(int cuda_device, std::unique_ptr<HostCommunicator> host,
+                   const std::string& unique_id);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int rank() const override { return mpi_->rank(); }
-  int world_size() const override { return mpi_->world_size(); }
-  int local_rank() const override { return mpi_->local_rank(); }
+  int rank() const override { return host_->rank(); }
+  int world_size() const override { return host_->world_size(); }
+  int local_rank() const override { return host_->local_rank(); }
   std::string backend() const override { return "nccl"; }
   Device device() const override { return Device::cuda(device_); }
 
@@ -47,7 +50,9 @@ class NcclCommunicator final : public Communicator {
   void broadcast_bytes(std::vector<uint8_t>& bytes, int root) override;
   [[noreturn]] void abort(const std::string& message, int code = 1) override;
 
-  MpiCommunicator& mpi() { return *mpi_; }
+  HostCommunicator& host() { return *host_; }
+  // A fresh ncclUniqueId as bytes (rank 0 draws it).
+  static std::string new_unique_id();
 
   // Internal (the handles): waits for the done event of collective `seq`.
   void wait_event(void* done_event, const char* what, uint64_t seq);
@@ -63,7 +68,7 @@ class NcclCommunicator final : public Communicator {
   void check_async(const char* what, uint64_t seq);
   void* acquire_event();
 
-  std::unique_ptr<MpiCommunicator> mpi_;
+  std::unique_ptr<HostCommunicator> host_;
   int device_ = 0;
   void* comm_ = nullptr;    // ncclComm_t
   void* stream_ = nullptr;  // cudaStream_t, the communication stream

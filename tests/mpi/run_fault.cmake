@@ -1,14 +1,18 @@
-# Runs `MPIEXEC -np NP EXE --fault=MODE` with ROTOR_DIST_TIMEOUT=TIMEOUT and
-# checks that the job ends (never hangs) with a non-zero status within
-# LIMIT seconds and that stderr matches EXPECT (a regular expression).
+# Runs `MPIEXEC MPIEXEC_FLAGS -np NP EXE --fault=MODE` with
+# ROTOR_DIST_TIMEOUT=TIMEOUT and checks that the job ends (never hangs) with a
+# non-zero status within LIMIT seconds and that stderr matches EXPECT (a
+# regular expression). NPFLAG replaces -np (`rotor launch` takes -n).
 #   cmake -DMPIEXEC=... -DMPIEXEC_FLAGS="a;b" -DNP=3 -DEXE=... -DMODE=hang
-#         -DTIMEOUT=5 -DLIMIT=40 -DEXPECT=regex -P run_fault.cmake
+#         -DTIMEOUT=5 -DLIMIT=40 -DEXPECT=regex [-DNPFLAG=-n] -P run_fault.cmake
+if(NOT DEFINED NPFLAG)
+  set(NPFLAG -np)
+endif()
 set(ENV{ROTOR_DIST_TIMEOUT} "${TIMEOUT}")
 set(ENV{OMPI_ALLOW_RUN_AS_ROOT} 1)
 set(ENV{OMPI_ALLOW_RUN_AS_ROOT_CONFIRM} 1)
 string(TIMESTAMP t0 "%s")
 execute_process(
-  COMMAND ${MPIEXEC} ${MPIEXEC_FLAGS} -np ${NP} ${EXE} --fault=${MODE}
+  COMMAND ${MPIEXEC} ${MPIEXEC_FLAGS} ${NPFLAG} ${NP} ${EXE} --fault=${MODE}
   TIMEOUT ${LIMIT}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 string(TIMESTAMP t1 "%s")

@@ -1,10 +1,11 @@
 // The communication layer and the data-parallel pieces (issue 8), run as one
-// process (LocalCommunicator) and under mpirun -np 2 / -np 4 (MpiCommunicator).
+// process (LocalCommunicator), under mpirun -np 2 / -np 4 (MpiCommunicator)
+// and under `rotor launch -n 2 / -n 4 --exec` (GlooCommunicator).
 //
 //   test_dist                      the gtest suite on every rank
 //   test_dist --fault=kill|hang    rank 1 dies (SIGKILL) or hangs before a
 //                                  collective; the others must end the job
-//                                  (driven by run_fault.cmake)
+//                                  (driven by run_fault.cmake, tests/dist)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +26,9 @@
 #include "optim/optimizer.h"
 #if ROTOR_WITH_MPI
 #include "parallel/mpi_communicator.h"
+#endif
+#if ROTOR_WITH_GLOO
+#include "parallel/gloo_communicator.h"
 #endif
 
 namespace rotor::parallel {
@@ -450,12 +454,25 @@ TEST(Dist, ShardedCheckpointReshards) {
         sub = owned.get();
       }
     } else {
+      bool split = false;
 #if ROTOR_WITH_MPI
-      auto* mpi = dynamic_cast<MpiCommunicator*>(&comm());
-      ASSERT_NE(mpi, nullptr);
-      owned = mpi->split(R() < w ? 0 : -1, R());
-      sub = owned.get();
+      if (auto* mpi = dynamic_cast<MpiCommunicator*>(&comm())) {
+        owned = mpi->split(R() < w ? 0 : -1, R());
+        split = true;
+      }
 #endif
+#if ROTOR_WITH_GLOO
+      if (auto* gloo = dynamic_cast<GlooCommunicator*>(&comm())) {
+        owned = gloo->split(R() < w ? 0 : -1, R());
+        split = true;
+      }
+#endif
+      ASSERT_TRUE(split) << "no split for backend " << comm().backend();
+      sub = owned.get();
+      if (sub) {
+        ASSERT_EQ(sub->world_size(), w);
+        ASSERT_EQ(sub->rank(), R());
+      }
     }
     if (sub) {
       auto s2 = make_store();
