@@ -37,6 +37,7 @@ TransformerConfig transformer_config(const Config& c, int64_t vocab_size) {
   t.position = c.model.position;
   t.max_positions = c.model.max_positions;
   t.scale_embeddings = c.model.scale_embeddings;
+  t.share_embeddings = c.model.share_embeddings;
   return t;
 }
 

@@ -34,10 +34,14 @@ EncoderDecoder::EncoderDecoder(const TransformerConfig& c, nn::ParameterStore& s
     mark = r.last;
   };
   // fairseq: embeddings N(0, d^-1/2) with the pad row zero.
-  embedding_ =
-      std::make_unique<nn::Embedding>(store, "model.shared.weight", c.vocab_size, d, c.pad_id,
-                                      Init::normal(std::pow(static_cast<double>(d), -0.5)));
-  embedding_->set_scale(c.scale_embeddings ? std::sqrt(static_cast<float>(d)) : 1.0f);
+  auto make_embedding = [&](const std::string& name) {
+    auto e = std::make_unique<nn::Embedding>(store, name, c.vocab_size, d, c.pad_id,
+                                             Init::normal(std::pow(static_cast<double>(d), -0.5)));
+    e->set_scale(c.scale_embeddings ? std::sqrt(static_cast<float>(d)) : 1.0f);
+    return e;
+  };
+  embedding_ = make_embedding(c.share_embeddings ? "model.shared.weight"
+                                                 : "model.encoder.embed_tokens.weight");
   take(ranges_.embedding);
   nn::LayerConfig lc = c.layer;
   lc.rope = c.position == nn::PositionKind::Rope;
@@ -55,6 +59,8 @@ EncoderDecoder::EncoderDecoder(const TransformerConfig& c, nn::ParameterStore& s
     enc_norm_ =
         std::make_unique<nn::LayerNorm>(store, "model.encoder.layer_norm", d, lc.layer_norm_eps);
   take(ranges_.enc_norm);
+  if (!c.share_embeddings) dec_embedding_ = make_embedding("model.decoder.embed_tokens.weight");
+  take(ranges_.dec_embedding);
   dec_pos_ = std::make_unique<nn::PositionEncoding>(store, "model.decoder.embed_positions.weight",
                                                     c.position, c.max_positions, d, pos_std);
   dec_drop_ = std::make_unique<nn::Dropout>(store, lc.dropout);
@@ -70,11 +76,10 @@ EncoderDecoder::EncoderDecoder(const TransformerConfig& c, nn::ParameterStore& s
   take(ranges_.dec_norm);
 }
 
-Tensor EncoderDecoder::embed(const Tensor& ids, int64_t offset, nn::PositionEncoding& pos,
-                             const Context& ctx, bool save) {
-  (void)save;
+Tensor EncoderDecoder::embed(nn::Embedding& table, const Tensor& ids, int64_t offset,
+                             nn::PositionEncoding& pos, const Context& ctx) {
   const int64_t B = ids.size(0), T = ids.size(1), d = config_.layer.d_model;
-  Tensor x = embedding_->apply(ids, ctx).view({B, T, d});
+  Tensor x = table.apply(ids, ctx).view({B, T, d});
   pos.add(x, offset, ctx);
   return x;
 }
@@ -83,12 +88,13 @@ Tensor EncoderDecoder::logits(const Tensor& h, const Context& ctx) const {
   Tensor out = ctx.empty({h.size(0), config_.vocab_size});
   ops::GemmOptions o;
   o.trans_b = true;
-  ops::gemm(h, embedding_->table()->value_in(ctx.dtype), out, o);  // tied output projection
+  // The output projection is tied to the decoder's input embedding.
+  ops::gemm(h, decoder_embedding().table()->value_in(ctx.dtype), out, o);
   return out;
 }
 
 Tensor EncoderDecoder::encode(const Tensor& src, const Tensor& src_lengths, const Context& ctx) {
-  Tensor x = embed(src, 0, *enc_pos_, ctx, ctx.training);
+  Tensor x = embed(*embedding_, src, 0, *enc_pos_, ctx);
   x = enc_drop_->forward(x, ctx);
   for (auto& layer : encoder_) x = layer->forward(x, src_lengths, ctx);
   if (enc_norm_) {
@@ -105,7 +111,7 @@ LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label
   smoothing_ = label_smoothing;
   const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = config_.layer.d_model;
   memory_ = encode(batch.src, batch.src_lengths, ctx);
-  Tensor y = embed(batch.tgt_in, 0, *dec_pos_, ctx, true);
+  Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);
   y = dec_drop_->forward(y, ctx);
   for (auto& layer : decoder_) y = layer->forward(y, memory_, batch.src_lengths, ctx);
   dec_out_ = y.view({B * T, d});
@@ -126,7 +132,7 @@ LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label
 Tensor EncoderDecoder::forward_logits(const TranslationBatch& batch, const Context& ctx) {
   const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = config_.layer.d_model;
   Tensor memory = encode(batch.src, batch.src_lengths, ctx);
-  Tensor y = embed(batch.tgt_in, 0, *dec_pos_, ctx, false);
+  Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);
   y = dec_drop_->forward(y, ctx);
   for (auto& layer : decoder_) y = layer->forward(y, memory, batch.src_lengths, ctx);
   Tensor h = y.view({B * T, d});
@@ -137,9 +143,9 @@ Tensor EncoderDecoder::forward_logits(const TranslationBatch& batch, const Conte
 void EncoderDecoder::backward(float grad_scale) {
   const Context& ctx = ctx_;
   // Each part is reported to ctx.grad_ready right after its backward (in
-  // descending offsets: the layout is construction order); the shared
-  // embedding matrix, used by the output projection and both embeddings, only
-  // after its last use.
+  // descending offsets: the layout is construction order); an embedding
+  // matrix only after its last use (the decoder's serves the output
+  // projection too; a shared one serves all three).
   const auto ready = [&](const nn::ParamRange& r) { ctx.report_grads_ready(*store_, r); };
   const int64_t B = batch_.tgt_in.size(0), T = batch_.tgt_in.size(1), d = config_.layer.d_model;
   const int64_t S = batch_.src.size(1);
@@ -150,7 +156,7 @@ void EncoderDecoder::backward(float grad_scale) {
                               grad_scale, dlogits);
   lg = Tensor();
   // logits = h E^T: dE += dlogits^T h, dh = dlogits E.
-  nn::Parameter* table = embedding_->table();
+  nn::Parameter* table = decoder_embedding().table();
   ops::GemmOptions acc;
   acc.trans_a = true;
   acc.beta = 1.0f;
@@ -169,7 +175,8 @@ void EncoderDecoder::backward(float grad_scale) {
   dy = dec_drop_->backward(dy);
   dec_pos_->backward(dy, 0);
   ready(ranges_.dec_pos);
-  embedding_->backward(batch_.tgt_in, dy.view({B * T, d}));
+  decoder_embedding().backward(batch_.tgt_in, dy.view({B * T, d}));
+  ready(ranges_.dec_embedding);  // empty when shared: reported with the encoder's
   Tensor dx = d_memory;
   if (enc_norm_) dx = enc_norm_->backward(dx.view({B * S, d})).view({B, S, d});
   ready(ranges_.enc_norm);
@@ -201,7 +208,7 @@ EncoderDecoder::DecodeState EncoderDecoder::start_decoding(const Tensor& memory,
 Tensor EncoderDecoder::decode_step(DecodeState& state, const Tensor& tokens, const Context& ctx) {
   const int64_t B = tokens.size(0), d = config_.layer.d_model;
   ROTOR_CHECK(state.position < state.max_length, "decoding past max length {}", state.max_length);
-  Tensor y = embed(tokens.view({B, 1}), state.position, *dec_pos_, ctx, false);
+  Tensor y = embed(decoder_embedding(), tokens.view({B, 1}), state.position, *dec_pos_, ctx);
   for (size_t i = 0; i < decoder_.size(); ++i)
     y = decoder_[i]->step(y, state.memory, state.memory_lengths, state.layers[i], state.position,
                           state.max_length, ctx);

@@ -1,7 +1,11 @@
 // The encoder-decoder Transformer for translation (Vaswani et al. 2017) with
 // sinusoidal, learned, rotary (RoFormer) or no position encoding. One joint
-// vocabulary; source, target and output embeddings share one matrix
-// (model.shared.weight). Parameter names follow Hugging Face BART/Marian.
+// vocabulary. With share_embeddings, source, target and output embeddings
+// share one matrix (model.shared.weight); without, the encoder has its own
+// (model.encoder.embed_tokens.weight) and the decoder's
+// (model.decoder.embed_tokens.weight) is tied to the output projection, as
+// fairseq's share_decoder_input_output_embed. Parameter names follow Hugging
+// Face BART/Marian.
 #pragma once
 
 #include <memory>
@@ -26,6 +30,7 @@ struct TransformerConfig {
   nn::PositionKind position = nn::PositionKind::Sinusoidal;
   int64_t max_positions = 1024;
   bool scale_embeddings = true;
+  bool share_embeddings = true;
 };
 
 // A padded batch of sentence pairs (right padding with pad_id).
@@ -76,13 +81,18 @@ class EncoderDecoder {
   const TransformerConfig& config() const { return config_; }
 
  private:
-  Tensor embed(const Tensor& ids, int64_t offset, nn::PositionEncoding& pos, const nn::Context& ctx,
-               bool save);
+  // Token embeddings of `table` plus positions from `offset`: [B, T, d].
+  Tensor embed(nn::Embedding& table, const Tensor& ids, int64_t offset, nn::PositionEncoding& pos,
+               const nn::Context& ctx);
   Tensor logits(const Tensor& h, const nn::Context& ctx) const;  // h [N, d] -> [N, V]
 
   TransformerConfig config_;
   nn::ParameterStore* store_;
-  std::unique_ptr<nn::Embedding> embedding_;
+  std::unique_ptr<nn::Embedding> embedding_;      // shared, or the encoder's
+  std::unique_ptr<nn::Embedding> dec_embedding_;  // the decoder's when not shared
+  nn::Embedding& decoder_embedding() const {
+    return dec_embedding_ ? *dec_embedding_ : *embedding_;
+  }
   std::unique_ptr<nn::PositionEncoding> enc_pos_, dec_pos_;
   std::unique_ptr<nn::Dropout> enc_drop_, dec_drop_;
   std::vector<std::unique_ptr<nn::EncoderLayer>> encoder_;
@@ -90,7 +100,7 @@ class EncoderDecoder {
   std::unique_ptr<nn::LayerNorm> enc_norm_, dec_norm_;  // pre-LN only
   // The parameters of each part, reported to Context::grad_ready by backward.
   struct Ranges {
-    nn::ParamRange embedding, enc_pos, enc_norm, dec_pos, dec_norm;
+    nn::ParamRange embedding, enc_pos, enc_norm, dec_embedding, dec_pos, dec_norm;
     std::vector<nn::ParamRange> encoder, decoder;
   } ranges_;
 

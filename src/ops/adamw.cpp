@@ -36,14 +36,14 @@ void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const
   const float step_size = static_cast<float>(o.lr / bc1);
   const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   const float decay = 1.0f - o.lr * o.weight_decay;
-  const float b1 = o.beta1, b2 = o.beta2, eps = o.eps;
+  const float b1 = o.beta1, b2 = o.beta2, eps = o.eps, l2 = o.l2;
   float* pp = params.data<float>();
   const float* pg = grads.data<float>();
   float* pm = m.data<float>();
   float* pv = v.data<float>();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float g = pg[i] * grad_scale;
+    const float g = pg[i] * grad_scale + l2 * pp[i];
     pm[i] = b1 * pm[i] + (1.0f - b1) * g;
     pv[i] = b2 * pv[i] + (1.0f - b2) * g * g;
     const float denom = std::sqrt(pv[i]) / bc2_sqrt + eps;

@@ -1,7 +1,8 @@
-// AdamW (Loshchilov & Hutter) on flat fp32 buffers, PyTorch's formulation:
-//   g = grad * grad_scale
+// Adam and AdamW (Loshchilov & Hutter) on flat fp32 buffers, PyTorch's
+// formulations (torch.optim.Adam and torch.optim.AdamW):
+//   g = grad * grad_scale + l2 * p          (Adam: weight decay as L2 on the gradient)
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
-//   p -= lr * wd * p
+//   p -= lr * wd * p                        (AdamW: decoupled weight decay)
 //   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 #pragma once
 
@@ -16,10 +17,11 @@ struct AdamWOptions {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;
-  float weight_decay = 0.0f;
-  int64_t step = 1;         // 1-based, for bias correction
-  float grad_scale = 1.0f;  // e.g. 1/loss_scale times the clipping coefficient
-  Tensor device_scale;      // optional f32 [1] on the device, multiplies grad_scale
+  float weight_decay = 0.0f;  // decoupled (AdamW)
+  float l2 = 0.0f;            // coupled, added to the gradient (Adam)
+  int64_t step = 1;           // 1-based, for bias correction
+  float grad_scale = 1.0f;    // e.g. 1/loss_scale times the clipping coefficient
+  Tensor device_scale;        // optional f32 [1] on the device, multiplies grad_scale
 };
 
 // params, grads, m, v: f32 tensors of the same element count on one device.

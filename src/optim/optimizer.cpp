@@ -22,6 +22,12 @@ ops::AdamWOptions adamw_options(const OptimizerOptions& options, double lr, int6
   return o;
 }
 
+void set_weight_decay(ops::AdamWOptions& o, const OptimizerOptions& options, bool no_decay) {
+  const float wd = no_decay ? 0.0f : static_cast<float>(options.weight_decay);
+  o.weight_decay = options.decoupled ? wd : 0.0f;
+  o.l2 = options.decoupled ? 0.0f : wd;
+}
+
 Optimizer::Optimizer(nn::ParameterStore& store, const OptimizerOptions& options)
     : store_(&store), options_(options) {
   ROTOR_CHECK(store.allocated(), "optimizer over unallocated parameters");
@@ -54,7 +60,7 @@ StepInfo Optimizer::step(double lr, double grad_scale) {
       count += shape_numel(params[j]->shape);
       ++j;
     }
-    o.weight_decay = params[i]->no_decay ? 0.0f : static_cast<float>(options_.weight_decay);
+    set_weight_decay(o, options_, params[i]->no_decay);
     const int64_t begin = params[i]->offset;
     Tensor p = store_->values().narrow(begin, count), g = grads.narrow(begin, count);
     Tensor m = m_.narrow(begin, count), v = v_.narrow(begin, count);

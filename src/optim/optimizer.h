@@ -11,7 +11,9 @@
 namespace rotor::optim {
 
 struct OptimizerOptions {
-  bool decoupled = true;  // AdamW; with weight_decay 0 Adam and AdamW coincide
+  // AdamW (decoupled weight decay) or Adam (weight decay as L2 on the
+  // gradient, torch.optim.Adam); with weight_decay 0 they coincide.
+  bool decoupled = true;
   double beta1 = 0.9, beta2 = 0.98, eps = 1e-9, weight_decay = 0.0;
   double clip_norm = 0.0;  // 0: no clipping
 };
@@ -27,6 +29,9 @@ struct StepInfo {
 // the caller to set per run of parameters).
 ops::AdamWOptions adamw_options(const OptimizerOptions& options, double lr, int64_t step,
                                 double grad_scale, double grad_norm);
+// The weight decay of a run of parameters into `o`: decoupled (AdamW) or L2
+// (Adam); none for biases and norms (`no_decay`).
+void set_weight_decay(ops::AdamWOptions& o, const OptimizerOptions& options, bool no_decay);
 
 class Optimizer {
  public:

@@ -14,6 +14,7 @@
 #include "nn/context.h"
 #include "nn/parameters.h"
 #include "parallel/communicator.h"
+#include "parallel/data_parallel.h"
 #include "train/precision.h"
 #include "train/step.h"
 #include "train/task.h"
@@ -98,14 +99,20 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   check_data(c);  // fail before preparing anything
   const Device device = resolve_device(c.device);
   if (device.is_cuda()) cuda::set_device(device.index);
-  std::unique_ptr<TrainingTask> task = make_task(c, device);
+  // A plain bench runs alone (the local backend); under a launcher it joins
+  // the job as `rotor train` does, so `rotor launch -n 1 -- bench train`
+  // measures the data-parallel path's cost at world size 1.
+  std::unique_ptr<parallel::Communicator> comm =
+      parallel::make_communicator(device, c.dist.timeout_s, c.dist.rendezvous, "");
+  std::unique_ptr<TrainingTask> task = make_task(c, device, comm->rank(), comm->world_size());
   nn::ParameterStore& store = task->params();
   store.initialize(static_cast<uint64_t>(c.seed));
   // Everything as `rotor train` at world size 1: the precision policy and
   // the very update step the trainer runs.
   PrecisionPolicy precision(c, device, store);
-  parallel::LocalCommunicator comm;
-  UpdateStep step(c, *task, precision, comm);
+  if (comm->world_size() > 1) parallel::broadcast_parameters(*comm, store);
+  store.refresh_compute_copy();
+  UpdateStep step(c, *task, precision, *comm);
   checkpoint::TrainerState state;
 
   BenchResult r;

@@ -10,6 +10,7 @@ optim::OptimizerOptions optimizer_options(const Config& c) {
   o.beta2 = c.optim.betas[1];
   o.eps = c.optim.eps;
   o.weight_decay = c.optim.weight_decay;
+  o.decoupled = c.optim.name == OptimizerName::AdamW;
   o.clip_norm = c.train.clip_norm;
   return o;
 }
@@ -33,14 +34,16 @@ UpdateStep::UpdateStep(const Config& c, TrainingTask& task, PrecisionPolicy& pre
       comm_(comm),
       optimizer_(task.params(), optimizer_options(c)),
       schedule_(schedule_options(c)) {
-  const int world = comm.world_size();
-  if (c.dist.shard_optimizer && world > 1)
+  // A launched world of one (rotor launch -n 1, NCCL or Gloo) runs the
+  // data-parallel path too: communicates() is false only for the local backend.
+  const bool data_parallel = comm.communicates();
+  if (c.dist.shard_optimizer && data_parallel)
     sharded_ = std::make_unique<parallel::ShardedAdamW>(task.params(), optimizer_options(c), comm);
   // Replicated moments: the gradients are all-reduced in buckets during the
   // backward of each update's last micro-batch, as the model reports its
   // layers final (nn::Context::grad_ready). Sharded: ShardedAdamW::step
   // reduce-scatters instead.
-  if (world > 1 && !sharded_)
+  if (data_parallel && !sharded_)
     buckets_ = std::make_unique<parallel::GradientBuckets>(
         task.params().grads(), parallel::backward_order_offsets(task.params()), c.dist.bucket_mb,
         comm);
@@ -96,7 +99,7 @@ UpdateResult UpdateStep::run(checkpoint::TrainerState& state, StepPhases* phases
     r.sums.add(s);
   }
   if (buckets_) buckets_->finish();  // every bucket summed over the ranks
-  if (world > 1) {
+  if (comm_.communicates()) {
     std::vector<double> counts{r.sums.loss, r.sums.nll, static_cast<double>(r.sums.tokens),
                                static_cast<double>(r.sums.all_tokens),
                                static_cast<double>(r.sums.correct)};
