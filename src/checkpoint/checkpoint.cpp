@@ -31,7 +31,10 @@ std::string state_json(const TrainerState& s) {
   v["loss_scale"] = s.loss_scale;
   v["loss_scale_good_steps"] = s.loss_scale_good_steps;
   v["skipped_steps"] = s.skipped_steps;
-  v["best_valid_loss"] = s.best_valid_loss;
+  v["has_best"] = s.has_best;
+  v["best_metric"] = s.best_metric;
+  v["best_score"] = s.best_score;
+  v["best_step"] = s.best_step;
   v["bad_validations"] = s.bad_validations;
   v["train_seconds"] = s.train_seconds;
   return v.dump(2) + "\n";
@@ -237,7 +240,15 @@ TrainerState load_trainer_state(const std::string& dir) {
   s.loss_scale = get_double(v, "loss_scale", path);
   s.loss_scale_good_steps = get_int(v, "loss_scale_good_steps", path, s.loss_scale_good_steps);
   s.skipped_steps = get_int(v, "skipped_steps", path);
-  s.best_valid_loss = get_double(v, "best_valid_loss", path);
+  if (v.contains("best_metric")) {
+    s.has_best = json_io::get_bool(v, "has_best", path);
+    s.best_metric = json_io::get_string(v, "best_metric", path);
+    s.best_score = get_double(v, "best_score", path);
+    s.best_step = get_int(v, "best_step", path);
+  } else {  // written before best_metric existed: the best loss, 0 for none
+    s.best_score = get_double(v, "best_valid_loss", path);
+    s.has_best = s.best_score != 0;
+  }
   s.bad_validations = get_int(v, "bad_validations", path);
   s.train_seconds = get_double(v, "train_seconds", path);
   return s;

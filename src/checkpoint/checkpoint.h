@@ -35,8 +35,14 @@ struct TrainerState {
   double loss_scale = 1.0;            // fp16: the dynamic loss scale; else 1
   int64_t loss_scale_good_steps = 0;  // fp16: good steps since the scale last changed
   int64_t skipped_steps = 0;
-  double best_valid_loss = 0;   // the best validation score so far (0 = none yet)
-  int64_t bad_validations = 0;  // for early stopping
+  // The best validation so far of train.best_metric (named, so that a run
+  // resumed with another metric starts its record afresh), and the
+  // validations since it improved (train.patience).
+  bool has_best = false;
+  std::string best_metric = "loss";
+  double best_score = 0;
+  int64_t best_step = 0;
+  int64_t bad_validations = 0;
   double train_seconds = 0;
 };
 

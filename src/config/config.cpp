@@ -104,6 +104,9 @@ void visit_config(C& c, V& v) {
     v.integer("save_interval", t.save_interval, kNonNegative);
     v.integer("keep_last", t.keep_last, kPositive);
     v.integer("patience", t.patience, kNonNegative);
+    v.enum_list("valid_metrics", t.valid_metrics);
+    v.integer("valid_max_sentences", t.valid_max_sentences, kNonNegative);
+    v.enumeration("best_metric", t.best_metric);
     v.floating("loss_scale", t.loss_scale, kPositiveF);
     v.integer("scale_window", t.scale_window, kPositive);
     v.integer("max_nonfinite", t.max_nonfinite, kPositive);
@@ -136,9 +139,10 @@ void visit_config(C& c, V& v) {
     if constexpr (!std::is_const_v<C>) {
       const std::string& r = d.rendezvous;
       if (r != "auto" && r != "mpi" && !(r.rfind("file:", 0) == 0 && r.size() > 5))
-        ROTOR_FAIL("{}: dist.rendezvous: expected auto, mpi or file:DIR (a directory every rank "
-                   "reaches), got {}",
-                   v.location_of_any({"dist.rendezvous"}), json_quote(r));
+        ROTOR_FAIL(
+            "{}: dist.rendezvous: expected auto, mpi or file:DIR (a directory every rank "
+            "reaches), got {}",
+            v.location_of_any({"dist.rendezvous"}), json_quote(r));
     }
   });
 }
@@ -331,6 +335,33 @@ class Loader {
       fail_value(*e,
                  fmt::format("expected one of {}, got {}", enum_choices<E>(), describe(e->value)));
     out = *v;
+  }
+
+  // A list of enum values, each once ("[loss, bleu]", or one value alone).
+  template <ConfigEnum E>
+  void enum_list(const char* name, std::vector<E>& out) {
+    const Entry* e = lookup(name);
+    if (!e) return;
+    std::vector<YAML::Node> items;
+    if (e->value.IsSequence())
+      for (const auto& item : e->value) items.push_back(item);
+    else if (e->value.IsScalar())
+      items.push_back(e->value);
+    else
+      fail_value(
+          *e, fmt::format("expected a list of {}, got {}", enum_choices<E>(), describe(e->value)));
+    std::vector<E> values;
+    for (const auto& item : items) {
+      std::optional<E> v;
+      if (item.IsScalar()) v = enum_from_string<E>(trimmed(item.Scalar()));
+      if (!v)
+        fail_value(*e, fmt::format("expected a list of {}, got {} in it", enum_choices<E>(),
+                                   describe(item)));
+      if (std::find(values.begin(), values.end(), *v) != values.end())
+        fail_value(*e, fmt::format("{} is listed twice", to_string(*v)));
+      values.push_back(*v);
+    }
+    out = std::move(values);
   }
 
   template <class F>
@@ -563,6 +594,25 @@ std::optional<Problem> find_problem(const Config& c) {
                                  c.data.max_len, m.max_positions),
                      {"model.max_positions", "model.position"}};
   }
+  const TrainConfig& t = c.train;
+  const auto listed = [&](ValidMetric m) {
+    return std::find(t.valid_metrics.begin(), t.valid_metrics.end(), m) != t.valid_metrics.end();
+  };
+  for (ValidMetric m : {ValidMetric::Bleu, ValidMetric::Chrf})
+    if (listed(m) && c.task != Task::Translation)
+      return Problem{"train.valid_metrics", fmt::format("{} scores translations; task {} has none",
+                                                        to_string(m), to_string(c.task))};
+  if (listed(ValidMetric::Accuracy) && c.task != Task::Mlm)
+    return Problem{"train.valid_metrics",
+                   fmt::format("accuracy is the masked-token accuracy of task mlm; task {} has "
+                               "none",
+                               to_string(c.task))};
+  if (t.best_metric != ValidMetric::Loss && !listed(t.best_metric) &&
+      !(t.best_metric == ValidMetric::Accuracy && c.task == Task::Mlm))
+    return Problem{
+        "train.best_metric",
+        fmt::format("{} is not computed: add it to train.valid_metrics", to_string(t.best_metric)),
+        {"train.valid_metrics"}};
   // fp16/bf16 on the CPU are emulated (train/precision.h): allowed.
   return std::nullopt;
 }
@@ -600,6 +650,12 @@ class Dumper {
   template <ConfigEnum E>
   void enumeration(const char* name, const E& v) {
     line(name, std::string(to_string(v)));
+  }
+  template <ConfigEnum E>
+  void enum_list(const char* name, const std::vector<E>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::string(to_string(v[i]));
+    line(name, s + "]");
   }
   template <class F>
   void section(const char* name, F&& fill) {

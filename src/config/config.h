@@ -33,6 +33,9 @@ enum class LogLevel { Trace, Debug, Info, Warn, Error };
 enum class NormPlacement { Post, Pre };
 enum class SpmModelType { Bpe, Unigram };
 enum class OptimizerName { Adam, AdamW };
+// What a validation reports (train.valid_metrics) and what the best
+// checkpoint and early stopping follow (train.best_metric).
+enum class ValidMetric { Loss, Accuracy, Bleu, Chrf };
 
 // The spelling of every enum value in YAML.
 template <class E>
@@ -59,6 +62,8 @@ ROTOR_ENUM_NAMES(nn::AttentionImpl, {nn::AttentionImpl::Auto, "auto"},
                  {nn::AttentionImpl::Reference, "reference"});
 ROTOR_ENUM_NAMES(SpmModelType, {SpmModelType::Bpe, "bpe"}, {SpmModelType::Unigram, "unigram"});
 ROTOR_ENUM_NAMES(OptimizerName, {OptimizerName::Adam, "adam"}, {OptimizerName::AdamW, "adamw"});
+ROTOR_ENUM_NAMES(ValidMetric, {ValidMetric::Loss, "loss"}, {ValidMetric::Accuracy, "accuracy"},
+                 {ValidMetric::Bleu, "bleu"}, {ValidMetric::Chrf, "chrf"});
 ROTOR_ENUM_NAMES(optim::ScheduleKind, {optim::ScheduleKind::InverseSqrt, "inverse_sqrt"},
                  {optim::ScheduleKind::Linear, "linear"},
                  {optim::ScheduleKind::Constant, "constant"});
@@ -157,6 +162,14 @@ struct TrainConfig {
   int64_t save_interval = 5000;
   int keep_last = 5;
   int patience = 0;  // 0 = no early stopping
+  // What each validation reports besides the loss: bleu and chrf decode the
+  // validation set with the decode settings (translation); accuracy is the
+  // masked-token accuracy (mlm, always reported there).
+  std::vector<ValidMetric> valid_metrics = {ValidMetric::Loss};
+  int64_t valid_max_sentences = 0;  // bleu/chrf decode at most this many (0 = all)
+  // The metric that picks checkpoints/best and that train.patience follows
+  // (lower is better for loss, higher for the others).
+  ValidMetric best_metric = ValidMetric::Loss;
   // Initial fp16 loss scale. The loss gradient is per token, not divided by
   // the batch's tokens before the backward (the optimizer does that), so the
   // logit gradients are bounded by the scale itself: 65536 would overflow

@@ -36,6 +36,7 @@ class MlmTask : public TrainingTask {
     };
     train_blocks_ = open("train");
     if (!c.data.valid.empty()) valid_blocks_ = open("valid");
+    if (!c.data.test.empty()) test_blocks_ = open("test");
     model_ = std::make_unique<models::BertForMaskedLM>(
         models::bert_config(c, tokenizer_.vocab_size()), store_);
     store_.allocate(device);
@@ -63,24 +64,25 @@ class MlmTask : public TrainingTask {
     return to_sums(s, b);
   }
 
-  bool has_valid() const override { return valid_blocks_ != nullptr; }
+  bool has_split(EvalSplit split) const override { return blocks(split) != nullptr; }
 
-  TaskSums validate(Device device) override {
+  ValidationResult evaluate(EvalSplit split, Device device) override {
+    ROTOR_CHECK(blocks(split) != nullptr, "evaluate: no such data set");
     data::MlmBatcherOptions bo;
     bo.batch_size = config_.train.batch_size;
     bo.shuffle = false;
-    bo.fixed_masking = true;  // the same masks in every validation of every run
+    bo.fixed_masking = true;  // the same masks in every evaluation of every run
     bo.drop_last = false;
-    data::MlmBatcher batcher(valid_blocks_, data::Masker(masking_), bo);
+    data::MlmBatcher batcher(blocks(split), data::Masker(masking_), bo);
     nn::Context ctx;
     ctx.training = false;
     ctx.device = device;
-    TaskSums total;
+    ValidationResult r;
     for (int64_t i = 0, n = batcher.batches_in_epoch(); i < n; ++i) {
       models::MlmBatch b = to_model_batch(batcher.next(), device);
-      total.add(to_sums(model_->forward_loss(b, ctx), b));
+      r.sums.add(to_sums(model_->forward_loss(b, ctx), b));
     }
-    return total;
+    return r;
   }
 
   data::BatchPosition position() const override { return batcher_->position(); }
@@ -92,7 +94,11 @@ class MlmTask : public TrainingTask {
   std::string spm_path_;
   data::Tokenizer tokenizer_;
   data::MaskingOptions masking_;
-  std::shared_ptr<const data::PackedBlocks> train_blocks_, valid_blocks_;
+  std::shared_ptr<const data::PackedBlocks> blocks(EvalSplit split) const {
+    return split == EvalSplit::Valid ? valid_blocks_ : test_blocks_;
+  }
+
+  std::shared_ptr<const data::PackedBlocks> train_blocks_, valid_blocks_, test_blocks_;
   nn::ParameterStore store_;
   std::unique_ptr<models::BertForMaskedLM> model_;
   std::unique_ptr<data::MlmBatcher> batcher_;

@@ -1,5 +1,8 @@
 #include "train/scheduler.h"
 
+#include <cmath>
+#include <string>
+
 namespace rotor::train {
 
 std::string_view stop_reason_text(StopReason r) {
@@ -26,6 +29,7 @@ Scheduler::Scheduler(const TrainConfig& t, bool has_valid)
       valid_interval_(t.valid_interval),
       save_interval_(t.save_interval),
       patience_(t.patience),
+      best_metric_(t.best_metric),
       has_valid_(has_valid) {}
 
 bool Scheduler::log_now(int64_t step) const {
@@ -43,8 +47,18 @@ bool Scheduler::save_now(int64_t step, StopReason stop) const {
 
 Scheduler::Verdict Scheduler::record_validation(double score,
                                                 checkpoint::TrainerState& state) const {
-  if (state.best_valid_loss == 0 || score < state.best_valid_loss) {
-    state.best_valid_loss = score;
+  const std::string metric(to_string(best_metric_));
+  if (state.best_metric != metric) {  // another metric than the run's record: start afresh
+    state.best_metric = metric;
+    state.has_best = false;
+    state.bad_validations = 0;
+  }
+  const bool higher_is_better = best_metric_ != ValidMetric::Loss;
+  const bool better = higher_is_better ? score > state.best_score : score < state.best_score;
+  if (!std::isnan(score) && (!state.has_best || better)) {
+    state.has_best = true;
+    state.best_score = score;
+    state.best_step = state.step;
     state.bad_validations = 0;
     return {true, false};
   }

@@ -37,18 +37,22 @@ class Scheduler {
   // whenever the run stops early.
   bool save_now(int64_t step, StopReason stop) const;
 
-  // Records a validation score (lower is better) in `state`: the best so far
-  // and the validations since it improved. `improved`: a new best (the run
-  // saves it as checkpoint_best); `stop`: train.patience validations in a
-  // row did not improve it.
+  // Records a validation's score of train.best_metric in `state` (at
+  // state.step): the best so far and the validations since it improved
+  // (lower is better for the loss, higher for accuracy, BLEU and chrF).
+  // `improved`: a new best (the run saves it as checkpoints/best); `stop`:
+  // train.patience validations in a row did not improve it. A NaN score
+  // never improves.
   struct Verdict {
     bool improved = false, stop = false;
   };
   Verdict record_validation(double score, checkpoint::TrainerState& state) const;
+  ValidMetric best_metric() const { return best_metric_; }
 
  private:
   int64_t max_updates_, log_interval_, valid_interval_, save_interval_;
   int patience_;
+  ValidMetric best_metric_;
   bool has_valid_;
 };
 

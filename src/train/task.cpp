@@ -1,6 +1,27 @@
 #include "train/task.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 namespace rotor::train {
+
+double ValidationResult::value(ValidMetric metric) const {
+  const double n = static_cast<double>(std::max<int64_t>(sums.tokens, 1));
+  switch (metric) {
+    case ValidMetric::Loss:
+      return sums.loss / n;
+    case ValidMetric::Accuracy:
+      if (sums.has_correct) return static_cast<double>(sums.correct) / n;
+      break;
+    case ValidMetric::Bleu:
+    case ValidMetric::Chrf:
+      for (const auto& [m, v] : scores)
+        if (m == metric) return v;
+      break;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
 
 std::unique_ptr<TrainingTask> make_task(const Config& c, Device device, int rank, int world_size) {
   switch (c.task) {

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "config/config.h"
 #include "data/batcher.h"
@@ -33,6 +35,21 @@ struct TaskSums {
   }
 };
 
+// What a validation measured: the loss sums over the whole set, and the
+// scores of decoded translations when train.valid_metrics asks for them.
+struct ValidationResult {
+  TaskSums sums;
+  std::vector<std::pair<ValidMetric, double>> scores;  // bleu, chrf (translation)
+  int64_t decoded = 0;                                 // sentences decoded for the scores
+  double decode_seconds = 0;
+  // The value of `metric` (loss and accuracy per token); NaN when not measured.
+  double value(ValidMetric metric) const;
+};
+
+// The data sets a task evaluates on: data.valid during training, data.test
+// once at the end.
+enum class EvalSplit { Valid, Test };
+
 class TrainingTask {
  public:
   virtual ~TrainingTask() = default;
@@ -43,10 +60,12 @@ class TrainingTask {
   // fp16 loss scale; accumulated) of the next micro-batch of the training
   // stream, computed in ctx.dtype.
   virtual TaskSums train_micro_batch(const nn::Context& ctx) = 0;
-  // Loss over the whole validation set (fixed masks for masked-LM); false
-  // when the config names no validation data.
-  virtual bool has_valid() const = 0;
-  virtual TaskSums validate(Device device) = 0;
+  // The loss over a whole evaluation set (fixed masks for masked-LM), and the
+  // scores of train.valid_metrics. has_split is false when the config names
+  // no such data.
+  virtual bool has_split(EvalSplit split) const = 0;
+  virtual ValidationResult evaluate(EvalSplit split, Device device) = 0;
+  bool has_valid() const { return has_split(EvalSplit::Valid); }
   // Where the training stream is: saved in checkpoints, restored on resume.
   virtual data::BatchPosition position() const = 0;
   virtual void set_position(data::BatchPosition position) = 0;

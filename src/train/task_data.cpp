@@ -28,8 +28,10 @@ void check_data(const Config& c) {
   const data::CorpusSource train = corpus_source(c, "train");
   if (train.path.empty()) ROTOR_FAIL("data.train is required for training");
   train.check_exists();
-  const data::CorpusSource valid = corpus_source(c, "valid");
-  if (!valid.path.empty()) valid.check_exists();
+  for (const char* key : {"valid", "test"}) {
+    const data::CorpusSource s = corpus_source(c, key);
+    if (!s.path.empty()) s.check_exists();
+  }
   const std::string spm = tokenizer_path(c);
   if (!fs::exists(spm) && train.is_prepared())
     ROTOR_FAIL("data.spm_model: {} not found (it can only be trained from raw text)", spm);
@@ -78,6 +80,7 @@ TranslationData load_translation_data(const Config& c, bool need_train) {
     d.train = open_pair(prepared_prefix(c, "train", d.spm_path));
   }
   if (!c.data.valid.empty()) d.valid = open_pair(prepared_prefix(c, "valid", d.spm_path));
+  if (!c.data.test.empty()) d.test = open_pair(prepared_prefix(c, "test", d.spm_path));
   return d;
 }
 

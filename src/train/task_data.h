@@ -46,7 +46,7 @@ struct ParallelCorpus {
 struct TranslationData {
   std::string spm_path;
   data::Tokenizer tokenizer;
-  ParallelCorpus train, valid;
+  ParallelCorpus train, valid, test;
 };
 
 // The tokenizer and corpora of a translation run. `need_train` false skips

@@ -177,29 +177,38 @@ void log_progress(const Config& c, const Window& w, const UpdateResult& u,
   metrics.write(rec);
 }
 
-// Validates, logs and records the result; returns the validation loss.
-double validate(TrainingTask& task, Device device, const checkpoint::TrainerState& state, double lr,
-                MetricsWriter& metrics) {
+// Evaluates `split`, logs and records the result.
+ValidationResult evaluate(TrainingTask& task, EvalSplit split, Device device,
+                          const checkpoint::TrainerState& state, double lr,
+                          MetricsWriter& metrics) {
   const auto t0 = Clock::now();
-  const TaskSums v = task.validate(device);
+  const ValidationResult r = task.evaluate(split, device);
   const double seconds = seconds_since(t0);
+  const TaskSums& v = r.sums;
   const double loss = per_token(v.loss, v.tokens);
   const double ppl = std::exp(per_token(v.nll, v.tokens));
-  const std::string acc =
+  std::string extra =
       v.has_correct ? fmt::format(" | acc {:.3f}", per_token(v.correct, v.tokens)) : "";
-  log().info("valid at update {} | loss {:.4f} | ppl {:.2f}{} | {} tokens | {:.1f}s", state.step,
-             loss, ppl, acc, v.tokens, seconds);
+  for (const auto& [metric, value] : r.scores)
+    extra += fmt::format(" | {} {:.2f}", to_string(metric), value);
+  if (r.decoded > 0)
+    extra += fmt::format(" | decoded {} sentences in {:.1f}s", r.decoded, r.decode_seconds);
+  const char* name = split == EvalSplit::Valid ? "valid" : "test";
+  log().info("{} at update {} | loss {:.4f} | ppl {:.2f}{} | {} tokens | {:.1f}s", name, state.step,
+             loss, ppl, extra, v.tokens, seconds);
   MetricsRecord rec;
   rec.add("step", state.step)
-      .add("split", "valid")
+      .add("split", name)
       .add("loss", loss)
       .add("nll_loss", per_token(v.nll, v.tokens))
       .add("ppl", ppl)
       .add("lr", lr)
       .add("tokens_per_s", static_cast<double>(v.all_tokens) / std::max(seconds, 1e-9));
   if (v.has_correct) rec.add("accuracy", per_token(v.correct, v.tokens));
+  for (const auto& [metric, value] : r.scores) rec.add(to_string(metric), value);
+  if (r.decoded > 0) rec.add("decoded", r.decoded).add("decode_seconds", r.decode_seconds);
   metrics.write(rec);
-  return loss;
+  return r;
 }
 
 }  // namespace
@@ -311,11 +320,15 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       window = Window{};
     }
     if (schedule.validate_now(state.step)) {
-      const double loss = validate(*task, place.device, state, u.lr, metrics);
-      const Scheduler::Verdict verdict = schedule.record_validation(loss, state);
+      const ValidationResult v =
+          evaluate(*task, EvalSplit::Valid, place.device, state, u.lr, metrics);
+      const Scheduler::Verdict verdict =
+          schedule.record_validation(v.value(c.train.best_metric), state);
       if (verdict.improved) save_best();
       if (verdict.stop) {
-        log().info("early stopping: no valid improvement in {} validations", state.bad_validations);
+        log().info("early stopping: {} did not improve on {:.4f} (update {}) in {} validations",
+                   to_string(c.train.best_metric), state.best_score, state.best_step,
+                   state.bad_validations);
         stop = StopReason::Patience;
       }
     }
@@ -332,6 +345,18 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   if (stop == StopReason::None) stop = StopReason::MaxUpdates;
   log().info("done: {} updates in {:.1f}s ({})", state.step, state.train_seconds,
              stop_reason_text(stop));
+  // data.test: scored once, by the best model when validation kept one.
+  if (task->has_split(EvalSplit::Test) && stop != StopReason::Signal) {
+    if (state.has_best) {
+      const std::string best = (fs::path(c.output_dir) / "checkpoints" / "best").string();
+      if (rank0 || fs::exists(best)) checkpoint::load_weights(best, store);
+      if (place.world > 1) parallel::broadcast_parameters(comm, store);
+      log().info("test: the best model ({} {:.4f} at update {})", to_string(c.train.best_metric),
+                 state.best_score, state.best_step);
+    }
+    evaluate(*task, EvalSplit::Test, place.device, state,
+             optim::learning_rate(schedule_options(c), state.step), metrics);
+  }
   flush_log();
   task.reset();
   place.comm.reset();

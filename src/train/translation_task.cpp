@@ -1,8 +1,11 @@
 // The translation task: token batches of sentence pairs, the encoder-decoder
 // and its label-smoothed loss normalized by target tokens.
+#include <algorithm>
+
 #include "models/model_config.h"
 #include "train/task.h"
 #include "train/task_data.h"
+#include "train/translation_scores.h"
 
 namespace rotor::train {
 
@@ -41,32 +44,58 @@ class TranslationTask : public TrainingTask {
     return {s.loss, s.nll, s.tokens, b.src_tokens + b.tgt_tokens, 0, false};
   }
 
-  bool has_valid() const override { return data_.valid.defined(); }
+  bool has_split(EvalSplit split) const override { return corpus(split).defined(); }
 
-  TaskSums validate(Device device) override {
+  ValidationResult evaluate(EvalSplit split, Device device) override {
+    const ParallelCorpus& set = corpus(split);
+    ROTOR_CHECK(set.defined(), "evaluate: no such data set");
     data::BatcherOptions bo;
     bo.max_tokens = config_.data.max_tokens;
     bo.shuffle = false;
     bo.prefetch = 0;
-    data::TokenBatcher batcher(data_.valid.src, data_.valid.tgt, bo);
+    data::TokenBatcher batcher(set.src, set.tgt, bo);
     nn::Context ctx;
     ctx.training = false;
     ctx.device = device;
-    TaskSums total;
+    ValidationResult r;
     const int64_t n = batcher.batches_in_epoch(0);
     for (int64_t i = 0; i < n; ++i) {
       data::Batch b = batcher.next();
       models::LossSums s = model_->forward_loss(
           to_model_batch(b, device), static_cast<float>(config_.train.label_smoothing), ctx);
-      total.add({s.loss, s.nll, s.tokens, b.src_tokens + b.tgt_tokens, 0, false});
+      r.sums.add({s.loss, s.nll, s.tokens, b.src_tokens + b.tgt_tokens, 0, false});
     }
-    return total;
+    const auto& metrics = config_.train.valid_metrics;
+    const auto wants = [&](ValidMetric m) {
+      return std::find(metrics.begin(), metrics.end(), m) != metrics.end();
+    };
+    if (wants(ValidMetric::Bleu) || wants(ValidMetric::Chrf)) {
+      TranslationScoreOptions so;
+      so.bleu = wants(ValidMetric::Bleu);
+      so.chrf = wants(ValidMetric::Chrf);
+      // The test set is scored whole; validation may be capped.
+      so.max_sentences =
+          split == EvalSplit::Valid ? static_cast<size_t>(config_.train.valid_max_sentences) : 0;
+      so.max_tokens = config_.data.max_tokens;
+      so.decode = config_.decode;
+      const TranslationScores t =
+          score_translations(*model_, data_.tokenizer, *set.src, *set.tgt, so, device);
+      if (t.bleu) r.scores.emplace_back(ValidMetric::Bleu, *t.bleu);
+      if (t.chrf) r.scores.emplace_back(ValidMetric::Chrf, *t.chrf);
+      r.decoded = t.sentences;
+      r.decode_seconds = t.seconds;
+    }
+    return r;
   }
 
   data::BatchPosition position() const override { return batcher_->position(); }
   void set_position(data::BatchPosition p) override { batcher_->set_position(p); }
 
  private:
+  const ParallelCorpus& corpus(EvalSplit split) const {
+    return split == EvalSplit::Valid ? data_.valid : data_.test;
+  }
+
   Config config_;
   TranslationData data_;
   nn::ParameterStore store_;

@@ -3,6 +3,8 @@
 
 #include "train/scheduler.h"
 
+#include <cmath>
+
 namespace rotor::train {
 namespace {
 
@@ -42,7 +44,7 @@ TEST(Scheduler, PatienceCountsValidationsWithoutImprovement) {
   const Scheduler s(config(), true);
   checkpoint::TrainerState state;
   EXPECT_TRUE(s.record_validation(3.0, state).improved);
-  EXPECT_EQ(state.best_valid_loss, 3.0);
+  EXPECT_EQ(state.best_score, 3.0);
   auto v = s.record_validation(3.5, state);
   EXPECT_FALSE(v.improved || v.stop);
   EXPECT_EQ(state.bad_validations, 1);
@@ -50,16 +52,36 @@ TEST(Scheduler, PatienceCountsValidationsWithoutImprovement) {
   EXPECT_TRUE(v.improved) << "an improvement resets the count";
   EXPECT_FALSE(v.stop);
   EXPECT_EQ(state.bad_validations, 0);
-  EXPECT_EQ(state.best_valid_loss, 2.5);
+  EXPECT_EQ(state.best_score, 2.5);
   EXPECT_FALSE(s.record_validation(2.5, state).stop) << "equal is no improvement";
   v = s.record_validation(2.6, state);
   EXPECT_TRUE(v.stop) << "two in a row without improvement";
   EXPECT_FALSE(v.improved);
+  EXPECT_FALSE(s.record_validation(std::nan(""), state).improved) << "NaN never improves";
   TrainConfig no_patience = config();
   no_patience.patience = 0;
   checkpoint::TrainerState st;
   for (double x : {1.0, 2.0, 3.0, 4.0})
     EXPECT_FALSE(Scheduler(no_patience, true).record_validation(x, st).stop);
+}
+
+TEST(Scheduler, HigherIsBetterForScoresAndTheRecordFollowsTheMetric) {
+  TrainConfig t = config();
+  t.best_metric = ValidMetric::Bleu;
+  const Scheduler s(t, true);
+  checkpoint::TrainerState state;
+  state.step = 4;
+  EXPECT_TRUE(s.record_validation(20.0, state).improved);
+  EXPECT_EQ(state.best_metric, "bleu");
+  EXPECT_EQ(state.best_step, 4);
+  state.step = 8;
+  EXPECT_FALSE(s.record_validation(19.0, state).improved) << "lower BLEU is worse";
+  EXPECT_TRUE(s.record_validation(21.0, state).improved);
+  EXPECT_EQ(state.best_step, 8);
+  // A run resumed with another best_metric starts its record afresh.
+  t.best_metric = ValidMetric::Loss;
+  EXPECT_TRUE(Scheduler(t, true).record_validation(99.0, state).improved);
+  EXPECT_EQ(state.best_metric, "loss");
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ models::TranslationBatch make_batch() {
 }
 
 int run(int argc, char** argv) {
-  std::string position, norm, activation = "relu", out;
+  std::string position, norm, activation = "relu", optimizer_name = "adamw", share = "true", out;
   uint64_t seed = 1234;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -82,6 +82,8 @@ int run(int argc, char** argv) {
     if (a == "--position") position = v;
     else if (a == "--norm") norm = v;
     else if (a == "--activation") activation = v;
+    else if (a == "--optimizer") optimizer_name = v;
+    else if (a == "--share-embeddings") share = v;
     else if (a == "--seed") seed = std::stoull(v);
     else if (a == "--out") out = v;
     else usage("unknown option " + a);
@@ -89,6 +91,8 @@ int run(int argc, char** argv) {
   if (position.empty() || out.empty()) usage("--position and --out are required");
   if (norm != "post" && norm != "pre") usage("--norm must be post or pre");
   if (activation != "relu" && activation != "gelu") usage("--activation must be relu or gelu");
+  if (optimizer_name != "adam" && optimizer_name != "adamw") usage("--optimizer must be adam or adamw");
+  if (share != "true" && share != "false") usage("--share-embeddings must be true or false");
 
   const float label_smoothing = 0.1f, layer_norm_eps = 1e-5f;
   const double lr = 1e-3, beta1 = 0.9, beta2 = 0.98, adam_eps = 1e-9, weight_decay = 0.01;
@@ -102,6 +106,7 @@ int run(int argc, char** argv) {
   config.max_positions = 32;
   config.position = enum_from_string<nn::PositionKind>(position).value();
   config.scale_embeddings = true;
+  config.share_embeddings = share == "true";
   config.layer.d_model = 16;
   config.layer.n_heads = 2;
   config.layer.d_ff = 24;
@@ -143,6 +148,7 @@ int run(int argc, char** argv) {
   oo.beta2 = beta2;
   oo.eps = adam_eps;
   oo.weight_decay = weight_decay;
+  oo.decoupled = optimizer_name == "adamw";
   oo.clip_norm = 0.0;
   optim::Optimizer optimizer(store, oo);
   std::vector<float> step_losses;
@@ -170,6 +176,8 @@ int run(int argc, char** argv) {
       {"position", position},
       {"norm", norm},
       {"activation", activation},
+      {"optimizer", optimizer_name},
+      {"share_embeddings", share},
       {"vocab_size", std::to_string(config.vocab_size)},
       {"pad_id", std::to_string(config.pad_id)},
       {"d_model", std::to_string(config.layer.d_model)},

@@ -186,6 +186,8 @@ class Stack(nn.Module):
     def __init__(self, cfg, n_layers, decoder):
         super().__init__()
         d = cfg["d_model"]
+        if not cfg["share_embeddings"]:
+            self.embed_tokens = nn.Embedding(cfg["vocab_size"], d)
         if cfg["position"] == "learned":
             self.embed_positions = nn.Embedding(cfg["max_positions"], d)
         self.layers = nn.ModuleList([Block(cfg, decoder) for _ in range(n_layers)])
@@ -205,7 +207,8 @@ def sinusoidal_table(n, d):
 class Inner(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        self.shared = nn.Embedding(cfg["vocab_size"], cfg["d_model"])
+        if cfg["share_embeddings"]:
+            self.shared = nn.Embedding(cfg["vocab_size"], cfg["d_model"])
         self.encoder = Stack(cfg, cfg["encoder_layers"], False)
         self.decoder = Stack(cfg, cfg["decoder_layers"], True)
 
@@ -218,7 +221,7 @@ class Seq2Seq(nn.Module):
 
     def embed(self, ids, stack):
         cfg = self.cfg
-        E = self.model.shared.weight
+        E = self.model.shared.weight if cfg["share_embeddings"] else stack.embed_tokens.weight
         # Token embedding x sqrt(d); the pad row receives no gradient from the lookup.
         x = F.embedding(ids, E, padding_idx=cfg["pad_id"]) * math.sqrt(cfg["d_model"])
         T = ids.shape[1]
@@ -243,7 +246,9 @@ class Seq2Seq(nn.Module):
         if self.cfg["norm"] == "pre":
             y = m.decoder.layer_norm(y)
         B, T, d = y.shape
-        return y.reshape(B * T, d) @ m.shared.weight.t()  # tied output projection [B*T, V]
+        # The output projection is tied to the decoder's input embedding.
+        out = m.shared.weight if self.cfg["share_embeddings"] else m.decoder.embed_tokens.weight
+        return y.reshape(B * T, d) @ out.t()  # [B*T, V]
 
 
 def label_smoothed_loss(logits, target, eps, pad):
@@ -306,7 +311,9 @@ def run(args):
     with tempfile.TemporaryDirectory(prefix="rotor_ref_") as tmp:
         out = args.keep or os.path.join(tmp, "dump.safetensors")
         cmd = [args.dump_tool, "--position", args.position, "--norm", args.norm,
-               "--activation", args.activation, "--seed", str(args.seed), "--out", out]
+               "--activation", args.activation, "--optimizer", args.optimizer,
+               "--share-embeddings", "true" if args.share_embeddings else "false",
+               "--seed", str(args.seed), "--out", out]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise Mismatch(f"dump tool failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
@@ -314,7 +321,8 @@ def run(args):
 
     cfg = {"position": meta["position"], "norm": meta["norm"], "activation": meta["activation"],
            "rope": meta["position"] == "rope", "rope_base": float(meta["rope_base"]),
-           "layer_norm_eps": float(meta["layer_norm_eps"])}
+           "layer_norm_eps": float(meta["layer_norm_eps"]),
+           "share_embeddings": meta["share_embeddings"] == "true"}
     for key in ("vocab_size", "pad_id", "d_model", "n_heads", "d_ff", "encoder_layers",
                 "decoder_layers", "max_positions", "tgt_tokens", "steps"):
         cfg[key] = int(meta[key])
@@ -335,8 +343,10 @@ def run(args):
                 raise Mismatch(f"{n}: shape {t[n].shape} in rotor, {tuple(p.shape)} in the reference")
             p.copy_(torch.from_numpy(t[n].astype(np.float64)))
     pad = cfg["pad_id"]
-    if np.any(t["model.shared.weight"][pad] != 0):
-        raise Mismatch("model.shared.weight: the pad row is not zero at initialization")
+    for n in ("model.shared.weight", "model.encoder.embed_tokens.weight",
+              "model.decoder.embed_tokens.weight"):
+        if n in t and np.any(t[n][pad] != 0):
+            raise Mismatch(f"{n}: the pad row is not zero at initialization")
 
     src = torch.from_numpy(t["batch.src"].astype(np.int64))
     src_lengths = torch.from_numpy(t["batch.src_lengths"].astype(np.int64))
@@ -373,8 +383,11 @@ def run(args):
     lr = float(meta["lr"])
     groups = [{"params": [p for n, p in params.items() if n not in no_decay], "weight_decay": wd},
               {"params": [p for n, p in params.items() if n in no_decay], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=lr, betas=(float(meta["beta1"]), float(meta["beta2"])),
-                            eps=float(meta["adam_eps"]))
+    # optim.name: adam puts the weight decay into the gradient (torch.optim.Adam),
+    # adamw decouples it (torch.optim.AdamW).
+    Opt = torch.optim.Adam if meta["optimizer"] == "adam" else torch.optim.AdamW
+    opt = Opt(groups, lr=lr, betas=(float(meta["beta1"]), float(meta["beta2"])),
+              eps=float(meta["adam_eps"]))
     # Tensors whose true gradient is zero (see the module docstring): the key
     # bias adds q.b_k to all of a query's scores, which softmax cancels, unless
     # RoPE rotates b_k differently at every key position.
@@ -430,7 +443,8 @@ def run(args):
         if "[zero-grad]" in name:
             kind = "after3[zero-grad]"
         worst[kind] = max(worst.get(kind, (0.0, 0.0, "")), (err / tol if tol else 0.0, err, name))
-    print(f"PASS position={cfg['position']} norm={cfg['norm']} activation={cfg['activation']}: "
+    print(f"PASS position={cfg['position']} norm={cfg['norm']} activation={cfg['activation']} "
+          f"optimizer={meta['optimizer']} share_embeddings={meta['share_embeddings']}: "
           f"{len(params)} parameters, loss_sum {float(t['loss_sum'][0]):.6f} (ref {step_losses[0]:.6f})")
     for kind, (ratio, err, name) in sorted(worst.items()):
         print(f"  worst {kind:18s} {err:.3e} ({ratio:.2f} of tolerance) in {name}")
@@ -445,6 +459,8 @@ def main():
     ap.add_argument("--position", required=True, choices=["sinusoidal", "learned", "rope", "none"])
     ap.add_argument("--norm", default="post", choices=["post", "pre"])
     ap.add_argument("--activation", default="relu", choices=["relu", "gelu"])
+    ap.add_argument("--optimizer", default="adamw", choices=["adam", "adamw"])
+    ap.add_argument("--share-embeddings", default="true", choices=["true", "false"])
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--keep", help="write the dump here instead of a temporary file")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every tensor's error")
@@ -452,6 +468,7 @@ def main():
     if not os.path.isfile(args.dump_tool):
         print(f"FAIL: dump tool {args.dump_tool} not found")
         return 1
+    args.share_embeddings = args.share_embeddings == "true"
     torch.set_num_threads(1)
     try:
         run(args)
