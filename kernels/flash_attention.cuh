@@ -1,4 +1,4 @@
-// Flash-style attention core (DESIGN.md decision 7): online softmax over key
+// Flash-style attention core (docs/design.md, The attention block): online softmax over key
 // tiles, key-padding and causal masks, Tq != Tk, Philox attention dropout with
 // the flat [B, H, Tq, Tk] element index of the reference attention. The
 // forward writes the log-sum-exp per query; the backward recomputes the

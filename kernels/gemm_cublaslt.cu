@@ -229,6 +229,15 @@ GemmStatus run(const GemmArgs& g, int64_t align_batch, void* workspace, cudaStre
         pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
     ROTOR_LT_TRY(cublasLtMatmulPreferenceSetAttribute(
         pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
+    if (g.cd_type != DType::F32) {
+      // Split-K partial sums stay in f32. The in-place and output-type
+      // reductions add them up in D's type: with a 16-bit D every partial sum
+      // is rounded, an error of several units of rounding instead of one.
+      const uint32_t reductions =
+          CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      ROTOR_LT_TRY(cublasLtMatmulPreferenceSetAttribute(
+          pref.p, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof(reductions)));
+    }
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, desc.d, la.l, lb.l, lc.l, ld.l,

@@ -15,7 +15,8 @@ enum class GemmEpilogue : int { None = 0, ReLU = 1, GELU = 2 };
 // D[b] = act(alpha * op(A[b]) @ op(B[b]) + beta * C[b] + bias), row-major,
 // b in [0, batch). op(A) is [m, k], op(B) is [k, n], C and D are [m, n].
 // Strides are in elements between consecutive batch matrices; 0 broadcasts
-// the matrix. C may alias D. bias (optional) is [n] of the C/D type.
+// the matrix. C may alias D. bias (optional) is [n] of the C/D type. All of
+// it is computed in f32 (split-K partial sums included) and D rounded once.
 struct GemmArgs {
   DType ab_type = DType::F32;  // A and B
   DType cd_type = DType::F32;  // C, D, bias and aux

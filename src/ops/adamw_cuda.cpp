@@ -5,24 +5,14 @@
 #include <cmath>
 
 #include "kernels/adamw.cuh"
-#include "kernels/host_glue.h"
+#include "ops/cuda_glue.h"
 #include "ops/cuda_ops.h"
 
 namespace rotor::ops::cuda_impl {
 
 void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
                 const AdamWOptions& o) {
-  cuda_glue::DeviceScope s(params, "adamw_step");
-  for (const Tensor* t : {&m, &v}) {
-    cuda_glue::require_on(*t, s.index(), "adamw_step");
-    cuda_glue::require_dtype(*t, DType::F32, "adamw_step: moment");
-    cuda_glue::require_same_numel(*t, params, "adamw_step");
-  }
-  cuda_glue::require_dtype(params, DType::F32, "adamw_step: params");
-  cuda_glue::require_on(grads, s.index(), "adamw_step: grads");
-  cuda_glue::require_floating(grads, "adamw_step: grads");
-  cuda_glue::require_same_numel(grads, params, "adamw_step");
-  if (o.step < 1) ROTOR_FAIL("adamw_step: step is 1-based, got {}", o.step);
+  cuda_glue::DeviceScope s(params);
   kernels::AdamWArgs a;
   a.lr = o.lr;
   a.beta1 = o.beta1;
@@ -33,12 +23,9 @@ void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
   a.step_size = static_cast<float>(o.lr / bc1);
   a.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   a.decay = 1.0f - o.lr * o.weight_decay;
+  a.l2 = o.l2;
   a.grad_scale = o.grad_scale;
-  if (o.device_scale.defined()) {
-    cuda_glue::require_on(o.device_scale, s.index(), "adamw_step: device_scale");
-    cuda_glue::require_dtype(o.device_scale, DType::F32, "adamw_step: device_scale");
-    a.device_scale = o.device_scale.data<float>();
-  }
+  if (o.device_scale.defined()) a.device_scale = o.device_scale.data<float>();
   ROTOR_CUDA_CHECK(kernels::adamw_step(params.data<float>(), grads.raw(), grads.dtype(),
                                        m.data<float>(), v.data<float>(), params.numel(), a,
                                        s.stream()));

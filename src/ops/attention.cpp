@@ -47,7 +47,6 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
     f.commit();
     return;
   }
-  require_f32(q, "attention_forward");
   const auto key_len = key_lengths_host(d, options, "attention_forward");
   const float* pq = q.data<float>();  // [B, H, Tq, D]
   const float* pk = k.data<float>();  // [B, H, Tk, D]
@@ -120,7 +119,6 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     f.commit();
     return;
   }
-  require_f32(q, "attention_backward");
   const auto key_len = key_lengths_host(d, options, "attention_backward");
   const float* pq = q.data<float>();      // [B, H, Tq, D]
   const float* pk = k.data<float>();      // [B, H, Tk, D]

@@ -4,8 +4,8 @@
 
 namespace rotor::ops::detail {
 
-AttentionDims check_attention_args(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
-                     const char* op) {
+AttentionDims check_attention_args(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const AttentionOptions& o, const char* op) {
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
     ROTOR_FAIL("{}: q, k, v must be [B, H, T, D], got {}, {}, {}", op, shape_str(q.shape()),
                shape_str(k.shape()), shape_str(v.shape()));
@@ -13,6 +13,7 @@ AttentionDims check_attention_args(const Tensor& q, const Tensor& k, const Tenso
   if (k.shape() != Shape{d.B, d.H, d.Tk, d.D} || v.shape() != k.shape())
     ROTOR_FAIL("{}: with q {} expected k and v [{}, {}, Tk, {}], got {} and {}", op,
                shape_str(q.shape()), d.B, d.H, d.D, shape_str(k.shape()), shape_str(v.shape()));
+  require_floating(q, op);
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) ROTOR_FAIL("{}: q, k, v dtypes differ", op);
   check_same_device(q, k, op);
   check_same_device(q, v, op);
@@ -33,7 +34,8 @@ void check_like(const Tensor& t, const Shape& shape, const Tensor& q, const char
 }
 
 // Visible keys of batch row b: j < key_length, and j <= i + (Tk - Tq) when causal.
-std::vector<int64_t> key_lengths_host(const AttentionDims& d, const AttentionOptions& o, const char* op) {
+std::vector<int64_t> key_lengths_host(const AttentionDims& d, const AttentionOptions& o,
+                                      const char* op) {
   std::vector<int64_t> len(static_cast<size_t>(d.B), d.Tk);
   if (!o.key_lengths.defined()) return len;
   const int32_t* p = o.key_lengths.data<int32_t>();

@@ -6,42 +6,18 @@
 #if ROTOR_WITH_CUDA
 
 #include "kernels/attention_reference.cuh"
-#include "kernels/host_glue.h"
+#include "ops/attention_common.h"
+#include "ops/cuda_glue.h"
 #include "ops/cuda_ops.h"
 
 namespace rotor::ops::cuda_impl {
 
 namespace {
 
-struct Dims {
-  int64_t B, H, Tq, Tk, D;
-};
+using Dims = detail::AttentionDims;
 
-Dims check(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o, int dev,
-           const char* op) {
-  cuda_glue::require_on(k, dev, op);
-  cuda_glue::require_on(v, dev, op);
-  cuda_glue::require_floating(q, op);
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
-    ROTOR_FAIL("{}: q, k, v must be [B, H, T, D], got {}, {}, {}", op, q.str(), k.str(), v.str());
-  const Dims d{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
-  if (k.shape() != Shape{d.B, d.H, d.Tk, d.D} || v.shape() != k.shape() ||
-      k.dtype() != q.dtype() || v.dtype() != q.dtype())
-    ROTOR_FAIL("{}: k {} and v {} do not match q {}", op, k.str(), v.str(), q.str());
-  if (o.key_lengths.defined()) {
-    cuda_glue::require_on(o.key_lengths, dev, op);
-    if (o.key_lengths.dtype() != DType::I32 || o.key_lengths.numel() != d.B)
-      ROTOR_FAIL("{}: key_lengths must be i32 [{}], got {}", op, d.B, o.key_lengths.str());
-  }
-  if (!(o.dropout >= 0.0f && o.dropout < 1.0f))
-    ROTOR_FAIL("{}: dropout must be in [0, 1), got {}", op, o.dropout);
-  return d;
-}
-
-void require_like(const Tensor& t, const Shape& shape, const Tensor& q, int dev, const char* what) {
-  cuda_glue::require_on(t, dev, what);
-  if (t.shape() != shape || t.dtype() != q.dtype())
-    ROTOR_FAIL("{}: expected {}{}, got {}", what, dtype_name(q.dtype()), shape_str(shape), t.str());
+Dims dims_of(const Tensor& q, const Tensor& k) {
+  return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
 }
 
 kernels::AttentionMask mask_of(const Dims& d, const AttentionOptions& o) {
@@ -62,10 +38,8 @@ kernels::AttentionMask mask_of(const Dims& d, const AttentionOptions& o) {
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionOptions& options, Tensor& out, Tensor& probs) {
-  cuda_glue::DeviceScope s(q, "attention_forward");
-  const Dims d = check(q, k, v, options, s.index(), "attention_forward");
-  require_like(out, q.shape(), q, s.index(), "attention_forward: out");
-  require_like(probs, {d.B, d.H, d.Tq, d.Tk}, q, s.index(), "attention_forward: probs");
+  cuda_glue::DeviceScope s(q);
+  const Dims d = dims_of(q, k);
   const kernels::AttentionMask mask = mask_of(d, options);
 
   Tensor scores = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, DType::F32, q.device());  // [B, H, Tq, Tk]
@@ -76,22 +50,17 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
 
   Tensor dropped;  // [B, H, Tq, Tk]: probs o keep / (1 - p)
   if (options.dropout > 0.0f) dropped = Tensor::empty(probs.shape(), q.dtype(), q.device());
-  ROTOR_CUDA_CHECK(kernels::attention_softmax_forward(
-      scores.data<float>(), probs.raw(), dropped.defined() ? dropped.raw() : nullptr, q.dtype(),
-      mask, s.stream()));
+  ROTOR_CUDA_CHECK(kernels::attention_softmax_forward(scores.data<float>(), probs.raw(),
+                                                      dropped.defined() ? dropped.raw() : nullptr,
+                                                      q.dtype(), mask, s.stream()));
   cuda_impl::gemm(dropped.defined() ? dropped : probs, v, out, GemmOptions{});  // P V
 }
 
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
-                        const Tensor& dout, const AttentionOptions& options, Tensor& dq,
-                        Tensor& dk, Tensor& dv) {
-  cuda_glue::DeviceScope s(q, "attention_backward");
-  const Dims d = check(q, k, v, options, s.index(), "attention_backward");
-  require_like(probs, {d.B, d.H, d.Tq, d.Tk}, q, s.index(), "attention_backward: probs");
-  require_like(dout, q.shape(), q, s.index(), "attention_backward: dout");
-  require_like(dq, q.shape(), q, s.index(), "attention_backward: dq");
-  require_like(dk, k.shape(), q, s.index(), "attention_backward: dk");
-  require_like(dv, v.shape(), q, s.index(), "attention_backward: dv");
+                        const Tensor& dout, const AttentionOptions& options, Tensor& dq, Tensor& dk,
+                        Tensor& dv) {
+  cuda_glue::DeviceScope s(q);
+  const Dims d = dims_of(q, k);
   const kernels::AttentionMask mask = mask_of(d, options);
 
   // dV = (P o M)^T dout

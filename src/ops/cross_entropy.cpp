@@ -13,6 +13,7 @@ namespace {
 // Checks logits [N, V] and targets i32 [N]; returns V.
 int64_t check_ce(const Tensor& logits, const Tensor& targets, float smoothing, const char* op) {
   if (logits.dim() != 2) ROTOR_FAIL("{}: logits must be [N, V], got {}", op, logits.str());
+  require_floating(logits, op);
   const int64_t n = logits.size(0);
   if (targets.dtype() != DType::I32 || targets.numel() != n)
     ROTOR_FAIL("{}: targets must be i32 [{}], got {}", op, n, targets.str());
@@ -57,7 +58,6 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float sm
                           loss, nll, lse);
     return;
   }
-  require_f32(logits, "cross_entropy_forward");
   const float* px = logits.data<float>();       // [N, V]
   const int32_t* pt = targets.data<int32_t>();  // [N]
   float* pl = loss.data<float>();               // [N]
@@ -108,7 +108,6 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
     f.commit();
     return;
   }
-  require_f32(logits, "cross_entropy_backward");
   const float* px = logits.data<float>();       // [N, V]
   const int32_t* pt = targets.data<int32_t>();  // [N]
   const float* ps = lse.data<float>();          // [N]

@@ -1,6 +1,7 @@
 // The CUDA implementations behind the op API (only in builds with CUDA).
-// Same signatures and semantics as the public ops in src/ops/*.h; defined in
-// src/ops/*_cuda.cpp, which call the raw-pointer launchers of kernels/*.cuh.
+// Same signatures and semantics as the public ops in src/ops/*.h, which have
+// checked the arguments before calling these; defined in src/ops/*_cuda.cpp,
+// which call the raw-pointer launchers of kernels/*.cuh.
 #pragma once
 
 #include <vector>
@@ -36,9 +37,8 @@ void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         Tensor& y, Tensor& mean, Tensor& rstd);
-void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
-                         Tensor& dbeta);
+void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
 
 void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_t stream);
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint64_t stream);
@@ -52,27 +52,23 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float sm
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                             float smoothing, int ignore_index, float grad_scale, Tensor& dlogits);
 
-void rope_forward(const Tensor& x, Tensor& y, float base, int64_t position_offset);
-void rope_backward(const Tensor& dy, Tensor& dx, float base, int64_t position_offset);
-
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionOptions& options, Tensor& out, Tensor& probs);
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
-                        const Tensor& dout, const AttentionOptions& options, Tensor& dq,
-                        Tensor& dk, Tensor& dv);
+                        const Tensor& dout, const AttentionOptions& options, Tensor& dq, Tensor& dk,
+                        Tensor& dv);
 
 // Flash-style attention core (src/ops/flash_attention_cuda.cpp, kernels/flash_attention.cu).
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                              const AttentionOptions& options, Tensor& out, Tensor& lse);
-void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& out, const Tensor& lse, const Tensor& dout,
-                              const AttentionOptions& options, Tensor& dq, Tensor& dk,
-                              Tensor& dv);
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                              const Tensor& lse, const Tensor& dout,
+                              const AttentionOptions& options, Tensor& dq, Tensor& dk, Tensor& dv);
 
 // Incremental decoding (src/ops/decode_cuda.cpp, kernels/decode_attention.cu).
 void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position);
-void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      int64_t length, Tensor& out);
+void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t length,
+                      Tensor& out);
 void index_select(const Tensor& src, const Tensor& index, Tensor& dst);
 
 // Head split with fused RoPE (defined in src/ops/heads_cuda.cpp, kernels/heads.cu).

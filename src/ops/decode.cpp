@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "ops/cpu_f32.h"
@@ -17,6 +18,7 @@ void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position) {
   ROTOR_CHECK(position >= 0 && position < Tmax, "kv_cache_write: position {} of {}", position,
               Tmax);
   check_same_device(src, cache, "kv_cache_write");
+  require_floating(src, "kv_cache_write");
   if (src.dtype() != cache.dtype())
     ROTOR_FAIL("kv_cache_write: {} into {}", src.str(), cache.str());
   ROTOR_DISPATCH_CUDA(src, kv_cache_write(src, cache, position));
@@ -27,7 +29,6 @@ void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position) {
     f.commit();
     return;
   }
-  require_f32(src, "kv_cache_write");
   const float* s = src.data<float>();
   float* c = cache.data<float>();
   for (int64_t bh = 0; bh < B * H; ++bh)
@@ -36,15 +37,23 @@ void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position) {
 
 void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t length,
                       Tensor& out) {
+  if (k_cache.dim() != 4)
+    ROTOR_FAIL("decode_attention: k_cache must be [B, H, Tmax, D], got {}", k_cache.str());
   const int64_t B = k_cache.size(0), H = k_cache.size(1), Tmax = k_cache.size(2),
                 D = k_cache.size(3);
   check_shape(q, {B, H, 1, D}, "decode_attention q");
   check_shape(v_cache, k_cache.shape(), "decode_attention v_cache");
   check_shape(out, {B, H, 1, D}, "decode_attention out");
   ROTOR_CHECK(length > 0 && length <= Tmax, "decode_attention: length {} of {}", length, Tmax);
-  check_same_device(q, k_cache, "decode_attention");
-  check_same_device(q, v_cache, "decode_attention");
-  check_same_device(q, out, "decode_attention");
+  require_floating(q, "decode_attention");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&k_cache, &v_cache, &out}) {
+    if (t->dtype() != q.dtype())
+      ROTOR_FAIL("decode_attention: {} differs in dtype from q {}", t->str(), q.str());
+    check_same_device(q, *t, "decode_attention");
+  }
+  // kernels/decode_attention.cu keeps a query in registers: head dims up to 256.
+  if (q.is_cuda() && D > 256)
+    ROTOR_FAIL("decode_attention: head dim {} above 256 is not supported on CUDA", D);
   ROTOR_DISPATCH_CUDA(q, decode_attention(q, k_cache, v_cache, length, out));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
@@ -53,7 +62,6 @@ void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     f.commit();
     return;
   }
-  require_f32(q, "decode_attention");
   const float* qp = q.data<float>();
   const float* kp = k_cache.data<float>();
   const float* vp = v_cache.data<float>();
@@ -81,26 +89,27 @@ void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
 }
 
 void index_select(const Tensor& src, const Tensor& index, Tensor& dst) {
-  ROTOR_CHECK(src.dim() >= 1 && index.dim() == 1 && index.dtype() == DType::I32,
-              "index_select: src {} index {}", src.str(), index.str());
-  ROTOR_CHECK(dst.dtype() == src.dtype() && dst.dim() == src.dim() && dst.size(0) == index.size(0),
-              "index_select: dst {} for src {} and {} indices", dst.str(), src.str(),
-              index.size(0));
-  // The index may live on the host even for device rows (beam search builds it there).
+  if (src.dim() < 1 || index.dim() != 1 || index.dtype() != DType::I32)
+    ROTOR_FAIL("index_select: expected rows [N, ...] and an i32 index [M], got {} and {}",
+               src.str(), index.str());
+  Shape want = src.shape();  // [M, ...]
+  want[0] = index.size(0);
+  check_shape(dst, want, "index_select dst");
+  if (dst.dtype() != src.dtype())
+    ROTOR_FAIL("index_select: dst {} differs in dtype from src {}", dst.str(), src.str());
   check_same_device(src, dst, "index_select");
+  // The index may live on the host even for device rows (beam search builds
+  // it there). It is small (one entry per hypothesis): read and checked here.
+  const std::vector<int32_t> rows = index.to_ints();
+  for (int32_t i : rows)
+    if (i < 0 || i >= src.size(0))
+      ROTOR_FAIL("index_select: index {} outside [0, {})", i, src.size(0));
   ROTOR_DISPATCH_CUDA(src, index_select(src, index, dst));
-  ROTOR_CHECK(!index.is_cuda(), "index_select: host rows {} with a device index", src.str());
-  const int64_t rows = src.size(0);
-  const size_t row_bytes = rows ? src.nbytes() / static_cast<size_t>(rows) : 0;
-  ROTOR_CHECK(dst.nbytes() == row_bytes * static_cast<size_t>(index.size(0)),
-              "index_select: row size");
-  const int32_t* ip = index.data<int32_t>();
+  const size_t row_bytes = src.size(0) ? src.nbytes() / static_cast<size_t>(src.size(0)) : 0;
   const char* s = static_cast<const char*>(src.raw());
   char* d = static_cast<char*>(dst.raw());
-  for (int64_t i = 0; i < index.size(0); ++i) {
-    ROTOR_CHECK(ip[i] >= 0 && ip[i] < rows, "index_select: index {} of {}", ip[i], rows);
-    std::memcpy(d + i * row_bytes, s + ip[i] * row_bytes, row_bytes);
-  }
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(d + i * row_bytes, s + rows[i] * row_bytes, row_bytes);
 }
 
 }  // namespace rotor::ops

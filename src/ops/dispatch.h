@@ -1,4 +1,6 @@
-// Device dispatch for the op API. Each public op checks its arguments, then
+// Device dispatch for the op API. Each public op checks its arguments (shapes,
+// dtypes, devices, and the limits of every implementation, so that bad input
+// gets the same message on every device), then
 //   ROTOR_DISPATCH_CUDA(x, gemm(a, b, c, options));
 // forwards to rotor::ops::cuda_impl (src/ops/*_cuda.cpp, kernels/*.cu) when x
 // lives on a GPU, and falls through to the CPU implementation otherwise.
@@ -24,10 +26,11 @@
 #endif
 
 namespace rotor::ops {
-// CPU ops compute in fp32 (16-bit tensors reach their f32 path through f32
-// copies, ops/cpu_f32.h): a rotor::Error naming `what` for any other dtype.
-inline void require_f32(const Tensor& t, const char* what) {
-  if (t.dtype() != DType::F32)
-    ROTOR_FAIL("{}: the CPU path computes in f32, got {}", what, dtype_name(t.dtype()));
+// The public ops check their arguments once, before dispatching: the CPU
+// implementations and the CUDA glue trust those checks. This one is shared by
+// most of them: a rotor::Error naming `what` unless t is f32, f16 or bf16.
+inline void require_floating(const Tensor& t, const char* what) {
+  if (!is_floating(t.dtype()))
+    ROTOR_FAIL("{}: expected a floating tensor (f32, f16 or bf16), got {}", what, t.str());
 }
 }  // namespace rotor::ops

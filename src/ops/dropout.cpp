@@ -15,6 +15,7 @@ void check_dropout(const Tensor& in, const Tensor& out, float p, const char* op)
   if (in.numel() != out.numel())
     ROTOR_FAIL("{}: element counts differ: {} vs {}", op, shape_str(in.shape()),
                shape_str(out.shape()));
+  require_floating(in, op);
   if (in.dtype() != out.dtype())
     ROTOR_FAIL("{}: dtypes differ: {} vs {}", op, dtype_name(in.dtype()), dtype_name(out.dtype()));
   check_same_device(in, out, op);
@@ -23,12 +24,17 @@ void check_dropout(const Tensor& in, const Tensor& out, float p, const char* op)
 }
 
 // out[i] = in[i] * keep(i) / (1 - p): forward and backward are the same map.
-void apply_mask(const Tensor& in, Tensor& out, float p, uint64_t seed, uint64_t stream) {
+// In f32; 16-bit tensors through f32 copies, rounded once.
+void apply_mask(const Tensor& in16, Tensor& out16, float p, uint64_t seed, uint64_t stream) {
+  detail::F32Compute f;
+  const Tensor in = f.input(in16);
+  Tensor out = f.output(out16);
   const float* pin = in.data<float>();
   float* pout = out.data<float>();
   const int64_t n = in.numel();
   if (p == 0.0f) {
     if (pin != pout) out.copy_from(in);
+    f.commit();
     return;
   }
   const float keep_scale = 1.0f / (1.0f - p);
@@ -48,34 +54,19 @@ void apply_mask(const Tensor& in, Tensor& out, float p, uint64_t seed, uint64_t 
       pout[i] = u >= p ? pin[i] * keep_scale : 0.0f;
     }
   }
+  f.commit();
 }
 }  // namespace
 
 void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_t stream) {
   check_dropout(x, y, p, "dropout_forward");
   ROTOR_DISPATCH_CUDA(x, dropout_forward(x, y, p, seed, stream));
-  if (detail::F32Compute::needed({&x})) {
-    detail::F32Compute f;
-    Tensor y32 = f.output(y);
-    apply_mask(f.input(x), y32, p, seed, stream);
-    f.commit();
-    return;
-  }
-  require_f32(x, "dropout_forward");
   apply_mask(x, y, p, seed, stream);
 }
 
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint64_t stream) {
   check_dropout(dy, dx, p, "dropout_backward");
   ROTOR_DISPATCH_CUDA(dy, dropout_backward(dy, dx, p, seed, stream));
-  if (detail::F32Compute::needed({&dy})) {
-    detail::F32Compute f;
-    Tensor dx32 = f.output(dx);
-    apply_mask(f.input(dy), dx32, p, seed, stream);
-    f.commit();
-    return;
-  }
-  require_f32(dy, "dropout_backward");
   apply_mask(dy, dx, p, seed, stream);
 }
 

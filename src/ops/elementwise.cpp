@@ -22,7 +22,10 @@ void check_same_numel(const Tensor& a, const Tensor& b, const char* op) {
   check_same_device(a, b, op);
 }
 
-void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+// a is floating and has b's element count, dtype and device.
+void check_like(const Tensor& a, const Tensor& b, const char* op) {
+  require_floating(a, op);
+  check_same_numel(a, b, op);
   if (a.dtype() != b.dtype())
     ROTOR_FAIL("{}: dtypes differ: {} vs {}", op, dtype_name(a.dtype()), dtype_name(b.dtype()));
 }
@@ -66,10 +69,26 @@ inline float gelu_grad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
 }
 
+// out = op(a, b) element by element, in f32 (16-bit tensors through f32
+// copies, rounded once).
+template <class Op>
+void binary_f32(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
+  detail::F32Compute f;
+  Tensor out32 = f.output(out);
+  const Tensor a32 = f.input(a), b32 = f.input(b);
+  const float* pa = a32.data<float>();
+  const float* pb = b32.data<float>();
+  float* po = out32.data<float>();
+  const int64_t n = out32.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) po[i] = op(pa[i], pb[i]);
+  f.commit();
+}
+
 }  // namespace
 
 void fill(Tensor& x, float value) {
-  if (!is_floating(x.dtype())) ROTOR_FAIL("fill: floating tensor expected, got {}", x.str());
+  require_floating(x, "fill");
   ROTOR_DISPATCH_CUDA(x, fill(x, value));
   const int64_t n = x.numel();
   if (x.dtype() == DType::F32) {
@@ -86,8 +105,8 @@ void fill(Tensor& x, float value) {
 }
 
 void cast(const Tensor& src, Tensor& dst) {
-  if (!is_floating(src.dtype()) || !is_floating(dst.dtype()))
-    ROTOR_FAIL("cast: floating tensors expected, got {} -> {}", src.str(), dst.str());
+  require_floating(src, "cast");
+  require_floating(dst, "cast");
   check_same_numel(src, dst, "cast");
   ROTOR_DISPATCH_CUDA(dst, cast(src, dst));
   if (src.dtype() == dst.dtype()) {
@@ -100,51 +119,21 @@ void cast(const Tensor& src, Tensor& dst) {
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  check_same_numel(a, b, "add");
-  check_same_numel(a, out, "add");
-  check_same_dtype(a, b, "add");
-  check_same_dtype(a, out, "add");
+  check_like(a, out, "add");
+  check_like(b, out, "add");
   ROTOR_DISPATCH_CUDA(out, add(a, b, out));
-  if (detail::F32Compute::needed({&out})) {
-    detail::F32Compute f;
-    Tensor o = f.output(out);
-    add(f.input(a), f.input(b), o);
-    f.commit();
-    return;
-  }
-  require_f32(out, "add");
-  const float* pa = a.data<float>();
-  const float* pb = b.data<float>();
-  float* po = out.data<float>();
-  const int64_t n = out.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+  binary_f32(a, b, out, [](float x, float y) { return x + y; });
 }
 
 void mul(const Tensor& a, const Tensor& b, Tensor& out) {
-  check_same_numel(a, b, "mul");
-  check_same_numel(a, out, "mul");
-  check_same_dtype(a, b, "mul");
-  check_same_dtype(a, out, "mul");
+  check_like(a, out, "mul");
+  check_like(b, out, "mul");
   ROTOR_DISPATCH_CUDA(out, mul(a, b, out));
-  if (detail::F32Compute::needed({&out})) {
-    detail::F32Compute f;
-    Tensor o = f.output(out);
-    mul(f.input(a), f.input(b), o);
-    f.commit();
-    return;
-  }
-  require_f32(out, "mul");
-  const float* pa = a.data<float>();
-  const float* pb = b.data<float>();
-  float* po = out.data<float>();
-  const int64_t n = out.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] * pb[i];
+  binary_f32(a, b, out, [](float x, float y) { return x * y; });
 }
 
 void scale(Tensor& x, float s) {
-  if (!is_floating(x.dtype())) ROTOR_FAIL("scale: floating tensor expected, got {}", x.str());
+  require_floating(x, "scale");
   ROTOR_DISPATCH_CUDA(x, scale(x, s));
   if (detail::F32Compute::needed({&x})) {
     detail::F32Compute f;
@@ -153,7 +142,6 @@ void scale(Tensor& x, float s) {
     f.commit();
     return;
   }
-  require_f32(x, "scale");
   float* p = x.data<float>();
   const int64_t n = x.numel();
 #pragma omp parallel for schedule(static)
@@ -161,8 +149,7 @@ void scale(Tensor& x, float s) {
 }
 
 void axpby(float alpha, const Tensor& x, float beta, Tensor& y) {
-  check_same_numel(x, y, "axpby");
-  check_same_dtype(x, y, "axpby");
+  check_like(x, y, "axpby");
   ROTOR_DISPATCH_CUDA(y, axpby(alpha, x, beta, y));
   if (detail::F32Compute::needed({&y})) {
     detail::F32Compute f;
@@ -171,7 +158,6 @@ void axpby(float alpha, const Tensor& x, float beta, Tensor& y) {
     f.commit();
     return;
   }
-  require_f32(y, "axpby");
   const float* px = x.data<float>();
   float* py = y.data<float>();
   const int64_t n = y.numel();
@@ -189,7 +175,10 @@ void add_bias(Tensor& x, const Tensor& bias) {
   if (x.dim() < 1 || bias.dim() != 1 || x.size(-1) != bias.size(0))
     ROTOR_FAIL("add_bias: x {} needs a bias [{}], got {}", shape_str(x.shape()),
                x.dim() ? x.size(-1) : 0, shape_str(bias.shape()));
-  check_same_dtype(x, bias, "add_bias");
+  require_floating(x, "add_bias");
+  if (bias.dtype() != x.dtype())
+    ROTOR_FAIL("add_bias: dtypes differ: {} vs {}", dtype_name(x.dtype()),
+               dtype_name(bias.dtype()));
   check_same_device(x, bias, "add_bias");
   ROTOR_DISPATCH_CUDA(x, add_bias(x, bias));
   if (detail::F32Compute::needed({&x})) {
@@ -199,7 +188,6 @@ void add_bias(Tensor& x, const Tensor& bias) {
     f.commit();
     return;
   }
-  require_f32(x, "add_bias");
   const int64_t n = bias.size(0);
   const int64_t rows = n ? x.numel() / n : 0;
   float* px = x.data<float>();           // [rows, n]
@@ -210,8 +198,7 @@ void add_bias(Tensor& x, const Tensor& bias) {
 }
 
 void activation_forward(const Tensor& x, Tensor& y, Activation act) {
-  check_same_numel(x, y, "activation_forward");
-  check_same_dtype(x, y, "activation_forward");
+  check_like(x, y, "activation_forward");
   ROTOR_DISPATCH_CUDA(y, activation_forward(x, y, act));
   if (detail::F32Compute::needed({&y})) {
     detail::F32Compute f;
@@ -220,7 +207,6 @@ void activation_forward(const Tensor& x, Tensor& y, Activation act) {
     f.commit();
     return;
   }
-  require_f32(y, "activation_forward");
   const float* px = x.data<float>();
   float* py = y.data<float>();
   const int64_t n = y.numel();
@@ -240,10 +226,8 @@ void activation_forward(const Tensor& x, Tensor& y, Activation act) {
 }
 
 void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activation act) {
-  check_same_numel(dy, x, "activation_backward");
-  check_same_numel(dy, dx, "activation_backward");
-  check_same_dtype(dy, x, "activation_backward");
-  check_same_dtype(dy, dx, "activation_backward");
+  check_like(dy, dx, "activation_backward");
+  check_like(x, dx, "activation_backward");
   ROTOR_DISPATCH_CUDA(dx, activation_backward(dy, x, dx, act));
   if (detail::F32Compute::needed({&dx})) {
     detail::F32Compute f;
@@ -252,7 +236,6 @@ void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activati
     f.commit();
     return;
   }
-  require_f32(dx, "activation_backward");
   const float* pdy = dy.data<float>();
   const float* px = x.data<float>();
   float* pdx = dx.data<float>();

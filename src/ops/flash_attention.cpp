@@ -16,6 +16,9 @@
 #include "ops/attention_common.h"
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
+#if ROTOR_WITH_CUDA
+#include "kernels/flash_attention.cuh"
+#endif
 
 namespace rotor::ops {
 
@@ -34,6 +37,18 @@ void check_lse(const Tensor& lse, const Dims& d, const Tensor& q, const char* wh
   check_same_device(lse, q, what);
 }
 
+// The limits of the CUDA kernels (flash_attention_supported), checked here so
+// that the message names the op and the attention.impl to use instead.
+void check_supported(const Tensor& q, const char* op) {
+  if (flash_attention_supported(q)) return;
+  if (q.size(0) * q.size(1) > 65535)
+    ROTOR_FAIL("{}: batch x heads = {} exceeds 65535 on CUDA", op, q.size(0) * q.size(1));
+  ROTOR_FAIL(
+      "{}: head dim {} is not supported on CUDA (32, 64 or 128; use attention.impl: "
+      "reference)",
+      op, q.size(3));
+}
+
 inline float keep_factor(const AttentionOptions& o, float keep_scale, uint64_t flat) {
   if (o.dropout == 0.0f) return 1.0f;
   return philox_uniform(o.seed, o.stream, flat) >= o.dropout ? keep_scale : 0.0f;
@@ -49,9 +64,13 @@ inline float dot(const float* a, const float* b, int64_t n) {
 
 bool flash_attention_supported(const Tensor& q) {
   if (!q.is_cuda()) return true;
-  if (q.dim() != 4) return false;
-  const int64_t D = q.size(3);
-  return (D == 32 || D == 64 || D == 128) && q.size(0) * q.size(1) <= 65535;
+#if ROTOR_WITH_CUDA
+  // One block row of the grid per (batch, head): at most 65535.
+  return q.dim() == 4 && kernels::flash_attention_supports(static_cast<int>(q.size(3))) &&
+         q.size(0) * q.size(1) <= 65535;
+#else
+  return false;
+#endif
 }
 
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -59,6 +78,7 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   const Dims d = detail::check_attention_args(q, k, v, options, "flash_attention_forward");
   check_like(out, q.shape(), q, "flash_attention_forward out");
   check_lse(lse, d, q, "flash_attention_forward lse");
+  check_supported(q, "flash_attention_forward");
   ROTOR_DISPATCH_CUDA(q, flash_attention_forward(q, k, v, options, out, lse));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
@@ -67,7 +87,6 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
     f.commit();
     return;
   }
-  require_f32(q, "flash_attention_forward");
   const auto key_len = key_lengths_host(d, options, "flash_attention_forward");
   const float keep_scale = options.dropout > 0.0f ? 1.0f / (1.0f - options.dropout) : 1.0f;
   const float* pq = q.data<float>();  // [B, H, Tq, D]
@@ -143,6 +162,7 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   check_like(dq, q.shape(), q, "flash_attention_backward dq");
   check_like(dk, k.shape(), q, "flash_attention_backward dk");
   check_like(dv, v.shape(), q, "flash_attention_backward dv");
+  check_supported(q, "flash_attention_backward");
   ROTOR_DISPATCH_CUDA(q, flash_attention_backward(q, k, v, out, lse, dout, options, dq, dk, dv));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
@@ -152,7 +172,6 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
     f.commit();
     return;
   }
-  require_f32(q, "flash_attention_backward");
   const auto key_len = key_lengths_host(d, options, "flash_attention_backward");
   const float keep_scale = options.dropout > 0.0f ? 1.0f / (1.0f - options.dropout) : 1.0f;
   const float* pq = q.data<float>();      // [B, H, Tq, D]

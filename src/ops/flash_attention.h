@@ -1,4 +1,4 @@
-// Flash-style attention core (DESIGN.md decision 7): online softmax over key
+// Flash-style attention core (docs/design.md, The attention block): online softmax over key
 // tiles, no [Tq, Tk] matrix in memory. The forward saves the log-sum-exp of
 // each query row; the backward recomputes the probabilities tile by tile from
 // it and regenerates the Philox dropout mask from the same flat

@@ -1,14 +1,11 @@
 // CUDA glue for the flash attention core (src/ops/flash_attention.h,
-// kernels/flash_attention.cu). The public op has checked shapes and dtypes;
-// this checks the devices and the supported head dims and provides the fp32
-// scratch of the backward (dQ accumulator and D = rowsum(dO o O)) from the
-// stream-ordered pool.
+// kernels/flash_attention.cu). The public op has checked the arguments and the
+// kernels' limits; this provides the fp32 scratch of the backward (dQ
+// accumulator and D = rowsum(dO o O)) from the stream-ordered pool.
 #if ROTOR_WITH_CUDA
 
-#include <initializer_list>
-
 #include "kernels/flash_attention.cuh"
-#include "kernels/host_glue.h"
+#include "ops/cuda_glue.h"
 #include "ops/cuda_ops.h"
 
 namespace rotor::ops::cuda_impl {
@@ -16,16 +13,7 @@ namespace rotor::ops::cuda_impl {
 namespace {
 
 kernels::FlashParams params_of(const Tensor& q, const Tensor& k, const Tensor& v,
-                               const AttentionOptions& o, int dev, const char* op) {
-  cuda_glue::require_on(k, dev, op);
-  cuda_glue::require_on(v, dev, op);
-  cuda_glue::require_floating(q, op);
-  if (!kernels::flash_attention_supports(static_cast<int>(q.size(3))))
-    ROTOR_FAIL("{}: head dim {} is not supported on CUDA (32, 64 or 128; use attention.impl: "
-               "reference)",
-               op, q.size(3));
-  if (q.size(0) * q.size(1) > 65535)
-    ROTOR_FAIL("{}: batch x heads = {} exceeds 65535", op, q.size(0) * q.size(1));
+                               const AttentionOptions& o) {
   kernels::FlashParams p;
   p.q = q.raw();
   p.k = k.raw();
@@ -37,10 +25,7 @@ kernels::FlashParams params_of(const Tensor& q, const Tensor& k, const Tensor& v
   p.D = static_cast<int>(q.size(3));
   p.scale = o.scale;
   p.causal = o.causal;
-  if (o.key_lengths.defined()) {
-    cuda_glue::require_on(o.key_lengths, dev, op);
-    p.key_lengths = o.key_lengths.data<int32_t>();
-  }
+  if (o.key_lengths.defined()) p.key_lengths = o.key_lengths.data<int32_t>();
   p.dropout = o.dropout;
   p.seed = o.seed;
   p.stream_id = o.stream;
@@ -51,22 +36,17 @@ kernels::FlashParams params_of(const Tensor& q, const Tensor& k, const Tensor& v
 
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                              const AttentionOptions& options, Tensor& out, Tensor& lse) {
-  cuda_glue::DeviceScope s(q, "flash_attention_forward");
-  const kernels::FlashParams p = params_of(q, k, v, options, s.index(), "flash_attention_forward");
-  cuda_glue::require_on(out, s.index(), "flash_attention_forward: out");
-  cuda_glue::require_on(lse, s.index(), "flash_attention_forward: lse");
-  ROTOR_CUDA_CHECK(kernels::flash_attention_forward(p, out.raw(), lse.data<float>(), q.dtype(),
-                                                    s.stream()));
+  cuda_glue::DeviceScope s(q);
+  const kernels::FlashParams p = params_of(q, k, v, options);
+  ROTOR_CUDA_CHECK(
+      kernels::flash_attention_forward(p, out.raw(), lse.data<float>(), q.dtype(), s.stream()));
 }
 
-void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& out, const Tensor& lse, const Tensor& dout,
-                              const AttentionOptions& options, Tensor& dq, Tensor& dk,
-                              Tensor& dv) {
-  cuda_glue::DeviceScope s(q, "flash_attention_backward");
-  const kernels::FlashParams p = params_of(q, k, v, options, s.index(), "flash_attention_backward");
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&out, &lse, &dout, &dq, &dk, &dv})
-    cuda_glue::require_on(*t, s.index(), "flash_attention_backward");
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                              const Tensor& lse, const Tensor& dout,
+                              const AttentionOptions& options, Tensor& dq, Tensor& dk, Tensor& dv) {
+  cuda_glue::DeviceScope s(q);
+  const kernels::FlashParams p = params_of(q, k, v, options);
   const size_t rows = static_cast<size_t>(p.B * p.H * p.Tq);
   cuda_glue::Scratch dq_accum(rows * static_cast<size_t>(p.D) * sizeof(float), s.index());
   cuda_glue::Scratch delta(rows * sizeof(float), s.index());

@@ -102,7 +102,6 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& option
     f.commit();
     return;
   }
-  require_f32(a, "gemm A");
   const int64_t batch = shape_numel(cbatch);
   if (M == 0 || N == 0 || batch == 0) return;
   const float* A = a.data<float>();
@@ -112,8 +111,12 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& option
   const int64_t b_stride = batch_count(b) ? K * N : 0;
 
   if (K == 0) {
-    // BLAS needs leading dimensions >= 1; the product is empty: C = beta C.
-    scale(c, options.beta);
+    // BLAS needs leading dimensions >= 1; the product is empty: C = beta C
+    // (beta = 0 overwrites C, whatever it held, as BLAS does).
+    if (options.beta == 0.0f)
+      fill(c, 0.0f);
+    else
+      scale(c, options.beta);
   } else if (!options.trans_a && a_stride != 0 && b_stride == 0) {
     // A batched [..., M, K] against a shared B: one sgemm over all rows.
     cblas_sgemm(CblasRowMajor, CblasNoTrans, options.trans_b ? CblasTrans : CblasNoTrans,

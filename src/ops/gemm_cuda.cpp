@@ -1,6 +1,8 @@
 // CUDA glue for ops::gemm: shapes -> a cuBLASLt call with a fused epilogue,
-// falling back to a plainer epilogue plus element-wise kernels when cuBLASLt
-// offers no algorithm for the combination (same semantics either way).
+// falling back to plainer epilogues plus element-wise kernels when cuBLASLt
+// offers no algorithm for the combination. Every path has the numerics of the
+// fused one and of the CPU: products, beta C and the bias summed in f32, then
+// the activation, and each output (C, the pre-activation) rounded once.
 #if ROTOR_WITH_CUDA
 
 #include <array>
@@ -8,14 +10,11 @@
 
 #include "kernels/elementwise.cuh"
 #include "kernels/gemm_cublaslt.cuh"
-#include "kernels/host_glue.h"
+#include "ops/cuda_glue.h"
 #include "ops/cuda_ops.h"
 
 namespace rotor::ops::cuda_impl {
 namespace {
-
-using cuda_glue::DeviceScope;
-using cuda_glue::require_on;
 
 // One cuBLASLt workspace per device, taken from the pool once and kept.
 void* gemm_workspace(int device) {
@@ -27,60 +26,77 @@ void* gemm_workspace(int device) {
   return spaces[device];
 }
 
-kernels::Act to_act(Activation a) {
-  switch (a) {
-    case Activation::ReLU: return kernels::Act::ReLU;
-    case Activation::GELU: return kernels::Act::GELU;
-    default: return kernels::Act::None;
-  }
-}
-
 void fail_status(const kernels::GemmStatus& s) {
   ROTOR_FAIL("gemm: cuBLASLt failed in {} (status {})", s.what, s.code);
+}
+
+// What the fallbacks need besides the GEMM's arguments.
+struct Epilogue {
+  Tensor& c;
+  const GemmOptions& o;
+  kernels::Act act;
+  void* target;  // receives the pre-activation: o.pre_activation, else C itself
+  cudaStream_t stream;
+  int device;
+};
+
+// The last resort, and K == 0: the product, beta C and the bias are summed in
+// f32 -- in `target` itself when C is f32, else in an f32 scratch -- then the
+// pre-activation is stored and the activation applied, each rounded once.
+void gemm_via_f32(const kernels::GemmArgs& g, const Epilogue& e, void* workspace) {
+  const int64_t n = e.c.numel(), cols = e.c.size(-1);
+  const bool wide = e.c.dtype() == DType::F32;
+  cuda_glue::Scratch scratch(wide ? 0 : sizeof(float) * static_cast<size_t>(n), e.device);
+  void* acc = wide ? e.target : scratch.get();  // f32, C's shape
+  const void* c32 = e.c.raw();                  // C in f32, for the beta term
+  if (!wide && e.o.beta != 0.0f) {
+    ROTOR_CUDA_CHECK(kernels::cast(e.c.raw(), e.c.dtype(), acc, DType::F32, n, e.stream));
+    c32 = acc;
+  }
+  if (g.k > 0) {
+    kernels::GemmArgs p = g;
+    p.cd_type = DType::F32;
+    p.c = c32;
+    p.d = acc;
+    const kernels::GemmStatus s = kernels::gemm_cublaslt(p, workspace, e.stream);
+    if (!s.ok()) fail_status(s);
+  } else if (e.o.beta == 0.0f) {
+    ROTOR_CUDA_CHECK(kernels::fill(acc, DType::F32, n, 0.0f, e.stream));
+  } else {
+    ROTOR_CUDA_CHECK(kernels::axpby(e.o.beta, c32, 0.0f, acc, DType::F32, n, e.stream));
+  }
+  if (e.o.bias.defined())
+    ROTOR_CUDA_CHECK(kernels::add_bias(acc, DType::F32, e.o.bias.raw(), e.o.bias.dtype(), n / cols,
+                                       cols, e.stream));
+  if (wide) {
+    if (e.act != kernels::Act::None || acc != e.c.raw())
+      ROTOR_CUDA_CHECK(kernels::activation_forward(acc, e.c.raw(), DType::F32, n, e.act, e.stream));
+    return;
+  }
+  if (e.o.pre_activation.defined())
+    ROTOR_CUDA_CHECK(kernels::cast(acc, DType::F32, e.target, e.c.dtype(), n, e.stream));
+  if (e.act != kernels::Act::None)
+    ROTOR_CUDA_CHECK(kernels::activation_forward(acc, acc, DType::F32, n, e.act, e.stream));
+  ROTOR_CUDA_CHECK(kernels::cast(acc, DType::F32, e.c.raw(), e.c.dtype(), n, e.stream));
 }
 
 }  // namespace
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& o) {
-  DeviceScope scope(c, "gemm");
-  const int dev = scope.index();
-  require_on(a, dev, "gemm: A");
-  require_on(b, dev, "gemm: B");
-  cuda_glue::require_floating(a, "gemm: A");
-  if (b.dtype() != a.dtype()) ROTOR_FAIL("gemm: A is {} but B is {}", a.str(), b.str());
-  if (c.dtype() != a.dtype() && c.dtype() != DType::F32)
-    ROTOR_FAIL("gemm: C must be {} or f32, got {}", dtype_name(a.dtype()), c.str());
-  ROTOR_CHECK(a.dim() >= 2 && b.dim() >= 2 && c.dim() >= 2, "gemm: A {}, B {}, C {} must be at least 2-D",
-              a.str(), b.str(), c.str());
-
-  const int64_t M = c.size(-2), N = c.size(-1);
-  const int64_t batch = M * N == 0 ? 1 : c.numel() / (M * N);
-  const int64_t a_rows = o.trans_a ? a.size(-1) : a.size(-2);
-  const int64_t K = o.trans_a ? a.size(-2) : a.size(-1);
-  const int64_t b_rows = o.trans_b ? b.size(-1) : b.size(-2);
-  const int64_t b_cols = o.trans_b ? b.size(-2) : b.size(-1);
-  const bool batched_a = a.dim() > 2, batched_b = b.dim() > 2;
-  if (a_rows != M || b_rows != K || b_cols != N)
-    ROTOR_FAIL("gemm: shapes do not match: A {}{}, B {}{}, C {}", a.str(), o.trans_a ? "^T" : "",
-               b.str(), o.trans_b ? "^T" : "", c.str());
-  if (batched_a && a.numel() != batch * M * K)
-    ROTOR_FAIL("gemm: batch of A {} does not match C {}", a.str(), c.str());
-  if (batched_b && b.numel() != batch * K * N)
-    ROTOR_FAIL("gemm: batch of B {} does not match C {}", b.str(), c.str());
-  if (o.bias.defined()) {
-    require_on(o.bias, dev, "gemm: bias");
-    if (o.bias.numel() != N || o.bias.dtype() != c.dtype())
-      ROTOR_FAIL("gemm: bias must be {}[{}], got {}", dtype_name(c.dtype()), N, o.bias.str());
-  }
-  const bool want_pre = o.pre_activation.defined();
-  if (want_pre) {
-    require_on(o.pre_activation, dev, "gemm: pre_activation");
-    if (o.pre_activation.numel() != c.numel() || o.pre_activation.dtype() != c.dtype())
-      ROTOR_FAIL("gemm: pre_activation {} must match C {}", o.pre_activation.str(), c.str());
-  }
+  cuda_glue::DeviceScope scope(c);
   if (c.numel() == 0) return;
-  cudaStream_t st = scope.stream();
-  const kernels::Act act = to_act(o.activation);
+  const int dev = scope.index();
+  const int64_t M = c.size(-2), N = c.size(-1);
+  const int64_t batch = c.numel() / (M * N);
+  const int64_t K = o.trans_a ? a.size(-2) : a.size(-1);
+  const bool batched_a = a.dim() > 2, batched_b = b.dim() > 2;
+  const bool want_pre = o.pre_activation.defined();
+  const Epilogue e{c,
+                   o,
+                   cuda_glue::to_act(o.activation),
+                   want_pre ? o.pre_activation.raw() : c.raw(),
+                   scope.stream(),
+                   dev};
 
   kernels::GemmArgs g;
   g.ab_type = a.dtype();
@@ -108,50 +124,45 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& o) {
   g.d = c.raw();
   g.alpha = o.alpha;
   g.beta = o.beta;
-
-  void* target = want_pre ? o.pre_activation.raw() : c.raw();  // receives the pre-activation
+  void* ws = gemm_workspace(dev);
   if (K == 0) {
-    // Nothing to multiply: target = beta * C (+ bias), then the activation.
-    if (o.beta == 0.0f) ROTOR_CUDA_CHECK(kernels::fill(target, c.dtype(), c.numel(), 0.0f, st));
-    else ROTOR_CUDA_CHECK(kernels::axpby(o.beta, c.raw(), 0.0f, target, c.dtype(), c.numel(), st));
-  } else {
-    void* ws = gemm_workspace(dev);
-    // 1. The fully fused epilogue.
-    kernels::GemmArgs fused = g;
-    fused.bias = o.bias.defined() ? o.bias.raw() : nullptr;
-    fused.act = static_cast<kernels::GemmEpilogue>(static_cast<int>(act));
-    fused.aux = want_pre && act != kernels::Act::None ? o.pre_activation.raw() : nullptr;
-    kernels::GemmStatus s = kernels::gemm_cublaslt(fused, ws, st);
+    gemm_via_f32(g, e, ws);
+    return;
+  }
+
+  // 1. The fully fused epilogue.
+  kernels::GemmArgs fused = g;
+  fused.bias = o.bias.defined() ? o.bias.raw() : nullptr;
+  fused.act = static_cast<kernels::GemmEpilogue>(static_cast<int>(e.act));
+  fused.aux = want_pre && e.act != kernels::Act::None ? e.target : nullptr;
+  kernels::GemmStatus s = kernels::gemm_cublaslt(fused, ws, e.stream);
+  if (s.ok()) {
+    if (want_pre && e.act == kernels::Act::None)  // no activation: pre-activation == output
+      ROTOR_CUDA_CHECK(
+          cudaMemcpyAsync(e.target, c.raw(), c.nbytes(), cudaMemcpyDeviceToDevice, e.stream));
+    return;
+  }
+  if (!s.unsupported) fail_status(s);
+  // 2. GEMM and bias into the pre-activation, then the activation kernel. With
+  // a 16-bit C the kernel reads the rounded pre-activation, which changes
+  // nothing for none and ReLU (relu(round(x)) == round(relu(x))) but would
+  // round GELU's input: GELU takes the f32 path.
+  if (c.dtype() == DType::F32 || e.act != kernels::Act::GELU) {
+    kernels::GemmArgs plain = g;
+    plain.d = e.target;
+    plain.bias = fused.bias;
+    s = kernels::gemm_cublaslt(plain, ws, e.stream);
     if (s.ok()) {
-      if (want_pre && act == kernels::Act::None)  // no activation: pre-activation == output
-        ROTOR_CUDA_CHECK(cudaMemcpyAsync(o.pre_activation.raw(), c.raw(), c.nbytes(),
-                                         cudaMemcpyDeviceToDevice, st));
+      if (e.act != kernels::Act::None || e.target != c.raw())
+        ROTOR_CUDA_CHECK(
+            kernels::activation_forward(e.target, c.raw(), c.dtype(), c.numel(), e.act, e.stream));
       return;
     }
     if (!s.unsupported) fail_status(s);
-    // 2. GEMM (+ bias) into the pre-activation, activation below.
-    kernels::GemmArgs plain = g;
-    plain.d = target;
-    plain.bias = fused.bias;
-    s = kernels::gemm_cublaslt(plain, ws, st);
-    if (!s.ok() && s.unsupported && plain.bias) {
-      plain.bias = nullptr;
-      s = kernels::gemm_cublaslt(plain, ws, st);
-      if (s.ok()) {
-        ROTOR_CUDA_CHECK(kernels::add_bias(target, c.dtype(), o.bias.raw(), o.bias.dtype(),
-                                           c.numel() / N, N, st));
-      }
-    }
-    if (!s.ok()) fail_status(s);
-    if (act != kernels::Act::None || target != c.raw())
-      ROTOR_CUDA_CHECK(kernels::activation_forward(target, c.raw(), c.dtype(), c.numel(), act, st));
-    return;
   }
-  if (o.bias.defined())
-    ROTOR_CUDA_CHECK(kernels::add_bias(target, c.dtype(), o.bias.raw(), o.bias.dtype(),
-                                       c.numel() / N, N, st));
-  if (act != kernels::Act::None || target != c.raw())
-    ROTOR_CUDA_CHECK(kernels::activation_forward(target, c.raw(), c.dtype(), c.numel(), act, st));
+  // 3. No fused bias either: everything in f32 (a bias added to a rounded C
+  // would round twice).
+  gemm_via_f32(g, e, ws);
 }
 
 }  // namespace rotor::ops::cuda_impl

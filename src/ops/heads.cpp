@@ -1,7 +1,8 @@
+// CPU head split with RoPE fused in, and the head merge. The rotation's
+// arithmetic is core/rope.h, shared with kernels/heads.cu.
 #include "ops/heads.h"
 
-#include <cmath>
-
+#include "core/rope.h"
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
@@ -13,176 +14,171 @@ struct Dims {
   int64_t B, T, P, H, D;
 };
 
-Dims check_split(const Tensor& x, const std::vector<Tensor>& parts, const SplitHeadsOptions& o,
-                 const char* what) {
-  ROTOR_CHECK(x.dim() == 3, "{}: x must be [B, T, P*H*D], got {}", what, x.str());
-  ROTOR_CHECK(!parts.empty() && o.n_heads > 0, "{}: no parts or heads", what);
-  Dims d{x.size(0), x.size(1), static_cast<int64_t>(parts.size()), o.n_heads, 0};
-  ROTOR_CHECK(x.size(2) % (d.P * d.H) == 0, "{}: width {} not divisible by {} parts x {} heads",
-              what, x.size(2), d.P, d.H);
-  d.D = x.size(2) / (d.P * d.H);
-  ROTOR_CHECK(o.rotary_parts == 0 || d.D % 2 == 0, "{}: RoPE needs an even head dim, got {}", what,
-              d.D);
-  ROTOR_CHECK(o.rotary_parts <= d.P, "{}: {} rotary parts of {}", what, o.rotary_parts, d.P);
+// packed [B, T, P*H*D] and parts[p] [B, H, T, D]: one floating dtype, one device.
+Dims check_split(const Tensor& packed, const std::vector<Tensor>& parts, const SplitHeadsOptions& o,
+                 const char* op) {
+  if (packed.dim() != 3) ROTOR_FAIL("{}: expected [B, T, P*H*D], got {}", op, packed.str());
+  require_floating(packed, op);
+  // kernels/heads.cu passes at most three part pointers (q, k, v).
+  if (parts.empty() || parts.size() > 3)
+    ROTOR_FAIL("{}: 1 to 3 parts (q, k, v), got {}", op, parts.size());
+  if (o.n_heads <= 0) ROTOR_FAIL("{}: n_heads must be > 0, got {}", op, o.n_heads);
+  Dims d{packed.size(0), packed.size(1), static_cast<int64_t>(parts.size()), o.n_heads, 0};
+  if (packed.size(2) % (d.P * d.H) != 0)
+    ROTOR_FAIL("{}: width {} is not divisible by {} parts x {} heads", op, packed.size(2), d.P,
+               d.H);
+  d.D = packed.size(2) / (d.P * d.H);
+  if (o.rotary_parts < 0 || o.rotary_parts > d.P)
+    ROTOR_FAIL("{}: rotary_parts must be in [0, {}], got {}", op, d.P, o.rotary_parts);
+  if (o.rotary_parts > 0 && d.D % 2 != 0)
+    ROTOR_FAIL("{}: RoPE rotates pairs and needs an even head dim, got {}", op, d.D);
+  if (o.rotary_parts > 0 && !(o.rope_base > 0.0f))
+    ROTOR_FAIL("{}: rope_base must be > 0, got {}", op, o.rope_base);
   for (const Tensor& p : parts) {
-    check_shape(p, {d.B, d.H, d.T, d.D}, what);
-    ROTOR_CHECK(p.dtype() == x.dtype() && p.device() == x.device(), "{}: part {} vs x {}", what,
-                p.str(), x.str());
+    check_shape(p, {d.B, d.H, d.T, d.D}, op);
+    if (p.dtype() != packed.dtype())
+      ROTOR_FAIL("{}: part {} differs in dtype from {}", op, p.str(), packed.str());
+    check_same_device(p, packed, op);
   }
   return d;
 }
 
-// cos/sin of (t + offset) * theta_i for t < T, i < D/2, angles in double.
-void rope_table(int64_t T, int64_t D, float base, int64_t offset, std::vector<float>& cos_t,
-                std::vector<float>& sin_t) {
-  int64_t half = D / 2;
-  cos_t.resize(static_cast<size_t>(T * half));
-  sin_t.resize(cos_t.size());
-  for (int64_t i = 0; i < half; ++i) {
-    double theta = std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / D);
-    for (int64_t t = 0; t < T; ++t) {
-      double angle = static_cast<double>(t + offset) * theta;
-      cos_t[t * half + i] = static_cast<float>(std::cos(angle));
-      sin_t[t * half + i] = static_cast<float>(std::sin(angle));
-    }
+// cos/sin of every (t, i): [T, D/2], shared by all batch rows, heads and parts.
+std::vector<rope::Rotation> rotation_table(const Dims& d, const SplitHeadsOptions& o) {
+  const int64_t half = d.D / 2;
+  std::vector<rope::Rotation> table(static_cast<size_t>(d.T * half));
+  for (int64_t t = 0; t < d.T; ++t)
+    for (int64_t i = 0; i < half; ++i)
+      table[t * half + i] = rope::rotation(t + o.position_offset, i, d.D, o.rope_base);
+  return table;
+}
+
+// Calls f(p, packed, split, rotations, scale) for every head row (b, t, p, h):
+// its offsets in [B, T, P, H, D] and in [B, H, T, D], the rotations of its
+// position ([D/2]; null when part p is not rotated) and its scale.
+template <class F>
+void for_each_head_row(const Dims& d, const SplitHeadsOptions& o, F f) {
+  const auto table = o.rotary_parts > 0 ? rotation_table(d, o) : std::vector<rope::Rotation>();
+  const int64_t half = d.D / 2;
+  for (int64_t p = 0; p < d.P; ++p) {
+    const rope::Rotation* rotations = p < o.rotary_parts ? table.data() : nullptr;
+    const float s = p == 0 ? o.part0_scale : 1.0f;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t h = 0; h < d.H; ++h)
+        for (int64_t t = 0; t < d.T; ++t)
+          f(p, (((b * d.T + t) * d.P + p) * d.H + h) * d.D, ((b * d.H + h) * d.T + t) * d.D,
+            rotations ? rotations + t * half : nullptr, s);
   }
+}
+
+// The f32 head split: x [B, T, P, H, D] -> parts[p] [B, H, T, D].
+void split_f32(const Tensor& x, std::vector<Tensor>& parts, const Dims& d,
+               const SplitHeadsOptions& o) {
+  const float* xp = x.data<float>();
+  std::vector<float*> out;
+  for (Tensor& p : parts) out.push_back(p.data<float>());
+  for_each_head_row(
+      d, o, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
+        const float* src = xp + packed;
+        float* dst = out[static_cast<size_t>(p)] + split;
+        if (!r) {
+          for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
+          return;
+        }
+        for (int64_t i = 0; i < d.D / 2; ++i) {
+          float y0, y1;
+          rope::rotate(src[2 * i], src[2 * i + 1], r[i], y0, y1);
+          dst[2 * i] = y0 * s;
+          dst[2 * i + 1] = y1 * s;
+        }
+      });
+}
+
+// The f32 transpose: dparts[p] [B, H, T, D] -> dx [B, T, P, H, D].
+void split_back_f32(const std::vector<Tensor>& dparts, Tensor& dx, const Dims& d,
+                    const SplitHeadsOptions& o) {
+  float* dxp = dx.data<float>();
+  std::vector<const float*> in;
+  for (const Tensor& p : dparts) in.push_back(p.data<float>());
+  for_each_head_row(
+      d, o, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
+        const float* src = in[static_cast<size_t>(p)] + split;
+        float* dst = dxp + packed;
+        if (!r) {
+          for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
+          return;
+        }
+        for (int64_t i = 0; i < d.D / 2; ++i)
+          rope::rotate_back(src[2 * i] * s, src[2 * i + 1] * s, r[i], dst[2 * i], dst[2 * i + 1]);
+      });
+}
+
+// [B, H, T, D] <-> [B, T, H, D]: the merge and its transpose are one
+// permutation; `split` is the [B, H, T, D] shape.
+void permute_heads(const Tensor& src16, Tensor& dst16, const Shape& split, bool merge) {
+  const int64_t B = split[0], H = split[1], T = split[2], D = split[3];
+  detail::F32Compute f;
+  const Tensor src = f.input(src16);
+  Tensor dst = f.output(dst16);
+  const float* from_p = src.data<float>();
+  float* to_p = dst.data<float>();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t at_split = ((b * H + h) * T + t) * D, at_merged = ((b * T + t) * H + h) * D;
+        const float* from = from_p + (merge ? at_split : at_merged);
+        float* to = to_p + (merge ? at_merged : at_split);
+        for (int64_t i = 0; i < D; ++i) to[i] = from[i];
+      }
+  f.commit();
+}
+
+// split [B, H, T, D] and merged [B, T, H*D]: one floating dtype, one device.
+void check_merge(const Tensor& split, const Tensor& merged, const char* op) {
+  if (split.dim() != 4) ROTOR_FAIL("{}: expected heads [B, H, T, D], got {}", op, split.str());
+  require_floating(split, op);
+  check_shape(merged, {split.size(0), split.size(2), split.size(1) * split.size(3)}, op);
+  if (merged.dtype() != split.dtype())
+    ROTOR_FAIL("{}: {} differs in dtype from {}", op, merged.str(), split.str());
+  check_same_device(merged, split, op);
 }
 
 }  // namespace
 
 void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts, const SplitHeadsOptions& o) {
-  Dims d = check_split(x, parts, o, "split_heads_forward");
+  const Dims d = check_split(x, parts, o, "split_heads_forward");
   ROTOR_DISPATCH_CUDA(x, split_heads_forward(x, parts, o));
-  if (detail::F32Compute::needed({&x})) {
-    detail::F32Compute f;
-    std::vector<Tensor> parts32;
-    for (Tensor& p : parts) parts32.push_back(f.output(p));
-    split_heads_forward(f.input(x), parts32, o);
-    f.commit();
-    return;
-  }
-  require_f32(x, "split_heads_forward");
-  std::vector<float> cos_t, sin_t;
-  if (o.rotary_parts > 0) rope_table(d.T, d.D, o.rope_base, o.position_offset, cos_t, sin_t);
-  const float* xp = x.data<float>();
-  const int64_t half = d.D / 2;
-  for (int64_t p = 0; p < d.P; ++p) {
-    float* out = parts[static_cast<size_t>(p)].data<float>();
-    const bool rotate = p < o.rotary_parts;
-    const float s = p == 0 ? o.part0_scale : 1.0f;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < d.B; ++b) {
-      for (int64_t h = 0; h < d.H; ++h) {
-        for (int64_t t = 0; t < d.T; ++t) {
-          const float* src = xp + (((b * d.T + t) * d.P + p) * d.H + h) * d.D;  // [B,T,P,H,D]
-          float* dst = out + ((b * d.H + h) * d.T + t) * d.D;                   // [B,H,T,D]
-          if (!rotate) {
-            for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
-            continue;
-          }
-          for (int64_t i = 0; i < half; ++i) {
-            float c = cos_t[t * half + i], sn = sin_t[t * half + i];
-            float x0 = src[2 * i], x1 = src[2 * i + 1];
-            dst[2 * i] = (x0 * c - x1 * sn) * s;
-            dst[2 * i + 1] = (x1 * c + x0 * sn) * s;
-          }
-        }
-      }
-    }
-  }
+  detail::F32Compute f;
+  std::vector<Tensor> parts32;
+  for (Tensor& p : parts) parts32.push_back(f.output(p));
+  split_f32(f.input(x), parts32, d, o);
+  f.commit();
 }
 
 void split_heads_backward(const std::vector<Tensor>& dparts, Tensor& dx,
                           const SplitHeadsOptions& o) {
-  Dims d = check_split(dx, dparts, o, "split_heads_backward");
+  const Dims d = check_split(dx, dparts, o, "split_heads_backward");
   ROTOR_DISPATCH_CUDA(dx, split_heads_backward(dparts, dx, o));
-  if (detail::F32Compute::needed({&dx})) {
-    detail::F32Compute f;
-    std::vector<Tensor> dparts32;
-    for (const Tensor& p : dparts) dparts32.push_back(f.input(p));
-    Tensor dx32 = f.output(dx);
-    split_heads_backward(dparts32, dx32, o);
-    f.commit();
-    return;
-  }
-  require_f32(dx, "split_heads_backward");
-  std::vector<float> cos_t, sin_t;
-  if (o.rotary_parts > 0) rope_table(d.T, d.D, o.rope_base, o.position_offset, cos_t, sin_t);
-  float* dxp = dx.data<float>();
-  const int64_t half = d.D / 2;
-  for (int64_t p = 0; p < d.P; ++p) {
-    const float* g = dparts[static_cast<size_t>(p)].data<float>();
-    const bool rotate = p < o.rotary_parts;
-    const float s = p == 0 ? o.part0_scale : 1.0f;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < d.B; ++b) {
-      for (int64_t h = 0; h < d.H; ++h) {
-        for (int64_t t = 0; t < d.T; ++t) {
-          const float* src = g + ((b * d.H + h) * d.T + t) * d.D;
-          float* dst = dxp + (((b * d.T + t) * d.P + p) * d.H + h) * d.D;
-          if (!rotate) {
-            for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
-            continue;
-          }
-          // The rotation is orthogonal: its transpose rotates by -m theta.
-          for (int64_t i = 0; i < half; ++i) {
-            float c = cos_t[t * half + i], sn = sin_t[t * half + i];
-            float g0 = src[2 * i] * s, g1 = src[2 * i + 1] * s;
-            dst[2 * i] = g0 * c + g1 * sn;
-            dst[2 * i + 1] = g1 * c - g0 * sn;
-          }
-        }
-      }
-    }
-  }
+  detail::F32Compute f;
+  std::vector<Tensor> dparts32;
+  for (const Tensor& p : dparts) dparts32.push_back(f.input(p));
+  Tensor dx32 = f.output(dx);
+  split_back_f32(dparts32, dx32, d, o);
+  f.commit();
 }
-
-namespace {
-// [B, H, T, D] <-> [B, T, H, D]: the merge and its transpose are one permutation.
-void permute_heads(const float* src, float* dst, int64_t B, int64_t H, int64_t T, int64_t D,
-                   bool merge) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t split = ((b * H + h) * T + t) * D, merged = ((b * T + t) * H + h) * D;
-        const float* from = src + (merge ? split : merged);
-        float* to = dst + (merge ? merged : split);
-        for (int64_t i = 0; i < D; ++i) to[i] = from[i];
-      }
-}
-}  // namespace
 
 void merge_heads_forward(const Tensor& x, Tensor& y) {
-  ROTOR_CHECK(x.dim() == 4, "merge_heads_forward: x must be [B, H, T, D], got {}", x.str());
-  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), D = x.size(3);
-  check_shape(y, {B, T, H * D}, "merge_heads_forward");
+  check_merge(x, y, "merge_heads_forward");
   ROTOR_DISPATCH_CUDA(x, merge_heads_forward(x, y));
-  if (detail::F32Compute::needed({&x})) {
-    detail::F32Compute f;
-    Tensor y32 = f.output(y);
-    merge_heads_forward(f.input(x), y32);
-    f.commit();
-    return;
-  }
-  require_f32(x, "merge_heads_forward");
-  permute_heads(x.data<float>(), y.data<float>(), B, H, T, D, true);
+  permute_heads(x, y, x.shape(), true);
 }
 
 void merge_heads_backward(const Tensor& dy, Tensor& dx) {
-  ROTOR_CHECK(dx.dim() == 4, "merge_heads_backward: dx must be [B, H, T, D], got {}", dx.str());
-  const int64_t B = dx.size(0), H = dx.size(1), T = dx.size(2), D = dx.size(3);
-  check_shape(dy, {B, T, H * D}, "merge_heads_backward");
+  check_merge(dx, dy, "merge_heads_backward");
   ROTOR_DISPATCH_CUDA(dy, merge_heads_backward(dy, dx));
-  if (detail::F32Compute::needed({&dy})) {
-    detail::F32Compute f;
-    Tensor dx32 = f.output(dx);
-    merge_heads_backward(f.input(dy), dx32);
-    f.commit();
-    return;
-  }
-  require_f32(dy, "merge_heads_backward");
-  permute_heads(dy.data<float>(), dx.data<float>(), B, H, T, D, false);
+  permute_heads(dy, dx, dx.shape(), false);
 }
 
 }  // namespace rotor::ops

@@ -1,8 +1,9 @@
 // Head layout changes around the attention core, with RoPE fused in
-// (DESIGN.md decision 7): the projection output [B, T, P*H*D] is split into P
-// parts laid out [B, H, T, D]; queries and keys are rotated (RoFormer eq. 34,
-// interleaved pairs) at positions t + position_offset and the queries scaled.
-// The backward rotates the gradients back. No separate RoPE pass exists.
+// (docs/design.md, The attention block): the projection output [B, T, P*H*D]
+// is split into P <= 3 parts laid out [B, H, T, D]; queries and keys are
+// rotated (RoFormer eq. 34, interleaved pairs, core/rope.h) at positions
+// t + position_offset and the queries scaled. The backward rotates the
+// gradients back. No separate RoPE pass exists.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,8 @@ struct SplitHeadsOptions {
   float part0_scale = 1.0f;  // multiplies part 0 after rotation (1/sqrt(D) for queries)
 };
 
-// x [B, T, P*H*D] -> parts[p] [B, H, T, D] for p < P = parts.size().
+// x [B, T, P*H*D] -> parts[p] [B, H, T, D] for p < P = parts.size() (1 to 3),
+// all of one floating dtype. RoPE needs an even D and rope_base > 0.
 void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts,
                          const SplitHeadsOptions& options);
 // dparts[p] [B, H, T, D] -> dx [B, T, P*H*D] (written).

@@ -14,5 +14,4 @@
 #include "ops/heads.h"
 #include "ops/layer_norm.h"
 #include "ops/reduce.h"
-#include "ops/rope.h"
 #include "ops/softmax.h"

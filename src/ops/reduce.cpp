@@ -26,6 +26,7 @@ namespace rotor::ops {
 
 void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
   if (x.dim() < 1) ROTOR_FAIL("sum_rows: x must have at least 1 dimension, got a scalar");
+  require_floating(x, "sum_rows");
   const int64_t n = x.size(-1);
   if (out.numel() != n)
     ROTOR_FAIL("sum_rows: out has {} elements, x {} needs {}", out.numel(), shape_str(x.shape()),
@@ -37,7 +38,6 @@ void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
     sum_rows(detail::F32Compute().input(x), out, accumulate);
     return;
   }
-  require_f32(x, "sum_rows");
   const int64_t rows = n ? x.numel() / n : 0;
   const float* px = x.data<float>();  // [rows, n]
   float* po = out.data<float>();      // [n]
@@ -59,6 +59,7 @@ void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
 }
 
 double sum(const Tensor& x) {
+  require_floating(x, "sum");
 #if ROTOR_WITH_CUDA
   if (x.is_cuda()) {
     double result = 0.0;
@@ -69,7 +70,6 @@ double sum(const Tensor& x) {
   if (x.is_cuda()) ROTOR_FAIL("sum: a CUDA tensor reached a CPU-only rotor build");
 #endif
   if (detail::F32Compute::needed({&x})) return sum(detail::F32Compute().input(x));
-  require_f32(x, "sum");
   const float* p = x.data<float>();
   const int64_t n = x.numel();
   double acc = 0.0;
@@ -79,6 +79,7 @@ double sum(const Tensor& x) {
 }
 
 float max_abs(const Tensor& x) {
+  require_floating(x, "max_abs");
 #if ROTOR_WITH_CUDA
   if (x.is_cuda()) {
     float result = 0.0f;
@@ -89,7 +90,6 @@ float max_abs(const Tensor& x) {
   if (x.is_cuda()) ROTOR_FAIL("max_abs: a CUDA tensor reached a CPU-only rotor build");
 #endif
   if (detail::F32Compute::needed({&x})) return max_abs(detail::F32Compute().input(x));
-  require_f32(x, "max_abs");
   const float* p = x.data<float>();
   const int64_t n = x.numel();
   float best = 0.0f;
@@ -107,11 +107,12 @@ float max_abs(const Tensor& x) {
 }
 
 namespace {
-// The common device of a list of f32 tensors (CPU for an empty list).
+// The common device of a list of floating tensors (CPU for an empty list).
 Device list_device(const std::vector<Tensor>& tensors, const char* op) {
   Device d = tensors.empty() ? Device::cpu() : tensors[0].device();
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (!tensors[i].defined()) ROTOR_FAIL("{}: tensor {} is undefined", op, i);
+    require_floating(tensors[i], op);
     if (tensors[i].device() != d)
       ROTOR_FAIL("{}: tensor {} is on {}, tensor 0 on {}", op, i, tensors[i].device().str(),
                  d.str());
@@ -127,7 +128,6 @@ Tensor global_norm(const std::vector<Tensor>& tensors) {
   double acc = 0.0;
   for (const Tensor& t16 : tensors) {
     const Tensor t = detail::F32Compute().input(t16);
-    require_f32(t, "global_norm");
     const float* p = t.data<float>();
     const int64_t n = t.numel();
 #pragma omp parallel for schedule(static) reduction(+ : acc)
@@ -144,7 +144,6 @@ Tensor any_nonfinite(const std::vector<Tensor>& tensors) {
   bool bad = false;
   for (const Tensor& t16 : tensors) {
     const Tensor t = detail::F32Compute().input(t16);  // inf and NaN survive the conversion
-    require_f32(t, "any_nonfinite");
     const float* p = t.data<float>();
     const int64_t n = t.numel();
 #pragma omp parallel for schedule(static) reduction(|| : bad)

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/host_glue.h"
 #include "kernels/reduce.cuh"
+#include "ops/cuda_glue.h"
 #include "ops/cuda_ops.h"
 
 namespace rotor::ops::cuda_impl {
@@ -15,12 +15,8 @@ using cuda_glue::DeviceScope;
 using cuda_glue::Scratch;
 
 void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
-  DeviceScope s(out, "sum_rows");
-  cuda_glue::require_on(x, s.index(), "sum_rows: x");
-  cuda_glue::require_floating(x, "sum_rows: x");
-  cuda_glue::require_dtype(out, DType::F32, "sum_rows: out");
-  const int64_t n = cuda_glue::last_dim(x);
-  if (out.numel() != n) ROTOR_FAIL("sum_rows: out {} does not match x {}", out.str(), x.str());
+  DeviceScope s(out);
+  const int64_t n = x.size(-1);
   if (n == 0) return;
   const int64_t rows = x.numel() / n;
   const int splits = kernels::sum_rows_splits(rows);
@@ -30,12 +26,11 @@ void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
 }
 
 void sum(const Tensor& x, double& result) {
-  DeviceScope s(x, "sum");
-  cuda_glue::require_floating(x, "sum");
+  DeviceScope s(x);
   const int blocks = kernels::reduce_blocks(x.numel());
   Scratch partial(sizeof(double) * blocks, s.index());  // [blocks]
-  ROTOR_CUDA_CHECK(kernels::sum_partials(x.raw(), x.dtype(), x.numel(), partial.as<double>(), blocks,
-                                         s.stream()));
+  ROTOR_CUDA_CHECK(kernels::sum_partials(x.raw(), x.dtype(), x.numel(), partial.as<double>(),
+                                         blocks, s.stream()));
   std::vector<double> host(static_cast<size_t>(blocks));
   cuda::memcpy(host.data(), partial.get(), sizeof(double) * blocks, cuda::CopyKind::DeviceToHost,
                s.index());  // synchronizes
@@ -44,8 +39,7 @@ void sum(const Tensor& x, double& result) {
 }
 
 void max_abs(const Tensor& x, float& result) {
-  DeviceScope s(x, "max_abs");
-  cuda_glue::require_floating(x, "max_abs");
+  DeviceScope s(x);
   const int blocks = kernels::reduce_blocks(x.numel());
   Scratch partial(sizeof(float) * blocks, s.index());  // [blocks]
   ROTOR_CUDA_CHECK(kernels::max_abs_partials(x.raw(), x.dtype(), x.numel(), partial.as<float>(),
@@ -64,13 +58,10 @@ void max_abs(const Tensor& x, float& result) {
 }
 
 void global_norm(const std::vector<Tensor>& tensors, Tensor& out) {
-  DeviceScope s(out, "global_norm");
-  cuda_glue::require_dtype(out, DType::F32, "global_norm: out");
+  DeviceScope s(out);
   std::vector<int> blocks(tensors.size());
   int64_t nslots = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    cuda_glue::require_on(tensors[i], s.index(), "global_norm");
-    cuda_glue::require_floating(tensors[i], "global_norm");
     blocks[i] = kernels::reduce_blocks(tensors[i].numel());
     nslots += blocks[i];
   }
@@ -82,18 +73,15 @@ void global_norm(const std::vector<Tensor>& tensors, Tensor& out) {
                                              s.stream()));
     at += blocks[i];
   }
-  ROTOR_CUDA_CHECK(kernels::global_norm_finish(slots.as<double>(), nslots, out.data<float>(),
-                                               s.stream()));
+  ROTOR_CUDA_CHECK(
+      kernels::global_norm_finish(slots.as<double>(), nslots, out.data<float>(), s.stream()));
 }
 
 void any_nonfinite(const std::vector<Tensor>& tensors, Tensor& out) {
-  DeviceScope s(out, "any_nonfinite");
-  cuda_glue::require_dtype(out, DType::U8, "any_nonfinite: out");
+  DeviceScope s(out);
   uint8_t* flag = static_cast<uint8_t*>(out.raw());
   ROTOR_CUDA_CHECK(kernels::nonfinite_reset(flag, s.stream()));
   for (const Tensor& t : tensors) {
-    cuda_glue::require_on(t, s.index(), "any_nonfinite");
-    cuda_glue::require_floating(t, "any_nonfinite");
     ROTOR_CUDA_CHECK(kernels::nonfinite_check(t.raw(), t.dtype(), t.numel(), flag, s.stream()));
   }
 }

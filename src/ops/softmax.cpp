@@ -12,6 +12,7 @@ namespace rotor::ops {
 namespace {
 void check_rows(const Tensor& a, const Tensor& b, const char* op) {
   if (a.dim() < 1) ROTOR_FAIL("{}: tensors must have at least 1 dimension", op);
+  require_floating(a, op);
   if (a.shape() != b.shape())
     ROTOR_FAIL("{}: shapes differ: {} vs {}", op, shape_str(a.shape()), shape_str(b.shape()));
   if (a.dtype() != b.dtype())
@@ -30,7 +31,6 @@ void softmax_forward(const Tensor& x, Tensor& y) {
     f.commit();
     return;
   }
-  require_f32(x, "softmax_forward");
   const int64_t n = x.size(-1);
   const int64_t rows = n ? x.numel() / n : 0;
   const float* px = x.data<float>();  // [rows, n]
@@ -68,7 +68,6 @@ void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
     f.commit();
     return;
   }
-  require_f32(y, "softmax_backward");
   const int64_t n = y.size(-1);
   const int64_t rows = n ? y.numel() / n : 0;
   const float* py = y.data<float>();    // [rows, n]

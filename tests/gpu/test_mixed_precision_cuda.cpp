@@ -1,4 +1,4 @@
-// Mixed precision on a GPU (DESIGN.md decision 5, issue 6): the mixed-dtype
+// Mixed precision on a GPU (docs/design.md, "Precision"): the mixed-dtype
 // ops the layers use (16-bit activations with f32 parameters and gradients)
 // against the CPU's emulated path, and the issue's criterion in full: the
 // quickstart trained 300 updates in fp16 and in bf16 ends within 2% of the
@@ -131,7 +131,7 @@ json_io::Json last_record(const std::string& run, const std::string& split) {
   return last;
 }
 
-// Issue 6: "fp16 and bf16 runs of the quickstart for 300 steps stay within 2%
+// The goal: "fp16 and bf16 runs of the quickstart for 300 steps stay within 2%
 // of the fp32 loss" -- the train loss of the last 50 updates and the
 // validation loss at update 300.
 TEST(MixedPrecisionCuda, QuickstartHalfPrecisionWithinTwoPercentOfFp32) {

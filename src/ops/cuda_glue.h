@@ -1,6 +1,6 @@
-// Helpers for the host glue in src/ops/*_cuda.cpp (C++ only, never included by
-// a .cu file): the device scope and stream of an op, argument checks and
-// stream-ordered scratch memory from the pool.
+// Helpers for the CUDA glue in src/ops/*_cuda.cpp: the device scope and stream
+// of an op, and stream-ordered scratch memory from the pool. The glue checks
+// no arguments: the public op has (src/ops/dispatch.h).
 #pragma once
 
 #if ROTOR_WITH_CUDA
@@ -8,19 +8,19 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <vector>
 
 #include "core/cuda_context.h"
-#include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/elementwise.cuh"
+#include "ops/gemm.h"  // Activation
 
 namespace rotor::ops::cuda_glue {
 
-// Makes the device of `t` current for the scope and names its rotor stream.
+// Makes the device of `t` (a CUDA tensor) current for the scope and names its
+// rotor stream.
 class DeviceScope {
  public:
-  DeviceScope(const Tensor& t, const char* what) : index_(t.device().index) {
-    ROTOR_CHECK(t.is_cuda(), "{}: expected a CUDA tensor, got {}", what, t.str());
+  explicit DeviceScope(const Tensor& t) : index_(t.device().index) {
     prev_ = cuda::current_device();
     if (prev_ != index_) cuda::set_device(index_);
     stream_ = static_cast<cudaStream_t>(cuda::stream(index_));
@@ -38,24 +38,17 @@ class DeviceScope {
   cudaStream_t stream_ = nullptr;
 };
 
-inline void require_on(const Tensor& t, int index, const char* what) {
-  ROTOR_CHECK(t.defined(), "{}: undefined tensor", what);
-  ROTOR_CHECK(t.is_cuda() && t.device().index == index, "{}: {} is not on cuda:{}", what, t.str(),
-              index);
-}
-inline void require_floating(const Tensor& t, const char* what) {
-  if (!is_floating(t.dtype()))
-    ROTOR_FAIL("{}: expected a floating tensor (f32, f16, bf16), got {}", what, t.str());
-}
-inline void require_dtype(const Tensor& t, DType d, const char* what) {
-  if (t.dtype() != d) ROTOR_FAIL("{}: expected {}, got {}", what, dtype_name(d), t.str());
-}
-inline void require_same_numel(const Tensor& a, const Tensor& b, const char* what) {
-  if (a.numel() != b.numel())
-    ROTOR_FAIL("{}: element counts differ: {} vs {}", what, a.str(), b.str());
-}
-inline int64_t last_dim(const Tensor& t) {
-  return t.dim() == 0 ? 1 : t.size(-1);
+// The kernels' name of an activation.
+inline kernels::Act to_act(Activation a) {
+  switch (a) {
+    case Activation::ReLU:
+      return kernels::Act::ReLU;
+    case Activation::GELU:
+      return kernels::Act::GELU;
+    case Activation::None:
+      break;
+  }
+  return kernels::Act::None;
 }
 
 // Stream-ordered scratch memory from rotor's pool, freed (stream-ordered) at
