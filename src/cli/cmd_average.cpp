@@ -3,29 +3,40 @@
 // as a checkpoint directory for `rotor translate --checkpoint DIR`.
 #include <cstdio>
 
+#include "checkpoint/average.h"
+#include "checkpoint/checkpoint.h"
+#include "cli/args.h"
 #include "cli/command.h"
 #include "core/error.h"
-#include "checkpoint/average.h"
 
 namespace {
 
 struct AverageArgs {
   std::vector<std::string> inputs;
   std::string output, run;
-  int last = 0;
+  int64_t last = 0;
+  bool last_given = false, run_given = false;
 };
 
 int run_average(const AverageArgs& a) {
   using namespace rotor;
   std::vector<std::string> inputs = a.inputs;
-  if (a.last > 0 || !a.run.empty()) {
+  for (const auto& in : inputs) cli::check_nonempty("average", "checkpoint", in);
+  if (a.last_given || a.run_given) {
     if (!inputs.empty())
       ROTOR_FAIL("average: give checkpoints or --last N --run RUN_DIR, not both");
-    if (a.last <= 0 || a.run.empty()) ROTOR_FAIL("average: --last N and --run RUN_DIR go together");
-    inputs = checkpoint::last_checkpoints(a.run, a.last);
+    if (!a.last_given || !a.run_given)
+      ROTOR_FAIL("average: --last N and --run RUN_DIR go together");
+    cli::check_int("average", "--last", a.last, 1, 100'000);
+    cli::check_nonempty("average", "--run", a.run);
+    inputs = checkpoint::last_checkpoints(a.run, static_cast<int>(a.last));
   }
   if (inputs.empty())
     ROTOR_FAIL("average: no checkpoints given (CKPT... or --last N --run RUN_DIR)");
+  // The output must not be, or lie inside, a checkpoint it reads.
+  std::vector<std::string> dirs;
+  for (const auto& in : inputs) dirs.push_back(checkpoint::resolve_checkpoint(in));
+  cli::check_output_dir("average", "--output", a.output, dirs);
   std::vector<std::string> used = checkpoint::average_checkpoints(inputs, a.output);
   std::fprintf(stderr, "rotor: averaged %zu checkpoints into %s\n", used.size(), a.output.c_str());
   return 0;
@@ -38,8 +49,19 @@ ROTOR_COMMAND("average", "Average the weights of several checkpoints", 12, [](CL
   app.add_option("checkpoints", a->inputs, "Checkpoint or run directories");
   app.add_option("--output,-o", a->output, "Directory to write the averaged checkpoint to")
       ->required();
-  app.add_option("--last", a->last, "Average the newest N step_* checkpoints of --run")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--run", a->run, "Run directory for --last");
+  app.add_option_function<int64_t>(
+      "--last",
+      [a](const int64_t& n) {
+        a->last = n;
+        a->last_given = true;
+      },
+      "Average the newest N step_* checkpoints of --run");
+  app.add_option_function<std::string>(
+      "--run",
+      [a](const std::string& r) {
+        a->run = r;
+        a->run_given = true;
+      },
+      "Run directory for --last");
   return [a] { return run_average(*a); };
 });

@@ -4,11 +4,12 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/args.h"
 #include "cli/command.h"
+#include "config/config.h"
 #include "core/io.h"
 #include "core/json_io.h"
 #include "train/bench.h"
-#include "config/config.h"
 
 namespace {
 
@@ -18,16 +19,20 @@ struct BenchTrainArgs {
   int64_t steps = 20;
   int64_t warmup = 3;
   std::string json;
+  bool json_given = false;
 };
 
 int run_bench_train(const BenchTrainArgs& a) {
   using namespace rotor;
+  cli::check_input_file("bench train", "config", a.config);
+  // --steps and --warmup: run_train_bench checks them before any work.
+  if (a.json_given) cli::check_output_file("bench train", "--json", a.json, {a.config});
   const Config cfg = load_config(a.config, a.overrides);
   train::BenchOptions o;
   o.steps = a.steps;
   o.warmup = a.warmup;
   const train::BenchResult r = train::run_train_bench(cfg, o);
-  if (!a.json.empty()) {
+  if (a.json_given) {
     // A config path that is not UTF-8 is written with U+FFFD for its bad bytes.
     const json_io::Json j = train::bench_json(r, cfg, a.config);
     atomic_write_file(a.json,
@@ -52,7 +57,13 @@ ROTOR_COMMAND("bench", "Benchmarks: `rotor bench train CONFIG` (training through
                 train->add_option("--warmup", args->warmup, "Untimed updates first (default 3)");
                 train->add_option("--set", args->overrides,
                                   "Override a config key: --set data.max_tokens=4096");
-                train->add_option("--json", args->json, "Also write the figures as JSON to FILE");
+                train->add_option_function<std::string>(
+                    "--json",
+                    [args](const std::string& path) {
+                      args->json = path;
+                      args->json_given = true;
+                    },
+                    "Also write the figures as JSON to FILE");
                 return [args, train]() -> int {
                   if (train->parsed()) return run_bench_train(*args);
                   return 0;

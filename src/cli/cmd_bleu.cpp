@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/args.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "eval/bleu.h"
@@ -20,7 +21,8 @@ struct BleuArgs {
   std::string tokenize = "13a";
   std::string lang;
   std::string smooth = "exp";
-  double smooth_value = -1;
+  double smooth_value = -1;  // -1: the method's default
+  bool smooth_value_given = false;
   bool lowercase = false;
   bool compound_split = false;
   bool effective_order = false;
@@ -37,8 +39,12 @@ std::string hyp_name(const std::string& path) {
 void read_corpus(const std::string& hyp_path, const std::vector<std::string>& ref_paths,
                  std::vector<std::string>& hyps, std::vector<std::vector<std::string>>& refs) {
   refs.clear();
-  for (const auto& r : ref_paths) refs.push_back(rotor::eval::read_lines(r));
+  for (const auto& r : ref_paths) {
+    refs.push_back(rotor::eval::read_lines(r));
+    rotor::cli::check_utf8(refs.back(), r);
+  }
   hyps = rotor::eval::read_lines(hyp_path);
+  rotor::cli::check_utf8(hyps, hyp_name(hyp_path));
   for (size_t k = 0; k < refs.size(); ++k)
     if (refs[k].size() != hyps.size())
       ROTOR_FAIL("hypothesis {} has {} lines but reference {} has {} lines", hyp_name(hyp_path),
@@ -47,6 +53,11 @@ void read_corpus(const std::string& hyp_path, const std::vector<std::string>& re
 
 int run_bleu(const BleuArgs& a) {
   using namespace rotor::eval;
+  using namespace rotor::cli;
+  for (const auto& r : a.refs) check_input_file("bleu", "--ref", r);
+  check_input_file("bleu", "hypothesis", a.hyp, /*allow_stdin=*/true);
+  check_int("bleu", "--width", a.width, 0, 10);
+  if (a.smooth_value_given) check_real("bleu", "--smooth-value", a.smooth_value, 0, 1000);
   BleuOptions opts;
   opts.tokenize = parse_tokenizer(a.tokenize);
   opts.smooth = parse_bleu_smooth(a.smooth);
@@ -92,8 +103,7 @@ ROTOR_COMMAND(
       sub.add_option("hyp", a->hyp, "Hypothesis file, one segment a line (default: stdin)");
       sub.add_option("--tokenize,-t", a->tokenize,
                      "Tokenizer: 13a (default), intl, char, none, or moses (an "
-                     "approximation of Moses' tokenizer.perl -no-escape; not sacreBLEU)")
-          ->check(CLI::IsMember({"13a", "intl", "char", "none", "moses"}));
+                     "approximation of Moses' tokenizer.perl -no-escape; not sacreBLEU)");
       sub.add_option("--lang,-l", a->lang,
                      "Language of --tokenize moses: en (default; English contractions) "
                      "or another code such as de (apostrophes split on both sides)");
@@ -102,14 +112,17 @@ ROTOR_COMMAND(
                    "After tokenizing, split hyphenated compounds: a-b -> a ##AT##-##AT## "
                    "b (the tokenized BLEU of Vaswani et al.: --tokenize moses --lang de "
                    "--split-compounds)");
-      sub.add_option("--smooth-method", a->smooth, "exp (default), floor, add-k or none")
-          ->check(CLI::IsMember({"exp", "floor", "add-k", "none"}));
-      sub.add_option("--smooth-value", a->smooth_value,
-                     "Value for floor (default 0.1) and add-k (default 1)");
+      sub.add_option("--smooth-method", a->smooth, "exp (default), floor, add-k or none");
+      sub.add_option_function<double>(
+          "--smooth-value",
+          [a](const double& v) {
+            a->smooth_value = v;
+            a->smooth_value_given = true;
+          },
+          "Value for floor (default 0.1) and add-k (default 1), 0 to 1000");
       sub.add_flag("--effective-order", a->effective_order,
                    "Average only over orders that have hypothesis n-grams");
-      sub.add_option("--width,-w", a->width, "Decimals of the score (default 2)")
-          ->check(CLI::Range(0, 10));
+      sub.add_option("--width,-w", a->width, "Decimals of the score, 0 to 10 (default 2)");
       sub.add_flag("--json", a->json, "Print the figures as JSON");
       sub.add_flag("--score-only,-b", a->score_only, "Print only the score");
       return [a] { return run_bleu(*a); };

@@ -2,9 +2,11 @@
 // Face BertForMaskedLM / RoFormerForMaskedLM directory (train/export_hf.h).
 #include <cstdio>
 
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/export_hf.h"
+#include "cli/args.h"
 #include "cli/command.h"
 #include "core/error.h"
-#include "checkpoint/export_hf.h"
 
 namespace {
 
@@ -20,11 +22,19 @@ ROTOR_COMMAND("export", "Export a checkpoint to another format (hf: Hugging Face
                 app.add_option("--checkpoint", a->checkpoint,
                                "Checkpoint directory, or a run directory (its checkpoint_last)")
                     ->required();
-                app.add_option("--format", a->format, "Output format")
-                    ->check(CLI::IsMember({"hf"}));
+                app.add_option("--format", a->format, "Output format: hf");
                 app.add_option("--output", a->output, "Output directory")->required();
                 return [a] {
-                  rotor::checkpoint::HfExportResult r = rotor::checkpoint::export_hf(a->checkpoint, a->output);
+                  using namespace rotor::cli;
+                  check_nonempty("export", "--checkpoint", a->checkpoint);
+                  if (a->format != "hf")
+                    ROTOR_FAIL("export: unknown --format '{}' (available: hf)", a->format);
+                  // Writing into (or around) the checkpoint would replace its
+                  // model.safetensors with the exported one.
+                  const std::string dir = rotor::checkpoint::resolve_checkpoint(a->checkpoint);
+                  check_output_dir("export", "--output", a->output, {dir});
+                  rotor::checkpoint::HfExportResult r =
+                      rotor::checkpoint::export_hf(a->checkpoint, a->output);
                   std::printf("export: wrote a Hugging Face %s model to %s:", r.model_type.c_str(),
                               a->output.c_str());
                   for (const auto& f : r.files) std::printf(" %s", f.c_str());

@@ -1,12 +1,40 @@
 // `rotor prepare`: encode and binarize a parallel or monolingual corpus.
 #include <cstdio>
+#include <string>
+#include <vector>
 
+#include "cli/args.h"
 #include "cli/command.h"
+#include "core/error.h"
 #include "data/prepare.h"
 
 namespace {
 
+// Paths and ranges, before any work; prepare_corpus checks the text itself
+// (line counts, UTF-8) as it reads it.
+void check_args(const rotor::data::PrepareOptions& o) {
+  using namespace rotor::cli;
+  const char* cmd = "prepare";
+  check_input_file(cmd, "--src", o.src);
+  if (!o.tgt.empty()) check_input_file(cmd, "--tgt", o.tgt);
+  check_input_file(cmd, "--spm", o.spm_model);
+  check_nonempty(cmd, "--output-prefix", o.output_prefix);
+  const std::vector<std::string> inputs = {o.spm_model, o.src, o.tgt};
+  const std::vector<std::string> outputs =
+      o.tgt.empty() ? std::vector<std::string>{".bin", ".idx"}
+                    : std::vector<std::string>{".src.bin", ".src.idx", ".tgt.bin", ".tgt.idx"};
+  for (const auto& ext : outputs)
+    check_output_file(cmd, "--output-prefix", o.output_prefix + ext, inputs);
+  check_int(cmd, "--max-len", o.max_len, 0, 1'000'000'000);
+  check_int(cmd, "--min-len", o.min_len, 0, 1'000'000'000);
+  if (o.max_len > 0 && o.min_len > o.max_len)
+    ROTOR_FAIL("{}: --min-len {} exceeds --max-len {}", cmd, o.min_len, o.max_len);
+  check_real(cmd, "--max-len-ratio", o.max_len_ratio, 0, 1e6);
+  check_int(cmd, "--threads", o.num_threads, 0, 1024);
+}
+
 int run_prepare(const rotor::data::PrepareOptions& o) {
+  check_args(o);
   auto st = rotor::data::prepare_corpus(o);
   std::printf("%s\n", st.summary().c_str());
   if (o.tgt.empty())

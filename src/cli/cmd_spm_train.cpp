@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "cli/args.h"
 #include "cli/command.h"
 #include "data/sentencepiece.h"
 
@@ -13,7 +14,22 @@ struct SpmTrainArgs {
   std::string symbols;
 };
 
+// The options' ranges and paths; train_sentencepiece checks the rest (the
+// vocabulary against the reserved symbols, coverage, UTF-8) before training.
+void check_args(const rotor::data::SpmTrainOptions& o) {
+  using namespace rotor::cli;
+  const char* cmd = "spm-train";
+  for (const auto& in : o.inputs) check_input_file(cmd, "--input", in);
+  check_nonempty(cmd, "--model-prefix", o.model_prefix);
+  for (const char* ext : {".model", ".vocab"})
+    check_output_file(cmd, "--model-prefix", o.model_prefix + ext, o.inputs);
+  check_int(cmd, "--vocab-size", o.vocab_size, 1, 1'000'000);
+  check_int(cmd, "--input-sentence-size", o.input_sentence_size, 0, int64_t{1} << 40);
+  check_int(cmd, "--threads", o.num_threads, 0, 1024);
+}
+
 int run_spm_train(SpmTrainArgs& a) {
+  check_args(a.opts);
   a.opts.user_defined_symbols = rotor::data::split_symbol_list(a.symbols);
   auto t0 = std::chrono::steady_clock::now();
   rotor::data::train_sentencepiece(a.opts);
@@ -34,9 +50,8 @@ ROTOR_COMMAND(
       sub.add_option("--input", o.inputs, "Text file(s), one sentence per line")->required();
       sub.add_option("--model-prefix", o.model_prefix, "Writes PREFIX.model and PREFIX.vocab")
           ->required();
-      sub.add_option("--vocab-size", o.vocab_size, "Vocabulary size")->required();
-      sub.add_option("--model-type", o.model_type, "bpe or unigram")
-          ->check(CLI::IsMember({"bpe", "unigram"}));
+      sub.add_option("--vocab-size", o.vocab_size, "Vocabulary size (up to 1000000)")->required();
+      sub.add_option("--model-type", o.model_type, "bpe or unigram");
       sub.add_option("--character-coverage", o.character_coverage,
                      "Fraction of characters covered (default 1.0)");
       sub.add_option("--input-sentence-size", o.input_sentence_size,

@@ -1,107 +1,247 @@
 // `rotor translate --checkpoint CKPT [--input FILE] [--output FILE] [--beam 4]
-//  [--lenpen 0.6] [--max-len-a 1 --max-len-b 50] [--batch-size 64]`
-// Raw text in, detokenized text out, one line out per line in.
-#include <cstdio>
-#include <fstream>
-#include <iostream>
-#include <sstream>
+//  [--lenpen 0.6] [--max-len-a 1 --max-len-b 50] [--nbest N] [--batch-size 64]`
+// Raw text in, detokenized text out, one line out per line in; with --nbest N,
+// N lines "sentence_index<TAB>rank<TAB>score<TAB>hypothesis" per line in.
+// Without --input it reads standard input as it arrives and writes each
+// batch's translations at once, so that it answers line by line in a pipe.
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "checkpoint/checkpoint.h"
+#include "cli/args.h"
 #include "cli/command.h"
+#include "cli/errors.h"
+#include "cli/line_stream.h"
+#include "config/config.h"
 #include "core/device.h"
 #include "core/io.h"
 #include "data/sentencepiece.h"
 #include "decode/beam_search.h"
-#include "nn/parameters.h"
-#include "checkpoint/checkpoint.h"
-#include "config/config.h"
-#include "train/trainer.h"
+#include "eval/text_io.h"
 #include "models/model_config.h"
+#include "nn/parameters.h"
 
 namespace {
 
+namespace fs = std::filesystem;
+
+constexpr const char* kCmd = "translate";
+
 struct TranslateArgs {
-  std::string checkpoint, input, output, device = "auto";
-  int beam = -1;
-  double lenpen = -1, max_len_a = -1;
-  int max_len_b = -1;
-  int batch_size = 64;
+  std::string checkpoint, device = "auto";
+  // Unset: standard input / output.
+  std::optional<std::string> input, output;
+  // Unset: the checkpoint config's decode.* value.
+  std::optional<int64_t> beam, max_len_b, nbest;
+  std::optional<double> lenpen, max_len_a;
+  int64_t batch_size = 64;
+};
+
+// The ranges of the options (no work done yet). --max-len-a beyond 1000 can
+// change nothing (the length is capped by the model's positions) and would
+// only risk overflow; --lenpen beyond 10 makes length dominate any score.
+void check_ranges(const TranslateArgs& a) {
+  using namespace rotor::cli;
+  check_nonempty(kCmd, "--checkpoint", a.checkpoint);
+  if (a.beam) check_int(kCmd, "--beam", *a.beam, 1, 1024);
+  if (a.nbest) check_int(kCmd, "--nbest", *a.nbest, 1, 1024);
+  if (a.lenpen) check_real(kCmd, "--lenpen", *a.lenpen, -10, 10);
+  if (a.max_len_a) check_real(kCmd, "--max-len-a", *a.max_len_a, 0, 1000);
+  if (a.max_len_b) check_int(kCmd, "--max-len-b", *a.max_len_b, 0, 1'000'000);
+  check_int(kCmd, "--batch-size", a.batch_size, 1, 100'000);
+  if (a.input) check_input_file(kCmd, "--input", *a.input, /*allow_stdin=*/true);
+  if (a.output && *a.output != "-")
+    check_output_file(kCmd, "--output", *a.output, {a.input.value_or("-")});
+}
+
+bool is_std(const std::optional<std::string>& path) {
+  return !path || *path == "-";
+}
+
+// Where translations go: standard output (flushed after every batch) or a
+// file that appears whole when everything is translated.
+class Sink {
+ public:
+  explicit Sink(const std::optional<std::string>& path) {
+    if (!is_std(path)) file_ = std::make_unique<rotor::AtomicFileWriter>(*path);
+  }
+  void write(const std::string& text) {
+    if (file_) return file_->write(text);
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+      ROTOR_FAIL("{}: cannot write to standard output", kCmd);
+  }
+  void finish() {
+    if (file_) file_->commit();
+  }
+
+ private:
+  std::unique_ptr<rotor::AtomicFileWriter> file_;
+};
+
+// Source lines, batch by batch: a whole file read (and checked) up front, or
+// a stream whose lines are taken as they come.
+class Source {
+ public:
+  explicit Source(const std::optional<std::string>& input) {
+    std::error_code ec;
+    if (!is_std(input) && fs::is_regular_file(*input, ec)) {
+      lines_ = rotor::eval::read_lines(*input);
+      rotor::cli::check_utf8(lines_, *input);
+      return;
+    }
+    if (!is_std(input)) {  // a FIFO or a device: read as it comes
+      fd_ = ::open(input->c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd_ < 0) ROTOR_FAIL("{}: --input {}: cannot open", kCmd, *input);
+    }
+    name_ = is_std(input) ? "<stdin>" : *input;
+    stream_ = std::make_unique<rotor::cli::LineStream>(fd_ >= 0 ? fd_ : STDIN_FILENO, name_);
+  }
+  ~Source() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  std::vector<std::string> next(size_t max) {
+    std::vector<std::string> out;
+    if (stream_) {
+      out = stream_->next_batch(max);
+      rotor::cli::check_utf8(out, name_, streamed_ + 1);
+      streamed_ += static_cast<int64_t>(out.size());
+    } else {
+      const size_t end = std::min(lines_.size(), next_ + max);
+      out.assign(lines_.begin() + static_cast<std::ptrdiff_t>(next_),
+                 lines_.begin() + static_cast<std::ptrdiff_t>(end));
+      next_ = end;
+    }
+    for (auto& l : out)  // "\r\n" line ends (Windows text) are not part of the sentence
+      if (!l.empty() && l.back() == '\r') l.pop_back();
+    return out;
+  }
+
+ private:
+  std::vector<std::string> lines_;
+  size_t next_ = 0;
+  int fd_ = -1;
+  std::unique_ptr<rotor::cli::LineStream> stream_;
+  std::string name_;
+  int64_t streamed_ = 0;  // lines read from the stream so far
 };
 
 int run_translate(const TranslateArgs& a) {
   using namespace rotor;
+  check_ranges(a);
   const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
+  if (!is_std(a.output) && cli::inside(*a.output, dir))
+    ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
+               dir);
   Config cfg = load_config(dir + "/config.yaml");
-  data::Tokenizer tok = data::Tokenizer::load(dir + "/spm.model");
-  const Device device = resolve_device(a.device);
-  nn::ParameterStore store;
-  models::EncoderDecoder model(models::transformer_config(cfg, tok.vocab_size()), store);
-  store.allocate(device);
-  checkpoint::load_weights(dir, store);
-
   decode::SearchOptions so;
-  so.beam = a.beam > 0 ? a.beam : cfg.decode.beam;
-  so.lenpen = a.lenpen >= 0 ? a.lenpen : cfg.decode.lenpen;
-  so.max_len_a = a.max_len_a >= 0 ? a.max_len_a : cfg.decode.max_len_a;
-  so.max_len_b = a.max_len_b >= 0 ? a.max_len_b : cfg.decode.max_len_b;
+  so.beam = a.beam ? static_cast<int>(*a.beam) : cfg.decode.beam;
+  so.lenpen = a.lenpen.value_or(cfg.decode.lenpen);
+  so.max_len_a = a.max_len_a.value_or(cfg.decode.max_len_a);
+  so.max_len_b = a.max_len_b.value_or(cfg.decode.max_len_b);
+  const int nbest = a.nbest ? static_cast<int>(*a.nbest) : 1;
+  if (nbest > so.beam)
+    ROTOR_FAIL("{}: --nbest {} exceeds the beam size {}{}; give --beam {} or more", kCmd, nbest,
+               so.beam, a.beam ? "" : " (decode.beam of the checkpoint)", nbest);
+  const Device device = resolve_device(a.device);
+  Source source(a.input);  // a whole file is read and checked before the model loads
+
+  data::Tokenizer tok;
+  nn::ParameterStore store;
+  std::unique_ptr<models::EncoderDecoder> model;
+  {
+    cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
+    tok = data::Tokenizer::load(dir + "/spm.model");
+    model = std::make_unique<models::EncoderDecoder>(
+        models::transformer_config(cfg, tok.vocab_size()), store);
+    store.allocate(device);
+    checkpoint::load_weights(dir, store);
+  }
   so.bos_id = tok.bos_id();
   so.eos_id = tok.eos_id();
   so.pad_id = tok.pad_id();
-
-  std::ifstream in_file;
-  if (!a.input.empty()) {
-    in_file.open(a.input);
-    if (!in_file) ROTOR_FAIL("--input {}: cannot open", a.input);
-  }
-  std::istream& in = a.input.empty() ? std::cin : in_file;
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
 
   nn::Context ctx;
   ctx.training = false;
   ctx.device = device;
   const int64_t max_src = cfg.model.max_positions - 1;
-  std::vector<std::string> out(lines.size());
-  for (size_t begin = 0; begin < lines.size(); begin += static_cast<size_t>(a.batch_size)) {
-    const size_t end = std::min(lines.size(), begin + static_cast<size_t>(a.batch_size));
+  const std::string input_name = is_std(a.input) ? "<stdin>" : *a.input;
+  Sink sink(a.output);
+  int64_t first = 0;  // index of the batch's first sentence in the input
+  for (;;) {
+    const std::vector<std::string> lines = source.next(static_cast<size_t>(a.batch_size));
+    if (lines.empty()) break;
+    const int64_t B = static_cast<int64_t>(lines.size());
+    cli::Activity activity(
+        fmt::format("{}: translating lines {}-{} of {}", kCmd, first + 1, first + B, input_name));
     std::vector<std::vector<int32_t>> ids;
     std::vector<int32_t> lengths;
     int64_t S = 1;
-    for (size_t i = begin; i < end; ++i) {
-      std::vector<int32_t> x = tok.encode(lines[i]);
+    for (const auto& line : lines) {
+      std::vector<int32_t> x = tok.encode(line);
       if (static_cast<int64_t>(x.size()) > max_src - 1) x.resize(static_cast<size_t>(max_src - 1));
       x.push_back(tok.eos_id());
       S = std::max<int64_t>(S, static_cast<int64_t>(x.size()));
       lengths.push_back(static_cast<int32_t>(x.size()));
       ids.push_back(std::move(x));
     }
-    const int64_t B = static_cast<int64_t>(ids.size());
-    std::vector<int32_t> flat(static_cast<size_t>(B * S), tok.pad_id());
+    std::vector<int32_t> flat(static_cast<size_t>(B * S), tok.pad_id());  // [B, S]
     for (int64_t b = 0; b < B; ++b) std::copy(ids[b].begin(), ids[b].end(), flat.begin() + b * S);
-    auto hyps = decode::beam_search(model, Tensor::from_ints(flat, {B, S}, device), lengths, so, ctx);
-    for (int64_t b = 0; b < B; ++b) out[begin + static_cast<size_t>(b)] = tok.decode(hyps[b].tokens);
+    const auto hyps = decode::beam_search_nbest(*model, Tensor::from_ints(flat, {B, S}, device),
+                                                lengths, so, nbest, ctx);
+    std::string text;
+    for (int64_t b = 0; b < B; ++b) {
+      if (!a.nbest) {
+        text += (hyps[b].empty() ? std::string() : tok.decode(hyps[b].front().tokens)) + "\n";
+        continue;
+      }
+      for (size_t r = 0; r < hyps[b].size(); ++r)
+        text += fmt::format("{}\t{}\t{:.4f}\t{}\n", first + b, r + 1, hyps[b][r].score,
+                            tok.decode(hyps[b][r].tokens));
+    }
+    sink.write(text);
+    first += B;
   }
-  std::string text;
-  for (const auto& l : out) text += l + "\n";
-  if (a.output.empty())
-    std::fwrite(text.data(), 1, text.size(), stdout);
-  else
-    atomic_write_file(a.output, text);
+  sink.finish();
   return 0;
 }
 
 }  // namespace
 
-ROTOR_COMMAND("translate", "Translate text with a trained checkpoint (beam search)", 11,
-              [](CLI::App& app) {
-                auto a = std::make_shared<TranslateArgs>();
-                app.add_option("--checkpoint", a->checkpoint, "Checkpoint or run directory")->required();
-                app.add_option("--input", a->input, "Source text (default: stdin)");
-                app.add_option("--output", a->output, "Output file (default: stdout)");
-                app.add_option("--beam", a->beam, "Beam size (default: the config's decode.beam)");
-                app.add_option("--lenpen", a->lenpen, "Length penalty (fairseq)");
-                app.add_option("--max-len-a", a->max_len_a, "Max length = a * source length + b");
-                app.add_option("--max-len-b", a->max_len_b, "Max length = a * source length + b");
-                app.add_option("--batch-size", a->batch_size, "Sentences per batch")->check(CLI::PositiveNumber);
-                app.add_option("--device", a->device, "auto | cpu | cuda | cuda:N");
-                return [a] { return run_translate(*a); };
-              });
+ROTOR_COMMAND(
+    "translate", "Translate text with a trained checkpoint (beam search)", 11, [](CLI::App& app) {
+      auto a = std::make_shared<TranslateArgs>();
+      app.add_option("--checkpoint", a->checkpoint,
+                     "Checkpoint or run directory (RUN:best for its best checkpoint)")
+          ->required();
+      app.add_option_function<std::string>(
+          "--input", [a](const std::string& v) { a->input = v; },
+          "Source text (default or -: standard input, read as it comes)");
+      app.add_option_function<std::string>(
+          "--output", [a](const std::string& v) { a->output = v; },
+          "Output file, written whole at the end (default or -: standard output)");
+      app.add_option_function<int64_t>(
+          "--beam", [a](const int64_t& v) { a->beam = v; },
+          "Beam size, 1 to 1024 (default: the config's decode.beam)");
+      app.add_option_function<double>(
+          "--lenpen", [a](const double& v) { a->lenpen = v; },
+          "Length penalty (fairseq), -10 to 10 (default: decode.lenpen)");
+      app.add_option_function<double>(
+          "--max-len-a", [a](const double& v) { a->max_len_a = v; },
+          "Max length = a * source length + b, a from 0 to 1000 (default: decode.max_len_a)");
+      app.add_option_function<int64_t>(
+          "--max-len-b", [a](const int64_t& v) { a->max_len_b = v; },
+          "Max length = a * source length + b, b from 0 (default: decode.max_len_b)");
+      app.add_option_function<int64_t>(
+          "--nbest", [a](const int64_t& v) { a->nbest = v; },
+          "Write the N best hypotheses (N <= beam) as TSV lines: "
+          "sentence_index, rank, score, hypothesis");
+      app.add_option("--batch-size", a->batch_size, "Sentences per batch (default 64)");
+      app.add_option("--device", a->device, "auto | cpu | cuda | cuda:N");
+      return [a] { return run_translate(*a); };
+    });

@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "cli/command.h"
+#include "cli/errors.h"
 #include "core/error.h"
 #include "parallel/communicator.h"
 
@@ -46,18 +47,23 @@ int main(int argc, char** argv) {
   for (auto& spec : specs) {
     CLI::App* sub = app.add_subcommand(spec.name, spec.description);
     auto run = spec.setup(*sub);
-    sub->callback([&action, run] { action = run; });
+    // The command's name is the default activity of an out-of-memory message.
+    sub->callback([&action, run, name = spec.name] {
+      action = [run, name] {
+        Activity activity("rotor " + name);
+        return run();
+      };
+    });
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return report_parse_error(app, e, argc, argv);  // one line in rotor's words, exit 2
   }
   try {
     return action ? action() : 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rotor: error: %s\n", e.what());
-    std::fflush(stderr);
+    report_exception(e);  // one line; std::bad_alloc as "out of memory (what was being done)"
     rotor::parallel::finalize(1);  // in a distributed run, take the other ranks down too
     return 1;
   }

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -137,12 +138,27 @@ MmapCorpus MmapCorpus::open(const std::string& prefix) {
     if (c.offsets_[i + 1] < c.offsets_[i])
       ROTOR_FAIL("corpus index {}: offsets decrease at sentence {} (corrupt)", idx_path, i);
   c.bin_map_ = map_file(bin_path, &c.bin_bytes_);
-  if (c.bin_bytes_ != h.tokens * 4)
-    ROTOR_FAIL("corpus data {}: {} bytes, the index says {} tokens = {} bytes ({})", bin_path,
-               c.bin_bytes_, h.tokens, h.tokens * 4,
-               c.bin_bytes_ < h.tokens * 4 ? "truncated" : "does not match its index");
+  // Divided, not multiplied: a corrupt count near 2^62 times 4 wraps around to a small size.
+  if (c.bin_bytes_ % 4 != 0 || c.bin_bytes_ / 4 != h.tokens)
+    ROTOR_FAIL("corpus data {}: {} bytes, the index says {} tokens of 4 bytes ({})", bin_path,
+               c.bin_bytes_, h.tokens,
+               c.bin_bytes_ / 4 < h.tokens ? "truncated" : "does not match its index");
   c.tokens_ptr_ = static_cast<const int32_t*>(c.bin_map_);
+  if (c.vocab_size_ > 0) c.check_ids(c.vocab_size_, "recorded in " + idx_path);
   return c;
+}
+
+void MmapCorpus::check_ids(uint64_t vocab_size, std::string_view source) const {
+  for (uint64_t t = 0; t < tokens_; ++t) {
+    // Negative ids become large unsigned ones: one comparison catches both.
+    if (static_cast<uint64_t>(static_cast<uint32_t>(tokens_ptr_[t])) < vocab_size) continue;
+    const uint64_t* end = offsets_ + count_ + 1;
+    const size_t sentence = static_cast<size_t>(std::upper_bound(offsets_, end, t) - offsets_ - 1);
+    ROTOR_FAIL(
+        "corpus data {}.bin: sentence index {} holds token id {}, outside the vocabulary "
+        "[0, {}) {}",
+        prefix_, sentence, tokens_ptr_[t], vocab_size, source);
+  }
 }
 
 std::span<const int32_t> MmapCorpus::sentence(size_t i) const {

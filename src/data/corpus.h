@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rotor::data {
@@ -49,6 +50,12 @@ class MmapCorpus {
   const std::string& prefix() const { return prefix_; }
 
   std::span<const int32_t> sentence(size_t i) const;  // i < size()
+
+  // A rotor::Error naming PREFIX.bin and the sentence when a token id is not
+  // in [0, vocab_size); `source` says whose vocabulary ("of the tokenizer
+  // spm.model"). open() checks the ids against the index's vocab_size when it
+  // records one.
+  void check_ids(uint64_t vocab_size, std::string_view source) const;
   int64_t length(size_t i) const { return static_cast<int64_t>(offsets_[i + 1] - offsets_[i]); }
 
  private:

@@ -5,12 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "core/io.h"
+#include "data/prepare.h"
 
 namespace rotor::data {
 
@@ -23,6 +26,83 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
     out += items[i];
   }
   return out;
+}
+
+// SentencePiece's message without its source location and failed condition:
+// "./src/trainer_interface.cc(660) [(a) == (b)] Vocabulary size too high (9)."
+// -> "Vocabulary size too high (9)."
+std::string library_text(const sentencepiece::util::Status& status) {
+  std::string m = status.message() ? status.message() : "";
+  const size_t cc = m.find(".cc(");
+  if (cc != std::string::npos && m.find(' ') > cc) {
+    const size_t cond = m.find("] ", cc);
+    const size_t loc_end = m.find(") ", cc);
+    if (cond != std::string::npos)
+      m = m.substr(cond + 2);
+    else
+      m = loc_end != std::string::npos ? m.substr(loc_end + 2) : std::string();
+  }
+  while (!m.empty() && (m.back() == ' ' || m.back() == '\n')) m.pop_back();
+  return m;
+}
+
+// The condition SentencePiece checked, in its option names: "[trainer_spec.
+// character_coverage() >= 0.98]" -> "character_coverage >= 0.98"; "" if none.
+std::string library_condition(const sentencepiece::util::Status& status) {
+  const std::string m = status.message() ? status.message() : "";
+  const size_t open = m.find(") [");
+  const size_t close = m.rfind("] ");
+  if (open == std::string::npos || close == std::string::npos || close < open) return "";
+  std::string cond = m.substr(open + 3, close - open - 3);
+  for (const std::string noise : {"trainer_spec_.", "trainer_spec.", "()"})
+    for (size_t p = cond.find(noise); p != std::string::npos; p = cond.find(noise, p))
+      cond.erase(p, noise.size());
+  return cond;
+}
+
+// The number after `marker` in `text`, or -1.
+long long number_after(const std::string& text, const std::string& marker) {
+  const size_t p = text.find(marker);
+  if (p == std::string::npos) return -1;
+  return std::strtoll(text.c_str() + p + marker.size(), nullptr, 10);
+}
+
+// A failed training in rotor's words, naming the inputs.
+std::string training_failure(const sentencepiece::util::Status& status, const SpmTrainOptions& o) {
+  const std::string m = library_text(status);
+  const std::string inputs = join(o.inputs, ", ");
+  const long long most = number_after(m, "set it to a value <= ");
+  if (m.find("Vocabulary size too high") != std::string::npos && most > 0)
+    return fmt::format(
+        "spm-train: vocabulary size {} is too large for the text of {}: it yields at most {} "
+        "pieces; use {} or less",
+        o.vocab_size, inputs, most, most);
+  const long long chars = number_after(m, "required_chars. ");
+  if (m.find("smaller than required_chars") != std::string::npos && chars >= 0)
+    return fmt::format(
+        "spm-train: vocabulary size {} is too small for the text of {}: its characters need "
+        "more pieces (raise the vocabulary size or lower the character coverage)",
+        o.vocab_size, inputs);
+  const std::string raw = status.message() ? status.message() : "";
+  if (raw.find("!sentences_.empty()") != std::string::npos)
+    return fmt::format("spm-train: no text to learn from in {} (every line is empty)", inputs);
+  const std::string cond = library_condition(status);
+  if (m.empty() && !cond.empty())
+    return fmt::format("spm-train: SentencePiece cannot train on {}: it requires {}", inputs, cond);
+  return fmt::format("spm-train: SentencePiece cannot train on {}: {}", inputs,
+                     m.empty() ? std::string("it gave no reason") : m);
+}
+
+// Every line of `path` must be UTF-8 (as `rotor prepare` requires of the same text).
+void check_utf8_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) ROTOR_FAIL("spm-train: input {}: cannot open", path);
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    const size_t bad = find_invalid_utf8(line);
+    if (bad != std::string::npos)
+      ROTOR_FAIL("spm-train: {}:{}: invalid UTF-8 at byte {} of the line", path, n, bad + 1);
+  }
 }
 
 }  // namespace
@@ -39,9 +119,11 @@ Tokenizer Tokenizer::load(const std::string& path) {
   Tokenizer t;
   t.sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
   auto status = t.sp_->Load(path);
-  if (!status.ok())
-    ROTOR_FAIL("SentencePiece model {}: cannot load it, not a valid model ({})", path,
-               status.ToString());
+  if (!status.ok()) {
+    const std::string why = library_text(status);
+    ROTOR_FAIL("SentencePiece model {}: cannot load it, not a valid model{}", path,
+               why.empty() ? std::string() : " (" + why + ")");
+  }
   t.path_ = path;
   // The whole framework relies on the fixed reserved ids (see the header).
   const auto& sp = *t.sp_;
@@ -147,6 +229,7 @@ void train_sentencepiece(const SpmTrainOptions& o) {
   for (const auto& s : o.user_defined_symbols)
     if (s == "<pad>" || s == "<unk>" || s == "<s>" || s == "</s>")
       ROTOR_FAIL("spm-train: user-defined symbol {} is already reserved", s);
+  for (const auto& in : o.inputs) check_utf8_file(in);
 
   int threads = o.num_threads > 0
                     ? o.num_threads
@@ -190,7 +273,7 @@ void train_sentencepiece(const SpmTrainOptions& o) {
   if (!o.user_defined_symbols.empty())
     args["user_defined_symbols"] = join(o.user_defined_symbols, ",");
   auto status = sentencepiece::SentencePieceTrainer::Train(args);
-  if (!status.ok()) ROTOR_FAIL("spm-train: {}", status.ToString());
+  if (!status.ok()) throw Error(training_failure(status, o));
   for (const char* ext : {".vocab", ".model"}) {
     const std::string from = tmp_prefix + ext, to = o.model_prefix + ext;
     // SentencePiece closes its files without syncing them; a rename is only

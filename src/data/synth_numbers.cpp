@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/io.h"
 #include "core/philox.h"
 
 namespace rotor::data {
@@ -183,18 +183,13 @@ std::vector<SynthSplit> write_synth_numbers(const SynthNumbersOptions& o) {
                ec ? ec.message() : "not a directory");
   for (const auto& split : splits) {
     for (const char* lang : {"en", "de"}) {
-      const std::string path = o.output_dir + "/" + split.name + "." + lang;
-      const std::string tmp = path + ".tmp";
-      {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) ROTOR_FAIL("synth: cannot create {}", tmp);
-        for (int64_t x : split.numbers)
-          f << (lang[0] == 'e' ? number_to_english(x) : number_to_german(x)) << '\n';
-        f.flush();
-        if (!f) ROTOR_FAIL("synth: cannot write {}", tmp);
-      }
-      fs::rename(tmp, path, ec);
-      if (ec) ROTOR_FAIL("synth: cannot rename {} to {} ({})", tmp, path, ec.message());
+      // Atomic (core/io.h): a crash leaves the old file or the new one.
+      AtomicFileWriter f(o.output_dir + "/" + split.name + "." + lang);
+      std::string text;
+      for (int64_t x : split.numbers)
+        text += (lang[0] == 'e' ? number_to_english(x) : number_to_german(x)) + '\n';
+      f.write(text);
+      f.commit();
     }
   }
   return splits;

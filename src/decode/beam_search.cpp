@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "ops/decode.h"
 
 namespace rotor::decode {
@@ -21,20 +22,39 @@ double normalized(double log_prob, size_t length, double lenpen) {
 }  // namespace
 
 std::vector<Hypothesis> beam_search(models::EncoderDecoder& model, const Tensor& src,
-                                    const std::vector<int32_t>& src_lengths,
-                                    const SearchOptions& o, const nn::Context& ctx) {
+                                    const std::vector<int32_t>& src_lengths, const SearchOptions& o,
+                                    const nn::Context& ctx) {
+  std::vector<std::vector<Hypothesis>> best = beam_search_nbest(model, src, src_lengths, o, 1, ctx);
+  std::vector<Hypothesis> out(best.size());
+  for (size_t b = 0; b < best.size(); ++b)
+    if (!best[b].empty()) out[b] = std::move(best[b].front());
+  return out;
+}
+
+std::vector<std::vector<Hypothesis>> beam_search_nbest(models::EncoderDecoder& model,
+                                                       const Tensor& src,
+                                                       const std::vector<int32_t>& src_lengths,
+                                                       const SearchOptions& o, int nbest,
+                                                       const nn::Context& ctx) {
   const int64_t B = src.size(0);
-  const int K = std::max(o.beam, 1);
+  if (o.beam < 1) ROTOR_FAIL("beam search: beam size {} must be at least 1", o.beam);
+  if (nbest < 1 || nbest > o.beam)
+    ROTOR_FAIL("beam search: nbest {} must be from 1 to the beam size {}", nbest, o.beam);
+  if (!std::isfinite(o.lenpen) || !std::isfinite(o.max_len_a) || o.max_len_b < 0)
+    ROTOR_FAIL("beam search: lenpen {} and max_len_a {} must be finite, max_len_b {} not negative",
+               o.lenpen, o.max_len_a, o.max_len_b);
+  const int K = o.beam;
   const int64_t V = model.config().vocab_size;
   ROTOR_CHECK(static_cast<int64_t>(src_lengths.size()) == B, "beam_search: {} lengths for {} rows",
               src_lengths.size(), B);
-  int64_t max_src = 0;
-  for (int32_t l : src_lengths) max_src = std::max<int64_t>(max_src, l);
   std::vector<int64_t> limit(static_cast<size_t>(B));
   int64_t max_len = 1;
+  // The limit is computed in double and clamped before it becomes an integer:
+  // a large max_len_a must not overflow into a negative (or tiny) limit.
+  const double cap = static_cast<double>(std::max<int64_t>(1, model.config().max_positions - 1));
   for (int64_t b = 0; b < B; ++b) {
-    limit[b] = std::max<int64_t>(1, static_cast<int64_t>(o.max_len_a * src_lengths[b]) + o.max_len_b);
-    limit[b] = std::min<int64_t>(limit[b], model.config().max_positions - 1);
+    const double want = std::floor(o.max_len_a * src_lengths[b]) + static_cast<double>(o.max_len_b);
+    limit[b] = static_cast<int64_t>(std::clamp(want, 1.0, cap));
     max_len = std::max(max_len, limit[b]);
   }
   Tensor lengths = Tensor::from_ints(src_lengths, {B}, ctx.device);
@@ -45,7 +65,8 @@ std::vector<Hypothesis> beam_search(models::EncoderDecoder& model, const Tensor&
   auto state = model.start_decoding(memory, lengths, max_len + 1);
   model.reorder(state, Tensor::from_ints(expand, {B * K}, ctx.device));
 
-  std::vector<std::vector<Beam>> beams(static_cast<size_t>(B), std::vector<Beam>(static_cast<size_t>(K)));
+  std::vector<std::vector<Beam>> beams(static_cast<size_t>(B),
+                                       std::vector<Beam>(static_cast<size_t>(K)));
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(B));
   std::vector<bool> done(static_cast<size_t>(B), false);
   std::vector<int32_t> last(static_cast<size_t>(B * K), o.bos_id);
@@ -81,19 +102,23 @@ std::vector<Hypothesis> beam_search(models::EncoderDecoder& model, const Tensor&
         const int64_t take = std::min<int64_t>(2 * K, static_cast<int64_t>(idx.size()));
         std::partial_sort(idx.begin(), idx.begin() + take, idx.end(),
                           [&](int32_t a, int32_t c) { return row[a] > row[c]; });
-        for (int64_t j = 0; j < take; ++j) cands.push_back({bb[k].log_prob + row[idx[j]], k, idx[j]});
+        for (int64_t j = 0; j < take; ++j)
+          cands.push_back({bb[k].log_prob + row[idx[j]], k, idx[j]});
       }
-      std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& c) { return a.score > c.score; });
+      std::sort(cands.begin(), cands.end(),
+                [](const Cand& a, const Cand& c) { return a.score > c.score; });
       std::vector<Beam> next;
       std::vector<int32_t> from;
       const bool at_limit = t + 1 >= limit[b];
       for (const Cand& cd : cands) {
-        if (static_cast<int>(next.size()) >= K) break;
+        // Candidates are sorted: past the first -inf (a padding beam's) all are.
+        if (static_cast<int>(next.size()) >= K || !std::isfinite(cd.score)) break;
         std::vector<int32_t> toks = bb[cd.k].tokens;
         if (cd.token == o.eos_id || at_limit) {
           if (cd.token != o.eos_id) toks.push_back(cd.token);
           if (static_cast<int>(finished[b].size()) < K)
-            finished[b].push_back({toks, normalized(cd.score, toks.size() + 1, o.lenpen), cd.score});
+            finished[b].push_back(
+                {toks, normalized(cd.score, toks.size() + 1, o.lenpen), cd.score});
           continue;
         }
         toks.push_back(cd.token);
@@ -116,16 +141,23 @@ std::vector<Hypothesis> beam_search(models::EncoderDecoder& model, const Tensor&
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
     model.reorder(state, Tensor::from_ints(reorder, {B * K}, ctx.device));
   }
-  std::vector<Hypothesis> out(static_cast<size_t>(B));
+  std::vector<std::vector<Hypothesis>> out(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     auto& f = finished[b];
-    if (f.empty())  // no hypothesis ended: take the best live one
+    auto by_score = [](const Hypothesis& a, const Hypothesis& c) { return a.score > c.score; };
+    std::stable_sort(f.begin(), f.end(), by_score);
+    if (static_cast<int>(f.size()) < nbest) {  // too few ended: add the best live ones
+      std::vector<Hypothesis> live;
       for (const Beam& bm : beams[b])
         if (std::isfinite(bm.log_prob))
-          f.push_back({bm.tokens, normalized(bm.log_prob, bm.tokens.size() + 1, o.lenpen), bm.log_prob});
-    if (f.empty()) continue;
-    out[b] = *std::max_element(f.begin(), f.end(),
-                               [](const Hypothesis& a, const Hypothesis& c) { return a.score < c.score; });
+          live.push_back(
+              {bm.tokens, normalized(bm.log_prob, bm.tokens.size() + 1, o.lenpen), bm.log_prob});
+      std::stable_sort(live.begin(), live.end(), by_score);
+      for (auto& h : live)
+        if (static_cast<int>(f.size()) < nbest) f.push_back(std::move(h));
+    }
+    if (static_cast<int>(f.size()) > nbest) f.resize(static_cast<size_t>(nbest));
+    out[b] = std::move(f);
   }
   return out;
 }

@@ -26,9 +26,20 @@ struct Hypothesis {
 };
 
 // src i32 [B, S] (right padded), src_lengths i32 [B] -> the best hypothesis
-// of each sentence.
+// of each sentence. Options out of range (beam < 1, a non-finite lenpen or
+// max_len_a, a negative max_len_b) are a rotor::Error.
 std::vector<Hypothesis> beam_search(models::EncoderDecoder& model, const Tensor& src,
                                     const std::vector<int32_t>& src_lengths,
                                     const SearchOptions& options, const nn::Context& ctx);
+
+// The `nbest` best hypotheses of each sentence (1 <= nbest <= options.beam),
+// best first by score: the finished ones, then, when fewer than `nbest`
+// finished, the best unfinished ones. A sentence may get fewer than `nbest`
+// when its vocabulary offers fewer continuations.
+std::vector<std::vector<Hypothesis>> beam_search_nbest(models::EncoderDecoder& model,
+                                                       const Tensor& src,
+                                                       const std::vector<int32_t>& src_lengths,
+                                                       const SearchOptions& options, int nbest,
+                                                       const nn::Context& ctx);
 
 }  // namespace rotor::decode

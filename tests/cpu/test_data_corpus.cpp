@@ -117,6 +117,22 @@ TEST(data_corpus, OpenErrors) {
   EXPECT_TRUE(contains(msg, "m.idx") && contains(msg, "bad magic")) << msg;
 }
 
+// A token count whose byte size (x 4) wraps around to 0 must not match an
+// empty .bin (found by tests/fuzz/fuzz_corpus.cpp).
+TEST(data_corpus, TokenCountOverflow) {
+  TempDir dir;
+  const uint64_t tokens = uint64_t{1} << 62;
+  std::string idx(kIdxMagic, 8);
+  auto put = [&](auto v) { idx.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(kIdxVersion);
+  put(kIdxDtypeI32);
+  for (uint64_t v : {uint64_t{1}, uint64_t{100}, tokens, uint64_t{0}, uint64_t{0}, tokens}) put(v);
+  write_text(dir / "o.idx", idx);
+  write_text(dir / "o.bin", "");
+  const auto msg = error_of([&] { MmapCorpus::open(dir / "o"); });
+  EXPECT_TRUE(contains(msg, "o.bin") && contains(msg, "truncated")) << msg;
+}
+
 // One tiny SentencePiece model shared by the prepare tests.
 class data_prepare : public ::testing::Test {
  protected:

@@ -6,7 +6,9 @@
 //   (c) beam search results do not depend on the batch composition;
 //   (d) reorder() keeps the right rows of every cache;
 //   (e) the output length limit max_len_a * src_len + max_len_b (and
-//       max_positions - 1) is respected, and special tokens are never emitted.
+//       max_positions - 1) is respected, and special tokens are never emitted;
+//   (f) n-best lists are ranked and led by the best hypothesis; options out
+//       of range are refused, and a huge max_len_a cannot overflow the limit.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -447,6 +449,60 @@ TEST(Decode, SkipsSpecialTokensAndStopsAtLimit) {
       }
     }
   }
+}
+
+// ---- (f) n-best lists and option checks -------------------------------------------
+
+// The n-best list of each sentence: nbest hypotheses (the vocabulary offers
+// enough), distinct, best first; its head is beam_search's answer.
+TEST(Decode, NbestIsRankedAndStartsWithTheBest) {
+  Model m(tiny_config(PositionKind::Rope, false), 110);
+  favour_eos(m.store, 2.0f);
+  const auto o = options(4, 1.0, 3);
+  std::vector<int32_t> lengths;
+  Tensor s = pad_rows(kSources, max_size(kSources), &lengths);
+  const auto best = decode::beam_search(*m, s, lengths, o, eval_ctx());
+  for (int nbest : {1, 3, 4}) {
+    const auto lists = decode::beam_search_nbest(*m, s, lengths, o, nbest, eval_ctx());
+    ASSERT_EQ(lists.size(), kSources.size());
+    for (size_t i = 0; i < lists.size(); ++i) {
+      SCOPED_TRACE("nbest " + std::to_string(nbest) + ", sentence " + std::to_string(i));
+      ASSERT_EQ(static_cast<int>(lists[i].size()), nbest);
+      EXPECT_EQ(lists[i][0].tokens, best[i].tokens);
+      EXPECT_NEAR(lists[i][0].score, best[i].score, 1e-9);
+      for (size_t r = 1; r < lists[i].size(); ++r) {
+        EXPECT_LE(lists[i][r].score, lists[i][r - 1].score);
+        EXPECT_TRUE(std::isfinite(lists[i][r].score));
+        for (size_t q = 0; q < r; ++q) EXPECT_NE(lists[i][r].tokens, lists[i][q].tokens);
+      }
+    }
+  }
+}
+
+// Options out of range are an error, and a huge max_len_a is capped by the
+// model's positions instead of overflowing the length limit.
+TEST(Decode, OptionsAreCheckedAndTheLimitCannotOverflow) {
+  Model m(tiny_config(PositionKind::Learned, true, 16), 120);
+  std::vector<int32_t> lengths;
+  Tensor s = pad_rows(kSources, max_size(kSources), &lengths);
+  auto bad = options(2, 1.0, 3);
+  bad.beam = 0;
+  EXPECT_THROW(decode::beam_search(*m, s, lengths, bad, eval_ctx()), Error);
+  EXPECT_THROW(decode::beam_search_nbest(*m, s, lengths, options(2, 1.0, 3), 3, eval_ctx()), Error);
+  bad = options(2, std::nan(""), 3);
+  EXPECT_THROW(decode::beam_search(*m, s, lengths, bad, eval_ctx()), Error);
+  bad = options(2, 1.0, -1);
+  EXPECT_THROW(decode::beam_search(*m, s, lengths, bad, eval_ctx()), Error);
+  // a = 1e30 and a = 1000 both reach the cap, max_positions - 1 = 15 tokens.
+  const auto huge = search(*m, kSources, options(2, 1e30, 0));
+  const auto capped = search(*m, kSources, options(2, 1000.0, 0));
+  size_t longest = 0;
+  for (size_t i = 0; i < huge.size(); ++i) {
+    EXPECT_EQ(huge[i].tokens, capped[i].tokens) << "sentence " << i;
+    EXPECT_LE(huge[i].tokens.size(), 15u);
+    longest = std::max(longest, huge[i].tokens.size());
+  }
+  EXPECT_GT(longest, 1u) << "the limit must not collapse to one token";
 }
 
 }  // namespace

@@ -1,0 +1,53 @@
+// Checks on command-line values, made by each command before it does any work,
+// so that a bad argument is one line in rotor's words ("translate: --beam must
+// be an integer from 1 to 1024, got 0") and never a library's text. CLI11 only
+// splits the command line; ranges, finiteness and paths are checked here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rotor::cli {
+
+// `value` within [lo, hi]; else a rotor::Error "CMD: OPTION must be ..., got VALUE".
+void check_int(std::string_view cmd, std::string_view option, int64_t value, int64_t lo,
+               int64_t hi);
+// `value` finite and within [lo, hi] (NaN and infinities are refused).
+void check_real(std::string_view cmd, std::string_view option, double value, double lo, double hi);
+
+// A path option that was given must not be empty ("" names no file).
+void check_nonempty(std::string_view cmd, std::string_view option, const std::string& path);
+
+// A file to read: exists and is not a directory. "-" (standard input) is
+// accepted when `allow_stdin`.
+void check_input_file(std::string_view cmd, std::string_view option, const std::string& path,
+                      bool allow_stdin = false);
+
+// A file to write: a non-empty path that is not a directory, whose directory
+// exists, and that is not the same file as any of `inputs`.
+void check_output_file(std::string_view cmd, std::string_view option, const std::string& path,
+                       const std::vector<std::string>& inputs);
+
+// A directory to write (made when missing): a non-empty path that is not an
+// existing file, whose parent directory exists, and that is neither one of
+// `inputs` nor inside one of them.
+void check_output_dir(std::string_view cmd, std::string_view option, const std::string& path,
+                      const std::vector<std::string>& inputs);
+
+// Text inputs must be UTF-8 (as `rotor prepare` requires): a rotor::Error
+// "NAME:LINE: invalid UTF-8 at byte K of the line" otherwise. `first_line` is
+// the number of lines[0] (from 1).
+void check_utf8(std::string_view line, const std::string& name, int64_t line_no);
+void check_utf8(const std::vector<std::string>& lines, const std::string& name,
+                int64_t first_line = 1);
+
+// True when `a` and `b` name the same file or directory (hard links and
+// symbolic links included), or the same absolute path when neither exists.
+bool same_path(const std::string& a, const std::string& b);
+
+// True when `path` is `dir` or lies inside it (after resolving links).
+bool inside(const std::string& path, const std::string& dir);
+
+}  // namespace rotor::cli
