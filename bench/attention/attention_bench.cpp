@@ -1,4 +1,4 @@
-// Attention-core benchmark at the shapes of issue 7, RoPE included: the
+// Attention-core benchmark at the shapes of docs/performance.md, RoPE included: the
 // forward is split heads (bias-free QKV split, RoPE on q and k, 1/sqrt(d) on
 // q) + the attention core; the backward is the core's backward + the split
 // backward (rotating dq, dk back). Prints milliseconds and TFLOP/s counted as

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Peer timings for bench/attention (DESIGN.md, Performance): PyTorch
+"""Peer timings for bench/attention (docs/design.md, Performance): PyTorch
 scaled_dot_product_attention on its flash backend, with a separate rotary
 step as Hugging Face RoFormer applies it (interleaved pairs, sin/cos tables,
-q and k rotated before attention), at the shapes of issue 7.
+q and k rotated before attention), at the shapes of docs/performance.md.
 
   python3 scripts/bench/attention_peer.py [--dtype bf16|fp16] [--causal]
                                           [--iters N] [--json peer.json]

@@ -1,4 +1,4 @@
-// `rotor average`: checkpoint averaging (DESIGN.md decision 10), as fairseq's
+// `rotor average`: checkpoint averaging (docs/design.md, "Checkpoints and run directories"), as fairseq's
 // scripts/average_checkpoints.py does it: the element-wise mean of the model
 // weights of several checkpoints of one model, accumulated in double.
 #pragma once

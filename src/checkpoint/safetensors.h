@@ -1,5 +1,5 @@
-// The safetensors format (what Hugging Face checkpoints use), DESIGN.md
-// decision 10:
+// The safetensors format (what Hugging Face checkpoints use; docs/design.md,
+// "Checkpoints and run directories"):
 //
 //   8 bytes   N, the header length, unsigned little-endian
 //   N bytes   JSON: {"__metadata__": {str: str}, NAME: {"dtype": "F32",

@@ -1,5 +1,5 @@
 // Files as rotor writes them: whole-file reads with clear errors, and atomic
-// writes (DESIGN.md decision 10) — data goes to "PATH.tmp-<pid>", is fsync'ed,
+// writes (docs/design.md, "Checkpoints and run directories") — data goes to "PATH.tmp-<pid>", is fsync'ed,
 // renamed over PATH and the directory is fsync'ed, so a crash leaves either the
 // old file or the new one, never a torn one. Directories (a checkpoint made of
 // several files) are published the same way under a temporary name.

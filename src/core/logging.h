@@ -1,4 +1,4 @@
-// Logging (DESIGN.md decision 11): one shared spdlog logger writing to stderr
+// Logging (docs/design.md, "Logging and metrics"): one shared spdlog logger writing to stderr
 // (colored when stderr is a terminal) and, optionally, to OUTPUT_DIR/train.log.
 //
 //   rotor::setup_logging({.level = "info", .file = out_dir + "/train.log", .rank = rank});

@@ -1,7 +1,7 @@
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
 // SC'11): a counter-based generator. Element i of a stream is a pure function
 // of (seed, stream, i), so the CPU and the GPU draw the same dropout masks and
-// a resumed run draws the same numbers as an uninterrupted one (DESIGN.md 6).
+// a resumed run draws the same numbers as an uninterrupted one (docs/design.md, "Randomness").
 // Header-only and __host__ __device__ so kernels use the very same code.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Multi-head attention as decision 7 of DESIGN.md lays it out:
+// Multi-head attention as docs/design.md, "The attention block", lays it out:
 //   fused QKV projection (one GEMM, bias in its epilogue)
 //   -> split heads with RoPE on q and k and the 1/sqrt(d) scale on q
 //   -> attention core (masks, dropout)

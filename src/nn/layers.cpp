@@ -12,8 +12,8 @@ namespace rotor::nn {
 
 // ---- LayerNorm --------------------------------------------------------------
 // gamma and beta are read as the f32 masters whatever the activations' dtype:
-// the statistics and the affine map are computed in f32 anyway (DESIGN.md
-// decision 5), and their gradients accumulate into the f32 buffer directly.
+// the statistics and the affine map are computed in f32 anyway (docs/design.md,
+// "Precision"), and their gradients accumulate into the f32 buffer directly.
 
 LayerNorm::LayerNorm(ParameterStore& store, const std::string& prefix, int64_t dim, float eps)
     : dim_(dim), eps_(eps) {

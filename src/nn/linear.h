@@ -1,6 +1,6 @@
 // Linear layer y = x W^T + b, W [out, in] as in PyTorch and Hugging Face.
-// Several parameters may form one fused layer (the QKV projection, DESIGN.md
-// decision 7): their weights are registered back to back, so the flat buffer
+// Several parameters may form one fused layer (the QKV projection,
+// docs/design.md, "The attention block"): their weights are registered back to back, so the flat buffer
 // holds them as one [sum(out), in] matrix while each keeps its own name.
 #pragma once
 

@@ -1,5 +1,5 @@
-// Parameters live in two flat fp32 buffers, values and gradients (DESIGN.md
-// decision 3): the optimizer is one multi-tensor step, all-reduce goes in
+// Parameters live in two flat fp32 buffers, values and gradients (docs/design.md,
+// "Flat parameter buffers"): the optimizer is one multi-tensor step, all-reduce goes in
 // large buckets and checkpoints are simple. Each parameter is a view into
 // them. Layers register parameters in construction order; that order is the
 // layout of the buffers and of the checkpoint.

@@ -1,5 +1,5 @@
 // Dynamic loss scaling for fp16 training (Micikevicius et al. 2018, "Mixed
-// Precision Training"; DESIGN.md decision 5). The loss gradient is multiplied
+// Precision Training"; docs/design.md, "Precision"). The loss gradient is multiplied
 // by a scale S before the backward, so that small gradients survive fp16's
 // narrow range, and the optimizer multiplies the f32 gradients by 1/S again.
 // A step whose gradients hold inf or NaN (an fp16 overflow somewhere in the

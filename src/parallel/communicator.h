@@ -1,4 +1,4 @@
-// Collective communication (DESIGN.md decision 8): one process per GPU, ranks
+// Collective communication (docs/design.md, "Distributed training"): one process per GPU, ranks
 // started by mpirun, srun, `rotor launch` or any launcher that sets RANK and
 // WORLD_SIZE (parallel/environment.h). Four backends behind one interface:
 //   LocalCommunicator  world size 1; every collective is a no-op

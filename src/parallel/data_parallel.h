@@ -1,4 +1,4 @@
-// Data parallelism over the flat parameter buffers (DESIGN.md decisions 3, 8).
+// Data parallelism over the flat parameter buffers (docs/design.md, "Flat parameter buffers" and "Distributed training").
 //
 // Replicated optimizer (every rank holds all of m and v), as train/trainer.cpp
 // runs it at world size > 1:

@@ -1,4 +1,4 @@
-// NcclCommunicator: GPU tensors over NCCL (DESIGN.md decision 8). Built with
+// NcclCommunicator: GPU tensors over NCCL (docs/design.md, "Distributed training"). Built with
 // CUDA and MPI or Gloo. A host communicator (MPI under mpirun, Gloo after a
 // file rendezvous) carries every host-side collective (all_reduce_host,
 // broadcast_bytes) and numbers the collectives for the watchdog; the

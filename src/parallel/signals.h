@@ -1,4 +1,4 @@
-// Graceful stop on SIGTERM/SIGINT (DESIGN.md decision 8; issue 8 item 5).
+// Graceful stop on SIGTERM/SIGINT (docs/design.md, "Distributed training").
 //
 //   parallel::install_stop_handlers();            // once, early in `rotor train`
 //   ...

@@ -1,4 +1,4 @@
-// User errors through the rotor binary (DESIGN.md decisions 9, 12): a bad
+// User errors through the rotor binary (docs/design.md, "Config" and "Errors"): a bad
 // config, a missing file, a corrupt checkpoint each print one line
 // "rotor: error: ..." that says what and where, exit with 1 (not a signal),
 // and destroy nothing; --dump-config prints YAML that loads back.

@@ -1,4 +1,4 @@
-// Gradient readiness (issue 8, nn/context.h): the models' backward reports
+// Gradient readiness (nn/context.h): the models' backward reports
 // ranges of the flat gradient buffer to nn::Context::grad_ready once they are
 // final. What bucketed all-reduce relies on, checked for the translation
 // model and BERT/RoFormer with the local backend:

@@ -1,4 +1,4 @@
-// Mixed precision (DESIGN.md decision 5) on the CPU, where fp16/bf16 are
+// Mixed precision (docs/design.md, "Precision") on the CPU, where fp16/bf16 are
 // emulated: the ops' 16-bit path equals the f32 path on rounded inputs with
 // the outputs rounded once (ops/cpu_f32.h); the 16-bit weight copy; the
 // dynamic loss scaler; quickstart training in fp16 and bf16 against fp32; a

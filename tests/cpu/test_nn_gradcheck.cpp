@@ -1,5 +1,5 @@
 // Finite-difference gradient checks of every layer's backward and of a whole
-// tiny encoder-decoder (DESIGN.md, Tests). The CPU path computes in fp32, so
+// tiny encoder-decoder (docs/design.md, Tests. The CPU path computes in fp32, so
 // the check is made robust rather than exact:
 //   - the objective is a scalar L = sum(w * output) with fixed random w,
 //     accumulated in double;

@@ -1,4 +1,4 @@
-// Checkpoints end to end through the rotor binary (DESIGN.md decisions 6, 10):
+// Checkpoints end to end through the rotor binary (docs/design.md, "Randomness" and "Checkpoints and run directories"):
 // a resumed run continues bitwise exactly, a SIGKILLed run resumes from its
 // last checkpoint without torn or leftover directories, `rotor translate`
 // reads trained and averaged checkpoints, and `rotor average` is exact.

@@ -1,4 +1,4 @@
-// The communication layer and the data-parallel pieces (issue 8), run as one
+// The communication layer and the data-parallel pieces), run as one
 // process (LocalCommunicator), under mpirun -np 2 / -np 4 (MpiCommunicator)
 // and under `rotor launch -n 2 / -n 4 --exec` (GlooCommunicator).
 //

@@ -1,4 +1,4 @@
-// Data-parallel training equals one process (issue 8): N MPI ranks training
+// Data-parallel training equals one process): N MPI ranks training
 // K updates end with the weights that one process gets with the same global
 // batch (update_freq x N), with and without the sharded optimizer, with the
 // default buckets and with many small ones (launched during backward, which

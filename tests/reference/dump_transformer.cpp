@@ -1,5 +1,5 @@
 // Dumps what tests/reference/transformer_reference.py checks against an
-// independent PyTorch model (DESIGN.md, Tests): a tiny EncoderDecoder's initial
+// independent PyTorch model (docs/design.md, Tests: a tiny EncoderDecoder's initial
 // weights, its logits, label-smoothed loss and every gradient on a fixed padded
 // batch, and its weights after three AdamW steps.
 //

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent PyTorch reference for rotor's encoder-decoder Transformer.
 
-DESIGN.md (Tests): "tests/reference: an independent PyTorch implementation of a
+docs/design.md, Tests: "tests/reference: an independent PyTorch implementation of a
 tiny model; logits, loss, every gradient and the weights after a few Adam steps
 must match."
 
