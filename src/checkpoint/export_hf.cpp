@@ -4,12 +4,12 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "checkpoint/checkpoint.h"
 #include "core/io.h"
 #include "core/json_io.h"
 #include "models/bert.h"
-#include "nn/layers.h"
-#include "checkpoint/checkpoint.h"
 #include "models/model_config.h"
+#include "nn/layers.h"
 
 namespace fs = std::filesystem;
 
@@ -17,16 +17,39 @@ namespace rotor::checkpoint {
 
 namespace {
 
-void require_mlm(const Config& c) {
-  if (c.task != Task::Mlm)
-    ROTOR_FAIL("export --format hf: the checkpoint's task is {}; only task mlm exports to a "
-               "Hugging Face BERT/RoFormer",
-               to_string(c.task));
+void require_encoder(const Config& c) {
+  if (c.task != Task::Mlm && c.task != Task::Classification)
+    ROTOR_FAIL(
+        "export --format hf: the checkpoint's task is {}; tasks mlm and classification "
+        "export to a Hugging Face BERT/RoFormer",
+        to_string(c.task));
   if (c.model.position == nn::PositionKind::Rope && c.model.rope_base != 10000.0)
-    ROTOR_FAIL("export --format hf: model.rope_base is {}, but Hugging Face RoFormer fixes the "
-               "rotary base at 10000",
-               c.model.rope_base);
+    ROTOR_FAIL(
+        "export --format hf: model.rope_base is {}, but Hugging Face RoFormer fixes the "
+        "rotary base at 10000",
+        c.model.rope_base);
 }
+
+// rotor's fixed sinusoidal table [max_positions, d] (exactly what the model adds).
+Tensor rotor_sinusoid(int64_t n_pos, int64_t dim) {
+  nn::ParameterStore store;
+  nn::PositionEncoding pe(store, "unused", nn::PositionKind::Sinusoidal, n_pos, dim, 0.0);
+  Tensor x = Tensor::zeros({1, n_pos, dim});
+  pe.add(x, 0, nn::Context{});
+  return x.view({n_pos, dim});
+}
+
+// Registers the parameters of the model `c` describes in `store`, in order.
+void register_model(const Config& c, int64_t vocab, nn::ParameterStore& store) {
+  // The models only register: the store owns the parameters after they go.
+  if (c.task == Task::Classification) {
+    models::BertForSequenceClassification model(models::bert_classifier_config(c, vocab), store);
+  } else {
+    models::BertForMaskedLM model(models::bert_config(c, vocab), store);
+  }
+}
+
+}  // namespace
 
 // Hugging Face RoFormerSinusoidalPositionalEmbedding: [sin(p w_j) | cos(p w_j)],
 // w_j = 10000^(-2j/dim), j < dim/2.
@@ -43,22 +66,14 @@ Tensor roformer_sinusoid(int64_t n_pos, int64_t dim) {
   return Tensor::from_floats(t, {n_pos, dim});
 }
 
-// rotor's fixed sinusoidal table [max_positions, d] (exactly what the model adds).
-Tensor rotor_sinusoid(int64_t n_pos, int64_t dim) {
-  nn::ParameterStore store;
-  nn::PositionEncoding pe(store, "unused", nn::PositionKind::Sinusoidal, n_pos, dim, 0.0);
-  Tensor x = Tensor::zeros({1, n_pos, dim});
-  pe.add(x, 0, nn::Context{});
-  return x.view({n_pos, dim});
-}
-
-}  // namespace
-
-nlohmann::ordered_json hf_mlm_config(const Config& c, int64_t vocab_size) {
-  require_mlm(c);
+nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
+  require_encoder(c);
   const bool rope = c.model.position == nn::PositionKind::Rope;
+  const bool classify = c.task == Task::Classification;
   json_io::Json j = json_io::Json::object();
-  j["architectures"] = json_io::Json::array({rope ? "RoFormerForMaskedLM" : "BertForMaskedLM"});
+  const std::string arch = std::string(rope ? "RoFormer" : "Bert") +
+                           (classify ? "ForSequenceClassification" : "ForMaskedLM");
+  j["architectures"] = json_io::Json::array({arch});
   j["model_type"] = rope ? "roformer" : "bert";
   j["vocab_size"] = vocab_size;
   if (rope) j["embedding_size"] = c.model.d_model;
@@ -80,11 +95,24 @@ nlohmann::ordered_json hf_mlm_config(const Config& c, int64_t vocab_size) {
     j["position_embedding_type"] = "absolute";
   j["tie_word_embeddings"] = true;
   j["torch_dtype"] = "float32";
+  if (classify) {
+    // Hugging Face reads num_labels from id2label; problem_type picks the loss.
+    const std::vector<std::string> labels =
+        c.data.regression ? std::vector<std::string>{"LABEL_0"} : c.data.labels;
+    json_io::Json id2label = json_io::Json::object(), label2id = json_io::Json::object();
+    for (size_t i = 0; i < labels.size(); ++i) {
+      id2label[std::to_string(i)] = labels[i];
+      label2id[labels[i]] = i;
+    }
+    j["id2label"] = id2label;
+    j["label2id"] = label2id;
+    j["problem_type"] = c.data.regression ? "regression" : "single_label_classification";
+  }
   return j;
 }
 
-NamedTensors hf_mlm_state_dict(const Config& c, const NamedTensors& weights) {
-  require_mlm(c);
+NamedTensors hf_state_dict(const Config& c, const NamedTensors& weights) {
+  require_encoder(c);
   std::unordered_map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : weights) by_name[name] = &t;
   const bool rope = c.model.position == nn::PositionKind::Rope;
@@ -92,12 +120,12 @@ NamedTensors hf_mlm_state_dict(const Config& c, const NamedTensors& weights) {
   const std::string word = P + ".embeddings.word_embeddings.weight";
   auto it = by_name.find(word);
   if (it == by_name.end())
-    ROTOR_FAIL("export: the weights have no {} (is this a task-mlm checkpoint with position {}?)",
-               word, to_string(c.model.position));
+    ROTOR_FAIL("export: the weights have no {} (is this a task-{} checkpoint with position {}?)",
+               word, to_string(c.task), to_string(c.model.position));
   const int64_t vocab = it->second->size(0), d = c.model.d_model;
   // The parameters the config's model registers, in order, with their shapes.
   nn::ParameterStore store;
-  models::BertForMaskedLM model(models::bert_config(c, vocab), store);
+  register_model(c, vocab, store);
   NamedTensors out;
   for (const auto& p : store.parameters()) {
     auto f = by_name.find(p->name);
@@ -120,8 +148,10 @@ NamedTensors hf_mlm_state_dict(const Config& c, const NamedTensors& weights) {
   if (rope)
     out.emplace_back("roformer.encoder.embed_positions.weight",
                      roformer_sinusoid(c.model.max_positions, d / c.model.n_heads));
-  out.emplace_back("cls.predictions.decoder.weight", *by_name.at(word));
-  out.emplace_back("cls.predictions.decoder.bias", *by_name.at("cls.predictions.bias"));
+  if (c.task == Task::Mlm) {
+    out.emplace_back("cls.predictions.decoder.weight", *by_name.at(word));
+    out.emplace_back("cls.predictions.decoder.bias", *by_name.at("cls.predictions.bias"));
+  }
   return out;
 }
 
@@ -130,15 +160,15 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   const std::string cfg_path = dir + "/config.yaml";
   if (!fs::exists(cfg_path)) ROTOR_FAIL("export: {} is missing", cfg_path);
   const Config c = load_config(cfg_path);
-  require_mlm(c);
+  require_encoder(c);
   const NamedTensors weights = load_safetensors(dir + "/model.safetensors");
-  const NamedTensors hf = hf_mlm_state_dict(c, weights);
+  const NamedTensors hf = hf_state_dict(c, weights);
   const int64_t vocab = hf.front().second.size(0);  // the word embeddings come first
 
   HfExportResult r;
   r.model_type = c.model.position == nn::PositionKind::Rope ? "roformer" : "bert";
   ensure_directory(output_dir);
-  atomic_write_file(output_dir + "/config.json", hf_mlm_config(c, vocab).dump(2) + "\n");
+  atomic_write_file(output_dir + "/config.json", hf_config(c, vocab).dump(2) + "\n");
   r.files.push_back("config.json");
   save_safetensors(output_dir + "/model.safetensors", hf, {{"format", "pt"}});
   r.files.push_back("model.safetensors");

@@ -1,14 +1,19 @@
 // `rotor export --format hf`: a task-mlm checkpoint -> a Hugging Face model
-// directory that transformers loads with AutoModelForMaskedLM.from_pretrained:
+// directory that transformers loads with AutoModelForMaskedLM.from_pretrained;
+// a task-classification checkpoint -> one that AutoModelForSequenceClassification
+// loads (models/bert_classifier.h: the pooler or RoFormer's head, the
+// classifier, id2label from data.labels, problem_type regression or
+// single_label_classification; no MLM head):
 //
 //   config.json              BertConfig (position learned | sinusoidal | none) or
 //                            RoFormerConfig (position rope), architectures
-//                            [BertForMaskedLM | RoFormerForMaskedLM]
+//                            [BertForMaskedLM | RoFormerForMaskedLM] (or
+//                            [Bert|RoFormer]ForSequenceClassification)
 //   model.safetensors        the weights under their Hugging Face names (rotor
 //                            already uses them) plus what Hugging Face stores
 //                            and rotor does not:
-//                              cls.predictions.decoder.weight = word embeddings (tied)
-//                              cls.predictions.decoder.bias   = cls.predictions.bias
+//                              cls.predictions.decoder.weight = word embeddings (tied, mlm)
+//                              cls.predictions.decoder.bias   = cls.predictions.bias (mlm)
 //                              bert.embeddings.position_embeddings.weight for
 //                                sinusoidal (rotor's fixed table) and none (zeros)
 //                              bert.embeddings.token_type_embeddings.weight
@@ -34,24 +39,28 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
 #include "checkpoint/safetensors.h"
+#include "config/config.h"
 
 namespace rotor::checkpoint {
 
-// config.json for a task-mlm config and vocabulary size (keys in Hugging
-// Face's order).
-nlohmann::ordered_json hf_mlm_config(const Config& config, int64_t vocab_size);
+// config.json for a task-mlm or task-classification config and vocabulary
+// size (keys in Hugging Face's order).
+nlohmann::ordered_json hf_config(const Config& config, int64_t vocab_size);
 
 // rotor weights (as model.safetensors stores them) -> Hugging Face tensors.
 // Checks that every parameter of the model `config` describes is present with
 // its shape; throws rotor::Error naming the first that is not.
-NamedTensors hf_mlm_state_dict(const Config& config, const NamedTensors& weights);
+NamedTensors hf_state_dict(const Config& config, const NamedTensors& weights);
+
+// Hugging Face RoFormer's fixed table [n_pos, dim]: [sin(p w_j) | cos(p w_j)],
+// w_j = 10000^(-2j/dim), j < dim/2 (the angles rotor's RoPE uses).
+Tensor roformer_sinusoid(int64_t n_pos, int64_t dim);
 
 struct HfExportResult {
-  std::string model_type;               // "bert" | "roformer"
-  std::vector<std::string> files;       // written, relative to the output dir
-  std::vector<std::string> notes;       // things a user should know
+  std::string model_type;          // "bert" | "roformer"
+  std::vector<std::string> files;  // written, relative to the output dir
+  std::vector<std::string> notes;  // things a user should know
 };
 
 // Reads CHECKPOINT (a checkpoint directory or a run directory: its

@@ -35,7 +35,7 @@ MlmBatch MlmBatch::to(Device device) const {
   return b;
 }
 
-BertForMaskedLM::BertForMaskedLM(const BertConfig& c, nn::ParameterStore& store)
+BertEncoder::BertEncoder(const BertConfig& c, nn::ParameterStore& store)
     : config_(c), store_(&store) {
   ROTOR_CHECK(c.vocab_size > 0, "vocabulary size must be positive");
   const int64_t d = c.layer.d_model;
@@ -68,16 +68,10 @@ BertForMaskedLM::BertForMaskedLM(const BertConfig& c, nn::ParameterStore& store)
         store, bert_layer_names(p + ".encoder.layer." + std::to_string(i)), lc));
     take(layer_ranges_.emplace_back());
   }
-  transform_ = std::make_unique<nn::Linear>(store, "cls.predictions.transform.dense", d, d, true,
-                                            Init::normal(c.init_std), c.layer.activation);
-  transform_norm_ = std::make_unique<nn::LayerNorm>(store, "cls.predictions.transform.LayerNorm", d,
-                                                    c.layer.layer_norm_eps);
-  decoder_bias_ = store.add("cls.predictions.bias", {c.vocab_size}, Init::zeros(), true);
-  take(head_range_);
 }
 
-Tensor BertForMaskedLM::encode(const Tensor& ids, const Tensor& types, const Tensor& lengths,
-                               const Context& ctx) {
+Tensor BertEncoder::forward(const Tensor& ids, const Tensor& types, const Tensor& lengths,
+                            const Context& ctx) {
   ROTOR_CHECK(ids.dim() == 2 && ids.dtype() == DType::I32,
               "BERT: input ids must be i32 [B, T], got {}", ids.str());
   B_ = ids.size(0);
@@ -99,12 +93,48 @@ Tensor BertForMaskedLM::encode(const Tensor& ids, const Tensor& types, const Ten
   return x;  // [B, T, d]
 }
 
+void BertEncoder::backward(const Tensor& dh, const Context& ctx) {
+  const int64_t d = config_.layer.d_model, N = B_ * T_;
+  Tensor dx = dh.view({B_, T_, d});
+  for (size_t i = layers_.size(); i-- > 0;) {
+    dx = layers_[i]->backward(dx);
+    ctx.report_grads_ready(*store_, layer_ranges_[i]);
+  }
+  Tensor g = emb_drop_->backward(dx.view({N, d}));
+  g = emb_norm_->backward(g);  // [N, d]
+  position_->backward(g.view({B_, T_, d}), 0);
+  word_->backward(ids_, g);
+  if (token_type_) token_type_->backward(types_, g);
+  ctx.report_grads_ready(*store_, embeddings_range_);
+  ids_ = types_ = Tensor();
+}
+
+BertForMaskedLM::BertForMaskedLM(const BertConfig& c, nn::ParameterStore& store)
+    : config_(c), store_(&store), encoder_(c, store) {
+  const int64_t d = c.layer.d_model;
+  const size_t mark = nn::ParamRange::mark(store);
+  transform_ = std::make_unique<nn::Linear>(store, "cls.predictions.transform.dense", d, d, true,
+                                            Init::normal(c.init_std), c.layer.activation);
+  transform_norm_ = std::make_unique<nn::LayerNorm>(store, "cls.predictions.transform.LayerNorm", d,
+                                                    c.layer.layer_norm_eps);
+  decoder_bias_ = store.add("cls.predictions.bias", {c.vocab_size}, Init::zeros(), true);
+  head_range_ = {mark, nn::ParamRange::mark(store)};
+}
+
+Tensor BertForMaskedLM::encode(const Tensor& ids, const Tensor& types, const Tensor& lengths,
+                               const Context& ctx) {
+  B_ = ids.size(0);
+  T_ = ids.size(1);
+  return encoder_.forward(ids, types, lengths, ctx);
+}
+
 Tensor BertForMaskedLM::head_logits(const Tensor& h, const Context& ctx) const {
   Tensor out = ctx.empty({h.size(0), config_.vocab_size});  // [M, V]
   ops::GemmOptions o;
   o.trans_b = true;
   o.bias = decoder_bias_->value_in(ctx.dtype);
-  ops::gemm(h, word_->table()->value_in(ctx.dtype), out, o);  // decoder tied to the word embedding
+  ops::gemm(h, encoder_.word().table()->value_in(ctx.dtype), out,
+            o);  // decoder tied to the word embedding
   return out;
 }
 
@@ -152,11 +182,10 @@ MlmSums BertForMaskedLM::forward_loss(const MlmBatch& batch, const Context& ctx)
 void BertForMaskedLM::backward(float grad_scale) {
   const Context& ctx = ctx_;
   // Each part is reported to ctx.grad_ready right after its backward, in
-  // descending offsets (the head, the layers from the last, the embeddings);
-  // the word embedding, tied to the decoder, with the embeddings at the end.
-  // Reported whether or not the batch masks any token, so that every rank
-  // reports the same ranges in the same order.
-  const auto ready = [&](const nn::ParamRange& r) { ctx.report_grads_ready(*store_, r); };
+  // descending offsets (the head, then the encoder's layers from the last and
+  // its embeddings); the word embedding, tied to the decoder, with the
+  // embeddings at the end. Reported whether or not the batch masks any token,
+  // so that every rank reports the same ranges in the same order.
   const int64_t d = config_.layer.d_model, N = B_ * T_;
   Tensor dh = ctx.zeros({N, d});
   if (head_out_.defined()) {
@@ -167,7 +196,7 @@ void BertForMaskedLM::backward(float grad_scale) {
     ops::cross_entropy_backward(lg, batch_.masked_targets, lse_, 0.0f, -1, grad_scale, dlogits);
     lg = Tensor();
     // logits = h E^T + b: dE += dlogits^T h, db += colsum(dlogits), dh = dlogits E.
-    nn::Parameter* table = word_->table();
+    nn::Parameter* table = encoder_.word().table();
     ops::GemmOptions acc;
     acc.trans_a = true;
     acc.beta = 1.0f;
@@ -181,19 +210,9 @@ void BertForMaskedLM::backward(float grad_scale) {
     // Scatter back to the masked rows (each position appears once).
     ops::embedding_backward(batch_.masked_positions, dhm, 1.0f, dh, -1);
   }
-  ready(head_range_);
-  Tensor dx = dh.view({B_, T_, d});
-  for (size_t i = layers_.size(); i-- > 0;) {
-    dx = layers_[i]->backward(dx);
-    ready(layer_ranges_[i]);
-  }
-  Tensor g = emb_drop_->backward(dx.view({N, d}));
-  g = emb_norm_->backward(g);  // [N, d]
-  position_->backward(g.view({B_, T_, d}), 0);
-  word_->backward(ids_, g);
-  if (token_type_) token_type_->backward(types_, g);
-  ready(embeddings_range_);
-  head_out_ = lse_ = ids_ = types_ = Tensor();
+  ctx.report_grads_ready(*store_, head_range_);
+  encoder_.backward(dh.view({B_, T_, d}), ctx);
+  head_out_ = lse_ = Tensor();
   batch_ = MlmBatch{};
   ctx_.grad_ready = nullptr;  // the listener lives only for this backward
 }

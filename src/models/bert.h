@@ -76,6 +76,41 @@ struct BertConfig {
   std::string prefix() const { return position == nn::PositionKind::Rope ? "roformer" : "bert"; }
 };
 
+// The BERT/RoFormer encoder: embeddings and layers (the `bert.` or
+// `roformer.` parameters above), shared by the masked-LM model and the
+// sequence classifier (models/bert_classifier.h).
+class BertEncoder {
+ public:
+  BertEncoder(const BertConfig& config, nn::ParameterStore& store);
+
+  // ids i32 [B, T], token types (or undefined: segment 0), lengths i32 [B]
+  // (or undefined: no padding) -> the final hidden states [B, T, d]; keeps
+  // what backward needs.
+  Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids, const Tensor& lengths,
+                 const nn::Context& ctx);
+  // dh [B, T, d] of the last forward -> parameter gradients (accumulated).
+  // Reports the layers, then the embeddings, to ctx.grad_ready (the word
+  // embedding last: a tied head must have added its gradient before).
+  void backward(const Tensor& dh, const nn::Context& ctx);
+
+  nn::Embedding& word() { return *word_; }
+  const nn::Embedding& word() const { return *word_; }
+  const BertConfig& config() const { return config_; }
+
+ private:
+  BertConfig config_;
+  nn::ParameterStore* store_;
+  std::unique_ptr<nn::Embedding> word_, token_type_;
+  std::unique_ptr<nn::PositionEncoding> position_;
+  std::unique_ptr<nn::LayerNorm> emb_norm_;
+  std::unique_ptr<nn::Dropout> emb_drop_;
+  std::vector<std::unique_ptr<nn::EncoderLayer>> layers_;
+  nn::ParamRange embeddings_range_;
+  std::vector<nn::ParamRange> layer_ranges_;
+  Tensor ids_, types_;  // i32 [B*T], saved for backward
+  int64_t B_ = 0, T_ = 0;
+};
+
 // One masked-LM batch (tensors on the model's device).
 struct MlmBatch {
   Tensor input_ids;           // i32 [B, T]: masked inputs, right-padded with pad_id
@@ -121,20 +156,14 @@ class BertForMaskedLM {
 
   BertConfig config_;
   nn::ParameterStore* store_;
-  std::unique_ptr<nn::Embedding> word_, token_type_;
-  std::unique_ptr<nn::PositionEncoding> position_;
-  std::unique_ptr<nn::LayerNorm> emb_norm_;
-  std::unique_ptr<nn::Dropout> emb_drop_;
-  std::vector<std::unique_ptr<nn::EncoderLayer>> layers_;
+  BertEncoder encoder_;
   std::unique_ptr<nn::Linear> transform_;  // dense with GELU fused
   std::unique_ptr<nn::LayerNorm> transform_norm_;
   nn::Parameter* decoder_bias_ = nullptr;  // cls.predictions.bias [V]
-  // The parameters of each part, reported to Context::grad_ready by backward.
-  nn::ParamRange embeddings_range_, head_range_;
-  std::vector<nn::ParamRange> layer_ranges_;
+  // The head's parameters, reported to Context::grad_ready by backward.
+  nn::ParamRange head_range_;
 
-  // Saved by encode / forward_loss for backward.
-  Tensor ids_, types_;  // i32 [B*T]
+  // Saved by forward_loss for backward.
   int64_t B_ = 0, T_ = 0;
   MlmBatch batch_;
   Tensor head_out_, lse_;  // [M, d], [M]

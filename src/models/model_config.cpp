@@ -43,8 +43,8 @@ TransformerConfig transformer_config(const Config& c, int64_t vocab_size) {
 
 BertConfig bert_config(const Config& c, int64_t vocab_size) {
   if (c.model.norm != NormPlacement::Post)
-    ROTOR_FAIL("model.norm: task mlm builds BERT/RoFormer, which are post-LN; got {}",
-               to_string(c.model.norm));
+    ROTOR_FAIL("model.norm: task {} builds BERT/RoFormer, which are post-LN; got {}",
+               to_string(c.task), to_string(c.model.norm));
   BertConfig b;
   b.vocab_size = vocab_size;
   b.pad_id = 0;
@@ -55,6 +55,17 @@ BertConfig bert_config(const Config& c, int64_t vocab_size) {
   b.type_vocab_size = c.model.type_vocab_size;
   b.init_std = c.model.init_std;
   return b;
+}
+
+BertClassifierConfig bert_classifier_config(const Config& c, int64_t vocab_size) {
+  BertClassifierConfig k;
+  k.encoder = bert_config(c, vocab_size);
+  k.regression = c.data.regression;
+  k.num_labels = c.data.regression ? 1 : static_cast<int64_t>(c.data.labels.size());
+  if (k.num_labels < 1)
+    ROTOR_FAIL("data.labels: task classification needs the class labels (or data.regression)");
+  k.dropout = static_cast<float>(c.model.dropout);
+  return k;
 }
 
 }  // namespace rotor::models

@@ -1,0 +1,138 @@
+// `rotor predict --checkpoint RUN[:best] --input F.tsv [--output preds.tsv]
+//  [--scores] [--batch-size 32] [--device auto]`
+// Predictions of a task-classification checkpoint for a TSV file laid out as
+// its config says (data.sentence1_column, ...; the label column may be
+// absent, as in GLUE's test sets). Writes GLUE's submission layout:
+//
+//   index<TAB>prediction          the example's 0-based index, its label
+//   0<TAB>equivalent              (or the predicted value, for regression)
+//
+// --scores adds the raw outputs (logit_<label> columns). When the input has
+// labels, the scores (accuracy and GLUE's, 0-100) go to standard error.
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "checkpoint/checkpoint.h"
+#include "cli/args.h"
+#include "cli/command.h"
+#include "cli/errors.h"
+#include "config/config.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "data/classification.h"
+#include "data/sentencepiece.h"
+#include "models/model_config.h"
+#include "nn/parameters.h"
+#include "train/classification.h"
+#include "train/task_data.h"
+
+namespace {
+
+constexpr const char* kCmd = "predict";
+
+struct PredictArgs {
+  std::string checkpoint, input, device = "auto";
+  std::optional<std::string> output;  // unset or "-": standard output
+  bool scores = false;
+  int64_t batch_size = 32;
+};
+
+int run_predict(const PredictArgs& a) {
+  using namespace rotor;
+  cli::check_nonempty(kCmd, "--checkpoint", a.checkpoint);
+  cli::check_input_file(kCmd, "--input", a.input);
+  const bool to_stdout = !a.output || *a.output == "-";
+  if (!to_stdout) cli::check_output_file(kCmd, "--output", *a.output, {a.input});
+  cli::check_int(kCmd, "--batch-size", a.batch_size, 1, 100'000);
+  const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
+  if (!to_stdout && cli::inside(*a.output, dir))
+    ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
+               dir);
+  const Config cfg = load_config(dir + "/config.yaml");
+  if (cfg.task != Task::Classification)
+    ROTOR_FAIL("{}: {} is a task-{} checkpoint; predict runs task-classification models", kCmd, dir,
+               to_string(cfg.task));
+  const Device device = resolve_device(a.device);
+  const data::Tokenizer tok = data::Tokenizer::load(dir + "/spm.model");
+  const data::ClassificationSet set =
+      data::read_classification_tsv(a.input, train::tsv_format(cfg), tok, /*require_labels=*/false);
+
+  nn::ParameterStore store;
+  std::unique_ptr<models::BertForSequenceClassification> model;
+  {
+    cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
+    model = std::make_unique<models::BertForSequenceClassification>(
+        models::bert_classifier_config(cfg, tok.vocab_size()), store);
+    store.allocate(device);
+    checkpoint::load_weights(dir, store);
+  }
+  train::ClassificationOutputs out;
+  {
+    cli::Activity activity(fmt::format("{}: classifying {}", kCmd, a.input));
+    out = train::classify(*model, set, a.batch_size, device);
+  }
+
+  const bool regression = cfg.data.regression;
+  const size_t C = static_cast<size_t>(out.num_labels);
+  std::string text = "index\tprediction";
+  if (a.scores)
+    for (size_t k = 0; k < C; ++k)
+      text += "\tlogit_" + (regression ? std::string("value") : cfg.data.labels[k]);
+  text += "\n";
+  for (int64_t i = 0; i < set.size(); ++i) {
+    const size_t n = static_cast<size_t>(i);
+    text += std::to_string(i) + "\t" +
+            (regression ? fmt::format("{:.6g}", out.logits[n])
+                        : cfg.data.labels[static_cast<size_t>(out.predicted[n])]);
+    if (a.scores)
+      for (size_t k = 0; k < C; ++k) text += fmt::format("\t{:.9g}", out.logits[n * C + k]);
+    text += "\n";
+  }
+  if (to_stdout) {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+      ROTOR_FAIL("{}: cannot write to standard output", kCmd);
+  } else {
+    atomic_write_file(*a.output, text);
+  }
+
+  std::string summary = fmt::format("{}: {} examples", kCmd, set.size());
+  if (set.truncated > 0)
+    summary += fmt::format(" ({} cut to {} tokens)", set.truncated, cfg.data.seq_len);
+  if (set.has_labels) {
+    const train::TaskSums& s = out.sums;
+    summary +=
+        fmt::format(" | loss {:.4f}", s.loss / static_cast<double>(std::max<int64_t>(s.tokens, 1)));
+    if (s.has_correct)
+      summary += fmt::format(" | accuracy {:.2f}",
+                             100.0 * static_cast<double>(s.correct) /
+                                 static_cast<double>(std::max<int64_t>(s.tokens, 1)));
+    for (const auto& [metric, value] : train::glue_scores(out, set, regression))
+      summary += fmt::format(" | {} {:.2f}", to_string(metric), value);
+  }
+  std::fprintf(stderr, "%s\n", summary.c_str());
+  return 0;
+}
+
+}  // namespace
+
+ROTOR_COMMAND("predict", "Classify a TSV file with a task-classification checkpoint", 14,
+              [](CLI::App& app) {
+                auto a = std::make_shared<PredictArgs>();
+                app.add_option("--checkpoint", a->checkpoint,
+                               "Checkpoint or run directory (RUN:best for its best checkpoint)")
+                    ->required();
+                app.add_option("--input", a->input,
+                               "TSV file with the columns of the checkpoint's config (labels "
+                               "optional)")
+                    ->required();
+                app.add_option_function<std::string>(
+                    "--output", [a](const std::string& v) { a->output = v; },
+                    "Predictions, index<TAB>prediction lines (default or -: standard output)");
+                app.add_flag("--scores", a->scores, "Add the raw outputs (logit_<label> columns)");
+                app.add_option("--batch-size", a->batch_size, "Examples per batch (default 32)");
+                app.add_option("--device", a->device, "auto | cpu | cuda | cuda:N");
+                return [a] { return run_predict(*a); };
+              });

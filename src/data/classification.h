@@ -1,0 +1,125 @@
+// Sentence and sentence-pair classification data in GLUE's TSV layout: one
+// example per line, fields separated by tabs, no quoting (GLUE's files hold
+// raw quotes), the first line a header naming the columns (or, without one,
+// columns named by their 0-based index). Sentences are tokenized with the
+// run's SentencePiece model and packed as BERT packs them:
+//
+//   [CLS] a [SEP]            single sentences, token type 0
+//   [CLS] a [SEP] b [SEP]    pairs: [CLS] a [SEP] of type 0, b [SEP] of type 1
+//
+// truncated to max_len tokens by removing tokens from the end of the longer
+// sentence, one at a time (Hugging Face's "longest_first"; on a tie from b).
+// Labels are class indices (the label's position in the label list) or, for
+// regression, numbers. A file without the label column (GLUE's test sets)
+// reads without labels when labels are not required.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/batcher.h"  // BatchPosition, ShardRemainder
+#include "data/sentencepiece.h"
+
+namespace rotor::data {
+
+struct TsvFormat {
+  std::string sentence1 = "sentence";  // column names (or indices when !header)
+  std::string sentence2;               // "" = single sentences
+  std::string label = "label";
+  bool header = true;
+  std::vector<std::string> labels;  // class i is labels[i]; empty with regression
+  bool regression = false;
+  int64_t max_len = 128;  // tokens per example, specials included
+};
+
+// The special ids of the packing (the tokenizer's [CLS] and [SEP]).
+struct PairSpecialIds {
+  int32_t cls = -1, sep = -1;
+  // Looks up [CLS] and [SEP]; a tokenizer without them is a rotor::Error
+  // naming its file.
+  static PairSpecialIds from_tokenizer(const Tokenizer& tokenizer);
+};
+
+// [CLS] a [SEP] (b [SEP]) truncated to max_len as described above; `types`
+// gets the token type of each id. `b` may be empty (a single sentence).
+void pack_example(const std::vector<int32_t>& a, const std::vector<int32_t>& b, bool pair,
+                  int64_t max_len, const PairSpecialIds& special, std::vector<int32_t>& ids,
+                  std::vector<int32_t>& types);
+
+struct ClassificationExample {
+  std::vector<int32_t> ids, types;  // packed, at most max_len
+  int32_t label = -1;               // class index (classification with labels)
+  float target = 0;                 // regression value (regression with labels)
+};
+
+struct ClassificationSet {
+  std::string path;
+  std::vector<ClassificationExample> examples;
+  bool has_labels = false;
+  int64_t truncated = 0;  // examples cut to max_len
+  int64_t size() const { return static_cast<int64_t>(examples.size()); }
+};
+
+// Reads and tokenizes a TSV file. Errors name FILE:LINE: a line with fewer
+// fields than the columns it needs, a label not in format.labels, a
+// regression label that is not a number, a missing column (the header's
+// columns are listed). Without the label column the set has no labels,
+// which is an error when `require_labels`.
+ClassificationSet read_classification_tsv(const std::string& path, const TsvFormat& format,
+                                          const Tokenizer& tokenizer, bool require_labels);
+
+// One batch on the CPU (train/task_data.h makes model inputs of it).
+struct ClassificationBatch {
+  std::vector<int64_t> indices;  // [B] example ids in the set
+  Tensor input_ids;              // i32 [B, T]: right-padded with <pad>
+  Tensor token_type_ids;         // i32 [B, T]
+  Tensor lengths;                // i32 [B]: non-pad tokens per row
+  Tensor labels;                 // i32 [B]: class indices, or undefined
+  Tensor targets;                // f32 [B]: regression values, or undefined
+  int64_t tokens = 0;            // non-pad tokens
+  int64_t size() const { return static_cast<int64_t>(indices.size()); }
+};
+
+// The batch of these examples (labels included when the set has them).
+ClassificationBatch make_classification_batch(const ClassificationSet& set,
+                                              const std::vector<int64_t>& indices, bool regression);
+
+struct ClassificationBatcherOptions {
+  int64_t batch_size = 32;  // examples per batch
+  uint64_t seed = 1;
+  bool shuffle = true;  // false: examples in file order (evaluation)
+  int rank = 0;
+  int world_size = 1;
+  ShardRemainder remainder = ShardRemainder::Pad;
+  bool drop_last = false;  // drop the last, partial global batch
+};
+
+// An epoch, identical on every rank: the example ids, shuffled by the Philox
+// stream (epoch, Shuffle) unless !shuffle, cut into global batches of
+// batch_size; rank r of w takes global batches r, r + w, ... (Pad: every
+// rank takes ceil(n / w), wrapping around; Drop: floor(n / w), at least 1).
+// next() returns the batch at position() and advances (to the next epoch
+// after the last batch); set_position() restores a saved position exactly.
+class ClassificationBatcher {
+ public:
+  ClassificationBatcher(std::shared_ptr<const ClassificationSet> set, bool regression,
+                        ClassificationBatcherOptions options);
+  ClassificationBatch next();
+  BatchPosition position() const { return pos_; }
+  void set_position(BatchPosition p) { pos_ = p; }
+  std::vector<std::vector<int64_t>> epoch_plan(uint64_t epoch) const;
+  int64_t batches_in_epoch() const;
+
+ private:
+  std::shared_ptr<const ClassificationSet> set_;
+  bool regression_;
+  ClassificationBatcherOptions opt_;
+  BatchPosition pos_;
+  uint64_t plan_epoch_ = UINT64_MAX;
+  std::vector<std::vector<int64_t>> plan_;
+};
+
+}  // namespace rotor::data

@@ -1,0 +1,150 @@
+#include "models/bert_classifier.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/cross_entropy.h"
+#include "ops/embedding.h"
+#include "ops/reduce.h"
+
+namespace rotor::models {
+
+using nn::Context;
+using nn::Init;
+
+ClassificationBatch ClassificationBatch::to(Device device) const {
+  ClassificationBatch b = *this;
+  for (Tensor* t : {&b.input_ids, &b.token_type_ids, &b.lengths, &b.labels, &b.targets})
+    if (t->defined()) *t = t->to(device);
+  return b;
+}
+
+BertForSequenceClassification::BertForSequenceClassification(const BertClassifierConfig& c,
+                                                             nn::ParameterStore& store)
+    : config_(c), store_(&store), encoder_(c.encoder, store) {
+  ROTOR_CHECK(c.num_labels >= 1 && (!c.regression || c.num_labels == 1), "classifier: {} labels{}",
+              c.num_labels, c.regression ? " for regression" : "");
+  const int64_t d = c.encoder.layer.d_model, C = c.num_labels;
+  const Init w = Init::normal(c.encoder.init_std);
+  const size_t mark = nn::ParamRange::mark(store);
+  if (c.roformer_head()) {
+    drop_ = std::make_unique<nn::Dropout>(store, c.dropout);
+    dense_ = std::make_unique<nn::Linear>(store, "classifier.dense", d, d, true, w,
+                                          c.encoder.layer.activation);
+    drop2_ = std::make_unique<nn::Dropout>(store, c.dropout);
+    out_proj_ = std::make_unique<nn::Linear>(store, "classifier.out_proj", d, C, true, w);
+  } else {
+    pooler_ =
+        std::make_unique<nn::Linear>(store, c.encoder.prefix() + ".pooler.dense", d, d, true, w);
+    drop_ = std::make_unique<nn::Dropout>(store, c.dropout);
+    classifier_ = std::make_unique<nn::Linear>(store, "classifier", d, C, true, w);
+  }
+  head_range_ = {mark, nn::ParamRange::mark(store)};
+}
+
+Tensor BertForSequenceClassification::head_forward(const Tensor& h_cls, const Context& ctx) {
+  if (config_.roformer_head()) {
+    Tensor x = drop_->forward(h_cls, ctx);
+    x = dense_->forward(x, ctx);  // the activation fused
+    x = drop2_->forward(x, ctx);
+    return out_proj_->forward(x, ctx);
+  }
+  // tanh of the pooler on the host: ops has no tanh, and these B x d values
+  // cost nothing beside the encoder.
+  Tensor pre = pooler_->forward(h_cls, ctx);  // [B, d]
+  pooled_ = pre.to_floats();
+  for (float& v : pooled_) v = std::tanh(v);
+  Tensor x = Tensor::from_floats(pooled_, pre.shape(), pre.dtype(), pre.device());
+  x = drop_->forward(x, ctx);
+  return classifier_->forward(x, ctx);
+}
+
+Tensor BertForSequenceClassification::head_backward(const Tensor& dlogits) {
+  if (config_.roformer_head()) {
+    Tensor dx = out_proj_->backward(dlogits);
+    dx = drop2_->backward(dx);
+    dx = dense_->backward(dx);
+    return drop_->backward(dx);
+  }
+  Tensor dpooled = drop_->backward(classifier_->backward(dlogits));  // [B, d]
+  std::vector<float> g = dpooled.to_floats();
+  for (size_t i = 0; i < g.size(); ++i) g[i] *= 1.0f - pooled_[i] * pooled_[i];  // tanh'
+  Tensor dpre = Tensor::from_floats(g, dpooled.shape(), dpooled.dtype(), dpooled.device());
+  return pooler_->backward(dpre);
+}
+
+ClassificationSums BertForSequenceClassification::forward_loss(const ClassificationBatch& batch,
+                                                               const Context& ctx,
+                                                               std::vector<float>* logits_out) {
+  ctx_ = ctx;
+  Tensor h = encoder_.forward(batch.input_ids, batch.token_type_ids, batch.lengths, ctx);
+  B_ = h.size(0);
+  T_ = h.size(1);
+  const int64_t d = config_.encoder.layer.d_model, C = config_.num_labels;
+  std::vector<int32_t> rows(static_cast<size_t>(B_));
+  for (int64_t b = 0; b < B_; ++b) rows[static_cast<size_t>(b)] = static_cast<int32_t>(b * T_);
+  cls_rows_ = Tensor::from_ints(rows, {B_}, ctx.device);
+  Tensor h_cls = ctx.empty({B_, d});
+  ops::embedding_forward(cls_rows_, h.view({B_ * T_, d}), 1.0f, h_cls);  // gather [CLS]
+  logits_ = head_forward(h_cls, ctx);                                    // [B, C]
+  const std::vector<float> lg = logits_.to_floats();
+  if (logits_out) *logits_out = lg;
+
+  ClassificationSums sums;
+  labels_ = lse_ = Tensor();
+  residuals_.clear();
+  if (config_.regression && batch.targets.defined()) {
+    const std::vector<float> t = batch.targets.to_floats();
+    ROTOR_CHECK(static_cast<int64_t>(t.size()) == B_, "classifier: {} targets for {} rows",
+                t.size(), B_);
+    for (int64_t b = 0; b < B_; ++b) {
+      const double r = static_cast<double>(lg[static_cast<size_t>(b)]) - t[static_cast<size_t>(b)];
+      residuals_.push_back(static_cast<float>(r));
+      sums.loss += r * r;
+    }
+    sums.examples = B_;
+  } else if (!config_.regression && batch.labels.defined()) {
+    labels_ = batch.labels;
+    Tensor loss = Tensor::empty({B_}, DType::F32, ctx.device);
+    Tensor nll = Tensor::empty({B_}, DType::F32, ctx.device);
+    lse_ = Tensor::empty({B_}, DType::F32, ctx.device);
+    ops::cross_entropy_forward(logits_, labels_, 0.0f, -1, loss, nll, lse_);
+    sums.loss = ops::sum(nll);
+    sums.examples = B_;
+    sums.has_correct = true;
+    const std::vector<int32_t> y = labels_.to_ints();
+    for (int64_t b = 0; b < B_; ++b) {
+      const float* row = lg.data() + b * C;
+      sums.correct += std::max_element(row, row + C) - row == y[static_cast<size_t>(b)];
+    }
+  }
+  return sums;
+}
+
+void BertForSequenceClassification::backward(float grad_scale) {
+  const Context& ctx = ctx_;
+  ROTOR_CHECK(lse_.defined() || !residuals_.empty(),
+              "classifier backward without a loss (the batch had no labels)");
+  Tensor dlogits;  // [B, C]
+  if (config_.regression) {
+    // d(r^2)/dy = 2 r.
+    std::vector<float> g(residuals_.size());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = 2.0f * grad_scale * residuals_[i];
+    dlogits = Tensor::from_floats(g, logits_.shape(), logits_.dtype(), logits_.device());
+  } else {
+    dlogits = ctx.empty(logits_.shape());
+    ops::cross_entropy_backward(logits_, labels_, lse_, 0.0f, -1, grad_scale, dlogits);
+  }
+  Tensor dcls = head_backward(dlogits);  // [B, d]
+  ctx.report_grads_ready(*store_, head_range_);
+  const int64_t d = config_.encoder.layer.d_model;
+  Tensor dh = ctx.zeros({B_ * T_, d});
+  ops::embedding_backward(cls_rows_, dcls, 1.0f, dh, -1);  // scatter to the [CLS] rows
+  encoder_.backward(dh.view({B_, T_, d}), ctx);
+  logits_ = labels_ = lse_ = cls_rows_ = Tensor();
+  residuals_.clear();
+  pooled_.clear();
+  ctx_.grad_ready = nullptr;  // the listener lives only for this backward
+}
+
+}  // namespace rotor::models

@@ -1,0 +1,92 @@
+// Sequence classification and regression on the BERT/RoFormer encoder
+// (models/bert.h), Hugging Face BertForSequenceClassification /
+// RoFormerForSequenceClassification layout, so that a fine-tuned model
+// exports to, and imports from, those classes. Both read the final hidden
+// state of [CLS] (position 0) and differ in the head:
+//
+//   BERT (positions learned, sinusoidal, none):
+//     pooled = tanh(bert.pooler.dense(h_cls))          [B, d]
+//     logits = classifier(dropout(pooled))             [B, C]
+//   RoFormer (positions rope; Hugging Face RoFormerClassificationHead):
+//     x      = act(classifier.dense(dropout(h_cls)))   act = the layers' GELU (gelu_new)
+//     logits = classifier.out_proj(dropout(x))         [B, C]
+//
+// Parameter names (after the encoder's):
+//   bert.pooler.dense.{weight [d, d], bias [d]}, classifier.{weight [C, d], bias [C]}
+//   classifier.dense.{weight [d, d], bias [d]}, classifier.out_proj.{weight [C, d], bias [C]}
+//
+// The loss is Hugging Face's: cross-entropy over C classes, or for
+// regression (C = 1) the squared error; summed over the batch here, and the
+// trainer divides by the examples of the update (the mean, as Hugging Face).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "models/bert.h"
+
+namespace rotor::models {
+
+struct BertClassifierConfig {
+  BertConfig encoder;
+  int64_t num_labels = 2;   // C; 1 with regression
+  bool regression = false;  // squared error on one output instead of cross-entropy
+  float dropout = 0.1f;     // the head's dropout (Hugging Face: hidden_dropout_prob)
+  // True for RoFormer's head (dense + activation), false for BERT's pooler.
+  bool roformer_head() const { return encoder.position == nn::PositionKind::Rope; }
+};
+
+// One batch (tensors on the model's device).
+struct ClassificationBatch {
+  Tensor input_ids;       // i32 [B, T], right-padded with pad_id
+  Tensor token_type_ids;  // i32 [B, T], or undefined (segment 0)
+  Tensor lengths;         // i32 [B]
+  Tensor labels;          // i32 [B] class indices, or undefined (no loss)
+  Tensor targets;         // f32 [B] regression values, or undefined (no loss)
+  int64_t tokens = 0;     // non-pad tokens
+  ClassificationBatch to(Device device) const;
+};
+
+struct ClassificationSums {
+  double loss = 0;           // summed over the examples (0 without labels)
+  int64_t examples = 0;      // B when the batch has labels, else 0
+  int64_t correct = 0;       // argmax == label (classification)
+  bool has_correct = false;  // classification with labels
+};
+
+class BertForSequenceClassification {
+ public:
+  BertForSequenceClassification(const BertClassifierConfig& config, nn::ParameterStore& store);
+
+  // Forward, and the loss when the batch has labels or targets; keeps what
+  // backward needs. `logits`, when given, receives the host logits [B * C].
+  ClassificationSums forward_loss(const ClassificationBatch& batch, const nn::Context& ctx,
+                                  std::vector<float>* logits = nullptr);
+  // Backward of forward_loss: d(loss_sum * grad_scale); accumulates into the
+  // store's gradients. The batch must have had labels or targets.
+  void backward(float grad_scale);
+
+  const BertClassifierConfig& config() const { return config_; }
+
+ private:
+  Tensor head_forward(const Tensor& h_cls, const nn::Context& ctx);  // [B, d] -> [B, C]
+  Tensor head_backward(const Tensor& dlogits);                       // -> dh_cls [B, d]
+
+  BertClassifierConfig config_;
+  nn::ParameterStore* store_;
+  BertEncoder encoder_;
+  std::unique_ptr<nn::Linear> pooler_, classifier_;  // BERT
+  std::unique_ptr<nn::Linear> dense_, out_proj_;     // RoFormer
+  std::unique_ptr<nn::Dropout> drop_, drop2_;        // before the (last) projection(s)
+  nn::ParamRange head_range_;
+
+  // Saved for backward.
+  int64_t B_ = 0, T_ = 0;
+  Tensor cls_rows_;               // i32 [B]: flat indices b * T of the [CLS] states
+  std::vector<float> pooled_;     // BERT: tanh output [B * d] (its derivative is 1 - y^2)
+  Tensor logits_, labels_, lse_;  // [B, C], i32 [B], [B]
+  std::vector<float> residuals_;  // regression: prediction - target [B]
+  nn::Context ctx_;
+};
+
+}  // namespace rotor::models

@@ -1,0 +1,69 @@
+#include "train/classification.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "eval/glue_metrics.h"
+#include "train/task_data.h"
+
+namespace rotor::train {
+
+ClassificationOutputs classify(models::BertForSequenceClassification& model,
+                               const data::ClassificationSet& set, int64_t batch_size,
+                               Device device) {
+  const bool regression = model.config().regression;
+  ClassificationOutputs out;
+  out.num_labels = model.config().num_labels;
+  out.logits.reserve(static_cast<size_t>(set.size() * out.num_labels));
+  nn::Context ctx;
+  ctx.training = false;
+  ctx.device = device;
+  std::vector<float> lg;
+  for (int64_t first = 0; first < set.size(); first += batch_size) {
+    std::vector<int64_t> ids(static_cast<size_t>(std::min(batch_size, set.size() - first)));
+    std::iota(ids.begin(), ids.end(), first);
+    const data::ClassificationBatch b = data::make_classification_batch(set, ids, regression);
+    const models::ClassificationSums s = model.forward_loss(to_model_batch(b, device), ctx, &lg);
+    out.logits.insert(out.logits.end(), lg.begin(), lg.end());
+    TaskSums t;
+    t.loss = t.nll = s.loss;
+    t.tokens = s.examples;
+    t.all_tokens = b.tokens;
+    t.correct = s.correct;
+    t.has_correct = s.has_correct;
+    out.sums.add(t);
+  }
+  if (!regression) {
+    const size_t C = static_cast<size_t>(out.num_labels);
+    for (size_t i = 0; i < out.logits.size(); i += C)
+      out.predicted.push_back(static_cast<int32_t>(
+          std::max_element(out.logits.begin() + static_cast<std::ptrdiff_t>(i),
+                           out.logits.begin() + static_cast<std::ptrdiff_t>(i + C)) -
+          (out.logits.begin() + static_cast<std::ptrdiff_t>(i))));
+  }
+  return out;
+}
+
+std::vector<std::pair<ValidMetric, double>> glue_scores(const ClassificationOutputs& o,
+                                                        const data::ClassificationSet& set,
+                                                        bool regression) {
+  std::vector<std::pair<ValidMetric, double>> scores;
+  if (!set.has_labels) return scores;
+  if (regression) {
+    std::vector<double> x(o.logits.begin(), o.logits.end()), y;
+    for (const auto& ex : set.examples) y.push_back(ex.target);
+    scores.emplace_back(ValidMetric::Pearson, 100.0 * eval::pearson(x, y));
+    scores.emplace_back(ValidMetric::Spearman, 100.0 * eval::spearman(x, y));
+    return scores;
+  }
+  std::vector<int32_t> gold;
+  for (const auto& ex : set.examples) gold.push_back(ex.label);
+  if (o.num_labels == 2)
+    scores.emplace_back(ValidMetric::F1, 100.0 * eval::f1_score(o.predicted, gold));
+  scores.emplace_back(
+      ValidMetric::Mcc,
+      100.0 * eval::matthews_corrcoef(o.predicted, gold, static_cast<int32_t>(o.num_labels)));
+  return scores;
+}
+
+}  // namespace rotor::train

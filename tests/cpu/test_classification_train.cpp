@@ -1,0 +1,270 @@
+// Task classification end to end, through the rotor binary: a tiny RoFormer
+// pretrained (task mlm) and exported to Hugging Face initializes a classifier
+// (model.init_from), which learns a single-sentence task; validation reports
+// accuracy, f1 and mcc, checkpoints/best follows train.best_metric, data.test
+// is scored by the best model, `rotor predict` reproduces the best
+// validation and writes GLUE's submission layout, and the fine-tuned model
+// exports as a sequence classifier. A regressor trained from scratch reports
+// pearson and spearman. `rotor mlm-logits` writes a NumPy file. Bad inputs
+// are one line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/json_io.h"
+#include "support/run_rotor.h"
+#include "support/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using rotor::json_io::Json;
+using rotor::test::RunResult;
+using rotor::test::slurp;
+using rotor::test::TempDir;
+
+const char* kModel = R"(device: cpu
+seed: 5
+model:
+  encoder_layers: 2
+  d_model: 32
+  n_heads: 4
+  d_ff: 64
+  activation: gelu
+  layer_norm_eps: 1.0e-12
+  position: rope
+  max_positions: 48
+)";
+
+// Whether the number is odd: the last word says it ("twenty-three", "five").
+std::string parity(const std::string& english) {
+  for (const char* odd : {"one", "three", "five", "seven", "nine", "eleven", "thirteen", "fifteen",
+                          "seventeen", "nineteen"}) {
+    const std::string o = odd;
+    if (english.size() >= o.size() && english.compare(english.size() - o.size(), o.size(), o) == 0)
+      return "odd";
+  }
+  return "even";
+}
+
+size_t words(const std::string& s) {
+  std::istringstream in(s);
+  size_t n = 0;
+  for (std::string w; in >> w;) ++n;
+  return n;
+}
+
+class ClassificationTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto r = run("synth numbers-en-de --output " + (dir_ / "data") +
+                 " --train 1500 --valid 150 --test 60 --test-long 5 --seed 4");
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* split : {"train", "valid", "test"}) {
+      std::ifstream in(dir_ / "data/" + split + ".en");
+      std::ofstream cls(dir_ / std::string(split) + ".tsv"),
+          reg(dir_ / std::string(split) + "_reg.tsv");
+      std::ofstream unlabeled(dir_ / std::string(split) + "_nolabel.tsv");
+      cls << "label\tsentence\n";
+      reg << "sentence\tscore\n";
+      unlabeled << "index\tsentence\n";
+      int i = 0;
+      for (std::string line; std::getline(in, line); ++i) {
+        cls << parity(line) << "\t" << line << "\n";
+        reg << line << "\t" << words(line) * 0.5 << "\n";
+        unlabeled << i << "\t" << line << "\n";
+      }
+    }
+  }
+  RunResult run(const std::string& args) {
+    return rotor::test::run_rotor(dir_, args, "OMP_NUM_THREADS=1");
+  }
+  void write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+  }
+  std::vector<Json> records(const std::string& run, const std::string& split) {
+    std::vector<Json> found;
+    std::istringstream in(slurp(dir_ / run + "/metrics.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      Json j = Json::parse(line);
+      if (j.at("split").get<std::string>() == split) found.push_back(j);
+    }
+    return found;
+  }
+  // A tiny RoFormer pretrained for a few updates and exported to DIR/hf.
+  void pretrain() {
+    write("mlm.yaml", std::string(kModel) + "task: mlm\noutput_dir: " + (dir_ / "mlm") +
+                          "\ndata:\n  train: " + (dir_ / "data/train.en") +
+                          "\n  vocab_size: 150\n  seq_len: 48\ntrain:\n  max_updates: 20\n"
+                          "  batch_size: 16\noptim:\n  name: adamw\n  lr: 3.0e-3\n"
+                          "  warmup_updates: 2\n");
+    auto r = run("train " + (dir_ / "mlm.yaml"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run("export --checkpoint " + (dir_ / "mlm") + " --format hf --output " + (dir_ / "hf"));
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  std::string classifier_yaml(const std::string& extra = "") {
+    return std::string(kModel) + "  init_from: " + (dir_ / "hf") +
+           "\ntask: classification\noutput_dir: " + (dir_ / "cls") +
+           "\ndata:\n  train: " + (dir_ / "train.tsv") + "\n  valid: " + (dir_ / "valid.tsv") +
+           "\n  test: " + (dir_ / "test.tsv") +
+           "\n  labels: [even, odd]\n  seq_len: 48\ntrain:\n  max_updates: 160\n"
+           "  batch_size: 16\n  log_interval: 20\n  valid_interval: 40\n  save_interval: 80\n"
+           "  best_metric: mcc\noptim:\n  name: adamw\n  lr: 2.0e-3\n  warmup_updates: 10\n"
+           "  schedule: linear\n" +
+           extra;
+  }
+  TempDir dir_;
+};
+
+TEST_F(ClassificationTrain, FineTunesValidatesKeepsTheBestAndPredicts) {
+  pretrain();
+  write("cls.yaml", classifier_yaml());
+  auto r = run("train " + (dir_ / "cls.yaml"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string log = slurp(dir_ / "cls/train.log");
+  EXPECT_NE(log.find("parameters from a Hugging Face roformer; 4 newly initialized"),
+            std::string::npos)
+      << log;
+  const auto valid = records("cls", "valid");
+  ASSERT_EQ(valid.size(), 4u);  // updates 40, 80, 120, 160
+  double best = -1e9;
+  int64_t best_step = 0;
+  for (const auto& v : valid) {
+    for (const char* k : {"loss", "accuracy", "f1", "mcc"})
+      ASSERT_TRUE(v.contains(k)) << k << " missing in " << v.dump();
+    EXPECT_FALSE(v.contains("pearson"));
+    const double mcc = v.at("mcc").get<double>();
+    if (mcc > best) best = mcc, best_step = v.at("step").get<int64_t>();
+  }
+  // The task is learned: odd or even is the last word.
+  EXPECT_GT(valid.back().at("accuracy").get<double>(), 0.8) << valid.back().dump();
+  EXPECT_GT(best, 50.0);
+  const Json state = rotor::json_io::load(dir_ / "cls/checkpoints/best/trainer_state.json");
+  EXPECT_EQ(state.at("best_metric").get<std::string>(), "mcc");
+  EXPECT_EQ(state.at("best_step").get<int64_t>(), best_step);
+  const auto test = records("cls", "test");
+  ASSERT_EQ(test.size(), 1u);
+  EXPECT_NE(log.find("test: the best model (mcc"), std::string::npos);
+
+  // predict with the best model reproduces its validation.
+  r = run("predict --checkpoint " + (dir_ / "cls") + ":best --input " + (dir_ / "valid.tsv") +
+          " --output " + (dir_ / "valid.pred"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find(fmt::format("mcc {:.2f}", best)), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("predict: 150 examples"), std::string::npos) << r.err;
+  // A file without labels: GLUE's submission layout.
+  r = run("predict --checkpoint " + (dir_ / "cls") + ":best --input " +
+          (dir_ / "test_nolabel.tsv") + " --output " + (dir_ / "test.pred") + " --scores");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream pred(slurp(dir_ / "test.pred"));
+  std::string line;
+  std::getline(pred, line);
+  EXPECT_EQ(line, "index\tprediction\tlogit_even\tlogit_odd");
+  int n = 0;
+  for (; std::getline(pred, line); ++n) {
+    EXPECT_EQ(line.rfind(std::to_string(n) + "\t", 0), 0u) << line;
+    EXPECT_TRUE(line.find("\todd\t") != std::string::npos ||
+                line.find("\teven\t") != std::string::npos)
+        << line;
+  }
+  EXPECT_EQ(n, 60);
+  EXPECT_EQ(r.err.find("accuracy"), std::string::npos);  // no labels: no scores
+
+  // The fine-tuned model exports as a sequence classifier.
+  r = run("export --checkpoint " + (dir_ / "cls") + ":best --format hf --output " + (dir_ / "hfc"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json cfg = rotor::json_io::load(dir_ / "hfc/config.json");
+  EXPECT_EQ(cfg.at("architectures").at(0).get<std::string>(), "RoFormerForSequenceClassification");
+  EXPECT_EQ(cfg.at("id2label").at("1").get<std::string>(), "odd");
+  EXPECT_EQ(cfg.at("problem_type").get<std::string>(), "single_label_classification");
+
+  // mlm-logits of the pretrained model as a NumPy file: [N, T, V].
+  write("lines.txt", "seven hundred\none\tdrei\n");
+  r = run("mlm-logits --checkpoint " + (dir_ / "mlm") + " --input " + (dir_ / "lines.txt") +
+          " --output " + (dir_ / "lg.npy"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string npy = slurp(dir_ / "lg.npy");
+  ASSERT_GT(npy.size(), 128u);
+  EXPECT_EQ(npy.substr(0, 6), "\x93NUMPY");
+  const size_t header =
+      static_cast<unsigned char>(npy[8]) + 256 * static_cast<unsigned char>(npy[9]);
+  EXPECT_EQ((10 + header) % 64, 0u);
+  EXPECT_NE(npy.find("'descr': '<f4'"), std::string::npos);
+  const size_t shape = npy.find("'shape': (2, ");
+  ASSERT_NE(shape, std::string::npos) << npy.substr(0, 10 + header);
+  const int64_t T = std::stoll(npy.substr(shape + 13));
+  EXPECT_EQ(npy.size(), 10 + header + static_cast<size_t>(2 * T * 150 * 4));
+}
+
+TEST_F(ClassificationTrain, RegressionFromScratchReportsCorrelations) {
+  auto r = run("spm-train --input " + (dir_ / "data/train.en") + " --model-prefix " +
+               (dir_ / "spm") + " --vocab-size 150 --user-defined-symbols [MASK],[CLS],[SEP]");
+  ASSERT_EQ(r.code, 0) << r.err;
+  write("reg.yaml", std::string(kModel) + "task: classification\noutput_dir: " + (dir_ / "reg") +
+                        "\ndata:\n  train: " + (dir_ / "train_reg.tsv") + "\n  valid: " +
+                        (dir_ / "valid_reg.tsv") + "\n  spm_model: " + (dir_ / "spm.model") +
+                        "\n  label_column: score\n  regression: true\n  seq_len: 48\n"
+                        "train:\n  max_updates: 150\n  batch_size: 16\n  valid_interval: 30\n"
+                        "  save_interval: 150\n  best_metric: spearman\noptim:\n  lr: 2.0e-3\n"
+                        "  warmup_updates: 5\n");
+  r = run("train " + (dir_ / "reg.yaml"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto valid = records("reg", "valid");
+  ASSERT_EQ(valid.size(), 5u);
+  for (const auto& v : valid) {
+    EXPECT_TRUE(v.contains("pearson") && v.contains("spearman")) << v.dump();
+    EXPECT_FALSE(v.contains("accuracy"));
+  }
+  // The length of a number in words is learned (slowly, from scratch).
+  EXPECT_GT(valid.back().at("pearson").get<double>(), 20.0) << valid.back().dump();
+  EXPECT_GT(valid.back().at("pearson").get<double>(), valid.front().at("pearson").get<double>());
+  r = run("predict --checkpoint " + (dir_ / "reg") + " --input " + (dir_ / "valid_reg.tsv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("| pearson "), std::string::npos) << r.err;
+  std::istringstream out(r.out);
+  std::string line;
+  std::getline(out, line);
+  EXPECT_EQ(line, "index\tprediction");
+  std::getline(out, line);
+  EXPECT_TRUE(std::isfinite(std::stod(line.substr(line.find('\t') + 1)))) << line;
+}
+
+TEST_F(ClassificationTrain, BadInputsAreOneLine) {
+  auto one_line = [](const RunResult& r, const std::string& expect) {
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("rotor: error:"), std::string::npos) << r.err;
+  };
+  pretrain();
+  // No tokenizer: classification does not train one.
+  write("a.yaml", classifier_yaml());
+  one_line(run("train " + (dir_ / "a.yaml") +
+               " --set model.init_from= --set output_dir=" + (dir_ / "a")),
+           "task classification reads the tokenizer of its encoder");
+  // A pretrained model of another size.
+  one_line(
+      run("train " + (dir_ / "a.yaml") + " --set model.d_ff=128 --set output_dir=" + (dir_ / "b")),
+      "config.json: intermediate_size is 64, but model.d_ff is 128");
+  // A label the config does not list.
+  one_line(run("train " + (dir_ / "a.yaml") +
+               " --set data.labels=[even,odd2] --set output_dir=" + (dir_ / "c")),
+           "train.tsv:5: label \"odd\" is not one of data.labels [even, odd2]");
+  // Commands given the other task's checkpoint.
+  one_line(run("predict --checkpoint " + (dir_ / "mlm") + " --input " + (dir_ / "valid.tsv")),
+           "predict runs task-classification models");
+  write("ids.txt", "5 7 999\n");
+  one_line(run("mlm-logits --checkpoint " + (dir_ / "mlm") + " --input " + (dir_ / "ids.txt") +
+               " --input-format ids --output " + (dir_ / "x.npy")),
+           "token id 999 outside the vocabulary [0, 150)");
+  one_line(run("mlm-logits --checkpoint " + (dir_ / "mlm") + " --input " + (dir_ / "ids.txt") +
+               " --output " + (dir_ / "x.txt")),
+           "name a .npy or .safetensors file");
+}
+
+}  // namespace

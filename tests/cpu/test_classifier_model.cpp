@@ -1,0 +1,237 @@
+// The sequence classifier (models/bert_classifier.h): finite-difference
+// gradient checks of the whole model and its heads (BERT's pooler + tanh and
+// classifier; RoFormer's dense + GELU and out_proj; cross-entropy and squared
+// error; dropout on with fixed masks), in fp32 the robust way (central
+// differences on the loss, tolerance 2e-3 + 2e-2 |analytic|, every parameter
+// with a nonzero gradient); the loss against one computed here from the
+// logits; Hugging Face's parameter names; the grad_ready reports; batches
+// without labels.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "models/bert_classifier.h"
+#include "support/test_util.h"
+
+namespace rotor {
+namespace {
+
+constexpr double kStep = 5e-3;
+
+void jitter(nn::ParameterStore& store, uint64_t seed, float amount) {
+  std::vector<float> v = store.values().to_floats();
+  std::vector<float> n = test::random_floats(v.size(), seed, -amount, amount);
+  for (size_t i = 0; i < v.size(); ++i) v[i] += n[i];
+  store.values().copy_from(Tensor::from_floats(v, {static_cast<int64_t>(v.size())}));
+}
+
+models::BertClassifierConfig tiny(bool roformer, bool regression) {
+  models::BertClassifierConfig c;
+  c.encoder.vocab_size = 40;
+  c.encoder.num_layers = 2;
+  c.encoder.layer = models::bert_base_layer();
+  c.encoder.layer.d_model = 16;
+  c.encoder.layer.n_heads = 2;
+  c.encoder.layer.d_ff = 32;
+  c.encoder.layer.layer_norm_eps = 1e-12f;
+  c.encoder.position = roformer ? nn::PositionKind::Rope : nn::PositionKind::Learned;
+  c.encoder.max_positions = 16;
+  c.encoder.init_std = 0.3;
+  c.regression = regression;
+  c.num_labels = regression ? 1 : 3;
+  c.dropout = 0.1f;
+  return c;
+}
+
+// Three rows ([CLS] a [SEP] b [SEP], padded), token types, labels or targets.
+models::ClassificationBatch tiny_batch(bool regression) {
+  models::ClassificationBatch b;
+  const int64_t B = 3, T = 7;
+  b.input_ids = Tensor::from_ints(
+      {5, 12, 8, 6, 17, 9, 6, 5, 22, 6, 11, 6, 0, 0, 5, 30, 31, 32, 6, 0, 0}, {B, T});
+  b.token_type_ids =
+      Tensor::from_ints({0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {B, T});
+  b.lengths = Tensor::from_ints({7, 5, 5}, {B});
+  if (regression)
+    b.targets = Tensor::from_floats({0.5f, -1.25f, 2.0f}, {B});
+  else
+    b.labels = Tensor::from_ints({2, 0, 1}, {B});
+  b.tokens = 17;
+  return b;
+}
+
+struct HeadCase {
+  bool roformer, regression;
+  const char* name;
+};
+
+class ClassifierGrad : public ::testing::TestWithParam<HeadCase> {};
+
+TEST_P(ClassifierGrad, MatchesFiniteDifferences) {
+  const HeadCase hc = GetParam();
+  nn::ParameterStore store;
+  models::BertForSequenceClassification model(tiny(hc.roformer, hc.regression), store);
+  store.allocate(Device::cpu());
+  store.initialize(1);
+  jitter(store, 2, 0.1f);
+  nn::Parameter* word =
+      store.find(model.config().encoder.prefix() + ".embeddings.word_embeddings.weight");
+  ASSERT_NE(word, nullptr);
+  for (int64_t j = 0; j < 16; ++j) word->value.data<float>()[j] = 0.0f;  // the pad row
+  const models::ClassificationBatch batch = tiny_batch(hc.regression);
+  nn::Context ctx;
+  ctx.training = true;  // dropout on: the same masks in every call (same step)
+  ctx.seed = 3;
+  ctx.step = 2;
+  auto objective = [&]() { return model.forward_loss(batch, ctx).loss; };
+  store.zero_grad();
+  std::vector<float> logits;
+  const models::ClassificationSums s = model.forward_loss(batch, ctx, &logits);
+  EXPECT_EQ(s.examples, 3);
+  EXPECT_EQ(s.has_correct, !hc.regression);
+  // The loss from the logits, computed here.
+  const int64_t C = model.config().num_labels;
+  ASSERT_EQ(static_cast<int64_t>(logits.size()), 3 * C);
+  double expect = 0;
+  int64_t correct = 0;
+  for (int64_t b = 0; b < 3; ++b) {
+    const float* row = logits.data() + b * C;
+    if (hc.regression) {
+      const double r = row[0] - batch.targets.to_floats()[static_cast<size_t>(b)];
+      expect += r * r;
+      continue;
+    }
+    const int32_t y = batch.labels.to_ints()[static_cast<size_t>(b)];
+    double z = 0;
+    for (int64_t k = 0; k < C; ++k) z += std::exp(static_cast<double>(row[k]));
+    expect += std::log(z) - row[y];
+    correct += std::max_element(row, row + C) - row == y;
+  }
+  EXPECT_NEAR(s.loss, expect, 1e-5 * std::max(1.0, expect));
+  EXPECT_EQ(s.correct, correct);
+  model.backward(1.0f);
+
+  const std::vector<float> grads = store.grads().to_floats();
+  float* values = store.values().data<float>();
+  int checked = 0;
+  for (const auto& p : store.parameters()) {
+    const int64_t n = shape_numel(p->shape);
+    double max_abs = 0;
+    for (int64_t i = 0; i < n; ++i)
+      max_abs = std::max(max_abs, std::abs(static_cast<double>(grads[p->offset + i])));
+    // Without rotation the key bias shifts all of a query's scores alike
+    // (softmax cancels it): exactly zero gradient, checked below all the same.
+    if (p->name.find("attention.self.key.bias") == std::string::npos || hc.roformer) {
+      EXPECT_GT(max_abs, 0.0) << p->name << " got no gradient";
+    }
+    PhiloxRng rng(7, p->offset);
+    for (int k = 0; k < 6; ++k) {
+      int64_t i = static_cast<int64_t>(rng.below(static_cast<uint64_t>(n)));
+      for (int tries = 0; tries < 20 && grads[p->offset + i] == 0.0f; ++tries)
+        i = static_cast<int64_t>(rng.below(static_cast<uint64_t>(n)));
+      float& w = values[p->offset + i];
+      const float w0 = w;
+      w = w0 + static_cast<float>(kStep);
+      const double fp = objective();
+      w = w0 - static_cast<float>(kStep);
+      const double fm = objective();
+      w = w0;
+      const double numeric = (fp - fm) / (2 * kStep);
+      const double an = grads[p->offset + i];
+      EXPECT_NEAR(an, numeric, 2e-3 + 2e-2 * std::abs(an)) << p->name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, ClassifierGrad,
+                         ::testing::Values(HeadCase{false, false, "bert_classes"},
+                                           HeadCase{false, true, "bert_regression"},
+                                           HeadCase{true, false, "roformer_classes"},
+                                           HeadCase{true, true, "roformer_regression"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Classifier, HuggingFaceHeadNames) {
+  for (bool roformer : {false, true}) {
+    nn::ParameterStore store;
+    models::BertForSequenceClassification model(tiny(roformer, false), store);
+    std::map<std::string, Shape> head;
+    for (const auto& p : store.parameters())
+      if (p->name.find("pooler") != std::string::npos || p->name.rfind("classifier", 0) == 0)
+        head[p->name] = p->shape;
+    const std::map<std::string, Shape> want =
+        roformer ? std::map<std::string, Shape>{{"classifier.dense.weight", {16, 16}},
+                                                {"classifier.dense.bias", {16}},
+                                                {"classifier.out_proj.weight", {3, 16}},
+                                                {"classifier.out_proj.bias", {3}}}
+                 : std::map<std::string, Shape>{{"bert.pooler.dense.weight", {16, 16}},
+                                                {"bert.pooler.dense.bias", {16}},
+                                                {"classifier.weight", {3, 16}},
+                                                {"classifier.bias", {3}}};
+    EXPECT_EQ(head, want);
+    // The head comes after the encoder (grad_ready reports it first).
+    EXPECT_EQ(store.parameters().back()->name,
+              roformer ? "classifier.out_proj.bias" : "classifier.bias");
+  }
+}
+
+TEST(Classifier, GradScaleScalesAndEveryParameterIsReportedOnce) {
+  for (bool roformer : {false, true}) {
+    nn::ParameterStore store;
+    models::BertForSequenceClassification model(tiny(roformer, false), store);
+    store.allocate(Device::cpu());
+    store.initialize(4);
+    const models::ClassificationBatch batch = tiny_batch(false);
+    nn::Context ctx;
+    ctx.training = true;
+    ctx.seed = 1;
+    store.zero_grad();
+    model.forward_loss(batch, ctx);
+    model.backward(1.0f);
+    const std::vector<float> g1 = store.grads().to_floats();
+    store.zero_grad();
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    ctx.grad_ready = [&](int64_t b, int64_t e) { ranges.emplace_back(b, e); };
+    model.forward_loss(batch, ctx);
+    model.backward(4.0f);
+    const std::vector<float> g4 = store.grads().to_floats();
+    for (size_t i = 0; i < g1.size(); ++i)
+      ASSERT_NEAR(g4[i], 4.0f * g1[i], 1e-5f + 1e-4f * std::abs(g1[i])) << i;
+    // Descending, back to back, covering the whole buffer once.
+    ASSERT_FALSE(ranges.empty());
+    EXPECT_EQ(ranges.front().second, store.numel());
+    for (size_t i = 1; i < ranges.size(); ++i) EXPECT_EQ(ranges[i].second, ranges[i - 1].first);
+    EXPECT_EQ(ranges.back().first, 0);
+  }
+}
+
+TEST(Classifier, BatchWithoutLabelsGivesLogitsOnly) {
+  nn::ParameterStore store;
+  models::BertForSequenceClassification model(tiny(false, false), store);
+  store.allocate(Device::cpu());
+  store.initialize(5);
+  models::ClassificationBatch batch = tiny_batch(false);
+  batch.labels = Tensor();
+  nn::Context ctx;
+  std::vector<float> logits;
+  const models::ClassificationSums s = model.forward_loss(batch, ctx, &logits);
+  EXPECT_EQ(s.examples, 0);
+  EXPECT_EQ(s.loss, 0.0);
+  EXPECT_EQ(logits.size(), 9u);
+  EXPECT_THROW(model.backward(1.0f), Error);
+  // Inference is deterministic (no dropout) and independent of the batch:
+  // row 1 alone gives the same logits as in the batch of three.
+  models::ClassificationBatch one;
+  one.input_ids = Tensor::from_ints({5, 22, 6, 11, 6}, {1, 5});
+  one.token_type_ids = Tensor::from_ints({0, 0, 0, 1, 1}, {1, 5});
+  one.lengths = Tensor::from_ints({5}, {1});
+  std::vector<float> alone;
+  model.forward_loss(one, ctx, &alone);
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(alone[k], logits[3 + k], 1e-5) << k;
+}
+
+}  // namespace
+}  // namespace rotor

@@ -1,0 +1,271 @@
+// model.init_from (checkpoint/import_hf.h): rotor -> Hugging Face -> rotor is
+// bitwise for BERT and RoFormer, masked-LM and classifiers; a masked-LM
+// export initializes a classifier's encoder and leaves its head fresh; every
+// architecture mismatch, a pickle-only directory, a missing or misshapen
+// tensor and a foreign RoFormer table are one clear error; F16 weights,
+// legacy LayerNorm names and sharded files are read.
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/export_hf.h"
+#include "checkpoint/import_hf.h"
+#include "checkpoint/safetensors.h"
+#include "config/config.h"
+#include "core/io.h"
+#include "core/json_io.h"
+#include "models/model_config.h"
+#include "support/test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace rotor {
+namespace {
+
+constexpr int64_t V = 50;
+
+Config make_config(const std::string& task, const std::string& position) {
+  std::string yaml = "task: " + task +
+                     "\nmodel:\n  encoder_layers: 2\n  d_model: 16\n  n_heads: 2\n  d_ff: 32\n"
+                     "  activation: gelu\n  layer_norm_eps: 1.0e-12\n  position: " +
+                     position + "\n  max_positions: 24\ndata:\n  seq_len: 24\n";
+  if (task == "classification") yaml += "  labels: [a, b, c]\n";
+  return load_config_from_string(yaml);
+}
+
+// Registers the model of `c` in `store`, allocated, initialized from `seed`
+// and moved off its init so that every value is distinct.
+void build(const Config& c, nn::ParameterStore& store, uint64_t seed) {
+  if (c.task == Task::Classification) {
+    models::BertForSequenceClassification m(models::bert_classifier_config(c, V), store);
+  } else {
+    models::BertForMaskedLM m(models::bert_config(c, V), store);
+  }
+  store.allocate(Device::cpu());
+  store.initialize(seed);
+  std::vector<float> v = store.values().to_floats();
+  const std::vector<float> n = test::random_floats(v.size(), seed + 1, -0.1f, 0.1f);
+  for (size_t i = 0; i < v.size(); ++i) v[i] += n[i];
+  store.values().copy_from(Tensor::from_floats(v, {static_cast<int64_t>(v.size())}));
+}
+
+// A checkpoint of `c` (as the trainer writes it) exported to DIR/hf.
+std::vector<float> export_model(const Config& c, const test::TempDir& dir, uint64_t seed = 1) {
+  nn::ParameterStore store;
+  build(c, store, seed);
+  const std::string ckpt = dir / "ckpt";
+  fs::create_directories(ckpt);
+  const std::string yaml = dump_config(c);
+  checkpoint::save_weights(ckpt + "/model.safetensors", store, yaml);
+  atomic_write_file(ckpt + "/config.yaml", yaml);
+  checkpoint::export_hf(ckpt, dir / "hf");
+  return store.values().to_floats();
+}
+
+checkpoint::HfImportResult import_into(const Config& c, const std::string& dir,
+                                       nn::ParameterStore& store) {
+  build(c, store, 99);  // other values than the exported ones
+  return checkpoint::import_hf(dir, c, store);
+}
+
+std::string import_error(const Config& c, const std::string& dir) {
+  nn::ParameterStore store;
+  try {
+    import_into(c, dir, store);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+struct RoundTripCase {
+  const char* task;
+  const char* position;
+};
+
+class HfRoundTrip : public ::testing::TestWithParam<RoundTripCase> {};
+
+TEST_P(HfRoundTrip, IsBitwise) {
+  const Config c = make_config(GetParam().task, GetParam().position);
+  test::TempDir tmp;
+  const std::vector<float> original = export_model(c, tmp);
+  nn::ParameterStore store;
+  const checkpoint::HfImportResult r = import_into(c, tmp / "hf", store);
+  EXPECT_EQ(r.model_type, c.model.position == nn::PositionKind::Rope ? "roformer" : "bert");
+  EXPECT_TRUE(r.fresh.empty());
+  EXPECT_TRUE(r.unused.empty()) << r.unused.front();
+  EXPECT_EQ(r.loaded, static_cast<int64_t>(store.parameters().size()));
+  EXPECT_EQ(store.values().to_floats(), original);  // bitwise
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfRoundTrip,
+                         ::testing::Values(RoundTripCase{"mlm", "learned"},
+                                           RoundTripCase{"mlm", "rope"},
+                                           RoundTripCase{"classification", "learned"},
+                                           RoundTripCase{"classification", "rope"}),
+                         [](const auto& info) {
+                           return std::string(info.param.task) + "_" + info.param.position;
+                         });
+
+TEST(HfImport, MaskedLmExportInitializesTheClassifierEncoder) {
+  for (const char* position : {"learned", "rope"}) {
+    test::TempDir tmp;
+    const Config mlm = make_config("mlm", position);
+    nn::ParameterStore pre;
+    build(mlm, pre, 1);
+    export_model(mlm, tmp, 1);
+    const Config cls = make_config("classification", position);
+    nn::ParameterStore store;
+    const checkpoint::HfImportResult r = import_into(cls, tmp / "hf", store);
+    EXPECT_EQ(r.fresh.size(), 4u);   // the pooler or dense, and the classifier
+    EXPECT_EQ(r.unused.size(), 5u);  // the MLM head
+    for (const auto& p : store.parameters()) {
+      const nn::Parameter* q = pre.find(p->name);
+      if (q) {
+        EXPECT_EQ(p->value.to_floats(), q->value.to_floats()) << p->name;
+      } else {
+        EXPECT_NE(std::find(r.fresh.begin(), r.fresh.end(), p->name), r.fresh.end()) << p->name;
+      }
+    }
+    EXPECT_NE(r.summary("D").find("4 newly initialized"), std::string::npos);
+  }
+}
+
+// Rewrites one key of DIR/config.json.
+void set_key(const std::string& dir, const std::string& key, const json_io::Json& value) {
+  json_io::Json j = json_io::load(dir + "/config.json");
+  j[key] = value;
+  atomic_write_file(dir + "/config.json", j.dump(2));
+}
+
+TEST(HfImport, ArchitectureMismatchesAreOneLine) {
+  test::TempDir tmp;
+  const Config c = make_config("mlm", "rope");
+  export_model(c, tmp);
+  const std::string hf = tmp / "hf";
+  const std::string cfg = read_file(hf + "/config.json");
+  struct Case {
+    const char* key;
+    json_io::Json value;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"hidden_size", 32, "hidden_size is 32, but model.d_model is 16"},
+      {"num_hidden_layers", 3, "num_hidden_layers is 3, but model.encoder_layers is 2"},
+      {"num_attention_heads", 4, "num_attention_heads is 4, but model.n_heads is 2"},
+      {"intermediate_size", 64, "intermediate_size is 64, but model.d_ff is 32"},
+      {"vocab_size", 51, "vocab_size is 51, but the tokenizer's vocabulary size is 50"},
+      {"max_position_embeddings", 512,
+       "max_position_embeddings is 512, but model.max_positions is 24"},
+      {"type_vocab_size", 1, "type_vocab_size is 1, but model.type_vocab_size is 2"},
+      {"hidden_act", "relu", "hidden_act is relu, but model.activation is gelu"},
+      {"layer_norm_eps", 1e-5, "layer_norm_eps is 1e-05, but model.layer_norm_eps is 1e-12"},
+      {"model_type", "bert",
+       "model_type bert has learned absolute positions, but model.position is rope"},
+      {"model_type", "gpt2", "model_type is gpt2; rotor initializes from bert or roformer"},
+      {"rotary_value", true, "rotary_value is true"},
+      {"embedding_size", 8, "embedding_size is 8, but hidden_size"},
+      {"tie_word_embeddings", false, "tie_word_embeddings is false"},
+  };
+  for (const Case& k : cases) {
+    atomic_write_file(hf + "/config.json", cfg);
+    set_key(hf, k.key, k.value);
+    const std::string e = import_error(c, hf);
+    EXPECT_NE(e.find(k.expect), std::string::npos) << k.key << ": " << e;
+    EXPECT_NE(e.find("config.json: "), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  // gelu (erf) and gelu_new both run as rotor's GELU; the former with a note.
+  atomic_write_file(hf + "/config.json", cfg);
+  set_key(hf, "hidden_act", "gelu");
+  nn::ParameterStore store;
+  EXPECT_FALSE(import_into(c, hf, store).notes.empty());
+}
+
+TEST(HfImport, FilesAndTensorsAreChecked) {
+  test::TempDir tmp;
+  const Config c = make_config("classification", "learned");
+  export_model(c, tmp);
+  const std::string hf = tmp / "hf";
+  // Another label count: the classifier's shape.
+  const Config four = load_config_from_string(dump_config(c), "x", {"data.labels=[a, b, c, d]"});
+  EXPECT_NE(
+      import_error(four, hf).find("classifier.weight has shape [3, 16], the model expects [4, 16]"),
+      std::string::npos);
+  // A missing encoder tensor.
+  checkpoint::NamedTensors w = checkpoint::load_safetensors(hf + "/model.safetensors");
+  checkpoint::NamedTensors less(w.begin(), w.end());
+  less.erase(std::find_if(less.begin(), less.end(), [](const auto& t) {
+    return t.first == "bert.encoder.layer.1.output.dense.weight";
+  }));
+  checkpoint::save_safetensors(hf + "/model.safetensors", less);
+  EXPECT_NE(import_error(c, hf).find("lack bert.encoder.layer.1.output.dense.weight"),
+            std::string::npos);
+  // Only a pickle: refused.
+  fs::remove(hf + "/model.safetensors");
+  atomic_write_file(hf + "/pytorch_model.bin", "not even a pickle");
+  EXPECT_NE(import_error(c, hf).find("pytorch_model.bin (a pickle, which runs code"),
+            std::string::npos);
+  fs::remove(hf + "/pytorch_model.bin");
+  EXPECT_NE(import_error(c, hf).find("no model.safetensors"), std::string::npos);
+  EXPECT_NE(import_error(c, tmp / "nowhere").find("not a directory"), std::string::npos);
+  fs::remove(hf + "/config.json");
+  EXPECT_NE(import_error(c, hf).find("no config.json"), std::string::npos);
+}
+
+TEST(HfImport, HalfPrecisionLegacyNamesAndShards) {
+  test::TempDir tmp;
+  const Config c = make_config("mlm", "learned");
+  const std::vector<float> original = export_model(c, tmp);
+  const std::string hf = tmp / "hf";
+  checkpoint::NamedTensors w = checkpoint::load_safetensors(hf + "/model.safetensors");
+  // Half the tensors in a second shard; LayerNorm as gamma/beta; every weight F16.
+  checkpoint::NamedTensors a, b;
+  json_io::Json map = json_io::Json::object();
+  for (size_t i = 0; i < w.size(); ++i) {
+    std::string name = w[i].first;
+    for (const auto& [from, to] :
+         {std::pair<std::string, std::string>{"LayerNorm.weight", "LayerNorm.gamma"},
+          {"LayerNorm.bias", "LayerNorm.beta"}})
+      if (name.size() > from.size() &&
+          name.compare(name.size() - from.size(), from.size(), from) == 0)
+        name = name.substr(0, name.size() - from.size()) + to;
+    const Tensor& t = w[i].second;
+    Tensor h = Tensor::from_floats(t.to_floats(), t.shape(), DType::F16);
+    (i % 2 ? a : b).emplace_back(name, h);
+    map[name] = i % 2 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  fs::remove(hf + "/model.safetensors");
+  checkpoint::save_safetensors(hf + "/model-00001-of-00002.safetensors", a);
+  checkpoint::save_safetensors(hf + "/model-00002-of-00002.safetensors", b);
+  json_io::Json index = json_io::Json::object();
+  index["weight_map"] = map;
+  atomic_write_file(hf + "/model.safetensors.index.json", index.dump());
+  nn::ParameterStore store;
+  const checkpoint::HfImportResult r = import_into(c, hf, store);
+  EXPECT_TRUE(r.unused.empty());
+  const std::vector<float> got = store.values().to_floats();
+  ASSERT_EQ(got.size(), original.size());
+  for (size_t i = 0; i < got.size(); ++i)  // F16 rounding only
+    ASSERT_NEAR(got[i], original[i], 1e-3 * std::max(1.0f, std::abs(original[i]))) << i;
+}
+
+TEST(HfImport, RoformerTableMustBeTheSinusoid) {
+  test::TempDir tmp;
+  const Config c = make_config("mlm", "rope");
+  export_model(c, tmp);
+  const std::string hf = tmp / "hf";
+  checkpoint::NamedTensors w = checkpoint::load_safetensors(hf + "/model.safetensors");
+  for (auto& [name, t] : w)
+    if (name == "roformer.encoder.embed_positions.weight") {
+      std::vector<float> v = t.to_floats();
+      v[20] += 0.5f;
+      t = Tensor::from_floats(v, t.shape());
+    }
+  checkpoint::save_safetensors(hf + "/model.safetensors", w);
+  EXPECT_NE(import_error(c, hf).find("is not RoFormer's sinusoid table (element 20"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace rotor
