@@ -5,8 +5,11 @@
 #   CUDA_ARCHS=90            CUDA architectures to build (default 90)
 #   BUILD_DIR=build          build directory
 #   CTEST_ARGS="-L cpu"      extra ctest arguments
+#   FUZZ=0                   skip the fuzzers (scripts/fuzz.sh, run after ctest:
+#                            a clang build and FUZZ_SECONDS=30 per target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$(pwd)
 
 bash scripts/deps.sh --with-python
 
@@ -27,3 +30,6 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # OpenMPI refuses root without these; they are harmless otherwise.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --output-on-failure -j "$jobs" ${CTEST_ARGS:-}
+if [[ "${FUZZ:-1}" != 0 ]]; then
+  bash "$root/scripts/fuzz.sh"
+fi
