@@ -1,22 +1,107 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages rotor needs (only the missing ones).
 # As root it runs apt-get; otherwise it prints the exact command and fails.
-# Usage: scripts/deps.sh [--with-python]   (--with-python: PyTorch for tests/reference)
+# Usage: scripts/deps.sh [--with-python]   (--with-python: PyTorch for tests/reference,
+#   and the tensorboard package from PyPI in .venv for the TensorBoard tests)
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev
   libsentencepiece-dev sentencepiece libcli11-dev nlohmann-json3-dev libgtest-dev libopenblas-dev
-  libopenblas-openmp-dev
-  libopenmpi-dev openmpi-bin libgloo-dev)
+  libopenblas-openmp-dev libprotobuf-dev protobuf-compiler libboost-dev
+  libopenmpi-dev openmpi-bin libgloo-dev
+  clang-14 libclang-rt-14-dev libomp-14-dev)  # the fuzzers (scripts/fuzz.sh): clang, libFuzzer
 if [[ "${1:-}" == "--with-python" ]]; then
-  packages+=(python3 python3-numpy python3-torch python3-matplotlib)
+  packages+=(python3 python3-numpy python3-torch python3-matplotlib python3-venv
+    python3-sentencepiece)  # the SentencePiece of rotor's C++ library, for the HF export test
 fi
+
+# tensorboard is not a Debian package: pip installs it into .venv (git-ignored),
+# a virtual environment of Debian's python3 made with --system-site-packages,
+# so that it also sees python3-torch and numpy from apt. A venv rather than
+# `pip install --break-system-packages`: Debian's python3 is externally managed
+# (PEP 668), and pip there would put tensorboard's dependencies (protobuf,
+# grpcio, ...) beside apt's modules for every user of the machine; the venv
+# touches nothing outside the checkout and `rm -rf .venv` undoes it. The tests
+# look for .venv/bin/python3 first (tests/CMakeLists.txt). Offline, the
+# install fails with a warning, not an error: the tests that need it skip.
+python_packages() {
+  [[ "${1:-}" == "--with-python" ]] || return 0
+  if [[ ! -x .venv/bin/python3 ]] && ! /usr/bin/python3 -m venv --system-site-packages .venv; then
+    echo "rotor: warning: cannot create .venv: the TensorBoard tests will skip" >&2
+    return 0
+  fi
+  # transformers for the Hugging Face export test (tests/scripts/test_hf_transformers.sh),
+  # pinned to a release that works with Debian's torch 1.13.
+  if ! .venv/bin/python3 -c "import transformers" 2>/dev/null; then
+    echo "rotor: installing transformers into .venv"
+    .venv/bin/python3 -m pip install -q --disable-pip-version-check --retries 1 --timeout 20 \
+      "transformers==4.36.2" ||
+      echo "rotor: warning: pip could not install transformers: the Hugging Face test will skip" >&2
+  fi
+  .venv/bin/python3 -c "import tensorboard" 2>/dev/null && return 0
+  echo "rotor: installing tensorboard into .venv"
+  .venv/bin/python3 -m pip install -q --disable-pip-version-check --retries 1 --timeout 20 \
+    tensorboard ||
+    echo "rotor: warning: pip could not install tensorboard: the TensorBoard tests will skip" >&2
+}
+
+# The cuDNN frontend: header-only C++ over cuDNN's graph API, for
+# attention.impl: cudnn (src/ops/cudnn_attention_cuda.cpp). No Debian package
+# ships it; its PyPI package nvidia-cudnn-frontend carries the headers
+# (include/cudnn_frontend.h) beside a Python module. pip downloads the wheel
+# (pinned: the version rotor is built and tested with) and only include/ is
+# kept, in .deps/cudnn-frontend (git-ignored), where CMake looks for it. Only
+# where nvcc exists; offline this warns and rotor builds without cuDNN
+# attention (CMake says so).
+CUDNN_FRONTEND_VERSION=1.32.0
+cudnn_frontend_headers() {
+  local dest=.deps/cudnn-frontend
+  [[ -f $dest/include/cudnn_frontend.h ]] && grep -q "$CUDNN_FRONTEND_VERSION" "$dest/VERSION" 2>/dev/null &&
+    return 0
+  command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] || return 0
+  local py=""
+  for candidate in .venv/bin/python3 python3 /usr/bin/python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -m pip --version >/dev/null 2>&1; then
+      py=$candidate
+      break
+    fi
+  done
+  if [[ -z $py ]]; then
+    echo "rotor: warning: no python3 with pip (python3-pip): attention.impl: cudnn will not be built" >&2
+    return 0
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  # Any one wheel will do (the headers are the same in all): ask for a fixed
+  # platform and Python so that pip never builds from source.
+  if ! "$py" -m pip download -q --disable-pip-version-check --retries 1 --timeout 20 --no-deps \
+    --only-binary=:all: --platform manylinux_2_28_x86_64 --python-version 3.11 -d "$tmp" \
+    "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION"; then
+    echo "rotor: warning: pip could not fetch nvidia-cudnn-frontend: attention.impl: cudnn will not be built" >&2
+    rm -rf "$tmp"
+    return 0
+  fi
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  "$py" - "$tmp" "$dest" <<'PY'
+import glob, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/*.whl")[0]
+with zipfile.ZipFile(wheel) as z:
+    z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/")])
+PY
+  echo "nvidia-cudnn-frontend $CUDNN_FRONTEND_VERSION" >"$dest/VERSION"
+  rm -rf "$tmp"
+  echo "rotor: cuDNN frontend $CUDNN_FRONTEND_VERSION headers in $dest/include"
+}
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]} == 0)); then
+  python_packages "${1:-}"
+  cudnn_frontend_headers
   exit 0
 fi
 cmd="apt-get install -y --no-install-recommends ${missing[*]}"
@@ -29,3 +114,5 @@ echo "rotor: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 $cmd >/dev/null
+python_packages "${1:-}"
+cudnn_frontend_headers

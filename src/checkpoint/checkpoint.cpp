@@ -1,9 +1,12 @@
 #include "checkpoint/checkpoint.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "checkpoint/safetensors.h"
@@ -53,6 +56,15 @@ void point_last(const std::string& output_dir, const std::string& target_name) {
   fsync_directory(output_dir);
 }
 
+// Testing knob: ROTOR_TEST_KILL_AT=<point> kills the process with SIGKILL at
+// that point of a save ("published": the step directory renamed into place,
+// checkpoint_last not yet repointed; "pruning": a directory renamed away,
+// not yet deleted), as a crash there would (tests/cpu/test_bad_inputs.cpp).
+void fault_point(const char* point) {
+  if (const char* v = std::getenv("ROTOR_TEST_KILL_AT"); v && std::strcmp(v, point) == 0)
+    ::kill(::getpid(), SIGKILL);
+}
+
 bool is_temporary(const std::string& name) {
   return name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos;
 }
@@ -88,6 +100,11 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
   }
   std::sort(all.begin(), all.end());
   return all;
+}
+
+std::string latest_checkpoint(const std::string& output_dir) {
+  const auto all = list_checkpoints(output_dir);
+  return all.empty() ? std::string() : all.back().second;
 }
 
 // A writer killed mid-save or mid-prune leaves its temporaries
@@ -131,6 +148,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointConte
   const std::string name = kStepPrefix + std::to_string(c.state.step);
   const fs::path dir = ckpt_root / name;
   publish_directory(dir.string(), [&](const std::string& tmp) { write_checkpoint_files(tmp, c); });
+  fault_point("published");
   point_last(output_dir, name);
   remove_stale_temporaries(output_dir);
   // Keep the newest keep_last step directories (the newest always). A
@@ -147,6 +165,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointConte
     std::error_code ec;
     fs::rename(victim, doomed, ec);
     if (ec) ROTOR_FAIL("cannot prune {}: {}", victim.string(), ec.message());
+    fault_point("pruning");
     fs::remove_all(doomed, ec);
   }
   return dir.string();
@@ -231,15 +250,27 @@ TrainerState load_trainer_state(const std::string& dir) {
   // Errors name the file and the key ('PATH: missing key "step"').
   const json_io::Json v = json_io::load(path);
   using json_io::get_double, json_io::get_int;
+  // A count that cannot be negative (or a world size outside [1, 2^20]) is a
+  // damaged file, not a state to continue from.
+  const auto count = [&](const char* key, int64_t fallback, int64_t lo = 0,
+                         int64_t hi = INT64_MAX) {
+    const int64_t x = v.contains(key) ? get_int(v, key, path) : fallback;
+    if (x < lo || x > hi)
+      ROTOR_FAIL("{}: \"{}\" is {}, outside [{}, {}]", path, key, x, lo, hi);
+    return x;
+  };
   TrainerState s;
-  s.step = get_int(v, "step", path);
-  s.micro_step = get_int(v, "micro_step", path);
-  s.world_size = static_cast<int>(get_int(v, "world_size", path, s.world_size));
-  s.position.epoch = static_cast<uint64_t>(get_int(v, "epoch", path));
-  s.position.batch_index = static_cast<uint64_t>(get_int(v, "batch_index", path));
+  s.step = count("step", get_int(v, "step", path));
+  s.micro_step = count("micro_step", get_int(v, "micro_step", path));
+  s.world_size = static_cast<int>(count("world_size", s.world_size, 1, int64_t{1} << 20));
+  s.position.epoch = static_cast<uint64_t>(count("epoch", get_int(v, "epoch", path)));
+  s.position.batch_index =
+      static_cast<uint64_t>(count("batch_index", get_int(v, "batch_index", path)));
   s.loss_scale = get_double(v, "loss_scale", path);
-  s.loss_scale_good_steps = get_int(v, "loss_scale_good_steps", path, s.loss_scale_good_steps);
-  s.skipped_steps = get_int(v, "skipped_steps", path);
+  if (!(s.loss_scale > 0) || !std::isfinite(s.loss_scale))
+    ROTOR_FAIL("{}: \"loss_scale\" is {}, not a positive finite number", path, s.loss_scale);
+  s.loss_scale_good_steps = count("loss_scale_good_steps", s.loss_scale_good_steps);
+  s.skipped_steps = count("skipped_steps", get_int(v, "skipped_steps", path));
   if (v.contains("best_metric")) {
     s.has_best = json_io::get_bool(v, "has_best", path);
     s.best_metric = json_io::get_string(v, "best_metric", path);
@@ -249,7 +280,8 @@ TrainerState load_trainer_state(const std::string& dir) {
     s.best_score = get_double(v, "best_valid_loss", path);
     s.has_best = s.best_score != 0;
   }
-  s.bad_validations = get_int(v, "bad_validations", path);
+  s.bad_validations = count("bad_validations", get_int(v, "bad_validations", path));
+  if (s.best_step < 0) ROTOR_FAIL("{}: \"best_step\" is {}, negative", path, s.best_step);
   s.train_seconds = get_double(v, "train_seconds", path);
   return s;
 }

@@ -66,6 +66,11 @@ std::string save_best(const std::string& output_dir, const CheckpointContents& c
 // The step of a checkpoint directory name "step_N", or -1 for any other name.
 int64_t checkpoint_step(const std::string& dir_name);
 
+// The checkpoint a resumed run continues from: the newest complete step_N
+// of OUTPUT_DIR (a kill between publishing a checkpoint and repointing
+// checkpoint_last leaves the link one behind), or "" when there is none.
+std::string latest_checkpoint(const std::string& output_dir);
+
 // The complete checkpoints of a run directory (step, path), oldest first.
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& output_dir);
 

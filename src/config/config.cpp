@@ -69,6 +69,7 @@ void visit_config(C& c, V& v) {
     v.boolean("scale_embeddings", m.scale_embeddings);
     v.integer("type_vocab_size", m.type_vocab_size, kNonNegative);
     v.floating("init_std", m.init_std, kPositiveF);
+    v.string("init_from", m.init_from);
   });
   v.section("attention", [&] { v.enumeration("impl", c.attention.impl); });
   v.section("data", [&] {
@@ -90,6 +91,12 @@ void visit_config(C& c, V& v) {
     v.floating("mask_token_prob", d.mask_token_prob, kUnit);
     v.floating("random_token_prob", d.random_token_prob, kUnit);
     v.integer("prefetch", d.prefetch, kNonNegative);
+    v.string("sentence1_column", d.sentence1_column);
+    v.string("sentence2_column", d.sentence2_column);
+    v.string("label_column", d.label_column);
+    v.boolean("header", d.header);
+    v.string_list("labels", d.labels);
+    v.boolean("regression", d.regression);
   });
   v.section("train", [&] {
     auto& t = c.train;
@@ -323,6 +330,25 @@ class Loader {
     if (!e->value.IsScalar() || !is_device_name(trimmed(e->value.Scalar())))
       fail_value(*e, "expected auto, cpu, cuda or cuda:N, got " + describe(e->value));
     out = std::string(trimmed(e->value.Scalar()));
+  }
+
+  // A list of strings ("[a, b]"; one value alone is a list of one).
+  void string_list(const char* name, std::vector<std::string>& out) {
+    const Entry* e = lookup(name);
+    if (!e) return;
+    std::vector<std::string> values;
+    if (e->value.IsScalar()) {
+      values.push_back(e->value.Scalar());
+    } else if (e->value.IsSequence()) {
+      for (const auto& item : e->value) {
+        if (!item.IsScalar())
+          fail_value(*e, "expected a list of strings, got " + describe(item) + " in it");
+        values.push_back(item.Scalar());
+      }
+    } else if (!e->value.IsNull()) {
+      fail_value(*e, "expected a list of strings, got " + describe(e->value));
+    }
+    out = std::move(values);
   }
 
   template <ConfigEnum E>
@@ -565,6 +591,94 @@ struct Problem {
   std::vector<std::string> related = {};  // other keys involved, for the location
 };
 
+// Why task `c` cannot report `metric`, or "" when it can.
+std::string metric_unavailable(const Config& c, ValidMetric metric) {
+  const bool classes = c.task == Task::Classification && !c.data.regression;
+  const bool regression = c.task == Task::Classification && c.data.regression;
+  switch (metric) {
+    case ValidMetric::Loss:
+      return "";
+    case ValidMetric::Bleu:
+    case ValidMetric::Chrf:
+      if (c.task == Task::Translation) return "";
+      return fmt::format("{} scores translations; task {} has none", to_string(metric),
+                         to_string(c.task));
+    case ValidMetric::Accuracy:
+      if (c.task == Task::Mlm || classes) return "";
+      if (regression) return "accuracy needs class labels; data.regression is true";
+      return fmt::format(
+          "accuracy is the masked-token accuracy of task mlm or the accuracy of task "
+          "classification; task {} has none",
+          to_string(c.task));
+    case ValidMetric::F1:
+      if (classes && c.data.labels.size() == 2) return "";
+      if (classes)
+        return fmt::format(
+            "f1 is the F1 of the second label of a two-label task; data.labels has {}",
+            c.data.labels.size());
+      break;
+    case ValidMetric::Mcc:
+      if (classes) return "";
+      break;
+    case ValidMetric::Pearson:
+    case ValidMetric::Spearman:
+      if (regression) return "";
+      if (classes)
+        return fmt::format("{} correlates numbers; it needs data.regression: true",
+                           to_string(metric));
+      break;
+  }
+  if (regression)
+    return fmt::format("{} scores class labels; data.regression is true", to_string(metric));
+  return fmt::format("{} is a score of task classification; task {} has none", to_string(metric),
+                     to_string(c.task));
+}
+
+// Metrics a task reports in every validation, listed or not: the masked-token
+// accuracy of mlm, and every score that applies to a classification task.
+bool always_reported(const Config& c, ValidMetric metric) {
+  if (c.task == Task::Mlm) return metric == ValidMetric::Accuracy;
+  return c.task == Task::Classification && metric_unavailable(c, metric).empty();
+}
+
+// The TSV columns and labels of task classification.
+std::optional<Problem> classification_problem(const Config& c) {
+  const DataConfig& d = c.data;
+  if (d.sentence1_column.empty())
+    return Problem{"data.sentence1_column", "empty; name the column of the (first) sentence"};
+  if (d.label_column.empty())
+    return Problem{"data.label_column", "empty; name the column of the labels"};
+  if (d.label_column == d.sentence1_column || d.label_column == d.sentence2_column ||
+      d.sentence2_column == d.sentence1_column)
+    return Problem{"data.label_column",
+                   "data.sentence1_column, data.sentence2_column and data.label_column must "
+                   "name different columns",
+                   {"data.sentence2_column", "data.sentence1_column"}};
+  if (d.regression && !d.labels.empty())
+    return Problem{"data.labels",
+                   "data.regression reads the label column as numbers: leave data.labels empty",
+                   {"data.regression"}};
+  if (!d.regression && d.labels.size() < 2)
+    return Problem{"data.labels",
+                   fmt::format("task classification needs two or more class labels (the values "
+                               "of column {}), or data.regression: true; got {}",
+                               d.label_column, d.labels.size()),
+                   {"data.regression", "task"}};
+  for (size_t i = 0; i < d.labels.size(); ++i) {
+    if (d.labels[i].empty()) return Problem{"data.labels", "an empty label"};
+    for (size_t j = 0; j < i; ++j)
+      if (d.labels[j] == d.labels[i])
+        return Problem{"data.labels", fmt::format("\"{}\" is listed twice", d.labels[i])};
+  }
+  const int need = d.sentence2_column.empty() ? 3 : 5;  // [CLS] a [SEP] (b [SEP])
+  if (d.seq_len < need)
+    return Problem{"data.seq_len",
+                   fmt::format("{} tokens cannot hold [CLS] a [SEP]{} with a token of each "
+                               "sentence; at least {}",
+                               d.seq_len, d.sentence2_column.empty() ? "" : " b [SEP]", need)};
+  return std::nullopt;
+}
+
 std::optional<Problem> find_problem(const Config& c) {
   const ModelConfig& m = c.model;
   if (m.d_model % m.n_heads != 0)
@@ -583,7 +697,7 @@ std::optional<Problem> find_problem(const Config& c) {
                                c.data.mask_token_prob, c.data.random_token_prob),
                    {"data.mask_token_prob"}};
   if (m.position == nn::PositionKind::Learned) {
-    if (c.task == Task::Mlm && c.data.seq_len > m.max_positions)
+    if (c.task != Task::Translation && c.data.seq_len > m.max_positions)
       return Problem{"data.seq_len",
                      fmt::format("{} exceeds model.max_positions = {} (learned positions)",
                                  c.data.seq_len, m.max_positions),
@@ -594,6 +708,30 @@ std::optional<Problem> find_problem(const Config& c) {
                                  c.data.max_len, m.max_positions),
                      {"model.max_positions", "model.position"}};
   }
+  {
+    // The size of the model, before anything is allocated: a shape that
+    // cannot be held is a config error, not an allocation failure later.
+    const double d = m.d_model, ff = m.d_ff, v = c.data.vocab_size, pos = m.max_positions;
+    const double enc = m.encoder_layers * (4 * d * d + 2 * d * ff);
+    const double dec = c.task == Task::Translation ? m.decoder_layers * (8 * d * d + 2 * d * ff) : 0;
+    const double params = enc + dec + 2 * v * d + pos * d;
+    if (params > 1e11)
+      return Problem{"model.d_model",
+                     fmt::format("the model would have about {:.3g} parameters (d_model {}, d_ff "
+                                 "{}, {} + {} layers, vocabulary {}), more than rotor can hold",
+                                 params, m.d_model, m.d_ff, m.encoder_layers,
+                                 c.task == Task::Translation ? m.decoder_layers : 0,
+                                 c.data.vocab_size),
+                     {"model.d_ff", "model.encoder_layers", "model.decoder_layers",
+                      "data.vocab_size"}};
+  }
+  if (!m.init_from.empty() && c.task == Task::Translation)
+    return Problem{"model.init_from",
+                   "initializes a BERT/RoFormer encoder (task mlm or classification); task "
+                   "translation has none",
+                   {"task"}};
+  if (c.task == Task::Classification)
+    if (auto p = classification_problem(c)) return p;
   const TrainConfig& t = c.train;
   const auto listed = [&](ValidMetric m) {
     return std::find(t.valid_metrics.begin(), t.valid_metrics.end(), m) != t.valid_metrics.end();
@@ -602,13 +740,13 @@ std::optional<Problem> find_problem(const Config& c) {
     if (listed(m) && c.task != Task::Translation)
       return Problem{"train.valid_metrics", fmt::format("{} scores translations; task {} has none",
                                                         to_string(m), to_string(c.task))};
-  if (listed(ValidMetric::Accuracy) && c.task != Task::Mlm)
-    return Problem{"train.valid_metrics",
-                   fmt::format("accuracy is the masked-token accuracy of task mlm; task {} has "
-                               "none",
-                               to_string(c.task))};
+  for (ValidMetric m : t.valid_metrics)
+    if (std::string why = metric_unavailable(c, m); !why.empty())
+      return Problem{"train.valid_metrics", why};
+  if (std::string why = metric_unavailable(c, t.best_metric); !why.empty())
+    return Problem{"train.best_metric", why};
   if (t.best_metric != ValidMetric::Loss && !listed(t.best_metric) &&
-      !(t.best_metric == ValidMetric::Accuracy && c.task == Task::Mlm))
+      !always_reported(c, t.best_metric))
     return Problem{
         "train.best_metric",
         fmt::format("{} is not computed: add it to train.valid_metrics", to_string(t.best_metric)),
@@ -650,6 +788,11 @@ class Dumper {
   template <ConfigEnum E>
   void enumeration(const char* name, const E& v) {
     line(name, std::string(to_string(v)));
+  }
+  void string_list(const char* name, const std::vector<std::string>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_quote(v[i]);
+    line(name, s + "]");
   }
   template <ConfigEnum E>
   void enum_list(const char* name, const std::vector<E>& v) {
@@ -725,6 +868,8 @@ void validate(const Config& config) {
 
 void validate_for_training(const Config& config) {
   validate(config);
+  if (config.output_dir.empty())
+    ROTOR_FAIL("output_dir: empty; name the directory the run writes into");
   if (config.data.train.empty())
     ROTOR_FAIL(
         "data.train: required for training (a text prefix, or a prefix prepared by `rotor "

@@ -1,4 +1,4 @@
-// The experiment config (DESIGN.md decision 9): YAML -> these typed structs.
+// The experiment config (docs/design.md, "Config"): YAML -> these typed structs.
 //
 // THE KEY NAMES, THEIR NESTING AND THE ENUM SPELLINGS BELOW ARE THE
 // USER-FACING CONTRACT: they appear in every configs/*.yaml, in --set
@@ -27,15 +27,16 @@
 
 namespace rotor {
 
-enum class Task { Translation, Mlm };
+enum class Task { Translation, Mlm, Classification };
 enum class Precision { FP32, FP16, BF16 };
 enum class LogLevel { Trace, Debug, Info, Warn, Error };
 enum class NormPlacement { Post, Pre };
 enum class SpmModelType { Bpe, Unigram };
 enum class OptimizerName { Adam, AdamW };
 // What a validation reports (train.valid_metrics) and what the best
-// checkpoint and early stopping follow (train.best_metric).
-enum class ValidMetric { Loss, Accuracy, Bleu, Chrf };
+// checkpoint and early stopping follow (train.best_metric). f1, mcc, pearson
+// and spearman are GLUE's scores of task classification, on its 0-100 scale.
+enum class ValidMetric { Loss, Accuracy, Bleu, Chrf, F1, Mcc, Pearson, Spearman };
 
 // The spelling of every enum value in YAML.
 template <class E>
@@ -45,7 +46,8 @@ struct EnumNames;
   struct EnumNames<E> {                                                      \
     static constexpr std::pair<E, std::string_view> items[] = {__VA_ARGS__}; \
   }
-ROTOR_ENUM_NAMES(Task, {Task::Translation, "translation"}, {Task::Mlm, "mlm"});
+ROTOR_ENUM_NAMES(Task, {Task::Translation, "translation"}, {Task::Mlm, "mlm"},
+                 {Task::Classification, "classification"});
 ROTOR_ENUM_NAMES(Precision, {Precision::FP32, "fp32"}, {Precision::FP16, "fp16"},
                  {Precision::BF16, "bf16"});
 ROTOR_ENUM_NAMES(LogLevel, {LogLevel::Trace, "trace"}, {LogLevel::Debug, "debug"},
@@ -63,7 +65,9 @@ ROTOR_ENUM_NAMES(nn::AttentionImpl, {nn::AttentionImpl::Auto, "auto"},
 ROTOR_ENUM_NAMES(SpmModelType, {SpmModelType::Bpe, "bpe"}, {SpmModelType::Unigram, "unigram"});
 ROTOR_ENUM_NAMES(OptimizerName, {OptimizerName::Adam, "adam"}, {OptimizerName::AdamW, "adamw"});
 ROTOR_ENUM_NAMES(ValidMetric, {ValidMetric::Loss, "loss"}, {ValidMetric::Accuracy, "accuracy"},
-                 {ValidMetric::Bleu, "bleu"}, {ValidMetric::Chrf, "chrf"});
+                 {ValidMetric::Bleu, "bleu"}, {ValidMetric::Chrf, "chrf"}, {ValidMetric::F1, "f1"},
+                 {ValidMetric::Mcc, "mcc"}, {ValidMetric::Pearson, "pearson"},
+                 {ValidMetric::Spearman, "spearman"});
 ROTOR_ENUM_NAMES(optim::ScheduleKind, {optim::ScheduleKind::InverseSqrt, "inverse_sqrt"},
                  {optim::ScheduleKind::Linear, "linear"},
                  {optim::ScheduleKind::Constant, "constant"});
@@ -119,6 +123,10 @@ struct ModelConfig {
   bool scale_embeddings = true;  // token embeddings times sqrt(d_model)
   int type_vocab_size = 2;       // mlm segment embeddings
   double init_std = 0.02;        // mlm (BERT) init; translation uses the fairseq init
+  // A local Hugging Face BERT/RoFormer directory (config.json and
+  // model.safetensors) whose weights initialize the encoder of task mlm or
+  // classification (and whichever head it holds); "" = random init.
+  std::string init_from;
   bool operator==(const ModelConfig&) const = default;
 };
 
@@ -147,13 +155,24 @@ struct DataConfig {
   double mask_token_prob = 0.8;
   double random_token_prob = 0.1;
   int prefetch = 2;
+  // Task classification: GLUE-style TSV files (tab-separated, no quoting).
+  // The columns are named by the header row, or by their 0-based index when
+  // header is false. sentence2_column "" = single sentences; labels lists
+  // the class labels as written in the label column (class i = labels[i]);
+  // regression: true reads the label column as a number instead.
+  std::string sentence1_column = "sentence";
+  std::string sentence2_column;
+  std::string label_column = "label";
+  bool header = true;
+  std::vector<std::string> labels;
+  bool regression = false;
   bool operator==(const DataConfig&) const = default;
 };
 
 struct TrainConfig {
   int64_t max_updates = 100000;
   int max_epochs = 0;   // 0 = unlimited
-  int batch_size = 64;  // mlm sequences per batch
+  int batch_size = 64;  // mlm sequences / classification examples per batch
   int update_freq = 1;
   double clip_norm = 0.0;  // 0 = off
   double label_smoothing = 0.1;
@@ -164,7 +183,9 @@ struct TrainConfig {
   int patience = 0;  // 0 = no early stopping
   // What each validation reports besides the loss: bleu and chrf decode the
   // validation set with the decode settings (translation); accuracy is the
-  // masked-token accuracy (mlm, always reported there).
+  // masked-token accuracy (mlm, always reported there). Task classification
+  // always reports what applies: accuracy, f1 (two labels) and mcc, or
+  // pearson and spearman (regression).
   std::vector<ValidMetric> valid_metrics = {ValidMetric::Loss};
   int64_t valid_max_sentences = 0;  // bleu/chrf decode at most this many (0 = all)
   // The metric that picks checkpoints/best and that train.patience follows

@@ -1,4 +1,4 @@
-// 16-bit storage on the CPU (docs/design.md, Precision; docs/design_notes.md).
+// 16-bit storage on the CPU (docs/design.md, "Precision" and its notes).
 // The CPU ops compute in f32 only. Given f16/bf16 tensors, an op converts its
 // inputs to f32, runs its f32 path and rounds each 16-bit output once at the
 // end; outputs it accumulates into (beta != 0, +=) are read first. That is

@@ -256,7 +256,7 @@ nlohmann::ordered_json bench_json(const BenchResult& r, const Config& c,
   const auto& m = c.model;
   Value model = Value::object();
   model["encoder_layers"] = m.encoder_layers;
-  model["decoder_layers"] = c.task == Task::Mlm ? 0 : m.decoder_layers;
+  model["decoder_layers"] = c.task == Task::Translation ? m.decoder_layers : 0;
   model["d_model"] = m.d_model;
   model["n_heads"] = m.n_heads;
   model["d_ff"] = m.d_ff;

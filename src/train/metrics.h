@@ -1,4 +1,4 @@
-// Metrics as JSON lines (DESIGN.md decision 11): OUTPUT_DIR/metrics.jsonl gets
+// Metrics as JSON lines (docs/design.md, "Logging and metrics"): OUTPUT_DIR/metrics.jsonl gets
 // one flat object per record, fields in the order they were added, flushed at
 // once so that plots can follow a running job.
 //
@@ -39,6 +39,7 @@ class MetricsRecord {
   }
 
   bool empty() const { return fields_.empty(); }
+  const json_io::Json& fields() const { return fields_; }
   // The record as one line of compact JSON (no newline).
   std::string json() const;
 

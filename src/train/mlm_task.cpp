@@ -29,8 +29,7 @@ class MlmTask : public TrainingTask {
                                     c.data.random_token_prob, static_cast<uint64_t>(c.seed),
                                     tokenizer_.vocab_size(),  special};
     auto open = [&](const std::string& key) {
-      auto corpus = std::make_shared<const data::MmapCorpus>(
-          data::MmapCorpus::open(prepared_prefix(c, key, spm_path_)));
+      auto corpus = open_corpus(prepared_prefix(c, key, spm_path_), tokenizer_);
       return std::make_shared<const data::PackedBlocks>(corpus, c.data.seq_len, special.cls,
                                                         special.sep);
     };

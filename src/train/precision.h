@@ -1,5 +1,5 @@
-// The trainer's side of `precision: fp32 | fp16 | bf16` (DESIGN.md decision
-// 5, docs/design_notes.md). fp32 computes in f32. fp16 and bf16 run forward
+// The trainer's side of `precision: fp32 | fp16 | bf16` (docs/design.md,
+// "Precision" and its notes). fp32 computes in f32. fp16 and bf16 run forward
 // and backward on 16-bit activations and a 16-bit copy of the weights
 // (nn::ParameterStore::set_compute_dtype), while the master weights, their
 // gradients, the optimizer moments and the loss stay f32. fp16 adds dynamic

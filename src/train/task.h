@@ -23,7 +23,7 @@ struct TaskSums {
   double nll = 0;          // -log p summed over `tokens`
   int64_t tokens = 0;      // the tokens the loss is normalized by
   int64_t all_tokens = 0;  // every token read (for tokens/s)
-  int64_t correct = 0;     // masked-LM: predictions equal to the target
+  int64_t correct = 0;     // masked-LM, classification: predictions equal to the target
   bool has_correct = false;
   void add(const TaskSums& o) {
     loss += o.loss;
@@ -39,8 +39,9 @@ struct TaskSums {
 // scores of decoded translations when train.valid_metrics asks for them.
 struct ValidationResult {
   TaskSums sums;
-  std::vector<std::pair<ValidMetric, double>> scores;  // bleu, chrf (translation)
-  int64_t decoded = 0;                                 // sentences decoded for the scores
+  // bleu, chrf (translation); f1, mcc, pearson, spearman (classification)
+  std::vector<std::pair<ValidMetric, double>> scores;
+  int64_t decoded = 0;  // sentences decoded for the scores
   double decode_seconds = 0;
   // The value of `metric` (loss and accuracy per token); NaN when not measured.
   double value(ValidMetric metric) const;
@@ -80,5 +81,7 @@ std::unique_ptr<TrainingTask> make_translation_task(const Config& config, Device
                                                     int rank = 0, int world_size = 1);
 std::unique_ptr<TrainingTask> make_mlm_task(const Config& config, Device device, int rank = 0,
                                             int world_size = 1);
+std::unique_ptr<TrainingTask> make_classification_task(const Config& config, Device device,
+                                                       int rank = 0, int world_size = 1);
 
 }  // namespace rotor::train

@@ -9,8 +9,9 @@ namespace fs = std::filesystem;
 namespace rotor::train {
 
 std::string tokenizer_path(const Config& c) {
-  return c.data.spm_model.empty() ? (fs::path(c.output_dir) / "spm.model").string()
-                                  : c.data.spm_model;
+  if (!c.data.spm_model.empty()) return c.data.spm_model;
+  if (!c.model.init_from.empty()) return (fs::path(c.model.init_from) / "spiece.model").string();
+  return (fs::path(c.output_dir) / "spm.model").string();
 }
 
 data::CorpusSource corpus_source(const Config& c, const std::string& key) {
@@ -33,6 +34,16 @@ void check_data(const Config& c) {
     if (!s.path.empty()) s.check_exists();
   }
   const std::string spm = tokenizer_path(c);
+  if (!fs::exists(spm) && c.data.spm_model.empty() && !c.model.init_from.empty())
+    ROTOR_FAIL(
+        "model.init_from: {} not found (the tokenizer of the pretrained model; set "
+        "data.spm_model)",
+        spm);
+  if (!fs::exists(spm) && c.task == Task::Classification)
+    ROTOR_FAIL(
+        "data.spm_model: {} not found; task classification reads the tokenizer of its "
+        "encoder (data.spm_model, or the spiece.model of model.init_from)",
+        spm);
   if (!fs::exists(spm) && train.is_prepared())
     ROTOR_FAIL("data.spm_model: {} not found (it can only be trained from raw text)", spm);
 }
@@ -62,14 +73,22 @@ std::string prepared_prefix(const Config& c, const std::string& key, const std::
 
 namespace {
 
-ParallelCorpus open_pair(const std::string& prefix) {
+ParallelCorpus open_pair(const std::string& prefix, const data::Tokenizer& tokenizer) {
   ParallelCorpus p;
-  p.src = std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(prefix + ".src"));
-  p.tgt = std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(prefix + ".tgt"));
+  p.src = open_corpus(prefix + ".src", tokenizer);
+  p.tgt = open_corpus(prefix + ".tgt", tokenizer);
   return p;
 }
 
 }  // namespace
+
+std::shared_ptr<const data::MmapCorpus> open_corpus(const std::string& prefix,
+                                                    const data::Tokenizer& tokenizer) {
+  auto corpus = std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(prefix));
+  corpus->check_ids(static_cast<uint64_t>(tokenizer.vocab_size()),
+                    "of the tokenizer " + tokenizer.path());
+  return corpus;
+}
 
 TranslationData load_translation_data(const Config& c, bool need_train) {
   TranslationData d;
@@ -77,10 +96,11 @@ TranslationData load_translation_data(const Config& c, bool need_train) {
   d.tokenizer = data::Tokenizer::load(d.spm_path);
   if (need_train) {
     if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
-    d.train = open_pair(prepared_prefix(c, "train", d.spm_path));
+    d.train = open_pair(prepared_prefix(c, "train", d.spm_path), d.tokenizer);
   }
-  if (!c.data.valid.empty()) d.valid = open_pair(prepared_prefix(c, "valid", d.spm_path));
-  if (!c.data.test.empty()) d.test = open_pair(prepared_prefix(c, "test", d.spm_path));
+  if (!c.data.valid.empty())
+    d.valid = open_pair(prepared_prefix(c, "valid", d.spm_path), d.tokenizer);
+  if (!c.data.test.empty()) d.test = open_pair(prepared_prefix(c, "test", d.spm_path), d.tokenizer);
   return d;
 }
 
@@ -93,6 +113,29 @@ models::TranslationBatch to_model_batch(const data::Batch& b, Device device) {
   m.tgt_tokens = b.tgt_tokens;
   m.src_tokens = b.src_tokens;
   return m;
+}
+
+data::TsvFormat tsv_format(const Config& c) {
+  data::TsvFormat f;
+  f.sentence1 = c.data.sentence1_column;
+  f.sentence2 = c.data.sentence2_column;
+  f.label = c.data.label_column;
+  f.header = c.data.header;
+  f.labels = c.data.labels;
+  f.regression = c.data.regression;
+  f.max_len = c.data.seq_len;
+  return f;
+}
+
+models::ClassificationBatch to_model_batch(const data::ClassificationBatch& b, Device device) {
+  models::ClassificationBatch m;
+  m.input_ids = b.input_ids;
+  m.token_type_ids = b.token_type_ids;
+  m.lengths = b.lengths;
+  m.labels = b.labels;
+  m.targets = b.targets;
+  m.tokens = b.tokens;
+  return m.to(device);
 }
 
 models::MlmBatch to_model_batch(const data::MlmBatch& b, Device device) {

@@ -8,16 +8,20 @@
 
 #include "config/config.h"
 #include "data/batcher.h"
+#include "data/classification.h"
 #include "data/corpus.h"
 #include "data/mlm.h"
 #include "data/prepared.h"
 #include "data/sentencepiece.h"
 #include "models/bert.h"
+#include "models/bert_classifier.h"
 #include "models/transformer.h"
 
 namespace rotor::train {
 
-// The tokenizer path a config uses (data.spm_model or OUTPUT_DIR/spm.model).
+// The tokenizer path a config uses: data.spm_model, else the spiece.model of
+// model.init_from (the tokenizer `rotor export` writes beside the weights),
+// else OUTPUT_DIR/spm.model.
 std::string tokenizer_path(const Config& config);
 
 // data.<key> ("train", "valid") as the task reads it: parallel
@@ -38,6 +42,12 @@ std::string ensure_tokenizer(const Config& config);
 // data.max_len and data.max_len_ratio; validation text is kept whole.
 std::string prepared_prefix(const Config& config, const std::string& key, const std::string& spm);
 
+// A binarized corpus, its token ids checked against the run's tokenizer (a
+// corpus prepared with another one is an error naming the file and the
+// sentence, not a wrong embedding lookup later).
+std::shared_ptr<const data::MmapCorpus> open_corpus(const std::string& prefix,
+                                                    const data::Tokenizer& tokenizer);
+
 struct ParallelCorpus {
   std::shared_ptr<const data::MmapCorpus> src, tgt;
   bool defined() const { return src != nullptr; }
@@ -53,8 +63,13 @@ struct TranslationData {
 // the training corpus (validation or decoding only).
 TranslationData load_translation_data(const Config& config, bool need_train = true);
 
+// The TSV layout of task classification (data.sentence1_column, ...), its
+// examples at most data.seq_len tokens.
+data::TsvFormat tsv_format(const Config& config);
+
 // Batches of the data layer as model inputs on `device`.
 models::TranslationBatch to_model_batch(const data::Batch& batch, Device device);
 models::MlmBatch to_model_batch(const data::MlmBatch& batch, Device device);
+models::ClassificationBatch to_model_batch(const data::ClassificationBatch& batch, Device device);
 
 }  // namespace rotor::train

@@ -3,8 +3,12 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <sstream>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/import_hf.h"
+#include "checkpoint/safetensors.h"
 #include "core/allocator.h"
 #include "core/cuda_context.h"
 #include "core/io.h"
@@ -20,6 +24,7 @@
 #include "train/step.h"
 #include "train/task.h"
 #include "train/task_data.h"
+#include "train/tensorboard.h"
 
 namespace fs = std::filesystem;
 
@@ -70,6 +75,11 @@ RunPlace join_job(const Config& c, const TrainOptions& opts) {
     p.run_dir = std::make_unique<RunDirectory>(c.output_dir, opts.resume      ? RunStart::Resume
                                                              : opts.overwrite ? RunStart::Overwrite
                                                                               : RunStart::Fresh);
+  return p;
+}
+
+// The log: the console, and OUTPUT_DIR/train.log on rank 0.
+void start_log(const Config& c, const RunPlace& p) {
   LogOptions lo;
   lo.level = std::string(to_string(c.log_level));
   lo.file = p.rank == 0 ? (fs::path(c.output_dir) / "train.log").string() : "";
@@ -79,7 +89,33 @@ RunPlace join_job(const Config& c, const TrainOptions& opts) {
   if (p.run_dir && !p.run_dir->moved_to().empty())
     log().warn("--overwrite: the earlier run in {} was moved into {}", c.output_dir,
                p.run_dir->moved_to());
-  return p;
+}
+
+// Before a resumed run writes anything (its config, its log): the checkpoint
+// it continues reads back whole (trainer state, both safetensors headers) and
+// was trained with the model this config describes, so that a corrupt or
+// mismatched checkpoint stops the run with the run directory untouched.
+void check_resumable(const Config& c) {
+  const std::string dir = checkpoint::latest_checkpoint(c.output_dir);
+  if (dir.empty()) return;
+  (void)checkpoint::load_trainer_state(dir);
+  (void)checkpoint::SafetensorsFile(dir + "/model.safetensors");
+  (void)checkpoint::SafetensorsFile(dir + "/optimizer.safetensors");
+  const std::string saved_path = dir + "/config.yaml";
+  const Config saved = load_config_from_string(read_file(saved_path), saved_path);
+  if (saved.task != c.task)
+    ROTOR_FAIL("--resume: {} was trained for task {}, the config says {}", dir,
+               to_string(saved.task), to_string(c.task));
+  if (saved.model != c.model) {
+    // The first model key that differs, from the dumps of both.
+    Config a = c, b = saved;
+    a.data = b.data = {};
+    std::istringstream da(dump_config(a)), db(dump_config(b));
+    for (std::string la, lb; std::getline(da, la) && std::getline(db, lb);)
+      if (la != lb)
+        ROTOR_FAIL("--resume: {} was trained with model key \"{}\", the config has \"{}\"", dir,
+                   lb.substr(lb.find_first_not_of(' ')), la.substr(la.find_first_not_of(' ')));
+  }
 }
 
 // OUTPUT_DIR/config.yaml: the resolved config, unless that file is the very
@@ -109,11 +145,11 @@ bool weights_finite(nn::ParameterStore& store) {
 // the trainer state, the data position converted to this world size.
 void resume(const Config& c, const RunPlace& place, TrainingTask& task, UpdateStep& step,
             PrecisionPolicy& precision, checkpoint::TrainerState& state) {
-  if (!fs::exists(fs::path(c.output_dir) / "checkpoint_last")) {
+  const std::string dir = checkpoint::latest_checkpoint(c.output_dir);
+  if (dir.empty()) {
     log().warn("--resume: no checkpoint in {} yet; starting from scratch", c.output_dir);
     return;
   }
-  const std::string dir = checkpoint::resolve_checkpoint(c.output_dir);
   checkpoint::load_weights(dir, task.params());
   checkpoint::load_optimizer(dir, step.optimizer());
   state = checkpoint::load_trainer_state(dir);
@@ -138,6 +174,30 @@ void resume(const Config& c, const RunPlace& place, TrainingTask& task, UpdateSt
   log().info("resumed from {} at update {}", dir, state.step);
 }
 
+// Where a run's figures go: metrics.jsonl, and the same numbers as TensorBoard
+// scalars "<split>/<field>" in OUTPUT_DIR/tensorboard (rank 0 only; both
+// closed elsewhere).
+struct Recorder {
+  MetricsWriter metrics;
+  TensorBoardWriter tensorboard;
+
+  void write(const MetricsRecord& rec) {
+    metrics.write(rec);
+    if (!tensorboard.is_open()) return;
+    const json_io::Json& f = rec.fields();
+    const int64_t step = f.at("step").get<int64_t>();
+    const std::string split = f.at("split").get<std::string>();
+    std::vector<std::pair<std::string, double>> values;
+    for (const auto& [key, value] : f.items())
+      if (key != "step" && key != "split" && value.is_number())
+        values.emplace_back(split + "/" + key, value.get<double>());
+      else if (key != "step" && key != "split" && value.is_null())  // a non-finite figure
+        values.emplace_back(split + "/" + key, std::numeric_limits<double>::quiet_NaN());
+    tensorboard.scalars(step, values);
+    tensorboard.flush();
+  }
+};
+
 // The training figures between two log lines.
 struct Window {
   TaskSums sums;
@@ -147,8 +207,7 @@ struct Window {
 
 void log_progress(const Config& c, const Window& w, const UpdateResult& u,
                   const checkpoint::TrainerState& state, const TrainingTask& task,
-                  const PrecisionPolicy& precision, double eta, Device device,
-                  MetricsWriter& metrics) {
+                  const PrecisionPolicy& precision, double eta, Device device, Recorder& metrics) {
   const TaskSums& s = w.sums;
   const double loss = per_token(s.loss, s.tokens);
   const double ppl = std::exp(per_token(s.nll, s.tokens));
@@ -179,8 +238,7 @@ void log_progress(const Config& c, const Window& w, const UpdateResult& u,
 
 // Evaluates `split`, logs and records the result.
 ValidationResult evaluate(TrainingTask& task, EvalSplit split, Device device,
-                          const checkpoint::TrainerState& state, double lr,
-                          MetricsWriter& metrics) {
+                          const checkpoint::TrainerState& state, double lr, Recorder& metrics) {
   const auto t0 = Clock::now();
   const ValidationResult r = task.evaluate(split, device);
   const double seconds = seconds_since(t0);
@@ -219,7 +277,9 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   RunPlace place = join_job(c, opts);
   parallel::Communicator& comm = *place.comm;
   const bool rank0 = place.rank == 0;
+  if (opts.resume) check_resumable(c);
   if (rank0) write_resolved_config(c, config_yaml, opts.config_path);
+  start_log(c, place);
   log().info("rotor {} on {}: task {}, {} rank(s) ({} backend); output in {}", ROTOR_VERSION,
              place.device.str(), to_string(c.task), place.world, comm.backend(), c.output_dir);
 
@@ -230,6 +290,8 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   if (rank0 && place.world > 1) comm.barrier();
   nn::ParameterStore& store = task->params();
   store.initialize(static_cast<uint64_t>(c.seed));
+  if (!c.model.init_from.empty())  // pretrained weights; a resumed checkpoint overrides them
+    log().info("{}", checkpoint::import_hf(c.model.init_from, c, store).summary(c.model.init_from));
   log().info("model: {} parameters, {} positions, vocabulary {}", store.numel(),
              to_string(c.model.position), task->vocab_size());
   PrecisionPolicy precision(c, place.device, store);  // 16-bit weight copy, fp16 loss scaler
@@ -244,7 +306,14 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   const std::string metrics_path = (fs::path(c.output_dir) / "metrics.jsonl").string();
   // A resumed run repeats the updates after its checkpoint: their records go.
   if (rank0) truncate_metrics(metrics_path, state.step);
-  MetricsWriter metrics = rank0 ? MetricsWriter(metrics_path) : MetricsWriter();
+  Recorder metrics;
+  if (rank0) {
+    metrics.metrics = MetricsWriter(metrics_path);
+    metrics.tensorboard = TensorBoardWriter((fs::path(c.output_dir) / "tensorboard").string());
+    // TensorBoard drops the events of steps after the checkpoint, as
+    // truncate_metrics did for metrics.jsonl.
+    if (state.step > 0) metrics.tensorboard.session_start(state.step + 1);
+  }
   int64_t saved_step = -1;
   auto contents = [&] {
     state.position = task->position();

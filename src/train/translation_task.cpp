@@ -2,6 +2,7 @@
 // and its label-smoothed loss normalized by target tokens.
 #include <algorithm>
 
+#include "core/logging.h"
 #include "models/model_config.h"
 #include "train/task.h"
 #include "train/task_data.h"
@@ -26,6 +27,11 @@ class TranslationTask : public TrainingTask {
     bo.world_size = world_size;
     batcher_ = std::make_unique<data::TokenBatcher>(data_.train.src, data_.train.tgt, bo);
     device_ = device;
+    log().info("data: {} sentence pairs, {} batches of <= {} tokens per epoch on this rank, {}",
+               data_.train.src->size(), batcher_->batches_in_epoch(0), bo.max_tokens,
+               bo.prefetch > 0
+                   ? fmt::format("{} prefetched on a background thread", bo.prefetch)
+                   : std::string("made on demand (data.prefetch 0)"));
   }
 
   nn::ParameterStore& params() override { return store_; }

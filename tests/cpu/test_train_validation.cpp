@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -128,6 +130,51 @@ TEST_F(TrainValidation, ScoresTranslationsAndKeepsTheBestByBleu) {
   EXPECT_NE(slurp(dir_ / "run/train.log").find("valid at update 40 | loss"), std::string::npos);
 }
 
+// TensorBoard holds what metrics.jsonl holds: every number of every record as
+// the scalar "<split>/<field>" at the record's step (read back with the
+// tensorboard package, as `tensorboard --logdir` would), also after a resume.
+TEST_F(TrainValidation, TensorBoardMatchesMetrics) {
+  const std::string python = ROTOR_TENSORBOARD_PYTHON;
+  if (python.empty()) GTEST_SKIP() << "no python3 with the tensorboard package";
+  const std::string quick =
+      "--set train.max_updates=12 --set train.log_interval=2 "
+      "--set train.valid_interval=4 --set train.save_interval=6 ";
+  ASSERT_EQ(train("run", quick + "--set train.max_updates=6").code, 0);
+  auto r = train("run", quick + "--resume");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string out = dir_ / "scalars.txt";
+  const std::string cmd = python + " " + ROTOR_SOURCE_DIR + "/tests/scripts/read_tensorboard.py " +
+                          (dir_ / "run/tensorboard") + " >" + out + " 2>" + (dir_ / "tb.err");
+  const int rc = std::system(cmd.c_str());
+  ASSERT_EQ(WEXITSTATUS(rc), 0) << slurp(dir_ / "tb.err");
+  // tag -> step -> value, as TensorBoard keeps them (the resumed steps once).
+  std::map<std::string, std::map<int64_t, float>> tb;
+  std::istringstream lines(slurp(out));
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream f(line);
+    std::string tag, step, value;
+    std::getline(f, tag, '\t');
+    std::getline(f, step, '\t');
+    std::getline(f, value);
+    EXPECT_TRUE(tb[tag].emplace(std::stoll(step), std::strtof(value.c_str(), nullptr)).second)
+        << tag << " at step " << step << " twice";
+  }
+  size_t compared = 0;
+  for (const char* split : {"train", "valid"})
+    for (const auto& rec : records("run", split))
+      for (const auto& [key, value] : rec.items()) {
+        if (key == "step" || key == "split" || !value.is_number()) continue;
+        const std::string tag = std::string(split) + "/" + key;
+        const int64_t step = rec.at("step").get<int64_t>();
+        ASSERT_TRUE(tb[tag].count(step)) << tag << " at step " << step << " missing";
+        EXPECT_EQ(tb[tag][step], static_cast<float>(value.get<double>())) << tag << " " << step;
+        ++compared;
+      }
+  EXPECT_GT(compared, 40u);
+  EXPECT_EQ(tb["train/loss"].size(), 6u) << "steps 2..12, those after the checkpoint once";
+  EXPECT_EQ(tb["valid/bleu"].size(), 4u) << "validations at 4, 6 (the first run's last update), 8, 12";
+}
+
 TEST_F(TrainValidation, PatienceStopsARunThatNoLongerImproves) {
   // A learning rate too small to move a weight: every validation scores the same.
   auto r = train("run",
@@ -161,8 +208,11 @@ TEST_F(TrainValidation, ResumeKeepsTheBestAndThePatienceCount) {
   EXPECT_EQ(records("whole", "valid").back().at("step").get<int64_t>(), 8);
   EXPECT_EQ(records("split", "valid").back().at("step").get<int64_t>(), 8);
   EXPECT_EQ(records("split", "valid").size(), 4u) << "no validation twice after the resume";
-  EXPECT_EQ(slurp(dir_ / "whole/checkpoints/step_8/trainer_state.json").size(),
-            slurp(dir_ / "split/checkpoints/step_8/trainer_state.json").size());
+  const Json whole = rotor::json_io::load(dir_ / "whole/checkpoints/step_8/trainer_state.json");
+  const Json split = rotor::json_io::load(dir_ / "split/checkpoints/step_8/trainer_state.json");
+  for (const char* key : {"step", "micro_step", "epoch", "batch_index", "has_best", "best_metric",
+                          "best_score", "best_step", "bad_validations"})
+    EXPECT_EQ(whole.at(key), split.at(key)) << key;
 }
 
 TEST_F(TrainValidation, TestSetIsScoredAtTheEndByTheBestModel) {

@@ -1,0 +1,465 @@
+// Every config key does what it says. The keys come from `rotor train
+// --dump-config` (so a new key without an entry here fails the test); each
+// entry sets one key to a non-default value and shows that something a user
+// sees changed against the same run without it: the figures of metrics.jsonl
+// (timings left out), the files of the run, its log, the best checkpoint's
+// state, or the translations `rotor translate` reads from the checkpoint's
+// config. A key whose effect this machine cannot show (a GPU device, a
+// rank that never arrives) must be rejected with one clear line instead.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/json_io.h"
+#include "support/run_rotor.h"
+#include "support/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using rotor::json_io::Json;
+using rotor::test::slurp;
+using rotor::test::TempDir;
+
+const char* kTranslation = R"(task: translation
+output_dir: run
+seed: 5
+device: cpu
+model:
+  encoder_layers: 1
+  decoder_layers: 1
+  d_model: 32
+  n_heads: 2
+  d_ff: 64
+  dropout: 0.1
+  position: rope
+  max_positions: 256
+data:
+  train: data/train
+  valid: data/valid
+  vocab_size: 120
+  max_tokens: 512
+  max_len_ratio: 20
+train:
+  max_updates: 3
+  log_interval: 1
+  valid_interval: 3
+  save_interval: 3
+optim:
+  lr: 2.0e-3
+  warmup_updates: 2
+)";
+
+const char* kClassification = R"(task: classification
+output_dir: run
+seed: 5
+device: cpu
+model:
+  encoder_layers: 1
+  d_model: 32
+  n_heads: 2
+  d_ff: 64
+  activation: gelu
+  position: rope
+  max_positions: 64
+data:
+  train: cls_train.tsv
+  valid: cls_valid.tsv
+  spm_model: cls_spm.model
+  sentence1_column: s1
+  sentence2_column: s2
+  label_column: label
+  labels: [no, yes]
+  seq_len: 48
+train:
+  max_updates: 3
+  batch_size: 8
+  log_interval: 1
+  valid_interval: 3
+  save_interval: 3
+optim:
+  name: adamw
+  lr: 1.0e-3
+  warmup_updates: 1
+)";
+
+const char* kMlm = R"(task: mlm
+output_dir: run
+seed: 5
+device: cpu
+model:
+  encoder_layers: 1
+  d_model: 32
+  n_heads: 2
+  d_ff: 64
+  activation: gelu
+  position: rope
+  max_positions: 64
+data:
+  train: mlm.txt
+  valid: mlm_valid.txt
+  vocab_size: 150
+  seq_len: 32
+train:
+  max_updates: 3
+  batch_size: 4
+  log_interval: 1
+  valid_interval: 3
+  save_interval: 3
+optim:
+  name: adamw
+  lr: 1.0e-3
+  warmup_updates: 1
+)";
+
+// What a run shows.
+enum class Shows {
+  Metrics,      // the figures of metrics.jsonl
+  Files,        // the names of the files the run leaves
+  Log,          // train.log (timestamps and timings left out)
+  Best,         // checkpoints/best/trainer_state.json
+  Translation,  // `rotor translate --nbest 1` of a few test lines with the run's checkpoint
+  LogHas,       // train.log holds `expect` (a change of kind, no baseline to compare)
+  Rejected,     // exit code non-zero, one error line holding `expect`
+};
+
+struct Entry {
+  const char* key;
+  const char* value;
+  Shows shows;
+  const char* extra = "";   // --set overrides of both runs (and config "mlm" for the mlm config)
+  const char* expect = "";  // Rejected: the message
+  const char* env = "";     // environment of the run
+  const char* config = "translation.yaml";  // or mlm.yaml, classification.yaml
+};
+
+constexpr const char* kMlmConfig = "mlm.yaml";
+constexpr const char* kClsConfig = "classification.yaml";
+
+// clang-format off
+const Entry kEntries[] = {
+  {"task", "mlm", Shows::LogHas, "--set data.train=mlm.txt --set data.valid=mlm_valid.txt",
+   "task mlm"},
+  {"output_dir", "other", Shows::Files},
+  {"seed", "9", Shows::Metrics},
+  {"device", "cuda:0", Shows::Rejected, "", "cuda"},  // no GPU here; on one, the log says cuda:0
+  {"precision", "bf16", Shows::Metrics},
+  {"log_level", "warn", Shows::Log},
+  {"model.encoder_layers", "2", Shows::Metrics},
+  {"model.decoder_layers", "2", Shows::Metrics},
+  {"model.d_model", "48", Shows::Metrics},
+  {"model.n_heads", "4", Shows::Metrics},
+  {"model.d_ff", "96", Shows::Metrics},
+  {"model.activation", "gelu", Shows::Metrics},
+  {"model.dropout", "0.3", Shows::Metrics},
+  {"model.attention_dropout", "0.2", Shows::Metrics},
+  {"model.activation_dropout", "0.2", Shows::Metrics},
+  {"model.norm", "pre", Shows::Metrics},
+  {"model.layer_norm_eps", "0.01", Shows::Metrics},
+  {"model.position", "sinusoidal", Shows::Metrics},
+  {"model.rope_base", "100", Shows::Metrics},
+  {"model.max_positions", "300", Shows::Log, "--set model.position=learned"},  // the table, not the figures
+  {"model.share_embeddings", "false", Shows::Metrics},
+  {"model.scale_embeddings", "false", Shows::Metrics},
+  {"model.type_vocab_size", "0", Shows::Metrics, "", "", "", kMlmConfig},
+  {"model.init_std", "0.05", Shows::Metrics, "", "", "", kMlmConfig},
+  {"model.init_from", "no_such_hf_dir", Shows::Rejected, "", "no_such_hf_dir", "", kMlmConfig},
+  {"attention.impl", "rotor", Shows::Metrics},
+  {"data.src_lang", "de", Shows::Metrics, "--set data.tgt_lang=en"},
+  {"data.tgt_lang", "xx", Shows::Rejected, "", "data/train.xx"},
+  {"data.train", "data/test", Shows::Metrics},
+  {"data.valid", "data/test", Shows::Metrics},
+  {"data.test", "data/test", Shows::Metrics},
+  {"data.spm_model", "spm100.model", Shows::Metrics},
+  {"data.vocab_size", "100", Shows::Metrics},
+  {"data.spm_model_type", "unigram", Shows::Metrics},
+  {"data.character_coverage", "0.98", Shows::Metrics},
+  {"data.max_len", "5", Shows::Metrics},
+  {"data.max_len_ratio", "1.0", Shows::Metrics},
+  {"data.max_tokens", "128", Shows::Metrics},
+  {"data.seq_len", "16", Shows::Metrics, "", "", "", kMlmConfig},
+  {"data.mask_prob", "0.3", Shows::Metrics, "", "", "", kMlmConfig},
+  {"data.mask_token_prob", "0.5", Shows::Metrics, "", "", "", kMlmConfig},
+  {"data.random_token_prob", "0.2", Shows::Metrics, "", "", "", kMlmConfig},
+  {"data.prefetch", "0", Shows::Log},
+  {"data.sentence1_column", "s3", Shows::Metrics, "", "", "", kClsConfig},
+  {"data.sentence2_column", "", Shows::Metrics, "", "", "", kClsConfig},
+  {"data.label_column", "flipped", Shows::Metrics, "", "", "", kClsConfig},
+  {"data.header", "false", Shows::Rejected, "", "data.sentence1_column", "", kClsConfig},
+  {"data.labels", "[yes,no]", Shows::Metrics, "", "", "", kClsConfig},
+  {"data.regression", "true", Shows::LogHas,
+   "--set data.label_column=score --set data.labels=[] --set train.best_metric=loss", "pearson", "",
+   kClsConfig},
+  {"train.max_updates", "2", Shows::Metrics},
+  {"train.max_epochs", "2", Shows::Metrics, "--set data.max_tokens=4096 --set train.max_updates=5"},
+  {"train.batch_size", "2", Shows::Metrics, "", "", "", kMlmConfig},
+  {"train.update_freq", "2", Shows::Metrics},
+  {"train.clip_norm", "0.05", Shows::Metrics},
+  {"train.label_smoothing", "0.0", Shows::Metrics},
+  {"train.log_interval", "2", Shows::Metrics},
+  {"train.valid_interval", "1", Shows::Metrics},
+  {"train.save_interval", "1", Shows::Files},
+  {"train.keep_last", "1", Shows::Files, "--set train.save_interval=1"},
+  {"train.patience", "1", Shows::Metrics,
+   "--set train.valid_interval=1 --set optim.lr=1e-12 --set optim.warmup_updates=0 --set optim.warmup_init_lr=0"},
+  {"train.valid_metrics", "[loss,chrf]", Shows::Metrics},
+  {"train.valid_max_sentences", "5", Shows::Metrics, "--set train.valid_metrics=[loss,bleu]"},
+  {"train.best_metric", "chrf", Shows::Best, "--set train.valid_metrics=[loss,chrf]"},
+  {"train.loss_scale", "1024", Shows::Metrics, "--set precision=fp16"},
+  {"train.scale_window", "1", Shows::Metrics, "--set precision=fp16"},
+  {"train.max_nonfinite", "1", Shows::Rejected, "", "train.max_nonfinite", "ROTOR_TEST_NAN_GRAD_AT=2"},
+  {"optim.name", "adamw", Shows::Metrics, "--set optim.weight_decay=0.5"},
+  {"optim.lr", "0.01", Shows::Metrics},
+  {"optim.betas", "[0.8,0.9]", Shows::Metrics},
+  {"optim.eps", "0.001", Shows::Metrics},
+  {"optim.weight_decay", "0.5", Shows::Metrics},
+  {"optim.schedule", "linear", Shows::Metrics},
+  {"optim.warmup_updates", "1", Shows::Metrics},
+  {"optim.warmup_init_lr", "0.0001", Shows::Metrics},
+  {"optim.end_lr", "0.0005", Shows::Metrics, "--set optim.schedule=linear"},
+  {"decode.beam", "1", Shows::Translation},
+  {"decode.lenpen", "2.0", Shows::Translation},
+  {"decode.max_len_a", "0.0", Shows::Translation},
+  {"decode.max_len_b", "1", Shows::Translation},
+  // A world of one has nothing to bucket, shard or wait for: two ranks
+  // through `rotor launch` show the first two, a rank that never arrives
+  // the last two.
+  {"dist.bucket_mb", "0.01", Shows::Log, "LAUNCH"},
+  {"dist.shard_optimizer", "true", Shows::Log, "LAUNCH"},
+  {"dist.timeout_s", "1", Shows::Rejected, "--set dist.rendezvous=file:rdv", "within 1 s",
+   "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 ROTOR_RUN_ID=audit"},
+  {"dist.rendezvous", "file:rdv_elsewhere", Shows::Rejected, "--set dist.timeout_s=1", "rdv_elsewhere",
+   "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 ROTOR_RUN_ID=audit"},
+};
+// clang-format on
+
+struct Result {
+  int code = 0;
+  std::string err;
+  std::string metrics, files, log, best, translation;
+};
+
+// The text of a run's metrics.jsonl without its timings.
+std::string figures(const std::string& path) {
+  std::string out;
+  std::istringstream in(slurp(path));
+  for (std::string line; std::getline(in, line);) {
+    Json j = Json::parse(line);
+    for (const char* noise : {"tokens_per_s", "decode_seconds"}) j.erase(noise);
+    out += j.dump() + "\n";
+  }
+  return out;
+}
+
+std::string log_text(const std::string& path) {
+  static const std::regex noise(
+      R"(^\S+ \S+ |\d+ tok/s|ETA \S+|[\d.]+s\b|mem \d+ MiB|pid \d+|/tmp/\S+)");
+  std::string out;
+  std::istringstream in(slurp(path));
+  for (std::string line; std::getline(in, line);) out += std::regex_replace(line, noise, "") + "\n";
+  return out;
+}
+
+class ConfigAudit : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    base_ = new TempDir();
+    const std::string b = base_->path();
+    ASSERT_EQ(sh(b, std::string(ROTOR_BINARY) +
+                        " synth numbers-en-de --output data --train 300 --valid 20 --test 12 "
+                        "--test-long 4 --seed 4"),
+              0);
+    std::ofstream(b + "/translation.yaml") << kTranslation;
+    std::ofstream(b + "/mlm.yaml") << kMlm;
+    std::ofstream text(b + "/mlm.txt"), valid(b + "/mlm_valid.txt");
+    std::ifstream en(b + "/data/train.en"), de(b + "/data/train.de");
+    int i = 0;
+    for (std::string l1, l2; std::getline(en, l1) && std::getline(de, l2); ++i)
+      (i % 10 ? text : valid) << l1 << " and " << l2 << "\n";
+    text.close();
+    valid.close();
+    ASSERT_EQ(sh(b, std::string(ROTOR_BINARY) +
+                        " spm-train --input data/train.en --input data/train.de --model-prefix "
+                        "spm100 --vocab-size 100"),
+              0);
+    // Sentence pairs: is s2 the translation of s1 (yes) or of another line (no)?
+    // s3 is s1 reversed word by word; flipped and score are other labels.
+    std::ofstream(b + "/classification.yaml") << kClassification;
+    ASSERT_EQ(sh(b, std::string(ROTOR_BINARY) +
+                        " spm-train --input data/train.en --input data/train.de --model-prefix "
+                        "cls_spm --vocab-size 120 --user-defined-symbols '[MASK],[CLS],[SEP]'"),
+              0);
+    std::vector<std::string> src, tgt;
+    {
+      std::ifstream en(b + "/data/train.en"), de(b + "/data/train.de");
+      for (std::string l1, l2; std::getline(en, l1) && std::getline(de, l2);) {
+        src.push_back(l1);
+        tgt.push_back(l2);
+      }
+    }
+    for (const char* split : {"train", "valid"}) {
+      std::ofstream tsv(b + "/cls_" + split + ".tsv");
+      tsv << "s1\ts2\ts3\tlabel\tflipped\tscore\n";
+      const size_t first = std::string(split) == "train" ? 0 : 200,
+                   n = std::string(split) == "train" ? 200 : 40;
+      for (size_t i = first; i < first + n && i < src.size(); ++i) {
+        const bool match = i % 2 == 0;
+        std::istringstream words(src[i]);
+        std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+        std::string reversed;
+        for (auto it = w.rbegin(); it != w.rend(); ++it)
+          reversed += (reversed.empty() ? "" : " ") + *it;
+        tsv << src[i] << "\t" << tgt[match ? i : (i + 7) % src.size()] << "\t" << reversed << "\t"
+            << (match ? "yes" : "no") << "\t" << (match ? "no" : "yes") << "\t"
+            << (match ? 4.5 : 0.5) << "\n";
+      }
+    }
+  }
+  static void TearDownTestSuite() { delete base_; }
+
+  static int sh(const std::string& dir, const std::string& command) {
+    const std::string cmd = "cd '" + dir + "' && ( " + command + " ) >'" + dir + "/.out' 2>'" +
+                            dir + "/.err' </dev/null";
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  // One run of a config with overrides, in a fresh copy of the base.
+  static Result run(const std::string& config, const std::string& overrides, const std::string& env,
+                    bool translate) {
+    TempDir dir;
+    fs::copy(base_->path(), dir.path(), fs::copy_options::recursive);
+    std::string command = std::string(ROTOR_BINARY) + " train " + config + " " + overrides;
+    std::string extra = overrides;
+    const bool launch = extra.find("LAUNCH") != std::string::npos;
+    if (launch) {
+      command = std::string(ROTOR_BINARY) + " launch -q -n 2 -- train " + config + " " +
+                std::regex_replace(overrides, std::regex("LAUNCH"), "");
+    }
+    Result r;
+    r.code = sh(dir.path(), "export OMP_NUM_THREADS=1 " + env + "; " + command);
+    r.err = slurp(dir / ".err");
+    std::string out = "run";
+    std::smatch m;
+    if (std::regex_search(overrides, m, std::regex(R"(--set output_dir=(\S+))"))) out = m[1];
+    const std::string root = dir / out;
+    if (fs::exists(root + "/metrics.jsonl")) r.metrics = figures(root + "/metrics.jsonl");
+    if (fs::exists(root + "/train.log")) r.log = log_text(root + "/train.log");
+    if (fs::exists(root + "/checkpoints/best/trainer_state.json")) {
+      Json s = rotor::json_io::load(root + "/checkpoints/best/trainer_state.json");
+      s.erase("train_seconds");
+      r.best = s.dump();
+    }
+    std::set<std::string> names;
+    for (const auto& e : fs::recursive_directory_iterator(dir.path()))
+      if (e.path().filename().string()[0] != '.' &&
+          e.path().string().find("/tensorboard/") == std::string::npos)
+        names.insert(fs::relative(e.path(), dir.path()).string());
+    for (const auto& n : names) r.files += n + "\n";
+    if (translate && r.code == 0) {
+      sh(dir.path(), std::string(ROTOR_BINARY) + " translate --checkpoint " + out +
+                         " --input data/test.en --nbest 1");
+      r.translation = slurp(dir / ".out");
+    }
+    return r;
+  }
+
+  static TempDir* base_;
+};
+TempDir* ConfigAudit::base_ = nullptr;
+
+// The keys of a dumped config: "section.key" (or "key" at the top).
+std::vector<std::string> dumped_keys(const std::string& config) {
+  TempDir dir;
+  fs::copy(config, dir / "c.yaml");
+  const std::string out = dir / "dump.yaml";
+  const int rc = std::system((std::string(ROTOR_BINARY) + " train " + (dir / "c.yaml") +
+                              " --dump-config >" + out + " 2>/dev/null")
+                                 .c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 0);
+  std::vector<std::string> keys;
+  std::string section;
+  std::istringstream in(slurp(out));
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::string name =
+        line.substr(line.find_first_not_of(' '), line.find(':') - line.find_first_not_of(' '));
+    const bool nested = line[0] == ' ';
+    const bool opens = line.back() == ':';
+    if (!nested) section = opens ? name : "";
+    if (opens && !nested) continue;
+    keys.push_back(nested ? section + "." + name : name);
+  }
+  return keys;
+}
+
+TEST_F(ConfigAudit, EveryKeyHasAnEntry) {
+  std::set<std::string> audited;
+  for (const auto& e : kEntries) audited.insert(e.key);
+  for (const char* config : {"translation.yaml", "mlm.yaml", "classification.yaml"})
+    for (const auto& key : dumped_keys(base_->path() + "/" + config))
+      EXPECT_TRUE(audited.count(key)) << "config key " << key << " has no entry in kEntries";
+}
+
+TEST_F(ConfigAudit, EveryKeyDoesWhatItSays) {
+  std::map<std::string, Result> baselines;  // by config, overrides and environment
+  for (const Entry& e : kEntries) {
+    SCOPED_TRACE(std::string(e.key) + "=" + e.value);
+    const bool translate = e.shows == Shows::Translation;
+    const std::string set = std::string("--set ") + e.key + "=" + e.value + " " + e.extra;
+    const Result got = run(e.config, set, e.env, translate);
+    if (e.shows == Shows::Rejected) {
+      EXPECT_NE(got.code, 0) << "accepted";
+      const std::string last = got.err.substr(got.err.rfind('\n', got.err.size() - 2) + 1);
+      EXPECT_EQ(last.rfind("rotor: error: ", 0), 0u) << got.err;
+      EXPECT_NE(last.find(e.expect), std::string::npos) << got.err;
+      continue;
+    }
+    EXPECT_EQ(got.code, 0) << got.err;
+    if (e.shows == Shows::LogHas) {
+      EXPECT_NE(got.log.find(e.expect), std::string::npos) << got.log;
+      continue;
+    }
+    const std::string base_key = std::string(e.config) + "|" + e.extra + "|" + e.env;
+    auto it = baselines.find(base_key);
+    if (it == baselines.end())
+      it = baselines.emplace(base_key, run(e.config, e.extra, e.env, translate)).first;
+    Result& base = it->second;
+    if (translate && base.translation.empty()) base = run(e.config, e.extra, e.env, true);
+    ASSERT_EQ(base.code, 0) << base.err;
+    switch (e.shows) {
+      case Shows::Metrics:
+        EXPECT_NE(got.metrics, base.metrics) << "metrics.jsonl unchanged";
+        break;
+      case Shows::Files:
+        EXPECT_NE(got.files, base.files) << "the same files";
+        break;
+      case Shows::Log:
+        EXPECT_NE(got.log, base.log) << "train.log unchanged";
+        break;
+      case Shows::Best:
+        EXPECT_NE(got.best, base.best) << "the same best checkpoint";
+        break;
+      case Shows::Translation:
+        EXPECT_FALSE(got.translation.empty());
+        EXPECT_NE(got.translation, base.translation) << "the same translations";
+        break;
+      case Shows::LogHas:
+      case Shows::Rejected:
+        break;
+    }
+  }
+}
+
+}  // namespace
