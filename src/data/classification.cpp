@@ -241,56 +241,32 @@ ClassificationBatch make_classification_batch(const ClassificationSet& set,
   return batch;
 }
 
+namespace {
+BatchPlanOptions plan_options(const ClassificationBatcherOptions& o) {
+  BatchPlanOptions p;
+  p.batch_size = o.batch_size;
+  p.seed = o.seed;
+  p.stream_layer = 3;
+  p.shuffle = o.shuffle;
+  p.drop_last = o.drop_last;
+  p.rank = o.rank;
+  p.world_size = o.world_size;
+  p.remainder = o.remainder;
+  return p;
+}
+}  // namespace
+
 ClassificationBatcher::ClassificationBatcher(std::shared_ptr<const ClassificationSet> set,
                                              bool regression, ClassificationBatcherOptions o)
-    : set_(std::move(set)), regression_(regression), opt_(o) {
+    : set_(std::move(set)),
+      regression_(regression),
+      opt_(o),
+      plan_(set_ ? set_->size() : 0, plan_options(o)) {
   ROTOR_CHECK(set_ && set_->size() > 0, "ClassificationBatcher needs examples");
-  ROTOR_CHECK(o.batch_size > 0 && o.world_size > 0 && o.rank >= 0 && o.rank < o.world_size,
-              "ClassificationBatcher: bad options");
-}
-
-std::vector<std::vector<int64_t>> ClassificationBatcher::epoch_plan(uint64_t epoch) const {
-  const int64_t n = set_->size(), B = opt_.batch_size;
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  if (opt_.shuffle) {
-    PhiloxRng rng(opt_.seed, rng_stream(epoch, 3, RngPurpose::Shuffle, 0));
-    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
-  }
-  std::vector<std::vector<int64_t>> global;
-  for (int64_t b = 0; b < n; b += B) {
-    const int64_t e = std::min(n, b + B);
-    if (e - b < B && opt_.drop_last && !global.empty()) break;
-    global.emplace_back(order.begin() + b, order.begin() + e);
-  }
-  const int64_t G = static_cast<int64_t>(global.size()), w = opt_.world_size;
-  const int64_t per =
-      opt_.remainder == ShardRemainder::Pad ? (G + w - 1) / w : std::max<int64_t>(G / w, 1);
-  std::vector<std::vector<int64_t>> mine;
-  for (int64_t k = 0; k < per; ++k)
-    mine.push_back(global[static_cast<size_t>((opt_.rank + k * w) % G)]);
-  return mine;
-}
-
-int64_t ClassificationBatcher::batches_in_epoch() const {
-  const int64_t n = set_->size(), B = opt_.batch_size, w = opt_.world_size;
-  int64_t G = n / B;
-  if (n % B != 0 && (!opt_.drop_last || G == 0)) ++G;
-  return opt_.remainder == ShardRemainder::Pad ? (G + w - 1) / w : std::max<int64_t>(G / w, 1);
 }
 
 ClassificationBatch ClassificationBatcher::next() {
-  if (plan_epoch_ != pos_.epoch) {
-    plan_ = epoch_plan(pos_.epoch);
-    plan_epoch_ = pos_.epoch;
-  }
-  if (pos_.batch_index >= plan_.size()) {  // a position restored past the end
-    pos_ = {pos_.epoch + 1, 0};
-    return next();
-  }
-  ClassificationBatch b = make_classification_batch(*set_, plan_[pos_.batch_index], regression_);
-  if (++pos_.batch_index >= plan_.size()) pos_ = {pos_.epoch + 1, 0};
-  return b;
+  return make_classification_batch(*set_, *plan_.next().ids, regression_);
 }
 
 }  // namespace rotor::data

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "data/batch_plan.h"
 #include "data/batcher.h"  // BatchPosition, ShardRemainder
 #include "data/sentencepiece.h"
 
@@ -97,29 +98,25 @@ struct ClassificationBatcherOptions {
   bool drop_last = false;  // drop the last, partial global batch
 };
 
-// An epoch, identical on every rank: the example ids, shuffled by the Philox
-// stream (epoch, Shuffle) unless !shuffle, cut into global batches of
-// batch_size; rank r of w takes global batches r, r + w, ... (Pad: every
-// rank takes ceil(n / w), wrapping around; Drop: floor(n / w), at least 1).
-// next() returns the batch at position() and advances (to the next epoch
-// after the last batch); set_position() restores a saved position exactly.
+// Batches of examples as data/batch_plan.h lays out an epoch (the shuffle
+// stream keyed by layer 3).
 class ClassificationBatcher {
  public:
   ClassificationBatcher(std::shared_ptr<const ClassificationSet> set, bool regression,
                         ClassificationBatcherOptions options);
   ClassificationBatch next();
-  BatchPosition position() const { return pos_; }
-  void set_position(BatchPosition p) { pos_ = p; }
-  std::vector<std::vector<int64_t>> epoch_plan(uint64_t epoch) const;
-  int64_t batches_in_epoch() const;
+  BatchPosition position() const { return plan_.position(); }
+  void set_position(BatchPosition p) { plan_.set_position(p); }
+  std::vector<std::vector<int64_t>> epoch_plan(uint64_t epoch) const {
+    return plan_.epoch_plan(epoch);
+  }
+  int64_t batches_in_epoch() const { return plan_.batches_in_epoch(); }
 
  private:
   std::shared_ptr<const ClassificationSet> set_;
   bool regression_;
   ClassificationBatcherOptions opt_;
-  BatchPosition pos_;
-  uint64_t plan_epoch_ = UINT64_MAX;
-  std::vector<std::vector<int64_t>> plan_;
+  BatchPlan plan_;
 };
 
 }  // namespace rotor::data

@@ -21,10 +21,11 @@ MlmSpecialIds MlmSpecialIds::from_tokenizer(const Tokenizer& tok) {
   auto need = [&](const char* piece) {
     const int32_t id = tok.piece_to_id(piece);
     if (id == tok.unk_id() || id < 0)
-      ROTOR_FAIL("tokenizer {} has no {} symbol: masked-LM needs the user-defined symbols "
-                 "[MASK],[CLS],[SEP] (train it with rotor spm-train --user-defined-symbols "
-                 "\"[MASK],[CLS],[SEP]\")",
-                 tok.path(), piece);
+      ROTOR_FAIL(
+          "tokenizer {} has no {} symbol: masked-LM needs the user-defined symbols "
+          "[MASK],[CLS],[SEP] (train it with rotor spm-train --user-defined-symbols "
+          "\"[MASK],[CLS],[SEP]\")",
+          tok.path(), piece);
     return id;
   };
   s.mask = need("[MASK]");
@@ -109,9 +110,10 @@ Masker::Masker(MaskingOptions options) : opt_(std::move(options)), vocab_(opt_.v
   auto unit = [](double p) { return p >= 0.0 && p <= 1.0; };
   if (!unit(opt_.mask_prob) || !unit(opt_.mask_token_prob) || !unit(opt_.random_token_prob) ||
       opt_.mask_token_prob + opt_.random_token_prob > 1.0 + 1e-12)
-    ROTOR_FAIL("masking: probabilities mask_prob {} mask_token_prob {} random_token_prob {} are "
-               "not valid",
-               opt_.mask_prob, opt_.mask_token_prob, opt_.random_token_prob);
+    ROTOR_FAIL(
+        "masking: probabilities mask_prob {} mask_token_prob {} random_token_prob {} are "
+        "not valid",
+        opt_.mask_prob, opt_.mask_token_prob, opt_.random_token_prob);
   if (vocab_ <= 0) ROTOR_FAIL("masking: vocabulary size {} must be positive", vocab_);
   const MlmSpecialIds& s = opt_.special;
   if (s.mask < 0 || s.mask >= vocab_ || s.cls < 0 || s.cls >= vocab_ || s.sep < 0 ||
@@ -155,41 +157,28 @@ void Masker::mask(std::span<int32_t> ids, uint64_t round, uint64_t block, int64_
 
 // ---- batching ----------------------------------------------------------------
 
+namespace {
+BatchPlanOptions plan_options(const MlmBatcherOptions& o) {
+  BatchPlanOptions p;
+  p.batch_size = o.batch_size;
+  p.seed = o.seed;
+  p.stream_layer = 2;
+  p.shuffle = o.shuffle;
+  p.drop_last = o.drop_last;
+  p.rank = o.rank;
+  p.world_size = o.world_size;
+  p.remainder = o.remainder;
+  return p;
+}
+}  // namespace
+
 MlmBatcher::MlmBatcher(std::shared_ptr<const PackedBlocks> blocks, const Masker& masker,
                        MlmBatcherOptions options)
-    : blocks_(std::move(blocks)), masker_(masker), opt_(options) {
+    : blocks_(std::move(blocks)),
+      masker_(masker),
+      opt_(options),
+      plan_(blocks_ ? static_cast<int64_t>(blocks_->size()) : 0, plan_options(options)) {
   ROTOR_CHECK(blocks_, "MlmBatcher needs blocks");
-  if (opt_.batch_size <= 0) ROTOR_FAIL("train.batch_size: {} must be positive", opt_.batch_size);
-  if (opt_.world_size < 1 || opt_.rank < 0 || opt_.rank >= opt_.world_size)
-    ROTOR_FAIL("batcher: rank {} is not in [0, world size {})", opt_.rank, opt_.world_size);
-}
-
-std::vector<std::vector<int64_t>> MlmBatcher::epoch_plan(uint64_t epoch) const {
-  const int64_t n = blocks_->size(), B = opt_.batch_size;
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  if (opt_.shuffle) {
-    PhiloxRng rng(opt_.seed, rng_stream(epoch, 2, RngPurpose::Shuffle, 0));
-    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
-  }
-  std::vector<std::vector<int64_t>> global;
-  for (int64_t b = 0; b < n; b += B) {
-    const int64_t e = std::min(n, b + B);
-    if (e - b < B && opt_.drop_last && !global.empty()) break;
-    global.emplace_back(order.begin() + b, order.begin() + e);
-  }
-  const int64_t G = static_cast<int64_t>(global.size()), w = opt_.world_size;
-  int64_t per = opt_.remainder == ShardRemainder::Pad ? (G + w - 1) / w : std::max<int64_t>(G / w, 1);
-  std::vector<std::vector<int64_t>> mine;
-  for (int64_t k = 0; k < per; ++k) mine.push_back(global[static_cast<size_t>((opt_.rank + k * w) % G)]);
-  return mine;
-}
-
-int64_t MlmBatcher::batches_in_epoch() const {
-  const int64_t n = blocks_->size(), B = opt_.batch_size, w = opt_.world_size;
-  int64_t G = n / B;
-  if (n % B != 0 && (!opt_.drop_last || G == 0)) ++G;
-  return opt_.remainder == ShardRemainder::Pad ? (G + w - 1) / w : std::max<int64_t>(G / w, 1);
 }
 
 MlmBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t round) const {
@@ -206,7 +195,8 @@ MlmBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t round)
   int64_t tokens = 0;
   for (size_t b = 0; b < ids.size(); ++b) {
     pos_row.clear();
-    masker_.mask(rows[b], round, static_cast<uint64_t>(ids[b]), blocks_->seq_len(), pos_row, targets);
+    masker_.mask(rows[b], round, static_cast<uint64_t>(ids[b]), blocks_->seq_len(), pos_row,
+                 targets);
     for (int32_t t : pos_row) positions.push_back(static_cast<int32_t>(b * T + t));
     std::copy(rows[b].begin(), rows[b].end(), input.begin() + static_cast<int64_t>(b) * T);
     lengths[b] = static_cast<int32_t>(rows[b].size());
@@ -224,18 +214,8 @@ MlmBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t round)
 }
 
 MlmBatch MlmBatcher::next() {
-  if (plan_epoch_ != pos_.epoch) {
-    plan_ = epoch_plan(pos_.epoch);
-    plan_epoch_ = pos_.epoch;
-  }
-  if (pos_.batch_index >= plan_.size()) {  // a position restored past the end
-    pos_ = {pos_.epoch + 1, 0};
-    return next();
-  }
-  const uint64_t round = opt_.fixed_masking ? kFixedMaskingRound : pos_.epoch;
-  MlmBatch b = make_batch(plan_[pos_.batch_index], round);
-  if (++pos_.batch_index >= plan_.size()) pos_ = {pos_.epoch + 1, 0};
-  return b;
+  const BatchPlan::Next n = plan_.next();
+  return make_batch(*n.ids, opt_.fixed_masking ? kFixedMaskingRound : n.epoch);
 }
 
 }  // namespace rotor::data

@@ -39,6 +39,7 @@
 #include <span>
 #include <vector>
 
+#include "data/batch_plan.h"
 #include "data/batcher.h"  // BatchPosition, ShardRemainder
 #include "data/corpus.h"
 #include "data/sentencepiece.h"
@@ -138,14 +139,9 @@ struct MlmBatcherOptions {
   bool drop_last = true;  // drop the last, partial global batch (training); false for validation
 };
 
-// An epoch of the global batch list, identical on every rank:
-//   1. the block ids 0..n-1, shuffled by Philox stream (epoch, layer 2, Shuffle);
-//   2. cut into global batches of batch_size consecutive ids (the last, partial
-//      one dropped when drop_last, unless it is the only one);
-//   3. rank r of w takes global batches r, r + w, ...; with Pad every rank takes
-//      ceil(n / w) (wrapping around), with Drop floor(n / w) (at least 1).
-// next() returns the batch at position() and advances (to the next epoch after
-// the last batch); set_position() restores a saved position exactly.
+// Batches of blocks as data/batch_plan.h lays out an epoch (the shuffle
+// stream keyed by layer 2), masked with the epoch as the masking round
+// (kFixedMaskingRound with fixed_masking).
 class MlmBatcher {
  public:
   MlmBatcher(std::shared_ptr<const PackedBlocks> blocks, const Masker& masker,
@@ -155,11 +151,13 @@ class MlmBatcher {
   // lengths, masked positions (flat b * T + t) and targets; no token types
   // (segment 0).
   MlmBatch next();
-  BatchPosition position() const { return pos_; }
-  void set_position(BatchPosition p) { pos_ = p; }
+  BatchPosition position() const { return plan_.position(); }
+  void set_position(BatchPosition p) { plan_.set_position(p); }
 
-  std::vector<std::vector<int64_t>> epoch_plan(uint64_t epoch) const;  // block ids per batch
-  int64_t batches_in_epoch() const;                                    // the same in every epoch
+  std::vector<std::vector<int64_t>> epoch_plan(uint64_t epoch) const {  // block ids per batch
+    return plan_.epoch_plan(epoch);
+  }
+  int64_t batches_in_epoch() const { return plan_.batches_in_epoch(); }
   // The batch of these block ids, masked with `round` (tests, evaluation).
   MlmBatch make_batch(const std::vector<int64_t>& block_ids, uint64_t round) const;
   const MlmBatcherOptions& options() const { return opt_; }
@@ -168,9 +166,7 @@ class MlmBatcher {
   std::shared_ptr<const PackedBlocks> blocks_;
   Masker masker_;
   MlmBatcherOptions opt_;
-  BatchPosition pos_;
-  uint64_t plan_epoch_ = UINT64_MAX;
-  std::vector<std::vector<int64_t>> plan_;
+  BatchPlan plan_;
 };
 
 }  // namespace rotor::data

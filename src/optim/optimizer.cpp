@@ -28,6 +28,19 @@ void set_weight_decay(ops::AdamWOptions& o, const OptimizerOptions& options, boo
   o.l2 = options.decoupled ? 0.0f : wd;
 }
 
+std::vector<DecayRun> decay_runs(const nn::ParameterStore& store) {
+  std::vector<DecayRun> runs;
+  for (const auto& p : store.parameters()) {
+    const int64_t n = shape_numel(p->shape);
+    if (!runs.empty() && runs.back().no_decay == p->no_decay &&
+        runs.back().begin + runs.back().count == p->offset)
+      runs.back().count += n;
+    else
+      runs.push_back({p->offset, n, p->no_decay});
+  }
+  return runs;
+}
+
 Optimizer::Optimizer(nn::ParameterStore& store, const OptimizerOptions& options)
     : store_(&store), options_(options) {
   ROTOR_CHECK(store.allocated(), "optimizer over unallocated parameters");
@@ -47,25 +60,15 @@ StepInfo Optimizer::step(double lr, double grad_scale) {
   }
   ops::AdamWOptions o = adamw_options(options_, lr, ++step_, grad_scale, norm);
   // Runs of consecutive parameters with the same decay flag: one call each.
-  const auto& params = store_->parameters();
   if (options_.weight_decay == 0.0) {  // one call over the whole buffer
     ops::adamw_step(store_->values(), grads, m_, v_, o);
     return info;
   }
-  size_t i = 0;
-  while (i < params.size()) {
-    size_t j = i;
-    int64_t count = 0;
-    while (j < params.size() && params[j]->no_decay == params[i]->no_decay) {
-      count += shape_numel(params[j]->shape);
-      ++j;
-    }
-    set_weight_decay(o, options_, params[i]->no_decay);
-    const int64_t begin = params[i]->offset;
-    Tensor p = store_->values().narrow(begin, count), g = grads.narrow(begin, count);
-    Tensor m = m_.narrow(begin, count), v = v_.narrow(begin, count);
+  for (const DecayRun& r : decay_runs(*store_)) {
+    set_weight_decay(o, options_, r.no_decay);
+    Tensor p = store_->values().narrow(r.begin, r.count), g = grads.narrow(r.begin, r.count);
+    Tensor m = m_.narrow(r.begin, r.count), v = v_.narrow(r.begin, r.count);
     ops::adamw_step(p, g, m, v, o);
-    i = j;
   }
   return info;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "nn/parameters.h"
 #include "ops/adamw.h"
@@ -29,6 +30,15 @@ struct StepInfo {
 // the caller to set per run of parameters).
 ops::AdamWOptions adamw_options(const OptimizerOptions& options, double lr, int64_t step,
                                 double grad_scale, double grad_norm);
+// Runs of consecutive parameters (flat elements [begin, begin + count)) that
+// share a weight-decay setting (biases and norms have none): one optimizer
+// call each.
+struct DecayRun {
+  int64_t begin = 0, count = 0;
+  bool no_decay = false;
+};
+std::vector<DecayRun> decay_runs(const nn::ParameterStore& store);
+
 // The weight decay of a run of parameters into `o`: decoupled (AdamW) or L2
 // (Adam); none for biases and norms (`no_decay`).
 void set_weight_decay(ops::AdamWOptions& o, const OptimizerOptions& options, bool no_decay);

@@ -152,19 +152,10 @@ ShardedAdamW::ShardedAdamW(nn::ParameterStore& store, const optim::OptimizerOpti
   grad_shard_ = Tensor::zeros({shard_}, DType::F32, dev);
   if (padded_) work_ = Tensor::zeros({shard_ * world}, DType::F32, dev);
   // Runs of parameters with one decay setting, cut to this shard.
-  const auto& params = store.parameters();
-  size_t i = 0;
-  while (i < params.size()) {
-    size_t j = i;
-    int64_t count = 0;
-    while (j < params.size() && params[j]->no_decay == params[i]->no_decay) {
-      count += shape_numel(params[j]->shape);
-      ++j;
-    }
-    const int64_t lo = std::max(params[i]->offset, begin_);
-    const int64_t hi = std::min(params[i]->offset + count, begin_ + count_);
-    if (hi > lo) runs_.push_back({lo, hi - lo, params[i]->no_decay});
-    i = j;
+  for (const optim::DecayRun& r : optim::decay_runs(store)) {
+    const int64_t lo = std::max(r.begin, begin_);
+    const int64_t hi = std::min(r.begin + r.count, begin_ + count_);
+    if (hi > lo) runs_.push_back({lo, hi - lo, r.no_decay});
   }
 }
 
