@@ -241,27 +241,9 @@ ClassificationBatch make_classification_batch(const ClassificationSet& set,
   return batch;
 }
 
-namespace {
-BatchPlanOptions plan_options(const ClassificationBatcherOptions& o) {
-  BatchPlanOptions p;
-  p.batch_size = o.batch_size;
-  p.seed = o.seed;
-  p.stream_layer = 3;
-  p.shuffle = o.shuffle;
-  p.drop_last = o.drop_last;
-  p.rank = o.rank;
-  p.world_size = o.world_size;
-  p.remainder = o.remainder;
-  return p;
-}
-}  // namespace
-
 ClassificationBatcher::ClassificationBatcher(std::shared_ptr<const ClassificationSet> set,
                                              bool regression, ClassificationBatcherOptions o)
-    : set_(std::move(set)),
-      regression_(regression),
-      opt_(o),
-      plan_(set_ ? set_->size() : 0, plan_options(o)) {
+    : set_(std::move(set)), regression_(regression), opt_(o), plan_(set_ ? set_->size() : 0, o) {
   ROTOR_CHECK(set_ && set_->size() > 0, "ClassificationBatcher needs examples");
 }
 

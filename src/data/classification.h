@@ -88,14 +88,10 @@ struct ClassificationBatch {
 ClassificationBatch make_classification_batch(const ClassificationSet& set,
                                               const std::vector<int64_t>& indices, bool regression);
 
-struct ClassificationBatcherOptions {
-  int64_t batch_size = 32;  // examples per batch
-  uint64_t seed = 1;
-  bool shuffle = true;  // false: examples in file order (evaluation)
-  int rank = 0;
-  int world_size = 1;
-  ShardRemainder remainder = ShardRemainder::Pad;
-  bool drop_last = false;  // drop the last, partial global batch
+// Batch size, shuffling, sharding (data/batch_plan.h); the last, partial
+// batch is kept by default.
+struct ClassificationBatcherOptions : BatchPlanOptions {
+  ClassificationBatcherOptions() { stream_layer = 3; }
 };
 
 // Batches of examples as data/batch_plan.h lays out an epoch (the shuffle

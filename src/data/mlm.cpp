@@ -157,27 +157,12 @@ void Masker::mask(std::span<int32_t> ids, uint64_t round, uint64_t block, int64_
 
 // ---- batching ----------------------------------------------------------------
 
-namespace {
-BatchPlanOptions plan_options(const MlmBatcherOptions& o) {
-  BatchPlanOptions p;
-  p.batch_size = o.batch_size;
-  p.seed = o.seed;
-  p.stream_layer = 2;
-  p.shuffle = o.shuffle;
-  p.drop_last = o.drop_last;
-  p.rank = o.rank;
-  p.world_size = o.world_size;
-  p.remainder = o.remainder;
-  return p;
-}
-}  // namespace
-
 MlmBatcher::MlmBatcher(std::shared_ptr<const PackedBlocks> blocks, const Masker& masker,
                        MlmBatcherOptions options)
     : blocks_(std::move(blocks)),
       masker_(masker),
       opt_(options),
-      plan_(blocks_ ? static_cast<int64_t>(blocks_->size()) : 0, plan_options(options)) {
+      plan_(blocks_ ? static_cast<int64_t>(blocks_->size()) : 0, options) {
   ROTOR_CHECK(blocks_, "MlmBatcher needs blocks");
 }
 

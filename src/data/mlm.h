@@ -128,15 +128,15 @@ struct MlmBatch {
   int64_t masked_tokens = 0;  // M
 };
 
-struct MlmBatcherOptions {
-  int64_t batch_size = 64;  // blocks per batch
-  uint64_t seed = 1;
-  bool shuffle = true;         // false: blocks in corpus order (validation)
+// Batch size (blocks), shuffling, sharding (data/batch_plan.h); training
+// drops the last, partial global batch, validation sets drop_last false.
+struct MlmBatcherOptions : BatchPlanOptions {
   bool fixed_masking = false;  // true: round kFixedMaskingRound in every epoch (validation)
-  int rank = 0;
-  int world_size = 1;
-  ShardRemainder remainder = ShardRemainder::Pad;
-  bool drop_last = true;  // drop the last, partial global batch (training); false for validation
+  MlmBatcherOptions() {
+    batch_size = 64;
+    stream_layer = 2;
+    drop_last = true;
+  }
 };
 
 // Batches of blocks as data/batch_plan.h lays out an epoch (the shuffle
