@@ -52,7 +52,7 @@ ROTOR_COMMAND("prepare", "Encode text with a SentencePiece model and binarize it
                 auto o = std::make_shared<rotor::data::PrepareOptions>();
                 sub.add_option("--spm", o->spm_model, "SentencePiece model")->required();
                 sub.add_option("--src", o->src, "Source (or monolingual) text")->required();
-                sub.add_option("--tgt", o->tgt, "Target text, line-aligned with --src");
+                auto* tgt = sub.add_option("--tgt", o->tgt, "Target text, line-aligned with --src");
                 sub.add_option("--output-prefix", o->output_prefix,
                                "Writes OUT.src/OUT.tgt.{bin,idx}, or OUT.{bin,idx}")
                     ->required();
@@ -65,5 +65,11 @@ ROTOR_COMMAND("prepare", "Encode text with a SentencePiece model and binarize it
                     ->capture_default_str();
                 sub.add_option("--threads", o->num_threads, "Encoding threads (0 = all cores)");
                 sub.add_flag("--append-eos", o->append_eos, "Store </s> after every sentence");
-                return [o] { return run_prepare(*o); };
+                return [=] {
+                  // An empty --tgt is a mistake (a variable that expanded to
+                  // nothing), not a request for a monolingual corpus.
+                  if (tgt->count() > 0 && o->tgt.empty())
+                    ROTOR_FAIL("prepare: --tgt is empty; leave it out for a monolingual corpus");
+                  return run_prepare(*o);
+                };
               });

@@ -107,6 +107,7 @@ const std::vector<Case> kCases = {
   {"prepare --spm {RUN}/spm.model --src {D}/src.txt --output-prefix {D}/p --min-len 10 --max-len 5", 1, "prepare: --min-len 10 exceeds --max-len 5"},
   {"prepare --spm {RUN}/spm.model --src {D}/missing.txt --output-prefix {D}/p", 1, "prepare: --src {D}/missing.txt: no such file"},
   {"prepare --spm {RUN}/spm.model --src {D}/src.txt --output-prefix ''", 1, "prepare: --output-prefix is an empty path"},
+  {"prepare --spm {RUN}/spm.model --src {D}/src.txt --tgt '' --output-prefix {D}/p", 1, "prepare: --tgt is empty; leave it out for a monolingual corpus"},
   {"prepare --spm {D}/data --src {D}/src.txt --output-prefix {D}/p", 1, "prepare: --spm {D}/data: is a directory"},
   {"prepare --spm {D}/fake.model --src {D}/src.txt --output-prefix {D}/p", 1, "{D}/fake.model: cannot load it, not a valid model"},
   {"prepare --spm {RUN}/spm.model --src {D}/bad.txt --output-prefix {D}/p", 1, "{D}/bad.txt:2: invalid UTF-8"},
