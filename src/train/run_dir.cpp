@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -49,6 +51,21 @@ std::string read_holder(int fd) {
   text.resize(n > 0 ? static_cast<size_t>(n) : 0);
   while (!text.empty() && (text.back() == '\n' || text.back() == '\0')) text.pop_back();
   return text.empty() ? "another rotor process" : text;
+}
+
+// Files that writers killed mid-write left in `dir` ("NAME.tmp-<pid>..." of
+// an atomic write, a binarized corpus or a SentencePiece model being
+// trained) whose process is gone.
+void remove_stale_files(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t at = name.find(".tmp-");
+    if (at == std::string::npos || !e.is_regular_file(ec)) continue;
+    const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
+    if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0) continue;
+    fs::remove(e.path(), ec);
+  }
 }
 
 }  // namespace
@@ -121,6 +138,8 @@ RunDirectory::RunDirectory(const std::string& output_dir, RunStart start) {
       }
     }
     checkpoint::remove_stale_temporaries(output_dir);
+    remove_stale_files(output_dir);
+    remove_stale_files((fs::path(output_dir) / "data").string());
   } catch (...) {
     ::close(lock_fd_);
     lock_fd_ = -1;

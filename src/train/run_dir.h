@@ -10,8 +10,9 @@
 //     afresh after moving the earlier run's files into
 //     OUTPUT_DIR/previous-<date>-<time>/ (and says so); without either it is an
 //     error that changes nothing;
-//   - what interrupted writers left behind (temporary files and directories)
-//     is removed.
+//   - what interrupted writers left behind (temporary files and directories
+//     of checkpoints, of prepared data, of a tokenizer being trained) is
+//     removed.
 #pragma once
 
 #include <string>

@@ -172,7 +172,8 @@ TEST_F(TrainValidation, TensorBoardMatchesMetrics) {
       }
   EXPECT_GT(compared, 40u);
   EXPECT_EQ(tb["train/loss"].size(), 6u) << "steps 2..12, those after the checkpoint once";
-  EXPECT_EQ(tb["valid/bleu"].size(), 4u) << "validations at 4, 6 (the first run's last update), 8, 12";
+  EXPECT_EQ(tb["valid/bleu"].size(), 4u)
+      << "validations at 4, 6 (the first run's last update), 8, 12";
 }
 
 TEST_F(TrainValidation, PatienceStopsARunThatNoLongerImproves) {
@@ -276,6 +277,35 @@ TEST_F(TrainValidation, ARunDirectoryIsContinuedOnlyWhenAsked) {
   r = train("run", quick + " --resume --overwrite");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("exclude each other"), std::string::npos) << r.err;
+}
+
+// What a killed run left half-written (its process gone) is removed when the
+// next run starts; a live writer's temporary is not touched.
+TEST_F(TrainValidation, TheTemporariesOfADeadRunAreRemoved) {
+  const std::string quick =
+      "--set train.max_updates=2 --set train.valid_metrics=[loss] "
+      "--set train.best_metric=loss";
+  ASSERT_EQ(train("run", quick).code, 0);
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  const std::string tag = ".tmp-" + std::to_string(dead);
+  const std::vector<std::string> stale = {
+      dir_ / ("run/config.yaml" + tag), dir_ / ("run/spm" + tag + ".model"),
+      dir_ / ("run/data/train.src.bin" + tag), dir_ / ("run/checkpoints/step_9" + tag)};
+  for (const auto& f : stale) {
+    if (f.find("step_9") != std::string::npos) {
+      fs::create_directories(f);
+    } else {
+      std::ofstream(f) << "half";
+    }
+  }
+  const std::string alive = dir_ / ("run/data/valid.src.bin.tmp-" + std::to_string(getpid()));
+  std::ofstream(alive) << "being written";
+  auto r = train("run", quick + " --resume --set train.max_updates=3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const auto& f : stale) EXPECT_FALSE(fs::exists(f)) << f;
+  EXPECT_TRUE(fs::exists(alive)) << "a live process's file";
 }
 
 TEST_F(TrainValidation, TwoRunsCannotShareADirectory) {
