@@ -16,4 +16,9 @@ namespace rotor::kernels {
 cudaError_t dropout_apply(const void* x, void* y, DType dt, int64_t n, float p, uint64_t seed,
                           uint64_t stream_id, cudaStream_t stream);
 
+// y = residual + x * keep / (1 - p): the end of a residual branch in one pass
+// (the mask of dropout_apply; y may alias residual or x).
+cudaError_t dropout_add(const void* residual, const void* x, void* y, DType dt, int64_t n, float p,
+                        uint64_t seed, uint64_t stream_id, cudaStream_t stream);
+
 }  // namespace rotor::kernels

@@ -1,6 +1,11 @@
-// Element-wise kernels: grid-stride loops, fp32 math, one pass over memory.
+// Element-wise kernels: one pass over memory, fp32 math, 16-byte vectors.
+// Each map kernel walks its tensor in vectors of N elements (kernels/vec.cuh:
+// one LDG.E.128 / STG.E.128 per 16 bytes) with a grid of a few waves that
+// strides over the rest, then finishes the n % N tail element by element.
+// Unaligned pointers (views at odd offsets) take the same kernels with N = 1.
 #include "kernels/common.cuh"
 #include "kernels/elementwise.cuh"
+#include "kernels/vec.cuh"
 
 namespace rotor::kernels {
 namespace {
@@ -35,73 +40,131 @@ __device__ __forceinline__ float act_grad(float x, Act act) {
   }
 }
 
+// ---- the maps (outputs may alias inputs: no __restrict__ on them) -------------
+
+// y = op(x); S and D the storage types of x and y.
+template <class S, class D, int N, class Op>
+__global__ void map1_kernel(const S* x, D* y, int64_t n, Op op) {
+  const int64_t nv = n / N, stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (int64_t v = first; v < nv; v += stride) {
+    float a[N];
+    load_n<S, N>(x + v * N, a);
+#pragma unroll
+    for (int c = 0; c < N; ++c) a[c] = op(a[c]);
+    store_n<D, N>(y + v * N, a);
+  }
+  for (int64_t i = nv * N + first; i < n; i += stride) y[i] = from_f32<D>(op(to_f32(x[i])));
+}
+
+// y = op(a, b).
+template <class T, int N, class Op>
+__global__ void map2_kernel(const T* a, const T* b, T* y, int64_t n, Op op) {
+  const int64_t nv = n / N, stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (int64_t v = first; v < nv; v += stride) {
+    float p[N], q[N];
+    load_n<T, N>(a + v * N, p);
+    load_n<T, N>(b + v * N, q);
+#pragma unroll
+    for (int c = 0; c < N; ++c) p[c] = op(p[c], q[c]);
+    store_n<T, N>(y + v * N, p);
+  }
+  for (int64_t i = nv * N + first; i < n; i += stride)
+    y[i] = from_f32<T>(op(to_f32(a[i]), to_f32(b[i])));
+}
+
+// x[r, :] += bias (B the bias's storage type); N divides cols on the vector path.
+template <class T, class B, int N>
+__global__ void add_bias_kernel(T* x, const B* __restrict__ bias, int64_t rows, int64_t cols) {
+  const int64_t nv = rows * cols / N, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nv; v += stride) {
+    const int64_t col = (v * N) % cols;
+    float a[N], b[N];
+    load_n<T, N>(x + v * N, a);
+#pragma unroll
+    for (int c = 0; c < N; ++c) b[c] = to_f32(bias[col + c]);  // small: stays in L1/L2
+#pragma unroll
+    for (int c = 0; c < N; ++c) a[c] += b[c];
+    store_n<T, N>(x + v * N, a);
+  }
+}
+
+template <class T, int N>
+__global__ void fill_float_kernel(T* y, int64_t n, float value) {
+  const int64_t nv = n / N, stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  float a[N];
+#pragma unroll
+  for (int c = 0; c < N; ++c) a[c] = value;
+  for (int64_t v = first; v < nv; v += stride) store_n<T, N>(y + v * N, a);
+  for (int64_t i = nv * N + first; i < n; i += stride) y[i] = from_f32<T>(value);
+}
+
 template <class T>
-__global__ void fill_kernel(T* x, int64_t n, T v) {
+__global__ void fill_int_kernel(T* x, int64_t n, T v) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     x[i] = v;
 }
 
-template <class S, class D>
-__global__ void cast_kernel(const S* src, D* dst, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = from_f32<D>(to_f32(src[i]));
+struct ScaleOp {
+  float s;
+  __device__ float operator()(float x) const { return x * s; }
+};
+struct ActOp {
+  Act act;
+  __device__ float operator()(float x) const { return act_fwd(x, act); }
+};
+struct IdentityOp {
+  __device__ float operator()(float x) const { return x; }
+};
+struct AddOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MulOp {
+  __device__ float operator()(float a, float b) const { return a * b; }
+};
+struct AxpbyOp {
+  float alpha, beta;
+  __device__ float operator()(float x, float y) const { return alpha * x + beta * y; }
+};
+struct ActGradOp {  // (dy, x) -> dy * act'(x)
+  Act act;
+  __device__ float operator()(float dy, float x) const { return dy * act_grad(x, act); }
+};
+
+// ---- launchers ------------------------------------------------------------------
+
+template <class S, class D, class Op>
+cudaError_t map1(const void* x, void* y, int64_t n, Op op, cudaStream_t stream) {
+  const S* xs = static_cast<const S*>(x);
+  D* yd = static_cast<D*>(y);
+  constexpr int N = vec_width<S, D>();
+  if (aligned16(x) && aligned16(y))
+    map1_kernel<S, D, N, Op>
+        <<<waves_grid(n / N + 1, kThreads), kThreads, 0, stream>>>(xs, yd, n, op);
+  else
+    map1_kernel<S, D, 1, Op><<<waves_grid(n, kThreads), kThreads, 0, stream>>>(xs, yd, n, op);
+  return cudaGetLastError();
 }
 
-template <class T, bool kMul>
-__global__ void binary_kernel(const T* a, const T* b, T* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float x = to_f32(a[i]), y = to_f32(b[i]);
-    out[i] = from_f32<T>(kMul ? x * y : x + y);
-  }
-}
-
-template <class T>
-__global__ void scale_kernel(T* x, int64_t n, float s) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    x[i] = from_f32<T>(to_f32(x[i]) * s);
-}
-
-template <class T>
-__global__ void axpby_kernel(float alpha, const T* x, float beta, T* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float r = alpha * to_f32(x[i]);
-    if (beta != 0.0f) r += beta * to_f32(y[i]);
-    y[i] = from_f32<T>(r);
-  }
-}
-
-template <class T>
-__global__ void add_bias_kernel(T* x, const void* bias, DType bias_dt, int64_t rows, int64_t cols) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    x[i] = from_f32<T>(to_f32(x[i]) + load_any(bias, bias_dt, i % cols));
-}
-
-template <class T>
-__global__ void act_fwd_kernel(const T* x, T* y, int64_t n, Act act) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = from_f32<T>(act_fwd(to_f32(x[i]), act));
-}
-
-template <class T>
-__global__ void act_bwd_kernel(const T* dy, const T* x, T* dx, int64_t n, Act act) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    dx[i] = from_f32<T>(to_f32(dy[i]) * act_grad(to_f32(x[i]), act));
+template <class T, class Op>
+cudaError_t map2(const void* a, const void* b, void* y, int64_t n, Op op, cudaStream_t stream) {
+  const T *pa = static_cast<const T*>(a), *pb = static_cast<const T*>(b);
+  T* py = static_cast<T*>(y);
+  constexpr int N = Vec<T>::N;
+  if (aligned16(a) && aligned16(b) && aligned16(y))
+    map2_kernel<T, N, Op>
+        <<<waves_grid(n / N + 1, kThreads), kThreads, 0, stream>>>(pa, pb, py, n, op);
+  else
+    map2_kernel<T, 1, Op><<<waves_grid(n, kThreads), kThreads, 0, stream>>>(pa, pb, py, n, op);
+  return cudaGetLastError();
 }
 
 template <class S>
 cudaError_t cast_from(const S* src, void* dst, DType dst_dt, int64_t n, cudaStream_t stream) {
-  ROTOR_FLOAT_SWITCH(dst_dt, D,
-                     cast_kernel<S, D>
-                     <<<grid_for(n), kThreads, 0, stream>>>(src, static_cast<D*>(dst), n));
+  ROTOR_FLOAT_SWITCH(dst_dt, D, return map1<S, D>(src, dst, n, IdentityOp{}, stream));
   return cudaGetLastError();
 }
 
@@ -111,25 +174,21 @@ cudaError_t fill(void* x, DType dt, int64_t n, float value, cudaStream_t stream)
   if (n <= 0) return cudaSuccess;
   switch (dt) {
     case DType::I32:
-      fill_kernel<int32_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<int32_t*>(x), n,
-                                                                 static_cast<int32_t>(value));
-      break;
+      fill_int_kernel<int32_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<int32_t*>(x), n,
+                                                                     static_cast<int32_t>(value));
+      return cudaGetLastError();
     case DType::U8:
-      fill_kernel<uint8_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint8_t*>(x), n,
-                                                                 static_cast<uint8_t>(value));
-      break;
-    case DType::F32:
-      fill_kernel<float><<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(x), n, value);
-      break;
-    case DType::F16:
-      fill_kernel<uint16_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(x), n,
-                                                                  float_to_half_bits(value));
-      break;
-    case DType::BF16:
-      fill_kernel<uint16_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(x), n,
-                                                                  float_to_bf16_bits(value));
+      fill_int_kernel<uint8_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint8_t*>(x), n,
+                                                                     static_cast<uint8_t>(value));
+      return cudaGetLastError();
+    default:
       break;
   }
+  ROTOR_FLOAT_SWITCH(
+      dt, T, constexpr int N = Vec<T>::N; if (aligned16(x)) fill_float_kernel<T, N>
+      <<<waves_grid(n / N + 1, kThreads), kThreads, 0, stream>>>(static_cast<T*>(x), n, value);
+      else fill_float_kernel<T, 1>
+      <<<waves_grid(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(x), n, value));
   return cudaGetLastError();
 }
 
@@ -143,63 +202,59 @@ cudaError_t cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t
 
 cudaError_t add(const void* a, const void* b, void* out, DType dt, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(
-      dt, T,
-      binary_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(
-          static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n));
+  ROTOR_FLOAT_SWITCH(dt, T, return map2<T>(a, b, out, n, AddOp{}, stream));
   return cudaGetLastError();
 }
 
 cudaError_t mul(const void* a, const void* b, void* out, DType dt, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(
-      dt, T,
-      binary_kernel<T, true><<<grid_for(n), kThreads, 0, stream>>>(
-          static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n));
+  ROTOR_FLOAT_SWITCH(dt, T, return map2<T>(a, b, out, n, MulOp{}, stream));
   return cudaGetLastError();
 }
 
 cudaError_t scale(void* x, DType dt, int64_t n, float s, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(
-      dt, T, scale_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(x), n, s));
+  ROTOR_FLOAT_SWITCH(dt, T, return map1<T, T>(x, x, n, ScaleOp{s}, stream));
   return cudaGetLastError();
 }
 
 cudaError_t axpby(float alpha, const void* x, float beta, void* y, DType dt, int64_t n,
                   cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     axpby_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-                         alpha, static_cast<const T*>(x), beta, static_cast<T*>(y), n));
+  // beta == 0 never reads y (BLAS): a NaN there must not leak.
+  if (beta == 0.0f) {
+    ROTOR_FLOAT_SWITCH(dt, T, return map1<T, T>(x, y, n, ScaleOp{alpha}, stream));
+  }
+  ROTOR_FLOAT_SWITCH(dt, T, return map2<T>(x, y, y, n, AxpbyOp{alpha, beta}, stream));
   return cudaGetLastError();
 }
 
 cudaError_t add_bias(void* x, DType dt, const void* bias, DType bias_dt, int64_t rows, int64_t cols,
                      cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     add_bias_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(
-                         static_cast<T*>(x), bias, bias_dt, rows, cols));
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      ROTOR_FLOAT_SWITCH(
+          bias_dt, B, constexpr int N = Vec<T>::N; T* px = static_cast<T*>(x);
+          const B* pb = static_cast<const B*>(bias);
+          if (aligned16(x) && cols % N == 0) add_bias_kernel<T, B, N>
+          <<<waves_grid(rows * cols / N, kThreads), kThreads, 0, stream>>>(px, pb, rows, cols);
+          else add_bias_kernel<T, B, 1>
+          <<<waves_grid(rows * cols, kThreads), kThreads, 0, stream>>>(px, pb, rows, cols)));
   return cudaGetLastError();
 }
 
 cudaError_t activation_forward(const void* x, void* y, DType dt, int64_t n, Act act,
                                cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(dt, T,
-                     act_fwd_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-                         static_cast<const T*>(x), static_cast<T*>(y), n, act));
+  ROTOR_FLOAT_SWITCH(dt, T, return map1<T, T>(x, y, n, ActOp{act}, stream));
   return cudaGetLastError();
 }
 
 cudaError_t activation_backward(const void* dy, const void* x, void* dx, DType dt, int64_t n,
                                 Act act, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ROTOR_FLOAT_SWITCH(
-      dt, T,
-      act_bwd_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-          static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(dx), n, act));
+  ROTOR_FLOAT_SWITCH(dt, T, return map2<T>(dy, x, dx, n, ActGradOp{act}, stream));
   return cudaGetLastError();
 }
 

@@ -16,11 +16,14 @@ cudaError_t embedding_forward(const int32_t* ids, int64_t n, const void* table, 
                               int64_t vocab, int64_t d, float scale, void* out,
                               cudaStream_t stream);
 
-// Workspace for the backward (a radix sort of the ids).
-size_t embedding_backward_workspace(int64_t n, int64_t vocab);
-// dtable[ids[i], :] += dout[i, :] * scale for ids != pad_id. The positions are
-// sorted by id (stable), then one block per distinct id sums its rows in
-// position order: deterministic, no atomics, any dtypes (dout_dt and dt may
+// Workspace for the backward of n rows of d into a table of `vocab` rows (the
+// radix sort of the ids and per-block partial sums).
+size_t embedding_backward_workspace(int64_t n, int64_t vocab, int64_t d);
+// dtable[ids[i], :] += dout[i, :] * scale for ids != pad_id. Deterministic
+// (no atomics; the same sums in the same order on every run) whatever the
+// distribution of ids: tiny tables are a column sum over blocks of rows,
+// larger ones sort the positions by id and sum fixed-size chunks of the
+// sorted list, a frequent id over many blocks. Any dtypes (dout_dt and dt may
 // differ: 16-bit rows into an f32 gradient). Out-of-range ids are skipped.
 cudaError_t embedding_backward(const int32_t* ids, int64_t n, const void* dout, DType dout_dt,
                                float scale, void* dtable, DType dt, int64_t vocab, int64_t d,

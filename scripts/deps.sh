@@ -10,6 +10,7 @@ packages=(build-essential cmake pkg-config libyaml-cpp-dev libspdlog-dev libfmt-
   libsentencepiece-dev sentencepiece libcli11-dev nlohmann-json3-dev libgtest-dev libopenblas-dev
   libopenblas-openmp-dev libprotobuf-dev protobuf-compiler libboost-dev
   libopenmpi-dev openmpi-bin libgloo-dev
+  patchelf  # the relocatable install (scripts/install/bundle.sh)
   clang-14 libclang-rt-14-dev libomp-14-dev)  # the fuzzers (scripts/fuzz.sh): clang, libFuzzer
 if [[ "${1:-}" == "--with-python" ]]; then
   packages+=(python3 python3-numpy python3-torch python3-matplotlib python3-venv
@@ -54,23 +55,29 @@ python_packages() {
 # kept, in .deps/cudnn-frontend (git-ignored), where CMake looks for it. Only
 # where nvcc exists; offline this warns and rotor builds without cuDNN
 # attention (CMake says so).
+# The first python3 that has pip (the .venv's when --with-python made one).
+python_with_pip() {
+  local candidate
+  for candidate in .venv/bin/python3 python3 /usr/bin/python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -m pip --version >/dev/null 2>&1; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
 CUDNN_FRONTEND_VERSION=1.32.0
 cudnn_frontend_headers() {
   local dest=.deps/cudnn-frontend
   [[ -f $dest/include/cudnn_frontend.h ]] && grep -q "$CUDNN_FRONTEND_VERSION" "$dest/VERSION" 2>/dev/null &&
     return 0
   command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] || return 0
-  local py=""
-  for candidate in .venv/bin/python3 python3 /usr/bin/python3; do
-    if command -v "$candidate" >/dev/null && "$candidate" -m pip --version >/dev/null 2>&1; then
-      py=$candidate
-      break
-    fi
-  done
-  if [[ -z $py ]]; then
+  local py
+  py=$(python_with_pip) || {
     echo "rotor: warning: no python3 with pip (python3-pip): attention.impl: cudnn will not be built" >&2
     return 0
-  fi
+  }
   local tmp
   tmp=$(mktemp -d)
   # Any one wheel will do (the headers are the same in all): ask for a fixed
@@ -95,6 +102,47 @@ PY
   echo "rotor: cuDNN frontend $CUDNN_FRONTEND_VERSION headers in $dest/include"
 }
 
+# cuobjdump and the nvdisasm it runs, for the SASS checks
+# (tests/scripts/check_sass.py: 16-byte vector accesses, tensor-core
+# instructions, no local memory). CUDA 13 as installed on the build machines
+# lacks both; their PyPI wheels (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)
+# carry the binaries, kept in .deps/cuda-tools/bin (git-ignored). Only where
+# nvcc exists; offline this warns and the SASS check skips.
+cuobjdump_tool() {
+  local dest=.deps/cuda-tools
+  [[ -x $dest/bin/cuobjdump && -x $dest/bin/nvdisasm ]] && return 0
+  command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] || return 0
+  command -v cuobjdump >/dev/null || [[ -x /usr/local/cuda/bin/cuobjdump ]] && return 0
+  local py tmp
+  py=$(python_with_pip) || {
+    echo "rotor: warning: no python3 with pip (python3-pip): the SASS check will skip" >&2
+    return 0
+  }
+  tmp=$(mktemp -d)
+  if ! "$py" -m pip download -q --disable-pip-version-check --retries 1 --timeout 20 --no-deps \
+    --only-binary=:all: -d "$tmp" "nvidia-cuda-cuobjdump==13.*" "nvidia-cuda-nvdisasm==13.*"; then
+    echo "rotor: warning: pip could not fetch cuobjdump and nvdisasm: the SASS check will skip" >&2
+    rm -rf "$tmp"
+    return 0
+  fi
+  mkdir -p "$dest/bin"
+  "$py" - "$tmp" "$dest/bin" <<'PY'
+import glob, os, sys, zipfile
+for wheel in glob.glob(sys.argv[1] + "/*.whl"):
+    with zipfile.ZipFile(wheel) as z:
+        for n in z.namelist():
+            tool = os.path.basename(n)
+            if tool in ("cuobjdump", "nvdisasm") and "/bin/" in n:
+                out = os.path.join(sys.argv[2], tool)
+                with open(out, "wb") as f:
+                    f.write(z.read(n))
+                os.chmod(out, 0o755)
+PY
+  rm -rf "$tmp"
+  [[ -x $dest/bin/cuobjdump && -x $dest/bin/nvdisasm ]] && echo "rotor: cuobjdump and nvdisasm in $dest/bin"
+  return 0
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -102,6 +150,7 @@ done
 if ((${#missing[@]} == 0)); then
   python_packages "${1:-}"
   cudnn_frontend_headers
+  cuobjdump_tool
   exit 0
 fi
 cmd="apt-get install -y --no-install-recommends ${missing[*]}"
@@ -116,3 +165,4 @@ apt-get update -qq
 $cmd >/dev/null
 python_packages "${1:-}"
 cudnn_frontend_headers
+cuobjdump_tool

@@ -2,7 +2,7 @@
 # The test command: installs missing packages, configures, builds and runs the
 # whole ctest suite. Exits non-zero on any failure.
 #   ROTOR_CUDA=AUTO|ON|OFF   CUDA backend (default AUTO: when nvcc is found)
-#   CUDA_ARCHS=90            CUDA architectures to build (default 90)
+#   CUDA_ARCHS="80;90"       CUDA architectures to build (default 80;90: A100 and H100)
 #   BUILD_DIR=build          build directory
 #   CTEST_ARGS="-L cpu"      extra ctest arguments
 #   FUZZ=0                   skip the fuzzers (scripts/fuzz.sh, run after ctest:
@@ -21,7 +21,7 @@ fi
 build_dir=${BUILD_DIR:-build}
 jobs=$(nproc)
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
-  -DROTOR_CUDA="${ROTOR_CUDA:-AUTO}" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}"
+  -DROTOR_CUDA="${ROTOR_CUDA:-AUTO}" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-80;90}"
 cmake --build "$build_dir" -j "$jobs"
 cd "$build_dir"
 # Spinning OpenMP threads of tests that run side by side starve each other

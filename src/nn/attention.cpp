@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ops/cudnn_attention.h"
 #include "ops/decode.h"
 #include "ops/elementwise.h"
 
@@ -43,22 +44,20 @@ ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t 
   return o;
 }
 
-bool MultiHeadAttention::use_flash(const Tensor& q) const {
-  switch (config_.impl) {
-    case AttentionImpl::Reference:
-      return false;
-    case AttentionImpl::Rotor:
-      return true;
-    case AttentionImpl::Cudnn:
-      ROTOR_FAIL("attention.impl: cudnn is not built yet (use auto, rotor or reference)");
-    case AttentionImpl::Auto:
-      break;
-  }
-  // auto: on the CPU the materialized path is the faster one (its products
-  // are OpenBLAS GEMMs; the tiled twin of the kernel is scalar code kept for
-  // testing); on the GPU the fused kernel, where it supports the shape.
-  if (q.is_cpu()) return false;
-  return ops::flash_attention_supported(q);
+AttentionCore MultiHeadAttention::choose_core(const Tensor& q, const Tensor& k,
+                                              const ops::AttentionOptions& options) const {
+  AttentionCoreQuery query;
+  query.on_cpu = q.is_cpu();
+  query.rotor_supported = ops::flash_attention_supported(q);
+  query.Tk = k.size(2);
+  query.cudnn_unsupported = [&] {
+    std::string why;
+    ops::cudnn_attention_supported(q, k, options, &why);
+    return why;
+  };
+  const AttentionCoreChoice choice = choose_attention_core(config_.impl, query);
+  if (!choice.why.empty()) log_once(choice.why);
+  return choice.core;
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
@@ -94,10 +93,13 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     attn_options_.stream = ctx.stream(layer_id_, RngPurpose::AttentionDropout);
   }
   Tensor o = ctx.empty({B_, H, Tq_, D});
-  flash_ = use_flash(q_h_);
-  if (flash_) {
+  core_ = choose_core(q_h_, k_h_, attn_options_);
+  if (core_ != AttentionCore::Reference) {
     lse_ = Tensor::empty({B_, H, Tq_}, DType::F32, ctx.device);
-    ops::flash_attention_forward(q_h_, k_h_, v_h_, attn_options_, o, lse_);
+    if (core_ == AttentionCore::Cudnn)
+      ops::cudnn_attention_forward(q_h_, k_h_, v_h_, attn_options_, o, lse_);
+    else
+      ops::flash_attention_forward(q_h_, k_h_, v_h_, attn_options_, o, lse_);
     o_h_ = o;  // the backward needs D = rowsum(dO o O)
   } else {
     probs_ = ctx.empty({B_, H, Tq_, Tk_});
@@ -117,7 +119,9 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   ops::merge_heads_backward(dmerged.view({B_, Tq_, d}), d_o);
   Tensor dq = Tensor::empty(q_h_.shape(), dt, dev), dk = Tensor::empty(k_h_.shape(), dt, dev),
          dv = Tensor::empty(v_h_.shape(), dt, dev);
-  if (flash_)
+  if (core_ == AttentionCore::Cudnn)
+    ops::cudnn_attention_backward(q_h_, k_h_, v_h_, o_h_, lse_, d_o, attn_options_, dq, dk, dv);
+  else if (core_ == AttentionCore::Rotor)
     ops::flash_attention_backward(q_h_, k_h_, v_h_, o_h_, lse_, d_o, attn_options_, dq, dk, dv);
   else
     ops::attention_backward(q_h_, k_h_, v_h_, probs_, d_o, attn_options_, dq, dk, dv);

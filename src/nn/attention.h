@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "nn/attention_core.h"
 #include "nn/kinds.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
@@ -66,9 +67,10 @@ class MultiHeadAttention {
 
  private:
   ops::SplitHeadsOptions split_options(bool self_qkv, int64_t offset) const;
-  // True when this forward runs the flash core (decided per call: the device
-  // and head dim of q choose for Auto).
-  bool use_flash(const Tensor& q) const;
+  // The core of this call (nn/attention_core.h: the device, head dim and
+  // sequence length choose for Auto); `options` are the core's options.
+  AttentionCore choose_core(const Tensor& q, const Tensor& k,
+                            const ops::AttentionOptions& options) const;
 
   AttentionConfig config_;
   bool cross_;
@@ -80,8 +82,8 @@ class MultiHeadAttention {
   std::unique_ptr<Linear> out_;
   // Saved for backward.
   Tensor q_h_, k_h_, v_h_, probs_;  // [B, H, Tq|Tk, D], probs [B, H, Tq, Tk] (reference core)
-  Tensor o_h_, lse_;                // flash core: out [B, H, Tq, D], lse f32 [B, H, Tq]
-  bool flash_ = false;              // which core the saved tensors belong to
+  Tensor o_h_, lse_;                // flash and cuDNN cores: out [B, H, Tq, D], lse f32 [B, H, Tq]
+  AttentionCore core_ = AttentionCore::Reference;  // the core the saved tensors belong to
   ops::AttentionOptions attn_options_;
   int64_t B_ = 0, Tq_ = 0, Tk_ = 0;
 };

@@ -13,8 +13,8 @@ enum class PositionKind { Sinusoidal, Learned, Rope, None };
 // Which attention core a layer runs.
 //   Reference: ops::attention_forward/backward, saves the [Tq, Tk] probabilities.
 //   Rotor:     ops::flash_attention_forward/backward, saves out and the lse.
-//   Cudnn:     cuDNN SDPA.
-//   Auto:      per device and case (nn/attention.cpp, MultiHeadAttention::use_flash).
+//   Cudnn:     ops::cudnn_attention_forward/backward (cuDNN's fused SDPA), saves out and the lse.
+//   Auto:      per device and case (nn/attention_core.h, choose_attention_core).
 enum class AttentionImpl { Auto, Rotor, Cudnn, Reference };
 
 }  // namespace rotor::nn

@@ -57,6 +57,19 @@ Tensor Dropout::forward(const Tensor& x, const Context& ctx) {
   return y;
 }
 
+Tensor Dropout::forward_add(const Tensor& residual, const Tensor& x, const Context& ctx) {
+  active_ = ctx.training && p_ > 0.0f;
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (!active_) {
+    ops::add(residual, x, y);
+    return y;
+  }
+  seed_ = ctx.seed;
+  stream_ = ctx.stream(layer_id_, RngPurpose::Dropout);
+  ops::dropout_add_forward(residual, x, p_, seed_, stream_, y);
+  return y;
+}
+
 Tensor Dropout::backward(const Tensor& dy) {
   if (!active_) return dy;
   Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());

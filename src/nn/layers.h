@@ -28,6 +28,9 @@ class Dropout {
  public:
   Dropout(ParameterStore& store, float p) : p_(p), layer_id_(store.next_layer_id()) {}
   Tensor forward(const Tensor& x, const Context& ctx);
+  // residual + forward(x) in one pass (ops::dropout_add_forward); its
+  // backward for x is backward(), for residual the identity.
+  Tensor forward_add(const Tensor& residual, const Tensor& x, const Context& ctx);
   Tensor backward(const Tensor& dy);
   float p() const { return p_; }
 

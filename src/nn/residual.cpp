@@ -17,7 +17,7 @@ Tensor Residual::begin(const Tensor& x, const Context& ctx) {
 }
 
 Tensor Residual::end(const Tensor& x, const Tensor& fx, const Context& ctx) {
-  Tensor s = sum_of(x, dropout_.forward(fx, ctx));
+  Tensor s = dropout_.forward_add(x, fx, ctx);  // x + dropout(fx), one pass
   return post_ ? norm_.forward(s, ctx) : s;
 }
 

@@ -42,6 +42,8 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
 
 void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_t stream);
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint64_t stream);
+void dropout_add_forward(const Tensor& residual, const Tensor& x, float p, uint64_t seed,
+                         uint64_t stream, Tensor& out);
 
 void embedding_forward(const Tensor& ids, const Tensor& table, float scale, Tensor& out);
 void embedding_backward(const Tensor& ids, const Tensor& dout, float scale, Tensor& dtable,

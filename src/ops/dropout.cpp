@@ -23,16 +23,19 @@ void check_dropout(const Tensor& in, const Tensor& out, float p, const char* op)
   if (!(p >= 0.0f && p < 1.0f)) ROTOR_FAIL("{}: probability must be in [0, 1), got {}", op, p);
 }
 
-// out[i] = in[i] * keep(i) / (1 - p): forward and backward are the same map.
-// In f32; 16-bit tensors through f32 copies, rounded once.
-void apply_mask(const Tensor& in16, Tensor& out16, float p, uint64_t seed, uint64_t stream) {
+// out[i] = (residual[i] +) in[i] * keep(i) / (1 - p): forward and backward
+// are the same map. In f32; 16-bit tensors through f32 copies, rounded once.
+void apply_mask(const Tensor* residual16, const Tensor& in16, Tensor& out16, float p, uint64_t seed,
+                uint64_t stream) {
   detail::F32Compute f;
   const Tensor in = f.input(in16);
+  const Tensor res = residual16 ? f.input(*residual16) : Tensor();
   Tensor out = f.output(out16);
   const float* pin = in.data<float>();
+  const float* pres = residual16 ? res.data<float>() : nullptr;
   float* pout = out.data<float>();
   const int64_t n = in.numel();
-  if (p == 0.0f) {
+  if (p == 0.0f && !pres) {
     if (pin != pout) out.copy_from(in);
     f.commit();
     return;
@@ -51,7 +54,8 @@ void apply_mask(const Tensor& in16, Tensor& out16, float p, uint64_t seed, uint6
     const int64_t end = std::min<int64_t>(n, 4 * b + 4);
     for (int64_t i = 4 * b; i < end; ++i) {
       const float u = static_cast<float>(r.v[i & 3] >> 8) * (1.0f / 16777216.0f);
-      pout[i] = u >= p ? pin[i] * keep_scale : 0.0f;
+      const float d = u >= p ? pin[i] * keep_scale : 0.0f;
+      pout[i] = pres ? pres[i] + d : d;
     }
   }
   f.commit();
@@ -61,13 +65,21 @@ void apply_mask(const Tensor& in16, Tensor& out16, float p, uint64_t seed, uint6
 void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_t stream) {
   check_dropout(x, y, p, "dropout_forward");
   ROTOR_DISPATCH_CUDA(x, dropout_forward(x, y, p, seed, stream));
-  apply_mask(x, y, p, seed, stream);
+  apply_mask(nullptr, x, y, p, seed, stream);
 }
 
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint64_t stream) {
   check_dropout(dy, dx, p, "dropout_backward");
   ROTOR_DISPATCH_CUDA(dy, dropout_backward(dy, dx, p, seed, stream));
-  apply_mask(dy, dx, p, seed, stream);
+  apply_mask(nullptr, dy, dx, p, seed, stream);
+}
+
+void dropout_add_forward(const Tensor& residual, const Tensor& x, float p, uint64_t seed,
+                         uint64_t stream, Tensor& out) {
+  check_dropout(x, out, p, "dropout_add_forward");
+  check_dropout(residual, out, p, "dropout_add_forward residual");
+  ROTOR_DISPATCH_CUDA(x, dropout_add_forward(residual, x, p, seed, stream, out));
+  apply_mask(&residual, x, out, p, seed, stream);
 }
 
 }  // namespace rotor::ops

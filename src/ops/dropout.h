@@ -11,5 +11,11 @@ namespace rotor::ops {
 
 void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_t stream);
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint64_t stream);
+// out = residual + dropout(x): the end of a residual branch in one pass, with
+// the mask of dropout_forward(x, ., p, seed, stream) (so dropout_backward is
+// its backward for x; residual's gradient is the incoming one). All three of
+// one shape-compatible element count, dtype and device; out may alias either.
+void dropout_add_forward(const Tensor& residual, const Tensor& x, float p, uint64_t seed,
+                         uint64_t stream, Tensor& out);
 
 }  // namespace rotor::ops

@@ -23,6 +23,13 @@ void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint
   apply(dy, dx, p, seed, stream);
 }
 
+void dropout_add_forward(const Tensor& residual, const Tensor& x, float p, uint64_t seed,
+                         uint64_t stream, Tensor& out) {
+  cuda_glue::DeviceScope s(out);
+  ROTOR_CUDA_CHECK(kernels::dropout_add(residual.raw(), x.raw(), out.raw(), out.dtype(),
+                                        out.numel(), p, seed, stream, s.stream()));
+}
+
 }  // namespace rotor::ops::cuda_impl
 
 #endif  // ROTOR_WITH_CUDA

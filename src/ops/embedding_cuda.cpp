@@ -21,7 +21,7 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, float scale, Tens
                         int pad_id) {
   cuda_glue::DeviceScope s(dtable);
   const int64_t n = ids.numel(), vocab = dtable.size(0);
-  const size_t bytes = kernels::embedding_backward_workspace(n, vocab);
+  const size_t bytes = kernels::embedding_backward_workspace(n, vocab, dtable.size(1));
   cuda_glue::Scratch ws(bytes, s.index());
   ROTOR_CUDA_CHECK(kernels::embedding_backward(
       ids.data<int32_t>(), n, dout.raw(), dout.dtype(), scale, dtable.raw(), dtable.dtype(), vocab,

@@ -8,6 +8,7 @@
 #include "core/philox.h"
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
+#include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "support/test_util.h"
 
@@ -164,6 +165,27 @@ TEST(Dropout, MaskFromPhiloxAndBackwardReusesIt) {
   Tensor z = x.clone();
   ops::dropout_forward(z, z, p, 42, 7);
   EXPECT_EQ(z.to_floats(), y2.to_floats());
+}
+
+// The fused residual end: residual + dropout(x) with dropout_forward's mask,
+// bitwise in f32 (the same two f32 operations) and in place.
+TEST(Dropout, AddIsResidualPlusTheSameMask) {
+  const int64_t n = 4099;  // not a multiple of 4 (Philox draws 4 at a time)
+  Tensor x = test::random_tensor({n}, 4), r = test::random_tensor({n}, 6);
+  for (float p : {0.0f, 0.3f}) {
+    Tensor d = Tensor::zeros({n}), want = Tensor::zeros({n}), got = Tensor::zeros({n});
+    ops::dropout_forward(x, d, p, 42, 7);
+    ops::add(r, d, want);
+    ops::dropout_add_forward(r, x, p, 42, 7, got);
+    EXPECT_EQ(got.to_floats(), want.to_floats()) << "p " << p;
+    Tensor inplace = r.clone();
+    ops::dropout_add_forward(inplace, x, p, 42, 7, inplace);
+    EXPECT_EQ(inplace.to_floats(), want.to_floats()) << "p " << p;
+  }
+  Tensor short_out = Tensor::zeros({n - 1});
+  EXPECT_THROW(ops::dropout_add_forward(r, x, 0.1f, 42, 7, short_out), Error);
+  Tensor half = Tensor::zeros({n}, DType::BF16);
+  EXPECT_THROW(ops::dropout_add_forward(half, x, 0.1f, 42, 7, half), Error);
 }
 
 }  // namespace

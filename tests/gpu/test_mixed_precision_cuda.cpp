@@ -114,7 +114,7 @@ std::string slurp(const std::string& path) {
 
 int run_rotor(const TempDir& dir, const std::string& args, std::string* err) {
   const std::string e = dir / "stderr.txt";
-  const std::string cmd = std::string(ROTOR_BINARY) + " " + args + " >/dev/null 2>" + e;
+  const std::string cmd = test::rotor_binary() + " " + args + " >/dev/null 2>" + e;
   const int status = std::system(cmd.c_str());
   *err = slurp(e);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -144,7 +144,7 @@ TEST(MixedPrecisionCuda, QuickstartHalfPrecisionWithinTwoPercentOfFp32) {
   for (const char* precision : {"fp32", "fp16", "bf16"}) {
     const std::string run = dir / precision;
     const std::string args =
-        "train " + std::string(ROTOR_SOURCE_DIR) + "/configs/quickstart/numbers_rope.yaml" +
+        "train " + test::source_dir() + "/configs/quickstart/numbers_rope.yaml" +
         " --set device=cuda --set precision=" + precision + " --set output_dir=" + run +
         " --set data.train=" + (dir / "data/train") + " --set data.valid=" + (dir / "data/valid") +
         " --set train.max_updates=300 --set train.valid_interval=300 --set train.save_interval=300";

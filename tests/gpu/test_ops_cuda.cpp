@@ -256,6 +256,31 @@ void row_op_cases(std::vector<OpCase>& cs) {
     return OpOutputs{out("dx", dx), out("dgamma", dgamma), out("dbeta", dbeta)};
   });
   const int64_t m = 100003;  // not a multiple of 4 (Philox draws 4 at a time)
+  for (float p : {0.0f, 0.1f})
+    add_cases(cs, "dropout_add", fmt::format("n{}_p{}", m, int(p * 10)), [=](const OpEnv& e) {
+      const uint64_t seed = 0x123456789abcdefULL, stream = rng_stream(7, 3, RngPurpose::Dropout, 1);
+      Tensor y = e.zeros({m});
+      ops::dropout_add_forward(e.in(rnd(m, 52), {m}), e.in(rnd(m, 50, 0.5f, 1.5f), {m}), p, seed,
+                               stream, y);
+      return OpOutputs{out("y", y)};
+    });
+  // Views that start off a 16-byte boundary take the element-by-element paths.
+  add_cases(cs, "dropout", "unaligned_view", [=](const OpEnv& e) {
+    const uint64_t seed = 99, stream = rng_stream(7, 3, RngPurpose::Dropout, 2);
+    const Tensor x = e.in(rnd(3 * 1001, 53), {1001, 3}).narrow(1, 1000);
+    Tensor y = e.zeros({1001, 3});
+    Tensor yv = y.narrow(1, 1000);
+    ops::dropout_forward(x, yv, 0.2f, seed, stream);
+    return OpOutputs{out("y", y)};
+  });
+  add_cases(cs, "add", "unaligned_view", [=](const OpEnv& e) {
+    const Tensor a = e.in(rnd(3 * 1001, 54), {1001, 3}).narrow(1, 1000);
+    const Tensor b = e.in(rnd(3 * 1001, 55), {1001, 3}).narrow(1, 1000);
+    Tensor y = e.zeros({1001, 3});
+    Tensor yv = y.narrow(1, 1000);
+    ops::add(a, b, yv);
+    return OpOutputs{out("y", y)};
+  });
   for (float p : {0.0f, 0.1f, 0.5f})
     add_cases(cs, "dropout", fmt::format("n{}_p{}", m, int(p * 10)), [=](const OpEnv& e) {
       const uint64_t seed = 0x123456789abcdefULL, stream = rng_stream(7, 3, RngPurpose::Dropout, 1);
@@ -289,6 +314,45 @@ void embedding_loss_adamw_cases(std::vector<OpCase>& cs) {
                                         dtable, pad);
                 return OpOutputs{out("dtable", dtable)};
               });
+
+  // The shapes that used to serialize: a frequent id whose rows span many
+  // blocks (half of the tokens; the rest skewed towards small ids), the 2-row
+  // token-type table (a column sum), pad rows skipped in both. d a multiple
+  // of 8: the 16-byte vector paths.
+  struct EmbeddingCase {
+    int64_t V, d, n;
+    int pad;
+    const char* ids;
+  };
+  for (const EmbeddingCase& ec :
+       {EmbeddingCase{30000, 256, 8192, 0, "skewed"}, EmbeddingCase{2, 768, 4096, -1, "token_type"},
+        EmbeddingCase{5, 64, 3000, 0, "tiny_pad0"}}) {
+    std::vector<int32_t> sk(ec.n);
+    PhiloxRng srng(64, 0);
+    for (int64_t i = 0; i < ec.n; ++i) {
+      const uint64_t u = srng.below(1000);
+      if (ec.V > 8)  // 50% id 7, 10% pad, the rest ~1/u-distributed over the table
+        sk[i] = u < 500 ? 7 : u < 600 ? 0 : static_cast<int32_t>((ec.V - 2) / (1 + u % 97)) + 1;
+      else
+        sk[i] = static_cast<int32_t>(u % ec.V);
+    }
+    add_cases(cs, "embedding_backward", fmt::format("V{}_d{}_n{}_{}", ec.V, ec.d, ec.n, ec.ids),
+              [=](const OpEnv& e) {
+                Tensor dtable = e.in(rnd(ec.V * ec.d, 66), {ec.V, ec.d});
+                ops::embedding_backward(e.ints(sk, {ec.n}),
+                                        e.in(rnd(ec.n * ec.d, 65), {ec.n, ec.d}), 1.0f, dtable,
+                                        ec.pad);
+                return OpOutputs{out("dtable", dtable, 1e-4)};
+              });
+  }
+  add_cases(cs, "embedding_forward", "V1000_d768_n2048", [=](const OpEnv& e) {
+    std::vector<int32_t> fi(2048);
+    PhiloxRng frng(67, 0);
+    for (auto& id : fi) id = static_cast<int32_t>(frng.below(1000));
+    Tensor o = e.zeros({2048, 768});
+    ops::embedding_forward(e.ints(fi, {2048}), e.in(rnd(1000 * 768, 68), {1000, 768}), 27.7f, o);
+    return OpOutputs{out("out", o)};
+  });
 
   const int64_t N = 37, C = 1001;
   std::vector<int32_t> targets(N);
@@ -472,6 +536,27 @@ TEST(CudaOps, cast_MatchesHostConversionBitwise) {
     Tensor back = Tensor::empty({4099}, DType::F32, kGpu);
     ops::cast(dst, back);
     EXPECT_EQ(back.to_floats(), host);
+  }
+}
+
+// No atomics: the same ids give the same bits, also when one id has most of
+// the rows (its sum spread over many blocks).
+TEST(CudaOps, embedding_backward_DeterministicWhateverTheIds) {
+  ROTOR_REQUIRE_GPU();
+  const int64_t V = 1000, d = 768, n = 32768;
+  std::vector<int32_t> ids(n);
+  PhiloxRng rng(5, 0);
+  for (auto& id : ids) id = rng.below(4) == 0 ? static_cast<int32_t>(rng.below(V)) : 3;
+  const Tensor gpu_ids = Tensor::from_ints(ids, {n}, kGpu);
+  const Tensor dout = Tensor::from_floats(random_floats(n * d, 9), {n, d}, DType::BF16, kGpu);
+  std::vector<float> first;
+  for (int run = 0; run < 3; ++run) {
+    Tensor dtable = Tensor::zeros({V, d}, DType::F32, kGpu);
+    ops::embedding_backward(gpu_ids, dout, 1.0f, dtable, -1);
+    if (run == 0)
+      first = dtable.to_floats();
+    else
+      ASSERT_EQ(dtable.to_floats(), first) << "run " << run;
   }
 }
 

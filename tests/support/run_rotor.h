@@ -1,4 +1,4 @@
-// Runs the rotor binary of the build (ROTOR_BINARY) through the shell, for
+// Runs the rotor binary of the build (test::rotor_binary()) through the shell, for
 // tests that drive whole commands: exit code and captured stdout/stderr.
 #pragma once
 
@@ -30,8 +30,7 @@ struct RunResult {
 inline RunResult run_rotor(const TempDir& dir, const std::string& args,
                            const std::string& env = "") {
   const std::string out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd =
-      env + " " + std::string(ROTOR_BINARY) + " " + args + " >" + out + " 2>" + err;
+  const std::string cmd = env + " " + rotor_binary() + " " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
 }

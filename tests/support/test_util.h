@@ -21,6 +21,19 @@ namespace rotor::test {
     if (::rotor::cuda_device_count() == 0) GTEST_SKIP() << "no GPU found: GPU test skipped"; \
   } while (0)
 
+// The source tree (configs/) and the rotor binary the tests use: those of
+// the build, or, for test programs installed with a relocatable tree and run
+// elsewhere (scripts/gpu/measure.sh --prefix), ROTOR_TEST_SOURCE_DIR and
+// ROTOR_TEST_BINARY.
+inline std::string source_dir() {
+  const char* env = std::getenv("ROTOR_TEST_SOURCE_DIR");
+  return env && *env ? env : ROTOR_SOURCE_DIR;
+}
+inline std::string rotor_binary() {
+  const char* env = std::getenv("ROTOR_TEST_BINARY");
+  return env && *env ? env : ROTOR_BINARY;
+}
+
 // ../shared/data beside the checkout, or "" when absent (tests then skip).
 inline std::string shared_data_dir() {
   namespace fs = std::filesystem;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Packs what a GPU machine without network or Debian libraries needs for
+# scripts/gpu/measure.sh into one archive: the relocatable install of BUILD
+# with bench_attention and the gpu test programs (configured here with
+# ROTOR_INSTALL_TESTS=ON; stripped; ~20 MB as tar.xz) and the raw text of the
+# benchmarks (Multi30k, WikiText-2) under data/.
+#
+#   scripts/gpu/pack.sh [--build DIR] [--data DIR] [--output FILE]
+#
+# Defaults: build, ../shared/data, out/rotor-gpu.tar.xz. On the GPU machine:
+#   tar xJf rotor-gpu.tar.xz -C /tmp && bash /tmp/rotor-gpu/share/rotor/scripts/gpu/measure.sh
+# (measure.sh finds the tree it lies in and the data/ beside it).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=build
+data=${ROTOR_SHARED_DATA:-../shared/data}
+output=out/rotor-gpu.tar.xz
+while (($#)); do
+  case $1 in
+    --build) build=${2:?}; shift 2 ;;
+    --data) data=${2:?}; shift 2 ;;
+    --output) output=${2:?}; shift 2 ;;
+    *) sed -n '2,13p' "$0" >&2; exit 2 ;;
+  esac
+done
+[[ -f $build/CMakeCache.txt ]] || { echo "pack.sh: $build is not a build tree" >&2; exit 2; }
+for f in multi30k/train.en wikitext-2/test.txt; do
+  [[ -f $data/$f ]] || { echo "pack.sh: $data/$f not found (--data DIR)" >&2; exit 2; }
+done
+cmake -DROTOR_INSTALL_TESTS=ON "$build" >/dev/null
+cmake --build "$build" -j "$(nproc)" --target rotor bench_attention gpu_test_ops_cuda \
+  gpu_test_flash_attention_cuda gpu_test_mixed_precision_cuda gpu_test_cudnn_attention_cuda >/dev/null
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+cmake --install "$build" --prefix "$stage/rotor-gpu" --strip >/dev/null
+mkdir -p "$stage/rotor-gpu/data"
+cp -r "$data/multi30k" "$data/wikitext-2" "$stage/rotor-gpu/data/"
+mkdir -p "$(dirname "$output")"
+tar cf - -C "$stage" rotor-gpu | xz -T0 -6 >"$output"
+echo "pack.sh: $output ($(du -h "$output" | cut -f1)); on the GPU machine:"
+echo "  tar xJf $(basename "$output") -C /tmp && bash /tmp/rotor-gpu/share/rotor/scripts/gpu/measure.sh"
