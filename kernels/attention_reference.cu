@@ -2,32 +2,16 @@
 // [Tq, Tk] matrix. Only keys 0..n-1 are visible (key padding and the causal
 // mask both cut a prefix), so masking is a row length.
 #include "core/philox.h"
+#include "kernels/attention_masks.cuh"
 #include "kernels/attention_reference.cuh"
 #include "kernels/common.cuh"
 
 namespace rotor::kernels {
 namespace {
 
-__device__ __forceinline__ int64_t visible_keys(const AttentionMask& m, int64_t row) {
-  const int64_t i = row % m.Tq;
-  const int64_t b = row / (m.Tq * m.H);
-  int64_t n = m.Tk;
-  if (m.key_lengths) {
-    const int64_t len = m.key_lengths[b];
-    n = len < 0 ? 0 : (len > m.Tk ? m.Tk : len);
-  }
-  if (m.causal) {
-    int64_t c = i + (m.Tk - m.Tq) + 1;
-    if (c < 0) c = 0;
-    if (c < n) n = c;
-  }
-  return n;
-}
-
-__device__ __forceinline__ float keep_factor(const AttentionMask& m, float keep_scale,
-                                             uint64_t flat) {
-  if (m.dropout == 0.0f) return 1.0f;
-  return philox_uniform(m.seed, m.stream_id, flat) >= m.dropout ? keep_scale : 0.0f;
+// Keys 0..n-1 are visible to flat row (b, h, i) of [B, H, Tq].
+__device__ __forceinline__ int64_t visible_keys_of_row(const AttentionMask& m, int64_t row) {
+  return visible_keys(m, key_length_of(m, row / (m.Tq * m.H)), row % m.Tq);
 }
 
 template <class T>
@@ -35,7 +19,7 @@ __global__ void attn_softmax_fwd_kernel(const float* scores, T* probs, T* droppe
                                         int64_t rows, float keep_scale) {
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int64_t n = visible_keys(m, r);
+    const int64_t n = visible_keys_of_row(m, r);
     const float* sr = scores + r * m.Tk;
     T* pr = probs + r * m.Tk;
     T* dr = dropped ? dropped + r * m.Tk : nullptr;
@@ -69,7 +53,7 @@ __global__ void attn_softmax_bwd_kernel(const T* probs, const float* dp_dropped,
                                         AttentionMask m, int64_t rows, float keep_scale) {
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int64_t n = visible_keys(m, r);
+    const int64_t n = visible_keys_of_row(m, r);
     const T* pr = probs + r * m.Tk;
     const float* gr = dp_dropped + r * m.Tk;
     T* dr = ds + r * m.Tk;

@@ -126,20 +126,29 @@ inline int row_threads(int64_t n, int max_threads = 256) {
 
 // Runs `...` with T bound to the storage type of floating dtype `dt`; an
 // unsupported dtype makes the enclosing launcher return cudaErrorInvalidValue.
-#define ROTOR_FLOAT_SWITCH(dt, T, ...) \
-  switch (dt) {                        \
-    case ::rotor::DType::F32: {        \
-      using T = float;                 \
-      __VA_ARGS__;                     \
-    } break;                           \
-    case ::rotor::DType::F16: {        \
-      using T = __half;                \
-      __VA_ARGS__;                     \
-    } break;                           \
-    case ::rotor::DType::BF16: {       \
-      using T = __nv_bfloat16;         \
-      __VA_ARGS__;                     \
-    } break;                           \
-    default:                           \
-      return cudaErrorInvalidValue;    \
+// ROTOR_HALF_SWITCH takes the 16-bit types only (tensor-core kernels).
+#define ROTOR_HALF_CASES_(T, ...) \
+  case ::rotor::DType::F16: {     \
+    using T = __half;             \
+    __VA_ARGS__;                  \
+  } break;                        \
+  case ::rotor::DType::BF16: {    \
+    using T = __nv_bfloat16;      \
+    __VA_ARGS__;                  \
+  } break;
+#define ROTOR_FLOAT_SWITCH(dt, T, ...)  \
+  switch (dt) {                         \
+    case ::rotor::DType::F32: {         \
+      using T = float;                  \
+      __VA_ARGS__;                      \
+    } break;                            \
+      ROTOR_HALF_CASES_(T, __VA_ARGS__) \
+    default:                            \
+      return cudaErrorInvalidValue;     \
+  }
+#define ROTOR_HALF_SWITCH(dt, T, ...) \
+  switch (dt) {                       \
+    ROTOR_HALF_CASES_(T, __VA_ARGS__) \
+    default:                          \
+      return cudaErrorInvalidValue;   \
   }

@@ -17,13 +17,14 @@
 // Row strides are padded by one float so that the four threads of a quad,
 // reading four different rows at the same column, hit four different banks.
 //
-// TODO(issue 7, tensor cores): an sm_80+ path with mma.sync m16n8k16 on
-// fp16/bf16 fragments, ldmatrix loads and a cp.async double-buffered K/V
-// pipeline (guarded by __CUDA_ARCH__ >= 800), and WMMA for sm_70/sm_75. The
+// The sm_80+ tensor-core path (mma.sync m16n8k16, ldmatrix, cp.async) is
+// kernels/flash_attention_tc.cu, chosen by src/ops/flash_attention_cuda.cpp for
+// f16/bf16; the WMMA path for Volta is kernels/flash_attention_sm70.cu. The
 // portable path below is the correctness baseline those must match.
 #include "core/philox.h"
 #include "kernels/common.cuh"
 #include "kernels/flash_attention.cuh"
+#include "kernels/flash_common.cuh"
 
 namespace rotor::kernels {
 namespace {
@@ -40,38 +41,6 @@ struct BwdTile {
   static constexpr int BK = 32;
   static constexpr int BQ = D >= 128 ? 16 : 32;
 };
-
-__device__ __forceinline__ int64_t key_length_of(const FlashParams& p, int64_t b) {
-  if (!p.key_lengths) return p.Tk;
-  const int64_t len = p.key_lengths[b];
-  return len < 0 ? 0 : (len > p.Tk ? p.Tk : len);
-}
-
-// Keys 0..n-1 are visible to query i (padding and the causal mask cut a prefix).
-__device__ __forceinline__ int64_t visible_keys(const FlashParams& p, int64_t key_len, int64_t i) {
-  int64_t n = key_len;
-  if (p.causal) {
-    int64_t c = i + (p.Tk - p.Tq) + 1;
-    if (c < 0) c = 0;
-    if (c < n) n = c;
-  }
-  return n;
-}
-
-__device__ __forceinline__ float keep_factor(const FlashParams& p, float keep_scale,
-                                             uint64_t flat) {
-  if (p.dropout == 0.0f) return 1.0f;
-  return philox_uniform(p.seed, p.stream_id, flat) >= p.dropout ? keep_scale : 0.0f;
-}
-
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
 
 // rows [r0, r0 + R) of a [T, D] matrix into fp32 shared memory with stride D + 1
 // (rows past T are zero).
@@ -239,9 +208,7 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
   if (j0 < key_len) {  // block-uniform: padded key tiles only write zeros
     load_tile<T, D, BK>(sK, kb, j0, p.Tk);
     load_tile<T, D, BK>(sV, vb, j0, p.Tk);
-    // The first query that sees key j0 under the causal mask: i + Tk - Tq >= j0.
-    int64_t i_first = 0;
-    if (p.causal) i_first = j0 - (p.Tk - p.Tq) > 0 ? j0 - (p.Tk - p.Tq) : 0;
+    const int64_t i_first = first_query_seeing(p, j0);
     for (int64_t i0 = (i_first / BQ) * BQ; i0 < p.Tq; i0 += BQ) {
       __syncthreads();  // the previous query tile is consumed
       load_tile<T, D, BQ>(sQ, qb, i0, p.Tq);
@@ -346,30 +313,30 @@ cudaError_t launch_backward(const FlashParams& p, const float* lse, const T* dou
   return cudaGetLastError();
 }
 
-// Runs `...` with the compile-time head dim HD bound to p.D.
-#define ROTOR_HEAD_DIM_SWITCH(d, HD, ...) \
-  switch (d) {                            \
-    case 32: {                            \
-      constexpr int HD = 32;              \
-      __VA_ARGS__;                        \
-    } break;                              \
-    case 64: {                            \
-      constexpr int HD = 64;              \
-      __VA_ARGS__;                        \
-    } break;                              \
-    case 128: {                           \
-      constexpr int HD = 128;             \
-      __VA_ARGS__;                        \
-    } break;                              \
-    default:                              \
-      return cudaErrorInvalidValue;       \
-  }
-
-bool valid(const FlashParams& p) {
-  return p.B * p.H > 0 && p.B * p.H <= 65535 && p.Tq >= 0 && p.Tk >= 0;
-}
-
 }  // namespace
+
+cudaError_t flash_backward_begin(const FlashParams& p, const void* out, const void* dout, void* dq,
+                                 float* dq_accum, float* delta, DType dt, cudaStream_t stream,
+                                 bool* done) {
+  const int64_t rows = p.B * p.H * p.Tq;
+  const auto q_elems = static_cast<size_t>(rows * p.D);
+  *done = false;
+  cudaError_t err = cudaSuccess;
+  if (q_elems > 0) {
+    err = cudaMemsetAsync(dq_accum, 0, q_elems * sizeof(float), stream);
+    if (err != cudaSuccess) return err;
+  }
+  if (p.Tk == 0) {  // no keys: every gradient is zero (dk and dv are empty)
+    *done = true;
+    return cudaMemsetAsync(dq, 0, q_elems * dtype_size(dt), stream);
+  }
+  if (rows == 0) return cudaSuccess;
+  ROTOR_FLOAT_SWITCH(
+      dt, T,
+      flash_delta_kernel<T><<<grid_for(rows * 32), kThreads, 0, stream>>>(
+          static_cast<const T*>(out), static_cast<const T*>(dout), delta, rows, p.D));
+  return cudaGetLastError();
+}
 
 bool flash_attention_supports(int head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128;
@@ -377,39 +344,26 @@ bool flash_attention_supports(int head_dim) {
 
 cudaError_t flash_attention_forward(const FlashParams& p, void* out, float* lse, DType dt,
                                     cudaStream_t stream) {
-  if (!flash_attention_supports(p.D) || !valid(p)) return cudaErrorInvalidValue;
+  if (!flash_attention_supports(p.D) || !flash_params_valid(p)) return cudaErrorInvalidValue;
   if (p.Tq == 0) return cudaSuccess;
   cudaError_t err = cudaSuccess;
   ROTOR_FLOAT_SWITCH(
       dt, T,
-      ROTOR_HEAD_DIM_SWITCH(p.D, HD,
-                            err = launch_forward<T, HD>(p, static_cast<T*>(out), lse, stream)));
+      ROTOR_FLASH_HEAD_DIM_SWITCH(
+          p.D, HD, err = launch_forward<T, HD>(p, static_cast<T*>(out), lse, stream)));
   return err;
 }
 
 cudaError_t flash_attention_backward(const FlashParams& p, const void* out, const float* lse,
                                      const void* dout, void* dq, void* dk, void* dv,
                                      float* dq_accum, float* delta, DType dt, cudaStream_t stream) {
-  if (!flash_attention_supports(p.D) || !valid(p)) return cudaErrorInvalidValue;
-  const int64_t rows = p.B * p.H * p.Tq;
-  const int64_t q_elems = rows * p.D;
-  cudaError_t err = cudaSuccess;
-  if (q_elems > 0) {
-    err = cudaMemsetAsync(dq_accum, 0, static_cast<size_t>(q_elems) * sizeof(float), stream);
-    if (err != cudaSuccess) return err;
-  }
-  if (p.Tk == 0) {  // no keys: every gradient is zero
-    err = cudaMemsetAsync(dq, 0, static_cast<size_t>(q_elems) * dtype_size(dt), stream);
-    return err;
-  }
+  if (!flash_attention_supports(p.D) || !flash_params_valid(p)) return cudaErrorInvalidValue;
+  bool done = false;
+  cudaError_t err = flash_backward_begin(p, out, dout, dq, dq_accum, delta, dt, stream, &done);
+  if (err != cudaSuccess || done) return err;
+  const int64_t q_elems = p.B * p.H * p.Tq * p.D;
   ROTOR_FLOAT_SWITCH(dt, T, {
-    if (rows > 0) {
-      flash_delta_kernel<T><<<grid_for(rows * 32), kThreads, 0, stream>>>(
-          static_cast<const T*>(out), static_cast<const T*>(dout), delta, rows, p.D);
-      err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
-    }
-    ROTOR_HEAD_DIM_SWITCH(
+    ROTOR_FLASH_HEAD_DIM_SWITCH(
         p.D, HD,
         err = launch_backward<T, HD>(p, lse, static_cast<const T*>(dout), delta,
                                      static_cast<T*>(dk), static_cast<T*>(dv), dq_accum, stream));

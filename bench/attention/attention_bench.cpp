@@ -1,16 +1,26 @@
 // Attention-core benchmark at the shapes of docs/performance.md, RoPE included: the
 // forward is split heads (bias-free QKV split, RoPE on q and k, 1/sqrt(d) on
 // q) + the attention core; the backward is the core's backward + the split
-// backward (rotating dq, dk back). Prints milliseconds and TFLOP/s counted as
-// 4*B*H*Tq*Tk*D for the forward, 2.5x that for the backward, half when causal
-// (the core only: RoPE is memory-bound and not counted).
+// backward (rotating dq, dk back). Inputs are random (uniform in [-1, 1]).
+// Prints milliseconds and TFLOP/s counted as 4*B*H*Tq*Tk*D for the forward,
+// 2.5x that for the backward, half when causal (the core only: RoPE is
+// memory-bound and not counted).
 //
-//   bench_attention [--dtype bf16|fp16|fp32] [--impl rotor|reference]
-//                   [--iters N] [--causal] [--peer peer.json]
+//   bench_attention [--dtype bf16|fp16|fp32]
+//                   [--impl rotor|tc|portable|cudnn|reference|all]
+//                   [--iters N] [--causal] [--peer peer.json] [--rope-placement]
 //
+// --impl: rotor = the flash core as the model runs it (the tensor-core kernel
+// where it runs, else the portable one); tc and portable force one of the two
+// (ROTOR_FLASH_KERNEL); cudnn = ops::cudnn_attention_* (a build with the cuDNN
+// frontend); reference = the materializing attention; all = tc, portable and
+// cudnn one after the other, then their fwd+bwd times side by side.
 // With --peer (the JSON written by scripts/bench/attention_peer.py on the
 // same machine) it adds the ratio peer_time / rotor_time per shape (> 1:
 // rotor is faster).
+// --rope-placement compares, with rotor's flash core, RoPE in the head split
+// (split with rotation + attention) against RoPE in the tensor-core kernel
+// (split only + attention with AttentionOptions::rope): time and bytes moved.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,6 +39,7 @@
 #include "core/json_io.h"
 #include "core/tensor.h"
 #include "ops/attention.h"
+#include "ops/cudnn_attention.h"
 #include "ops/flash_attention.h"
 #include "ops/heads.h"
 
@@ -65,10 +76,70 @@ double time_ms(F&& f, int iters) {
   return std::chrono::duration<double, std::milli>(t1 - t0).count() / iters;
 }
 
-Timing run_shape(const Shape4& s, DType dt, bool reference, bool causal, int iters) {
+enum class Impl { Rotor, Tc, Portable, Cudnn, Reference };
+
+const char* impl_name(Impl i) {
+  switch (i) {
+    case Impl::Rotor:
+      return "rotor";
+    case Impl::Tc:
+      return "tc";
+    case Impl::Portable:
+      return "portable";
+    case Impl::Cudnn:
+      return "cudnn";
+    case Impl::Reference:
+      return "reference";
+  }
+  return "?";
+}
+
+// Sets ROTOR_FLASH_KERNEL for the scope (tc/portable), restores it after.
+class KernelOverride {
+ public:
+  explicit KernelOverride(Impl i) {
+    const char* old = std::getenv("ROTOR_FLASH_KERNEL");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (i == Impl::Tc) setenv("ROTOR_FLASH_KERNEL", "tc", 1);
+    if (i == Impl::Portable) setenv("ROTOR_FLASH_KERNEL", "portable", 1);
+  }
+  ~KernelOverride() {
+    if (had_)
+      setenv("ROTOR_FLASH_KERNEL", old_.c_str(), 1);
+    else
+      unsetenv("ROTOR_FLASH_KERNEL");
+  }
+  KernelOverride(const KernelOverride&) = delete;
+  KernelOverride& operator=(const KernelOverride&) = delete;
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+// A random tensor (uniform in [-1, 1]; xorshift: fast enough for 10^8 values).
+Tensor random_tensor(const rotor::Shape& shape, DType dt, Device dev, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& f : v) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    f = static_cast<float>(x >> 40) * (2.0f / 16777216.0f) - 1.0f;
+  }
+  return Tensor::from_floats(v, shape, dt, dev);
+}
+
+// rope_in_kernel: the split does not rotate; the attention core does
+// (AttentionOptions::rope, the tensor-core kernel only).
+Timing run_shape(const Shape4& s, DType dt, Impl impl, bool causal, int iters,
+                 bool rope_in_kernel = false) {
   const Device gpu = Device::cuda(0);
+  const KernelOverride env(impl);
+  const bool reference = impl == Impl::Reference;
   const int64_t d = s.H * s.D;
-  Tensor x = Tensor::full({s.B, s.T, 3 * d}, 0.01f, dt, gpu);  // the QKV projection output
+  Tensor x = random_tensor({s.B, s.T, 3 * d}, dt, gpu, 1);  // the QKV projection output
   Tensor dx = Tensor::empty({s.B, s.T, 3 * d}, dt, gpu);
   std::vector<Tensor> parts, dparts;
   for (int i = 0; i < 3; ++i) {
@@ -76,21 +147,36 @@ Timing run_shape(const Shape4& s, DType dt, bool reference, bool causal, int ite
     dparts.push_back(Tensor::empty({s.B, s.H, s.T, s.D}, dt, gpu));
   }
   Tensor out = Tensor::empty({s.B, s.H, s.T, s.D}, dt, gpu);
-  Tensor dout = Tensor::full({s.B, s.H, s.T, s.D}, 0.01f, dt, gpu);
+  Tensor dout = random_tensor({s.B, s.H, s.T, s.D}, dt, gpu, 2);
   Tensor lse = Tensor::empty({s.B, s.H, s.T}, DType::F32, gpu);
   Tensor probs;
   if (reference) probs = Tensor::empty({s.B, s.H, s.T, s.T}, dt, gpu);
   ops::SplitHeadsOptions so;
   so.n_heads = s.H;
-  so.rotary_parts = 2;
+  so.rotary_parts = rope_in_kernel ? 0 : 2;
   so.part0_scale = 1.0f / std::sqrt(static_cast<float>(s.D));
   ops::AttentionOptions ao;
   ao.causal = causal;
+  if (rope_in_kernel) {
+    // q is not scaled in the split when it is rotated later: scale in the core
+    // instead (the rotation commutes with the scale).
+    so.part0_scale = 1.0f;
+    ao.scale = 1.0f / std::sqrt(static_cast<float>(s.D));
+    ao.rope = true;
+    ao.rope_base = so.rope_base;
+  }
+  if (impl == Impl::Cudnn) {
+    std::string why;
+    if (!ops::cudnn_attention_supported(parts[0], parts[1], ao, &why))
+      ROTOR_FAIL("cuDNN attention does not run {}: {}", s.name(), why);
+  }
 
   auto forward = [&] {
     ops::split_heads_forward(x, parts, so);
     if (reference)
       ops::attention_forward(parts[0], parts[1], parts[2], ao, out, probs);
+    else if (impl == Impl::Cudnn)
+      ops::cudnn_attention_forward(parts[0], parts[1], parts[2], ao, out, lse);
     else
       ops::flash_attention_forward(parts[0], parts[1], parts[2], ao, out, lse);
   };
@@ -98,6 +184,9 @@ Timing run_shape(const Shape4& s, DType dt, bool reference, bool causal, int ite
     if (reference)
       ops::attention_backward(parts[0], parts[1], parts[2], probs, dout, ao, dparts[0], dparts[1],
                               dparts[2]);
+    else if (impl == Impl::Cudnn)
+      ops::cudnn_attention_backward(parts[0], parts[1], parts[2], out, lse, dout, ao, dparts[0],
+                                    dparts[1], dparts[2]);
     else
       ops::flash_attention_backward(parts[0], parts[1], parts[2], out, lse, dout, ao, dparts[0],
                                     dparts[1], dparts[2]);
@@ -134,11 +223,97 @@ std::map<std::string, Timing> read_peer(const std::string& path) {
   return m;
 }
 
+// scripts/gpu/measure.sh runs --impl cudnn when the usage names it: only in a
+// build with the cuDNN frontend.
+const char* kUsage =
+    "usage: bench_attention [--dtype bf16|fp16|fp32] "
+#if ROTOR_WITH_CUDNN_FRONTEND
+    "[--impl rotor|tc|portable|cudnn|reference|all] "
+#else
+    "[--impl rotor|tc|portable|reference|all] "
+#endif
+    "[--iters N] [--causal] [--peer peer.json] [--rope-placement]\n";
+
+double tflops(double flop, double ms) {
+  return flop / (ms * 1e-3) / 1e12;
+}
+
+// One implementation over the shapes, in the table format of the first
+// version of this benchmark (scripts/gpu/measure.sh quotes it).
+std::map<std::string, Timing> run_impl(Impl impl, DType dt, bool causal, int iters,
+                                       const std::map<std::string, Timing>& peer) {
+  std::map<std::string, Timing> results;
+  std::printf("attention core + RoPE split, %s, %s, %s\n", dtype_name(dt),
+              impl == Impl::Reference  ? "reference"
+              : impl == Impl::Rotor    ? "rotor flash"
+              : impl == Impl::Tc       ? "rotor flash (tensor-core kernel)"
+              : impl == Impl::Portable ? "rotor flash (portable kernel)"
+                                       : "cuDNN",
+              causal ? "causal" : "non-causal");
+  std::printf("%-22s %9s %9s %9s %9s %9s %9s", "shape", "fwd ms", "bwd ms", "f+b ms", "fwd TF/s",
+              "bwd TF/s", "f+b TF/s");
+  if (!peer.empty()) std::printf(" %8s %8s %8s", "fwd x", "bwd x", "f+b x");
+  std::printf("\n");
+  for (const Shape4& s : kShapes) {
+    if (impl == Impl::Reference && s.T > 1024) continue;  // [T, T] matrices do not fit sensibly
+    Timing t;
+    try {
+      t = run_shape(s, dt, impl, causal, iters);
+    } catch (const std::exception& e) {
+      std::printf("%-22s %s\n", s.name().c_str(), e.what());
+      continue;
+    }
+    results[s.name()] = t;
+    const double flop = 4.0 * s.B * s.H * s.T * s.T * s.D * (causal ? 0.5 : 1.0);
+    std::printf("%-22s %9.3f %9.3f %9.3f %9.1f %9.1f %9.1f", s.name().c_str(), t.fwd_ms, t.bwd_ms,
+                t.fwdbwd_ms, tflops(flop, t.fwd_ms), tflops(2.5 * flop, t.bwd_ms),
+                tflops(3.5 * flop, t.fwdbwd_ms));
+    auto it = peer.find(s.name());
+    if (it != peer.end())
+      std::printf(" %8.2f %8.2f %8.2f", it->second.fwd_ms / t.fwd_ms, it->second.bwd_ms / t.bwd_ms,
+                  it->second.fwdbwd_ms / t.fwdbwd_ms);
+    std::printf("\n");
+  }
+  return results;
+}
+
+// RoPE in the head split vs in the tensor-core kernel, rotor's flash core.
+// Bytes: the split reads x and writes q, k, v either way (the rotation is
+// fused into that copy), so the bytes differ only by the kernel's cos/sin
+// table (positions x D/2 float2, written once and read from L2); the time
+// difference is the in-kernel rotation of each Q tile and of every K tile a
+// query block visits.
+void rope_placement(DType dt, bool causal, int iters) {
+  std::printf(
+      "RoPE placement, %s, %s: split with rotation + attention vs split only + "
+      "attention with RoPE in the kernel\n",
+      dtype_name(dt), causal ? "causal" : "non-causal");
+  std::printf("%-22s %10s %10s %10s %10s %10s %10s %12s %12s\n", "shape", "split fwd", "kern fwd",
+              "split bwd", "kern bwd", "split f+b", "kern f+b", "split MB", "table MB");
+  for (const Shape4& s : kShapes) {
+    Timing a, b;
+    try {
+      a = run_shape(s, dt, Impl::Rotor, causal, iters, false);
+      b = run_shape(s, dt, Impl::Rotor, causal, iters, true);
+    } catch (const std::exception& e) {
+      std::printf("%-22s %s\n", s.name().c_str(), e.what());
+      continue;
+    }
+    const double elem = static_cast<double>(dtype_size(dt));
+    const double split_mb = 2.0 * 3.0 * s.B * s.T * s.H * s.D * elem / 1e6;  // fwd: read + write
+    const double table_mb = static_cast<double>(s.T) * (s.D / 2) * 8.0 / 1e6;
+    std::printf("%-22s %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %12.1f %12.3f\n", s.name().c_str(),
+                a.fwd_ms, b.fwd_ms, a.bwd_ms, b.bwd_ms, a.fwdbwd_ms, b.fwdbwd_ms, split_mb,
+                table_mb);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   DType dt = DType::BF16;
-  bool reference = false, causal = false;
+  bool causal = false, all = false, placement = false;
+  Impl impl = Impl::Rotor;
   int iters = 20;
   std::string peer_path;
   for (int i = 1; i < argc; ++i) {
@@ -159,21 +334,34 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--impl") {
       const std::string v = next();
-      if (v != "rotor" && v != "reference") {
-        std::fprintf(stderr, "bench_attention: --impl rotor|reference, got %s\n", v.c_str());
+      if (v == "rotor") {
+        impl = Impl::Rotor;
+      } else if (v == "tc") {
+        impl = Impl::Tc;
+      } else if (v == "portable") {
+        impl = Impl::Portable;
+      } else if (v == "cudnn") {
+        impl = Impl::Cudnn;
+      } else if (v == "reference") {
+        impl = Impl::Reference;
+      } else if (v == "all") {
+        all = true;
+      } else {
+        std::fprintf(stderr,
+                     "bench_attention: --impl rotor|tc|portable|cudnn|reference|all, got %s\n",
+                     v.c_str());
         return 2;
       }
-      reference = v == "reference";
     } else if (a == "--iters") {
       iters = std::max(1, std::atoi(next().c_str()));
     } else if (a == "--causal") {
       causal = true;
     } else if (a == "--peer") {
       peer_path = next();
+    } else if (a == "--rope-placement") {
+      placement = true;
     } else {
-      std::fprintf(stderr,
-                   "usage: bench_attention [--dtype bf16|fp16|fp32] [--impl rotor|reference] "
-                   "[--iters N] [--causal] [--peer peer.json]\n");
+      std::fprintf(stderr, "%s", kUsage);
       return 2;
     }
   }
@@ -184,24 +372,33 @@ int main(int argc, char** argv) {
   try {
     std::map<std::string, Timing> peer;
     if (!peer_path.empty()) peer = read_peer(peer_path);
-    std::printf("attention core + RoPE split, %s, %s, %s\n", dtype_name(dt),
-                reference ? "reference" : "rotor flash", causal ? "causal" : "non-causal");
-    std::printf("%-22s %9s %9s %9s %9s %9s %9s", "shape", "fwd ms", "bwd ms", "f+b ms", "fwd TF/s",
-                "bwd TF/s", "f+b TF/s");
-    if (!peer.empty()) std::printf(" %8s %8s %8s", "fwd x", "bwd x", "f+b x");
+    if (placement) {
+      rope_placement(dt, causal, iters);
+      return 0;
+    }
+    if (!all) {
+      run_impl(impl, dt, causal, iters, peer);
+      return 0;
+    }
+    const std::vector<Impl> impls = {Impl::Tc, Impl::Portable, Impl::Cudnn};
+    std::vector<std::map<std::string, Timing>> results;
+    for (Impl i : impls) {
+      results.push_back(run_impl(i, dt, causal, iters, peer));
+      std::printf("\n");
+    }
+    std::printf("fwd+bwd ms side by side (%s, %s)\n%-22s", dtype_name(dt),
+                causal ? "causal" : "non-causal", "shape");
+    for (Impl i : impls) std::printf(" %10s", impl_name(i));
     std::printf("\n");
     for (const Shape4& s : kShapes) {
-      if (reference && s.T > 1024) continue;  // the [T, T] matrices do not fit sensibly
-      const Timing t = run_shape(s, dt, reference, causal, iters);
-      const double flop = 4.0 * s.B * s.H * s.T * s.T * s.D * (causal ? 0.5 : 1.0);
-      auto tf = [](double f, double ms) { return f / (ms * 1e-3) / 1e12; };
-      std::printf("%-22s %9.3f %9.3f %9.3f %9.1f %9.1f %9.1f", s.name().c_str(), t.fwd_ms, t.bwd_ms,
-                  t.fwdbwd_ms, tf(flop, t.fwd_ms), tf(2.5 * flop, t.bwd_ms),
-                  tf(3.5 * flop, t.fwdbwd_ms));
-      auto it = peer.find(s.name());
-      if (it != peer.end())
-        std::printf(" %8.2f %8.2f %8.2f", it->second.fwd_ms / t.fwd_ms,
-                    it->second.bwd_ms / t.bwd_ms, it->second.fwdbwd_ms / t.fwdbwd_ms);
+      std::printf("%-22s", s.name().c_str());
+      for (const auto& r : results) {
+        auto it = r.find(s.name());
+        if (it == r.end())
+          std::printf(" %10s", "-");
+        else
+          std::printf(" %10.3f", it->second.fwdbwd_ms);
+      }
       std::printf("\n");
     }
   } catch (const std::exception& e) {

@@ -45,7 +45,10 @@ ROTOR_HD uint32_t philox_u32(uint64_t seed, uint64_t stream, uint64_t index) {
   Philox4 r = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                             static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32),
                             static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  return r.v[index & 3];
+  // Selected without indexing the array by a run-time value: a dynamic index
+  // would put r in local memory in every kernel that draws single elements.
+  const uint32_t lane = static_cast<uint32_t>(index & 3);
+  return lane == 0 ? r.v[0] : lane == 1 ? r.v[1] : lane == 2 ? r.v[2] : r.v[3];
 }
 
 // Uniform in [0, 1) with 24 random bits (exactly representable in fp32).

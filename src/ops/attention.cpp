@@ -37,6 +37,10 @@ inline float dropout_factor(const AttentionOptions& o, uint64_t flat_index) {
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionOptions& options, Tensor& out, Tensor& probs) {
   const Dims d = detail::check_attention_args(q, k, v, options, "attention_forward");
+  if (options.rope)
+    ROTOR_FAIL(
+        "attention_forward: options.rope (RoPE inside the kernel) is honored only by the flash "
+        "core (ops::flash_attention_*); rotate q and k before the reference attention");
   check_like(out, q.shape(), q, "attention_forward out");
   check_like(probs, {d.B, d.H, d.Tq, d.Tk}, q, "attention_forward probs");
   ROTOR_DISPATCH_CUDA(q, attention_forward(q, k, v, options, out, probs));
@@ -105,6 +109,10 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const Tensor& dout, const AttentionOptions& options, Tensor& dq, Tensor& dk,
                         Tensor& dv) {
   const Dims d = detail::check_attention_args(q, k, v, options, "attention_backward");
+  if (options.rope)
+    ROTOR_FAIL(
+        "attention_backward: options.rope (RoPE inside the kernel) is honored only by the flash "
+        "core (ops::flash_attention_*); rotate q and k before the reference attention");
   check_like(probs, {d.B, d.H, d.Tq, d.Tk}, q, "attention_backward probs");
   check_like(dout, q.shape(), q, "attention_backward dout");
   check_like(dq, q.shape(), q, "attention_backward dq");

@@ -9,12 +9,23 @@
 namespace rotor::ops {
 
 struct AttentionOptions {
-  float scale = 1.0f;  // multiplies q.k (1 when Q is already scaled)
-  bool causal = false; // query i sees keys j <= i + (Tk - Tq)
-  Tensor key_lengths;  // optional i32 [B]: keys j >= key_lengths[b] are padding
+  float scale = 1.0f;    // multiplies q.k (1 when Q is already scaled)
+  bool causal = false;   // query i sees keys j <= i + (Tk - Tq)
+  Tensor key_lengths;    // optional i32 [B]: keys j >= key_lengths[b] are padding
   float dropout = 0.0f;  // on the probabilities, Philox element index = flat [B,H,Tq,Tk] index
   uint64_t seed = 0;
   uint64_t stream = 0;
+  // RoPE inside the attention kernel (src/core/rope.h conventions, interleaved
+  // pairs): q row i is rotated at position rope_q_offset + i and k row j at
+  // rope_k_offset + j before the product, and the backward rotates dq and dk
+  // back (rope::rotate_back) before writing them, so the caller passes
+  // unrotated q and k. Honored by the flash core only: on the CPU and by
+  // rotor's tensor-core kernel (ops::flash_attention_tc_supported); every
+  // other path (attention_forward/backward, cuDNN, the portable CUDA kernel)
+  // fails with an error when it is set.
+  bool rope = false;
+  float rope_base = 10000.0f;
+  int64_t rope_q_offset = 0, rope_k_offset = 0;
 };
 
 // q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, D] -> out [B, H, Tq, D].
@@ -24,7 +35,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionOptions& options, Tensor& out, Tensor& probs);
 // Writes dq, dk, dv (same shapes as q, k, v).
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
-                        const Tensor& dout, const AttentionOptions& options, Tensor& dq,
-                        Tensor& dk, Tensor& dv);
+                        const Tensor& dout, const AttentionOptions& options, Tensor& dq, Tensor& dk,
+                        Tensor& dv);
 
 }  // namespace rotor::ops

@@ -9,15 +9,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/philox.h"
+#include "core/rope.h"
 #include "ops/attention_common.h"
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 #if ROTOR_WITH_CUDA
 #include "kernels/flash_attention.cuh"
+#include "kernels/flash_attention_tc.cuh"
 #endif
 
 namespace rotor::ops {
@@ -37,16 +41,67 @@ void check_lse(const Tensor& lse, const Dims& d, const Tensor& q, const char* wh
   check_same_device(lse, q, what);
 }
 
-// The limits of the CUDA kernels (flash_attention_supported), checked here so
-// that the message names the op and the attention.impl to use instead.
-void check_supported(const Tensor& q, const char* op) {
-  if (flash_attention_supported(q)) return;
+// The limits of the CUDA kernels (flash_attention_supported,
+// flash_attention_tc_supported), checked here so that the message names the op
+// and the attention.impl to use instead.
+void check_supported(const Tensor& q, const AttentionOptions& o, const char* op) {
+  if (o.rope && (q.size(3) % 2 != 0 || o.rope_q_offset < 0 || o.rope_k_offset < 0))
+    ROTOR_FAIL("{}: rope needs an even head dim and offsets >= 0 (D {}, offsets {}, {})", op,
+               q.size(3), o.rope_q_offset, o.rope_k_offset);
+  if (!q.is_cuda()) return;
+  const bool tc = flash_attention_tc_supported(q, o);
+  if (o.rope && !tc)
+    ROTOR_FAIL(
+        "{}: options.rope (RoPE inside the kernel) needs rotor's tensor-core flash kernel: a GPU "
+        "of compute capability 8.0+, f16/bf16, head dim 32, 64 or 128 and ROTOR_FLASH_KERNEL not "
+        "'portable' (got {}, head dim {}); rotate q and k before attention instead",
+        op, dtype_name(q.dtype()), q.size(3));
+  if (detail::flash_kernel_override() == detail::FlashKernel::TensorCore && !tc)
+    ROTOR_FAIL(
+        "{}: ROTOR_FLASH_KERNEL=tc but the tensor-core kernel cannot run {} (needs compute "
+        "capability 8.0+, f16/bf16, head dim 32, 64 or 128)",
+        op, q.str());
+  if (tc || flash_attention_supported(q)) return;
   if (q.size(0) * q.size(1) > 65535)
     ROTOR_FAIL("{}: batch x heads = {} exceeds 65535 on CUDA", op, q.size(0) * q.size(1));
   ROTOR_FAIL(
       "{}: head dim {} is not supported on CUDA (32, 64 or 128; use attention.impl: "
       "reference)",
       op, q.size(3));
+}
+
+// x f32 [B, H, T, D] on the CPU rotated by RoPE (back: by minus the angle), row t
+// at position offset + t, with the factors of core/rope.h.
+void rope_rows(const float* x, float* y, const Shape& shape, int64_t offset, float base,
+               bool back) {
+  const int64_t T = shape[2], D = shape[3], half = D / 2;
+  std::vector<rope::Rotation> table(static_cast<size_t>(T * half));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < half; ++i)
+      table[t * half + i] = rope::rotation(offset + t, i, D, static_cast<double>(base));
+  const int64_t rows = shape[0] * shape[1] * T;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const rope::Rotation* rot = table.data() + (r % T) * half;
+    const float* xr = x + r * D;
+    float* yr = y + r * D;
+    for (int64_t i = 0; i < half; ++i) {
+      float y0, y1;
+      if (back)
+        rope::rotate_back(xr[2 * i], xr[2 * i + 1], rot[i], y0, y1);
+      else
+        rope::rotate(xr[2 * i], xr[2 * i + 1], rot[i], y0, y1);
+      yr[2 * i] = y0;
+      yr[2 * i + 1] = y1;
+    }
+  }
+}
+
+// A rotated copy of x (f32, CPU).
+Tensor rope_copy(const Tensor& x, int64_t offset, float base) {
+  Tensor y = Tensor::zeros(x.shape(), DType::F32, x.device());
+  rope_rows(x.data<float>(), y.data<float>(), x.shape(), offset, base, false);
+  return y;
 }
 
 inline float keep_factor(const AttentionOptions& o, float keep_scale, uint64_t flat) {
@@ -61,6 +116,30 @@ inline float dot(const float* a, const float* b, int64_t n) {
 }
 
 }  // namespace
+
+namespace detail {
+FlashKernel flash_kernel_override() {
+  const char* e = std::getenv("ROTOR_FLASH_KERNEL");
+  if (!e || !*e) return FlashKernel::Auto;
+  const std::string v(e);
+  if (v == "portable") return FlashKernel::Portable;
+  if (v == "tc") return FlashKernel::TensorCore;
+  ROTOR_FAIL("ROTOR_FLASH_KERNEL must be 'portable' or 'tc' (or unset), got '{}'", v);
+}
+}  // namespace detail
+
+bool flash_attention_tc_supported(const Tensor& q, const AttentionOptions& options) {
+  if (!q.is_cuda() || q.dim() != 4) return false;
+#if ROTOR_WITH_CUDA
+  if (detail::flash_kernel_override() == detail::FlashKernel::Portable) return false;
+  if (options.rope && (options.rope_q_offset < 0 || options.rope_k_offset < 0)) return false;
+  return kernels::flash_tc_supports(static_cast<int>(q.size(3)), q.dtype()) &&
+         q.size(0) * q.size(1) <= 65535 && kernels::flash_tc_device_ok(q.device().index);
+#else
+  (void)options;
+  return false;
+#endif
+}
 
 bool flash_attention_supported(const Tensor& q) {
   if (!q.is_cuda()) return true;
@@ -78,13 +157,20 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   const Dims d = detail::check_attention_args(q, k, v, options, "flash_attention_forward");
   check_like(out, q.shape(), q, "flash_attention_forward out");
   check_lse(lse, d, q, "flash_attention_forward lse");
-  check_supported(q, "flash_attention_forward");
+  check_supported(q, options, "flash_attention_forward");
   ROTOR_DISPATCH_CUDA(q, flash_attention_forward(q, k, v, options, out, lse));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
     Tensor out32 = f.output(out);
     flash_attention_forward(f.input(q), f.input(k), f.input(v), options, out32, lse);
     f.commit();
+    return;
+  }
+  if (options.rope) {  // rotate copies of q and k, then the plain flash core
+    AttentionOptions o = options;
+    o.rope = false;
+    flash_attention_forward(rope_copy(q, options.rope_q_offset, options.rope_base),
+                            rope_copy(k, options.rope_k_offset, options.rope_base), v, o, out, lse);
     return;
   }
   const auto key_len = key_lengths_host(d, options, "flash_attention_forward");
@@ -162,7 +248,7 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   check_like(dq, q.shape(), q, "flash_attention_backward dq");
   check_like(dk, k.shape(), q, "flash_attention_backward dk");
   check_like(dv, v.shape(), q, "flash_attention_backward dv");
-  check_supported(q, "flash_attention_backward");
+  check_supported(q, options, "flash_attention_backward");
   ROTOR_DISPATCH_CUDA(q, flash_attention_backward(q, k, v, out, lse, dout, options, dq, dk, dv));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
@@ -170,6 +256,18 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
     flash_attention_backward(f.input(q), f.input(k), f.input(v), f.input(out), lse, f.input(dout),
                              options, dq32, dk32, dv32);
     f.commit();
+    return;
+  }
+  if (options.rope) {  // the gradients of the rotated q and k, rotated back
+    AttentionOptions o = options;
+    o.rope = false;
+    flash_attention_backward(rope_copy(q, options.rope_q_offset, options.rope_base),
+                             rope_copy(k, options.rope_k_offset, options.rope_base), v, out, lse,
+                             dout, o, dq, dk, dv);
+    rope_rows(dq.data<float>(), dq.data<float>(), dq.shape(), options.rope_q_offset,
+              options.rope_base, true);
+    rope_rows(dk.data<float>(), dk.data<float>(), dk.shape(), options.rope_k_offset,
+              options.rope_base, true);
     return;
   }
   const auto key_len = key_lengths_host(d, options, "flash_attention_backward");

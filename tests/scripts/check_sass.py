@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The SASS of rotor's bandwidth-bound kernels (docs/performance.md, "Bytes
 and FLOPs"), checked without a GPU: every kernel of kernels/{elementwise,
-dropout,layer_norm,heads,embedding}.cu uses no local
+dropout,layer_norm,heads,embedding,flash_attention_tc}.cu uses no local
 memory, and the vector-path instantiations below load and store with 16-byte
 instructions (LDG.E.128 / STG.E.128) and keep no stack frame, for every
 architecture the build targets. The tensor-core attention kernels
@@ -46,7 +46,10 @@ VECTOR_KERNELS = [
 # The tensor-core attention kernels (kernels/flash_attention_tc.cu): every
 # (object, demangled-name pattern) must issue HMMA and touch no local memory
 # (no LDL/STL in its SASS, no stack frame, LOCAL 0) on every architecture.
-MMA_KERNELS = []
+MMA_KERNELS = [
+    ("flash_attention_tc", rf"flash_tc_{kind}_kernel<{t}, {d}>")
+    for kind in ("fwd", "bwd") for t in ("__half", "__nv_bfloat16") for d in (32, 64, 128)
+]
 
 
 def find_cuobjdump(given):

@@ -1,0 +1,63 @@
+// The masks and the dropout draw of every attention kernel (the reference row
+// kernels, kernels/attention_reference.cu, and the three flash kernels,
+// kernels/flash_common.cuh): one definition, so that all of them -- and the
+// CPU implementations they are tested against (src/ops/attention.cpp,
+// src/ops/flash_attention.cpp) -- see the same keys and draw the same mask.
+// M is a parameter struct with B-indexed key_lengths, Tq, Tk, causal,
+// dropout, seed and stream_id (AttentionMask, FlashParams).
+//
+// Only device code that plain C++ can also compile: the CPU emulation of the
+// Volta kernels (tests/scripts/flash_sm70_emulate.cpp) includes it with
+// __device__ defined away.
+#pragma once
+
+#include <cstdint>
+
+#include "core/philox.h"
+
+namespace rotor::kernels {
+
+// The number of keys of batch row b (key_lengths clamped to [0, Tk]).
+template <class M>
+__device__ __forceinline__ int64_t key_length_of(const M& m, int64_t b) {
+  if (!m.key_lengths) return m.Tk;
+  const int64_t len = m.key_lengths[b];
+  return len < 0 ? 0 : (len > m.Tk ? m.Tk : len);
+}
+
+// Keys 0..n-1 are visible to query i of a row with key_len keys (padding and
+// the causal mask both cut a prefix; nondecreasing in i).
+template <class M>
+__device__ __forceinline__ int64_t visible_keys(const M& m, int64_t key_len, int64_t i) {
+  int64_t n = key_len;
+  if (m.causal) {
+    int64_t c = i + (m.Tk - m.Tq) + 1;
+    if (c < 0) c = 0;
+    if (c < n) n = c;
+  }
+  return n;
+}
+
+// The first query that sees key j under the causal mask (i + Tk - Tq >= j); 0
+// without it.
+template <class M>
+__device__ __forceinline__ int64_t first_query_seeing(const M& m, int64_t j) {
+  if (!m.causal) return 0;
+  const int64_t i = j - (m.Tk - m.Tq);
+  return i > 0 ? i : 0;
+}
+
+// The dropout factor of the probability at flat index (bh * Tq + i) * Tk + j
+// of [B, H, Tq, Tk]: rotor's Philox, 0 or 1 / (1 - p) (keep_scale). The draw
+// alone (dropout > 0 known to the caller) keeps a register-bound kernel free
+// of the extra test.
+template <class M>
+__device__ __forceinline__ float dropout_draw(const M& m, float keep_scale, uint64_t flat) {
+  return philox_uniform(m.seed, m.stream_id, flat) >= m.dropout ? keep_scale : 0.0f;
+}
+template <class M>
+__device__ __forceinline__ float keep_factor(const M& m, float keep_scale, uint64_t flat) {
+  return m.dropout == 0.0f ? 1.0f : dropout_draw(m, keep_scale, flat);
+}
+
+}  // namespace rotor::kernels

@@ -1,0 +1,633 @@
+// The device code of kernels/flash_attention_tc.cu run on the CPU, for the
+// machines without an sm_80+ GPU (scripts/check_flash_tc.sh builds and runs
+// it). Every CUDA thread of a block is a std::thread; __syncthreads and
+// __syncwarp are barriers. The PTX the kernels wrap is emulated as the PTX
+// ISA defines it, lane by lane:
+//   - ldmatrix .x4 / .x2 (.trans): every lane posts its row address to its
+//     warp's exchange slot; register m of lane 4g + t then reads row g,
+//     elements 2t and 2t + 1 of matrix m (rows 8m .. 8m + 7 at the addresses
+//     of lanes 8m .. 8m + 7), or with .trans elements g of rows 2t and 2t + 1;
+//     each address must be 16-byte aligned and inside the block's shared memory;
+//   - mma.sync m16n8k16: every lane posts its A and B registers, and each lane
+//     rebuilds the 16 x 16 A and 16 x 8 B tiles from the fragment layout of the
+//     kernel's header comment and computes its own four C elements (a double
+//     sum of the exact products of the 16-bit elements, added to C in fp32);
+//   - cp.async: a copy is recorded when issued (its destination is poisoned
+//     with NaNs right away) and done when a cp.async.wait_group retires its
+//     group, zero-filling when src_bytes is 0; copies still outstanding when a
+//     thread exits are an error;
+//   - shuffles go through the same exchange slots. Each warp-collective call
+//     checks that all 32 lanes made the same call (same kind, full mask).
+// The element types are cuda_fp16.h / cuda_bf16.h (host conversions, round to
+// nearest even). Shared memory is a heap block of exactly the launcher's
+// dynamic size, filled with NaNs for every thread block (so a read of
+// anything not written shows, and AddressSanitizer sees an overrun). Kernels
+// without barriers (the RoPE table, the dq cast) run their threads one after
+// the other.
+//
+// Launches as the launchers do them: the RoPE table (grid_for(n) blocks of
+// kThreads), the forward ((ceil(Tq / BQ), B H) blocks of 128), delta =
+// rowsum(dO o O) on the host in fp32 from the emulated out, the backward
+// ((ceil(Tk / BK), B H) blocks of 128) into a zeroed fp32 dq buffer and the dq
+// cast (grid_for(B H Tq D / 2) blocks). Results are compared with attention in
+// double on the same 16-bit inputs (RoPE by the fp32 cos/sin of
+// src/core/rope.h, dropout by philox_uniform on the flat [B, H, Tq, Tk]
+// index): out, lse, dq, dk, dv, the error |got - ref| / max(1, |ref|), within
+// 4e-3 for f16 and 1.5e-2 for bf16 (their 16-bit rounding of P, dS and the
+// rotated q, k).
+//
+// Built by scripts/check_flash_tc.sh as
+//   c++ -std=c++20 -O2 -pthread -I. -Isrc -I<CUDA include> \
+//       -DROTOR_TC_SECTION='"<generated>"' tests/scripts/flash_tc_emulate.cpp
+// where <generated> holds the kernels' device section (see the script).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <new>
+#include <random>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "core/philox.h"
+#include "core/rope.h"
+
+namespace emu {
+
+[[noreturn]] inline void fail(const char* what) {
+  std::fprintf(stderr, "emulation: FAILED: %s\n", what);
+  std::fflush(stderr);
+  std::abort();
+}
+
+// One warp-collective call: what each lane posts.
+struct Slot {
+  int kind[32];
+  uint32_t addr[32];
+  uint32_t a[32][4];
+  uint32_t b[32][2];
+  double x[32];
+};
+
+struct Block {
+  std::unique_ptr<std::barrier<>> all;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  // Two slots per warp, used in turn: a lane writes slot s of call n + 2 only
+  // after every lane has reached the barrier of call n + 1, so after all have
+  // read slot s of call n.
+  std::vector<Slot> slots;
+  unsigned char* smem = nullptr;
+  size_t smem_bytes = 0;
+};
+
+thread_local uint3 t_thread, t_block, t_dim, t_grid;
+thread_local Block* t_blk = nullptr;  // null: a kernel run serially (no barriers)
+thread_local unsigned t_calls = 0;    // warp-collective calls of this thread
+
+// cp.async copies of this thread: issued, and committed groups.
+struct Copy {
+  uint32_t dst;
+  const void* src;
+  bool valid;
+};
+thread_local std::vector<Copy> t_issued;
+thread_local std::deque<std::vector<Copy>> t_groups;
+
+inline unsigned char* shared_memory() {
+  if (!t_blk) fail("shared memory in a kernel run serially");
+  return t_blk->smem;
+}
+inline int lane() {
+  return static_cast<int>(t_thread.x & 31);
+}
+inline int warp() {
+  return static_cast<int>(t_thread.x >> 5);
+}
+
+inline void warp_barrier() {
+  if (!t_blk) fail("__syncwarp in a kernel run serially");
+  t_blk->warps[static_cast<size_t>(warp())]->arrive_and_wait();
+}
+
+// Posts this lane's part of a collective call, waits for the warp and returns
+// the slot holding every lane's part.
+template <class Post>
+const Slot& collective(int kind, Post post) {
+  if (!t_blk) fail("a warp-collective call in a kernel run serially");
+  Slot& s = t_blk->slots[static_cast<size_t>(warp() * 2 + (t_calls++ & 1))];
+  s.kind[lane()] = kind;
+  post(s);
+  warp_barrier();
+  for (int l = 0; l < 32; ++l)
+    if (s.kind[l] != kind) fail("the lanes of a warp made different collective calls");
+  return s;
+}
+
+// Runs body as block (bx, by) of a grid of (gx, gy) blocks of `threads`
+// threads with `smem` bytes of dynamic shared memory.
+inline void run_block(int threads, unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem,
+                      const std::function<void()>& body) {
+  Block blk;
+  blk.all = std::make_unique<std::barrier<>>(threads);
+  for (int w = 0; w < threads / 32; ++w) blk.warps.push_back(std::make_unique<std::barrier<>>(32));
+  blk.slots.resize(static_cast<size_t>(threads / 32) * 2);
+  blk.smem_bytes = smem;
+  blk.smem = static_cast<unsigned char*>(::operator new(smem ? smem : 1, std::align_val_t(128)));
+  std::memset(blk.smem, 0xff, smem);  // NaN in f16, bf16 and f32
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      t_thread = make_uint3(static_cast<unsigned>(t), 0, 0);
+      t_block = make_uint3(bx, by, 0);
+      t_dim = make_uint3(static_cast<unsigned>(threads), 1, 1);
+      t_grid = make_uint3(gx, gy, 1);
+      t_blk = &blk;
+      t_calls = 0;
+      body();
+      if (!t_issued.empty() || !t_groups.empty()) fail("cp.async copies outstanding at exit");
+    });
+  for (auto& th : pool) th.join();
+  ::operator delete(blk.smem, std::align_val_t(128));
+}
+
+// A 1-D grid of a kernel without barriers: its threads one after the other.
+inline void run_serial(unsigned blocks, int threads, const std::function<void()>& body) {
+  for (unsigned bx = 0; bx < blocks; ++bx)
+    for (int t = 0; t < threads; ++t) {
+      t_thread = make_uint3(static_cast<unsigned>(t), 0, 0);
+      t_block = make_uint3(bx, 0, 0);
+      t_dim = make_uint3(static_cast<unsigned>(threads), 1, 1);
+      t_grid = make_uint3(blocks, 1, 1);
+      t_blk = nullptr;
+      body();
+    }
+}
+
+// The shared-memory bytes [addr, addr + n): must lie in the block's memory.
+inline unsigned char* shared_at(uint32_t addr, size_t n) {
+  if (!t_blk || static_cast<size_t>(addr) + n > t_blk->smem_bytes)
+    fail("shared-memory access out of bounds");
+  return t_blk->smem + addr;
+}
+
+}  // namespace emu
+
+#define threadIdx (emu::t_thread)
+#define blockIdx (emu::t_block)
+#define blockDim (emu::t_dim)
+#define gridDim (emu::t_grid)
+
+inline void __syncthreads() {
+  if (!emu::t_blk) emu::fail("__syncthreads in a kernel run serially");
+  emu::t_blk->all->arrive_and_wait();
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  if (mask != 0xffffffffu) emu::fail("__syncwarp with a partial mask");
+  emu::warp_barrier();
+}
+template <class V>
+inline V __shfl_xor_sync(unsigned mask, V v, int m) {
+  static_assert(std::is_same_v<V, float> || std::is_same_v<V, double>);
+  if (mask != 0xffffffffu) emu::fail("shuffle with a partial mask");
+  const emu::Slot& s = emu::collective(std::is_same_v<V, float> ? 10 : 11,
+                                       [&](emu::Slot& s) { s.x[emu::lane()] = v; });
+  return static_cast<V>(s.x[(emu::lane() ^ m) & 31]);
+}
+inline float atomicAdd(float* p, float v) {
+  return std::atomic_ref<float>(*p).fetch_add(v);
+}
+
+#undef __device__
+#undef __global__
+#undef __forceinline__
+#undef __launch_bounds__
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+// What the section includes, compiled as host code.
+#include "kernels/common.cuh"
+#include "kernels/flash_attention_tc.cuh"
+#include "kernels/flash_common.cuh"
+
+namespace rotor::kernels {
+namespace {
+
+// ---- the PTX wrappers of the kernel file, emulated ----------------------------
+// A shared-memory address is the offset into the block's shared memory.
+inline uint32_t smem_u32(const void* p) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  if (!emu::t_blk || c < emu::t_blk->smem || c > emu::t_blk->smem + emu::t_blk->smem_bytes)
+    emu::fail("smem_u32 of a pointer outside shared memory");
+  return static_cast<uint32_t>(c - emu::t_blk->smem);
+}
+
+inline void cp_async16(uint32_t dst, const void* src, bool valid) {
+  if (dst % 16 != 0 || reinterpret_cast<uintptr_t>(src) % 16 != 0)
+    emu::fail("cp.async address not 16-byte aligned");
+  // Until the copy is waited for, the destination holds anything.
+  std::memset(emu::shared_at(dst, 16), 0xff, 16);
+  emu::t_issued.push_back({dst, src, valid});
+}
+inline void cp_async_commit() {
+  emu::t_groups.push_back(std::move(emu::t_issued));
+  emu::t_issued.clear();
+}
+template <int N>
+inline void cp_async_wait() {
+  while (emu::t_groups.size() > static_cast<size_t>(N)) {
+    for (const emu::Copy& c : emu::t_groups.front()) {
+      unsigned char* d = emu::shared_at(c.dst, 16);
+      if (c.valid)
+        std::memcpy(d, c.src, 16);
+      else
+        std::memset(d, 0, 16);
+    }
+    emu::t_groups.pop_front();
+  }
+}
+
+// 16-bit element `col` of the 8-element row at shared address row_addr.
+inline uint32_t ldsm_element(uint32_t row_addr, int col) {
+  uint16_t e;
+  std::memcpy(&e, emu::shared_at(row_addr + 2 * col, 2), 2);
+  return e;
+}
+template <int N, bool Trans>
+inline void ldsm(uint32_t* r, const void* p) {
+  const uint32_t a = smem_u32(p);
+  const emu::Slot& s =
+      emu::collective(1 + N + (Trans ? 4 : 0), [&](emu::Slot& s) { s.addr[emu::lane()] = a; });
+  const int g = emu::lane() >> 2, t = emu::lane() & 3;
+  for (int m = 0; m < N; ++m) {
+    for (int l = 8 * m; l < 8 * m + 8; ++l)
+      if (s.addr[l] % 16 != 0) emu::fail("ldmatrix row address not 16-byte aligned");
+    // The (row address, column) of the low and the high element.
+    const uint32_t lo_row = s.addr[8 * m + (Trans ? 2 * t : g)],
+                   hi_row = s.addr[8 * m + (Trans ? 2 * t + 1 : g)];
+    const int lo_col = Trans ? g : 2 * t, hi_col = Trans ? g : 2 * t + 1;
+    r[m] = ldsm_element(lo_row, lo_col) | ldsm_element(hi_row, hi_col) << 16;
+  }
+}
+inline void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  ldsm<4, false>(r, p);
+}
+inline void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
+  ldsm<4, true>(r, p);
+}
+inline void ldsm_x2_t(uint32_t (&r)[2], const void* p) {
+  ldsm<2, true>(r, p);
+}
+
+// The 16-bit element in half `hi` of register x as a float.
+template <class T>
+inline float element(uint32_t x, int hi) {
+  const uint16_t bits = static_cast<uint16_t>(hi ? x >> 16 : x & 0xffffu);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat16_raw raw;
+    raw.x = bits;
+    return __bfloat162float(__nv_bfloat16(raw));
+  } else {
+    __half_raw raw;
+    raw.x = bits;
+    return __half2float(__half(raw));
+  }
+}
+
+template <class T>
+inline void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const emu::Slot& s =
+      emu::collective(std::is_same_v<T, __nv_bfloat16> ? 21 : 20, [&](emu::Slot& s) {
+        for (int i = 0; i < 4; ++i) s.a[emu::lane()][i] = a[i];
+        s.b[emu::lane()][0] = b0;
+        s.b[emu::lane()][1] = b1;
+      });
+  // The tiles from every lane's fragments (lane 4g + t).
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l >> 2, t = l & 3;
+    for (int h = 0; h < 2; ++h) {
+      A[g][2 * t + h] = element<T>(s.a[l][0], h);
+      A[g + 8][2 * t + h] = element<T>(s.a[l][1], h);
+      A[g][2 * t + 8 + h] = element<T>(s.a[l][2], h);
+      A[g + 8][2 * t + 8 + h] = element<T>(s.a[l][3], h);
+      B[2 * t + h][g] = element<T>(s.b[l][0], h);
+      B[2 * t + 8 + h][g] = element<T>(s.b[l][1], h);
+    }
+  }
+  const int g = emu::lane() >> 2, t = emu::lane() & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + (e < 2 ? 0 : 8), col = 2 * t + (e & 1);
+    double dot = 0;
+    for (int k = 0; k < 16; ++k) dot += static_cast<double>(A[row][k]) * B[k][col];
+    c[e] += static_cast<float>(dot);
+  }
+}
+
+}  // namespace
+
+#define ROTOR_TC_BODY 1
+#include ROTOR_TC_SECTION
+
+}  // namespace rotor::kernels
+
+namespace {
+
+using rotor::kernels::FlashParams;
+using rotor::kernels::FlashRope;
+
+struct Case {
+  int64_t B, H, Tq, Tk;
+  int D;
+  bool bf16, causal;
+  std::vector<int32_t> lengths;
+  float dropout;
+  bool rope;
+  int64_t q_offset = 0, k_offset = 0;
+};
+
+// The launches of flash_tc_forward and flash_tc_backward.
+template <class T, int D>
+struct Launch {
+  using Fwd = rotor::kernels::TcFwd<D>;
+  using Bwd = rotor::kernels::TcBwd<D>;
+
+  static void rope_table(const FlashParams& p, const FlashRope& r, std::vector<float2>& table) {
+    if (!r.enabled) return;
+    const int64_t positions = std::max(r.q_offset + p.Tq, r.k_offset + p.Tk);
+    const int64_t n = positions * (p.D / 2);
+    table.assign(static_cast<size_t>(n), make_float2(NAN, NAN));
+    emu::run_serial(rotor::kernels::grid_for(n), rotor::kernels::kThreads, [&] {
+      rotor::kernels::tc_rope_table_kernel(table.data(), positions, p.D, r.base);
+    });
+  }
+
+  static void forward(const FlashParams& p, const FlashRope& r, const float2* table, T* out,
+                      float* lse) {
+    const unsigned gx = static_cast<unsigned>((p.Tq + Fwd::BQ - 1) / Fwd::BQ),
+                   gy = static_cast<unsigned>(p.B * p.H);
+    for (unsigned by = 0; by < gy; ++by)
+      for (unsigned bx = 0; bx < gx; ++bx)
+        emu::run_block(rotor::kernels::kTcThreads, gx, gy, bx, by,
+                       rotor::kernels::tc_fwd_smem<T, D>(),
+                       [&] { rotor::kernels::flash_tc_fwd_kernel<T, D>(p, r, table, out, lse); });
+  }
+
+  static void backward(const FlashParams& p, const FlashRope& r, const float2* table,
+                       const float* lse, const T* dout, const float* delta, T* dq, T* dk, T* dv,
+                       float* dq_accum) {
+    const unsigned gx = static_cast<unsigned>((p.Tk + Bwd::BK - 1) / Bwd::BK),
+                   gy = static_cast<unsigned>(p.B * p.H);
+    for (unsigned by = 0; by < gy; ++by)
+      for (unsigned bx = 0; bx < gx; ++bx)
+        emu::run_block(rotor::kernels::kTcThreads, gx, gy, bx, by,
+                       rotor::kernels::tc_bwd_smem<T, D>(), [&] {
+                         rotor::kernels::flash_tc_bwd_kernel<T, D>(p, r, table, lse, dout, delta,
+                                                                   dk, dv, dq_accum);
+                       });
+    const int64_t q_elems = p.B * p.H * p.Tq * p.D;
+    if (q_elems > 0)
+      emu::run_serial(rotor::kernels::grid_for(q_elems / 2), rotor::kernels::kThreads, [&] {
+        rotor::kernels::flash_tc_dq_kernel<T>(dq_accum, dq, q_elems / 2, p.Tq, p.D, r, table);
+      });
+  }
+};
+
+template <class T>
+float f32(T x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(x);
+  else
+    return __half2float(x);
+}
+template <class T>
+T round_to(float x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(x);
+  else
+    return __float2half_rn(x);
+}
+
+template <class T>
+std::vector<T> random_vec(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = round_to<T>(u(g));
+  return v;
+}
+
+// max |got - ref| / max(1, |ref|); infinities must agree exactly, NaN fails.
+double max_err(const std::vector<double>& ref, const std::vector<float>& got) {
+  double e = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    if (std::isinf(ref[i]) || std::isinf(got[i])) {
+      if (ref[i] != static_cast<double>(got[i])) return INFINITY;
+      continue;
+    }
+    e = std::max(e, std::abs(ref[i] - got[i]) / std::max(1.0, std::abs(ref[i])));
+  }
+  return e;
+}
+
+template <class T>
+std::vector<float> floats(const std::vector<T>& v) {
+  std::vector<float> f(v.size());
+  for (size_t i = 0; i < v.size(); ++i) f[i] = f32(v[i]);
+  return f;
+}
+
+// Rotates the [rows, D] head vectors of x (row r at position pos0 + r % T)
+// by RoPE (back: by the inverse), in double with rope::rotation's factors.
+void rotate_rows(std::vector<double>& x, int64_t T, int D, int64_t pos0, double base, bool back) {
+  for (size_t r = 0; r < x.size() / D; ++r)
+    for (int i = 0; i < D / 2; ++i) {
+      const rotor::rope::Rotation c =
+          rotor::rope::rotation(pos0 + static_cast<int64_t>(r) % T, i, D, base);
+      const double s = back ? -c.sin : c.sin, x0 = x[r * D + 2 * i], x1 = x[r * D + 2 * i + 1];
+      x[r * D + 2 * i] = x0 * c.cos - x1 * s;
+      x[r * D + 2 * i + 1] = x1 * c.cos + x0 * s;
+    }
+}
+
+template <class T, int D>
+bool run_case(const Case& c, uint32_t seed) {
+  const size_t nq = static_cast<size_t>(c.B * c.H * c.Tq * D),
+               nk = static_cast<size_t>(c.B * c.H * c.Tk * D);
+  const auto q = random_vec<T>(nq, seed, -2.0f, 2.0f), k = random_vec<T>(nk, seed + 1, -1.0f, 1.0f),
+             v = random_vec<T>(nk, seed + 2, -1.0f, 1.0f),
+             dout = random_vec<T>(nq, seed + 3, -1.0f, 1.0f);
+  FlashParams p;
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.B = c.B;
+  p.H = c.H;
+  p.Tq = c.Tq;
+  p.Tk = c.Tk;
+  p.D = D;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  p.causal = c.causal;
+  p.key_lengths = c.lengths.empty() ? nullptr : c.lengths.data();
+  p.dropout = c.dropout;
+  p.seed = 4321;
+  p.stream_id = rotor::rng_stream(5, 3, rotor::RngPurpose::AttentionDropout, 0);
+  FlashRope r;
+  r.enabled = c.rope;
+  r.q_offset = c.q_offset;
+  r.k_offset = c.k_offset;
+  const double keep = c.dropout > 0 ? 1.0 / (1.0 - static_cast<double>(c.dropout)) : 1.0;
+
+  // The emulated kernels.
+  using L = Launch<T, D>;
+  std::vector<float2> table;
+  L::rope_table(p, r, table);
+  std::vector<T> out(nq), dq(nq), dk(nk), dv(nk);
+  std::vector<float> lse(static_cast<size_t>(c.B * c.H * c.Tq)), delta(lse.size()),
+      dq_accum(nq, 0.0f);
+  L::forward(p, r, table.data(), out.data(), lse.data());
+  for (size_t i = 0; i < delta.size(); ++i) {
+    float s = 0;
+    for (int d = 0; d < D; ++d) s += f32(out[i * D + d]) * f32(dout[i * D + d]);
+    delta[i] = s;
+  }
+  L::backward(p, r, table.data(), lse.data(), dout.data(), delta.data(), dq.data(), dk.data(),
+              dv.data(), dq_accum.data());
+
+  // The same attention in double: rotated q, k; the gradients rotated back.
+  auto dbl = [](const std::vector<T>& a) {
+    std::vector<double> d(a.size());
+    for (size_t i = 0; i < a.size(); ++i) d[i] = f32(a[i]);
+    return d;
+  };
+  std::vector<double> qd = dbl(q), kd = dbl(k), vd = dbl(v), dod = dbl(dout);
+  if (c.rope) {
+    rotate_rows(qd, c.Tq, D, c.q_offset, r.base, false);
+    rotate_rows(kd, c.Tk, D, c.k_offset, r.base, false);
+  }
+  std::vector<double> r_out(nq, 0), r_lse(lse.size()), r_dq(nq, 0), r_dk(nk, 0), r_dv(nk, 0);
+  for (int64_t bh = 0; bh < c.B * c.H; ++bh) {
+    const int64_t b = bh / c.H;
+    const int64_t len = c.lengths.empty() ? c.Tk : std::clamp<int64_t>(c.lengths[b], 0, c.Tk);
+    for (int64_t i = 0; i < c.Tq; ++i) {
+      int64_t n = len;
+      if (c.causal) n = std::min(n, std::max<int64_t>(0, i + (c.Tk - c.Tq) + 1));
+      const size_t qi = static_cast<size_t>((bh * c.Tq + i) * D);
+      if (n == 0) {
+        r_lse[bh * c.Tq + i] = -INFINITY;
+        continue;
+      }
+      std::vector<double> s(n), pm(n), mk(n);
+      double m = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        double dot = 0;
+        for (int d = 0; d < D; ++d) dot += qd[qi + d] * kd[(bh * c.Tk + j) * D + d];
+        s[j] = dot * p.scale;
+        m = std::max(m, s[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(s[j] - m);
+      r_lse[bh * c.Tq + i] = m + std::log(sum);
+      for (int64_t j = 0; j < n; ++j) {
+        const uint64_t flat = static_cast<uint64_t>((bh * c.Tq + i) * c.Tk + j);
+        mk[j] = c.dropout == 0
+                    ? 1.0
+                    : (rotor::philox_uniform(p.seed, p.stream_id, flat) >= c.dropout ? keep : 0.0);
+        pm[j] = std::exp(s[j] - m) / sum;
+        for (int d = 0; d < D; ++d) r_out[qi + d] += pm[j] * mk[j] * vd[(bh * c.Tk + j) * D + d];
+      }
+      double del = 0;
+      for (int d = 0; d < D; ++d) del += dod[qi + d] * r_out[qi + d];
+      for (int64_t j = 0; j < n; ++j) {
+        const size_t kj = static_cast<size_t>((bh * c.Tk + j) * D);
+        double dp = 0;
+        for (int d = 0; d < D; ++d) dp += dod[qi + d] * vd[kj + d];
+        const double ds = pm[j] * (dp * mk[j] - del) * p.scale;
+        for (int d = 0; d < D; ++d) {
+          r_dv[kj + d] += pm[j] * mk[j] * dod[qi + d];
+          r_dk[kj + d] += ds * qd[qi + d];
+          r_dq[qi + d] += ds * kd[kj + d];
+        }
+      }
+    }
+  }
+  if (c.rope) {
+    rotate_rows(r_dq, c.Tq, D, c.q_offset, r.base, true);
+    rotate_rows(r_dk, c.Tk, D, c.k_offset, r.base, true);
+  }
+
+  const double e_out = max_err(r_out, floats(out)), e_lse = max_err(r_lse, lse),
+               e_dq = max_err(r_dq, floats(dq)), e_dk = max_err(r_dk, floats(dk)),
+               e_dv = max_err(r_dv, floats(dv));
+  const double tol = c.bf16 ? 1.5e-2 : 4e-3;
+  const bool ok = e_out <= tol && e_lse <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol;
+  std::string lengths;
+  for (int32_t l : c.lengths) lengths += (lengths.empty() ? " len " : ",") + std::to_string(l);
+  std::printf(
+      "  %-4s %s D%-3d B%lld H%lld Tq%-3lld Tk%-3lld%s%s drop%.1f%s: err out %.1e lse %.1e dq "
+      "%.1e dk %.1e dv %.1e\n",
+      ok ? "ok" : "FAIL", c.bf16 ? "bf16" : "f16 ", D, static_cast<long long>(c.B),
+      static_cast<long long>(c.H), static_cast<long long>(c.Tq), static_cast<long long>(c.Tk),
+      c.causal ? " causal" : "", lengths.c_str(), c.dropout,
+      c.rope
+          ? (" rope q+" + std::to_string(c.q_offset) + " k+" + std::to_string(c.k_offset)).c_str()
+          : "",
+      e_out, e_lse, e_dq, e_dk, e_dv);
+  std::fflush(stdout);
+  return ok;
+}
+
+template <int D>
+bool run_typed(const Case& c, uint32_t seed) {
+  return c.bf16 ? run_case<__nv_bfloat16, D>(c, seed) : run_case<__half, D>(c, seed);
+}
+
+}  // namespace
+
+int main() {
+  // B, H, Tq, Tk, D, bf16, causal, key lengths, dropout, rope, q_offset, k_offset.
+  const std::vector<Case> cases = {
+      {1, 2, 65, 65, 32, false, false, {}, 0.0f, false},
+      {2, 1, 7, 129, 32, true, true, {0, 100}, 0.0f, true},     // a 0-length row, partial
+      {1, 1, 1, 65, 32, false, true, {}, 0.1f, true, 64, 0},    // one query (decoding)
+      {2, 1, 129, 65, 64, false, true, {40, 65}, 0.1f, false},  // Tq > Tk: rows see nothing
+      {1, 2, 65, 129, 64, true, false, {}, 0.1f, true, 0, 11},  // k_offset
+      {1, 1, 129, 129, 64, false, true, {120}, 0.1f, true},     // everything at once
+      {2, 2, 129, 129, 32, true, true, {129, 64}, 0.1f, true, 0, 7},
+      {1, 1, 7, 1, 64, true, true, {}, 0.0f, false},  // Tq > Tk = 1: only the last row sees
+      {1, 1, 1, 1, 128, false, false, {}, 0.0f, false},
+      {2, 1, 129, 65, 128, false, false, {65, 30}, 0.1f, true, 3, 0},
+      {2, 1, 65, 7, 128, true, true, {7, 3}, 0.1f, false},
+      {1, 1, 129, 129, 128, false, true, {}, 0.0f, true, 5, 5},
+      {1, 1, 7, 65, 128, true, false, {0}, 0.0f, true},  // the only row is empty
+      {1, 1, 65, 129, 128, true, true, {}, 0.1f, true, 64, 0},
+  };
+  int failed = 0;
+  uint32_t seed = 10;
+  for (const Case& c : cases) {
+    seed += 10;
+    const bool ok = c.D == 32   ? run_typed<32>(c, seed)
+                    : c.D == 64 ? run_typed<64>(c, seed)
+                                : run_typed<128>(c, seed);
+    failed += ok ? 0 : 1;
+  }
+  std::printf("emulation: %zu of %zu cases within tolerance\n", cases.size() - failed,
+              cases.size());
+  return failed ? 1 : 0;
+}
