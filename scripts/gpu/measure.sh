@@ -195,12 +195,16 @@ if wants attention && ((!cpu)); then
   else
     peer_args=()
   fi
-  impls=(rotor)
+  # rotor = what the model runs; tc and portable = each of rotor's kernels forced.
+  impls=(rotor tc portable)
   if ((dry)) || "$bench_attention" --help 2>&1 | grep -q cudnn; then impls+=(cudnn); fi
   for impl in "${impls[@]}"; do
     step "attention_$impl" 120 "$bench_attention" --dtype bf16 --impl "$impl" "${peer_args[@]}" || true
     ((dry)) || attention_md+=$'\n'"bench_attention --impl $impl (bf16, non-causal):"$'\n'"$(cat "$out/attention_$impl.log")"$'\n'
   done
+  # RoPE in the head split vs in the tensor-core kernel (attention.rope_in_kernel).
+  step attention_rope_placement 120 "$bench_attention" --dtype bf16 --rope-placement || true
+  ((dry)) || attention_md+=$'\n'"bench_attention --rope-placement (bf16):"$'\n'"$(cat "$out/attention_rope_placement.log")"$'\n'
 fi
 
 # ---- 3. one training update against Hugging Face ----------------------------------
@@ -224,6 +228,9 @@ else
   rows+=("Transformer-base MT, fp32|configs/wmt14_en_de/transformer_base.yaml|30|5|eager|$mt precision=fp32 output_dir=$out/mt_fp32")
   rows+=("RoFormer-base MT, bf16|configs/wmt14_en_de/roformer_base.yaml|30|5||$mt precision=bf16 output_dir=$out/mt_rope_bf16")
   rows+=("RoFormer-base MLM 64x512, bf16|configs/mlm/roformer_base.yaml|20|3|$modes|$mlm precision=bf16 output_dir=$out/mlm_rope_bf16")
+  # The two RoPE placements in a whole update, both on rotor's flash core.
+  rows+=("RoFormer-base MLM 64x512, bf16, rotor core, RoPE in split|configs/mlm/roformer_base.yaml|20|3||$mlm precision=bf16 attention.impl=rotor output_dir=$out/mlm_rope_split")
+  rows+=("RoFormer-base MLM 64x512, bf16, rotor core, RoPE in kernel|configs/mlm/roformer_base.yaml|20|3||$mlm precision=bf16 attention.impl=rotor attention.rope_in_kernel=true output_dir=$out/mlm_rope_kernel")
   rows+=("BERT-base MLM 64x512, bf16|configs/mlm/bert_base.yaml|20|3|$modes|$mlm precision=bf16 output_dir=$out/mlm_bert_bf16")
   peer_device=cuda
   if ((!dry)) && wants train && [[ ! -f $data/multi30k/train.en || ! -f $data/wikitext-2/test.txt ]]; then

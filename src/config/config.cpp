@@ -71,7 +71,10 @@ void visit_config(C& c, V& v) {
     v.floating("init_std", m.init_std, kPositiveF);
     v.string("init_from", m.init_from);
   });
-  v.section("attention", [&] { v.enumeration("impl", c.attention.impl); });
+  v.section("attention", [&] {
+    v.enumeration("impl", c.attention.impl);
+    v.boolean("rope_in_kernel", c.attention.rope_in_kernel);
+  });
   v.section("data", [&] {
     auto& d = c.data;
     v.string("src_lang", d.src_lang);
@@ -713,17 +716,17 @@ std::optional<Problem> find_problem(const Config& c) {
     // cannot be held is a config error, not an allocation failure later.
     const double d = m.d_model, ff = m.d_ff, v = c.data.vocab_size, pos = m.max_positions;
     const double enc = m.encoder_layers * (4 * d * d + 2 * d * ff);
-    const double dec = c.task == Task::Translation ? m.decoder_layers * (8 * d * d + 2 * d * ff) : 0;
+    const double dec =
+        c.task == Task::Translation ? m.decoder_layers * (8 * d * d + 2 * d * ff) : 0;
     const double params = enc + dec + 2 * v * d + pos * d;
     if (params > 1e11)
-      return Problem{"model.d_model",
-                     fmt::format("the model would have about {:.3g} parameters (d_model {}, d_ff "
-                                 "{}, {} + {} layers, vocabulary {}), more than rotor can hold",
-                                 params, m.d_model, m.d_ff, m.encoder_layers,
-                                 c.task == Task::Translation ? m.decoder_layers : 0,
-                                 c.data.vocab_size),
-                     {"model.d_ff", "model.encoder_layers", "model.decoder_layers",
-                      "data.vocab_size"}};
+      return Problem{
+          "model.d_model",
+          fmt::format("the model would have about {:.3g} parameters (d_model {}, d_ff "
+                      "{}, {} + {} layers, vocabulary {}), more than rotor can hold",
+                      params, m.d_model, m.d_ff, m.encoder_layers,
+                      c.task == Task::Translation ? m.decoder_layers : 0, c.data.vocab_size),
+          {"model.d_ff", "model.encoder_layers", "model.decoder_layers", "data.vocab_size"}};
   }
   if (!m.init_from.empty() && c.task == Task::Translation)
     return Problem{"model.init_from",

@@ -132,6 +132,10 @@ struct ModelConfig {
 
 struct AttentionConfig {
   nn::AttentionImpl impl = nn::AttentionImpl::Auto;
+  // RoPE rotated by the attention core as it loads q and k (rotor's flash
+  // core: the CPU twin and the tensor-core CUDA kernel) instead of by the
+  // head split; where the chosen core cannot, the split rotates (logged once).
+  bool rope_in_kernel = false;
   bool operator==(const AttentionConfig&) const = default;
 };
 

@@ -22,6 +22,7 @@ nn::LayerConfig layer_config(const Config& c) {
   l.rope = m.position == nn::PositionKind::Rope;
   l.rope_base = static_cast<float>(m.rope_base);
   l.impl = c.attention.impl;
+  l.rope_in_kernel = c.attention.rope_in_kernel;
   return l;
 }
 

@@ -1,5 +1,7 @@
 #include "nn/attention.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "ops/cudnn_attention.h"
@@ -34,10 +36,11 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
   out_ = std::make_unique<Linear>(store, names.out, d, d, true, out_init);
 }
 
-ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t offset) const {
+ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t offset,
+                                                         bool core_rotates) const {
   ops::SplitHeadsOptions o;
   o.n_heads = config_.n_heads;
-  o.rotary_parts = (self_qkv && config_.rope) ? 2 : 0;
+  o.rotary_parts = (self_qkv && config_.rope && !core_rotates) ? 2 : 0;
   o.rope_base = config_.rope_base;
   o.position_offset = offset;
   o.part0_scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
@@ -60,6 +63,27 @@ AttentionCore MultiHeadAttention::choose_core(const Tensor& q, const Tensor& k,
   return choice.core;
 }
 
+bool MultiHeadAttention::rope_in_core(const Tensor& q) const {
+  if (!config_.rope || cross_ || !config_.rope_in_kernel) return false;
+  if (core_ != AttentionCore::Rotor) {
+    log_once(
+        fmt::format("attention.rope_in_kernel: RoPE stays in the head split: the {} core "
+                    "does not rotate (rotor's flash core does)",
+                    attention_core_name(core_)));
+    return false;
+  }
+  ops::AttentionOptions probe = attn_options_;
+  probe.rope = true;
+  if (!q.is_cpu() && !ops::flash_attention_tc_supported(q, probe)) {
+    log_once(
+        "attention.rope_in_kernel: RoPE stays in the head split: only the tensor-core kernel "
+        "rotates on a GPU (sm_80+, f16/bf16, head dims 32/64/128)");
+    return false;
+  }
+  log_once("attention.rope_in_kernel: RoPE rotated inside the flash attention core");
+  return true;
+}
+
 Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
                                    const Context& ctx) {
   const int64_t d = config_.d_model, H = config_.n_heads, D = head_dim_;
@@ -69,10 +93,29 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   q_h_ = ctx.empty({B_, H, Tq_, D});
   k_h_ = ctx.empty({B_, H, Tk_, D});
   v_h_ = ctx.empty({B_, H, Tk_, D});
+  // The core is chosen before the split: where it rotates q and k itself
+  // (attention.rope_in_kernel), the split only splits.
+  attn_options_ = ops::AttentionOptions{};
+  attn_options_.scale = 1.0f;  // q is pre-scaled by the split
+  attn_options_.causal = config_.causal;
+  attn_options_.key_lengths = key_lengths;
+  if (ctx.training && config_.dropout > 0.0f) {
+    attn_options_.dropout = config_.dropout;
+    attn_options_.seed = ctx.seed;
+    attn_options_.stream = ctx.stream(layer_id_, RngPurpose::AttentionDropout);
+  }
+  core_ = choose_core(q_h_, k_h_, attn_options_);
+  rope_in_core_ = rope_in_core(q_h_);
+  if (rope_in_core_) {
+    attn_options_.rope = true;
+    attn_options_.rope_base = config_.rope_base;
+    attn_options_.rope_q_offset = attn_options_.rope_k_offset = 0;
+  }
   if (!cross_) {
     Tensor qkv = qkv_->forward(x.view({B_ * Tq_, d}), ctx);  // [B*T, 3d]
     std::vector<Tensor> parts{q_h_, k_h_, v_h_};
-    ops::split_heads_forward(qkv.view({B_, Tq_, 3 * d}), parts, split_options(true, 0));
+    ops::split_heads_forward(qkv.view({B_, Tq_, 3 * d}), parts,
+                             split_options(true, 0, rope_in_core_));
   } else {
     Tensor q = q_->forward(x.view({B_ * Tq_, d}), ctx);
     std::vector<Tensor> qp{q_h_};
@@ -83,17 +126,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     o.part0_scale = 1.0f;
     ops::split_heads_forward(kv.view({B_, Tk_, 2 * d}), kvp, o);
   }
-  attn_options_ = ops::AttentionOptions{};
-  attn_options_.scale = 1.0f;  // q is pre-scaled by the split
-  attn_options_.causal = config_.causal;
-  attn_options_.key_lengths = key_lengths;
-  if (ctx.training && config_.dropout > 0.0f) {
-    attn_options_.dropout = config_.dropout;
-    attn_options_.seed = ctx.seed;
-    attn_options_.stream = ctx.stream(layer_id_, RngPurpose::AttentionDropout);
-  }
   Tensor o = ctx.empty({B_, H, Tq_, D});
-  core_ = choose_core(q_h_, k_h_, attn_options_);
   if (core_ != AttentionCore::Reference) {
     lse_ = Tensor::empty({B_, H, Tq_}, DType::F32, ctx.device);
     if (core_ == AttentionCore::Cudnn)
@@ -128,7 +161,7 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   q_h_ = k_h_ = v_h_ = probs_ = o_h_ = lse_ = Tensor();
   if (!cross_) {
     Tensor dqkv = Tensor::empty({B_, Tq_, 3 * d}, dt, dev);
-    ops::split_heads_backward({dq, dk, dv}, dqkv, split_options(true, 0));
+    ops::split_heads_backward({dq, dk, dv}, dqkv, split_options(true, 0, rope_in_core_));
     Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});
     if (!config_.rope) {
       // Without rotation the key bias adds q.b_k to all of a query's scores,

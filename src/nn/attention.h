@@ -29,6 +29,10 @@ struct AttentionConfig {
   float rope_base = 10000.0f;
   float dropout = 0.0f;  // on the attention probabilities
   AttentionImpl impl = AttentionImpl::Auto;
+  // Self-attention with RoPE: the flash core rotates q and k (and dq, dk back)
+  // where it can (the CPU twin, the tensor-core kernel), the head split only
+  // splits; elsewhere the split rotates as usual.
+  bool rope_in_kernel = false;
   // nullopt: fairseq's init (Xavier-uniform; q, k, v with gain 1/sqrt(2)).
   // A value: every projection weight N(0, std) (BERT). Biases are zero.
   std::optional<double> normal_init_std;
@@ -66,11 +70,17 @@ class MultiHeadAttention {
   const AttentionConfig& config() const { return config_; }
 
  private:
-  ops::SplitHeadsOptions split_options(bool self_qkv, int64_t offset) const;
+  // The head split's options; RoPE on q and k of a self-attention unless the
+  // core rotates them (core_rotates).
+  ops::SplitHeadsOptions split_options(bool self_qkv, int64_t offset,
+                                       bool core_rotates = false) const;
   // The core of this call (nn/attention_core.h: the device, head dim and
   // sequence length choose for Auto); `options` are the core's options.
   AttentionCore choose_core(const Tensor& q, const Tensor& k,
                             const ops::AttentionOptions& options) const;
+  // Whether this call's core (core_, attn_options_ set) rotates q and k itself
+  // (attention.rope_in_kernel); logs once why not where asked for.
+  bool rope_in_core(const Tensor& q) const;
 
   AttentionConfig config_;
   bool cross_;
@@ -84,6 +94,7 @@ class MultiHeadAttention {
   Tensor q_h_, k_h_, v_h_, probs_;  // [B, H, Tq|Tk, D], probs [B, H, Tq, Tk] (reference core)
   Tensor o_h_, lse_;                // flash and cuDNN cores: out [B, H, Tq, D], lse f32 [B, H, Tq]
   AttentionCore core_ = AttentionCore::Reference;  // the core the saved tensors belong to
+  bool rope_in_core_ = false;  // this call's RoPE is the core's, not the head split's
   ops::AttentionOptions attn_options_;
   int64_t B_ = 0, Tq_ = 0, Tk_ = 0;
 };

@@ -16,6 +16,7 @@ AttentionConfig attention_config(const LayerConfig& c, bool causal, bool rope) {
   a.rope_base = c.rope_base;
   a.dropout = c.attention_dropout;
   a.impl = c.impl;
+  a.rope_in_kernel = c.rope_in_kernel;
   return a;
 }
 Init ffn_init(const LayerConfig& c) {

@@ -29,6 +29,7 @@ struct LayerConfig {
   bool rope = false;
   float rope_base = 10000.0f;
   AttentionImpl impl = AttentionImpl::Auto;  // attention core (config key attention.impl)
+  bool rope_in_kernel = false;               // config key attention.rope_in_kernel
   // nullopt: fairseq's init (Xavier-uniform weights, q/k/v with gain 1/sqrt(2),
   // zero biases). A value: BERT's, every weight N(0, std), biases zero.
   std::optional<double> normal_init_std;

@@ -176,6 +176,8 @@ const Entry kEntries[] = {
   {"model.init_std", "0.05", Shows::Metrics, "", "", "", kMlmConfig},
   {"model.init_from", "no_such_hf_dir", Shows::Rejected, "", "no_such_hf_dir", "", kMlmConfig},
   {"attention.impl", "rotor", Shows::Metrics},
+  {"attention.rope_in_kernel", "true", Shows::LogHas, "--set attention.impl=rotor",
+   "RoPE rotated inside the flash attention core"},
   {"data.src_lang", "de", Shows::Metrics, "--set data.tgt_lang=en"},
   {"data.tgt_lang", "xx", Shows::Rejected, "", "data/train.xx"},
   {"data.train", "data/test", Shows::Metrics},

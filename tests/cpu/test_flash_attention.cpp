@@ -78,9 +78,9 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Flash forward and backward against the reference op on the same inputs.
 void check_case(const Case& c, uint64_t seed, double tol = 2e-5) {
-  SCOPED_TRACE(testing::Message() << "B " << c.B << " H " << c.H << " Tq " << c.Tq << " Tk "
-                                  << c.Tk << " D " << c.D << " causal " << c.causal
-                                  << " dropout " << c.dropout);
+  SCOPED_TRACE(testing::Message() << "B " << c.B << " H " << c.H << " Tq " << c.Tq << " Tk " << c.Tk
+                                  << " D " << c.D << " causal " << c.causal << " dropout "
+                                  << c.dropout);
   const Shape qs = {c.B, c.H, c.Tq, c.D}, ks = {c.B, c.H, c.Tk, c.D};
   // Spread queries widely so the softmax is far from uniform.
   Tensor q = test::random_tensor(qs, seed, -3.0f, 3.0f), k = test::random_tensor(ks, seed + 1);
@@ -111,7 +111,9 @@ void check_case(const Case& c, uint64_t seed, double tol = 2e-5) {
   EXPECT_LT(test::max_rel_error(dv.to_floats(), rdv.to_floats()), tol);
 }
 
-TEST(FlashAttention, PlainSmall) { check_case({2, 2, 5, 5, 4, false, {}, 0.0f}, 10); }
+TEST(FlashAttention, PlainSmall) {
+  check_case({2, 2, 5, 5, 4, false, {}, 0.0f}, 10);
+}
 
 TEST(FlashAttention, KeyPaddingAndCausal) {
   check_case({3, 2, 9, 9, 8, true, {9, 4, 1}, 0.0f}, 20);
@@ -247,7 +249,7 @@ TEST(FlashAttention, LayerImplsAgree) {
   struct Result {
     std::vector<float> y, dx, grads;
   };
-  auto run = [&](nn::AttentionImpl impl, bool causal, float dropout) {
+  auto run = [&](nn::AttentionImpl impl, bool causal, float dropout, bool rope_in_kernel = false) {
     nn::ParameterStore store;
     nn::AttentionConfig cfg;
     cfg.d_model = d;
@@ -256,6 +258,7 @@ TEST(FlashAttention, LayerImplsAgree) {
     cfg.rope = true;
     cfg.dropout = dropout;
     cfg.impl = impl;
+    cfg.rope_in_kernel = rope_in_kernel;
     nn::MultiHeadAttention attn(store, {"q", "k", "v", "o"}, cfg, false);
     store.allocate(Device::cpu());
     store.initialize(5);
@@ -277,6 +280,15 @@ TEST(FlashAttention, LayerImplsAgree) {
       EXPECT_LT(test::max_rel_error(b.dx, a.dx), 1e-5);
       EXPECT_LT(test::max_rel_error(b.grads, a.grads), 1e-4);
       EXPECT_EQ(a.y, c.y);  // auto takes the materialized (BLAS) path on the CPU
+      // attention.rope_in_kernel: the flash core rotates q, k (and dq, dk
+      // back), the split only splits; the same layer within rounding.
+      const Result d = run(nn::AttentionImpl::Rotor, causal, dropout, true);
+      EXPECT_NE(d.y, b.y);  // a different order of operations: the option took effect
+      EXPECT_LT(test::max_rel_error(d.y, a.y), 1e-5);
+      EXPECT_LT(test::max_rel_error(d.dx, a.dx), 1e-5);
+      EXPECT_LT(test::max_rel_error(d.grads, a.grads), 1e-4);
+      // The reference core cannot rotate: the split keeps RoPE, bitwise as without the option.
+      EXPECT_EQ(run(nn::AttentionImpl::Reference, causal, dropout, true).y, a.y);
     }
   EXPECT_THROW(run(nn::AttentionImpl::Cudnn, false, 0.0f), Error);
 }
