@@ -437,10 +437,10 @@ bool flash_attention_sm70_supports(int head_dim) {
   return head_dim == 64 || head_dim == 128;
 }
 
-bool flash_attention_sm70_available() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+namespace {
+bool sm70_device_ok(int dev) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
@@ -455,6 +455,21 @@ bool flash_attention_sm70_available() {
     return false;
   }
   return a.binaryVersion >= 70 && a.binaryVersion < 80;
+}
+}  // namespace
+
+// Asked on every attention call that reaches it: the answer is kept per
+// device (a benign race: every asker computes the same value).
+bool flash_attention_sm70_available() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  static int known[64] = {};  // 0 not asked yet, 1 yes, 2 no
+  if (dev < 0 || dev >= 64) return sm70_device_ok(dev);
+  if (known[dev] == 0) known[dev] = sm70_device_ok(dev) ? 1 : 2;
+  return known[dev] == 1;
 }
 
 cudaError_t flash_attention_sm70_forward(const FlashParams& p, void* out, float* lse,
