@@ -50,7 +50,7 @@ __global__ void rope_table_kernel(float2* table, int64_t T, int64_t D, double ba
 // The vector path, forward (x -> parts) or backward (dparts -> dx).
 template <class T, bool kBackward>
 __global__ void split_heads_vec_kernel(const T* __restrict__ x_or_null, PartPtrs parts,
-                                       T* __restrict__ dx_or_null, HeadsShape s, int rotary_parts,
+                                       T* __restrict__ dx_or_null, HeadsShape s, int rope_parts,
                                        const float2* __restrict__ table, float scale0) {
   constexpr int N = Vec<T>::N;
   const int64_t t = blockIdx.x * int64_t(blockDim.y) + threadIdx.y;
@@ -71,7 +71,7 @@ __global__ void split_heads_vec_kernel(const T* __restrict__ x_or_null, PartPtrs
 #pragma unroll
     for (int c = 0; c < N; ++c) v[c] *= sc;
   }
-  if (p < rotary_parts) {
+  if (p < rope_parts) {
     // N/2 (cos, sin) pairs: N/4 aligned float4 loads (D/2 and d0/2 are even).
     const float4* rot = reinterpret_cast<const float4*>(table + t * (s.D / 2) + d0 / 2);
 #pragma unroll
@@ -103,7 +103,7 @@ __global__ void split_heads_vec_kernel(const T* __restrict__ x_or_null, PartPtrs
 // The scalar path: one thread per (b, t, p, h, pair), angles computed here.
 template <class T, bool kBackward>
 __global__ void split_heads_kernel(const T* __restrict__ x_or_null, PartPtrs parts,
-                                   T* __restrict__ dx_or_null, HeadsShape s, int rotary_parts,
+                                   T* __restrict__ dx_or_null, HeadsShape s, int rope_parts,
                                    double base, int64_t offset, float scale0) {
   const int64_t half = s.D / 2;
   const int64_t total = s.B * s.T * s.P * s.H * half;
@@ -121,7 +121,7 @@ __global__ void split_heads_kernel(const T* __restrict__ x_or_null, PartPtrs par
     const int64_t split = ((b * s.H + h) * s.T + t) * s.D + 2 * i;               // [B,H,T,D]
     const float sc = p == 0 ? scale0 : 1.0f;
     const rope::Rotation rot =
-        p < rotary_parts ? rope::rotation(t + offset, i, s.D, base) : rope::Rotation{1.0f, 0.0f};
+        p < rope_parts ? rope::rotation(t + offset, i, s.D, base) : rope::Rotation{1.0f, 0.0f};
     T* part = part_ptr<T>(parts, p);
     float y0, y1;
     if (!kBackward) {
@@ -229,27 +229,27 @@ cudaError_t split_any(const void* x, PartPtrs parts, void* dx, HeadsShape s, DTy
 
 }  // namespace
 
-size_t split_heads_workspace(HeadsShape s, int rotary_parts) {
-  if (rotary_parts <= 0 || s.T <= 0 || s.D < 2) return 0;
+size_t split_heads_workspace(HeadsShape s, int rope_parts) {
+  if (rope_parts <= 0 || s.T <= 0 || s.D < 2) return 0;
   return static_cast<size_t>(s.T * (s.D / 2)) * sizeof(float2);
 }
 
 cudaError_t split_heads_forward(const void* x, void* const parts[3], HeadsShape s, DType dtype,
-                                int rotary_parts, float rope_base, int64_t position_offset,
+                                int rope_parts, float rope_base, int64_t position_offset,
                                 float part0_scale, void* workspace, size_t workspace_bytes,
                                 cudaStream_t stream) {
   PartPtrs pp{{parts[0], parts[1], parts[2]}};
-  return split_any(x, pp, nullptr, s, dtype, rotary_parts, rope_base, position_offset, part0_scale,
+  return split_any(x, pp, nullptr, s, dtype, rope_parts, rope_base, position_offset, part0_scale,
                    false, workspace, workspace_bytes, stream);
 }
 
 cudaError_t split_heads_backward(const void* const dparts[3], void* dx, HeadsShape s, DType dtype,
-                                 int rotary_parts, float rope_base, int64_t position_offset,
+                                 int rope_parts, float rope_base, int64_t position_offset,
                                  float part0_scale, void* workspace, size_t workspace_bytes,
                                  cudaStream_t stream) {
   PartPtrs pp{
       {const_cast<void*>(dparts[0]), const_cast<void*>(dparts[1]), const_cast<void*>(dparts[2])}};
-  return split_any(nullptr, pp, dx, s, dtype, rotary_parts, rope_base, position_offset, part0_scale,
+  return split_any(nullptr, pp, dx, s, dtype, rope_parts, rope_base, position_offset, part0_scale,
                    true, workspace, workspace_bytes, stream);
 }
 

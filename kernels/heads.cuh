@@ -17,16 +17,16 @@ struct HeadsShape {
 
 // Device scratch for the split's table of RoPE factors ([T, D/2] cos and sin
 // as float pairs; 0 bytes without rotation).
-size_t split_heads_workspace(HeadsShape s, int rotary_parts);
+size_t split_heads_workspace(HeadsShape s, int rope_parts);
 // x [B, T, P, H, D] -> parts[p] [B, H, T, D]; parts is a device-visible array
 // passed by value (at most 3 parts). `workspace` holds split_heads_workspace
 // bytes (without it the rotation is computed per pair: slower).
 cudaError_t split_heads_forward(const void* x, void* const parts[3], HeadsShape s, DType dtype,
-                                int rotary_parts, float rope_base, int64_t position_offset,
+                                int rope_parts, float rope_base, int64_t position_offset,
                                 float part0_scale, void* workspace, size_t workspace_bytes,
                                 cudaStream_t stream);
 cudaError_t split_heads_backward(const void* const dparts[3], void* dx, HeadsShape s, DType dtype,
-                                 int rotary_parts, float rope_base, int64_t position_offset,
+                                 int rope_parts, float rope_base, int64_t position_offset,
                                  float part0_scale, void* workspace, size_t workspace_bytes,
                                  cudaStream_t stream);
 // x [B, H, T, D] <-> y [B, T, H, D]; forward=true merges, false splits back.

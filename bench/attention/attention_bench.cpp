@@ -38,7 +38,9 @@
 #include "core/error.h"
 #include "core/json_io.h"
 #include "core/tensor.h"
+#include "nn/attention_plan.h"
 #include "ops/attention.h"
+#include "ops/attention_device.h"
 #include "ops/cudnn_attention.h"
 #include "ops/flash_attention.h"
 #include "ops/heads.h"
@@ -94,29 +96,23 @@ const char* impl_name(Impl i) {
   return "?";
 }
 
-// Sets ROTOR_FLASH_KERNEL for the scope (tc/portable), restores it after.
-class KernelOverride {
- public:
-  explicit KernelOverride(Impl i) {
-    const char* old = std::getenv("ROTOR_FLASH_KERNEL");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (i == Impl::Tc) setenv("ROTOR_FLASH_KERNEL", "tc", 1);
-    if (i == Impl::Portable) setenv("ROTOR_FLASH_KERNEL", "portable", 1);
-  }
-  ~KernelOverride() {
-    if (had_)
-      setenv("ROTOR_FLASH_KERNEL", old_.c_str(), 1);
-    else
-      unsetenv("ROTOR_FLASH_KERNEL");
-  }
-  KernelOverride(const KernelOverride&) = delete;
-  KernelOverride& operator=(const KernelOverride&) = delete;
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
+// The flash kernel an impl runs: tc and portable as named, rotor the one
+// the attention plan picks for the case (nn/attention_plan.h), as a layer would.
+ops::FlashKernel flash_kernel_for(Impl impl, const Shape4& s, DType dt, bool causal,
+                                  bool rope_in_kernel) {
+  if (impl == Impl::Tc) return ops::FlashKernel::TensorCore;
+  if (impl == Impl::Portable) return ops::FlashKernel::Portable;
+  nn::AttentionCase c;
+  c.impl = nn::AttentionImpl::Rotor;
+  c.rope = c.rope_in_kernel = rope_in_kernel;
+  c.causal = causal;
+  c.dtype = dt;
+  c.B = s.B;
+  c.H = s.H;
+  c.Tq = c.Tk = s.T;
+  c.D = s.D;
+  return nn::plan_attention(c, ops::attention_device(Device::cuda(0))).kernel;
+}
 
 // A random tensor (uniform in [-1, 1]; xorshift: fast enough for 10^8 values).
 Tensor random_tensor(const rotor::Shape& shape, DType dt, Device dev, uint64_t seed) {
@@ -136,7 +132,6 @@ Tensor random_tensor(const rotor::Shape& shape, DType dt, Device dev, uint64_t s
 Timing run_shape(const Shape4& s, DType dt, Impl impl, bool causal, int iters,
                  bool rope_in_kernel = false) {
   const Device gpu = Device::cuda(0);
-  const KernelOverride env(impl);
   const bool reference = impl == Impl::Reference;
   const int64_t d = s.H * s.D;
   Tensor x = random_tensor({s.B, s.T, 3 * d}, dt, gpu, 1);  // the QKV projection output
@@ -153,10 +148,12 @@ Timing run_shape(const Shape4& s, DType dt, Impl impl, bool causal, int iters,
   if (reference) probs = Tensor::empty({s.B, s.H, s.T, s.T}, dt, gpu);
   ops::SplitHeadsOptions so;
   so.n_heads = s.H;
-  so.rotary_parts = rope_in_kernel ? 0 : 2;
+  so.rope_parts = rope_in_kernel ? 0 : 2;
   so.part0_scale = 1.0f / std::sqrt(static_cast<float>(s.D));
   ops::AttentionOptions ao;
   ao.causal = causal;
+  if (!reference && impl != Impl::Cudnn)
+    ao.flash_kernel = flash_kernel_for(impl, s, dt, causal, rope_in_kernel);
   if (rope_in_kernel) {
     // q is not scaled in the split when it is rotated later: scale in the core
     // instead (the rotation commutes with the scale).

@@ -29,7 +29,8 @@ for f in multi30k/train.en wikitext-2/test.txt; do
 done
 cmake -DROTOR_INSTALL_TESTS=ON "$build" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target rotor bench_attention gpu_test_ops_cuda \
-  gpu_test_flash_attention_cuda gpu_test_mixed_precision_cuda gpu_test_cudnn_attention_cuda >/dev/null
+  gpu_test_attention_kernels_cuda gpu_test_decode_cuda gpu_test_mixed_precision_cuda \
+  gpu_test_cudnn_attention_cuda >/dev/null
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 cmake --install "$build" --prefix "$stage/rotor-gpu" --strip >/dev/null

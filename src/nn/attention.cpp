@@ -11,17 +11,17 @@
 namespace rotor::nn {
 
 MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNames& names,
-                                       const AttentionConfig& config, bool cross)
-    : config_(config), cross_(cross) {
-  ROTOR_CHECK(config.d_model % config.n_heads == 0, "n_heads {} does not divide d_model {}",
-              config.n_heads, config.d_model);
-  head_dim_ = config.d_model / config.n_heads;
-  ROTOR_CHECK(!config.rope || head_dim_ % 2 == 0, "RoPE needs an even head dimension, got {}",
+                                       const MultiHeadAttentionOptions& options, bool cross)
+    : options_(options), cross_(cross) {
+  ROTOR_CHECK(options.d_model % options.n_heads == 0, "n_heads {} does not divide d_model {}",
+              options.n_heads, options.d_model);
+  head_dim_ = options.d_model / options.n_heads;
+  ROTOR_CHECK(!options.rope || head_dim_ % 2 == 0, "RoPE needs an even head dimension, got {}",
               head_dim_);
   layer_id_ = store.next_layer_id();
-  const int64_t d = config.d_model;
+  const int64_t d = options.d_model;
   // fairseq initializes q, k, v with gain 1/sqrt(2) (they share one fan).
-  const std::optional<double>& std = config.normal_init_std;
+  const std::optional<double>& std = options.normal_init_std;
   const Init qkv_init = std ? Init::normal(*std) : Init::xavier_uniform(1.0 / std::sqrt(2.0));
   const Init out_init = std ? Init::normal(*std) : Init::xavier_uniform();
   if (!cross) {
@@ -37,85 +37,71 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
 }
 
 ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t offset,
-                                                         bool core_rotates) const {
+                                                         RopePlacement rope) const {
   ops::SplitHeadsOptions o;
-  o.n_heads = config_.n_heads;
-  o.rotary_parts = (self_qkv && config_.rope && !core_rotates) ? 2 : 0;
-  o.rope_base = config_.rope_base;
+  o.n_heads = options_.n_heads;
+  o.rope_parts = (self_qkv && options_.rope && rope == RopePlacement::HeadSplit) ? 2 : 0;
+  o.rope_base = options_.rope_base;
   o.position_offset = offset;
   o.part0_scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
   return o;
 }
 
-AttentionCore MultiHeadAttention::choose_core(const Tensor& q, const Tensor& k,
-                                              const ops::AttentionOptions& options) const {
-  AttentionCoreQuery query;
-  query.on_cpu = q.is_cpu();
-  query.rotor_supported = ops::flash_attention_supported(q);
-  query.Tk = k.size(2);
-  query.cudnn_unsupported = [&] {
-    std::string why;
-    ops::cudnn_attention_supported(q, k, options, &why);
-    return why;
-  };
-  const AttentionCoreChoice choice = choose_attention_core(config_.impl, query);
-  if (!choice.why.empty()) log_once(choice.why);
-  return choice.core;
-}
-
-bool MultiHeadAttention::rope_in_core(const Tensor& q) const {
-  if (!config_.rope || cross_ || !config_.rope_in_kernel) return false;
-  if (core_ != AttentionCore::Rotor) {
-    log_once(
-        fmt::format("attention.rope_in_kernel: RoPE stays in the head split: the {} core "
-                    "does not rotate (rotor's flash core does)",
-                    attention_core_name(core_)));
-    return false;
-  }
-  ops::AttentionOptions probe = attn_options_;
-  probe.rope = true;
-  if (!q.is_cpu() && !ops::flash_attention_tc_supported(q, probe)) {
-    log_once(
-        "attention.rope_in_kernel: RoPE stays in the head split: only the tensor-core kernel "
-        "rotates on a GPU (sm_80+, f16/bf16, head dims 32/64/128)");
-    return false;
-  }
-  log_once("attention.rope_in_kernel: RoPE rotated inside the flash attention core");
-  return true;
+const AttentionPlan& MultiHeadAttention::plan_for(const AttentionCase& c, const Device& device) {
+  auto it = plans_.find(c);
+  if (it != plans_.end()) return it->second;
+  // Translation batches bring new shapes at almost every step: keep the
+  // memo bounded.
+  if (plans_.size() >= 4096) plans_.clear();
+  const AttentionPlan plan = plan_attention(c, ops::attention_device(device));
+  log_once(plan.why);
+  return plans_.emplace(c, plan).first->second;
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
                                    const Context& ctx) {
-  const int64_t d = config_.d_model, H = config_.n_heads, D = head_dim_;
+  const int64_t d = options_.d_model, H = options_.n_heads, D = head_dim_;
   B_ = x.size(0);
   Tq_ = x.size(1);
   Tk_ = cross_ ? memory.size(1) : Tq_;
   q_h_ = ctx.empty({B_, H, Tq_, D});
   k_h_ = ctx.empty({B_, H, Tk_, D});
   v_h_ = ctx.empty({B_, H, Tk_, D});
-  // The core is chosen before the split: where it rotates q and k itself
-  // (attention.rope_in_kernel), the split only splits.
   attn_options_ = ops::AttentionOptions{};
   attn_options_.scale = 1.0f;  // q is pre-scaled by the split
-  attn_options_.causal = config_.causal;
+  attn_options_.causal = options_.causal;
   attn_options_.key_lengths = key_lengths;
-  if (ctx.training && config_.dropout > 0.0f) {
-    attn_options_.dropout = config_.dropout;
+  if (ctx.training && options_.dropout > 0.0f) {
+    attn_options_.dropout = options_.dropout;
     attn_options_.seed = ctx.seed;
     attn_options_.stream = ctx.stream(layer_id_, RngPurpose::AttentionDropout);
   }
-  core_ = choose_core(q_h_, k_h_, attn_options_);
-  rope_in_core_ = rope_in_core(q_h_);
-  if (rope_in_core_) {
+  // The plan comes before the split: where the core rotates q and k itself,
+  // the split only splits.
+  AttentionCase c;
+  c.impl = options_.impl;
+  c.rope = options_.rope && !cross_;
+  c.rope_in_kernel = options_.rope_in_kernel;
+  c.causal = options_.causal;
+  c.key_padding = key_lengths.defined();
+  c.dropout = attn_options_.dropout > 0.0f;
+  c.dtype = q_h_.dtype();
+  c.B = B_;
+  c.H = H;
+  c.Tq = Tq_;
+  c.Tk = Tk_;
+  c.D = D;
+  plan_ = plan_for(c, q_h_.device());
+  attn_options_.flash_kernel = plan_.kernel;
+  if (plan_.rope == RopePlacement::Core) {
     attn_options_.rope = true;
-    attn_options_.rope_base = config_.rope_base;
+    attn_options_.rope_base = options_.rope_base;
     attn_options_.rope_q_offset = attn_options_.rope_k_offset = 0;
   }
   if (!cross_) {
     Tensor qkv = qkv_->forward(x.view({B_ * Tq_, d}), ctx);  // [B*T, 3d]
     std::vector<Tensor> parts{q_h_, k_h_, v_h_};
-    ops::split_heads_forward(qkv.view({B_, Tq_, 3 * d}), parts,
-                             split_options(true, 0, rope_in_core_));
+    ops::split_heads_forward(qkv.view({B_, Tq_, 3 * d}), parts, split_options(true, 0, plan_.rope));
   } else {
     Tensor q = q_->forward(x.view({B_ * Tq_, d}), ctx);
     std::vector<Tensor> qp{q_h_};
@@ -127,9 +113,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     ops::split_heads_forward(kv.view({B_, Tk_, 2 * d}), kvp, o);
   }
   Tensor o = ctx.empty({B_, H, Tq_, D});
-  if (core_ != AttentionCore::Reference) {
+  if (plan_.core != AttentionCore::Reference) {
     lse_ = Tensor::empty({B_, H, Tq_}, DType::F32, ctx.device);
-    if (core_ == AttentionCore::Cudnn)
+    if (plan_.core == AttentionCore::Cudnn)
       ops::cudnn_attention_forward(q_h_, k_h_, v_h_, attn_options_, o, lse_);
     else
       ops::flash_attention_forward(q_h_, k_h_, v_h_, attn_options_, o, lse_);
@@ -144,7 +130,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
 }
 
 Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
-  const int64_t d = config_.d_model, H = config_.n_heads, D = head_dim_;
+  const int64_t d = options_.d_model, H = options_.n_heads, D = head_dim_;
   const DType dt = dy.dtype();
   const Device dev = dy.device();
   Tensor dmerged = out_->backward(dy.view({B_ * Tq_, d}));
@@ -152,18 +138,18 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   ops::merge_heads_backward(dmerged.view({B_, Tq_, d}), d_o);
   Tensor dq = Tensor::empty(q_h_.shape(), dt, dev), dk = Tensor::empty(k_h_.shape(), dt, dev),
          dv = Tensor::empty(v_h_.shape(), dt, dev);
-  if (core_ == AttentionCore::Cudnn)
+  if (plan_.core == AttentionCore::Cudnn)
     ops::cudnn_attention_backward(q_h_, k_h_, v_h_, o_h_, lse_, d_o, attn_options_, dq, dk, dv);
-  else if (core_ == AttentionCore::Rotor)
+  else if (plan_.core == AttentionCore::Rotor)
     ops::flash_attention_backward(q_h_, k_h_, v_h_, o_h_, lse_, d_o, attn_options_, dq, dk, dv);
   else
     ops::attention_backward(q_h_, k_h_, v_h_, probs_, d_o, attn_options_, dq, dk, dv);
   q_h_ = k_h_ = v_h_ = probs_ = o_h_ = lse_ = Tensor();
   if (!cross_) {
     Tensor dqkv = Tensor::empty({B_, Tq_, 3 * d}, dt, dev);
-    ops::split_heads_backward({dq, dk, dv}, dqkv, split_options(true, 0, rope_in_core_));
+    ops::split_heads_backward({dq, dk, dv}, dqkv, split_options(true, 0, plan_.rope));
     Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});
-    if (!config_.rope) {
+    if (!options_.rope) {
       // Without rotation the key bias adds q.b_k to all of a query's scores,
       // which softmax cancels: its gradient is exactly zero, and the fp32
       // round-off it would otherwise collect is what Adam (dividing by the
@@ -192,7 +178,7 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
 Tensor MultiHeadAttention::step(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
                                 Cache& cache, int64_t position, int64_t max_length,
                                 const Context& ctx) {
-  const int64_t d = config_.d_model, H = config_.n_heads, D = head_dim_;
+  const int64_t d = options_.d_model, H = options_.n_heads, D = head_dim_;
   const int64_t B = x.size(0);
   ROTOR_CHECK(x.dim() == 3 && x.size(1) == 1, "attention step: x must be [B, 1, d], got {}",
               x.str());

@@ -7,11 +7,12 @@
 // output, and never rotates.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "nn/attention_core.h"
+#include "nn/attention_plan.h"
 #include "nn/kinds.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
@@ -21,7 +22,7 @@
 
 namespace rotor::nn {
 
-struct AttentionConfig {
+struct MultiHeadAttentionOptions {
   int64_t d_model = 512;
   int64_t n_heads = 8;
   bool causal = false;
@@ -30,8 +31,8 @@ struct AttentionConfig {
   float dropout = 0.0f;  // on the attention probabilities
   AttentionImpl impl = AttentionImpl::Auto;
   // Self-attention with RoPE: the flash core rotates q and k (and dq, dk back)
-  // where it can (the CPU twin, the tensor-core kernel), the head split only
-  // splits; elsewhere the split rotates as usual.
+  // where the plan says it can (the CPU twin, the tensor-core kernel), the
+  // head split only splits; elsewhere the split rotates as usual.
   bool rope_in_kernel = false;
   // nullopt: fairseq's init (Xavier-uniform; q, k, v with gain 1/sqrt(2)).
   // A value: every projection weight N(0, std) (BERT). Biases are zero.
@@ -47,7 +48,7 @@ struct AttentionNames {
 class MultiHeadAttention {
  public:
   MultiHeadAttention(ParameterStore& store, const AttentionNames& names,
-                     const AttentionConfig& config, bool cross);
+                     const MultiHeadAttentionOptions& options, bool cross);
 
   // Self: x [B, T, d], memory unused, key_lengths i32 [B] of x (or undefined).
   // Cross: x [B, Tq, d], memory [B, Tk, d], key_lengths of memory.
@@ -67,22 +68,18 @@ class MultiHeadAttention {
   Tensor step(const Tensor& x, const Tensor& memory, const Tensor& key_lengths, Cache& cache,
               int64_t position, int64_t max_length, const Context& ctx);
 
-  const AttentionConfig& config() const { return config_; }
+  const MultiHeadAttentionOptions& options() const { return options_; }
 
  private:
-  // The head split's options; RoPE on q and k of a self-attention unless the
-  // core rotates them (core_rotates).
+  // The head split's options; RoPE on q and k of a self-attention where the
+  // plan puts it in the split.
   ops::SplitHeadsOptions split_options(bool self_qkv, int64_t offset,
-                                       bool core_rotates = false) const;
-  // The core of this call (nn/attention_core.h: the device, head dim and
-  // sequence length choose for Auto); `options` are the core's options.
-  AttentionCore choose_core(const Tensor& q, const Tensor& k,
-                            const ops::AttentionOptions& options) const;
-  // Whether this call's core (core_, attn_options_ set) rotates q and k itself
-  // (attention.rope_in_kernel); logs once why not where asked for.
-  bool rope_in_core(const Tensor& q) const;
+                                       RopePlacement rope = RopePlacement::HeadSplit) const;
+  // The plan of this call (nn/attention_plan.h), asked once per case; its
+  // why is logged once per process.
+  const AttentionPlan& plan_for(const AttentionCase& c, const Device& device);
 
-  AttentionConfig config_;
+  MultiHeadAttentionOptions options_;
   bool cross_;
   int64_t head_dim_;
   uint32_t layer_id_;
@@ -93,9 +90,9 @@ class MultiHeadAttention {
   // Saved for backward.
   Tensor q_h_, k_h_, v_h_, probs_;  // [B, H, Tq|Tk, D], probs [B, H, Tq, Tk] (reference core)
   Tensor o_h_, lse_;                // flash and cuDNN cores: out [B, H, Tq, D], lse f32 [B, H, Tq]
-  AttentionCore core_ = AttentionCore::Reference;  // the core the saved tensors belong to
-  bool rope_in_core_ = false;  // this call's RoPE is the core's, not the head split's
+  AttentionPlan plan_;              // of the last forward: the core the saved tensors belong to
   ops::AttentionOptions attn_options_;
+  std::map<AttentionCase, AttentionPlan> plans_;
   int64_t B_ = 0, Tq_ = 0, Tk_ = 0;
 };
 

@@ -14,7 +14,7 @@ enum class PositionKind { Sinusoidal, Learned, Rope, None };
 //   Reference: ops::attention_forward/backward, saves the [Tq, Tk] probabilities.
 //   Rotor:     ops::flash_attention_forward/backward, saves out and the lse.
 //   Cudnn:     ops::cudnn_attention_forward/backward (cuDNN's fused SDPA), saves out and the lse.
-//   Auto:      per device and case (nn/attention_core.h, choose_attention_core).
+//   Auto:      per device and case (nn/attention_plan.h, plan_attention).
 enum class AttentionImpl { Auto, Rotor, Cudnn, Reference };
 
 }  // namespace rotor::nn

@@ -6,8 +6,8 @@ namespace {
 AttentionNames names(const std::string& p) {
   return {p + ".q_proj", p + ".k_proj", p + ".v_proj", p + ".out_proj"};
 }
-AttentionConfig attention_config(const LayerConfig& c, bool causal, bool rope) {
-  AttentionConfig a;
+MultiHeadAttentionOptions attention_options(const LayerConfig& c, bool causal, bool rope) {
+  MultiHeadAttentionOptions a;
   a.normal_init_std = c.normal_init_std;
   a.d_model = c.d_model;
   a.n_heads = c.n_heads;
@@ -25,7 +25,7 @@ Init ffn_init(const LayerConfig& c) {
 }  // namespace
 
 EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const LayerConfig& c)
-    : attn_(s, n.attention, attention_config(c, false, c.rope), false),
+    : attn_(s, n.attention, attention_options(c, false, c.rope), false),
       attn_res_(s, n.attention_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
       ffn_(s, n.fc1, n.fc2, c.d_model, c.d_ff, c.activation, c.activation_dropout, ffn_init(c)),
       ffn_res_(s, n.final_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
@@ -52,10 +52,10 @@ Tensor EncoderLayer::backward(const Tensor& dy) {
 }
 
 DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerConfig& c)
-    : self_attn_(s, names(p + ".self_attn"), attention_config(c, true, c.rope), false),
+    : self_attn_(s, names(p + ".self_attn"), attention_options(c, true, c.rope), false),
       self_res_(s, p + ".self_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout,
                 c.post_norm),
-      cross_attn_(s, names(p + ".encoder_attn"), attention_config(c, false, false), true),
+      cross_attn_(s, names(p + ".encoder_attn"), attention_options(c, false, false), true),
       cross_res_(s, p + ".encoder_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout,
                  c.post_norm),
       ffn_(s, p + ".fc1", p + ".fc2", c.d_model, c.d_ff, c.activation, c.activation_dropout,

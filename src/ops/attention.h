@@ -8,6 +8,18 @@
 
 namespace rotor::ops {
 
+// Which of rotor's CUDA flash kernels runs a flash_attention_* call on a GPU
+// (on the CPU the twin in flash_attention.cpp runs whatever this says). The
+// caller chooses -- nn/attention_plan.h for the layers, a benchmark or a test
+// for itself -- and the op runs exactly that kernel or fails saying why it
+// cannot (ops/attention_device.h, flash_kernel_unsupported).
+enum class FlashKernel {
+  Portable,    // kernels/flash_attention.cu: fp32 tiles, every architecture and dtype
+  TensorCore,  // kernels/flash_attention_tc.cu: mma.sync, sm_80+, f16/bf16
+  Volta,       // kernels/flash_attention_sm70.cu: WMMA, sm_70, f16, CUDA 12 builds
+};
+const char* flash_kernel_name(FlashKernel kernel);
+
 struct AttentionOptions {
   float scale = 1.0f;    // multiplies q.k (1 when Q is already scaled)
   bool causal = false;   // query i sees keys j <= i + (Tk - Tq)
@@ -20,12 +32,14 @@ struct AttentionOptions {
   // rope_k_offset + j before the product, and the backward rotates dq and dk
   // back (rope::rotate_back) before writing them, so the caller passes
   // unrotated q and k. Honored by the flash core only: on the CPU and by
-  // rotor's tensor-core kernel (ops::flash_attention_tc_supported); every
-  // other path (attention_forward/backward, cuDNN, the portable CUDA kernel)
+  // rotor's tensor-core kernel (flash_kernel TensorCore); every other path
+  // (attention_forward/backward, cuDNN, the portable and Volta CUDA kernels)
   // fails with an error when it is set.
   bool rope = false;
   float rope_base = 10000.0f;
   int64_t rope_q_offset = 0, rope_k_offset = 0;
+  // The CUDA kernel of flash_attention_forward/backward (ignored elsewhere).
+  FlashKernel flash_kernel = FlashKernel::Portable;
 };
 
 // q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, D] -> out [B, H, Tq, D].

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -17,12 +16,9 @@
 #include "core/philox.h"
 #include "core/rope.h"
 #include "ops/attention_common.h"
+#include "ops/attention_device.h"
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
-#if ROTOR_WITH_CUDA
-#include "kernels/flash_attention.cuh"
-#include "kernels/flash_attention_tc.cuh"
-#endif
 
 namespace rotor::ops {
 
@@ -41,33 +37,16 @@ void check_lse(const Tensor& lse, const Dims& d, const Tensor& q, const char* wh
   check_same_device(lse, q, what);
 }
 
-// The limits of the CUDA kernels (flash_attention_supported,
-// flash_attention_tc_supported), checked here so that the message names the op
-// and the attention.impl to use instead.
-void check_supported(const Tensor& q, const AttentionOptions& o, const char* op) {
+// The limits of the kernel asked for (options.flash_kernel on CUDA), checked
+// here so that the message names the op.
+void check_supported(const Tensor& q, const Tensor& k, const AttentionOptions& o, const char* op) {
   if (o.rope && (q.size(3) % 2 != 0 || o.rope_q_offset < 0 || o.rope_k_offset < 0))
     ROTOR_FAIL("{}: rope needs an even head dim and offsets >= 0 (D {}, offsets {}, {})", op,
                q.size(3), o.rope_q_offset, o.rope_k_offset);
   if (!q.is_cuda()) return;
-  const bool tc = flash_attention_tc_supported(q, o);
-  if (o.rope && !tc)
-    ROTOR_FAIL(
-        "{}: options.rope (RoPE inside the kernel) needs rotor's tensor-core flash kernel: a GPU "
-        "of compute capability 8.0+, f16/bf16, head dim 32, 64 or 128 and ROTOR_FLASH_KERNEL not "
-        "'portable' (got {}, head dim {}); rotate q and k before attention instead",
-        op, dtype_name(q.dtype()), q.size(3));
-  if (detail::flash_kernel_override() == detail::FlashKernel::TensorCore && !tc)
-    ROTOR_FAIL(
-        "{}: ROTOR_FLASH_KERNEL=tc but the tensor-core kernel cannot run {} (needs compute "
-        "capability 8.0+, f16/bf16, head dim 32, 64 or 128)",
-        op, q.str());
-  if (tc || flash_attention_supported(q)) return;
-  if (q.size(0) * q.size(1) > 65535)
-    ROTOR_FAIL("{}: batch x heads = {} exceeds 65535 on CUDA", op, q.size(0) * q.size(1));
-  ROTOR_FAIL(
-      "{}: head dim {} is not supported on CUDA (32, 64 or 128; use attention.impl: "
-      "reference)",
-      op, q.size(3));
+  const FlashCase c{q.dtype(), q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), o.rope};
+  const std::string why = flash_kernel_unsupported(o.flash_kernel, c, attention_device(q.device()));
+  if (!why.empty()) ROTOR_FAIL("{}: {}", op, why);
 }
 
 // x f32 [B, H, T, D] on the CPU rotated by RoPE (back: by minus the angle), row t
@@ -117,47 +96,12 @@ inline float dot(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-namespace detail {
-FlashKernel flash_kernel_override() {
-  const char* e = std::getenv("ROTOR_FLASH_KERNEL");
-  if (!e || !*e) return FlashKernel::Auto;
-  const std::string v(e);
-  if (v == "portable") return FlashKernel::Portable;
-  if (v == "tc") return FlashKernel::TensorCore;
-  ROTOR_FAIL("ROTOR_FLASH_KERNEL must be 'portable' or 'tc' (or unset), got '{}'", v);
-}
-}  // namespace detail
-
-bool flash_attention_tc_supported(const Tensor& q, const AttentionOptions& options) {
-  if (!q.is_cuda() || q.dim() != 4) return false;
-#if ROTOR_WITH_CUDA
-  if (detail::flash_kernel_override() == detail::FlashKernel::Portable) return false;
-  if (options.rope && (options.rope_q_offset < 0 || options.rope_k_offset < 0)) return false;
-  return kernels::flash_tc_supports(static_cast<int>(q.size(3)), q.dtype()) &&
-         q.size(0) * q.size(1) <= 65535 && kernels::flash_tc_device_ok(q.device().index);
-#else
-  (void)options;
-  return false;
-#endif
-}
-
-bool flash_attention_supported(const Tensor& q) {
-  if (!q.is_cuda()) return true;
-#if ROTOR_WITH_CUDA
-  // One block row of the grid per (batch, head): at most 65535.
-  return q.dim() == 4 && kernels::flash_attention_supports(static_cast<int>(q.size(3))) &&
-         q.size(0) * q.size(1) <= 65535;
-#else
-  return false;
-#endif
-}
-
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                              const AttentionOptions& options, Tensor& out, Tensor& lse) {
   const Dims d = detail::check_attention_args(q, k, v, options, "flash_attention_forward");
   check_like(out, q.shape(), q, "flash_attention_forward out");
   check_lse(lse, d, q, "flash_attention_forward lse");
-  check_supported(q, options, "flash_attention_forward");
+  check_supported(q, k, options, "flash_attention_forward");
   ROTOR_DISPATCH_CUDA(q, flash_attention_forward(q, k, v, options, out, lse));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
@@ -248,7 +192,7 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   check_like(dq, q.shape(), q, "flash_attention_backward dq");
   check_like(dk, k.shape(), q, "flash_attention_backward dk");
   check_like(dv, v.shape(), q, "flash_attention_backward dv");
-  check_supported(q, options, "flash_attention_backward");
+  check_supported(q, k, options, "flash_attention_backward");
   ROTOR_DISPATCH_CUDA(q, flash_attention_backward(q, k, v, out, lse, dout, options, dq, dk, dv));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;

@@ -19,30 +19,13 @@ namespace rotor::ops {
 
 constexpr int64_t kFlashTile = 64;
 
-// Whether the flash core runs for queries like q: always on the CPU; on CUDA
-// for head dims 32, 64, 128 (the instantiated kernels) and B*H <= 65535.
-bool flash_attention_supported(const Tensor& q);
-
-// Whether rotor's tensor-core kernel (kernels/flash_attention_tc.cu) runs the
-// flash core for q on CUDA: a device of compute capability 8.0 or newer, f16
-// or bf16, head dim 32, 64 or 128, B*H <= 65535, non-negative rope offsets.
-// It is the only CUDA kernel that honors options.rope. The portable kernel
-// runs the other cases. The environment variable ROTOR_FLASH_KERNEL=portable
-// or =tc forces one of the two (benchmarks, tests): under "portable" this
-// returns false; under "tc" a case it cannot run is an error. False on the CPU
-// (where the flash core honors rope anyway).
-bool flash_attention_tc_supported(const Tensor& q, const AttentionOptions& options);
-
-namespace detail {
-enum class FlashKernel { Auto, Portable, TensorCore };
-// ROTOR_FLASH_KERNEL: unset or empty = Auto; "portable"; "tc". Anything else is an error.
-FlashKernel flash_kernel_override();
-}  // namespace detail
-
 // q [B, H, Tq, D], k and v [B, H, Tk, D] -> out [B, H, Tq, D] (dtype of q) and
 // lse f32 [B, H, Tq] = log sum_j exp(scale q_i.k_j) over the visible keys j
 // (before dropout). A query with no visible key gets a zero output and
-// lse = -inf. Same AttentionOptions semantics as attention_forward.
+// lse = -inf. Same AttentionOptions semantics as attention_forward. On CUDA
+// options.flash_kernel is the kernel that runs; one that cannot run the case
+// (ops/attention_device.h, flash_kernel_unsupported) is an error, never a
+// fallback to another.
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                              const AttentionOptions& options, Tensor& out, Tensor& lse);
 

@@ -1,13 +1,11 @@
 // CUDA glue for the flash attention core (src/ops/flash_attention.h,
 // kernels/flash_attention.cu, kernels/flash_attention_tc.cu,
 // kernels/flash_attention_sm70.cu). The public op has checked the arguments
-// and the kernels' limits; this picks the kernel -- the sm_80+ tensor-core one
-// where flash_attention_tc_supported says so and the buffers are 16-byte
-// aligned; on a Volta device (7.x) with sm_70 code in the build, the WMMA one
-// for aligned f16 at head dim 64 or 128 without RoPE in the kernel; the
-// portable one otherwise (ROTOR_FLASH_KERNEL=portable|tc forces one of the
-// first and the last) -- and provides the scratch of the backward (fp32 dQ accumulator,
-// D = rowsum(dO o O), the RoPE table) from the stream-ordered pool.
+// and that options.flash_kernel runs the case; this runs that kernel (the
+// tensor-core and Volta ones need 16-byte aligned buffers: an error otherwise,
+// never a quiet change of kernel) and provides the scratch of the backward
+// (fp32 dQ accumulator, D = rowsum(dO o O), the RoPE table) from the
+// stream-ordered pool. Which kernel runs is decided in nn/attention_plan.h.
 #if ROTOR_WITH_CUDA
 
 #include <cstdint>
@@ -57,30 +55,14 @@ bool aligned16(const Tensor& t) {
   return (reinterpret_cast<uintptr_t>(t.raw()) & 15u) == 0;
 }
 
-// Whether the tensor-core kernel runs this call. Under rope, or with
-// ROTOR_FLASH_KERNEL=tc, it must (the public op has checked that it can, but
-// not the alignment of views).
-bool use_tc(const Tensor& q, const AttentionOptions& o, std::initializer_list<const Tensor*> bufs,
-            const char* op) {
-  if (!flash_attention_tc_supported(q, o)) return false;
-  bool aligned = true;
-  for (const Tensor* t : bufs) aligned = aligned && aligned16(*t);
-  if (aligned) return true;
-  if (o.rope || detail::flash_kernel_override() == detail::FlashKernel::TensorCore)
-    ROTOR_FAIL("{}: the tensor-core flash kernel needs 16-byte aligned q, k, v and outputs", op);
-  return false;
-}
-
-// Whether Volta's WMMA kernel runs this call (never under ROTOR_FLASH_KERNEL).
-bool use_sm70(const Tensor& q, const AttentionOptions& o,
-              std::initializer_list<const Tensor*> bufs) {
-  if (detail::flash_kernel_override() != detail::FlashKernel::Auto) return false;
-  if (q.dtype() != DType::F16 || o.rope ||
-      !kernels::flash_attention_sm70_supports(static_cast<int>(q.size(3))))
-    return false;
+// The tensor-core and Volta kernels load 16-byte vectors.
+void require_aligned(const AttentionOptions& o, std::initializer_list<const Tensor*> bufs,
+                     const char* op) {
+  if (o.flash_kernel == FlashKernel::Portable) return;
   for (const Tensor* t : bufs)
-    if (!aligned16(*t)) return false;
-  return kernels::flash_attention_sm70_available();
+    if (!aligned16(*t))
+      ROTOR_FAIL("{}: rotor's {} flash kernel needs 16-byte aligned q, k, v and outputs", op,
+                 flash_kernel_name(o.flash_kernel));
 }
 
 }  // namespace
@@ -89,14 +71,15 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                              const AttentionOptions& options, Tensor& out, Tensor& lse) {
   cuda_glue::DeviceScope s(q);
   const kernels::FlashParams p = params_of(q, k, v, options);
-  if (use_tc(q, options, {&q, &k, &v, &out}, "flash_attention_forward")) {
+  require_aligned(options, {&q, &k, &v, &out}, "flash_attention_forward");
+  if (options.flash_kernel == FlashKernel::TensorCore) {
     const kernels::FlashRope r = rope_of(options);
     cuda_glue::Scratch table(kernels::flash_tc_rope_table_bytes(p, r), s.index());
     ROTOR_CUDA_CHECK(kernels::flash_tc_forward(p, r, table.get(), out.raw(), lse.data<float>(),
                                                q.dtype(), s.stream()));
     return;
   }
-  if (use_sm70(q, options, {&q, &k, &v, &out})) {
+  if (options.flash_kernel == FlashKernel::Volta) {
     ROTOR_CUDA_CHECK(
         kernels::flash_attention_sm70_forward(p, out.raw(), lse.data<float>(), s.stream()));
     return;
@@ -113,7 +96,8 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   const size_t rows = static_cast<size_t>(p.B * p.H * p.Tq);
   cuda_glue::Scratch dq_accum(rows * static_cast<size_t>(p.D) * sizeof(float), s.index());
   cuda_glue::Scratch delta(rows * sizeof(float), s.index());
-  if (use_tc(q, options, {&q, &k, &v, &dout, &dk, &dv}, "flash_attention_backward")) {
+  require_aligned(options, {&q, &k, &v, &dout, &dk, &dv}, "flash_attention_backward");
+  if (options.flash_kernel == FlashKernel::TensorCore) {
     const kernels::FlashRope r = rope_of(options);
     cuda_glue::Scratch table(kernels::flash_tc_rope_table_bytes(p, r), s.index());
     ROTOR_CUDA_CHECK(kernels::flash_tc_backward(
@@ -121,7 +105,7 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
         dq_accum.as<float>(), delta.as<float>(), q.dtype(), s.stream()));
     return;
   }
-  if (use_sm70(q, options, {&q, &k, &v, &dout, &dk, &dv})) {
+  if (options.flash_kernel == FlashKernel::Volta) {
     ROTOR_CUDA_CHECK(kernels::flash_attention_sm70_backward(
         p, out.raw(), lse.data<float>(), dout.raw(), dq.raw(), dk.raw(), dv.raw(),
         dq_accum.as<float>(), delta.as<float>(), s.stream()));

@@ -28,11 +28,11 @@ Dims check_split(const Tensor& packed, const std::vector<Tensor>& parts, const S
     ROTOR_FAIL("{}: width {} is not divisible by {} parts x {} heads", op, packed.size(2), d.P,
                d.H);
   d.D = packed.size(2) / (d.P * d.H);
-  if (o.rotary_parts < 0 || o.rotary_parts > d.P)
-    ROTOR_FAIL("{}: rotary_parts must be in [0, {}], got {}", op, d.P, o.rotary_parts);
-  if (o.rotary_parts > 0 && d.D % 2 != 0)
+  if (o.rope_parts < 0 || o.rope_parts > d.P)
+    ROTOR_FAIL("{}: rope_parts must be in [0, {}], got {}", op, d.P, o.rope_parts);
+  if (o.rope_parts > 0 && d.D % 2 != 0)
     ROTOR_FAIL("{}: RoPE rotates pairs and needs an even head dim, got {}", op, d.D);
-  if (o.rotary_parts > 0 && !(o.rope_base > 0.0f))
+  if (o.rope_parts > 0 && !(o.rope_base > 0.0f))
     ROTOR_FAIL("{}: rope_base must be > 0, got {}", op, o.rope_base);
   for (const Tensor& p : parts) {
     check_shape(p, {d.B, d.H, d.T, d.D}, op);
@@ -58,10 +58,10 @@ std::vector<rope::Rotation> rotation_table(const Dims& d, const SplitHeadsOption
 // position ([D/2]; null when part p is not rotated) and its scale.
 template <class F>
 void for_each_head_row(const Dims& d, const SplitHeadsOptions& o, F f) {
-  const auto table = o.rotary_parts > 0 ? rotation_table(d, o) : std::vector<rope::Rotation>();
+  const auto table = o.rope_parts > 0 ? rotation_table(d, o) : std::vector<rope::Rotation>();
   const int64_t half = d.D / 2;
   for (int64_t p = 0; p < d.P; ++p) {
-    const rope::Rotation* rotations = p < o.rotary_parts ? table.data() : nullptr;
+    const rope::Rotation* rotations = p < o.rope_parts ? table.data() : nullptr;
     const float s = p == 0 ? o.part0_scale : 1.0f;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < d.B; ++b)

@@ -15,7 +15,7 @@ namespace rotor::ops {
 
 struct SplitHeadsOptions {
   int64_t n_heads = 1;
-  int rotary_parts = 0;  // the first rotary_parts parts are rotated (2: q and k)
+  int rope_parts = 0;  // the first rope_parts parts are rotated (2: q and k)
   float rope_base = 10000.0f;
   int64_t position_offset = 0;
   float part0_scale = 1.0f;  // multiplies part 0 after rotation (1/sqrt(D) for queries)

@@ -1,24 +1,20 @@
 // The CPU side of cuDNN attention: the graph key and its LRU cache
 // (ops/cudnn_graph_cache.h), what cuDNN serves and why not on made-up
-// machines (ops/cudnn_attention.h), and the choice of attention core that
-// `attention.impl` makes from them (nn/attention_core.h). The cuDNN graphs
-// themselves run in tests/gpu/test_cudnn_attention_cuda.cpp.
+// machines (ops/cudnn_attention.h). The plan that picks cuDNN or another core
+// is tested in test_attention_plan.cpp; the cuDNN graphs themselves run in
+// tests/gpu/test_cudnn_attention_cuda.cpp.
 #include <gtest/gtest.h>
 
 #include <set>
 #include <stdexcept>
 #include <string>
 
-#include "nn/attention_core.h"
 #include "ops/cudnn_attention.h"
 #include "ops/cudnn_graph_cache.h"
 
 namespace rotor {
 namespace {
 
-using nn::AttentionCore;
-using nn::AttentionCoreQuery;
-using nn::AttentionImpl;
 using ops::CudnnAttentionCase;
 using ops::CudnnCapability;
 using ops::SdpaGraphKey;
@@ -234,101 +230,6 @@ TEST(CudnnAttentionSupport, CpuTensorsAreRefusedAndTheOpSaysWhy) {
   Tensor dq = Tensor::zeros({1, 2, 16, 64}, DType::BF16);
   Tensor dk = Tensor::zeros({1, 2, 16, 64}, DType::F16);  // q's dtype expected
   EXPECT_THROW(ops::cudnn_attention_backward(q, q, q, out, lse, out, o, dq, dk, dq), Error);
-}
-
-// ------------------------------------------------------- the core per impl
-
-struct Asked {
-  int times = 0;
-};
-
-AttentionCoreQuery gpu_query(int64_t Tk, const CudnnAttentionCase& c, const CudnnCapability& cap,
-                             Asked& asked, bool rotor_supported = true) {
-  AttentionCoreQuery q;
-  q.on_cpu = false;
-  q.rotor_supported = rotor_supported;
-  q.Tk = Tk;
-  q.cudnn_unsupported = [c, cap, &asked] {
-    ++asked.times;
-    return ops::cudnn_attention_unsupported(c, cap);
-  };
-  return q;
-}
-
-TEST(AttentionCore, AutoTakesCudnnForLongSequencesWhereItServes) {
-  Asked asked;
-  const auto mlm =
-      nn::choose_attention_core(AttentionImpl::Auto, gpu_query(512, mlm_case(), kH100, asked));
-  EXPECT_EQ(mlm.core, AttentionCore::Cudnn);
-  EXPECT_NE(mlm.why.find("cuDNN attention for sequences of 128 keys or more"), std::string::npos)
-      << mlm.why;
-  EXPECT_EQ(asked.times, 1);
-  // The same case on a Turing GPU: rotor's kernel, and the log line says why.
-  const auto turing = nn::choose_attention_core(
-      AttentionImpl::Auto, gpu_query(512, mlm_case(), {true, 75, 91400}, asked));
-  EXPECT_EQ(turing.core, AttentionCore::Rotor);
-  EXPECT_NE(turing.why.find("sm_80 or newer"), std::string::npos) << turing.why;
-  // fp32 training: rotor's kernel.
-  CudnnAttentionCase f32 = mlm_case();
-  f32.dtype = DType::F32;
-  EXPECT_EQ(nn::choose_attention_core(AttentionImpl::Auto, gpu_query(512, f32, kH100, asked)).core,
-            AttentionCore::Rotor);
-}
-
-TEST(AttentionCore, AutoKeepsRotorsKernelForShortSequencesWithoutAskingCudnn) {
-  Asked asked;
-  CudnnAttentionCase mt = mlm_case();
-  mt.Tq = mt.Tk = nn::kCudnnMinKeys - 1;
-  const auto c = nn::choose_attention_core(AttentionImpl::Auto, gpu_query(mt.Tk, mt, kH100, asked));
-  EXPECT_EQ(c.core, AttentionCore::Rotor);
-  EXPECT_EQ(asked.times, 0);  // asking may build graphs: not for short sequences
-  EXPECT_NE(c.why.find("below 128 keys"), std::string::npos) << c.why;
-  // A head dim rotor's kernel lacks: cuDNN even for short sequences, else the reference.
-  CudnnAttentionCase d96 = mt;
-  d96.D = 96;
-  EXPECT_EQ(
-      nn::choose_attention_core(AttentionImpl::Auto, gpu_query(mt.Tk, d96, kH100, asked, false))
-          .core,
-      AttentionCore::Cudnn);
-  CudnnAttentionCase d100 = mt;
-  d100.D = 100;
-  const auto ref =
-      nn::choose_attention_core(AttentionImpl::Auto, gpu_query(mt.Tk, d100, kH100, asked, false));
-  EXPECT_EQ(ref.core, AttentionCore::Reference);
-  EXPECT_NE(ref.why.find("head dim 100"), std::string::npos) << ref.why;
-}
-
-TEST(AttentionCore, AutoOnTheCpuIsTheReferenceCore) {
-  AttentionCoreQuery q;
-  q.on_cpu = true;
-  q.Tk = 512;
-  int asked = 0;
-  q.cudnn_unsupported = [&] {
-    ++asked;
-    return std::string();
-  };
-  const auto c = nn::choose_attention_core(AttentionImpl::Auto, q);
-  EXPECT_EQ(c.core, AttentionCore::Reference);
-  EXPECT_TRUE(c.why.empty());
-  EXPECT_EQ(asked, 0);
-}
-
-TEST(AttentionCore, ExplicitImplsAreTakenAndCudnnSaysWhyNot) {
-  Asked asked;
-  const auto q = gpu_query(64, mlm_case(), kH100, asked);
-  EXPECT_EQ(nn::choose_attention_core(AttentionImpl::Rotor, q).core, AttentionCore::Rotor);
-  EXPECT_EQ(nn::choose_attention_core(AttentionImpl::Reference, q).core, AttentionCore::Reference);
-  EXPECT_EQ(asked.times, 0);
-  EXPECT_EQ(nn::choose_attention_core(AttentionImpl::Cudnn, q).core, AttentionCore::Cudnn);
-  const auto old = gpu_query(512, mlm_case(), {true, 70, 91400}, asked);
-  try {
-    nn::choose_attention_core(AttentionImpl::Cudnn, old);
-    FAIL() << "expected a rotor::Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("attention.impl: cudnn: cuDNN attention needs sm_80"),
-              std::string::npos)
-        << e.what();
-  }
 }
 
 }  // namespace

@@ -191,7 +191,7 @@ TEST(FlashAttention, RopeShiftLeavesOutputUnchanged) {
   auto run = [&](int64_t offset) {
     ops::SplitHeadsOptions so;
     so.n_heads = H;
-    so.rotary_parts = 2;
+    so.rope_parts = 2;
     so.position_offset = offset;
     so.part0_scale = 1.0f / std::sqrt(static_cast<float>(D));
     std::vector<Tensor> parts{Tensor::zeros({B, H, T, D}), Tensor::zeros({B, H, T, D}),
@@ -251,7 +251,7 @@ TEST(FlashAttention, LayerImplsAgree) {
   };
   auto run = [&](nn::AttentionImpl impl, bool causal, float dropout, bool rope_in_kernel = false) {
     nn::ParameterStore store;
-    nn::AttentionConfig cfg;
+    nn::MultiHeadAttentionOptions cfg;
     cfg.d_model = d;
     cfg.n_heads = 2;
     cfg.causal = causal;

@@ -517,7 +517,7 @@ struct AttnCase {
 void check_attention(const AttnCase& c, uint64_t seed, const std::string& what) {
   const int64_t B = 2, d = 8;
   ParameterStore store;
-  nn::AttentionConfig cfg;
+  nn::MultiHeadAttentionOptions cfg;
   cfg.d_model = d;
   cfg.n_heads = 2;
   cfg.causal = c.causal;
@@ -630,7 +630,7 @@ TEST(GradCheck, CrossAttentionRopeConfigNeverRotates) {
 TEST(GradCheck, RopeChangesSelfAttention) {
   auto run = [](bool rope) {
     ParameterStore store;
-    nn::AttentionConfig cfg;
+    nn::MultiHeadAttentionOptions cfg;
     cfg.d_model = 8;
     cfg.n_heads = 2;
     cfg.rope = rope;

@@ -24,11 +24,11 @@ struct Dims {
   int64_t numel() const { return B * T * P * H * D; }
 };
 
-SplitHeadsOptions options(int64_t heads, int rotary_parts, int64_t offset, float scale = 1.0f,
+SplitHeadsOptions options(int64_t heads, int rope_parts, int64_t offset, float scale = 1.0f,
                           float base = 10000.0f) {
   SplitHeadsOptions o;
   o.n_heads = heads;
-  o.rotary_parts = rotary_parts;
+  o.rope_parts = rope_parts;
   o.rope_base = base;
   o.position_offset = offset;
   o.part0_scale = scale;
@@ -58,7 +58,7 @@ std::vector<Vec> split_ref(const Vec& x, const Dims& d, const SplitHeadsOptions&
             const size_t from =
                 static_cast<size_t>((((b * d.T + t) * d.P + p) * d.H + h) * d.D + 2 * i);
             const size_t to = static_cast<size_t>(((b * d.H + h) * d.T + t) * d.D + 2 * i);
-            const double a = p < o.rotary_parts ? (t + o.position_offset) *
+            const double a = p < o.rope_parts ? (t + o.position_offset) *
                                                       std::pow(double(o.rope_base), -2.0 * i / d.D)
                                                 : 0.0;
             const double s = p == 0 ? o.part0_scale : 1.0;

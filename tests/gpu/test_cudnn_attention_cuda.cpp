@@ -1,9 +1,6 @@
-// cuDNN attention (ops/cudnn_attention.h) on a GPU. Without dropout, a table
-// of cases (tests/support/op_case.h) against the CPU twin of rotor's flash
-// core: the error of cuDNN's out, dq, dk, dv against the f32 result is at most
-// twice that of the same attention done plainly in the same precision (the
-// reference attention on the GPU, which rounds the probabilities). With
-// dropout cuDNN draws its own mask, so the check reads the mask back: with V
+// cuDNN attention (ops/cudnn_attention.h) on a GPU beyond the kernel table of
+// test_attention_kernels_cuda.cpp (which holds cuDNN, without dropout, to the
+// CPU twin like rotor's kernels). With dropout cuDNN draws its own mask, so the check reads the mask back: with V
 // the identity, out is the dropped-out probability matrix itself, and every
 // gradient is recomputed in double from it. And the layer: `attention.impl:
 // auto` at 512 keys runs cuDNN and agrees with rotor's kernel. Skipped (one
@@ -24,10 +21,6 @@ namespace rotor {
 namespace {
 
 using ops::AttentionOptions;
-using test::OpCase;
-using test::OpEnv;
-using test::OpOutputs;
-using test::out;
 using test::random_floats;
 
 const Device kGpu = Device::cuda(0);
@@ -39,89 +32,6 @@ const Device kGpu = Device::cuda(0);
     if (!cap.built) GTEST_SKIP() << "rotor built without the cuDNN frontend: test skipped"; \
     if (cap.sm < 80) GTEST_SKIP() << "cuDNN attention needs sm_80+, GPU is sm_" << cap.sm;  \
   } while (0)
-
-struct Case {
-  int64_t B, H, Tq, Tk, D;
-  bool causal;
-  std::vector<int32_t> key_lengths;
-  uint64_t seed;
-};
-
-AttentionOptions options_for(const Case& c, const OpEnv& e) {
-  AttentionOptions o;
-  o.scale = 1.0f / std::sqrt(static_cast<float>(c.D));
-  o.causal = c.causal;
-  if (!c.key_lengths.empty()) o.key_lengths = e.ints(c.key_lengths, {c.B});
-  return o;
-}
-
-enum class Core { Cudnn, Flash, Reference };
-
-// Forward and backward of one core on the case's inputs: out, lse, dq, dk, dv.
-OpOutputs run_attention(const Case& c, const OpEnv& e, Core core) {
-  const Shape qs = {c.B, c.H, c.Tq, c.D}, ks = {c.B, c.H, c.Tk, c.D};
-  const Tensor q = e.in(random_floats(shape_numel(qs), c.seed, -2.0f, 2.0f), qs);
-  const Tensor k = e.in(random_floats(shape_numel(ks), c.seed + 1), ks);
-  const Tensor v = e.in(random_floats(shape_numel(ks), c.seed + 2), ks);
-  const Tensor dout = e.in(random_floats(shape_numel(qs), c.seed + 3), qs);
-  const AttentionOptions o = options_for(c, e);
-  Tensor y = e.zeros(qs), dq = e.zeros(qs), dk = e.zeros(ks), dv = e.zeros(ks);
-  Tensor lse = e.zeros_f32({c.B, c.H, c.Tq});
-  switch (core) {
-    case Core::Cudnn:
-      ops::cudnn_attention_forward(q, k, v, o, y, lse);
-      ops::cudnn_attention_backward(q, k, v, y, lse, dout, o, dq, dk, dv);
-      break;
-    case Core::Flash:
-      ops::flash_attention_forward(q, k, v, o, y, lse);
-      ops::flash_attention_backward(q, k, v, y, lse, dout, o, dq, dk, dv);
-      break;
-    case Core::Reference: {
-      Tensor probs = e.zeros({c.B, c.H, c.Tq, c.Tk});
-      ops::attention_forward(q, k, v, o, y, probs);
-      ops::attention_backward(q, k, v, probs, dout, o, dq, dk, dv);
-      break;  // no lse: an f32 output, compared with the CPU's only (op_case.h)
-    }
-  }
-  return {out("out", y), out("lse", lse, 2e-3), out("dq", dq), out("dk", dk), out("dv", dv)};
-}
-
-std::vector<OpCase> cudnn_cases() {
-  // Rows of key lengths 0 are outside cuDNN's contract (ops/cudnn_attention.h).
-  const std::vector<Case> shapes = {
-      {2, 2, 64, 64, 64, false, {}, 10},
-      {2, 3, 129, 129, 64, true, {129, 77}, 20},    // causal and padding (decoder self)
-      {2, 2, 100, 100, 128, false, {100, 31}, 30},  // padding (encoder self), head dim 128
-      {1, 2, 7, 200, 64, true, {}, 40},             // causal, fewer queries than keys
-      {2, 2, 37, 45, 64, false, {45, 12}, 50},      // cross-attention
-      {1, 2, 513, 513, 128, true, {}, 60},
-      {2, 4, 256, 256, 64, false, {256, 200}, 70},
-  };
-  std::vector<OpCase> cs;
-  for (const Case& c : shapes)
-    for (DType dt : {DType::F16, DType::BF16}) {
-      OpCase oc;
-      oc.op = "cudnn_attention";
-      oc.config = fmt::format("B{}_H{}_Tq{}_Tk{}_D{}{}{}", c.B, c.H, c.Tq, c.Tk, c.D,
-                              c.causal ? "_causal" : "", c.key_lengths.empty() ? "" : "_lengths");
-      oc.dtype = dt;
-      oc.run = [c](const OpEnv& e) {
-        return run_attention(c, e, e.device.is_cuda() ? Core::Cudnn : Core::Flash);
-      };
-      oc.plain = [c](const OpEnv& e) { return run_attention(c, e, Core::Reference); };
-      oc.floor = 1e-4;
-      cs.push_back(std::move(oc));
-    }
-  return cs;
-}
-
-class CudnnAttentionOp : public testing::TestWithParam<OpCase> {};
-TEST_P(CudnnAttentionOp, MatchesCpu) {
-  ROTOR_REQUIRE_CUDNN_ATTENTION();
-  test::check_op_case(GetParam());
-}
-INSTANTIATE_TEST_SUITE_P(Ops, CudnnAttentionOp, testing::ValuesIn(cudnn_cases()),
-                         test::op_case_name);
 
 // ---------------------------------------------------------------------- dropout
 
@@ -265,7 +175,7 @@ TEST(CudnnAttention, LayerAutoRunsCudnnAndAgreesWithRotor) {
   };
   auto run = [&](nn::AttentionImpl impl) {
     nn::ParameterStore store;
-    nn::AttentionConfig cfg;
+    nn::MultiHeadAttentionOptions cfg;
     cfg.d_model = d;
     cfg.n_heads = 4;
     cfg.rope = true;

@@ -393,7 +393,7 @@ void embedding_loss_adamw_cases(std::vector<OpCase>& cs) {
 
 struct SplitCase {
   int64_t B, T, P, H, D;
-  int rotary_parts;
+  int rope_parts;
   float scale;
   int64_t offset;
 };
@@ -409,12 +409,12 @@ void heads_cases(std::vector<OpCase>& cs) {
   for (const SplitCase& sc : splits) {
     ops::SplitHeadsOptions o;
     o.n_heads = sc.H;
-    o.rotary_parts = sc.rotary_parts;
+    o.rope_parts = sc.rope_parts;
     o.position_offset = sc.offset;
     o.part0_scale = sc.scale;
     const std::string config =
         fmt::format("B{}_T{}_P{}_H{}_D{}_rot{}_off{}{}", sc.B, sc.T, sc.P, sc.H, sc.D,
-                    sc.rotary_parts, sc.offset, sc.scale != 1.0f ? "_scaled" : "");
+                    sc.rope_parts, sc.offset, sc.scale != 1.0f ? "_scaled" : "");
     const Shape packed{sc.B, sc.T, sc.P * sc.H * sc.D}, heads{sc.B, sc.H, sc.T, sc.D};
     add_cases(cs, "split_heads_forward", config, [=](const OpEnv& e) {
       std::vector<Tensor> parts;
@@ -589,7 +589,7 @@ TEST(CudaOps, split_heads_forward_RopeReferenceVectors) {
   };
   for (const auto& [m, want] : expected) {
     ops::SplitHeadsOptions o;
-    o.rotary_parts = 1;
+    o.rope_parts = 1;
     o.position_offset = m;
     std::vector<Tensor> parts{Tensor::zeros({1, 1, 1, 8}, DType::F32, kGpu)};
     ops::split_heads_forward(Tensor::from_floats(q, {1, 1, 8}, DType::F32, kGpu), parts, o);

@@ -1,0 +1,87 @@
+// The attention plan: the one place that decides how an attention call runs
+// (docs/design.md, The attention plan). From the layer's options, the device's
+// facts (ops/attention_device.h), the dtype and the shapes it picks
+//   - the core: the materialized reference, rotor's flash core or cuDNN's SDPA,
+//   - the kernel of rotor's flash core on a GPU: tensor-core, Volta or portable,
+//   - who rotates q and k under RoPE: the head split or the core itself,
+// and says why in one line. A pure function of its inputs: the layers ask it
+// once per configuration (nn/attention.cpp) and log the why once; the ops
+// carry the plan out and never decide again. tests/cpu/test_attention_plan.cpp
+// lists the plan for CPUs and made-up sm_70, sm_80 and sm_90 devices.
+//
+// A new attention kind or position bias (linear attention, ALiBi) is a field
+// of AttentionCase, a rule in plan_attention and rows in that test.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+#include "core/dtype.h"
+#include "nn/kinds.h"
+#include "ops/attention_device.h"
+
+namespace rotor::nn {
+
+enum class AttentionCore {
+  Reference,  // ops::attention_forward: materialized probabilities
+  Rotor,      // ops::flash_attention_forward: rotor's fused core (CPU twin or a CUDA kernel)
+  Cudnn,      // ops::cudnn_attention_forward: cuDNN's fused SDPA
+};
+const char* attention_core_name(AttentionCore core);
+
+// Who rotates q and k of a self-attention with RoPE (RoFormer eq. 34).
+enum class RopePlacement {
+  None,       // no rotation: other positions, or cross-attention
+  HeadSplit,  // ops::split_heads_forward rotates as it splits (and rotates dq, dk back)
+  Core,       // the flash core rotates q and k as it loads them (AttentionOptions::rope)
+};
+const char* rope_placement_name(RopePlacement placement);
+
+// `auto` gives cuDNN sequences of at least this many keys. Below it rotor's
+// kernel is the one that measured ahead of PyTorch's flash attention, and it
+// needs no graph per shape, while translation batches bring a new (B, Tq, Tk)
+// at almost every step. To be revisited with the cuDNN column of
+// bench_attention (scripts/gpu/measure.sh).
+constexpr int64_t kCudnnMinKeys = 128;
+
+// Everything a plan depends on for one attention call.
+struct AttentionCase {
+  AttentionImpl impl = AttentionImpl::Auto;  // attention.impl
+  bool rope = false;            // q and k are rotated: self-attention under model.position rope
+  bool rope_in_kernel = false;  // attention.rope_in_kernel: rotate inside the core where it can
+  bool causal = false;
+  bool key_padding = false;  // key lengths given
+  bool dropout = false;      // attention dropout in this call (training)
+  DType dtype = DType::F32;
+  int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0;
+
+  auto key() const {
+    return std::tuple(impl, rope, rope_in_kernel, causal, key_padding, dropout, dtype, B, H, Tq, Tk,
+                      D);
+  }
+  bool operator<(const AttentionCase& o) const { return key() < o.key(); }
+  bool operator==(const AttentionCase& o) const { return key() == o.key(); }
+};
+
+struct AttentionPlan {
+  AttentionCore core = AttentionCore::Reference;
+  ops::FlashKernel kernel = ops::FlashKernel::Portable;  // of core Rotor on a GPU
+  RopePlacement rope = RopePlacement::None;
+  bool on_gpu = false;
+  // One line: why this core (and kernel), and where RoPE goes when asked to
+  // go into the core but it cannot.
+  std::string why;
+  // "rotor (tc), RoPE in the core": what runs, for logs and tests.
+  std::string str() const;
+};
+
+// The plan of `c` on `device`. impl reference and auto always have one; impl
+// rotor or cudnn on a device that cannot run the case is a rotor::Error
+// naming attention.impl and the reason.
+AttentionPlan plan_attention(const AttentionCase& c, const ops::AttentionDevice& device);
+
+// Logs `line` at info level the first time this process sees it.
+void log_once(const std::string& line);
+
+}  // namespace rotor::nn

@@ -1,0 +1,328 @@
+// The attention plan (nn/attention_plan.h) for CPUs and for made-up sm_70,
+// sm_80 and sm_90 devices: one table of cases with the plan each must get
+// (core, kernel, who rotates q and k, and the reason), then every combination
+// of device, dtype, head dim, length, mask, RoPE and attention.impl checked
+// for what any plan must hold (the kernel it names runs the case, cuDNN only
+// where it serves, RoPE in the core only where the core rotates).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "nn/attention_plan.h"
+#include "ops/attention_device.h"
+#include "ops/cudnn_attention.h"
+
+namespace rotor {
+namespace {
+
+using nn::AttentionCase;
+using nn::AttentionCore;
+using nn::AttentionImpl;
+using nn::AttentionPlan;
+using nn::RopePlacement;
+using ops::AttentionDevice;
+using ops::FlashKernel;
+
+AttentionDevice gpu(int sm, bool tc, bool volta, ops::CudnnCapability cudnn) {
+  AttentionDevice d;
+  d.cuda = true;
+  d.sm = sm;
+  d.tc_code = tc;
+  d.volta_code = volta;
+  d.cudnn = cudnn;
+  return d;
+}
+
+AttentionDevice cpu_with_frontend() {
+  AttentionDevice d;
+  d.cudnn = {true, 0, 0};  // as in a build with the cuDNN frontend: the CPU is the reason
+  return d;
+}
+
+struct Machines {
+  AttentionDevice cpu = cpu_with_frontend();
+  AttentionDevice v100 = gpu(70, false, true, {true, 70, 91400});          // a CUDA 12 build
+  AttentionDevice v100_cuda13 = gpu(70, false, false, {true, 70, 91400});  // no sm_70 code
+  AttentionDevice a100 = gpu(80, true, false, {true, 80, 90100});
+  AttentionDevice a100_cudnn_9_10 = gpu(80, true, false, {true, 80, 91000});
+  AttentionDevice h100 = gpu(90, true, false, {true, 90, 91400});
+  AttentionDevice h100_no_frontend = gpu(90, true, false, {false, 90, 91400});
+};
+const Machines M;
+
+struct Row {
+  std::string name;
+  const AttentionDevice* device;
+  AttentionImpl impl;
+  DType dtype;
+  int64_t D, Tq, Tk;
+  bool causal = false, padding = false, rope = false, rope_in_kernel = false;
+  int64_t B = 8, H = 8;
+  std::string plan;  // AttentionPlan::str(), or "error"
+  std::string why;   // a part of the reason (or of the error)
+};
+
+// gtest prints a failing row by its name.
+void PrintTo(const Row& r, std::ostream* os) {
+  *os << r.name;
+}
+
+AttentionCase case_of(const Row& r) {
+  AttentionCase c;
+  c.impl = r.impl;
+  c.rope = r.rope;
+  c.rope_in_kernel = r.rope_in_kernel;
+  c.causal = r.causal;
+  c.key_padding = r.padding;
+  c.dtype = r.dtype;
+  c.B = r.B;
+  c.H = r.H;
+  c.Tq = r.Tq;
+  c.Tk = r.Tk;
+  c.D = r.D;
+  return c;
+}
+
+constexpr auto Auto = AttentionImpl::Auto;
+constexpr auto Rotor = AttentionImpl::Rotor;
+constexpr auto Cudnn = AttentionImpl::Cudnn;
+constexpr auto Ref = AttentionImpl::Reference;
+constexpr auto F32 = DType::F32;
+constexpr auto F16 = DType::F16;
+constexpr auto BF16 = DType::BF16;
+
+// name, device, impl, dtype, D, Tq, Tk, causal, padding, rope, rope_in_kernel, B, H, plan, why
+const std::vector<Row> kRows = {
+    // The CPU: the materialized core for auto, the flash twin when asked for.
+    {"cpu auto", &M.cpu, Auto, F32, 64, 512, 512, false, true, false, false, 8, 8, "reference",
+     "materialized core on the CPU"},
+    {"cpu auto rope_in_kernel", &M.cpu, Auto, F32, 64, 64, 64, false, true, true, true, 8, 8,
+     "reference, RoPE in the head split", "the reference core does not rotate"},
+    {"cpu rotor rope_in_kernel", &M.cpu, Rotor, F32, 64, 64, 64, true, false, true, true, 8, 8,
+     "rotor (cpu), RoPE in the core", "RoPE rotated inside the flash core"},
+    {"cpu rotor odd head dim", &M.cpu, Rotor, F32, 80, 9, 9, false, false, false, false, 8, 8,
+     "rotor (cpu)", "CPU twin"},
+    {"cpu rotor rope", &M.cpu, Rotor, F32, 32, 7, 7, false, false, true, false, 8, 8,
+     "rotor (cpu), RoPE in the head split", "CPU twin"},
+    {"cpu reference", &M.cpu, Ref, F32, 128, 3, 3, false, false, false, false, 8, 8, "reference",
+     "attention.impl reference"},
+    {"cpu cudnn", &M.cpu, Cudnn, F32, 64, 64, 64, false, false, false, false, 8, 8, "error",
+     "attention.impl: cudnn: cuDNN attention runs on CUDA devices only"},
+    // sm_90: cuDNN from 128 keys where it serves, rotor's tc kernel below.
+    {"h100 auto mlm", &M.h100, Auto, BF16, 64, 512, 512, false, true, false, false, 64, 12, "cudnn",
+     "cuDNN attention for 128 keys or more"},
+    {"h100 auto long causal", &M.h100, Auto, F16, 128, 4096, 4096, true, false, false, false, 4, 16,
+     "cudnn", "128 keys or more"},
+    {"h100 auto short", &M.h100, Auto, BF16, 64, 64, 64, false, true, false, false, 8, 8,
+     "rotor (tc)", "below 128 keys"},
+    {"h100 auto 127 keys", &M.h100, Auto, BF16, 32, 127, 127, false, false, false, false, 8, 8,
+     "rotor (tc)", "below 128 keys"},
+    {"h100 auto one query", &M.h100, Auto, BF16, 64, 1, 1, false, false, false, false, 8, 8,
+     "rotor (tc)", "below 128 keys"},
+    {"h100 auto fp32", &M.h100, Auto, F32, 64, 512, 512, false, true, false, false, 8, 8,
+     "rotor (portable)", "f16 or bf16, not f32"},
+    {"h100 auto fp32 head dim 256", &M.h100, Auto, F32, 256, 512, 512, false, false, false, false,
+     8, 8, "reference", "not 256"},
+    {"h100 auto head dim 96", &M.h100, Auto, BF16, 96, 64, 64, false, false, false, false, 8, 8,
+     "cudnn", "takes head dims 32, 64 and 128, not 96"},
+    {"h100 auto head dim 100", &M.h100, Auto, BF16, 100, 64, 64, false, false, false, false, 8, 8,
+     "reference", "head dim 100"},
+    {"h100 auto causal decoder queries", &M.h100, Auto, BF16, 64, 7, 512, true, true, false, false,
+     8, 8, "rotor (tc)", "neither key lengths nor dropout"},
+    {"h100 auto batch x heads", &M.h100, Auto, BF16, 64, 64, 64, false, false, false, false, 8192,
+     16, "cudnn", "exceeds 65535"},
+    {"h100 auto no frontend", &M.h100_no_frontend, Auto, BF16, 64, 512, 512, false, true, false,
+     false, 8, 8, "rotor (tc)", "without the cuDNN frontend"},
+    {"h100 rotor", &M.h100, Rotor, BF16, 64, 512, 512, false, true, false, false, 8, 8,
+     "rotor (tc)", "attention.impl rotor"},
+    {"h100 rotor fp32", &M.h100, Rotor, F32, 128, 512, 512, true, false, false, false, 8, 8,
+     "rotor (portable)", "portable"},
+    {"h100 rotor head dim 96", &M.h100, Rotor, BF16, 96, 64, 64, false, false, false, false, 8, 8,
+     "error",
+     "attention.impl: rotor: rotor's portable flash kernel takes head dims 32, 64 and 128"},
+    {"h100 cudnn short", &M.h100, Cudnn, BF16, 64, 64, 64, false, true, false, false, 8, 8, "cudnn",
+     "attention.impl cudnn"},
+    {"h100 cudnn fp32", &M.h100, Cudnn, F32, 64, 512, 512, false, false, false, false, 8, 8,
+     "error", "attention.impl: cudnn: cuDNN attention computes in f16 or bf16"},
+    {"h100 cudnn no frontend", &M.h100_no_frontend, Cudnn, BF16, 64, 512, 512, false, false, false,
+     false, 8, 8, "error", "built without the cuDNN frontend"},
+    {"h100 reference", &M.h100, Ref, BF16, 64, 512, 512, false, true, true, true, 8, 8,
+     "reference, RoPE in the head split", "does not rotate"},
+    // RoPE's placement on a GPU: the tc kernel alone rotates.
+    {"h100 rotor rope_in_kernel", &M.h100, Rotor, BF16, 64, 512, 512, false, true, true, true, 8, 8,
+     "rotor (tc), RoPE in the core", "RoPE rotated inside the flash core"},
+    {"h100 rotor fp32 rope_in_kernel", &M.h100, Rotor, F32, 64, 512, 512, false, true, true, true,
+     8, 8, "rotor (portable), RoPE in the head split", "only the tc kernel rotates on a GPU"},
+    {"h100 auto long rope_in_kernel", &M.h100, Auto, BF16, 64, 512, 512, false, true, true, true, 8,
+     8, "cudnn, RoPE in the head split", "the cudnn core does not rotate"},
+    {"h100 auto short rope_in_kernel", &M.h100, Auto, BF16, 64, 64, 64, true, false, true, true, 8,
+     8, "rotor (tc), RoPE in the core", "RoPE rotated inside the flash core"},
+    {"h100 auto short rope", &M.h100, Auto, BF16, 64, 64, 64, true, false, true, false, 8, 8,
+     "rotor (tc), RoPE in the head split", "below 128 keys"},
+    // sm_80.
+    {"a100 auto long", &M.a100, Auto, F16, 32, 2048, 2048, false, false, false, false, 8, 8,
+     "cudnn", "128 keys or more"},
+    {"a100 auto short causal", &M.a100, Auto, BF16, 128, 100, 100, true, true, false, false, 8, 8,
+     "rotor (tc)", "below 128 keys"},
+    {"a100 cuDNN 9.10.0", &M.a100_cudnn_9_10, Auto, BF16, 64, 512, 512, false, true, false, false,
+     8, 8, "rotor (tc)", "known attention bugs"},
+    {"a100 auto fp32", &M.a100, Auto, F32, 32, 64, 64, false, false, false, false, 8, 8,
+     "rotor (portable)", "below 128 keys"},
+    // sm_70: the Volta kernel in a CUDA 12 build, the portable one otherwise.
+    {"v100 auto fp16", &M.v100, Auto, F16, 64, 512, 512, false, true, false, false, 8, 8,
+     "rotor (volta)", "sm_80 or newer, this GPU is sm_70"},
+    {"v100 auto fp16 head dim 32", &M.v100, Auto, F16, 32, 512, 512, false, true, false, false, 8,
+     8, "rotor (portable)", "sm_80 or newer"},
+    {"v100 auto bf16", &M.v100, Auto, BF16, 128, 64, 64, true, false, false, false, 8, 8,
+     "rotor (portable)", "below 128 keys"},
+    {"v100 auto fp32", &M.v100, Auto, F32, 128, 512, 512, false, false, false, false, 8, 8,
+     "rotor (portable)", "sm_80 or newer"},
+    {"v100 cuda 13 build", &M.v100_cuda13, Auto, F16, 64, 512, 512, false, true, false, false, 8, 8,
+     "rotor (portable)", "sm_80 or newer"},
+    {"v100 auto rope_in_kernel", &M.v100, Auto, F16, 64, 64, 64, false, false, true, true, 8, 8,
+     "rotor (volta), RoPE in the head split", "only the tc kernel rotates"},
+    {"v100 cudnn", &M.v100, Cudnn, F16, 64, 512, 512, false, false, false, false, 8, 8, "error",
+     "attention.impl: cudnn: cuDNN attention needs sm_80 or newer"},
+    {"v100 rotor head dim 256", &M.v100, Rotor, F16, 256, 64, 64, false, false, false, false, 8, 8,
+     "error", "not 256"},
+};
+
+class AttentionPlanTable : public ::testing::TestWithParam<Row> {};
+
+TEST_P(AttentionPlanTable, PlansTheCase) {
+  const Row& r = GetParam();
+  if (r.plan == "error") {
+    try {
+      const AttentionPlan p = nn::plan_attention(case_of(r), *r.device);
+      FAIL() << "expected an error, got the plan " << p.str() << " (" << p.why << ")";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(r.why), std::string::npos) << e.what();
+    }
+    return;
+  }
+  const AttentionPlan p = nn::plan_attention(case_of(r), *r.device);
+  EXPECT_EQ(p.str(), r.plan) << p.why;
+  EXPECT_NE(p.why.find(r.why), std::string::npos) << p.why;
+}
+
+std::string row_name(const ::testing::TestParamInfo<Row>& info) {
+  std::string s;
+  for (char c : info.param.name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, AttentionPlanTable, ::testing::ValuesIn(kRows), row_name);
+
+// Asking cuDNN whether it builds a graph costs a build: the plan asks only
+// where cuDNN could be chosen, and a refusal there leaves rotor's kernel.
+TEST(AttentionPlan, AsksCudnnToBuildOnlyWhereItMatters) {
+  AttentionDevice d = M.h100;
+  int asked = 0;
+  std::string answer;
+  d.cudnn_builds = [&](const ops::CudnnAttentionCase&, float scale) {
+    ++asked;
+    EXPECT_EQ(scale, 1.0f);  // q arrives scaled by the head split
+    return answer;
+  };
+  AttentionCase c;
+  c.dtype = DType::BF16;
+  c.B = c.H = 8;
+  c.D = 64;
+  c.Tq = c.Tk = 64;
+  EXPECT_EQ(nn::plan_attention(c, d).str(), "rotor (tc)");
+  EXPECT_EQ(asked, 0);
+  c.Tq = c.Tk = 512;
+  EXPECT_EQ(nn::plan_attention(c, d).str(), "cudnn");
+  EXPECT_EQ(asked, 1);
+  answer = "cuDNN found no engine for this graph";
+  const AttentionPlan p = nn::plan_attention(c, d);
+  EXPECT_EQ(p.str(), "rotor (tc)");
+  EXPECT_NE(p.why.find("no engine"), std::string::npos) << p.why;
+}
+
+// What every plan must hold, over every combination.
+TEST(AttentionPlan, EveryPlanRunsWhereItSays) {
+  const std::vector<const AttentionDevice*> devices = {&M.cpu,  &M.v100, &M.v100_cuda13,
+                                                       &M.a100, &M.h100, &M.h100_no_frontend};
+  int plans = 0, errors = 0;
+  for (const AttentionDevice* dev : devices)
+    for (AttentionImpl impl : {Auto, Rotor, Cudnn, Ref})
+      for (DType dt : {F32, F16, BF16})
+        for (int64_t D : {32, 64, 80, 96, 128, 256})
+          for (int64_t T : {1, 64, 127, 128, 512, 4096})
+            for (int mask = 0; mask < 4; ++mask)
+              for (int rope = 0; rope < 3; ++rope) {
+                Row r{"", dev, impl, dt, D, T, T, false, false, false, false, 8, 8, "", ""};
+                r.causal = mask & 1;
+                r.padding = mask & 2;
+                r.rope = rope > 0;
+                r.rope_in_kernel = rope == 2;
+                const AttentionCase c = case_of(r);
+                const std::string where = fmt::format(
+                    "sm_{} impl {} {} D{} T{} causal {} padding {} rope {}", dev->sm,
+                    static_cast<int>(impl), dtype_name(dt), D, T, r.causal, r.padding, rope);
+                AttentionPlan p;
+                try {
+                  p = nn::plan_attention(c, *dev);
+                } catch (const Error& e) {
+                  ++errors;
+                  // Only an explicit impl the device cannot serve is refused.
+                  EXPECT_TRUE(impl == Rotor || impl == Cudnn) << where << ": " << e.what();
+                  EXPECT_EQ(std::string(e.what()).rfind("attention.impl: ", 0), 0u) << e.what();
+                  continue;
+                }
+                ++plans;
+                EXPECT_FALSE(p.why.empty()) << where;
+                EXPECT_EQ(p.on_gpu, dev->cuda) << where;
+                if (impl == Ref) {
+                  EXPECT_EQ(p.core, AttentionCore::Reference) << where;
+                }
+                if (impl == Rotor) {
+                  EXPECT_EQ(p.core, AttentionCore::Rotor) << where;
+                }
+                if (impl == Cudnn) {
+                  EXPECT_EQ(p.core, AttentionCore::Cudnn) << where;
+                }
+                const ops::FlashCase fc{dt, c.B, c.H, T, T, D, p.rope == RopePlacement::Core};
+                if (p.core == AttentionCore::Rotor) {
+                  EXPECT_EQ(ops::flash_kernel_unsupported(p.kernel, fc, *dev), "") << where;
+                }
+                if (p.core == AttentionCore::Rotor && dev->cuda &&
+                    ops::flash_kernel_unsupported(FlashKernel::TensorCore, fc, *dev).empty()) {
+                  EXPECT_EQ(p.kernel, FlashKernel::TensorCore) << where << ": the fastest kernel";
+                }
+                ops::CudnnAttentionCase cc{dt, c.B, c.H, T, T, D, r.causal, r.padding, 0.0f};
+                const bool cudnn_serves = ops::cudnn_attention_unsupported(cc, dev->cudnn).empty();
+                if (p.core == AttentionCore::Cudnn) {
+                  EXPECT_TRUE(cudnn_serves) << where;
+                }
+                if (impl == Auto && dev->cuda && T >= nn::kCudnnMinKeys && cudnn_serves) {
+                  EXPECT_EQ(p.core, AttentionCore::Cudnn) << where;
+                }
+                if (impl == Auto && !dev->cuda) {
+                  EXPECT_EQ(p.core, AttentionCore::Reference);
+                }
+                EXPECT_EQ(p.rope == RopePlacement::None, !r.rope) << where;
+                if (p.rope == RopePlacement::Core) {
+                  EXPECT_TRUE(r.rope_in_kernel) << where;
+                  EXPECT_EQ(p.core, AttentionCore::Rotor) << where;
+                  if (dev->cuda) {
+                    EXPECT_EQ(p.kernel, FlashKernel::TensorCore) << where;
+                  }
+                }
+                if (r.rope_in_kernel && p.core == AttentionCore::Rotor &&
+                    (!dev->cuda || p.kernel == FlashKernel::TensorCore)) {
+                  EXPECT_EQ(p.rope, RopePlacement::Core) << where;
+                }
+              }
+  EXPECT_GT(plans, 0);
+  EXPECT_GT(errors, 0);
+}
+
+}  // namespace
+}  // namespace rotor
