@@ -179,7 +179,7 @@ MlmSums BertForMaskedLM::forward_loss(const MlmBatch& batch, const Context& ctx)
   return sums;
 }
 
-void BertForMaskedLM::backward(float grad_scale) {
+void BertForMaskedLM::backward(float loss_scale) {
   const Context& ctx = ctx_;
   // Each part is reported to ctx.grad_ready right after its backward, in
   // descending offsets (the head, then the encoder's layers from the last and
@@ -193,7 +193,7 @@ void BertForMaskedLM::backward(float grad_scale) {
     // Recompute the logits rather than keep [M, V] alive between the passes.
     Tensor lg = head_logits(head_out_, ctx);
     Tensor dlogits = ctx.empty(lg.shape());  // [M, V]
-    ops::cross_entropy_backward(lg, batch_.masked_targets, lse_, 0.0f, -1, grad_scale, dlogits);
+    ops::cross_entropy_backward(lg, batch_.masked_targets, lse_, 0.0f, -1, loss_scale, dlogits);
     lg = Tensor();
     // logits = h E^T + b: dE += dlogits^T h, db += colsum(dlogits), dh = dlogits E.
     nn::Parameter* table = encoder_.word().table();

@@ -137,9 +137,9 @@ class BertForMaskedLM {
 
   // Forward and loss; keeps what backward needs. Returns host sums.
   MlmSums forward_loss(const MlmBatch& batch, const nn::Context& ctx);
-  // Backward of forward_loss: d(loss_sum * grad_scale); accumulates into the
+  // Backward of forward_loss: d(loss_sum * loss_scale); accumulates into the
   // store's gradients.
-  void backward(float grad_scale);
+  void backward(float loss_scale);
 
   // Inference: ids i32 [B, T], token types (or undefined), lengths i32 [B]
   // (or undefined: no padding) -> logits f32 [B, T, V].

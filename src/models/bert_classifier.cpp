@@ -121,7 +121,7 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
   return sums;
 }
 
-void BertForSequenceClassification::backward(float grad_scale) {
+void BertForSequenceClassification::backward(float loss_scale) {
   const Context& ctx = ctx_;
   ROTOR_CHECK(lse_.defined() || !residuals_.empty(),
               "classifier backward without a loss (the batch had no labels)");
@@ -129,11 +129,11 @@ void BertForSequenceClassification::backward(float grad_scale) {
   if (config_.regression) {
     // d(r^2)/dy = 2 r.
     std::vector<float> g(residuals_.size());
-    for (size_t i = 0; i < g.size(); ++i) g[i] = 2.0f * grad_scale * residuals_[i];
+    for (size_t i = 0; i < g.size(); ++i) g[i] = 2.0f * loss_scale * residuals_[i];
     dlogits = Tensor::from_floats(g, logits_.shape(), logits_.dtype(), logits_.device());
   } else {
     dlogits = ctx.empty(logits_.shape());
-    ops::cross_entropy_backward(logits_, labels_, lse_, 0.0f, -1, grad_scale, dlogits);
+    ops::cross_entropy_backward(logits_, labels_, lse_, 0.0f, -1, loss_scale, dlogits);
   }
   Tensor dcls = head_backward(dlogits);  // [B, d]
   ctx.report_grads_ready(*store_, head_range_);

@@ -62,9 +62,9 @@ class BertForSequenceClassification {
   // backward needs. `logits`, when given, receives the host logits [B * C].
   ClassificationSums forward_loss(const ClassificationBatch& batch, const nn::Context& ctx,
                                   std::vector<float>* logits = nullptr);
-  // Backward of forward_loss: d(loss_sum * grad_scale); accumulates into the
+  // Backward of forward_loss: d(loss_sum * loss_scale); accumulates into the
   // store's gradients. The batch must have had labels or targets.
-  void backward(float grad_scale);
+  void backward(float loss_scale);
 
   const BertClassifierConfig& config() const { return config_; }
 

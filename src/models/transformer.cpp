@@ -140,7 +140,7 @@ Tensor EncoderDecoder::forward_logits(const TranslationBatch& batch, const Conte
   return logits(h, ctx);
 }
 
-void EncoderDecoder::backward(float grad_scale) {
+void EncoderDecoder::backward(float loss_scale) {
   const Context& ctx = ctx_;
   // Each part is reported to ctx.grad_ready right after its backward (in
   // descending offsets: the layout is construction order); an embedding
@@ -153,7 +153,7 @@ void EncoderDecoder::backward(float grad_scale) {
   Tensor lg = logits(dec_out_, ctx);
   Tensor dlogits = ctx.empty(lg.shape());
   ops::cross_entropy_backward(lg, batch_.tgt_out.view({B * T}), lse_, smoothing_, config_.pad_id,
-                              grad_scale, dlogits);
+                              loss_scale, dlogits);
   lg = Tensor();
   // logits = h E^T: dE += dlogits^T h, dh = dlogits E.
   nn::Parameter* table = decoder_embedding().table();

@@ -56,9 +56,9 @@ class EncoderDecoder {
   // Forward and loss; keeps what backward needs. Returns the sums (host).
   LossSums forward_loss(const TranslationBatch& batch, float label_smoothing,
                         const nn::Context& ctx);
-  // Backward of forward_loss: d(loss_sum * grad_scale); accumulates into the
+  // Backward of forward_loss: d(loss_sum * loss_scale); accumulates into the
   // store's gradients.
-  void backward(float grad_scale);
+  void backward(float loss_scale);
   // Teacher-forced logits f32 [B*T, V] of the whole target (tests compare
   // incremental decoding against it). Overwrites what the layers saved for a
   // backward: run backward() first.

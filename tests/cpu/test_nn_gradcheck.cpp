@@ -858,7 +858,7 @@ void check_model(nn::PositionKind position, bool post, float dropout, uint64_t s
   EXPECT_GT(sums.loss, 0.0);
   model.backward(1.0f);
   const std::vector<float> grads = store.grads().to_floats();
-  // grad_scale scales, and the gradients accumulate.
+  // loss_scale scales, and the gradients accumulate.
   model.forward_loss(batch, smoothing, ctx);
   model.backward(0.5f);
   const std::vector<float> more = store.grads().to_floats();
