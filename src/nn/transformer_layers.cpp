@@ -6,7 +6,7 @@ namespace {
 AttentionNames names(const std::string& p) {
   return {p + ".q_proj", p + ".k_proj", p + ".v_proj", p + ".out_proj"};
 }
-AttentionConfig attention_config(const LayerConfig& c, bool causal, bool rope) {
+AttentionConfig attention_config(const LayerOptions& c, bool causal, bool rope) {
   AttentionConfig a;
   a.normal_init_std = c.normal_init_std;
   a.d_model = c.d_model;
@@ -19,12 +19,12 @@ AttentionConfig attention_config(const LayerConfig& c, bool causal, bool rope) {
   a.rope_in_kernel = c.rope_in_kernel;
   return a;
 }
-Init ffn_init(const LayerConfig& c) {
+Init ffn_init(const LayerOptions& c) {
   return c.normal_init_std ? Init::normal(*c.normal_init_std) : Init::xavier_uniform();
 }
 }  // namespace
 
-EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const LayerConfig& c)
+EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const LayerOptions& c)
     : attn_(s, n.attention, attention_config(c, false, c.rope), false),
       attn_res_(s, n.attention_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
       ffn_(s, n.fc1, n.fc2, c.d_model, c.d_ff, c.activation, c.activation_dropout, ffn_init(c)),
@@ -51,7 +51,7 @@ Tensor EncoderLayer::backward(const Tensor& dy) {
   return attn_res_.begin_backward(dh).view({B_, T_, d_});
 }
 
-DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerConfig& c)
+DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerOptions& c)
     : self_attn_(s, names(p + ".self_attn"), attention_config(c, true, c.rope), false),
       self_res_(s, p + ".self_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout,
                 c.post_norm),

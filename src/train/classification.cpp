@@ -11,9 +11,9 @@ namespace rotor::train {
 ClassificationOutputs classify(models::BertForSequenceClassification& model,
                                const data::ClassificationSet& set, int64_t batch_size,
                                Device device) {
-  const bool regression = model.config().regression;
+  const bool regression = model.options().regression;
   ClassificationOutputs out;
-  out.num_labels = model.config().num_labels;
+  out.num_labels = model.options().num_labels;
   out.logits.reserve(static_cast<size_t>(set.size() * out.num_labels));
   nn::Context ctx;
   ctx.training = false;

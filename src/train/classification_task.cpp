@@ -37,7 +37,7 @@ class ClassificationTask : public TrainingTask {
     if (!c.data.valid.empty()) valid_ = read(c.data.valid);
     if (!c.data.test.empty()) test_ = read(c.data.test);
     model_ = std::make_unique<models::BertForSequenceClassification>(
-        models::bert_classifier_config(c, tokenizer_.vocab_size()), store_);
+        models::bert_classifier_options(c, tokenizer_.vocab_size()), store_);
     store_.allocate(device);
     data::ClassificationBatcherOptions bo;
     bo.batch_size = c.train.batch_size;
