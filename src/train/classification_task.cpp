@@ -52,7 +52,7 @@ class ClassificationTask : public TrainingTask {
   int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
 
   TaskSums train_micro_batch(const nn::Context& ctx) override {
-    const data::ClassificationBatch db = batcher_->next();
+    const data::ClassificationHostBatch db = batcher_->next();
     const models::ClassificationBatch b = to_model_batch(db, device_);
     if (ctx.phase_hook) ctx.phase_hook->forward_begins(b.input_ids.size(0), b.input_ids.size(1), 0);
     const models::ClassificationSums s = model_->forward_loss(b, ctx);
