@@ -8,11 +8,12 @@ namespace {
 
 template <class G>
 __global__ void adamw_kernel(float* p, const G* grads, float* m, float* v, int64_t n, AdamWArgs a) {
-  const float grad_scale = a.device_scale ? a.grad_scale * a.device_scale[0] : a.grad_scale;
+  const float grad_multiplier =
+      a.device_scale ? a.grad_multiplier * a.device_scale[0] : a.grad_multiplier;
   const float b1 = a.beta1, b2 = a.beta2;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const float g = to_f32(grads[i]) * grad_scale + a.l2 * p[i];
+    const float g = to_f32(grads[i]) * grad_multiplier + a.l2 * p[i];
     const float mi = b1 * m[i] + (1.0f - b1) * g;
     const float vi = b2 * v[i] + (1.0f - b2) * g * g;
     m[i] = mi;

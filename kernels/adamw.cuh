@@ -15,8 +15,8 @@ struct AdamWArgs {
   float bc2_sqrt = 1;   // sqrt(1 - beta2^t)
   float decay = 1;      // 1 - lr * weight_decay (AdamW)
   float l2 = 0;         // Adam's L2 term, added to the gradient
-  float grad_scale = 1;
-  const float* device_scale = nullptr;  // optional [1], multiplies grad_scale
+  float grad_multiplier = 1;  // ops::AdamWOptions::grad_multiplier: gradients times it first
+  const float* device_scale = nullptr;  // optional [1], multiplies grad_multiplier
 };
 
 // params, m, v: f32 [n]; grads: [n] of grad_dt (any floating dtype).

@@ -50,7 +50,7 @@ __global__ void ce_fwd_kernel(const T* logits, const int32_t* targets, int64_t r
 template <class T>
 __global__ void ce_bwd_kernel(const T* logits, const int32_t* targets, const float* lse,
                               int64_t rows, int64_t vocab, float on, float off, int ignore_index,
-                              float grad_scale, T* dlogits) {
+                              float loss_scale, T* dlogits) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = logits + r * vocab;
     T* dr = dlogits + r * vocab;
@@ -64,7 +64,7 @@ __global__ void ce_bwd_kernel(const T* logits, const int32_t* targets, const flo
     } else {
       for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
         const float p = expf(to_f32(xr[j]) - l);
-        dr[j] = from_f32<T>(grad_scale * (p - (j == t ? on : off)));
+        dr[j] = from_f32<T>(loss_scale * (p - (j == t ? on : off)));
       }
     }
   }
@@ -91,7 +91,7 @@ cudaError_t cross_entropy_forward(const void* logits, DType dt, const int32_t* t
 
 cudaError_t cross_entropy_backward(const void* logits, DType dt, const int32_t* targets,
                                    const float* lse, int64_t rows, int64_t vocab, float smoothing,
-                                   int ignore_index, float grad_scale, void* dlogits,
+                                   int ignore_index, float loss_scale, void* dlogits,
                                    cudaStream_t stream) {
   if (rows <= 0 || vocab <= 0) return cudaSuccess;
   const double on = 1.0 - smoothing;
@@ -100,7 +100,7 @@ cudaError_t cross_entropy_backward(const void* logits, DType dt, const int32_t* 
       dt, T,
       ce_bwd_kernel<T><<<row_grid(rows), row_threads(vocab, 512), 0, stream>>>(
           static_cast<const T*>(logits), targets, lse, rows, vocab, static_cast<float>(on),
-          static_cast<float>(off), ignore_index, grad_scale, static_cast<T*>(dlogits)));
+          static_cast<float>(off), ignore_index, loss_scale, static_cast<T*>(dlogits)));
   return cudaGetLastError();
 }
 

@@ -17,11 +17,11 @@ namespace rotor::kernels {
 cudaError_t cross_entropy_forward(const void* logits, DType dt, const int32_t* targets,
                                   int64_t rows, int64_t vocab, float smoothing, int ignore_index,
                                   float* loss, float* nll, float* lse, cudaStream_t stream);
-// dlogits = grad_scale * (softmax(logits) - q), 0 on ignored rows, NaN on rows
+// dlogits = loss_scale * (softmax(logits) - q), 0 on ignored rows, NaN on rows
 // with an out-of-range target. dlogits may alias logits.
 cudaError_t cross_entropy_backward(const void* logits, DType dt, const int32_t* targets,
                                    const float* lse, int64_t rows, int64_t vocab, float smoothing,
-                                   int ignore_index, float grad_scale, void* dlogits,
+                                   int ignore_index, float loss_scale, void* dlogits,
                                    cudaStream_t stream);
 
 }  // namespace rotor::kernels

@@ -43,9 +43,9 @@ Tensor rotor_sinusoid(int64_t n_pos, int64_t dim) {
 void register_model(const Config& c, int64_t vocab, nn::ParameterStore& store) {
   // The models only register: the store owns the parameters after they go.
   if (c.task == Task::Classification) {
-    models::BertForSequenceClassification model(models::bert_classifier_config(c, vocab), store);
+    models::BertForSequenceClassification model(models::bert_classifier_options(c, vocab), store);
   } else {
-    models::BertForMaskedLM model(models::bert_config(c, vocab), store);
+    models::BertForMaskedLM model(models::bert_options(c, vocab), store);
   }
 }
 

@@ -66,7 +66,7 @@ int run_bleu(const BleuArgs& a) {
   opts.compound_split = a.compound_split;
   opts.effective_order = a.effective_order;
   if (!a.lang.empty()) {
-    if (opts.tokenize != Tokenizer::kMoses)
+    if (opts.tokenize != BleuTokenizer::kMoses)
       ROTOR_FAIL("--lang {} only applies to --tokenize moses (got --tokenize {})", a.lang,
                  a.tokenize);
     opts.lang = a.lang;

@@ -142,7 +142,7 @@ int run_mlm_logits(const MlmLogitsArgs& a) {
   std::unique_ptr<models::BertForMaskedLM> model;
   {
     cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
-    model = std::make_unique<models::BertForMaskedLM>(models::bert_config(cfg, tok.vocab_size()),
+    model = std::make_unique<models::BertForMaskedLM>(models::bert_options(cfg, tok.vocab_size()),
                                                       store);
     store.allocate(device);
     checkpoint::load_weights(dir, store);

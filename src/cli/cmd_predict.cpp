@@ -65,7 +65,7 @@ int run_predict(const PredictArgs& a) {
   {
     cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
     model = std::make_unique<models::BertForSequenceClassification>(
-        models::bert_classifier_config(cfg, tok.vocab_size()), store);
+        models::bert_classifier_options(cfg, tok.vocab_size()), store);
     store.allocate(device);
     checkpoint::load_weights(dir, store);
   }

@@ -158,7 +158,7 @@ int run_translate(const TranslateArgs& a) {
     cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
     tok = data::Tokenizer::load(dir + "/spm.model");
     model = std::make_unique<models::EncoderDecoder>(
-        models::transformer_config(cfg, tok.vocab_size()), store);
+        models::transformer_options(cfg, tok.vocab_size()), store);
     store.allocate(device);
     checkpoint::load_weights(dir, store);
   }

@@ -209,9 +209,9 @@ ClassificationSet read_classification_tsv(const std::string& path, const TsvForm
   return set;
 }
 
-ClassificationBatch make_classification_batch(const ClassificationSet& set,
-                                              const std::vector<int64_t>& indices,
-                                              bool regression) {
+ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
+                                                  const std::vector<int64_t>& indices,
+                                                  bool regression) {
   const int64_t B = static_cast<int64_t>(indices.size());
   ROTOR_CHECK(B > 0, "an empty classification batch");
   int64_t T = 0;
@@ -220,7 +220,7 @@ ClassificationBatch make_classification_batch(const ClassificationSet& set,
   std::vector<int32_t> ids(static_cast<size_t>(B * T), kPadId), types(ids.size(), 0);
   std::vector<int32_t> lengths(static_cast<size_t>(B)), labels;
   std::vector<float> targets;
-  ClassificationBatch batch;
+  ClassificationHostBatch batch;
   batch.indices = indices;
   for (int64_t r = 0; r < B; ++r) {
     const ClassificationExample& ex = set.examples[static_cast<size_t>(indices[r])];
@@ -247,7 +247,7 @@ ClassificationBatcher::ClassificationBatcher(std::shared_ptr<const Classificatio
   ROTOR_CHECK(set_ && set_->size() > 0, "ClassificationBatcher needs examples");
 }
 
-ClassificationBatch ClassificationBatcher::next() {
+ClassificationHostBatch ClassificationBatcher::next() {
   return make_classification_batch(*set_, *plan_.next().ids, regression_);
 }
 

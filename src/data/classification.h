@@ -73,7 +73,7 @@ ClassificationSet read_classification_tsv(const std::string& path, const TsvForm
                                           const Tokenizer& tokenizer, bool require_labels);
 
 // One batch on the CPU (train/task_data.h makes model inputs of it).
-struct ClassificationBatch {
+struct ClassificationHostBatch {
   std::vector<int64_t> indices;  // [B] example ids in the set
   Tensor input_ids;              // i32 [B, T]: right-padded with <pad>
   Tensor token_type_ids;         // i32 [B, T]
@@ -85,8 +85,9 @@ struct ClassificationBatch {
 };
 
 // The batch of these examples (labels included when the set has them).
-ClassificationBatch make_classification_batch(const ClassificationSet& set,
-                                              const std::vector<int64_t>& indices, bool regression);
+ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
+                                                  const std::vector<int64_t>& indices,
+                                                  bool regression);
 
 // Batch size, shuffling, sharding (data/batch_plan.h); the last, partial
 // batch is kept by default.
@@ -100,7 +101,7 @@ class ClassificationBatcher {
  public:
   ClassificationBatcher(std::shared_ptr<const ClassificationSet> set, bool regression,
                         ClassificationBatcherOptions options);
-  ClassificationBatch next();
+  ClassificationHostBatch next();
   BatchPosition position() const { return plan_.position(); }
   void set_position(BatchPosition p) { plan_.set_position(p); }
   std::vector<std::vector<int64_t>> epoch_plan(uint64_t epoch) const {

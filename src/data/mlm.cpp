@@ -166,7 +166,7 @@ MlmBatcher::MlmBatcher(std::shared_ptr<const PackedBlocks> blocks, const Masker&
   ROTOR_CHECK(blocks_, "MlmBatcher needs blocks");
 }
 
-MlmBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t round) const {
+MlmHostBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t round) const {
   const int64_t B = static_cast<int64_t>(ids.size());
   ROTOR_CHECK(B > 0, "an empty MLM batch");
   std::vector<std::vector<int32_t>> rows(ids.size());
@@ -187,7 +187,7 @@ MlmBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t round)
     lengths[b] = static_cast<int32_t>(rows[b].size());
     tokens += lengths[b];
   }
-  MlmBatch batch;
+  MlmHostBatch batch;
   const int64_t M = static_cast<int64_t>(positions.size());
   batch.input_ids = Tensor::from_ints(input, {B, T});
   batch.lengths = Tensor::from_ints(lengths, {B});
@@ -198,7 +198,7 @@ MlmBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t round)
   return batch;
 }
 
-MlmBatch MlmBatcher::next() {
+MlmHostBatch MlmBatcher::next() {
   const BatchPlan::Next n = plan_.next();
   return make_batch(*n.ids, opt_.fixed_masking ? kFixedMaskingRound : n.epoch);
 }

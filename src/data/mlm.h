@@ -118,7 +118,7 @@ class Masker {
 // ---- batching --------------------------------------------------------------
 
 // One masked-LM batch on the CPU (train/task_data.h makes model inputs of it).
-struct MlmBatch {
+struct MlmHostBatch {
   Tensor input_ids;           // i32 [B, T]: masked inputs, right-padded with pad
   Tensor token_type_ids;      // i32 [B, T], or undefined = every token in segment 0
   Tensor lengths;             // i32 [B]: non-pad tokens per row
@@ -150,7 +150,7 @@ class MlmBatcher {
   // A CPU batch: input ids [B, T] (T = the longest block, padded with pad),
   // lengths, masked positions (flat b * T + t) and targets; no token types
   // (segment 0).
-  MlmBatch next();
+  MlmHostBatch next();
   BatchPosition position() const { return plan_.position(); }
   void set_position(BatchPosition p) { plan_.set_position(p); }
 
@@ -159,7 +159,7 @@ class MlmBatcher {
   }
   int64_t batches_in_epoch() const { return plan_.batches_in_epoch(); }
   // The batch of these block ids, masked with `round` (tests, evaluation).
-  MlmBatch make_batch(const std::vector<int64_t>& block_ids, uint64_t round) const;
+  MlmHostBatch make_batch(const std::vector<int64_t>& block_ids, uint64_t round) const;
   const MlmBatcherOptions& options() const { return opt_; }
 
  private:

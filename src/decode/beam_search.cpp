@@ -44,14 +44,14 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(models::EncoderDecoder& m
     ROTOR_FAIL("beam search: lenpen {} and max_len_a {} must be finite, max_len_b {} not negative",
                o.lenpen, o.max_len_a, o.max_len_b);
   const int K = o.beam;
-  const int64_t V = model.config().vocab_size;
+  const int64_t V = model.options().vocab_size;
   ROTOR_CHECK(static_cast<int64_t>(src_lengths.size()) == B, "beam_search: {} lengths for {} rows",
               src_lengths.size(), B);
   std::vector<int64_t> limit(static_cast<size_t>(B));
   int64_t max_len = 1;
   // The limit is computed in double and clamped before it becomes an integer:
   // a large max_len_a must not overflow into a negative (or tiny) limit.
-  const double cap = static_cast<double>(std::max<int64_t>(1, model.config().max_positions - 1));
+  const double cap = static_cast<double>(std::max<int64_t>(1, model.options().max_positions - 1));
   for (int64_t b = 0; b < B; ++b) {
     const double want = std::floor(o.max_len_a * src_lengths[b]) + static_cast<double>(o.max_len_b);
     limit[b] = static_cast<int64_t>(std::clamp(want, 1.0, cap));

@@ -202,7 +202,7 @@ std::string format_bleu(const BleuResult& r, int width) {
 
 std::string bleu_signature(const BleuOptions& opts, int nrefs) {
   std::string tok = tokenizer_name(opts.tokenize);
-  if (opts.tokenize == Tokenizer::kMoses) tok += "-" + opts.lang;
+  if (opts.tokenize == BleuTokenizer::kMoses) tok += "-" + opts.lang;
   if (opts.compound_split) tok += "+atat";
   return fmt::format("nrefs:{}|case:{}|eff:{}|tok:{}|smooth:{}|version:rotor-{}", nrefs,
                      opts.lowercase ? "lc" : "mixed", opts.effective_order ? "yes" : "no", tok,

@@ -25,8 +25,8 @@ BleuSmooth parse_bleu_smooth(const std::string& name);
 const char* bleu_smooth_name(BleuSmooth s);
 
 struct BleuOptions {
-  Tokenizer tokenize = Tokenizer::k13a;
-  std::string lang = "en";  // the language of Tokenizer::kMoses (its apostrophe rules)
+  BleuTokenizer tokenize = BleuTokenizer::k13a;
+  std::string lang = "en";  // the language of BleuTokenizer::kMoses (its apostrophe rules)
   bool lowercase = false;
   // The tokenized, compound-split BLEU of Vaswani et al. and the papers that
   // follow them: after tokenizing hypothesis and references (`tokenize`:

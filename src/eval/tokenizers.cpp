@@ -61,26 +61,26 @@ Str sub_pair(const Str& s, P1 first, P2 second, const Str& pre, const Str& mid, 
 
 }  // namespace
 
-Tokenizer parse_tokenizer(std::string_view name) {
-  if (name == "13a") return Tokenizer::k13a;
-  if (name == "intl") return Tokenizer::kIntl;
-  if (name == "char") return Tokenizer::kChar;
-  if (name == "none") return Tokenizer::kNone;
-  if (name == "moses") return Tokenizer::kMoses;
+BleuTokenizer parse_tokenizer(std::string_view name) {
+  if (name == "13a") return BleuTokenizer::k13a;
+  if (name == "intl") return BleuTokenizer::kIntl;
+  if (name == "char") return BleuTokenizer::kChar;
+  if (name == "none") return BleuTokenizer::kNone;
+  if (name == "moses") return BleuTokenizer::kMoses;
   ROTOR_FAIL("unknown tokenizer '{}' (choose 13a, intl, char, none or moses)", name);
 }
 
-const char* tokenizer_name(Tokenizer t) {
+const char* tokenizer_name(BleuTokenizer t) {
   switch (t) {
-    case Tokenizer::k13a:
+    case BleuTokenizer::k13a:
       return "13a";
-    case Tokenizer::kIntl:
+    case BleuTokenizer::kIntl:
       return "intl";
-    case Tokenizer::kChar:
+    case BleuTokenizer::kChar:
       return "char";
-    case Tokenizer::kNone:
+    case BleuTokenizer::kNone:
       return "none";
-    case Tokenizer::kMoses:
+    case BleuTokenizer::kMoses:
       return "moses";
   }
   return "?";
@@ -421,17 +421,17 @@ std::string tokenize_moses(std::string_view line, std::string_view lang) {
   return out;
 }
 
-std::string tokenize(std::string_view line, Tokenizer t, std::string_view lang) {
+std::string tokenize(std::string_view line, BleuTokenizer t, std::string_view lang) {
   switch (t) {
-    case Tokenizer::k13a:
+    case BleuTokenizer::k13a:
       return tokenize_13a(line);
-    case Tokenizer::kIntl:
+    case BleuTokenizer::kIntl:
       return tokenize_intl(line);
-    case Tokenizer::kChar:
+    case BleuTokenizer::kChar:
       return tokenize_char(line);
-    case Tokenizer::kNone:
+    case BleuTokenizer::kNone:
       return std::string(line);
-    case Tokenizer::kMoses:
+    case BleuTokenizer::kMoses:
       return tokenize_moses(line, lang);
   }
   return std::string(line);

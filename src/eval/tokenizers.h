@@ -17,12 +17,12 @@
 
 namespace rotor::eval {
 
-enum class Tokenizer { k13a, kIntl, kChar, kNone, kMoses };
+enum class BleuTokenizer { k13a, kIntl, kChar, kNone, kMoses };
 
 // "13a", "intl", "char", "none", "moses"; anything else is a user error that
 // lists the choices.
-Tokenizer parse_tokenizer(std::string_view name);
-const char* tokenizer_name(Tokenizer t);
+BleuTokenizer parse_tokenizer(std::string_view name);
+const char* tokenizer_name(BleuTokenizer t);
 
 std::string tokenize_13a(std::string_view line);
 std::string tokenize_intl(std::string_view line);
@@ -51,7 +51,7 @@ std::string tokenize_char(std::string_view line);
 std::string tokenize_moses(std::string_view line, std::string_view lang = "en");
 
 // `lang` only matters for kMoses.
-std::string tokenize(std::string_view line, Tokenizer t, std::string_view lang = "en");
+std::string tokenize(std::string_view line, BleuTokenizer t, std::string_view lang = "en");
 
 // The compound splitting of Vaswani et al.'s tokenized BLEU (tensor2tensor's
 // get_ende_bleu.sh, fairseq's compound_split_bleu.sh): after tokenization, a

@@ -35,8 +35,8 @@ MlmBatch MlmBatch::to(Device device) const {
   return b;
 }
 
-BertEncoder::BertEncoder(const BertConfig& c, nn::ParameterStore& store)
-    : config_(c), store_(&store) {
+BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
+    : options_(c), store_(&store) {
   ROTOR_CHECK(c.vocab_size > 0, "vocabulary size must be positive");
   const int64_t d = c.layer.d_model;
   const std::string p = c.prefix();
@@ -60,7 +60,7 @@ BertEncoder::BertEncoder(const BertConfig& c, nn::ParameterStore& store)
                                               c.layer.layer_norm_eps);
   emb_drop_ = std::make_unique<nn::Dropout>(store, c.layer.dropout);
   take(embeddings_range_);
-  nn::LayerConfig lc = c.layer;
+  nn::LayerOptions lc = c.layer;
   lc.rope = c.position == nn::PositionKind::Rope;
   lc.normal_init_std = c.init_std;
   for (int64_t i = 0; i < c.num_layers; ++i) {
@@ -76,7 +76,7 @@ Tensor BertEncoder::forward(const Tensor& ids, const Tensor& types, const Tensor
               "BERT: input ids must be i32 [B, T], got {}", ids.str());
   B_ = ids.size(0);
   T_ = ids.size(1);
-  const int64_t N = B_ * T_, d = config_.layer.d_model;
+  const int64_t N = B_ * T_, d = options_.layer.d_model;
   ids_ = ids.view({N});
   Tensor x = word_->forward(ids_, ctx);  // [N, d]
   types_ = Tensor();
@@ -94,7 +94,7 @@ Tensor BertEncoder::forward(const Tensor& ids, const Tensor& types, const Tensor
 }
 
 void BertEncoder::backward(const Tensor& dh, const Context& ctx) {
-  const int64_t d = config_.layer.d_model, N = B_ * T_;
+  const int64_t d = options_.layer.d_model, N = B_ * T_;
   Tensor dx = dh.view({B_, T_, d});
   for (size_t i = layers_.size(); i-- > 0;) {
     dx = layers_[i]->backward(dx);
@@ -109,8 +109,8 @@ void BertEncoder::backward(const Tensor& dh, const Context& ctx) {
   ids_ = types_ = Tensor();
 }
 
-BertForMaskedLM::BertForMaskedLM(const BertConfig& c, nn::ParameterStore& store)
-    : config_(c), store_(&store), encoder_(c, store) {
+BertForMaskedLM::BertForMaskedLM(const BertOptions& c, nn::ParameterStore& store)
+    : options_(c), store_(&store), encoder_(c, store) {
   const int64_t d = c.layer.d_model;
   const size_t mark = nn::ParamRange::mark(store);
   transform_ = std::make_unique<nn::Linear>(store, "cls.predictions.transform.dense", d, d, true,
@@ -129,7 +129,7 @@ Tensor BertForMaskedLM::encode(const Tensor& ids, const Tensor& types, const Ten
 }
 
 Tensor BertForMaskedLM::head_logits(const Tensor& h, const Context& ctx) const {
-  Tensor out = ctx.empty({h.size(0), config_.vocab_size});  // [M, V]
+  Tensor out = ctx.empty({h.size(0), options_.vocab_size});  // [M, V]
   ops::GemmOptions o;
   o.trans_b = true;
   o.bias = decoder_bias_->value_in(ctx.dtype);
@@ -141,7 +141,7 @@ Tensor BertForMaskedLM::head_logits(const Tensor& h, const Context& ctx) const {
 MlmSums BertForMaskedLM::forward_loss(const MlmBatch& batch, const Context& ctx) {
   batch_ = batch;
   ctx_ = ctx;
-  const int64_t d = config_.layer.d_model;
+  const int64_t d = options_.layer.d_model;
   Tensor h = encode(batch.input_ids, batch.token_type_ids, batch.lengths, ctx);
   const int64_t N = B_ * T_;
   const int64_t M = batch.masked_positions.defined() ? batch.masked_positions.numel() : 0;
@@ -169,7 +169,7 @@ MlmSums BertForMaskedLM::forward_loss(const MlmBatch& batch, const Context& ctx)
   if (sums.has_correct) {
     const std::vector<float> v = lg.to_floats();
     const std::vector<int32_t> t = batch.masked_targets.to_ints();
-    const int64_t V = config_.vocab_size;
+    const int64_t V = options_.vocab_size;
     for (int64_t i = 0; i < M; ++i) {
       const float* row = v.data() + i * V;
       const int64_t best = std::max_element(row, row + V) - row;
@@ -179,21 +179,21 @@ MlmSums BertForMaskedLM::forward_loss(const MlmBatch& batch, const Context& ctx)
   return sums;
 }
 
-void BertForMaskedLM::backward(float grad_scale) {
+void BertForMaskedLM::backward(float loss_scale) {
   const Context& ctx = ctx_;
   // Each part is reported to ctx.grad_ready right after its backward, in
   // descending offsets (the head, then the encoder's layers from the last and
   // its embeddings); the word embedding, tied to the decoder, with the
   // embeddings at the end. Reported whether or not the batch masks any token,
   // so that every rank reports the same ranges in the same order.
-  const int64_t d = config_.layer.d_model, N = B_ * T_;
+  const int64_t d = options_.layer.d_model, N = B_ * T_;
   Tensor dh = ctx.zeros({N, d});
   if (head_out_.defined()) {
     const int64_t M = head_out_.size(0);
     // Recompute the logits rather than keep [M, V] alive between the passes.
     Tensor lg = head_logits(head_out_, ctx);
     Tensor dlogits = ctx.empty(lg.shape());  // [M, V]
-    ops::cross_entropy_backward(lg, batch_.masked_targets, lse_, 0.0f, -1, grad_scale, dlogits);
+    ops::cross_entropy_backward(lg, batch_.masked_targets, lse_, 0.0f, -1, loss_scale, dlogits);
     lg = Tensor();
     // logits = h E^T + b: dE += dlogits^T h, db += colsum(dlogits), dh = dlogits E.
     nn::Parameter* table = encoder_.word().table();
@@ -220,10 +220,10 @@ void BertForMaskedLM::backward(float grad_scale) {
 Tensor BertForMaskedLM::forward_logits(const Tensor& input_ids, const Tensor& token_type_ids,
                                        const Tensor& lengths, const Context& ctx) {
   Tensor h = encode(input_ids, token_type_ids, lengths, ctx);
-  const int64_t N = B_ * T_, d = config_.layer.d_model;
+  const int64_t N = B_ * T_, d = options_.layer.d_model;
   Tensor t = transform_->apply(h.view({N, d}), ctx);
   t = transform_norm_->apply(t, ctx);
-  return head_logits(t, ctx).view({B_, T_, config_.vocab_size});
+  return head_logits(t, ctx).view({B_, T_, options_.vocab_size});
 }
 
 }  // namespace rotor::models

@@ -44,8 +44,8 @@ namespace rotor::models {
 
 // bert-base-uncased's layer: 768 wide, 12 heads, FFN 3072 with GELU, post-LN,
 // dropout 0.1 (hidden and attention), LayerNorm eps 1e-12.
-inline nn::LayerConfig bert_base_layer() {
-  nn::LayerConfig l;
+inline nn::LayerOptions bert_base_layer() {
+  nn::LayerOptions l;
   l.d_model = 768;
   l.n_heads = 12;
   l.d_ff = 3072;
@@ -61,13 +61,13 @@ inline nn::LayerConfig bert_base_layer() {
 // "bert.encoder.layer.0"; the list in the comment at the top of this file).
 nn::EncoderLayerNames bert_layer_names(const std::string& prefix);
 
-struct BertConfig {
+struct BertOptions {
   int64_t vocab_size = 0;
   int pad_id = 0;
   int64_t num_layers = 12;
   // d_model, heads, d_ff, dropouts, eps, rope base, attention core. BERT is
   // post-LN with GELU; its weights are drawn from N(0, init_std).
-  nn::LayerConfig layer = bert_base_layer();
+  nn::LayerOptions layer = bert_base_layer();
   nn::PositionKind position = nn::PositionKind::Learned;
   int64_t max_positions = 512;
   int64_t type_vocab_size = 2;  // 0: no token type embedding
@@ -81,7 +81,7 @@ struct BertConfig {
 // sequence classifier (models/bert_classifier.h).
 class BertEncoder {
  public:
-  BertEncoder(const BertConfig& config, nn::ParameterStore& store);
+  BertEncoder(const BertOptions& options, nn::ParameterStore& store);
 
   // ids i32 [B, T], token types (or undefined: segment 0), lengths i32 [B]
   // (or undefined: no padding) -> the final hidden states [B, T, d]; keeps
@@ -95,10 +95,10 @@ class BertEncoder {
 
   nn::Embedding& word() { return *word_; }
   const nn::Embedding& word() const { return *word_; }
-  const BertConfig& config() const { return config_; }
+  const BertOptions& options() const { return options_; }
 
  private:
-  BertConfig config_;
+  BertOptions options_;
   nn::ParameterStore* store_;
   std::unique_ptr<nn::Embedding> word_, token_type_;
   std::unique_ptr<nn::PositionEncoding> position_;
@@ -133,13 +133,13 @@ struct MlmSums {
 
 class BertForMaskedLM {
  public:
-  BertForMaskedLM(const BertConfig& config, nn::ParameterStore& store);
+  BertForMaskedLM(const BertOptions& options, nn::ParameterStore& store);
 
   // Forward and loss; keeps what backward needs. Returns host sums.
   MlmSums forward_loss(const MlmBatch& batch, const nn::Context& ctx);
-  // Backward of forward_loss: d(loss_sum * grad_scale); accumulates into the
+  // Backward of forward_loss: d(loss_sum * loss_scale); accumulates into the
   // store's gradients.
-  void backward(float grad_scale);
+  void backward(float loss_scale);
 
   // Inference: ids i32 [B, T], token types (or undefined), lengths i32 [B]
   // (or undefined: no padding) -> logits f32 [B, T, V].
@@ -149,12 +149,12 @@ class BertForMaskedLM {
   Tensor encode(const Tensor& input_ids, const Tensor& token_type_ids, const Tensor& lengths,
                 const nn::Context& ctx);
 
-  const BertConfig& config() const { return config_; }
+  const BertOptions& options() const { return options_; }
 
  private:
   Tensor head_logits(const Tensor& h, const nn::Context& ctx) const;  // [M, d] -> [M, V]
 
-  BertConfig config_;
+  BertOptions options_;
   nn::ParameterStore* store_;
   BertEncoder encoder_;
   std::unique_ptr<nn::Linear> transform_;  // dense with GELU fused

@@ -19,9 +19,9 @@ ClassificationBatch ClassificationBatch::to(Device device) const {
   return b;
 }
 
-BertForSequenceClassification::BertForSequenceClassification(const BertClassifierConfig& c,
+BertForSequenceClassification::BertForSequenceClassification(const BertClassifierOptions& c,
                                                              nn::ParameterStore& store)
-    : config_(c), store_(&store), encoder_(c.encoder, store) {
+    : options_(c), store_(&store), encoder_(c.encoder, store) {
   ROTOR_CHECK(c.num_labels >= 1 && (!c.regression || c.num_labels == 1), "classifier: {} labels{}",
               c.num_labels, c.regression ? " for regression" : "");
   const int64_t d = c.encoder.layer.d_model, C = c.num_labels;
@@ -43,7 +43,7 @@ BertForSequenceClassification::BertForSequenceClassification(const BertClassifie
 }
 
 Tensor BertForSequenceClassification::head_forward(const Tensor& h_cls, const Context& ctx) {
-  if (config_.roformer_head()) {
+  if (options_.roformer_head()) {
     Tensor x = drop_->forward(h_cls, ctx);
     x = dense_->forward(x, ctx);  // the activation fused
     x = drop2_->forward(x, ctx);
@@ -60,7 +60,7 @@ Tensor BertForSequenceClassification::head_forward(const Tensor& h_cls, const Co
 }
 
 Tensor BertForSequenceClassification::head_backward(const Tensor& dlogits) {
-  if (config_.roformer_head()) {
+  if (options_.roformer_head()) {
     Tensor dx = out_proj_->backward(dlogits);
     dx = drop2_->backward(dx);
     dx = dense_->backward(dx);
@@ -80,7 +80,7 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
   Tensor h = encoder_.forward(batch.input_ids, batch.token_type_ids, batch.lengths, ctx);
   B_ = h.size(0);
   T_ = h.size(1);
-  const int64_t d = config_.encoder.layer.d_model, C = config_.num_labels;
+  const int64_t d = options_.encoder.layer.d_model, C = options_.num_labels;
   std::vector<int32_t> rows(static_cast<size_t>(B_));
   for (int64_t b = 0; b < B_; ++b) rows[static_cast<size_t>(b)] = static_cast<int32_t>(b * T_);
   cls_rows_ = Tensor::from_ints(rows, {B_}, ctx.device);
@@ -93,7 +93,7 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
   ClassificationSums sums;
   labels_ = lse_ = Tensor();
   residuals_.clear();
-  if (config_.regression && batch.targets.defined()) {
+  if (options_.regression && batch.targets.defined()) {
     const std::vector<float> t = batch.targets.to_floats();
     ROTOR_CHECK(static_cast<int64_t>(t.size()) == B_, "classifier: {} targets for {} rows",
                 t.size(), B_);
@@ -103,7 +103,7 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
       sums.loss += r * r;
     }
     sums.examples = B_;
-  } else if (!config_.regression && batch.labels.defined()) {
+  } else if (!options_.regression && batch.labels.defined()) {
     labels_ = batch.labels;
     Tensor loss = Tensor::empty({B_}, DType::F32, ctx.device);
     Tensor nll = Tensor::empty({B_}, DType::F32, ctx.device);
@@ -121,23 +121,23 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
   return sums;
 }
 
-void BertForSequenceClassification::backward(float grad_scale) {
+void BertForSequenceClassification::backward(float loss_scale) {
   const Context& ctx = ctx_;
   ROTOR_CHECK(lse_.defined() || !residuals_.empty(),
               "classifier backward without a loss (the batch had no labels)");
   Tensor dlogits;  // [B, C]
-  if (config_.regression) {
+  if (options_.regression) {
     // d(r^2)/dy = 2 r.
     std::vector<float> g(residuals_.size());
-    for (size_t i = 0; i < g.size(); ++i) g[i] = 2.0f * grad_scale * residuals_[i];
+    for (size_t i = 0; i < g.size(); ++i) g[i] = 2.0f * loss_scale * residuals_[i];
     dlogits = Tensor::from_floats(g, logits_.shape(), logits_.dtype(), logits_.device());
   } else {
     dlogits = ctx.empty(logits_.shape());
-    ops::cross_entropy_backward(logits_, labels_, lse_, 0.0f, -1, grad_scale, dlogits);
+    ops::cross_entropy_backward(logits_, labels_, lse_, 0.0f, -1, loss_scale, dlogits);
   }
   Tensor dcls = head_backward(dlogits);  // [B, d]
   ctx.report_grads_ready(*store_, head_range_);
-  const int64_t d = config_.encoder.layer.d_model;
+  const int64_t d = options_.encoder.layer.d_model;
   Tensor dh = ctx.zeros({B_ * T_, d});
   ops::embedding_backward(cls_rows_, dcls, 1.0f, dh, -1);  // scatter to the [CLS] rows
   encoder_.backward(dh.view({B_, T_, d}), ctx);

@@ -27,8 +27,8 @@
 
 namespace rotor::models {
 
-struct BertClassifierConfig {
-  BertConfig encoder;
+struct BertClassifierOptions {
+  BertOptions encoder;
   int64_t num_labels = 2;   // C; 1 with regression
   bool regression = false;  // squared error on one output instead of cross-entropy
   float dropout = 0.1f;     // the head's dropout (Hugging Face: hidden_dropout_prob)
@@ -56,23 +56,23 @@ struct ClassificationSums {
 
 class BertForSequenceClassification {
  public:
-  BertForSequenceClassification(const BertClassifierConfig& config, nn::ParameterStore& store);
+  BertForSequenceClassification(const BertClassifierOptions& options, nn::ParameterStore& store);
 
   // Forward, and the loss when the batch has labels or targets; keeps what
   // backward needs. `logits`, when given, receives the host logits [B * C].
   ClassificationSums forward_loss(const ClassificationBatch& batch, const nn::Context& ctx,
                                   std::vector<float>* logits = nullptr);
-  // Backward of forward_loss: d(loss_sum * grad_scale); accumulates into the
+  // Backward of forward_loss: d(loss_sum * loss_scale); accumulates into the
   // store's gradients. The batch must have had labels or targets.
-  void backward(float grad_scale);
+  void backward(float loss_scale);
 
-  const BertClassifierConfig& config() const { return config_; }
+  const BertClassifierOptions& options() const { return options_; }
 
  private:
   Tensor head_forward(const Tensor& h_cls, const nn::Context& ctx);  // [B, d] -> [B, C]
   Tensor head_backward(const Tensor& dlogits);                       // -> dh_cls [B, d]
 
-  BertClassifierConfig config_;
+  BertClassifierOptions options_;
   nn::ParameterStore* store_;
   BertEncoder encoder_;
   std::unique_ptr<nn::Linear> pooler_, classifier_;  // BERT

@@ -7,9 +7,9 @@ namespace rotor::models {
 namespace {
 
 // The layer options both models read the same way.
-nn::LayerConfig layer_config(const Config& c) {
+nn::LayerOptions layer_options(const Config& c) {
   const ModelConfig& m = c.model;
-  nn::LayerConfig l;
+  nn::LayerOptions l;
   l.d_model = m.d_model;
   l.n_heads = m.n_heads;
   l.d_ff = m.d_ff;
@@ -28,13 +28,13 @@ nn::LayerConfig layer_config(const Config& c) {
 
 }  // namespace
 
-TransformerConfig transformer_config(const Config& c, int64_t vocab_size) {
-  TransformerConfig t;
+TransformerOptions transformer_options(const Config& c, int64_t vocab_size) {
+  TransformerOptions t;
   t.vocab_size = vocab_size;
   t.pad_id = 0;  // SentencePiece models trained by rotor reserve id 0 for <pad>
   t.encoder_layers = c.model.encoder_layers;
   t.decoder_layers = c.model.decoder_layers;
-  t.layer = layer_config(c);
+  t.layer = layer_options(c);
   t.position = c.model.position;
   t.max_positions = c.model.max_positions;
   t.scale_embeddings = c.model.scale_embeddings;
@@ -42,15 +42,15 @@ TransformerConfig transformer_config(const Config& c, int64_t vocab_size) {
   return t;
 }
 
-BertConfig bert_config(const Config& c, int64_t vocab_size) {
+BertOptions bert_options(const Config& c, int64_t vocab_size) {
   if (c.model.norm != NormPlacement::Post)
     ROTOR_FAIL("model.norm: task {} builds BERT/RoFormer, which are post-LN; got {}",
                to_string(c.task), to_string(c.model.norm));
-  BertConfig b;
+  BertOptions b;
   b.vocab_size = vocab_size;
   b.pad_id = 0;
   b.num_layers = c.model.encoder_layers;
-  b.layer = layer_config(c);
+  b.layer = layer_options(c);
   b.position = c.model.position;
   b.max_positions = c.model.max_positions;
   b.type_vocab_size = c.model.type_vocab_size;
@@ -58,9 +58,9 @@ BertConfig bert_config(const Config& c, int64_t vocab_size) {
   return b;
 }
 
-BertClassifierConfig bert_classifier_config(const Config& c, int64_t vocab_size) {
-  BertClassifierConfig k;
-  k.encoder = bert_config(c, vocab_size);
+BertClassifierOptions bert_classifier_options(const Config& c, int64_t vocab_size) {
+  BertClassifierOptions k;
+  k.encoder = bert_options(c, vocab_size);
   k.regression = c.data.regression;
   k.num_labels = c.data.regression ? 1 : static_cast<int64_t>(c.data.labels.size());
   if (k.num_labels < 1)

@@ -15,15 +15,15 @@
 namespace rotor::models {
 
 // The translation model of `config` for a vocabulary of `vocab_size` pieces.
-TransformerConfig transformer_config(const Config& config, int64_t vocab_size);
+TransformerOptions transformer_options(const Config& config, int64_t vocab_size);
 
 // The masked-LM model of `config`. Throws rotor::Error for a config that
 // BERT/RoFormer cannot express (pre-LN).
-BertConfig bert_config(const Config& config, int64_t vocab_size);
+BertOptions bert_options(const Config& config, int64_t vocab_size);
 
 // The sequence classifier of task classification: the encoder of
-// bert_config, data.labels.size() classes (or one output with
+// bert_options, data.labels.size() classes (or one output with
 // data.regression), the head's dropout model.dropout.
-BertClassifierConfig bert_classifier_config(const Config& config, int64_t vocab_size);
+BertClassifierOptions bert_classifier_options(const Config& config, int64_t vocab_size);
 
 }  // namespace rotor::models

@@ -23,8 +23,8 @@ nn::EncoderLayerNames bart_encoder_layer_names(const std::string& p) {
           p + ".final_layer_norm"};
 }
 
-EncoderDecoder::EncoderDecoder(const TransformerConfig& c, nn::ParameterStore& store)
-    : config_(c), store_(&store) {
+EncoderDecoder::EncoderDecoder(const TransformerOptions& c, nn::ParameterStore& store)
+    : options_(c), store_(&store) {
   const int64_t d = c.layer.d_model;
   ROTOR_CHECK(c.vocab_size > 0, "vocabulary size must be positive");
   // Each part's parameters, from the registration marks around it.
@@ -43,7 +43,7 @@ EncoderDecoder::EncoderDecoder(const TransformerConfig& c, nn::ParameterStore& s
   embedding_ = make_embedding(c.share_embeddings ? "model.shared.weight"
                                                  : "model.encoder.embed_tokens.weight");
   take(ranges_.embedding);
-  nn::LayerConfig lc = c.layer;
+  nn::LayerOptions lc = c.layer;
   lc.rope = c.position == nn::PositionKind::Rope;
   const double pos_std = std::pow(static_cast<double>(d), -0.5);
   enc_pos_ = std::make_unique<nn::PositionEncoding>(store, "model.encoder.embed_positions.weight",
@@ -78,14 +78,14 @@ EncoderDecoder::EncoderDecoder(const TransformerConfig& c, nn::ParameterStore& s
 
 Tensor EncoderDecoder::embed(nn::Embedding& table, const Tensor& ids, int64_t offset,
                              nn::PositionEncoding& pos, const Context& ctx) {
-  const int64_t B = ids.size(0), T = ids.size(1), d = config_.layer.d_model;
+  const int64_t B = ids.size(0), T = ids.size(1), d = options_.layer.d_model;
   Tensor x = table.apply(ids, ctx).view({B, T, d});
   pos.add(x, offset, ctx);
   return x;
 }
 
 Tensor EncoderDecoder::logits(const Tensor& h, const Context& ctx) const {
-  Tensor out = ctx.empty({h.size(0), config_.vocab_size});
+  Tensor out = ctx.empty({h.size(0), options_.vocab_size});
   ops::GemmOptions o;
   o.trans_b = true;
   // The output projection is tied to the decoder's input embedding.
@@ -98,7 +98,7 @@ Tensor EncoderDecoder::encode(const Tensor& src, const Tensor& src_lengths, cons
   x = enc_drop_->forward(x, ctx);
   for (auto& layer : encoder_) x = layer->forward(x, src_lengths, ctx);
   if (enc_norm_) {
-    const int64_t B = x.size(0), S = x.size(1), d = config_.layer.d_model;
+    const int64_t B = x.size(0), S = x.size(1), d = options_.layer.d_model;
     x = enc_norm_->forward(x.view({B * S, d}), ctx).view({B, S, d});
   }
   return x;
@@ -109,7 +109,7 @@ LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label
   batch_ = batch;
   ctx_ = ctx;
   smoothing_ = label_smoothing;
-  const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = config_.layer.d_model;
+  const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = options_.layer.d_model;
   memory_ = encode(batch.src, batch.src_lengths, ctx);
   Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);
   y = dec_drop_->forward(y, ctx);
@@ -121,7 +121,7 @@ LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label
   Tensor nll = Tensor::empty({B * T}, DType::F32, ctx.device);
   lse_ = Tensor::empty({B * T}, DType::F32, ctx.device);
   Tensor targets = batch.tgt_out.view({B * T});
-  ops::cross_entropy_forward(lg, targets, label_smoothing, config_.pad_id, loss, nll, lse_);
+  ops::cross_entropy_forward(lg, targets, label_smoothing, options_.pad_id, loss, nll, lse_);
   LossSums sums;
   sums.loss = ops::sum(loss);
   sums.nll = ops::sum(nll);
@@ -130,7 +130,7 @@ LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label
 }
 
 Tensor EncoderDecoder::forward_logits(const TranslationBatch& batch, const Context& ctx) {
-  const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = config_.layer.d_model;
+  const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = options_.layer.d_model;
   Tensor memory = encode(batch.src, batch.src_lengths, ctx);
   Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);
   y = dec_drop_->forward(y, ctx);
@@ -140,20 +140,20 @@ Tensor EncoderDecoder::forward_logits(const TranslationBatch& batch, const Conte
   return logits(h, ctx);
 }
 
-void EncoderDecoder::backward(float grad_scale) {
+void EncoderDecoder::backward(float loss_scale) {
   const Context& ctx = ctx_;
   // Each part is reported to ctx.grad_ready right after its backward (in
   // descending offsets: the layout is construction order); an embedding
   // matrix only after its last use (the decoder's serves the output
   // projection too; a shared one serves all three).
   const auto ready = [&](const nn::ParamRange& r) { ctx.report_grads_ready(*store_, r); };
-  const int64_t B = batch_.tgt_in.size(0), T = batch_.tgt_in.size(1), d = config_.layer.d_model;
+  const int64_t B = batch_.tgt_in.size(0), T = batch_.tgt_in.size(1), d = options_.layer.d_model;
   const int64_t S = batch_.src.size(1);
   // Recompute the logits rather than keep [N, V] alive between the passes.
   Tensor lg = logits(dec_out_, ctx);
   Tensor dlogits = ctx.empty(lg.shape());
-  ops::cross_entropy_backward(lg, batch_.tgt_out.view({B * T}), lse_, smoothing_, config_.pad_id,
-                              grad_scale, dlogits);
+  ops::cross_entropy_backward(lg, batch_.tgt_out.view({B * T}), lse_, smoothing_, options_.pad_id,
+                              loss_scale, dlogits);
   lg = Tensor();
   // logits = h E^T: dE += dlogits^T h, dh = dlogits E.
   nn::Parameter* table = decoder_embedding().table();
@@ -206,7 +206,7 @@ EncoderDecoder::DecodeState EncoderDecoder::start_decoding(const Tensor& memory,
 }
 
 Tensor EncoderDecoder::decode_step(DecodeState& state, const Tensor& tokens, const Context& ctx) {
-  const int64_t B = tokens.size(0), d = config_.layer.d_model;
+  const int64_t B = tokens.size(0), d = options_.layer.d_model;
   ROTOR_CHECK(state.position < state.max_length, "decoding past max length {}", state.max_length);
   Tensor y = embed(decoder_embedding(), tokens.view({B, 1}), state.position, *dec_pos_, ctx);
   for (size_t i = 0; i < decoder_.size(); ++i)
@@ -221,7 +221,7 @@ Tensor EncoderDecoder::decode_step(DecodeState& state, const Tensor& tokens, con
   std::vector<float> p = probs.to_floats();
   for (auto& v : p) v = std::log(std::max(v, 1e-30f));
   state.position += 1;
-  return Tensor::from_floats(p, {B, config_.vocab_size});
+  return Tensor::from_floats(p, {B, options_.vocab_size});
 }
 
 void EncoderDecoder::reorder(DecodeState& state, const Tensor& index) const {

@@ -22,11 +22,11 @@ namespace rotor::models {
 // PREFIX.self_attn_layer_norm, PREFIX.fc1, PREFIX.fc2, PREFIX.final_layer_norm.
 nn::EncoderLayerNames bart_encoder_layer_names(const std::string& prefix);
 
-struct TransformerConfig {
+struct TransformerOptions {
   int64_t vocab_size = 0;
   int pad_id = 0;
   int64_t encoder_layers = 6, decoder_layers = 6;
-  nn::LayerConfig layer;
+  nn::LayerOptions layer;
   nn::PositionKind position = nn::PositionKind::Sinusoidal;
   int64_t max_positions = 1024;
   bool scale_embeddings = true;
@@ -51,14 +51,14 @@ struct LossSums {
 
 class EncoderDecoder {
  public:
-  EncoderDecoder(const TransformerConfig& config, nn::ParameterStore& store);
+  EncoderDecoder(const TransformerOptions& options, nn::ParameterStore& store);
 
   // Forward and loss; keeps what backward needs. Returns the sums (host).
   LossSums forward_loss(const TranslationBatch& batch, float label_smoothing,
                         const nn::Context& ctx);
-  // Backward of forward_loss: d(loss_sum * grad_scale); accumulates into the
+  // Backward of forward_loss: d(loss_sum * loss_scale); accumulates into the
   // store's gradients.
-  void backward(float grad_scale);
+  void backward(float loss_scale);
   // Teacher-forced logits f32 [B*T, V] of the whole target (tests compare
   // incremental decoding against it). Overwrites what the layers saved for a
   // backward: run backward() first.
@@ -78,7 +78,7 @@ class EncoderDecoder {
   // Keeps rows `index` (i32 [B']) of every cache (beam search).
   void reorder(DecodeState& state, const Tensor& index) const;
 
-  const TransformerConfig& config() const { return config_; }
+  const TransformerOptions& options() const { return options_; }
 
  private:
   // Token embeddings of `table` plus positions from `offset`: [B, T, d].
@@ -86,7 +86,7 @@ class EncoderDecoder {
                const nn::Context& ctx);
   Tensor logits(const Tensor& h, const nn::Context& ctx) const;  // h [N, d] -> [N, V]
 
-  TransformerConfig config_;
+  TransformerOptions options_;
   nn::ParameterStore* store_;
   std::unique_ptr<nn::Embedding> embedding_;      // shared, or the encoder's
   std::unique_ptr<nn::Embedding> dec_embedding_;  // the decoder's when not shared

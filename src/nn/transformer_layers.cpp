@@ -6,7 +6,7 @@ namespace {
 AttentionNames names(const std::string& p) {
   return {p + ".q_proj", p + ".k_proj", p + ".v_proj", p + ".out_proj"};
 }
-MultiHeadAttentionOptions attention_options(const LayerConfig& c, bool causal, bool rope) {
+MultiHeadAttentionOptions attention_options(const LayerOptions& c, bool causal, bool rope) {
   MultiHeadAttentionOptions a;
   a.normal_init_std = c.normal_init_std;
   a.d_model = c.d_model;
@@ -19,12 +19,12 @@ MultiHeadAttentionOptions attention_options(const LayerConfig& c, bool causal, b
   a.rope_in_kernel = c.rope_in_kernel;
   return a;
 }
-Init ffn_init(const LayerConfig& c) {
+Init ffn_init(const LayerOptions& c) {
   return c.normal_init_std ? Init::normal(*c.normal_init_std) : Init::xavier_uniform();
 }
 }  // namespace
 
-EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const LayerConfig& c)
+EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const LayerOptions& c)
     : attn_(s, n.attention, attention_options(c, false, c.rope), false),
       attn_res_(s, n.attention_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
       ffn_(s, n.fc1, n.fc2, c.d_model, c.d_ff, c.activation, c.activation_dropout, ffn_init(c)),
@@ -51,7 +51,7 @@ Tensor EncoderLayer::backward(const Tensor& dy) {
   return attn_res_.begin_backward(dh).view({B_, T_, d_});
 }
 
-DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerConfig& c)
+DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerOptions& c)
     : self_attn_(s, names(p + ".self_attn"), attention_options(c, true, c.rope), false),
       self_res_(s, p + ".self_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout,
                 c.post_norm),

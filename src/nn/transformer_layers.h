@@ -20,7 +20,7 @@
 
 namespace rotor::nn {
 
-struct LayerConfig {
+struct LayerOptions {
   int64_t d_model = 512, n_heads = 8, d_ff = 2048;
   ops::Activation activation = ops::Activation::ReLU;
   float dropout = 0.1f, attention_dropout = 0.0f, activation_dropout = 0.0f;
@@ -43,7 +43,7 @@ struct EncoderLayerNames {
 
 class EncoderLayer {
  public:
-  EncoderLayer(ParameterStore& store, const EncoderLayerNames& names, const LayerConfig& c);
+  EncoderLayer(ParameterStore& store, const EncoderLayerNames& names, const LayerOptions& c);
   // x [B, T, d], lengths i32 [B] -> [B, T, d]
   Tensor forward(const Tensor& x, const Tensor& lengths, const Context& ctx);
   Tensor backward(const Tensor& dy);
@@ -58,7 +58,7 @@ class EncoderLayer {
 
 class DecoderLayer {
  public:
-  DecoderLayer(ParameterStore& store, const std::string& prefix, const LayerConfig& c);
+  DecoderLayer(ParameterStore& store, const std::string& prefix, const LayerOptions& c);
   // x [B, T, d] (causal), memory [B, S, d] with lengths i32 [B].
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
                  const Context& ctx);

@@ -28,8 +28,8 @@ void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const
   }
   ROTOR_DISPATCH_CUDA(params, adamw_step(params, grads, m, v, o));
 
-  float grad_scale = o.grad_scale;
-  if (o.device_scale.defined()) grad_scale *= o.device_scale.data<float>()[0];
+  float grad_multiplier = o.grad_multiplier;
+  if (o.device_scale.defined()) grad_multiplier *= o.device_scale.data<float>()[0];
   // Bias corrections in double, as PyTorch computes them on the host.
   const double bc1 = 1.0 - std::pow(static_cast<double>(o.beta1), static_cast<double>(o.step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(o.beta2), static_cast<double>(o.step));
@@ -43,7 +43,7 @@ void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const
   float* pv = v.data<float>();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float g = pg[i] * grad_scale + l2 * pp[i];
+    const float g = pg[i] * grad_multiplier + l2 * pp[i];
     pm[i] = b1 * pm[i] + (1.0f - b1) * g;
     pv[i] = b2 * pv[i] + (1.0f - b2) * g * g;
     const float denom = std::sqrt(pv[i]) / bc2_sqrt + eps;

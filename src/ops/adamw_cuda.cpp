@@ -24,7 +24,7 @@ void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
   a.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   a.decay = 1.0f - o.lr * o.weight_decay;
   a.l2 = o.l2;
-  a.grad_scale = o.grad_scale;
+  a.grad_multiplier = o.grad_multiplier;
   if (o.device_scale.defined()) a.device_scale = o.device_scale.data<float>();
   ROTOR_CUDA_CHECK(kernels::adamw_step(params.data<float>(), grads.raw(), grads.dtype(),
                                        m.data<float>(), v.data<float>(), params.numel(), a,

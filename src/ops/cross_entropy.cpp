@@ -91,7 +91,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float sm
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            float smoothing, int ignore_index, float grad_scale, Tensor& dlogits) {
+                            float smoothing, int ignore_index, float loss_scale, Tensor& dlogits) {
   const int64_t vocab = check_ce(logits, targets, smoothing, "cross_entropy_backward");
   const int64_t n = logits.size(0);
   check_row_output(lse, n, logits, "cross_entropy_backward lse");
@@ -100,11 +100,11 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
     ROTOR_FAIL("cross_entropy_backward: dlogits dtype must match logits");
   check_same_device(dlogits, logits, "cross_entropy_backward");
   ROTOR_DISPATCH_CUDA(logits, cross_entropy_backward(logits, targets, lse, smoothing, ignore_index,
-                                                     grad_scale, dlogits));
+                                                     loss_scale, dlogits));
   if (detail::F32Compute::needed({&logits})) {
     detail::F32Compute f;
     Tensor d32 = f.output(dlogits);
-    cross_entropy_backward(f.input(logits), targets, lse, smoothing, ignore_index, grad_scale, d32);
+    cross_entropy_backward(f.input(logits), targets, lse, smoothing, ignore_index, loss_scale, d32);
     f.commit();
     return;
   }
@@ -127,7 +127,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
     }
     for (int64_t j = 0; j < vocab; ++j) {
       const float p = std::exp(row[j] - ps[i]);
-      drow[j] = grad_scale * (p - (j == t ? on : off));
+      drow[j] = loss_scale * (p - (j == t ? on : off));
     }
   }
 }

@@ -13,9 +13,9 @@ namespace rotor::ops {
 // Ignored rows get 0 loss and 0 nll.
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float smoothing,
                            int ignore_index, Tensor& loss, Tensor& nll, Tensor& lse);
-// dlogits = grad_scale * (softmax(logits) - q), 0 on ignored rows; dlogits has
-// logits' dtype (grad_scale carries the fp16 loss scale).
+// dlogits = loss_scale * (softmax(logits) - q), 0 on ignored rows; dlogits has
+// logits' dtype (loss_scale: the fp16 loss scale S, else 1).
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            float smoothing, int ignore_index, float grad_scale, Tensor& dlogits);
+                            float smoothing, int ignore_index, float loss_scale, Tensor& dlogits);
 
 }  // namespace rotor::ops

@@ -19,12 +19,12 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float sm
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            float smoothing, int ignore_index, float grad_scale, Tensor& dlogits) {
+                            float smoothing, int ignore_index, float loss_scale, Tensor& dlogits) {
   cuda_glue::DeviceScope s(logits);
   const int64_t n = logits.size(0);
   ROTOR_CUDA_CHECK(kernels::cross_entropy_backward(
       logits.raw(), logits.dtype(), targets.data<int32_t>(), lse.data<float>(), n, logits.size(1),
-      smoothing, ignore_index, grad_scale, dlogits.raw(), s.stream()));
+      smoothing, ignore_index, loss_scale, dlogits.raw(), s.stream()));
 }
 
 }  // namespace rotor::ops::cuda_impl

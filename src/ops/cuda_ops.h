@@ -52,7 +52,7 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, float scale, Tens
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float smoothing,
                            int ignore_index, Tensor& loss, Tensor& nll, Tensor& lse);
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            float smoothing, int ignore_index, float grad_scale, Tensor& dlogits);
+                            float smoothing, int ignore_index, float loss_scale, Tensor& dlogits);
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionOptions& options, Tensor& out, Tensor& probs);

@@ -8,8 +8,8 @@
 namespace rotor::optim {
 
 ops::AdamWOptions adamw_options(const OptimizerOptions& options, double lr, int64_t step,
-                                double grad_scale, double grad_norm) {
-  double scale = grad_scale;
+                                double grad_multiplier, double grad_norm) {
+  double scale = grad_multiplier;
   if (options.clip_norm > 0 && grad_norm > options.clip_norm)
     scale *= options.clip_norm / (grad_norm + 1e-6);
   ops::AdamWOptions o;
@@ -18,7 +18,7 @@ ops::AdamWOptions adamw_options(const OptimizerOptions& options, double lr, int6
   o.beta2 = static_cast<float>(options.beta2);
   o.eps = static_cast<float>(options.eps);
   o.step = step;
-  o.grad_scale = static_cast<float>(scale);
+  o.grad_multiplier = static_cast<float>(scale);
   return o;
 }
 
@@ -48,17 +48,17 @@ Optimizer::Optimizer(nn::ParameterStore& store, const OptimizerOptions& options)
   v_ = Tensor::zeros({store.numel()}, DType::F32, store.device());
 }
 
-StepInfo Optimizer::step(double lr, double grad_scale) {
+StepInfo Optimizer::step(double lr, double grad_multiplier) {
   StepInfo info;
   Tensor& grads = store_->grads();
   // The norm decides clipping and catches inf/NaN; it needs one host read.
-  const double norm = ops::global_norm({grads}).item() * grad_scale;
+  const double norm = ops::global_norm({grads}).item() * grad_multiplier;
   info.grad_norm = norm;
   if (!std::isfinite(norm)) {
     info.skipped = true;
     return info;
   }
-  ops::AdamWOptions o = adamw_options(options_, lr, ++step_, grad_scale, norm);
+  ops::AdamWOptions o = adamw_options(options_, lr, ++step_, grad_multiplier, norm);
   // Runs of consecutive parameters with the same decay flag: one call each.
   if (options_.weight_decay == 0.0) {  // one call over the whole buffer
     ops::adamw_step(store_->values(), grads, m_, v_, o);

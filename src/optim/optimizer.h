@@ -26,10 +26,10 @@ struct StepInfo {
 
 // The step both optimizers (this one and parallel::ShardedAdamW) share: given the
 // norm of the scaled gradients, the AdamW options of update `step` with the
-// clipping coefficient folded into grad_scale (weight_decay left at 0 for
+// clipping coefficient folded into grad_multiplier (weight_decay left at 0 for
 // the caller to set per run of parameters).
 ops::AdamWOptions adamw_options(const OptimizerOptions& options, double lr, int64_t step,
-                                double grad_scale, double grad_norm);
+                                double grad_multiplier, double grad_norm);
 // Runs of consecutive parameters (flat elements [begin, begin + count)) that
 // share a weight-decay setting (biases and norms have none): one optimizer
 // call each.
@@ -46,9 +46,10 @@ void set_weight_decay(ops::AdamWOptions& o, const OptimizerOptions& options, boo
 class Optimizer {
  public:
   Optimizer(nn::ParameterStore& store, const OptimizerOptions& options);
-  // One update with learning rate lr. Gradients are multiplied by grad_scale
-  // (e.g. 1/loss_scale) before anything else. Increments step().
-  StepInfo step(double lr, double grad_scale = 1.0);
+  // One update with learning rate lr. Gradients are multiplied by
+  // grad_multiplier (the trainer's 1/(tokens*loss_scale)) before
+  // anything else. Increments step().
+  StepInfo step(double lr, double grad_multiplier = 1.0);
   int64_t steps() const { return step_; }
   void set_steps(int64_t s) { step_ = s; }
   Tensor& exp_avg() { return m_; }     // f32 [numel]

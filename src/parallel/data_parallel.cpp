@@ -159,7 +159,7 @@ ShardedAdamW::ShardedAdamW(nn::ParameterStore& store, const optim::OptimizerOpti
   }
 }
 
-optim::StepInfo ShardedAdamW::step(double lr, double grad_scale) {
+optim::StepInfo ShardedAdamW::step(double lr, double grad_multiplier) {
   optim::StepInfo info;
   Tensor& grads = store_->grads();
   Tensor& values = store_->values();
@@ -178,13 +178,13 @@ optim::StepInfo ShardedAdamW::step(double lr, double grad_scale) {
   }
   std::vector<double> acc{sq};
   comm_->all_reduce_host(acc, ReduceOp::Sum);
-  const double norm = std::sqrt(acc[0]) * grad_scale;
+  const double norm = std::sqrt(acc[0]) * grad_multiplier;
   info.grad_norm = norm;
   if (!std::isfinite(norm)) {  // every rank sees the same norm: all skip
     info.skipped = true;
     return info;
   }
-  ops::AdamWOptions o = optim::adamw_options(options_, lr, ++step_, grad_scale, norm);
+  ops::AdamWOptions o = optim::adamw_options(options_, lr, ++step_, grad_multiplier, norm);
   // 3. AdamW on the shard, one call per decay run.
   for (const Run& r : runs_) {
     optim::set_weight_decay(o, options_, r.no_decay);

@@ -53,7 +53,7 @@ void broadcast_parameters(Communicator& comm, nn::ParameterStore& store, int roo
 void all_reduce_gradients(Communicator& comm, Tensor& flat_grads);
 
 // The sum over ranks of host counters (loss sum, target tokens, ...), in
-// place. Normalize by the global token count: grad_scale = 1 / sum(tokens).
+// place. Normalize by the global token count: grad_multiplier = 1 / sum(tokens).
 void all_reduce_counts(Communicator& comm, std::vector<double>& values);
 
 class GradientBuckets {
@@ -117,7 +117,7 @@ class GradientBuckets {
 // AdamW with the moments sharded over the ranks. Shard r owns flat elements
 // [r * S, min((r + 1) * S, numel)) with S = ceil(numel / world_size); the
 // buffers are padded to world_size * S for the collectives. Same semantics as
-// optim::Optimizer::step (grad_scale, clipping by the global norm, no decay
+// optim::Optimizer::step (grad_multiplier, clipping by the global norm, no decay
 // for no_decay parameters, skipping non-finite updates), with the gradients
 // summed over ranks first. The store's gradients are not all-reduced in place.
 class ShardedAdamW {
@@ -126,7 +126,7 @@ class ShardedAdamW {
                Communicator& comm);
 
   // Collective. Leaves every rank with identical, updated weights.
-  optim::StepInfo step(double lr, double grad_scale = 1.0);
+  optim::StepInfo step(double lr, double grad_multiplier = 1.0);
   int64_t steps() const { return step_; }
   void set_steps(int64_t s) { step_ = s; }
 

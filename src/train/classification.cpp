@@ -11,9 +11,9 @@ namespace rotor::train {
 ClassificationOutputs classify(models::BertForSequenceClassification& model,
                                const data::ClassificationSet& set, int64_t batch_size,
                                Device device) {
-  const bool regression = model.config().regression;
+  const bool regression = model.options().regression;
   ClassificationOutputs out;
-  out.num_labels = model.config().num_labels;
+  out.num_labels = model.options().num_labels;
   out.logits.reserve(static_cast<size_t>(set.size() * out.num_labels));
   nn::Context ctx;
   ctx.training = false;
@@ -22,7 +22,7 @@ ClassificationOutputs classify(models::BertForSequenceClassification& model,
   for (int64_t first = 0; first < set.size(); first += batch_size) {
     std::vector<int64_t> ids(static_cast<size_t>(std::min(batch_size, set.size() - first)));
     std::iota(ids.begin(), ids.end(), first);
-    const data::ClassificationBatch b = data::make_classification_batch(set, ids, regression);
+    const data::ClassificationHostBatch b = data::make_classification_batch(set, ids, regression);
     const models::ClassificationSums s = model.forward_loss(to_model_batch(b, device), ctx, &lg);
     out.logits.insert(out.logits.end(), lg.begin(), lg.end());
     TaskSums t;

@@ -37,7 +37,7 @@ class ClassificationTask : public TrainingTask {
     if (!c.data.valid.empty()) valid_ = read(c.data.valid);
     if (!c.data.test.empty()) test_ = read(c.data.test);
     model_ = std::make_unique<models::BertForSequenceClassification>(
-        models::bert_classifier_config(c, tokenizer_.vocab_size()), store_);
+        models::bert_classifier_options(c, tokenizer_.vocab_size()), store_);
     store_.allocate(device);
     data::ClassificationBatcherOptions bo;
     bo.batch_size = c.train.batch_size;
@@ -52,7 +52,7 @@ class ClassificationTask : public TrainingTask {
   int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
 
   TaskSums train_micro_batch(const nn::Context& ctx) override {
-    const data::ClassificationBatch db = batcher_->next();
+    const data::ClassificationHostBatch db = batcher_->next();
     const models::ClassificationBatch b = to_model_batch(db, device_);
     if (ctx.phase_hook) ctx.phase_hook->forward_begins(b.input_ids.size(0), b.input_ids.size(1), 0);
     const models::ClassificationSums s = model_->forward_loss(b, ctx);

@@ -37,7 +37,7 @@ class MlmTask : public TrainingTask {
     if (!c.data.valid.empty()) valid_blocks_ = open("valid");
     if (!c.data.test.empty()) test_blocks_ = open("test");
     model_ = std::make_unique<models::BertForMaskedLM>(
-        models::bert_config(c, tokenizer_.vocab_size()), store_);
+        models::bert_options(c, tokenizer_.vocab_size()), store_);
     store_.allocate(device);
     data::MlmBatcherOptions bo;
     bo.batch_size = c.train.batch_size;

@@ -38,7 +38,7 @@ class PrecisionPolicy {
 
   DType compute_dtype() const { return dtype_; }
   // The factor of the loss gradient (nn::Context::loss_scale): the fp16
-  // loss scale, else 1. The optimizer's grad_scale is divided by it.
+  // loss scale, else 1. The optimizer's grad_multiplier is divided by it.
   float loss_scale() const { return scaler_ ? static_cast<float>(scaler_->scale()) : 1.0f; }
 
   // The loss scale of a resumed checkpoint (fp16; ignored otherwise).

@@ -121,9 +121,10 @@ UpdateResult UpdateStep::run(checkpoint::TrainerState& state, StepPhases* phases
   // Loss and gradients are normalized by the tokens of the whole update on
   // all ranks (target tokens for translation, masked tokens for masked-LM),
   // and the fp16 loss scale is divided out again.
-  const double grad_scale = 1.0 / (static_cast<double>(r.sums.tokens) * ctx_.loss_scale);
+  const double grad_multiplier = 1.0 / (static_cast<double>(r.sums.tokens) * ctx_.loss_scale);
   precision_.before_step(update);
-  r.info = sharded_ ? sharded_->step(r.lr, grad_scale) : optimizer_.step(r.lr, grad_scale);
+  r.info =
+      sharded_ ? sharded_->step(r.lr, grad_multiplier) : optimizer_.step(r.lr, grad_multiplier);
   // A non-finite gradient norm skipped the step (weights and moments
   // untouched): counted and logged, and the fp16 loss scale halves.
   precision_.after_step(r.info, update, state);

@@ -127,7 +127,7 @@ data::TsvFormat tsv_format(const Config& c) {
   return f;
 }
 
-models::ClassificationBatch to_model_batch(const data::ClassificationBatch& b, Device device) {
+models::ClassificationBatch to_model_batch(const data::ClassificationHostBatch& b, Device device) {
   models::ClassificationBatch m;
   m.input_ids = b.input_ids;
   m.token_type_ids = b.token_type_ids;
@@ -138,7 +138,7 @@ models::ClassificationBatch to_model_batch(const data::ClassificationBatch& b, D
   return m.to(device);
 }
 
-models::MlmBatch to_model_batch(const data::MlmBatch& b, Device device) {
+models::MlmBatch to_model_batch(const data::MlmHostBatch& b, Device device) {
   auto on_device = [&](const Tensor& t) { return t.defined() ? t.to(device) : Tensor(); };
   models::MlmBatch m;
   m.input_ids = on_device(b.input_ids);

@@ -69,7 +69,8 @@ data::TsvFormat tsv_format(const Config& config);
 
 // Batches of the data layer as model inputs on `device`.
 models::TranslationBatch to_model_batch(const data::Batch& batch, Device device);
-models::MlmBatch to_model_batch(const data::MlmBatch& batch, Device device);
-models::ClassificationBatch to_model_batch(const data::ClassificationBatch& batch, Device device);
+models::MlmBatch to_model_batch(const data::MlmHostBatch& batch, Device device);
+models::ClassificationBatch to_model_batch(const data::ClassificationHostBatch& batch,
+                                           Device device);
 
 }  // namespace rotor::train

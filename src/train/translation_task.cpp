@@ -17,7 +17,7 @@ class TranslationTask : public TrainingTask {
   TranslationTask(const Config& c, Device device, int rank, int world_size)
       : config_(c), data_(load_translation_data(c, true)) {
     model_ = std::make_unique<models::EncoderDecoder>(
-        models::transformer_config(c, data_.tokenizer.vocab_size()), store_);
+        models::transformer_options(c, data_.tokenizer.vocab_size()), store_);
     store_.allocate(device);
     data::BatcherOptions bo;
     bo.max_tokens = c.data.max_tokens;

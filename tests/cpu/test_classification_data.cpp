@@ -151,7 +151,7 @@ TEST_F(Tsv, RegressionHeaderlessTestFilesAndTruncation) {
   EXPECT_FALSE(u.has_labels);
   EXPECT_EQ(u.size(), 1);
   EXPECT_THROW(data::read_classification_tsv(t, g, *tok_, true), Error);
-  const data::ClassificationBatch b = data::make_classification_batch(u, {0}, false);
+  const data::ClassificationHostBatch b = data::make_classification_batch(u, {0}, false);
   EXPECT_FALSE(b.labels.defined());
   EXPECT_FALSE(b.targets.defined());
 }
@@ -203,7 +203,7 @@ TEST_F(Tsv, BatcherIsDeterministicShardedAndResumable) {
   a.next();
   a.next();
   b.set_position(a.position());
-  const data::ClassificationBatch x = a.next(), y = b.next();
+  const data::ClassificationHostBatch x = a.next(), y = b.next();
   EXPECT_EQ(x.indices, y.indices);
   EXPECT_EQ(x.input_ids.to_ints(), y.input_ids.to_ints());
   EXPECT_EQ(x.labels.shape(), (Shape{5}));

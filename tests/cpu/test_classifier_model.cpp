@@ -27,8 +27,8 @@ void jitter(nn::ParameterStore& store, uint64_t seed, float amount) {
   store.values().copy_from(Tensor::from_floats(v, {static_cast<int64_t>(v.size())}));
 }
 
-models::BertClassifierConfig tiny(bool roformer, bool regression) {
-  models::BertClassifierConfig c;
+models::BertClassifierOptions tiny(bool roformer, bool regression) {
+  models::BertClassifierOptions c;
   c.encoder.vocab_size = 40;
   c.encoder.num_layers = 2;
   c.encoder.layer = models::bert_base_layer();
@@ -77,7 +77,7 @@ TEST_P(ClassifierGrad, MatchesFiniteDifferences) {
   store.initialize(1);
   jitter(store, 2, 0.1f);
   nn::Parameter* word =
-      store.find(model.config().encoder.prefix() + ".embeddings.word_embeddings.weight");
+      store.find(model.options().encoder.prefix() + ".embeddings.word_embeddings.weight");
   ASSERT_NE(word, nullptr);
   for (int64_t j = 0; j < 16; ++j) word->value.data<float>()[j] = 0.0f;  // the pad row
   const models::ClassificationBatch batch = tiny_batch(hc.regression);
@@ -92,7 +92,7 @@ TEST_P(ClassifierGrad, MatchesFiniteDifferences) {
   EXPECT_EQ(s.examples, 3);
   EXPECT_EQ(s.has_correct, !hc.regression);
   // The loss from the logits, computed here.
-  const int64_t C = model.config().num_labels;
+  const int64_t C = model.options().num_labels;
   ASSERT_EQ(static_cast<int64_t>(logits.size()), 3 * C);
   double expect = 0;
   int64_t correct = 0;

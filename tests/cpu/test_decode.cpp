@@ -26,7 +26,7 @@ namespace rotor {
 namespace {
 
 using models::EncoderDecoder;
-using models::TransformerConfig;
+using models::TransformerOptions;
 using models::TranslationBatch;
 using nn::PositionKind;
 
@@ -41,8 +41,8 @@ constexpr int64_t kVocab = 24;
 
 using Seq = std::vector<int32_t>;
 
-TransformerConfig tiny_config(PositionKind position, bool post, int64_t max_positions = 64) {
-  TransformerConfig c;
+TransformerOptions tiny_config(PositionKind position, bool post, int64_t max_positions = 64) {
+  TransformerOptions c;
   c.vocab_size = kVocab;
   c.pad_id = kPad;
   c.encoder_layers = 2;
@@ -60,7 +60,7 @@ TransformerConfig tiny_config(PositionKind position, bool post, int64_t max_posi
 struct Model {
   nn::ParameterStore store;
   std::unique_ptr<EncoderDecoder> model;
-  Model(const TransformerConfig& c, uint64_t seed) {
+  Model(const TransformerOptions& c, uint64_t seed) {
     model = std::make_unique<EncoderDecoder>(c, store);
     store.allocate(Device::cpu());
     store.initialize(seed);
@@ -418,7 +418,7 @@ TEST(Decode, MaxLengthRespected) {
 // skip the special tokens and stop exactly at the length limit.
 TEST(Decode, SkipsSpecialTokensAndStopsAtLimit) {
   for (int64_t max_positions : {64, 8}) {
-    TransformerConfig cfg = tiny_config(PositionKind::Sinusoidal, true, max_positions);
+    TransformerOptions cfg = tiny_config(PositionKind::Sinusoidal, true, max_positions);
     Model m(cfg, 100);
     const int64_t d = cfg.layer.d_model;
     // The last decoder layer ends with a layer norm: gain 0 makes its output

@@ -33,14 +33,14 @@ TEST(Bleu, SacrebleuReadmeExample) {
       bleu_signature({}, 2),
       std::string("nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:rotor-") + ROTOR_VERSION);
   BleuOptions none;
-  none.tokenize = Tokenizer::kNone;
+  none.tokenize = BleuTokenizer::kNone;
   const BleuResult n = corpus_bleu(kReadmeHyps, kReadmeRefs, none);
   EXPECT_NEAR(n.score, 49.19195660047277, 1e-9);
   EXPECT_EQ(
       format_bleu(n),
       "BLEU = 49.19 71.4/54.5/50.0/40.0 (BP = 0.931 ratio = 0.933 hyp_len = 14 ref_len = 15)");
   BleuOptions intl;
-  intl.tokenize = Tokenizer::kIntl;
+  intl.tokenize = BleuTokenizer::kIntl;
   EXPECT_NEAR(corpus_bleu(kReadmeHyps, kReadmeRefs, intl).score, 43.91623493336995, 1e-9);
 }
 
@@ -138,7 +138,7 @@ TEST(TokenizerIntl, MatchesSacrebleu) {
   EXPECT_EQ(tokenize_intl("l'homme «ici»"), "l ' homme « ici »");
   EXPECT_EQ(tokenize_intl("x.y a.1 1.a"), "x . y a . 1 1 . a");
   EXPECT_EQ(tokenize_intl("50% $5 a+b=c ©"), "50 % $ 5 a + b = c ©");
-  EXPECT_EQ(tokenize(" keep  as is ", Tokenizer::kNone), " keep  as is ");
+  EXPECT_EQ(tokenize(" keep  as is ", BleuTokenizer::kNone), " keep  as is ");
   EXPECT_THROW(parse_tokenizer("mosess"), Error);
 }
 
@@ -147,7 +147,7 @@ TEST(TokenizerMoses, MatchesTokenizerPerl) {
   // mode, no -a) given rotor's abbreviation lists as its nonbreaking-prefix
   // files; rotor's tokenizer also agreed with it token for token on all of
   // newstest2014 (en, de) and the Multi30k training text.
-  EXPECT_EQ(parse_tokenizer("moses"), Tokenizer::kMoses);
+  EXPECT_EQ(parse_tokenizer("moses"), BleuTokenizer::kMoses);
   EXPECT_EQ(
       tokenize_moses("\u201eDas ist's\u201c, sagte Dr. M\u00fcller am 3. Oktober in Berlin-Mitte "
                      "(ca. 5 Mio. Euro)... Ende.",
@@ -178,14 +178,14 @@ TEST(TokenizerMoses, MatchesTokenizerPerl) {
                            "de"),
             "a bc \u00ad x \u00b2");
   EXPECT_EQ(tokenize_moses("   ", "de"), "");
-  EXPECT_EQ(tokenize(" x.", Tokenizer::kMoses, "de"), "x .");
+  EXPECT_EQ(tokenize(" x.", BleuTokenizer::kMoses, "de"), "x .");
 }
 
 TEST(Bleu, SplitCompoundsAfterAnyTokenizer) {
   // The paper protocol: Moses-tokenize, then split compounds, in hypothesis
   // and reference alike.
   BleuOptions opts;
-  opts.tokenize = Tokenizer::kMoses;
+  opts.tokenize = BleuTokenizer::kMoses;
   opts.lang = "de";
   opts.compound_split = true;
   EXPECT_EQ(bleu_words("Die Rich-Text-Datei (\u201eRTF\u201c) ist's, 5-mal.", opts),
@@ -193,12 +193,12 @@ TEST(Bleu, SplitCompoundsAfterAnyTokenizer) {
                                       "Datei", "(", "\u201e", "RTF", "\u201c", ")", "ist", "'", "s",
                                       ",", "5", "##AT##-##AT##", "mal", "."}));
   // A dash between spaces stays; 13a has already split "1990-2000".
-  opts.tokenize = Tokenizer::k13a;
+  opts.tokenize = BleuTokenizer::k13a;
   EXPECT_EQ(
       bleu_words("x - y 1990-2000 a-b", opts),
       (std::vector<std::string>{"x", "-", "y", "1990", "-", "2000", "a", "##AT##-##AT##", "b"}));
   EXPECT_EQ(bleu_signature(opts, 1).find("tok:13a+atat|"), bleu_signature(opts, 1).find("tok:"));
-  opts.tokenize = Tokenizer::kMoses;
+  opts.tokenize = BleuTokenizer::kMoses;
   EXPECT_NE(bleu_signature(opts, 1).find("|tok:moses-de+atat|"), std::string::npos);
   opts.compound_split = false;
   EXPECT_NE(bleu_signature(opts, 1).find("|tok:moses-de|"), std::string::npos);
@@ -213,7 +213,7 @@ TEST(Bleu, SplitCompoundsScoreByHand) {
   const std::vector<std::vector<std::string>> ref = {{"Die Rich-Text-Datei ist sehr gross."}};
   const double expected =
       100.0 * std::exp(1.0 - 10.0 / 9.0) * std::pow(1.0 * 7 / 8 * 5 / 7 * 4 / 6, 0.25);
-  for (Tokenizer t : {Tokenizer::kMoses, Tokenizer::k13a}) {
+  for (BleuTokenizer t : {BleuTokenizer::kMoses, BleuTokenizer::k13a}) {
     BleuOptions opts;
     opts.tokenize = t;
     opts.lang = "de";
@@ -226,7 +226,7 @@ TEST(Bleu, SplitCompoundsScoreByHand) {
   }
   // Unsplit, the compound is one word: 5/5, 3/4, 1/3, 0/2 (exp smoothing: 100 / (2 * 2)).
   BleuOptions plain;
-  plain.tokenize = Tokenizer::kMoses;
+  plain.tokenize = BleuTokenizer::kMoses;
   plain.lang = "de";
   EXPECT_NEAR(corpus_bleu(hyp, ref, plain).score,
               std::exp(1.0 - 6.0 / 5.0) * std::pow(100.0 * 75.0 * (100.0 / 3) * 25.0, 0.25), 1e-9);
@@ -292,9 +292,9 @@ TEST(Bleu, RealDataMatchesSacrebleu) {
   EXPECT_EQ(r.counts, (std::array<int64_t, 4>{53691, 22764, 10276, 3195}));
   EXPECT_EQ(r.totals, (std::array<int64_t, 4>{53691, 50688, 47687, 44692}));
   BleuOptions o;
-  o.tokenize = Tokenizer::kIntl;
+  o.tokenize = BleuTokenizer::kIntl;
   EXPECT_NEAR(corpus_bleu(hyp, {de}, o).score, 26.59102196968871, 1e-9);
-  o.tokenize = Tokenizer::kNone;
+  o.tokenize = BleuTokenizer::kNone;
   EXPECT_NEAR(corpus_bleu(hyp, {de}, o).score, 15.454508934187178, 1e-9);
   o = {};
   o.lowercase = true;

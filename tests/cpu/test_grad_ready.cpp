@@ -81,8 +81,8 @@ void check_reports(const nn::ParameterStore& store, const Recorder& r) {
 
 constexpr int kPad = 0, kBos = 2, kEos = 3;
 
-models::TransformerConfig tiny_transformer(nn::PositionKind position, bool post) {
-  models::TransformerConfig c;
+models::TransformerOptions tiny_transformer(nn::PositionKind position, bool post) {
+  models::TransformerOptions c;
   c.vocab_size = 24;
   c.pad_id = kPad;
   c.encoder_layers = 2;
@@ -184,8 +184,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- BERT / RoFormer ------------------------------------------------------------
 
-models::BertConfig tiny_bert(nn::PositionKind position, int64_t type_vocab) {
-  models::BertConfig c;
+models::BertOptions tiny_bert(nn::PositionKind position, int64_t type_vocab) {
+  models::BertOptions c;
   c.vocab_size = 40;
   c.num_layers = 3;
   c.layer.d_model = 16;

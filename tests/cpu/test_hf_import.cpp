@@ -37,9 +37,9 @@ Config make_config(const std::string& task, const std::string& position) {
 // and moved off its init so that every value is distinct.
 void build(const Config& c, nn::ParameterStore& store, uint64_t seed) {
   if (c.task == Task::Classification) {
-    models::BertForSequenceClassification m(models::bert_classifier_config(c, V), store);
+    models::BertForSequenceClassification m(models::bert_classifier_options(c, V), store);
   } else {
-    models::BertForMaskedLM m(models::bert_config(c, V), store);
+    models::BertForMaskedLM m(models::bert_options(c, V), store);
   }
   store.allocate(Device::cpu());
   store.initialize(seed);

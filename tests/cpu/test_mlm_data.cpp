@@ -182,7 +182,7 @@ TEST(MlmBatcher, BatchesShardingAndResume) {
 
   // A batch: shapes, masked positions inside the rows, targets = the block's ids.
   data::MlmBatcher a(blocks, masker, o);
-  data::MlmBatch b = a.next();
+  data::MlmHostBatch b = a.next();
   ASSERT_EQ(b.input_ids.size(0), 8);
   EXPECT_EQ(b.input_ids.size(1), 32);
   const auto ids = b.input_ids.to_ints(), pos = b.masked_positions.to_ints(),
@@ -226,7 +226,7 @@ TEST(MlmBatcher, ValidationIsFixedAndComplete) {
   int64_t seen = 0;
   std::vector<std::vector<int32_t>> first;
   for (int64_t i = 0; i < nb; ++i) {
-    data::MlmBatch b = v.next();
+    data::MlmHostBatch b = v.next();
     seen += b.input_ids.size(0);
     first.push_back(b.input_ids.to_ints());
   }

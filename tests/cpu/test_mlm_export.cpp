@@ -73,7 +73,7 @@ std::map<std::string, Shape> expected_hf(bool roformer, int64_t types = 2) {
 void write_checkpoint(const std::string& dir, const Config& c) {
   fs::create_directories(dir);
   nn::ParameterStore store;
-  models::BertForMaskedLM model(models::bert_config(c, V), store);
+  models::BertForMaskedLM model(models::bert_options(c, V), store);
   store.allocate(Device::cpu());
   store.initialize(1);
   // Non-trivial biases so the tied decoder bias is checked for real.
@@ -153,7 +153,7 @@ TEST(MlmExport, RotorNamesAreHuggingFaceNames) {
   for (bool rope : {false, true}) {
     const Config c = load_config_from_string(mlm_yaml(rope ? "rope" : "learned"));
     nn::ParameterStore store;
-    models::BertForMaskedLM model(models::bert_config(c, V), store);
+    models::BertForMaskedLM model(models::bert_options(c, V), store);
     std::map<std::string, Shape> expected = expected_hf(rope);
     expected.erase("cls.predictions.decoder.weight");
     expected.erase("cls.predictions.decoder.bias");
@@ -209,7 +209,7 @@ Config preset(const std::string& name) {
 
 int64_t parameter_count(const Config& c, int64_t vocab) {
   nn::ParameterStore store;
-  models::BertForMaskedLM model(models::bert_config(c, vocab), store);
+  models::BertForMaskedLM model(models::bert_options(c, vocab), store);
   int64_t n = 0;
   for (const auto& p : store.parameters()) n += shape_numel(p->shape);
   return n;

@@ -66,8 +66,8 @@ void check_params(nn::ParameterStore& store, const std::function<double()>& obje
   EXPECT_GT(checked, 0);
 }
 
-nn::LayerConfig tiny_layer(bool rope) {
-  nn::LayerConfig c = models::bert_base_layer();
+nn::LayerOptions tiny_layer(bool rope) {
+  nn::LayerOptions c = models::bert_base_layer();
   c.d_model = 16;
   c.n_heads = 2;
   c.d_ff = 32;
@@ -128,8 +128,8 @@ TEST_P(BertLayerGrad, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Positions, BertLayerGrad, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "rope" : "plain"; });
 
-models::BertConfig tiny_model(nn::PositionKind position, int64_t type_vocab = 2) {
-  models::BertConfig c;
+models::BertOptions tiny_model(nn::PositionKind position, int64_t type_vocab = 2) {
+  models::BertOptions c;
   c.vocab_size = 40;
   c.num_layers = 2;
   c.layer = tiny_layer(false);
@@ -170,7 +170,7 @@ TEST_P(MlmModelGrad, MatchesFiniteDifferences) {
   store.initialize(1);
   jitter(store, 2, 0.1f);
   // Keep the embedding pad row zero, as the model's init does.
-  nn::Parameter* word = store.find(model.config().prefix() + ".embeddings.word_embeddings.weight");
+  nn::Parameter* word = store.find(model.options().prefix() + ".embeddings.word_embeddings.weight");
   ASSERT_NE(word, nullptr);
   for (int64_t j = 0; j < 16; ++j) word->value.data<float>()[j] = 0.0f;
   const models::MlmBatch batch = tiny_batch();
@@ -217,7 +217,7 @@ TEST(MlmModel, GradScaleScalesGradients) {
 }
 
 TEST(MlmModel, InitialLossIsLogVocabAndLogitsAgree) {
-  models::BertConfig c = tiny_model(nn::PositionKind::Learned);
+  models::BertOptions c = tiny_model(nn::PositionKind::Learned);
   c.init_std = 0.02;  // BERT's init: near-uniform predictions
   nn::ParameterStore store;
   models::BertForMaskedLM model(c, store);
@@ -277,7 +277,7 @@ TEST(MlmModel, PreLnIsRejected) {
   Config c;
   c.task = Task::Mlm;
   c.model.norm = NormPlacement::Pre;
-  EXPECT_THROW(models::bert_config(c, 100), Error);
+  EXPECT_THROW(models::bert_options(c, 100), Error);
 }
 
 }  // namespace

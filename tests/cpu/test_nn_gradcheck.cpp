@@ -716,8 +716,8 @@ TEST(GradCheck, ResidualPreNormDropout) {
 
 // ---- encoder and decoder layers -------------------------------------------------
 
-nn::LayerConfig layer_config(bool post, bool rope, float dropout) {
-  nn::LayerConfig c;
+nn::LayerOptions layer_options(bool post, bool rope, float dropout) {
+  nn::LayerOptions c;
   c.d_model = 8;
   c.n_heads = 2;
   c.d_ff = 12;
@@ -733,7 +733,7 @@ nn::LayerConfig layer_config(bool post, bool rope, float dropout) {
 void check_encoder_layer(bool post, bool rope, float dropout, uint64_t seed) {
   ParameterStore store;
   nn::EncoderLayer layer(store, models::bart_encoder_layer_names("enc"),
-                         layer_config(post, rope, dropout));
+                         layer_options(post, rope, dropout));
   init_store(store, seed);
   Context ctx = make_ctx(dropout > 0);
   Tensor lengths = Tensor::from_ints({4, 2}, {2});
@@ -764,7 +764,7 @@ TEST(GradCheck, EncoderLayerPreRopeDropout) {
 
 void check_decoder_layer(bool post, bool rope, float dropout, uint64_t seed) {
   ParameterStore store;
-  nn::DecoderLayer layer(store, "dec", layer_config(post, rope, dropout));
+  nn::DecoderLayer layer(store, "dec", layer_options(post, rope, dropout));
   init_store(store, seed);
   Context ctx = make_ctx(dropout > 0);
   Tensor mem_lengths = Tensor::from_ints({5, 3}, {2});
@@ -835,12 +835,12 @@ void check_model(nn::PositionKind position, bool post, float dropout, uint64_t s
                            (post ? " post" : " pre") + (dropout > 0 ? " dropout " : " ") +
                            ops::activation_name(activation);
   SCOPED_TRACE(what);
-  models::TransformerConfig cfg;
+  models::TransformerOptions cfg;
   cfg.vocab_size = kVocab;
   cfg.pad_id = kPad;
   cfg.encoder_layers = 2;
   cfg.decoder_layers = 2;
-  cfg.layer = layer_config(post, false, dropout);
+  cfg.layer = layer_options(post, false, dropout);
   cfg.layer.activation = activation;
   cfg.position = position;
   cfg.max_positions = 8;
@@ -858,7 +858,7 @@ void check_model(nn::PositionKind position, bool post, float dropout, uint64_t s
   EXPECT_GT(sums.loss, 0.0);
   model.backward(1.0f);
   const std::vector<float> grads = store.grads().to_floats();
-  // grad_scale scales, and the gradients accumulate.
+  // loss_scale scales, and the gradients accumulate.
   model.forward_loss(batch, smoothing, ctx);
   model.backward(0.5f);
   const std::vector<float> more = store.grads().to_floats();

@@ -30,9 +30,9 @@ TEST(AdamW, MatchesReferenceOverSteps) {
     Tensor g = test::random_tensor({n}, 100 + step, -3.0f, 3.0f);
     auto gf = g.to_floats();
     o.step = step;
-    o.grad_scale = 0.25f * static_cast<float>(step);
+    o.grad_multiplier = 0.25f * static_cast<float>(step);
     ops::adamw_step(p, g, m, v, o);
-    const double scale = 0.5 * o.grad_scale;
+    const double scale = 0.5 * o.grad_multiplier;
     for (int64_t i = 0; i < n; ++i) {
       const double gi = gf[i] * scale;
       rm[i] = o.beta1 * rm[i] + (1 - static_cast<double>(o.beta1)) * gi;

@@ -74,18 +74,18 @@ TEST(CrossEntropy, ForwardAndBackward) {
     EXPECT_EQ(loss.to_floats()[1], 0.0f);
     EXPECT_EQ(nll.to_floats()[4], 0.0f);
 
-    const float grad_scale = 0.37f;
+    const float loss_scale = 0.37f;
     Vec fd = fd_grad(
         [&](const Vec& v) {
           Vec l, n;
           ce_ref(v, tv, V, eps, ignore, l, n);
           double s = 0;
           for (double e : l) s += e;
-          return grad_scale * s;
+          return loss_scale * s;
         },
         xv);
     Tensor dlogits = Tensor::full({N, V}, 9.0f);
-    ops::cross_entropy_backward(logits, targets, lse, static_cast<float>(eps), ignore, grad_scale,
+    ops::cross_entropy_backward(logits, targets, lse, static_cast<float>(eps), ignore, loss_scale,
                                 dlogits);
     EXPECT_LT(test::max_rel_error(dlogits.to_floats(), fd), 1e-6);
     double norm = 0;

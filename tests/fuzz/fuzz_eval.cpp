@@ -24,8 +24,8 @@ using namespace rotor::eval;
 namespace {
 
 void tokenize_every_way(std::string_view line) {
-  for (Tokenizer t :
-       {Tokenizer::k13a, Tokenizer::kIntl, Tokenizer::kChar, Tokenizer::kNone, Tokenizer::kMoses})
+  for (BleuTokenizer t : {BleuTokenizer::k13a, BleuTokenizer::kIntl, BleuTokenizer::kChar,
+                          BleuTokenizer::kNone, BleuTokenizer::kMoses})
     (void)compound_split(tokenize(line, t));
   (void)tokenize_moses(line, "de");
   (void)tokenize_moses(line, "fr");
@@ -60,8 +60,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (refs.size() < hyps.size()) refs.emplace_back();
 
   BleuOptions bleu;
-  constexpr Tokenizer kTokenizers[] = {Tokenizer::k13a, Tokenizer::kIntl, Tokenizer::kChar,
-                                       Tokenizer::kNone, Tokenizer::kMoses};
+  constexpr BleuTokenizer kTokenizers[] = {BleuTokenizer::k13a, BleuTokenizer::kIntl,
+                                           BleuTokenizer::kChar, BleuTokenizer::kNone,
+                                           BleuTokenizer::kMoses};
   bleu.tokenize = kTokenizers[(flags & 7) % 5];
   bleu.lowercase = flags & 8;
   bleu.compound_split = flags & 16;

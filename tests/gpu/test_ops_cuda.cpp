@@ -379,7 +379,7 @@ void embedding_loss_adamw_cases(std::vector<OpCase>& cs) {
               o.beta2 = 0.98f;
               o.weight_decay = 0.01f;
               o.step = 7;
-              o.grad_scale = 0.5f;
+              o.grad_multiplier = 0.5f;
               o.device_scale = e.in_f32({0.8f}, {1});
               Tensor p = e.in_f32(rnd(k, 100), {k}), m = e.in_f32(rnd(k, 102, -0.1f, 0.1f), {k});
               Tensor v = e.in_f32(rnd(k, 103, 0.0f, 0.01f), {k});

@@ -302,7 +302,7 @@ TEST(Dist, AsyncAllReduceMatchesBlocking) {
 // on every rank: buckets are launched during the backward, several before it
 // ends, and the result is the plain all-reduce of the same gradients.
 TEST(Dist, BucketsLaunchDuringBackward) {
-  models::TransformerConfig c;
+  models::TransformerOptions c;
   c.vocab_size = 30;
   c.encoder_layers = 2;
   c.decoder_layers = 2;

@@ -98,7 +98,7 @@ int run(int argc, char** argv) {
   const double lr = 1e-3, beta1 = 0.9, beta2 = 0.98, adam_eps = 1e-9, weight_decay = 0.01;
   constexpr int kSteps = 3;
 
-  models::TransformerConfig config;
+  models::TransformerOptions config;
   config.vocab_size = 37;
   config.pad_id = 0;
   config.encoder_layers = 2;
