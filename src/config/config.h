@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -241,6 +242,26 @@ struct DistConfig {
   bool operator==(const DistConfig&) const = default;
 };
 
+// Where each key of a loaded config came from: a line of its file or a --set
+// argument, so that a rule checked after loading (validate()) names it as the
+// loader names a bad value. Not part of the config's value: configs compare
+// equal whatever their origins, and dump_config leaves them out. A config
+// built in code has none.
+class KeyOrigins {
+ public:
+  struct Data;  // config/loading.h
+  KeyOrigins() = default;
+  explicit KeyOrigins(std::shared_ptr<const Data> data) : data_(std::move(data)) {}
+  // The origin of the first of `keys` that was written: "--set KEY=VALUE" or
+  // "FILE:LINE"; the file alone when none was (all defaults); "" for a config
+  // built in code.
+  std::string locate(const std::vector<std::string>& keys) const;
+  friend bool operator==(const KeyOrigins&, const KeyOrigins&) { return true; }
+
+ private:
+  std::shared_ptr<const Data> data_;
+};
+
 struct Config {
   Task task = Task::Translation;
   std::string output_dir = "runs/default";
@@ -255,6 +276,7 @@ struct Config {
   OptimConfig optim;
   DecodeConfig decode;
   DistConfig dist;
+  KeyOrigins origins;  // set by load_config; not a key
   bool operator==(const Config&) const = default;
 };
 
@@ -272,12 +294,17 @@ Config load_config_from_string(const std::string& text, const std::string& origi
 // load_config_from_string reads back to an equal Config.
 std::string dump_config(const Config& config);
 
-// Cross-field checks (n_heads divides d_model, rope needs an even head size,
-// mask_token_prob + random_token_prob <= 1, ...). load_config runs them; call
-// it again after changing a Config in code. Throws rotor::Error "KEY: what".
+// Every rule that involves more than one key or the task (n_heads divides
+// d_model, rope needs an even head size, the metrics a task reports, the
+// rules of each task's row in config/tasks.h, ...). load_config runs them, so
+// `rotor train` and `--dump-config` refuse a config before anything is
+// written; call it again after changing a Config in code. Throws rotor::Error
+// "LOCATION: KEY: what" (LOCATION as KeyOrigins::locate), or "KEY: what" for
+// a config built in code.
 void validate(const Config& config);
 
-// What training needs beyond validate(): data.train set.
+// What training needs beyond validate(): output_dir and the data keys the
+// task requires (config/tasks.h).
 void validate_for_training(const Config& config);
 
 }  // namespace rotor

@@ -43,9 +43,10 @@ TransformerOptions transformer_options(const Config& c, int64_t vocab_size) {
 }
 
 BertOptions bert_options(const Config& c, int64_t vocab_size) {
-  if (c.model.norm != NormPlacement::Post)
-    ROTOR_FAIL("model.norm: task {} builds BERT/RoFormer, which are post-LN; got {}",
-               to_string(c.task), to_string(c.model.norm));
+  // validate() refuses model.norm: pre for the tasks that build BERT/RoFormer
+  // (config/tasks.h), before the run directory is touched.
+  ROTOR_CHECK(c.model.norm == NormPlacement::Post, "BERT/RoFormer are post-LN; model.norm is {}",
+              to_string(c.model.norm));
   BertOptions b;
   b.vocab_size = vocab_size;
   b.pad_id = 0;

@@ -124,7 +124,7 @@ const Case kCases[] = {
   {"config_huge_model", "", "train tiny.yaml --set model.d_model=2000000000 --set model.n_heads=1",
    "more than rotor can hold"},
   {"config_bleu_for_mlm", "", "train mlm.yaml --set train.valid_metrics=[loss,bleu]",
-   "bleu scores translations; task mlm has none"},
+   "bleu is a score of task translation; task mlm has none"},
   {"config_best_metric_not_computed", "", "train tiny.yaml --set train.best_metric=chrf",
    "chrf is not computed"},
   {"config_metric_twice", "", "train tiny.yaml --set train.valid_metrics=[loss,loss]",

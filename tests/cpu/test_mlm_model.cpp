@@ -277,7 +277,16 @@ TEST(MlmModel, PreLnIsRejected) {
   Config c;
   c.task = Task::Mlm;
   c.model.norm = NormPlacement::Pre;
-  EXPECT_THROW(models::bert_options(c, 100), Error);
+  // The config's checks refuse it (before a run touches its directory); the
+  // model's options still refuse what slipped past them.
+  try {
+    validate(c);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "model.norm: task mlm builds BERT/RoFormer, which are post-LN; got pre");
+  }
+  EXPECT_ANY_THROW(models::bert_options(c, 100));
 }
 
 }  // namespace

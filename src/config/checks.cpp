@@ -1,0 +1,136 @@
+// The rules that involve more than one key or the task, checked at load
+// (docs/design.md, "Config"): before `rotor train` touches its run directory
+// and under --dump-config. Each task's own rules and metrics are its row of
+// config/tasks.cpp.
+#include <algorithm>
+
+#include "config/tasks.h"
+#include "core/error.h"
+#include "core/io.h"
+
+namespace rotor {
+namespace {
+
+// The model's shape, the positions and the attention core, whatever the task
+// (the family of the task's model decides what applies).
+std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task) {
+  const ModelConfig& m = c.model;
+  const bool encoder_decoder = task.model == ModelFamily::EncoderDecoder;
+  if (m.d_model % m.n_heads != 0)
+    return ConfigProblem{
+        "model.n_heads",
+        fmt::format("{} heads do not divide model.d_model = {}", m.n_heads, m.d_model),
+        {"model.d_model"}};
+  if (m.position == nn::PositionKind::Rope && (m.d_model / m.n_heads) % 2 != 0)
+    return ConfigProblem{"model.position",
+                         fmt::format("rope rotates pairs of features and needs an even head size, "
+                                     "but d_model / n_heads = {} / {} = {}",
+                                     m.d_model, m.n_heads, m.d_model / m.n_heads),
+                         {"model.d_model", "model.n_heads"}};
+  if (task.model == ModelFamily::BertEncoder && m.norm != NormPlacement::Post)
+    return ConfigProblem{"model.norm",
+                         fmt::format("task {} builds BERT/RoFormer, which are post-LN; got {}",
+                                     to_string(c.task), to_string(m.norm)),
+                         {"task"}};
+  if (m.position == nn::PositionKind::Learned && c.data.*task.length > m.max_positions)
+    return ConfigProblem{task.length_key,
+                         fmt::format("{} exceeds model.max_positions = {} (learned positions)",
+                                     c.data.*task.length, m.max_positions),
+                         {"model.max_positions", "model.position"}};
+  {
+    // The size of the model, before anything is allocated: a shape that
+    // cannot be held is a config error, not an allocation failure later.
+    const double d = m.d_model, ff = m.d_ff, v = c.data.vocab_size, pos = m.max_positions;
+    const double enc = m.encoder_layers * (4 * d * d + 2 * d * ff);
+    const int decoder_layers = encoder_decoder ? m.decoder_layers : 0;
+    const double dec = decoder_layers * (8 * d * d + 2 * d * ff);
+    const double params = enc + dec + 2 * v * d + pos * d;
+    if (params > 1e11)
+      return ConfigProblem{
+          "model.d_model",
+          fmt::format("the model would have about {:.3g} parameters (d_model {}, d_ff {}, {} + "
+                      "{} layers, vocabulary {}), more than rotor can hold",
+                      params, m.d_model, m.d_ff, m.encoder_layers, decoder_layers,
+                      c.data.vocab_size),
+          {"model.d_ff", "model.encoder_layers", "model.decoder_layers", "data.vocab_size"}};
+  }
+  if (!m.init_from.empty() && task.model != ModelFamily::BertEncoder) {
+    std::string tasks;
+    for (const auto& t : task_table())
+      if (t.model == ModelFamily::BertEncoder)
+        tasks += (tasks.empty() ? "" : " or ") + std::string(to_string(t.task));
+    return ConfigProblem{"model.init_from",
+                         fmt::format("initializes a BERT/RoFormer encoder (task {}); task {} has "
+                                     "none",
+                                     tasks, to_string(c.task)),
+                         {"task"}};
+  }
+  // cuDNN's attention runs on a GPU only; device auto may still find none,
+  // which the attention core reports when it is chosen.
+  if (c.attention.impl == nn::AttentionImpl::Cudnn && c.device == "cpu")
+    return ConfigProblem{"attention.impl",
+                         "cudnn is cuDNN's attention on a GPU, and device is cpu (use auto, "
+                         "rotor or reference)",
+                         {"device"}};
+  return std::nullopt;
+}
+
+// What validations report and what the best checkpoint follows.
+std::optional<ConfigProblem> metrics_problem(const Config& c) {
+  const TrainConfig& t = c.train;
+  for (ValidMetric m : t.valid_metrics)
+    if (std::string why = metric_unavailable(c, m); !why.empty())
+      return ConfigProblem{"train.valid_metrics", why};
+  if (std::string why = metric_unavailable(c, t.best_metric); !why.empty())
+    return ConfigProblem{"train.best_metric", why};
+  const bool listed = std::find(t.valid_metrics.begin(), t.valid_metrics.end(), t.best_metric) !=
+                      t.valid_metrics.end();
+  if (t.best_metric != ValidMetric::Loss && !listed && !metric_always_reported(c, t.best_metric))
+    return ConfigProblem{
+        "train.best_metric",
+        fmt::format("{} is not computed: add it to train.valid_metrics", to_string(t.best_metric)),
+        {"train.valid_metrics"}};
+  return std::nullopt;
+}
+
+std::optional<ConfigProblem> find_problem(const Config& c) {
+  const TaskSpec& task = task_spec(c.task);
+  if (auto p = model_problem(c, task)) return p;
+  if (task.rules)
+    if (auto p = task.rules(c)) return p;
+  if (auto p = metrics_problem(c)) return p;
+  const std::string& r = c.dist.rendezvous;
+  if (r != "auto" && r != "mpi" && !(r.rfind("file:", 0) == 0 && r.size() > 5))
+    return ConfigProblem{
+        "dist.rendezvous",
+        "expected auto, mpi or file:DIR (a directory every rank reaches), got " + json_quote(r)};
+  // fp16/bf16 on the CPU are emulated (train/precision.h): allowed.
+  return std::nullopt;
+}
+
+// "LOCATION: KEY: what", LOCATION naming the key's line or --set argument.
+[[noreturn]] void fail(const Config& c, const ConfigProblem& p) {
+  std::vector<std::string> keys{p.key};
+  keys.insert(keys.end(), p.related.begin(), p.related.end());
+  const std::string where = c.origins.locate(keys);
+  if (where.empty()) ROTOR_FAIL("{}: {}", p.key, p.message);
+  ROTOR_FAIL("{}: {}: {}", where, p.key, p.message);
+}
+
+}  // namespace
+
+void validate(const Config& config) {
+  if (auto p = find_problem(config)) fail(config, *p);
+}
+
+void validate_for_training(const Config& config) {
+  validate(config);
+  if (config.output_dir.empty())
+    fail(config, {"output_dir", "empty; name the directory the run writes into"});
+  for (const RequiredData& d : task_spec(config.task).required_data)
+    if ((config.data.*d.value).empty())
+      fail(config, {d.key, fmt::format("required for training task {}: {}", to_string(config.task),
+                                       d.what)});
+}
+
+}  // namespace rotor

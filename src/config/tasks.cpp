@@ -1,0 +1,180 @@
+#include "config/tasks.h"
+
+#include <charconv>
+
+#include "core/error.h"
+
+namespace rotor {
+namespace {
+
+// ---- the metrics of task classification ----------------------------------------
+
+std::string needs_classes(const Config& c, ValidMetric m) {
+  if (!c.data.regression) return "";
+  if (m == ValidMetric::Accuracy) return "accuracy needs class labels; data.regression is true";
+  return fmt::format("{} scores class labels; data.regression is true", to_string(m));
+}
+
+std::string accuracy_unavailable(const Config& c) {
+  return needs_classes(c, ValidMetric::Accuracy);
+}
+std::string mcc_unavailable(const Config& c) {
+  return needs_classes(c, ValidMetric::Mcc);
+}
+
+std::string f1_unavailable(const Config& c) {
+  if (std::string why = needs_classes(c, ValidMetric::F1); !why.empty()) return why;
+  if (c.data.labels.size() == 2) return "";
+  return fmt::format("f1 is the F1 of the second label of a two-label task; data.labels has {}",
+                     c.data.labels.size());
+}
+
+template <ValidMetric M>
+std::string needs_regression(const Config& c) {
+  if (c.data.regression) return "";
+  return fmt::format("{} correlates numbers; it needs data.regression: true", to_string(M));
+}
+
+// ---- the rules of each task ------------------------------------------------------
+
+std::optional<ConfigProblem> mlm_rules(const Config& c) {
+  const DataConfig& d = c.data;
+  if (d.mask_token_prob + d.random_token_prob > 1.0 + 1e-12)
+    return ConfigProblem{"data.random_token_prob",
+                         fmt::format("data.mask_token_prob + data.random_token_prob = {} + {} "
+                                     "exceeds 1",
+                                     d.mask_token_prob, d.random_token_prob),
+                         {"data.mask_token_prob"}};
+  if (d.seq_len < 2)  // a block is [CLS] and at least one token (data/mlm.h)
+    return ConfigProblem{"data.seq_len",
+                         fmt::format("{} is too short for [CLS] + tokens; at least 2", d.seq_len)};
+  return std::nullopt;
+}
+
+bool is_column_index(const std::string& s) {
+  int64_t i = -1;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), i);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size() && i >= 0;
+}
+
+// The TSV columns and labels (data/classification.h reads them).
+std::optional<ConfigProblem> classification_rules(const Config& c) {
+  const DataConfig& d = c.data;
+  if (d.sentence1_column.empty())
+    return ConfigProblem{"data.sentence1_column", "empty; name the column of the (first) sentence"};
+  if (d.label_column.empty())
+    return ConfigProblem{"data.label_column", "empty; name the column of the labels"};
+  if (d.label_column == d.sentence1_column || d.label_column == d.sentence2_column ||
+      d.sentence2_column == d.sentence1_column)
+    return ConfigProblem{"data.label_column",
+                         "data.sentence1_column, data.sentence2_column and data.label_column "
+                         "must name different columns",
+                         {"data.sentence2_column", "data.sentence1_column"}};
+  if (!d.header) {
+    const std::pair<const char*, const std::string*> columns[] = {
+        {"data.sentence1_column", &d.sentence1_column},
+        {"data.sentence2_column", &d.sentence2_column},
+        {"data.label_column", &d.label_column}};
+    for (const auto& [key, name] : columns)
+      if (!name->empty() && !is_column_index(*name))
+        return ConfigProblem{key,
+                             fmt::format("\"{}\" is not a column index (0, 1, ...), and "
+                                         "data.header is false: the columns have no names",
+                                         *name),
+                             {"data.header"}};
+  }
+  if (d.regression && !d.labels.empty())
+    return ConfigProblem{
+        "data.labels",
+        "data.regression reads the label column as numbers: leave data.labels empty",
+        {"data.regression"}};
+  if (!d.regression && d.labels.size() < 2)
+    return ConfigProblem{
+        "data.labels",
+        fmt::format("task classification needs two or more class labels (the values of "
+                    "column {}), or data.regression: true; got {}",
+                    d.label_column, d.labels.size()),
+        {"data.regression", "task"}};
+  for (size_t i = 0; i < d.labels.size(); ++i) {
+    if (d.labels[i].empty()) return ConfigProblem{"data.labels", "an empty label"};
+    for (size_t j = 0; j < i; ++j)
+      if (d.labels[j] == d.labels[i])
+        return ConfigProblem{"data.labels", fmt::format("\"{}\" is listed twice", d.labels[i])};
+  }
+  const int need = d.sentence2_column.empty() ? 3 : 5;  // [CLS] a [SEP] (b [SEP])
+  if (d.seq_len < need)
+    return ConfigProblem{
+        "data.seq_len",
+        fmt::format("{} tokens cannot hold [CLS] a [SEP]{} with a token of each sentence; at "
+                    "least {}",
+                    d.seq_len, d.sentence2_column.empty() ? "" : " b [SEP]", need)};
+  return std::nullopt;
+}
+
+const std::vector<TaskSpec> kTasks = {
+    {Task::Translation,
+     ModelFamily::EncoderDecoder,
+     "data.max_len",
+     &DataConfig::max_len,
+     {{ValidMetric::Loss}, {ValidMetric::Bleu}, {ValidMetric::Chrf}},
+     {{"data.train", &DataConfig::train,
+       "a text prefix (PREFIX.SRC_LANG, PREFIX.TGT_LANG), or a prefix prepared by `rotor "
+       "prepare`"}},
+     nullptr},
+    {Task::Mlm,
+     ModelFamily::BertEncoder,
+     "data.seq_len",
+     &DataConfig::seq_len,
+     {{ValidMetric::Loss}, {ValidMetric::Accuracy, true}},
+     {{"data.train", &DataConfig::train, "a text file, or a prefix prepared by `rotor prepare`"}},
+     mlm_rules},
+    {Task::Classification,
+     ModelFamily::BertEncoder,
+     "data.seq_len",
+     &DataConfig::seq_len,
+     {{ValidMetric::Loss},
+      {ValidMetric::Accuracy, true, accuracy_unavailable},
+      {ValidMetric::F1, true, f1_unavailable},
+      {ValidMetric::Mcc, true, mcc_unavailable},
+      {ValidMetric::Pearson, true, needs_regression<ValidMetric::Pearson>},
+      {ValidMetric::Spearman, true, needs_regression<ValidMetric::Spearman>}},
+     {{"data.train", &DataConfig::train, "a GLUE-style TSV file"}},
+     classification_rules},
+};
+
+const TaskMetric* find_metric(const TaskSpec& spec, ValidMetric metric) {
+  for (const auto& m : spec.metrics)
+    if (m.metric == metric) return &m;
+  return nullptr;
+}
+
+}  // namespace
+
+const std::vector<TaskSpec>& task_table() {
+  return kTasks;
+}
+
+const TaskSpec& task_spec(Task task) {
+  for (const auto& spec : kTasks)
+    if (spec.task == task) return spec;
+  ROTOR_CHECK(false, "task {} has no row in config/tasks.cpp", to_string(task));
+  return kTasks.front();
+}
+
+std::string metric_unavailable(const Config& c, ValidMetric metric) {
+  if (const TaskMetric* m = find_metric(task_spec(c.task), metric))
+    return m->unavailable ? m->unavailable(c) : "";
+  std::string tasks;
+  for (const auto& spec : kTasks)
+    if (find_metric(spec, metric))
+      tasks += (tasks.empty() ? "" : " or ") + std::string(to_string(spec.task));
+  return fmt::format("{} is a score of task {}; task {} has none", to_string(metric), tasks,
+                     to_string(c.task));
+}
+
+bool metric_always_reported(const Config& c, ValidMetric metric) {
+  const TaskMetric* m = find_metric(task_spec(c.task), metric);
+  return m && m->always && (!m->unavailable || m->unavailable(c).empty());
+}
+
+}  // namespace rotor
