@@ -7,7 +7,7 @@
 // dropout, seed and stream_id (AttentionMask, FlashParams).
 //
 // Only device code that plain C++ can also compile: the CPU emulation of the
-// Volta kernels (tests/scripts/flash_sm70_emulate.cpp) includes it with
+// Volta kernels (tests/emulation/flash_sm70_emulate.cpp) includes it with
 // __device__ defined away.
 #pragma once
 

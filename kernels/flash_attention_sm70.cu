@@ -23,7 +23,7 @@
 // 32-byte alignment and spreads rows over banks.
 //
 // scripts/build_sm70.sh also runs the device code on the CPU
-// (tests/scripts/flash_sm70_emulate.cpp): it takes the text from the first
+// (tests/emulation/flash_sm70_emulate.cpp): it takes the text from the first
 // `namespace {` to `#endif  // ROTOR_FLASH_SM70_DEVICE` and replaces the
 // `extern __shared__` lines, so keep those three markers as they are.
 #include <cuda_fp16.h>

@@ -60,8 +60,8 @@
 // the kernels are empty stubs, and the host entry points refuse devices below
 // compute capability 8.0 (flash_tc_device_ok).
 //
-// scripts/check_flash_tc.sh runs the device code on the CPU
-// (tests/scripts/flash_tc_emulate.cpp): it takes the text from the first
+// tests/emulation/check_flash_tc.sh runs the device code on the CPU
+// (tests/emulation/flash_tc_emulate.cpp): it takes the text from the first
 // `namespace {` to `// ---- launchers`, replaces the `extern __shared__` lines
 // and the section from `// ---- PTX wrappers` to the next `// ---- ` line
 // (by emulations), so keep those markers as they are.

@@ -7,7 +7,7 @@
 // written once, here.
 //
 // Only device code that plain C++ can also compile: the CPU emulation of the
-// Volta kernels (tests/scripts/flash_sm70_emulate.cpp) includes this header
+// Volta kernels (tests/emulation/flash_sm70_emulate.cpp) includes this header
 // with __device__ defined away.
 #pragma once
 

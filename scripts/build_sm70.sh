@@ -27,7 +27,7 @@
 # reads sm_70 exists ($NVDISASM, or nvdisasm of CUDA <= 13.0 on PATH), its
 # HMMA count must agree.
 # Then the WMMA kernels' device code runs on the CPU
-# (tests/scripts/flash_sm70_emulate.cpp, built with the host C++ compiler):
+# (tests/emulation/flash_sm70_emulate.cpp, built with the host C++ compiler):
 # their tiling, masks, dropout draws and synchronization against attention in
 # double, the closest check to a V100 run that a machine without one can do.
 # Exit 0: all checks passed; 77: skipped (no clang++, or PyPI unreachable and
@@ -222,7 +222,7 @@ with open(f"{out}/sass_summary.txt", "w") as f:
 PY
 
 # ---- the WMMA kernels' device code run on the CPU ----------------------------------
-# tests/scripts/flash_sm70_emulate.cpp runs the kernels' device section with
+# tests/emulation/flash_sm70_emulate.cpp runs the kernels' device section with
 # one std::thread per CUDA thread and a WMMA stand-in, against attention in
 # double: the tiling, indexing, masks, dropout draws and synchronization.
 cxx=${CXX:-c++}
@@ -244,7 +244,7 @@ PY
   ((tsan)) && emuflags=(-O1 -g -fsanitize=thread)
   if ! "$cxx" -std=c++20 "${emuflags[@]}" -pthread -Wno-unknown-pragmas -I. -Isrc -I"$tk/include" \
     -DROTOR_SM70_SECTION="\"$out/flash_attention_sm70.device.inc\"" \
-    tests/scripts/flash_sm70_emulate.cpp -o "$out/flash_sm70_emulate" 2>"$out/emulate.log"; then
+    tests/emulation/flash_sm70_emulate.cpp -o "$out/flash_sm70_emulate" 2>"$out/emulate.log"; then
     cat "$out/emulate.log" >&2
     echo "build_sm70: FAILED: the CPU emulation of the WMMA kernels does not compile" >&2
     exit 1

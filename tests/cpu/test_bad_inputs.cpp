@@ -32,65 +32,13 @@
 
 #include "support/run_rotor.h"
 #include "support/test_util.h"
+#include "support/tiny_configs.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using rotor::test::slurp;
 using rotor::test::TempDir;
-
-const char* kTiny = R"(task: translation
-output_dir: run
-seed: 5
-device: cpu
-model:
-  encoder_layers: 1
-  decoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  position: rope
-  max_positions: 256
-data:
-  train: data/train
-  valid: data/valid
-  vocab_size: 120
-  max_tokens: 512
-  max_len_ratio: 20
-train:
-  max_updates: 4
-  log_interval: 1
-  valid_interval: 2
-  save_interval: 2
-optim:
-  lr: 2.0e-3
-  warmup_updates: 2
-)";
-
-const char* kMlm = R"(task: mlm
-output_dir: mlmrun
-device: cpu
-model:
-  encoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  activation: gelu
-  position: rope
-  max_positions: 64
-data:
-  train: mlm.txt
-  vocab_size: 150
-  seq_len: 32
-train:
-  max_updates: 2
-  batch_size: 4
-  valid_interval: 0
-optim:
-  name: adamw
-  lr: 1.0e-3
-  warmup_updates: 1
-)";
 
 struct Case {
   const char* name;
@@ -215,21 +163,10 @@ std::map<std::string, std::string> snapshot(const std::string& root) {
   return files;
 }
 
-struct Outcome {
-  int code;
-  std::string out, err;
-};
+using Outcome = rotor::test::RunResult;
 
 Outcome sh(const std::string& dir, const std::string& command) {
-  const std::string out = dir + "/.stdout", err = dir + "/.stderr";
-  const std::string cmd = "export OMP_NUM_THREADS=1; cd '" + dir + "' && ( " + command + " ) >'" +
-                          out + "' 2>'" + err + "' </dev/null";
-  const int status = std::system(cmd.c_str());
-  Outcome o{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out),
-            slurp(err)};
-  fs::remove(out);
-  fs::remove(err);
-  return o;
+  return rotor::test::run_in(dir, command);
 }
 
 class BadInputs : public ::testing::TestWithParam<Case> {
@@ -243,14 +180,17 @@ class BadInputs : public ::testing::TestWithParam<Case> {
                             "--test-long 5 --seed 4")
                   .code,
               0);
-    std::ofstream(b + "/tiny.yaml") << kTiny;
-    std::ofstream(b + "/mlm.yaml") << kMlm;
-    {
-      std::ofstream text(b + "/mlm.txt");
-      std::ifstream en(b + "/data/train.en"), de(b + "/data/train.de");
-      for (std::string l1, l2; std::getline(en, l1) && std::getline(de, l2);)
-        text << l1 << " and " << l2 << "\n";
-    }
+    rotor::test::tiny_translation().write(b + "/tiny.yaml");
+    // 2 updates, never validated.
+    rotor::test::tiny_mlm("mlm.txt", "", "mlmrun")
+        .erase("seed")
+        .erase("data.valid")
+        .set("train.max_updates", "2")
+        .erase("train.log_interval")
+        .set("train.valid_interval", "0")
+        .erase("train.save_interval")
+        .write(b + "/mlm.yaml");
+    rotor::test::write_mlm_text(b + "/data", b + "/mlm.txt");
     ASSERT_EQ(sh(b, rotor + " spm-train --input data/train.en --input data/train.de "
                             "--model-prefix small --vocab-size 60")
                   .code,
@@ -314,13 +254,11 @@ class Faults : public ::testing::Test {
                                   "--test 20 --test-long 5 --seed 4")
                   .code,
               0);
-    std::string cfg = kTiny;
-    auto set = [&](const std::string& from, const std::string& to) {
-      cfg.replace(cfg.find(from), from.size(), to);
-    };
-    set("max_updates: 4", "max_updates: 8");
-    set("save_interval: 2", "save_interval: 1\n  keep_last: 2");
-    std::ofstream(dir_ / "tiny.yaml") << cfg;
+    rotor::test::tiny_translation()
+        .set("train.max_updates", "8")
+        .set("train.save_interval", "1")
+        .set("train.keep_last", "2")
+        .write(dir_ / "tiny.yaml");
   }
   Outcome train(const std::string& extra, const std::string& env = "") {
     return sh(dir_.path(), env + " " + ROTOR_BINARY + " train tiny.yaml " + extra);

@@ -13,6 +13,7 @@
 #include "core/json_io.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
+#include "support/tiny_configs.h"
 
 namespace {
 
@@ -26,41 +27,24 @@ RunResult rotor_run(const TempDir& dir, const std::string& args) {
   return rotor::test::run_rotor(dir, args, "OMP_NUM_THREADS=1");
 }
 
-const char* kConfig = R"(task: translation
-output_dir: RUN
-seed: 3
-device: cpu
-model:
-  encoder_layers: 1
-  decoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  position: rope
-  max_positions: 256
-data:
-  train: DATA/train
-  vocab_size: 120
-  max_tokens: 256
-  max_len_ratio: 20
-train:
-  max_updates: 100
-  update_freq: 2
-optim:
-  lr: 1.0e-3
-  warmup_updates: 4
-)";
-
 class BenchTrain : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto r = rotor_run(dir_, "synth numbers-en-de --output " + (dir_ / "data") +
-                                 " --train 300 --valid 20 --test 20 --test-long 10 --seed 2");
+    auto r = rotor_run(dir_, rotor::test::synth_args(dir_ / "data", {300, 20, 20, 10, 2}));
     ASSERT_EQ(r.code, 0) << r.err;
-    std::string cfg = kConfig;
-    cfg.replace(cfg.find("DATA/train"), 4, dir_ / "data");
-    cfg.replace(cfg.find("RUN"), 3, dir_ / "run");
-    std::ofstream(dir_ / "tiny.yaml") << cfg;
+    // Two micro-batches an update, no validation and no checkpoint.
+    rotor::test::tiny_translation(dir_ / "data", dir_ / "run")
+        .set("seed", "3")
+        .erase("data.valid")
+        .set("data.max_tokens", "256")
+        .set("train.max_updates", "100")
+        .set("train.update_freq", "2")
+        .erase("train.log_interval")
+        .erase("train.valid_interval")
+        .erase("train.save_interval")
+        .set("optim.lr", "1.0e-3")
+        .set("optim.warmup_updates", "4")
+        .write(dir_ / "tiny.yaml");
   }
   TempDir dir_;
 };

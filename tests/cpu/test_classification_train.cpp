@@ -19,6 +19,7 @@
 #include "core/json_io.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
+#include "support/tiny_configs.h"
 
 namespace {
 
@@ -28,18 +29,15 @@ using rotor::test::RunResult;
 using rotor::test::slurp;
 using rotor::test::TempDir;
 
-const char* kModel = R"(device: cpu
-seed: 5
-model:
-  encoder_layers: 2
-  d_model: 32
-  n_heads: 4
-  d_ff: 64
-  activation: gelu
-  layer_norm_eps: 1.0e-12
-  position: rope
-  max_positions: 48
-)";
+// tiny_configs.h's encoder at two layers of four heads, with BERT's
+// layer-norm epsilon (what a Hugging Face export carries).
+rotor::test::TinyConfig encoder(const std::string& task, const std::string& run) {
+  return rotor::test::tiny_encoder(task, run)
+      .set("model.encoder_layers", "2")
+      .set("model.n_heads", "4")
+      .set("model.layer_norm_eps", "1.0e-12")
+      .set("model.max_positions", "48");
+}
 
 // Whether the number is odd: the last word says it ("twenty-three", "five").
 std::string parity(const std::string& english) {
@@ -98,26 +96,41 @@ class ClassificationTrain : public ::testing::Test {
   }
   // A tiny RoFormer pretrained for a few updates and exported to DIR/hf.
   void pretrain() {
-    write("mlm.yaml", std::string(kModel) + "task: mlm\noutput_dir: " + (dir_ / "mlm") +
-                          "\ndata:\n  train: " + (dir_ / "data/train.en") +
-                          "\n  vocab_size: 150\n  seq_len: 48\ntrain:\n  max_updates: 20\n"
-                          "  batch_size: 16\noptim:\n  name: adamw\n  lr: 3.0e-3\n"
-                          "  warmup_updates: 2\n");
+    encoder("mlm", dir_ / "mlm")
+        .set("data.train", dir_ / "data/train.en")
+        .set("data.vocab_size", "150")
+        .set("data.seq_len", "48")
+        .set("train.max_updates", "20")
+        .set("train.batch_size", "16")
+        .set("optim.name", "adamw")
+        .set("optim.lr", "3.0e-3")
+        .set("optim.warmup_updates", "2")
+        .write(dir_ / "mlm.yaml");
     auto r = run("train " + (dir_ / "mlm.yaml"));
     ASSERT_EQ(r.code, 0) << r.err;
     r = run("export --checkpoint " + (dir_ / "mlm") + " --format hf --output " + (dir_ / "hf"));
     ASSERT_EQ(r.code, 0) << r.err;
   }
-  std::string classifier_yaml(const std::string& extra = "") {
-    return std::string(kModel) + "  init_from: " + (dir_ / "hf") +
-           "\ntask: classification\noutput_dir: " + (dir_ / "cls") +
-           "\ndata:\n  train: " + (dir_ / "train.tsv") + "\n  valid: " + (dir_ / "valid.tsv") +
-           "\n  test: " + (dir_ / "test.tsv") +
-           "\n  labels: [even, odd]\n  seq_len: 48\ntrain:\n  max_updates: 160\n"
-           "  batch_size: 16\n  log_interval: 20\n  valid_interval: 40\n  save_interval: 80\n"
-           "  best_metric: mcc\noptim:\n  name: adamw\n  lr: 2.0e-3\n  warmup_updates: 10\n"
-           "  schedule: linear\n" +
-           extra;
+  // The parity classifier fine-tuned from DIR/hf.
+  std::string classifier_yaml() {
+    return encoder("classification", dir_ / "cls")
+        .set("model.init_from", dir_ / "hf")
+        .set("data.train", dir_ / "train.tsv")
+        .set("data.valid", dir_ / "valid.tsv")
+        .set("data.test", dir_ / "test.tsv")
+        .set("data.labels", "[even, odd]")
+        .set("data.seq_len", "48")
+        .set("train.max_updates", "160")
+        .set("train.batch_size", "16")
+        .set("train.log_interval", "20")
+        .set("train.valid_interval", "40")
+        .set("train.save_interval", "80")
+        .set("train.best_metric", "mcc")
+        .set("optim.name", "adamw")
+        .set("optim.lr", "2.0e-3")
+        .set("optim.warmup_updates", "10")
+        .set("optim.schedule", "linear")
+        .text();
   }
   TempDir dir_;
 };
@@ -206,13 +219,21 @@ TEST_F(ClassificationTrain, RegressionFromScratchReportsCorrelations) {
   auto r = run("spm-train --input " + (dir_ / "data/train.en") + " --model-prefix " +
                (dir_ / "spm") + " --vocab-size 150 --user-defined-symbols [MASK],[CLS],[SEP]");
   ASSERT_EQ(r.code, 0) << r.err;
-  write("reg.yaml", std::string(kModel) + "task: classification\noutput_dir: " + (dir_ / "reg") +
-                        "\ndata:\n  train: " + (dir_ / "train_reg.tsv") + "\n  valid: " +
-                        (dir_ / "valid_reg.tsv") + "\n  spm_model: " + (dir_ / "spm.model") +
-                        "\n  label_column: score\n  regression: true\n  seq_len: 48\n"
-                        "train:\n  max_updates: 150\n  batch_size: 16\n  valid_interval: 30\n"
-                        "  save_interval: 150\n  best_metric: spearman\noptim:\n  lr: 2.0e-3\n"
-                        "  warmup_updates: 5\n");
+  encoder("classification", dir_ / "reg")
+      .set("data.train", dir_ / "train_reg.tsv")
+      .set("data.valid", dir_ / "valid_reg.tsv")
+      .set("data.spm_model", dir_ / "spm.model")
+      .set("data.label_column", "score")
+      .set("data.regression", "true")
+      .set("data.seq_len", "48")
+      .set("train.max_updates", "150")
+      .set("train.batch_size", "16")
+      .set("train.valid_interval", "30")
+      .set("train.save_interval", "150")
+      .set("train.best_metric", "spearman")
+      .set("optim.lr", "2.0e-3")
+      .set("optim.warmup_updates", "5")
+      .write(dir_ / "reg.yaml");
   r = run("train " + (dir_ / "reg.yaml"));
   ASSERT_EQ(r.code, 0) << r.err;
   const auto valid = records("reg", "valid");

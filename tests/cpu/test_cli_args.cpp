@@ -23,6 +23,7 @@
 
 #include "support/run_rotor.h"
 #include "support/test_util.h"
+#include "support/tiny_configs.h"
 
 namespace {
 
@@ -147,28 +148,6 @@ const std::vector<Case> kCases = {
 const char* kLibraryTexts[] = {"Run with --help",   "not in range", ".cc(",  "filesystem error",
                                "Could not convert", "required INT", "std::", "basic_string"};
 
-const char* kConfig = R"(task: translation
-output_dir: OUT
-device: cpu
-model:
-  encoder_layers: 1
-  decoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  position: rope
-data:
-  train: DATA
-  vocab_size: 120
-  max_tokens: 256
-  max_len_ratio: 20
-train:
-  max_updates: 2
-  save_interval: 2
-optim:
-  warmup_updates: 2
-)";
-
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
     s.replace(p, from.size(), to);
@@ -190,19 +169,11 @@ std::map<std::string, uint64_t> snapshot(const std::string& root) {
   return out;
 }
 
-struct Result {
-  int code;
-  std::string out, err;
-};
+using Result = rotor::test::RunResult;
 
-// rotor ARGS < stdin_text, run by the shell; captures live outside the fixture directory.
+// rotor ARGS < stdin_text; captures live outside the fixture directory.
 Result run(const TempDir& capture, const std::string& args, const std::string& stdin_text = "") {
-  std::ofstream(capture / "stdin.txt", std::ios::binary) << stdin_text;
-  const std::string cmd = std::string(ROTOR_BINARY) + " " + args + " <" + (capture / "stdin.txt") +
-                          " >" + (capture / "stdout.txt") + " 2>" + (capture / "stderr.txt");
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-          slurp(capture / "stdout.txt"), slurp(capture / "stderr.txt")};
+  return rotor::test::run_rotor(capture, args, "", stdin_text);
 }
 
 std::vector<std::string> split_lines(const std::string& text) {
@@ -219,11 +190,9 @@ class CliArgs : public ::testing::Test {
     dir_ = new TempDir;
     const TempDir& d = *dir_;
     TempDir capture;
-    auto r = run(capture, "synth numbers-en-de --output " + (d / "data") +
-                              " --train 300 --valid 50 --test 50 --test-long 20");
+    auto r = run(capture, rotor::test::synth_args(d / "data"));
     ASSERT_EQ(r.code, 0) << r.err;
-    std::string cfg = replace_all(replace_all(kConfig, "OUT", d / "run"), "DATA", d / "data/train");
-    std::ofstream(d / "good.yaml") << cfg;
+    rotor::test::tiny_translation_2_updates(d / "data", d / "run").write(d / "good.yaml");
     r = run(capture, "train " + (d / "good.yaml"));
     ASSERT_EQ(r.code, 0) << r.err;
     std::ofstream(d / "src.txt") << "one\ntwo hundred\nthree thousand four\n";
@@ -245,9 +214,10 @@ class CliArgs : public ::testing::Test {
       bin.seekp(4 * 57);
       bin.write(reinterpret_cast<const char*>(&bad), 4);
     }
-    cfg = replace_all(replace_all(kConfig, "OUT", d / "bench_out"), "DATA",
-                      (d / "prep/train") + "\n  spm_model: " + (d / "run/spm.model"));
-    std::ofstream(d / "corrupt.yaml") << cfg;
+    rotor::test::tiny_translation_2_updates(d / "data", d / "bench_out")
+        .set("data.train", d / "prep/train")
+        .set("data.spm_model", d / "run/spm.model")
+        .write(d / "corrupt.yaml");
   }
   static void TearDownTestSuite() {
     delete dir_;

@@ -12,9 +12,11 @@
 #include <sstream>
 #include <string>
 
-#include "support/test_util.h"
-#include "config/config.h"
 #include "checkpoint/safetensors.h"
+#include "config/config.h"
+#include "support/run_rotor.h"
+#include "support/test_util.h"
+#include "support/tiny_configs.h"
 
 using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unqualified
 
@@ -23,28 +25,13 @@ namespace {
 namespace fs = std::filesystem;
 using rotor::test::TempDir;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using rotor::test::RunResult;
+using rotor::test::slurp;
 
-struct RunResult {
-  int code;
-  std::string out, err;
-};
-
-RunResult run_rotor(const TempDir& dir, const std::string& args,
+RunResult rotor_run(const TempDir& dir, const std::string& args,
                     const std::string& stdin_text = "") {
-  const std::string out = dir / "stdout.txt", err = dir / "stderr.txt", in = dir / "stdin.txt";
-  std::ofstream(in) << stdin_text;
-  const std::string cmd =
-      std::string(ROTOR_BINARY) + " " + args + " <" + in + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+  return rotor::test::run_rotor(dir, args, "", stdin_text);
 }
-
 // Exit code 1, and stderr is exactly one line "rotor: error: ..." containing
 // every needle.
 void expect_one_line_error(const RunResult& r, std::initializer_list<std::string> needles) {
@@ -55,28 +42,6 @@ void expect_one_line_error(const RunResult& r, std::initializer_list<std::string
     EXPECT_NE(r.err.find(n), std::string::npos) << "no '" << n << "' in: " << r.err;
 }
 
-const char* kConfig = R"(task: translation
-output_dir: OUT
-device: cpu
-model:
-  encoder_layers: 1
-  decoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  position: rope
-data:
-  train: DATA/train
-  vocab_size: 120
-  max_tokens: 256
-  max_len_ratio: 20
-train:
-  max_updates: 2
-  save_interval: 2
-optim:
-  warmup_updates: 2
-)";
-
 class CliErrors : public ::testing::Test {
  protected:
   // A config whose data.train is DATA (not synthesized unless asked).
@@ -84,18 +49,15 @@ class CliErrors : public ::testing::Test {
     std::ofstream(dir_ / name) << text;
     return dir_ / name;
   }
-  std::string good_config() {
-    std::string cfg = kConfig;
-    cfg.replace(cfg.find("OUT"), 3, dir_ / "run");
-    cfg.replace(cfg.find("DATA"), 4, dir_ / "data");
-    return write_config("good.yaml", cfg);
+  static rotor::test::TinyConfig tiny(const std::string& data, const std::string& run) {
+    return rotor::test::tiny_translation_2_updates(data, run);
   }
+  std::string good_config() { return tiny(dir_ / "data", dir_ / "run").write(dir_ / "good.yaml"); }
   // Synthesizes data and trains 2 updates: DIR/run/checkpoints/step_2.
   void train_tiny() {
-    auto r = run_rotor(dir_, "synth numbers-en-de --output " + (dir_ / "data") +
-                                 " --train 300 --valid 50 --test 50 --test-long 20");
+    auto r = rotor_run(dir_, rotor::test::synth_args(dir_ / "data"));
     ASSERT_EQ(r.code, 0) << r.err;
-    r = run_rotor(dir_, "train " + good_config());
+    r = rotor_run(dir_, "train " + good_config());
     ASSERT_EQ(r.code, 0) << r.err;
     ASSERT_TRUE(fs::exists(dir_ / "run/checkpoints/step_2/model.safetensors"));
   }
@@ -104,41 +66,45 @@ class CliErrors : public ::testing::Test {
 
 TEST_F(CliErrors, ConfigErrorsNameKeyAndLine) {
   const std::string good = good_config();
-  expect_one_line_error(run_rotor(dir_, "train " + (dir_ / "missing.yaml")), {"missing.yaml"});
+  expect_one_line_error(rotor_run(dir_, "train " + (dir_ / "missing.yaml")), {"missing.yaml"});
 
+  const auto cfg = tiny(dir_ / "data", dir_ / "run");
+  const std::string at_d_ff = ":" + std::to_string(cfg.line_of("model.d_ff")) + ":";
   std::string text = slurp(good);
-  text.replace(text.find("  d_ff: 64"), 9, "  d_fff: 64");  // line 9
-  expect_one_line_error(run_rotor(dir_, "train " + write_config("unknown.yaml", text)),
-                        {"unknown.yaml:9:", "model.d_fff", "model.d_ff"});
+  text.replace(text.find("  d_ff: 64"), 9, "  d_fff: 64");
+  expect_one_line_error(rotor_run(dir_, "train " + write_config("unknown.yaml", text)),
+                        {"unknown.yaml" + at_d_ff, "model.d_fff", "model.d_ff"});
 
   text = slurp(good);
-  text.replace(text.find("max_updates: 2"), 14, "max_updates: lots");  // line 17
-  expect_one_line_error(run_rotor(dir_, "train " + write_config("type.yaml", text)),
-                        {"type.yaml:17:", "train.max_updates", "lots"});
+  text.replace(text.find("max_updates: 2"), 14, "max_updates: lots");
+  expect_one_line_error(rotor_run(dir_, "train " + write_config("type.yaml", text)),
+                        {"type.yaml:" + std::to_string(cfg.line_of("train.max_updates")) + ":",
+                         "train.max_updates", "lots"});
 
   text = slurp(good);
   text.replace(text.find("position: rope"), 14, "position: rotary");
-  expect_one_line_error(run_rotor(dir_, "train " + write_config("enum.yaml", text)),
-                        {"enum.yaml:10:", "model.position", "rotary"});
+  expect_one_line_error(rotor_run(dir_, "train " + write_config("enum.yaml", text)),
+                        {"enum.yaml:" + std::to_string(cfg.line_of("model.position")) + ":",
+                         "model.position", "rotary"});
 
-  expect_one_line_error(run_rotor(dir_, "train " + good + " --set model.d_modle=64"),
+  expect_one_line_error(rotor_run(dir_, "train " + good + " --set model.d_modle=64"),
                         {"--set model.d_modle=64", "model.d_modle"});
-  expect_one_line_error(run_rotor(dir_, "train " + good + " --set train.max_updates=-3"),
+  expect_one_line_error(rotor_run(dir_, "train " + good + " --set train.max_updates=-3"),
                         {"train.max_updates"});
   write_config("notyaml.yaml", "model: [unclosed\n");
-  expect_one_line_error(run_rotor(dir_, "train " + (dir_ / "notyaml.yaml")), {"notyaml.yaml"});
+  expect_one_line_error(rotor_run(dir_, "train " + (dir_ / "notyaml.yaml")), {"notyaml.yaml"});
   // None of these created the run directory.
   EXPECT_FALSE(fs::exists(dir_ / "run"));
 }
 
 TEST_F(CliErrors, MissingDataFile) {
-  expect_one_line_error(run_rotor(dir_, "train " + good_config()),
+  expect_one_line_error(rotor_run(dir_, "train " + good_config()),
                         {"data.train", dir_ / "data/train"});
   EXPECT_FALSE(fs::exists(dir_ / "run")) << "a run that cannot start writes nothing";
-  auto r = run_rotor(dir_, "synth numbers-en-de --output " + (dir_ / "data") + " --train 50");
+  auto r = rotor_run(dir_, "synth numbers-en-de --output " + (dir_ / "data") + " --train 50");
   ASSERT_EQ(r.code, 0) << r.err;
   expect_one_line_error(
-      run_rotor(dir_, "train " + good_config() + " --set data.valid=" + (dir_ / "nowhere/valid")),
+      rotor_run(dir_, "train " + good_config() + " --set data.valid=" + (dir_ / "nowhere/valid")),
       {"data.valid", dir_ / "nowhere/valid"});
   EXPECT_FALSE(fs::exists(dir_ / "run"));
 }
@@ -149,7 +115,7 @@ TEST_F(CliErrors, DumpConfigLoadsBack) {
                                          "model.activation=gelu"};
   std::string args = "train " + good + " --dump-config";
   for (const auto& s : sets) args += " --set " + s;
-  auto r = run_rotor(dir_, args);
+  auto r = rotor_run(dir_, args);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;
   const std::string dumped = write_config("dumped.yaml", r.out);
@@ -158,7 +124,7 @@ TEST_F(CliErrors, DumpConfigLoadsBack) {
   EXPECT_EQ(back.train.max_updates, 7);
   EXPECT_EQ(back.optim.betas[1], 0.999);
   // A fixed point: dumping the dump gives the same text.
-  r = run_rotor(dir_, "train " + dumped + " --dump-config");
+  r = rotor_run(dir_, "train " + dumped + " --dump-config");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, slurp(dumped));
   EXPECT_FALSE(fs::exists(dir_ / "run"));
@@ -168,7 +134,7 @@ TEST_F(CliErrors, BadCheckpoints) {
   ASSERT_NO_FATAL_FAILURE(train_tiny());
   const std::string ckpt = dir_ / "run/checkpoints/step_2";
 
-  expect_one_line_error(run_rotor(dir_, "translate --checkpoint " + (dir_ / "nothing"), "one\n"),
+  expect_one_line_error(rotor_run(dir_, "translate --checkpoint " + (dir_ / "nothing"), "one\n"),
                         {dir_ / "nothing"});
 
   // Truncated weights, at several lengths: one line, exit 1, no crash.
@@ -179,7 +145,7 @@ TEST_F(CliErrors, BadCheckpoints) {
     std::ofstream(dir_ / "corrupt/model.safetensors", std::ios::binary | std::ios::trunc)
         << bytes.substr(0, len);
     SCOPED_TRACE("truncated to " + std::to_string(len) + " bytes");
-    expect_one_line_error(run_rotor(dir_,
+    expect_one_line_error(rotor_run(dir_,
                                     "translate --device cpu --checkpoint " + (dir_ / "corrupt") +
                                         " --output " + (dir_ / "hyp.txt"),
                                     "one\ntwo\n"),
@@ -198,19 +164,20 @@ TEST_F(CliErrors, BadCheckpoints) {
     std::ofstream(dir_ / "corrupt/config.yaml", std::ios::trunc) << cfg;
   }
   expect_one_line_error(
-      run_rotor(dir_, "translate --device cpu --checkpoint " + (dir_ / "corrupt"), "one\n"),
+      rotor_run(dir_, "translate --device cpu --checkpoint " + (dir_ / "corrupt"), "one\n"),
       {"model.safetensors", "shape"});
 
   // average: mismatched shapes (and a missing tensor) name the file and the tensor.
   fs::remove_all(dir_ / "other");
   fs::copy(ckpt, dir_ / "other");
-  rotor::checkpoint::NamedTensors tensors = rotor::checkpoint::load_safetensors(ckpt + "/model.safetensors");
+  rotor::checkpoint::NamedTensors tensors =
+      rotor::checkpoint::load_safetensors(ckpt + "/model.safetensors");
   ASSERT_GE(tensors.size(), 2u);
   const std::string first = tensors[0].first;
   tensors[0].second = rotor::Tensor::zeros({3, 5});
   rotor::checkpoint::save_safetensors(dir_ / "other/model.safetensors", tensors);
   expect_one_line_error(
-      run_rotor(dir_, "average " + ckpt + " " + (dir_ / "other") + " --output " + (dir_ / "avg")),
+      rotor_run(dir_, "average " + ckpt + " " + (dir_ / "other") + " --output " + (dir_ / "avg")),
       {"other/model.safetensors", first, "[3, 5]"});
   EXPECT_FALSE(fs::exists(dir_ / "avg"));
   tensors = rotor::checkpoint::load_safetensors(ckpt + "/model.safetensors");
@@ -218,15 +185,15 @@ TEST_F(CliErrors, BadCheckpoints) {
   tensors.pop_back();
   rotor::checkpoint::save_safetensors(dir_ / "other/model.safetensors", tensors);
   expect_one_line_error(
-      run_rotor(dir_, "average " + ckpt + " " + (dir_ / "other") + " --output " + (dir_ / "avg")),
+      rotor_run(dir_, "average " + ckpt + " " + (dir_ / "other") + " --output " + (dir_ / "avg")),
       {"other/model.safetensors", missing});
   expect_one_line_error(
-      run_rotor(dir_, "average " + ckpt + " " + (dir_ / "nothing") + " --output " + (dir_ / "avg")),
+      rotor_run(dir_, "average " + ckpt + " " + (dir_ / "nothing") + " --output " + (dir_ / "avg")),
       {dir_ / "nothing"});
   // An --output that is not a checkpoint is never replaced.
   fs::create_directories(dir_ / "precious");
   std::ofstream(dir_ / "precious/notes.txt") << "keep me";
-  expect_one_line_error(run_rotor(dir_, "average " + ckpt + " --output " + (dir_ / "precious")),
+  expect_one_line_error(rotor_run(dir_, "average " + ckpt + " --output " + (dir_ / "precious")),
                         {"precious"});
   EXPECT_EQ(slurp(dir_ / "precious/notes.txt"), "keep me");
   EXPECT_FALSE(fs::exists(dir_ / "avg"));
@@ -235,7 +202,7 @@ TEST_F(CliErrors, BadCheckpoints) {
   // log lines) and leaves the checkpoint as it was.
   const std::string state = slurp(ckpt + "/trainer_state.json");
   std::ofstream(ckpt + "/trainer_state.json", std::ios::trunc) << state.substr(0, state.size() / 2);
-  auto r = run_rotor(dir_, "train " + good_config() + " --resume --set train.max_updates=4");
+  auto r = rotor_run(dir_, "train " + good_config() + " --resume --set train.max_updates=4");
   EXPECT_EQ(r.code, 1) << r.err;
   const size_t last_line = r.err.rfind('\n', r.err.size() - 2);
   const std::string tail = r.err.substr(last_line == std::string::npos ? 0 : last_line + 1);

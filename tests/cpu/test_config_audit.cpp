@@ -24,6 +24,7 @@
 #include "core/json_io.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
+#include "support/tiny_configs.h"
 
 namespace {
 
@@ -31,97 +32,6 @@ namespace fs = std::filesystem;
 using rotor::json_io::Json;
 using rotor::test::slurp;
 using rotor::test::TempDir;
-
-const char* kTranslation = R"(task: translation
-output_dir: run
-seed: 5
-device: cpu
-model:
-  encoder_layers: 1
-  decoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  dropout: 0.1
-  position: rope
-  max_positions: 256
-data:
-  train: data/train
-  valid: data/valid
-  vocab_size: 120
-  max_tokens: 512
-  max_len_ratio: 20
-train:
-  max_updates: 3
-  log_interval: 1
-  valid_interval: 3
-  save_interval: 3
-optim:
-  lr: 2.0e-3
-  warmup_updates: 2
-)";
-
-const char* kClassification = R"(task: classification
-output_dir: run
-seed: 5
-device: cpu
-model:
-  encoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  activation: gelu
-  position: rope
-  max_positions: 64
-data:
-  train: cls_train.tsv
-  valid: cls_valid.tsv
-  spm_model: cls_spm.model
-  sentence1_column: s1
-  sentence2_column: s2
-  label_column: label
-  labels: [no, yes]
-  seq_len: 48
-train:
-  max_updates: 3
-  batch_size: 8
-  log_interval: 1
-  valid_interval: 3
-  save_interval: 3
-optim:
-  name: adamw
-  lr: 1.0e-3
-  warmup_updates: 1
-)";
-
-const char* kMlm = R"(task: mlm
-output_dir: run
-seed: 5
-device: cpu
-model:
-  encoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  activation: gelu
-  position: rope
-  max_positions: 64
-data:
-  train: mlm.txt
-  valid: mlm_valid.txt
-  vocab_size: 150
-  seq_len: 32
-train:
-  max_updates: 3
-  batch_size: 4
-  log_interval: 1
-  valid_interval: 3
-  save_interval: 3
-optim:
-  name: adamw
-  lr: 1.0e-3
-  warmup_updates: 1
-)";
 
 // What a run shows.
 enum class Shows {
@@ -282,22 +192,22 @@ class ConfigAudit : public ::testing::Test {
                         " synth numbers-en-de --output data --train 300 --valid 20 --test 12 "
                         "--test-long 4 --seed 4"),
               0);
-    std::ofstream(b + "/translation.yaml") << kTranslation;
-    std::ofstream(b + "/mlm.yaml") << kMlm;
-    std::ofstream text(b + "/mlm.txt"), valid(b + "/mlm_valid.txt");
-    std::ifstream en(b + "/data/train.en"), de(b + "/data/train.de");
-    int i = 0;
-    for (std::string l1, l2; std::getline(en, l1) && std::getline(de, l2); ++i)
-      (i % 10 ? text : valid) << l1 << " and " << l2 << "\n";
-    text.close();
-    valid.close();
+    // 3 updates, validated and saved at the end.
+    rotor::test::tiny_translation()
+        .set("model.dropout", "0.1")
+        .set("train.max_updates", "3")
+        .set("train.valid_interval", "3")
+        .set("train.save_interval", "3")
+        .write(b + "/translation.yaml");
+    rotor::test::tiny_mlm().write(b + "/mlm.yaml");
+    rotor::test::write_mlm_text(b + "/data", b + "/mlm.txt", b + "/mlm_valid.txt", 10);
     ASSERT_EQ(sh(b, std::string(ROTOR_BINARY) +
                         " spm-train --input data/train.en --input data/train.de --model-prefix "
                         "spm100 --vocab-size 100"),
               0);
     // Sentence pairs: is s2 the translation of s1 (yes) or of another line (no)?
     // s3 is s1 reversed word by word; flipped and score are other labels.
-    std::ofstream(b + "/classification.yaml") << kClassification;
+    rotor::test::tiny_classification().write(b + "/classification.yaml");
     ASSERT_EQ(sh(b, std::string(ROTOR_BINARY) +
                         " spm-train --input data/train.en --input data/train.de --model-prefix "
                         "cls_spm --vocab-size 120 --user-defined-symbols '[MASK],[CLS],[SEP]'"),
@@ -331,10 +241,7 @@ class ConfigAudit : public ::testing::Test {
   static void TearDownTestSuite() { delete base_; }
 
   static int sh(const std::string& dir, const std::string& command) {
-    const std::string cmd = "cd '" + dir + "' && ( " + command + " ) >'" + dir + "/.out' 2>'" +
-                            dir + "/.err' </dev/null";
-    const int status = std::system(cmd.c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return rotor::test::run_in(dir, command).code;
   }
 
   // One run of a config with overrides, in a fresh copy of the base.
@@ -350,8 +257,9 @@ class ConfigAudit : public ::testing::Test {
                 std::regex_replace(overrides, std::regex("LAUNCH"), "");
     }
     Result r;
-    r.code = sh(dir.path(), "export OMP_NUM_THREADS=1 " + env + "; " + command);
-    r.err = slurp(dir / ".err");
+    const rotor::test::RunResult train = rotor::test::run_in(dir.path(), env + " " + command);
+    r.code = train.code;
+    r.err = train.err;
     std::string out = "run";
     std::smatch m;
     if (std::regex_search(overrides, m, std::regex(R"(--set output_dir=(\S+))"))) out = m[1];
@@ -370,9 +278,10 @@ class ConfigAudit : public ::testing::Test {
         names.insert(fs::relative(e.path(), dir.path()).string());
     for (const auto& n : names) r.files += n + "\n";
     if (translate && r.code == 0) {
-      sh(dir.path(), std::string(ROTOR_BINARY) + " translate --checkpoint " + out +
-                         " --input data/test.en --nbest 1");
-      r.translation = slurp(dir / ".out");
+      r.translation =
+          rotor::test::run_in(dir.path(), std::string(ROTOR_BINARY) + " translate --checkpoint " +
+                                              out + " --input data/test.en --nbest 1")
+              .out;
     }
     return r;
   }

@@ -16,6 +16,7 @@
 #include "core/json_io.h"
 #include "models/model_config.h"
 #include "support/test_util.h"
+#include "support/tiny_configs.h"
 
 namespace fs = std::filesystem;
 
@@ -25,12 +26,9 @@ namespace {
 constexpr int64_t V = 50;
 
 Config make_config(const std::string& task, const std::string& position) {
-  std::string yaml = "task: " + task +
-                     "\nmodel:\n  encoder_layers: 2\n  d_model: 16\n  n_heads: 2\n  d_ff: 32\n"
-                     "  activation: gelu\n  layer_norm_eps: 1.0e-12\n  position: " +
-                     position + "\n  max_positions: 24\ndata:\n  seq_len: 24\n";
-  if (task == "classification") yaml += "  labels: [a, b, c]\n";
-  return load_config_from_string(yaml);
+  test::TinyConfig yaml = test::tiny_hf_encoder(task, position);
+  if (task == "classification") yaml.set("data.labels", "[a, b, c]");
+  return load_config_from_string(yaml.text());
 }
 
 // Registers the model of `c` in `store`, allocated, initialized from `seed`

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/safetensors.h"
 #include "core/json_io.h"
 #include "nn/parameters.h"
 #include "ops/attention.h"
@@ -30,7 +31,6 @@
 #include "optim/loss_scaler.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
-#include "checkpoint/safetensors.h"
 
 namespace rotor {
 namespace {
@@ -322,13 +322,17 @@ json_io::Json trainer_state(const std::string& checkpoint) {
   return json_io::load(checkpoint + "/trainer_state.json");
 }
 
+// The quickstart model cut to 1 + 1 layers of d_model 64, for the loss-scaler tests.
+constexpr const char* kSmallModel =
+    "--set model.encoder_layers=1 --set model.decoder_layers=1 --set model.d_model=64 "
+    "--set model.d_ff=128 --set data.max_tokens=512";
+
 class MixedPrecisionTraining : public ::testing::Test {
  protected:
   // The quickstart's data at a third of its size (the model and recipe are
   // configs/quickstart/numbers_rope.yaml's).
   void SetUp() override {
-    auto r = rotor_run(dir_, "synth numbers-en-de --output " + (dir_ / "data") +
-                                 " --train 6000 --valid 300 --test 10 --test-long 10 --seed 1");
+    auto r = rotor_run(dir_, rotor::test::synth_args(dir_ / "data", {6000, 300, 10, 10, 1}));
     ASSERT_EQ(r.code, 0) << r.err;
   }
 
@@ -391,11 +395,10 @@ TEST_F(MixedPrecisionTraining, HalfPrecisionRunsStayWithinTwoPercentOfFp32) {
 // scale halves, the weights and Adam moments after it equal those before it,
 // and training goes on.
 TEST_F(MixedPrecisionTraining, InjectedNanIsCaughtByTheLossScaler) {
-  const std::string extra =
-      "--set model.encoder_layers=1 --set model.decoder_layers=1 --set model.d_model=64 "
-      "--set model.d_ff=128 --set data.max_tokens=512 --set train.max_updates=6 "
-      "--set train.log_interval=1 --set train.valid_interval=0 --set train.save_interval=1 "
-      "--set train.keep_last=10 --set train.loss_scale=1024";
+  const std::string extra = std::string(kSmallModel) +
+                            " --set train.max_updates=6 --set train.log_interval=1 "
+                            "--set train.valid_interval=0 --set train.save_interval=1 "
+                            "--set train.keep_last=10 --set train.loss_scale=1024";
   auto r = train("nan", "fp16", extra, "ROTOR_TEST_NAN_GRAD_AT=3");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("update 3: gradient overflow, skipped; loss scale -> 512"),
@@ -426,11 +429,10 @@ TEST_F(MixedPrecisionTraining, InjectedNanIsCaughtByTheLossScaler) {
 // checkpoint and restored: 3 updates, then --resume to 6, equal 6 in one go
 // (losses, loss scales and weights bitwise).
 TEST_F(MixedPrecisionTraining, Fp16ResumeRestoresTheLossScale) {
-  const std::string extra =
-      "--set model.encoder_layers=1 --set model.decoder_layers=1 --set model.d_model=64 "
-      "--set model.d_ff=128 --set data.max_tokens=512 --set train.log_interval=1 "
-      "--set train.valid_interval=0 --set train.save_interval=3 --set train.loss_scale=256 "
-      "--set train.scale_window=2";
+  const std::string extra = std::string(kSmallModel) +
+                            " --set train.log_interval=1 --set train.valid_interval=0 "
+                            "--set train.save_interval=3 --set train.loss_scale=256 "
+                            "--set train.scale_window=2";
   auto r = train("full", "fp16", extra + " --set train.max_updates=6");
   ASSERT_EQ(r.code, 0) << r.err;
   r = train("split", "fp16", extra + " --set train.max_updates=3");

@@ -7,15 +7,16 @@
 #include <fstream>
 #include <map>
 
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/export_hf.h"
+#include "checkpoint/safetensors.h"
+#include "config/config.h"
 #include "core/io.h"
 #include "core/json_io.h"
 #include "models/bert.h"
 #include "models/model_config.h"
 #include "support/test_util.h"
-#include "checkpoint/checkpoint.h"
-#include "config/config.h"
-#include "checkpoint/export_hf.h"
-#include "checkpoint/safetensors.h"
+#include "support/tiny_configs.h"
 
 namespace fs = std::filesystem;
 
@@ -26,10 +27,9 @@ using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unq
 constexpr int64_t V = 50, D = 16, H = 2, FF = 32, L = 2, P = 24;
 
 std::string mlm_yaml(const std::string& position, int type_vocab = 2) {
-  return "task: mlm\nmodel:\n  encoder_layers: 2\n  d_model: 16\n  n_heads: 2\n  d_ff: 32\n"
-         "  activation: gelu\n  layer_norm_eps: 1.0e-12\n  position: " + position +
-         "\n  max_positions: 24\n  type_vocab_size: " + std::to_string(type_vocab) +
-         "\ndata:\n  seq_len: 24\n";
+  return test::tiny_hf_encoder("mlm", position)
+      .set("model.type_vocab_size", std::to_string(type_vocab))
+      .text();
 }
 
 // The Hugging Face state dict of BertForMaskedLM / RoFormerForMaskedLM
@@ -38,8 +38,10 @@ std::map<std::string, Shape> expected_hf(bool roformer, int64_t types = 2) {
   const std::string p = roformer ? "roformer" : "bert";
   std::map<std::string, Shape> m;
   m[p + ".embeddings.word_embeddings.weight"] = {V, D};
-  if (!roformer) m[p + ".embeddings.position_embeddings.weight"] = {P, D};
-  else m["roformer.encoder.embed_positions.weight"] = {P, D / H};
+  if (!roformer)
+    m[p + ".embeddings.position_embeddings.weight"] = {P, D};
+  else
+    m["roformer.encoder.embed_positions.weight"] = {P, D / H};
   m[p + ".embeddings.token_type_embeddings.weight"] = {types, D};
   m[p + ".embeddings.LayerNorm.weight"] = {D};
   m[p + ".embeddings.LayerNorm.bias"] = {D};
@@ -143,10 +145,18 @@ void check_export(const std::string& position, bool roformer, int type_vocab = 2
   EXPECT_EQ(tc.at("mask_token").get<std::string>(), "[MASK]");
 }
 
-TEST(MlmExport, BertLearned) { check_export("learned", false); }
-TEST(MlmExport, BertSinusoidalNoTypes) { check_export("sinusoidal", false, 0); }
-TEST(MlmExport, BertNone) { check_export("none", false); }
-TEST(MlmExport, RoFormer) { check_export("rope", true); }
+TEST(MlmExport, BertLearned) {
+  check_export("learned", false);
+}
+TEST(MlmExport, BertSinusoidalNoTypes) {
+  check_export("sinusoidal", false, 0);
+}
+TEST(MlmExport, BertNone) {
+  check_export("none", false);
+}
+TEST(MlmExport, RoFormer) {
+  check_export("rope", true);
+}
 
 TEST(MlmExport, RotorNamesAreHuggingFaceNames) {
   // The model registers exactly the HF names minus those the export adds.
@@ -189,16 +199,19 @@ TEST(MlmExport, Cli) {
   test::TempDir tmp;
   write_checkpoint(tmp / "ckpt", load_config_from_string(mlm_yaml("rope")));
   const std::string cmd = std::string(ROTOR_BINARY) + " export --checkpoint " + (tmp / "ckpt") +
-                          " --format hf --output " + (tmp / "out") + " > " + (tmp / "log") + " 2>&1";
+                          " --format hf --output " + (tmp / "out") + " > " + (tmp / "log") +
+                          " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(tmp / "log");
   EXPECT_TRUE(fs::exists(tmp / "out/model.safetensors"));
   EXPECT_TRUE(fs::exists(tmp / "out/config.json"));
   EXPECT_NE(read_file(tmp / "log").find("roformer"), std::string::npos);
   const std::string bad = std::string(ROTOR_BINARY) + " export --checkpoint " + (tmp / "nothing") +
-                          " --format hf --output " + (tmp / "out2") + " > " + (tmp / "log2") + " 2>&1";
+                          " --format hf --output " + (tmp / "out2") + " > " + (tmp / "log2") +
+                          " 2>&1";
   const int rc = std::system(bad.c_str());
   EXPECT_NE(rc, 0);
-  EXPECT_NE(read_file(tmp / "log2").find("rotor: error:"), std::string::npos) << read_file(tmp / "log2");
+  EXPECT_NE(read_file(tmp / "log2").find("rotor: error:"), std::string::npos)
+      << read_file(tmp / "log2");
 }
 
 // ---- the configs/mlm presets -------------------------------------------------
@@ -239,10 +252,10 @@ TEST(MlmConfigs, BasePresetsArePaperSettings) {
   // RoFormer drops the 512 x 768 position table.
   EXPECT_EQ(parameter_count(preset("roformer_base"), 30522), 109514298 - 512 * 768);
   // The paper's from-scratch advice works as an override.
-  EXPECT_DOUBLE_EQ(load_config(std::string(ROTOR_SOURCE_DIR) + "/configs/mlm/bert_base.yaml",
-                               {"optim.lr=1e-4"})
-                       .optim.lr,
-                   1e-4);
+  EXPECT_DOUBLE_EQ(
+      load_config(std::string(ROTOR_SOURCE_DIR) + "/configs/mlm/bert_base.yaml", {"optim.lr=1e-4"})
+          .optim.lr,
+      1e-4);
 }
 
 TEST(MlmConfigs, TinyPresetsDifferOnlyInPosition) {

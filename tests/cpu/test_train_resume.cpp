@@ -1,5 +1,5 @@
-// Checkpoints end to end through the rotor binary (docs/design.md, "Randomness" and "Checkpoints and run directories"):
-// a resumed run continues bitwise exactly, a SIGKILLed run resumes from its
+// Checkpoints end to end through the rotor binary (docs/design.md, "Randomness" and "Checkpoints
+// and run directories"): a resumed run continues bitwise exactly, a SIGKILLed run resumes from its
 // last checkpoint without torn or leftover directories, `rotor translate`
 // reads trained and averaged checkpoints, and `rotor average` is exact.
 #include <gtest/gtest.h>
@@ -19,9 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/safetensors.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
-#include "checkpoint/safetensors.h"
+#include "support/tiny_configs.h"
 
 using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unqualified
 
@@ -34,55 +35,29 @@ using rotor::test::run_rotor;
 using rotor::test::RunResult;
 using rotor::test::slurp;
 
-// A tiny RoFormer translator: 1 + 1 layers, d_model 32, with dropout so that
-// the dropout streams must be restored exactly.
-const char* kConfig = R"(task: translation
-output_dir: unused
-seed: 7
-device: cpu
-model:
-  encoder_layers: 1
-  decoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  dropout: 0.1
-  attention_dropout: 0.1
-  position: rope
-  max_positions: 256
-data:
-  train: DATA/train
-  valid: DATA/valid
-  vocab_size: 120
-  max_tokens: 256
-  max_len_ratio: 20
-train:
-  max_updates: 10
-  log_interval: 1
-  valid_interval: 5
-  save_interval: 5
-  keep_last: 2
-optim:
-  lr: 2.0e-3
-  warmup_updates: 4
-decode:
-  beam: 2
-  max_len_a: 1.5
-  max_len_b: 5
-)";
-
 // Synthesizes the data and writes the config; one per test (ctest runs each
 // test in its own process).
 class TrainResume : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto r = run_rotor(dir_, "synth numbers-en-de --output " + (dir_ / "data") +
-                                 " --train 300 --valid 50 --test 50 --test-long 20 --seed 5");
+    auto r = run_rotor(dir_, rotor::test::synth_args(dir_ / "data", {300, 50, 50, 20, 5}));
     ASSERT_EQ(r.code, 0) << r.err;
-    std::string cfg = kConfig;
-    cfg.replace(cfg.find("DATA/train"), 4, dir_ / "data");
-    cfg.replace(cfg.find("DATA/valid"), 4, dir_ / "data");
-    std::ofstream(dir_ / "tiny.yaml") << cfg;
+    // The tiny translator with dropout, so that the dropout streams must be
+    // restored exactly; decoded by beam search.
+    rotor::test::tiny_translation(dir_ / "data", "unused")
+        .set("seed", "7")
+        .set("model.dropout", "0.1")
+        .set("model.attention_dropout", "0.1")
+        .set("data.max_tokens", "256")
+        .set("train.max_updates", "10")
+        .set("train.valid_interval", "5")
+        .set("train.save_interval", "5")
+        .set("train.keep_last", "2")
+        .set("optim.warmup_updates", "4")
+        .set("decode.beam", "2")
+        .set("decode.max_len_a", "1.5")
+        .set("decode.max_len_b", "5")
+        .write(dir_ / "tiny.yaml");
   }
 
   // `rotor train tiny.yaml` into RUN with extra arguments.

@@ -21,6 +21,7 @@
 #include "core/json_io.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
+#include "support/tiny_configs.h"
 
 namespace {
 
@@ -30,52 +31,28 @@ using rotor::test::RunResult;
 using rotor::test::slurp;
 using rotor::test::TempDir;
 
-const char* kConfig = R"(task: translation
-output_dir: unused
-seed: 11
-device: cpu
-model:
-  encoder_layers: 1
-  decoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  dropout: 0.0
-  position: rope
-  max_positions: 256
-data:
-  train: DATA/train
-  valid: DATA/valid
-  vocab_size: 120
-  max_tokens: 512
-  max_len_ratio: 20
-train:
-  max_updates: 40
-  log_interval: 10
-  valid_interval: 10
-  save_interval: 20
-  keep_last: 2
-  valid_metrics: [loss, bleu, chrf]
-  best_metric: bleu
-optim:
-  lr: 3.0e-3
-  warmup_updates: 5
-decode:
-  beam: 2
-  max_len_a: 1.2
-  max_len_b: 4
-)";
-
 class TrainValidation : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto r = run("synth numbers-en-de --output " + (dir_ / "data") +
-                 " --train 400 --valid 40 --test 30 --test-long 10 --seed 3");
+    auto r = run(rotor::test::synth_args(dir_ / "data", {400, 40, 30, 10, 3}));
     ASSERT_EQ(r.code, 0) << r.err;
-    std::string cfg = kConfig;
-    cfg.replace(cfg.find("DATA/train"), 4, dir_ / "data");
-    cfg.replace(cfg.find("DATA/valid"), 4, dir_ / "data");
-    std::ofstream(dir_ / "tiny.yaml") << cfg;
+    // 40 updates, validated by BLEU every 10 and the best kept.
+    rotor::test::tiny_translation(dir_ / "data", "unused")
+        .set("seed", "11")
+        .set("model.dropout", "0.0")
+        .set("train.max_updates", "40")
+        .set("train.log_interval", "10")
+        .set("train.valid_interval", "10")
+        .set("train.save_interval", "20")
+        .set("train.keep_last", "2")
+        .set("train.valid_metrics", "[loss, bleu, chrf]")
+        .set("train.best_metric", "bleu")
+        .set("optim.lr", "3.0e-3")
+        .set("optim.warmup_updates", "5")
+        .set("decode.beam", "2")
+        .set("decode.max_len_a", "1.2")
+        .set("decode.max_len_b", "4")
+        .write(dir_ / "tiny.yaml");
   }
   RunResult run(const std::string& args, const std::string& env = "OMP_NUM_THREADS=1") {
     return rotor::test::run_rotor(dir_, args, env);

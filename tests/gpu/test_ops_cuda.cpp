@@ -3,7 +3,11 @@
 // attention core and the decoding ops have their table in
 // test_flash_attention_cuda.cpp. A few properties that are not a comparison
 // with the CPU (bitwise casts, RoPE's reference vectors) are plain tests
-// named after their op. Skipped (one line) when no GPU answers.
+// named after their op. Skipped (one line) when no GPU answers. With
+// ROTOR_OPS_MODE=perf the table is the ops' benchmark (op_case.h): each case
+// marks its op with OpEnv::op and declares its traffic with `cost`, counted
+// once per call (the op's reads and writes, GEMM and attention FLOPs as
+// 2 M N K, attention without masks).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -55,6 +59,16 @@ size_t add_cases(std::vector<OpCase>& cs, const std::string& op, const std::stri
   return first;
 }
 
+// Declares the traffic of the cases from `first` on: `elems` values of the
+// case's dtype and `bytes` more (f32 statistics, ids) read or written, and
+// `flops`.
+void cost(std::vector<OpCase>& cs, size_t first, double elems, double bytes = 0, double flops = 0) {
+  for (size_t i = first; i < cs.size(); ++i) {
+    cs[i].bytes = elems * static_cast<double>(dtype_size(cs[i].dtype)) + bytes;
+    cs[i].flops = flops;
+  }
+}
+
 // ---------------------------------------------------------------------------- gemm
 
 struct GemmShape {
@@ -99,13 +113,20 @@ void gemm_cases(std::vector<OpCase>& cs) {
       if (p.bias) o.bias = e.in(rnd(N, 4), {N});
       if (p.pre) o.pre_activation = e.zeros(g.c);
       Tensor c = e.in(rnd(shape_numel(g.c), 3), g.c);
-      ops::gemm(e.in(rnd(shape_numel(g.a), 1), g.a), e.in(rnd(shape_numel(g.b), 2), g.b), c, o);
+      const Tensor a = e.in(rnd(shape_numel(g.a), 1), g.a), b = e.in(rnd(shape_numel(g.b), 2), g.b);
+      e.op([&] { ops::gemm(a, b, c, o); });
       OpOutputs r{out("c", c)};
       if (p.pre) r.push_back(out("pre_activation", o.pre_activation));
       return r;
     });
     // f32 sums in another order (cuBLASLt, OpenBLAS) before the one rounding.
     for (size_t i = first; i < cs.size(); ++i) cs[i].floor = 1e-4;
+    const double K = static_cast<double>(g.ta ? g.a[g.a.size() - 2] : g.a.back());
+    const double nc = static_cast<double>(shape_numel(g.c));
+    cost(cs, first,
+         static_cast<double>(shape_numel(g.a) + shape_numel(g.b)) + nc * (p.beta != 0 ? 2 : 1) +
+             (p.pre ? nc : 0),
+         0, 2 * nc * K);
   };
   for (const auto& g : shapes) {
     add_gemm(g, {Activation::None, false, false, 0.0f});
@@ -122,11 +143,15 @@ void gemm_cases(std::vector<OpCase>& cs) {
 void elementwise_cases(std::vector<OpCase>& cs) {
   const Shape s{37, 53};
   const int64_t n = shape_numel(s);
-  add_cases(cs, "fill", dims(s), [=](const OpEnv& e) {
-    Tensor x = e.in(rnd(n, 10), s);
-    ops::fill(x, 2.5f);
-    return OpOutputs{out("x", x)};
-  });
+  const double dn = static_cast<double>(n);
+  cost(cs,
+       add_cases(cs, "fill", dims(s),
+                 [=](const OpEnv& e) {
+                   Tensor x = e.in(rnd(n, 10), s);
+                   e.op([&] { ops::fill(x, 2.5f); });
+                   return OpOutputs{out("x", x)};
+                 }),
+       dn);
   add_cases(cs, "cast", "f32_to_dtype", [=](const OpEnv& e) {
     Tensor y = e.zeros(s);
     ops::cast(e.in_f32(rnd(n, 13, -30000.0f, 30000.0f), s), y);
@@ -137,26 +162,41 @@ void elementwise_cases(std::vector<OpCase>& cs) {
     ops::cast(e.in(rnd(n, 13, -30000.0f, 30000.0f), s), y);
     return OpOutputs{out("y", y)};
   });
-  add_cases(cs, "add", dims(s), [=](const OpEnv& e) {
-    Tensor y = e.zeros(s);
-    ops::add(e.in(rnd(n, 10, -3, 3), s), e.in(rnd(n, 11), s), y);
-    return OpOutputs{out("y", y)};
-  });
-  add_cases(cs, "mul", dims(s), [=](const OpEnv& e) {
-    Tensor y = e.zeros(s);
-    ops::mul(e.in(rnd(n, 10, -3, 3), s), e.in(rnd(n, 11), s), y);
-    return OpOutputs{out("y", y)};
-  });
-  add_cases(cs, "scale", dims(s), [=](const OpEnv& e) {
-    Tensor x = e.in(rnd(n, 10, -3, 3), s);
-    ops::scale(x, -1.5f);
-    return OpOutputs{out("x", x)};
-  });
-  add_cases(cs, "axpby", dims(s), [=](const OpEnv& e) {
-    Tensor y = e.in(rnd(n, 10, -3, 3), s);
-    ops::axpby(0.5f, e.in(rnd(n, 11), s), 2.0f, y);
-    return OpOutputs{out("y", y)};
-  });
+  cost(cs,
+       add_cases(cs, "add", dims(s),
+                 [=](const OpEnv& e) {
+                   Tensor y = e.zeros(s);
+                   const Tensor a = e.in(rnd(n, 10, -3, 3), s), b = e.in(rnd(n, 11), s);
+                   e.op([&] { ops::add(a, b, y); });
+                   return OpOutputs{out("y", y)};
+                 }),
+       3 * dn);
+  cost(cs,
+       add_cases(cs, "mul", dims(s),
+                 [=](const OpEnv& e) {
+                   Tensor y = e.zeros(s);
+                   const Tensor a = e.in(rnd(n, 10, -3, 3), s), b = e.in(rnd(n, 11), s);
+                   e.op([&] { ops::mul(a, b, y); });
+                   return OpOutputs{out("y", y)};
+                 }),
+       3 * dn);
+  cost(cs,
+       add_cases(cs, "scale", dims(s),
+                 [=](const OpEnv& e) {
+                   Tensor x = e.in(rnd(n, 10, -3, 3), s);
+                   e.op([&] { ops::scale(x, -1.5f); });
+                   return OpOutputs{out("x", x)};
+                 }),
+       2 * dn);
+  cost(cs,
+       add_cases(cs, "axpby", dims(s),
+                 [=](const OpEnv& e) {
+                   Tensor y = e.in(rnd(n, 10, -3, 3), s);
+                   const Tensor x = e.in(rnd(n, 11), s);
+                   e.op([&] { ops::axpby(0.5f, x, 2.0f, y); });
+                   return OpOutputs{out("y", y)};
+                 }),
+       3 * dn);
   // beta == 0 never reads y: the NaN it holds must not leak.
   add_cases(cs, "axpby", dims(s) + "_beta0_nan_y", [=](const OpEnv& e) {
     Tensor y = e.in(std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()), s);
@@ -169,18 +209,24 @@ void elementwise_cases(std::vector<OpCase>& cs) {
     return OpOutputs{out("x", x)};
   });
   for (Activation act : {Activation::None, Activation::ReLU, Activation::GELU}) {
-    add_cases(cs, "activation_forward", std::string(ops::activation_name(act)),
-              [=](const OpEnv& e) {
-                Tensor y = e.zeros(s);
-                ops::activation_forward(e.in(rnd(n, 14, -3, 3), s), y, act);
-                return OpOutputs{out("y", y)};
-              });
-    add_cases(cs, "activation_backward", std::string(ops::activation_name(act)),
-              [=](const OpEnv& e) {
-                Tensor dx = e.zeros(s);
-                ops::activation_backward(e.in(rnd(n, 15), s), e.in(rnd(n, 14, -3, 3), s), dx, act);
-                return OpOutputs{out("dx", dx)};
-              });
+    cost(cs,
+         add_cases(cs, "activation_forward", std::string(ops::activation_name(act)),
+                   [=](const OpEnv& e) {
+                     Tensor y = e.zeros(s);
+                     const Tensor x = e.in(rnd(n, 14, -3, 3), s);
+                     e.op([&] { ops::activation_forward(x, y, act); });
+                     return OpOutputs{out("y", y)};
+                   }),
+         2 * dn);
+    cost(cs,
+         add_cases(cs, "activation_backward", std::string(ops::activation_name(act)),
+                   [=](const OpEnv& e) {
+                     Tensor dx = e.zeros(s);
+                     const Tensor dy = e.in(rnd(n, 15), s), x = e.in(rnd(n, 14, -3, 3), s);
+                     e.op([&] { ops::activation_backward(dy, x, dx, act); });
+                     return OpOutputs{out("dx", dx)};
+                   }),
+         3 * dn);
   }
 }
 
@@ -226,27 +272,43 @@ void reduce_cases(std::vector<OpCase>& cs) {
 void row_op_cases(std::vector<OpCase>& cs) {
   for (int64_t n : {1, 7, 128, 1000, 5000}) {
     const Shape s{9, n};
-    add_cases(cs, "softmax_forward", dims(s), [=](const OpEnv& e) {
-      auto v = rnd(9 * n, 30 + n, -8, 8);
-      for (int64_t j = 0; j < n; ++j) v[j] = -INFINITY;  // row 0: nothing visible -> zeros
-      Tensor y = e.zeros(s);
-      ops::softmax_forward(e.in(v, s), y);
-      return OpOutputs{out("y", y)};
-    });
-    add_cases(cs, "softmax_backward", dims(s), [=](const OpEnv& e) {
-      Tensor dx = e.zeros(s);
-      ops::softmax_backward(e.in(rnd(9 * n, 32 + n, 0, 1), s), e.in(rnd(9 * n, 31 + n), s), dx);
-      return OpOutputs{out("dx", dx)};
-    });
+    const double dn = static_cast<double>(9 * n);
+    cost(cs,
+         add_cases(cs, "softmax_forward", dims(s),
+                   [=](const OpEnv& e) {
+                     auto v = rnd(9 * n, 30 + n, -8, 8);
+                     for (int64_t j = 0; j < n; ++j)
+                       v[j] = -INFINITY;  // row 0: nothing visible -> zeros
+                     Tensor y = e.zeros(s);
+                     const Tensor x = e.in(v, s);
+                     e.op([&] { ops::softmax_forward(x, y); });
+                     return OpOutputs{out("y", y)};
+                   }),
+         2 * dn);
+    cost(cs,
+         add_cases(cs, "softmax_backward", dims(s),
+                   [=](const OpEnv& e) {
+                     Tensor dx = e.zeros(s);
+                     const Tensor y = e.in(rnd(9 * n, 32 + n, 0, 1), s),
+                                  dy = e.in(rnd(9 * n, 31 + n), s);
+                     e.op([&] { ops::softmax_backward(y, dy, dx); });
+                     return OpOutputs{out("dx", dx)};
+                   }),
+         3 * dn);
   }
   const int64_t rows = 300, d = 96;
   const Shape s{3, 100, d};
-  add_cases(cs, "layer_norm_forward", dims(s), [=](const OpEnv& e) {
-    Tensor y = e.zeros(s), mean = e.zeros_f32({rows}), rstd = e.zeros_f32({rows});
-    ops::layer_norm_forward(e.in(rnd(rows * d, 40, -2, 3), s), e.in(rnd(d, 41, 0.5f, 1.5f), {d}),
-                            e.in(rnd(d, 42), {d}), 1e-5f, y, mean, rstd);
-    return OpOutputs{out("y", y), out("mean", mean), out("rstd", rstd)};
-  });
+  cost(cs,
+       add_cases(cs, "layer_norm_forward", dims(s),
+                 [=](const OpEnv& e) {
+                   Tensor y = e.zeros(s), mean = e.zeros_f32({rows}), rstd = e.zeros_f32({rows});
+                   const Tensor x = e.in(rnd(rows * d, 40, -2, 3), s),
+                                gamma = e.in(rnd(d, 41, 0.5f, 1.5f), {d}),
+                                beta = e.in(rnd(d, 42), {d});
+                   e.op([&] { ops::layer_norm_forward(x, gamma, beta, 1e-5f, y, mean, rstd); });
+                   return OpOutputs{out("y", y), out("mean", mean), out("rstd", rstd)};
+                 }),
+       2.0 * rows * d, 8.0 * rows);
   add_cases(cs, "layer_norm_backward", dims(s), [=](const OpEnv& e) {
     const Tensor x = e.in(rnd(rows * d, 40, -2, 3), s), gamma = e.in(rnd(d, 41, 0.5f, 1.5f), {d});
     Tensor y = e.zeros(s), mean = e.zeros_f32({rows}), rstd = e.zeros_f32({rows});
@@ -345,14 +407,19 @@ void embedding_loss_adamw_cases(std::vector<OpCase>& cs) {
                 return OpOutputs{out("dtable", dtable, 1e-4)};
               });
   }
-  add_cases(cs, "embedding_forward", "V1000_d768_n2048", [=](const OpEnv& e) {
-    std::vector<int32_t> fi(2048);
-    PhiloxRng frng(67, 0);
-    for (auto& id : fi) id = static_cast<int32_t>(frng.below(1000));
-    Tensor o = e.zeros({2048, 768});
-    ops::embedding_forward(e.ints(fi, {2048}), e.in(rnd(1000 * 768, 68), {1000, 768}), 27.7f, o);
-    return OpOutputs{out("out", o)};
-  });
+  cost(cs,
+       add_cases(
+           cs, "embedding_forward", "V1000_d768_n2048",
+           [=](const OpEnv& e) {
+             std::vector<int32_t> fi(2048);
+             PhiloxRng frng(67, 0);
+             for (auto& id : fi) id = static_cast<int32_t>(frng.below(1000));
+             Tensor o = e.zeros({2048, 768});
+             const Tensor ids = e.ints(fi, {2048}), table = e.in(rnd(1000 * 768, 68), {1000, 768});
+             e.op([&] { ops::embedding_forward(ids, table, 27.7f, o); });
+             return OpOutputs{out("out", o)};
+           }),
+       2.0 * 2048 * 768, 4.0 * 2048);
 
   const int64_t N = 37, C = 1001;
   std::vector<int32_t> targets(N);
@@ -360,33 +427,42 @@ void embedding_loss_adamw_cases(std::vector<OpCase>& cs) {
   for (auto& t : targets) t = static_cast<int32_t>(trng.below(C));
   targets[3] = targets[10] = 1;  // ignore_index
   for (float eps : {0.0f, 0.1f})
-    add_cases(cs, "cross_entropy", fmt::format("N{}_V{}_eps{}", N, C, int(eps * 10)),
-              [=](const OpEnv& e) {
-                const Tensor logits = e.in(rnd(N * C, 70, -6, 6), {N, C}), t = e.ints(targets, {N});
-                Tensor loss = e.zeros_f32({N}), nll = e.zeros_f32({N}), lse = e.zeros_f32({N});
-                ops::cross_entropy_forward(logits, t, eps, 1, loss, nll, lse);
-                Tensor dlogits = e.zeros({N, C});
-                ops::cross_entropy_backward(logits, t, lse, eps, 1, 0.25f, dlogits);
-                return OpOutputs{out("loss", loss), out("nll", nll), out("lse", lse),
-                                 out("dlogits", dlogits)};
-              });
+    cost(cs,
+         add_cases(
+             cs, "cross_entropy", fmt::format("N{}_V{}_eps{}", N, C, int(eps * 10)),
+             [=](const OpEnv& e) {
+               const Tensor logits = e.in(rnd(N * C, 70, -6, 6), {N, C}), t = e.ints(targets, {N});
+               Tensor loss = e.zeros_f32({N}), nll = e.zeros_f32({N}), lse = e.zeros_f32({N});
+               Tensor dlogits = e.zeros({N, C});
+               e.op([&] {  // forward and backward
+                 ops::cross_entropy_forward(logits, t, eps, 1, loss, nll, lse);
+                 ops::cross_entropy_backward(logits, t, lse, eps, 1, 0.25f, dlogits);
+               });
+               return OpOutputs{out("loss", loss), out("nll", nll), out("lse", lse),
+                                out("dlogits", dlogits)};
+             }),
+         3.0 * N * C, 4.0 * 4 * N);
 
   const int64_t k = 10007;
-  add_cases(cs, "adamw_step", fmt::format("n{}", k),
-            [=](const OpEnv& e) {
-              ops::AdamWOptions o;
-              o.lr = 1e-3f;
-              o.beta2 = 0.98f;
-              o.weight_decay = 0.01f;
-              o.step = 7;
-              o.grad_multiplier = 0.5f;
-              o.device_scale = e.in_f32({0.8f}, {1});
-              Tensor p = e.in_f32(rnd(k, 100), {k}), m = e.in_f32(rnd(k, 102, -0.1f, 0.1f), {k});
-              Tensor v = e.in_f32(rnd(k, 103, 0.0f, 0.01f), {k});
-              ops::adamw_step(p, e.in_f32(rnd(k, 101), {k}), m, v, o);
-              return OpOutputs{out("params", p, 1e-6), out("m", m, 1e-6), out("v", v, 1e-6)};
-            },
-            {DType::F32});
+  cost(cs,
+       add_cases(cs, "adamw_step", fmt::format("n{}", k),
+                 [=](const OpEnv& e) {
+                   ops::AdamWOptions o;
+                   o.lr = 1e-3f;
+                   o.beta2 = 0.98f;
+                   o.weight_decay = 0.01f;
+                   o.step = 7;
+                   o.grad_multiplier = 0.5f;
+                   o.device_scale = e.in_f32({0.8f}, {1});
+                   Tensor p = e.in_f32(rnd(k, 100), {k}),
+                          m = e.in_f32(rnd(k, 102, -0.1f, 0.1f), {k});
+                   Tensor v = e.in_f32(rnd(k, 103, 0.0f, 0.01f), {k});
+                   const Tensor g = e.in_f32(rnd(k, 101), {k});
+                   e.op([&] { ops::adamw_step(p, g, m, v, o); });
+                   return OpOutputs{out("params", p, 1e-6), out("m", m, 1e-6), out("v", v, 1e-6)};
+                 },
+                 {DType::F32}),
+       7.0 * k);  // p, g, m, v read; p, m, v written
 }
 
 // ------------------------------------------------------------- heads and attention
@@ -484,10 +560,12 @@ void attention_cases(std::vector<OpCase>& cs) {
           const Tensor k = e.in(rnd(shape_numel(sk), 91, -2, 2), sk),
                        v = e.in(rnd(shape_numel(sk), 92), sk);
           Tensor o_out = e.zeros(sq), probs = e.zeros(sp);
-          ops::attention_forward(q, k, v, o, o_out, probs);
           Tensor dq = e.zeros(sq), dk = e.zeros(sk), dv = e.zeros(sk);
-          ops::attention_backward(q, k, v, probs, e.in(rnd(shape_numel(sq), 93), sq), o, dq, dk,
-                                  dv);
+          const Tensor dout = e.in(rnd(shape_numel(sq), 93), sq);
+          e.op([&] {  // forward and backward
+            ops::attention_forward(q, k, v, o, o_out, probs);
+            ops::attention_backward(q, k, v, probs, dout, o, dq, dk, dv);
+          });
           return OpOutputs{out("out", o_out, 2e-5), out("probs", probs, 2e-5), out("dq", dq, 2e-5),
                            out("dk", dk, 2e-5), out("dv", dv, 2e-5)};
         },
@@ -499,6 +577,12 @@ void attention_cases(std::vector<OpCase>& cs) {
       cs[i].factor = 4.0;
       cs[i].floor = 4 * (cs[i].dtype == DType::F16 ? 9.8e-4 : 7.8e-3);
     }
+    // Forward reads q, k, v and writes out and P; backward reads q, k, v,
+    // dout and P and writes dq, dk, dv. Six GEMMs of Tq x Tk x D: S and O
+    // forward, dV, dP, dQ and dK backward.
+    const double bhd = static_cast<double>(a.B * a.H * a.D), bhp = static_cast<double>(a.B * a.H);
+    cost(cs, first, bhd * (4.0 * a.Tq + 6.0 * a.Tk) + 2 * bhp * a.Tq * a.Tk, 0,
+         6 * 2.0 * bhd * a.Tq * a.Tk);
   };
   for (const auto& a : f32_cases) add_case(a, {DType::F32});
   for (const auto& a : lowp_cases) add_case(a, {DType::F16, DType::BF16});

@@ -12,21 +12,75 @@
 // err(plain) + floor with errors against ref and factor 2 unless the case
 // says why not. Test names start with the op's name, so `ctest -R
 // split_heads` runs the head split's cases. Used by tests/gpu/test_*_cuda.cpp.
+//
+// The same table is the ops' benchmark: with ROTOR_OPS_MODE=perf each case
+// times its op instead (OpEnv::op: warm-up, then doubling repetitions until
+// ROTOR_OPS_PERF_SECONDS, default 0.05, pass, the device synchronized around
+// them) on the CPU, and on CUDA when a GPU answers, and prints one line
+//   perf <op> <config> <dtype> <device> <time> [<GB/s>] [<GFLOP/s>]
+// from the case's declared bytes and FLOPs. A case whose run does not mark
+// its op is timed whole (inputs and copies back included) and says so. Perf
+// mode asserts nothing about speed; it is not run by ctest.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "core/cuda_context.h"
 #include "core/tensor.h"
 #include "support/test_util.h"
 
 namespace rotor::test {
+
+// What the table of cases does: check every case against the CPU (the
+// default), or time every case's op (ROTOR_OPS_MODE=perf).
+enum class OpMode { Check, Perf };
+inline OpMode op_mode() {
+  const char* m = std::getenv("ROTOR_OPS_MODE");
+  if (!m || !*m || std::string(m) == "check") return OpMode::Check;
+  if (std::string(m) == "perf") return OpMode::Perf;
+  ADD_FAILURE() << "ROTOR_OPS_MODE: expected check or perf, got \"" << m << "\"";
+  return OpMode::Check;
+}
+
+// Times a function on a device: a warm-up call, then 1, 2, 4, ... calls
+// until they take ROTOR_OPS_PERF_SECONDS (default 0.05 s) or 4096 calls,
+// with the device's stream synchronized before and after.
+struct OpTimer {
+  double seconds = -1;  // per call; negative: nothing timed
+  int calls = 0;
+
+  void time(const Device& device, const std::function<void()>& f) {
+    const char* env = std::getenv("ROTOR_OPS_PERF_SECONDS");
+    const double budget = env && *env ? std::atof(env) : 0.05;
+    auto sync = [&] {
+      if (device.is_cuda()) cuda::synchronize(device.index);
+    };
+    f();
+    sync();
+    for (int n = 1;; n *= 2) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < n; ++i) f();
+      sync();
+      const double dt =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (dt >= budget || n >= 4096) {
+        seconds = dt / n;
+        calls = n;
+        return;
+      }
+    }
+  }
+};
 
 // Values rounded to `dt` and back (what a low-precision tensor holds).
 inline std::vector<float> rounded(const std::vector<float>& v, DType dt) {
@@ -53,6 +107,16 @@ struct OpEnv {
   }
   Tensor zeros(const Shape& s) const { return Tensor::zeros(s, dtype, device); }
   Tensor zeros_f32(const Shape& s) const { return Tensor::zeros(s, DType::F32, device); }
+
+  // Runs the case's op (the call the case measures, its inputs made before):
+  // once, or timed in perf mode. In-place ops run again on their outputs.
+  OpTimer* timer = nullptr;
+  void op(const std::function<void()>& f) const {
+    if (timer)
+      timer->time(device, f);
+    else
+      f();
+  }
 };
 
 struct OpOutput {
@@ -90,6 +154,9 @@ struct OpCase {
   std::function<OpOutputs(const OpEnv&)> plain;
   double tol = 1e-5;                  // relative, f32 results
   double factor = 2.0, floor = 1e-5;  // 16-bit results
+  // What the op reads and writes and computes, for perf mode's GB/s and
+  // GFLOP/s (0: not declared).
+  double bytes = 0, flops = 0;
 };
 
 inline void PrintTo(const OpCase& c, std::ostream* os) {
@@ -146,11 +213,41 @@ inline void check_op_case(const OpCase& c) {
   }
 }
 
+// Perf mode: the case's op timed on `device` (its inputs in the case's
+// dtype), one line on stdout.
+inline void time_op_case(const OpCase& c, const Device& device) {
+  OpTimer timer;
+  OpEnv env{device, c.dtype, c.dtype};
+  env.timer = &timer;
+  c.run(env);
+  const bool whole = timer.seconds < 0;
+  if (whole) {  // the run marks no op: time all of it
+    env.timer = nullptr;
+    timer.time(device, [&] { c.run(env); });
+  }
+  std::string line =
+      fmt::format("perf {:<22} {:<40} {:<4} {:<6} {:>10.2f} us", c.op, c.config,
+                  dtype_name(c.dtype), device.is_cuda() ? "cuda" : "cpu", timer.seconds * 1e6);
+  if (c.bytes > 0) line += fmt::format(" {:>9.2f} GB/s", c.bytes / timer.seconds * 1e-9);
+  if (c.flops > 0) line += fmt::format(" {:>9.2f} GFLOP/s", c.flops / timer.seconds * 1e-9);
+  if (whole) line += " (whole case: inputs and copies included)";
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// Perf mode for one case: the CPU op, and the CUDA op when a GPU answers.
+inline void time_op_case(const OpCase& c) {
+  time_op_case(c, Device::cpu());
+  if (cuda_device_count() > 0) time_op_case(c, Device::cuda(0));
+}
+
 // The value-parameterized test of a table of cases:
 //   ROTOR_OP_CASES(Ops, all_cases());
 #define ROTOR_OP_CASES(prefix, cases)                                     \
   class CudaOp : public testing::TestWithParam<::rotor::test::OpCase> {}; \
   TEST_P(CudaOp, MatchesCpu) {                                            \
+    if (::rotor::test::op_mode() == ::rotor::test::OpMode::Perf)          \
+      return ::rotor::test::time_op_case(GetParam());                     \
     ROTOR_REQUIRE_GPU();                                                  \
     ::rotor::test::check_op_case(GetParam());                             \
   }                                                                       \

@@ -1,8 +1,8 @@
 // The device code of kernels/flash_attention_tc.cu run on the CPU, for the
-// machines without an sm_80+ GPU (scripts/check_flash_tc.sh builds and runs
-// it). Every CUDA thread of a block is a std::thread; __syncthreads and
-// __syncwarp are barriers. The PTX the kernels wrap is emulated as the PTX
-// ISA defines it, lane by lane:
+// machines without an sm_80+ GPU (check_flash_tc.sh beside it builds and runs
+// it). The thread block, barriers, shuffles and shared memory are
+// cuda_emulation.h's (a std::thread per CUDA thread). The PTX the kernels
+// wrap is emulated as the PTX ISA defines it, lane by lane:
 //   - ldmatrix .x4 / .x2 (.trans): every lane posts its row address to its
 //     warp's exchange slot; register m of lane 4g + t then reads row g,
 //     elements 2t and 2t + 1 of matrix m (rows 8m .. 8m + 7 at the addresses
@@ -19,26 +19,23 @@
 //   - shuffles go through the same exchange slots. Each warp-collective call
 //     checks that all 32 lanes made the same call (same kind, full mask).
 // The element types are cuda_fp16.h / cuda_bf16.h (host conversions, round to
-// nearest even). Shared memory is a heap block of exactly the launcher's
-// dynamic size, filled with NaNs for every thread block (so a read of
-// anything not written shows, and AddressSanitizer sees an overrun). Kernels
-// without barriers (the RoPE table, the dq cast) run their threads one after
-// the other.
+// nearest even). Kernels without barriers (the RoPE table, the dq cast) run
+// their threads one after the other.
 //
 // Launches as the launchers do them: the RoPE table (grid_for(n) blocks of
 // kThreads), the forward ((ceil(Tq / BQ), B H) blocks of 128), delta =
 // rowsum(dO o O) on the host in fp32 from the emulated out, the backward
 // ((ceil(Tk / BK), B H) blocks of 128) into a zeroed fp32 dq buffer and the dq
 // cast (grid_for(B H Tq D / 2) blocks). Results are compared with attention in
-// double on the same 16-bit inputs (RoPE by the fp32 cos/sin of
-// src/core/rope.h, dropout by philox_uniform on the flat [B, H, Tq, Tk]
-// index): out, lse, dq, dk, dv, the error |got - ref| / max(1, |ref|), within
+// double on the same 16-bit inputs (attention_reference.h: RoPE by the fp32
+// cos/sin of src/core/rope.h, dropout by philox_uniform on the flat
+// [B, H, Tq, Tk] index): out, lse, dq, dk, dv, the error |got - ref| / max(1, |ref|), within
 // 4e-3 for f16 and 1.5e-2 for bf16 (their 16-bit rounding of P, dS and the
 // rotated q, k).
 //
-// Built by scripts/check_flash_tc.sh as
+// Built by tests/emulation/check_flash_tc.sh as
 //   c++ -std=c++20 -O2 -pthread -I. -Isrc -I<CUDA include> \
-//       -DROTOR_TC_SECTION='"<generated>"' tests/scripts/flash_tc_emulate.cpp
+//       -DROTOR_TC_SECTION='"<generated>"' tests/emulation/flash_tc_emulate.cpp
 // where <generated> holds the kernels' device section (see the script).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -46,179 +43,18 @@
 #include <math.h>
 
 #include <algorithm>
-#include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <functional>
-#include <memory>
-#include <new>
 #include <random>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
-#include "core/philox.h"
-#include "core/rope.h"
-
-namespace emu {
-
-[[noreturn]] inline void fail(const char* what) {
-  std::fprintf(stderr, "emulation: FAILED: %s\n", what);
-  std::fflush(stderr);
-  std::abort();
-}
-
-// One warp-collective call: what each lane posts.
-struct Slot {
-  int kind[32];
-  uint32_t addr[32];
-  uint32_t a[32][4];
-  uint32_t b[32][2];
-  double x[32];
-};
-
-struct Block {
-  std::unique_ptr<std::barrier<>> all;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
-  // Two slots per warp, used in turn: a lane writes slot s of call n + 2 only
-  // after every lane has reached the barrier of call n + 1, so after all have
-  // read slot s of call n.
-  std::vector<Slot> slots;
-  unsigned char* smem = nullptr;
-  size_t smem_bytes = 0;
-};
-
-thread_local uint3 t_thread, t_block, t_dim, t_grid;
-thread_local Block* t_blk = nullptr;  // null: a kernel run serially (no barriers)
-thread_local unsigned t_calls = 0;    // warp-collective calls of this thread
-
-// cp.async copies of this thread: issued, and committed groups.
-struct Copy {
-  uint32_t dst;
-  const void* src;
-  bool valid;
-};
-thread_local std::vector<Copy> t_issued;
-thread_local std::deque<std::vector<Copy>> t_groups;
-
-inline unsigned char* shared_memory() {
-  if (!t_blk) fail("shared memory in a kernel run serially");
-  return t_blk->smem;
-}
-inline int lane() {
-  return static_cast<int>(t_thread.x & 31);
-}
-inline int warp() {
-  return static_cast<int>(t_thread.x >> 5);
-}
-
-inline void warp_barrier() {
-  if (!t_blk) fail("__syncwarp in a kernel run serially");
-  t_blk->warps[static_cast<size_t>(warp())]->arrive_and_wait();
-}
-
-// Posts this lane's part of a collective call, waits for the warp and returns
-// the slot holding every lane's part.
-template <class Post>
-const Slot& collective(int kind, Post post) {
-  if (!t_blk) fail("a warp-collective call in a kernel run serially");
-  Slot& s = t_blk->slots[static_cast<size_t>(warp() * 2 + (t_calls++ & 1))];
-  s.kind[lane()] = kind;
-  post(s);
-  warp_barrier();
-  for (int l = 0; l < 32; ++l)
-    if (s.kind[l] != kind) fail("the lanes of a warp made different collective calls");
-  return s;
-}
-
-// Runs body as block (bx, by) of a grid of (gx, gy) blocks of `threads`
-// threads with `smem` bytes of dynamic shared memory.
-inline void run_block(int threads, unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem,
-                      const std::function<void()>& body) {
-  Block blk;
-  blk.all = std::make_unique<std::barrier<>>(threads);
-  for (int w = 0; w < threads / 32; ++w) blk.warps.push_back(std::make_unique<std::barrier<>>(32));
-  blk.slots.resize(static_cast<size_t>(threads / 32) * 2);
-  blk.smem_bytes = smem;
-  blk.smem = static_cast<unsigned char*>(::operator new(smem ? smem : 1, std::align_val_t(128)));
-  std::memset(blk.smem, 0xff, smem);  // NaN in f16, bf16 and f32
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      t_thread = make_uint3(static_cast<unsigned>(t), 0, 0);
-      t_block = make_uint3(bx, by, 0);
-      t_dim = make_uint3(static_cast<unsigned>(threads), 1, 1);
-      t_grid = make_uint3(gx, gy, 1);
-      t_blk = &blk;
-      t_calls = 0;
-      body();
-      if (!t_issued.empty() || !t_groups.empty()) fail("cp.async copies outstanding at exit");
-    });
-  for (auto& th : pool) th.join();
-  ::operator delete(blk.smem, std::align_val_t(128));
-}
-
-// A 1-D grid of a kernel without barriers: its threads one after the other.
-inline void run_serial(unsigned blocks, int threads, const std::function<void()>& body) {
-  for (unsigned bx = 0; bx < blocks; ++bx)
-    for (int t = 0; t < threads; ++t) {
-      t_thread = make_uint3(static_cast<unsigned>(t), 0, 0);
-      t_block = make_uint3(bx, 0, 0);
-      t_dim = make_uint3(static_cast<unsigned>(threads), 1, 1);
-      t_grid = make_uint3(blocks, 1, 1);
-      t_blk = nullptr;
-      body();
-    }
-}
-
-// The shared-memory bytes [addr, addr + n): must lie in the block's memory.
-inline unsigned char* shared_at(uint32_t addr, size_t n) {
-  if (!t_blk || static_cast<size_t>(addr) + n > t_blk->smem_bytes)
-    fail("shared-memory access out of bounds");
-  return t_blk->smem + addr;
-}
-
-}  // namespace emu
-
-#define threadIdx (emu::t_thread)
-#define blockIdx (emu::t_block)
-#define blockDim (emu::t_dim)
-#define gridDim (emu::t_grid)
-
-inline void __syncthreads() {
-  if (!emu::t_blk) emu::fail("__syncthreads in a kernel run serially");
-  emu::t_blk->all->arrive_and_wait();
-}
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
-  if (mask != 0xffffffffu) emu::fail("__syncwarp with a partial mask");
-  emu::warp_barrier();
-}
-template <class V>
-inline V __shfl_xor_sync(unsigned mask, V v, int m) {
-  static_assert(std::is_same_v<V, float> || std::is_same_v<V, double>);
-  if (mask != 0xffffffffu) emu::fail("shuffle with a partial mask");
-  const emu::Slot& s = emu::collective(std::is_same_v<V, float> ? 10 : 11,
-                                       [&](emu::Slot& s) { s.x[emu::lane()] = v; });
-  return static_cast<V>(s.x[(emu::lane() ^ m) & 31]);
-}
-inline float atomicAdd(float* p, float v) {
-  return std::atomic_ref<float>(*p).fetch_add(v);
-}
-
-#undef __device__
-#undef __global__
-#undef __forceinline__
-#undef __launch_bounds__
-#define __device__
-#define __global__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
+#include "attention_reference.h"
+#include "cuda_emulation.h"
 
 // What the section includes, compiled as host code.
 #include "kernels/common.cuh"
@@ -381,11 +217,8 @@ struct Launch {
                       float* lse) {
     const unsigned gx = static_cast<unsigned>((p.Tq + Fwd::BQ - 1) / Fwd::BQ),
                    gy = static_cast<unsigned>(p.B * p.H);
-    for (unsigned by = 0; by < gy; ++by)
-      for (unsigned bx = 0; bx < gx; ++bx)
-        emu::run_block(rotor::kernels::kTcThreads, gx, gy, bx, by,
-                       rotor::kernels::tc_fwd_smem<T, D>(),
-                       [&] { rotor::kernels::flash_tc_fwd_kernel<T, D>(p, r, table, out, lse); });
+    emu::run_grid(rotor::kernels::kTcThreads, gx, gy, rotor::kernels::tc_fwd_smem<T, D>(),
+                  [&] { rotor::kernels::flash_tc_fwd_kernel<T, D>(p, r, table, out, lse); });
   }
 
   static void backward(const FlashParams& p, const FlashRope& r, const float2* table,
@@ -393,13 +226,9 @@ struct Launch {
                        float* dq_accum) {
     const unsigned gx = static_cast<unsigned>((p.Tk + Bwd::BK - 1) / Bwd::BK),
                    gy = static_cast<unsigned>(p.B * p.H);
-    for (unsigned by = 0; by < gy; ++by)
-      for (unsigned bx = 0; bx < gx; ++bx)
-        emu::run_block(rotor::kernels::kTcThreads, gx, gy, bx, by,
-                       rotor::kernels::tc_bwd_smem<T, D>(), [&] {
-                         rotor::kernels::flash_tc_bwd_kernel<T, D>(p, r, table, lse, dout, delta,
-                                                                   dk, dv, dq_accum);
-                       });
+    emu::run_grid(rotor::kernels::kTcThreads, gx, gy, rotor::kernels::tc_bwd_smem<T, D>(), [&] {
+      rotor::kernels::flash_tc_bwd_kernel<T, D>(p, r, table, lse, dout, delta, dk, dv, dq_accum);
+    });
     const int64_t q_elems = p.B * p.H * p.Tq * p.D;
     if (q_elems > 0)
       emu::run_serial(rotor::kernels::grid_for(q_elems / 2), rotor::kernels::kThreads, [&] {
@@ -432,38 +261,11 @@ std::vector<T> random_vec(size_t n, uint32_t seed, float lo, float hi) {
   return v;
 }
 
-// max |got - ref| / max(1, |ref|); infinities must agree exactly, NaN fails.
-double max_err(const std::vector<double>& ref, const std::vector<float>& got) {
-  double e = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (std::isnan(got[i])) return INFINITY;
-    if (std::isinf(ref[i]) || std::isinf(got[i])) {
-      if (ref[i] != static_cast<double>(got[i])) return INFINITY;
-      continue;
-    }
-    e = std::max(e, std::abs(ref[i] - got[i]) / std::max(1.0, std::abs(ref[i])));
-  }
-  return e;
-}
-
 template <class T>
 std::vector<float> floats(const std::vector<T>& v) {
   std::vector<float> f(v.size());
   for (size_t i = 0; i < v.size(); ++i) f[i] = f32(v[i]);
   return f;
-}
-
-// Rotates the [rows, D] head vectors of x (row r at position pos0 + r % T)
-// by RoPE (back: by the inverse), in double with rope::rotation's factors.
-void rotate_rows(std::vector<double>& x, int64_t T, int D, int64_t pos0, double base, bool back) {
-  for (size_t r = 0; r < x.size() / D; ++r)
-    for (int i = 0; i < D / 2; ++i) {
-      const rotor::rope::Rotation c =
-          rotor::rope::rotation(pos0 + static_cast<int64_t>(r) % T, i, D, base);
-      const double s = back ? -c.sin : c.sin, x0 = x[r * D + 2 * i], x1 = x[r * D + 2 * i + 1];
-      x[r * D + 2 * i] = x0 * c.cos - x1 * s;
-      x[r * D + 2 * i + 1] = x1 * c.cos + x0 * s;
-    }
 }
 
 template <class T, int D>
@@ -492,7 +294,6 @@ bool run_case(const Case& c, uint32_t seed) {
   r.enabled = c.rope;
   r.q_offset = c.q_offset;
   r.k_offset = c.k_offset;
-  const double keep = c.dropout > 0 ? 1.0 / (1.0 - static_cast<double>(c.dropout)) : 1.0;
 
   // The emulated kernels.
   using L = Launch<T, D>;
@@ -516,65 +317,16 @@ bool run_case(const Case& c, uint32_t seed) {
     for (size_t i = 0; i < a.size(); ++i) d[i] = f32(a[i]);
     return d;
   };
-  std::vector<double> qd = dbl(q), kd = dbl(k), vd = dbl(v), dod = dbl(dout);
-  if (c.rope) {
-    rotate_rows(qd, c.Tq, D, c.q_offset, r.base, false);
-    rotate_rows(kd, c.Tk, D, c.k_offset, r.base, false);
-  }
-  std::vector<double> r_out(nq, 0), r_lse(lse.size()), r_dq(nq, 0), r_dk(nk, 0), r_dv(nk, 0);
-  for (int64_t bh = 0; bh < c.B * c.H; ++bh) {
-    const int64_t b = bh / c.H;
-    const int64_t len = c.lengths.empty() ? c.Tk : std::clamp<int64_t>(c.lengths[b], 0, c.Tk);
-    for (int64_t i = 0; i < c.Tq; ++i) {
-      int64_t n = len;
-      if (c.causal) n = std::min(n, std::max<int64_t>(0, i + (c.Tk - c.Tq) + 1));
-      const size_t qi = static_cast<size_t>((bh * c.Tq + i) * D);
-      if (n == 0) {
-        r_lse[bh * c.Tq + i] = -INFINITY;
-        continue;
-      }
-      std::vector<double> s(n), pm(n), mk(n);
-      double m = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        double dot = 0;
-        for (int d = 0; d < D; ++d) dot += qd[qi + d] * kd[(bh * c.Tk + j) * D + d];
-        s[j] = dot * p.scale;
-        m = std::max(m, s[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j) sum += std::exp(s[j] - m);
-      r_lse[bh * c.Tq + i] = m + std::log(sum);
-      for (int64_t j = 0; j < n; ++j) {
-        const uint64_t flat = static_cast<uint64_t>((bh * c.Tq + i) * c.Tk + j);
-        mk[j] = c.dropout == 0
-                    ? 1.0
-                    : (rotor::philox_uniform(p.seed, p.stream_id, flat) >= c.dropout ? keep : 0.0);
-        pm[j] = std::exp(s[j] - m) / sum;
-        for (int d = 0; d < D; ++d) r_out[qi + d] += pm[j] * mk[j] * vd[(bh * c.Tk + j) * D + d];
-      }
-      double del = 0;
-      for (int d = 0; d < D; ++d) del += dod[qi + d] * r_out[qi + d];
-      for (int64_t j = 0; j < n; ++j) {
-        const size_t kj = static_cast<size_t>((bh * c.Tk + j) * D);
-        double dp = 0;
-        for (int d = 0; d < D; ++d) dp += dod[qi + d] * vd[kj + d];
-        const double ds = pm[j] * (dp * mk[j] - del) * p.scale;
-        for (int d = 0; d < D; ++d) {
-          r_dv[kj + d] += pm[j] * mk[j] * dod[qi + d];
-          r_dk[kj + d] += ds * qd[qi + d];
-          r_dq[qi + d] += ds * kd[kj + d];
-        }
-      }
-    }
-  }
-  if (c.rope) {
-    rotate_rows(r_dq, c.Tq, D, c.q_offset, r.base, true);
-    rotate_rows(r_dk, c.Tk, D, c.k_offset, r.base, true);
-  }
+  const emu::AttentionShape shape{c.B,         c.H,       c.Tq,       c.Tk,       D,
+                                  c.causal,    c.lengths, c.dropout,  p.scale,    p.seed,
+                                  p.stream_id, c.rope,    c.q_offset, c.k_offset, r.base};
+  const emu::AttentionResult ref =
+      emu::reference_attention(shape, dbl(q), dbl(k), dbl(v), dbl(dout));
 
-  const double e_out = max_err(r_out, floats(out)), e_lse = max_err(r_lse, lse),
-               e_dq = max_err(r_dq, floats(dq)), e_dk = max_err(r_dk, floats(dk)),
-               e_dv = max_err(r_dv, floats(dv));
+  using emu::max_err;
+  const double e_out = max_err(ref.out, floats(out)), e_lse = max_err(ref.lse, lse),
+               e_dq = max_err(ref.dq, floats(dq)), e_dk = max_err(ref.dk, floats(dk)),
+               e_dv = max_err(ref.dv, floats(dv));
   const double tol = c.bf16 ? 1.5e-2 : 4e-3;
   const bool ok = e_out <= tol && e_lse <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol;
   std::string lengths;

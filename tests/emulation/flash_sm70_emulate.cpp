@@ -1,13 +1,12 @@
 // The device code of kernels/flash_attention_sm70.cu run on the CPU, for the
-// machines without a V100 (scripts/build_sm70.sh builds and runs it). Every
-// CUDA thread of a block is a std::thread; __syncthreads and __syncwarp are
-// std::barriers, shuffles go through a per-warp exchange array, atomicAdd is
-// an atomic_ref. A WMMA fragment is the whole 16 x 16 tile, held by every lane
-// (loads read it whole, mma_sync computes it with fp32 sums of exact products,
+// machines without a V100 (scripts/build_sm70.sh builds and runs it). The
+// thread block, barriers, shuffles, atomicAdd and shared memory are
+// cuda_emulation.h's (a std::thread per CUDA thread). A WMMA fragment is the whole 16 x 16 tile,
+// held by every lane (loads read it whole, mma_sync computes it with fp32 sums of exact products,
 // stores write it from lane 0), so the emulation checks the kernels' tiling,
 // indexing, masks, dropout draws and synchronization, not the tensor cores'
-// rounding. Shared memory starts as NaNs for every block. Results are compared
-// with attention computed in double on the same fp16-rounded inputs: out, lse,
+// rounding. Results are compared with attention computed in double
+// (attention_reference.h) on the same fp16-rounded inputs: out, lse,
 // dq, dk, dv within 2e-2 of max(1, |ref|). Under ThreadSanitizer
 // (build_sm70.sh --tsan) a shared-memory access that no barrier orders is
 // reported; shuffles count as warp barriers here, so a missing __syncwarp next
@@ -15,7 +14,7 @@
 //
 // Built by scripts/build_sm70.sh as
 //   c++ -std=c++20 -O2 -pthread -I. -Isrc -I<CUDA include> \
-//       -DROTOR_SM70_SECTION='"<generated>"' tests/scripts/flash_sm70_emulate.cpp
+//       -DROTOR_SM70_SECTION='"<generated>"' tests/emulation/flash_sm70_emulate.cpp
 // where <generated> holds the kernels' device section (from `namespace {` to
 // `#endif  // ROTOR_FLASH_SM70_DEVICE`, its `extern __shared__` line replaced
 // by `unsigned char* smem_raw = emu::shared_memory();`), closed by `}`.
@@ -24,88 +23,17 @@
 #include <math.h>
 
 #include <algorithm>
-#include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <functional>
-#include <memory>
 #include <random>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "attention_reference.h"
 #include "core/philox.h"
+#include "cuda_emulation.h"
 #include "kernels/flash_attention.cuh"
-
-namespace emu {
-
-struct Block {
-  std::unique_ptr<std::barrier<>> all;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
-  std::vector<float> exchange;  // [warps, 32] for the shuffles
-};
-alignas(128) unsigned char g_shared[128 * 1024];
-thread_local uint3 t_thread, t_block, t_dim;
-thread_local Block* t_blk = nullptr;
-
-inline unsigned char* shared_memory() {
-  return g_shared;
-}
-inline int lane() {
-  return static_cast<int>(t_thread.x & 31);
-}
-inline int warp() {
-  return static_cast<int>(t_thread.x >> 5);
-}
-
-// Runs body on `threads` threads as block (bx, by).
-inline void run_block(int threads, unsigned bx, unsigned by, const std::function<void()>& body) {
-  // Shared memory starts as NaNs: a read of anything the block did not write shows.
-  std::memset(g_shared, 0xff, sizeof g_shared);
-  Block blk;
-  blk.all = std::make_unique<std::barrier<>>(threads);
-  for (int w = 0; w < threads / 32; ++w) blk.warps.push_back(std::make_unique<std::barrier<>>(32));
-  blk.exchange.assign(static_cast<size_t>(threads), 0.0f);
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      t_thread = make_uint3(static_cast<unsigned>(t), 0, 0);
-      t_block = make_uint3(bx, by, 0);
-      t_dim = make_uint3(static_cast<unsigned>(threads), 1, 1);
-      t_blk = &blk;
-      body();
-    });
-  for (auto& th : pool) th.join();
-}
-
-}  // namespace emu
-
-#define threadIdx (emu::t_thread)
-#define blockIdx (emu::t_block)
-#define blockDim (emu::t_dim)
-
-inline void __syncthreads() {
-  emu::t_blk->all->arrive_and_wait();
-}
-inline void __syncwarp(unsigned = 0xffffffffu) {
-  emu::t_blk->warps[static_cast<size_t>(emu::warp())]->arrive_and_wait();
-}
-inline float __shfl_sync(unsigned, float v, int src) {
-  float* x = emu::t_blk->exchange.data() + emu::warp() * 32;
-  x[emu::lane()] = v;
-  __syncwarp();
-  const float r = x[src & 31];
-  __syncwarp();  // read before the next shuffle writes
-  return r;
-}
-inline float __shfl_xor_sync(unsigned mask, float v, int m) {
-  return __shfl_sync(mask, v, emu::lane() ^ m);
-}
-inline float atomicAdd(float* p, float v) {
-  return std::atomic_ref<float>(*p).fetch_add(v);
-}
 
 namespace nvcuda::wmma {
 struct matrix_a {};
@@ -159,11 +87,6 @@ inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, 
 }
 }  // namespace nvcuda::wmma
 
-#undef __device__
-#undef __forceinline__
-#define __device__
-#define __forceinline__ inline
-
 // The masks and the dropout draw the kernels share, compiled as host code.
 #include "kernels/flash_common.cuh"
 
@@ -174,18 +97,16 @@ namespace rotor::kernels {
 template <int D>
 void emulate_forward(const FlashParams& p, __half* out, float* lse) {
   using C = Sm70Fwd<D>;
-  for (unsigned by = 0; by < p.B * p.H; ++by)
-    for (unsigned bx = 0; bx < (p.Tq + C::BQ - 1) / C::BQ; ++bx)
-      emu::run_block(C::kWarps * 32, bx, by, [&] { fwd_block<D>(p, out, lse); });
+  emu::run_grid(C::kWarps * 32, static_cast<unsigned>((p.Tq + C::BQ - 1) / C::BQ),
+                static_cast<unsigned>(p.B * p.H), C::smem, [&] { fwd_block<D>(p, out, lse); });
 }
 template <int D>
 void emulate_backward(const FlashParams& p, const float* lse, const __half* dout,
                       const float* delta, __half* dk, __half* dv, float* dq_accum) {
   using C = Sm70Bwd<D>;
-  for (unsigned by = 0; by < p.B * p.H; ++by)
-    for (unsigned bx = 0; bx < (p.Tk + C::BK - 1) / C::BK; ++bx)
-      emu::run_block(C::kWarps * 32, bx, by,
-                     [&] { bwd_block<D>(p, lse, dout, delta, dk, dv, dq_accum); });
+  emu::run_grid(C::kWarps * 32, static_cast<unsigned>((p.Tk + C::BK - 1) / C::BK),
+                static_cast<unsigned>(p.B * p.H), C::smem,
+                [&] { bwd_block<D>(p, lse, dout, delta, dk, dv, dq_accum); });
 }
 }  // namespace rotor::kernels
 
@@ -207,19 +128,6 @@ std::vector<__half> random_half(size_t n, uint32_t seed, float lo, float hi) {
   std::vector<__half> v(n);
   for (auto& x : v) x = __float2half_rn(u(g));
   return v;
-}
-
-double max_err(const std::vector<double>& ref, const std::vector<float>& got) {
-  double e = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (std::isnan(got[i])) return INFINITY;
-    if (std::isinf(ref[i]) || std::isinf(got[i])) {
-      if (ref[i] != static_cast<double>(got[i])) return INFINITY;
-      continue;
-    }
-    e = std::max(e, std::abs(ref[i] - got[i]) / std::max(1.0, std::abs(ref[i])));
-  }
-  return e;
 }
 
 template <class T>
@@ -256,7 +164,6 @@ bool run_case(const Case& c, uint32_t seed) {
   p.dropout = c.dropout;
   p.seed = 4321;
   p.stream_id = rotor::rng_stream(5, 3, rotor::RngPurpose::AttentionDropout, 0);
-  const float keep = c.dropout > 0 ? 1.0f / (1.0f - c.dropout) : 1.0f;
 
   // The emulated kernels (delta = rowsum(dout o out) as the preprocessing pass computes it).
   std::vector<__half> out(nq), dk(nk), dv(nk);
@@ -278,58 +185,19 @@ bool run_case(const Case& c, uint32_t seed) {
                                           dv.data(), dq.data());
 
   // The same attention in double.
-  std::vector<double> r_out(nq, 0), r_lse(lse.size()), r_dq(nq, 0), r_dk(nk, 0), r_dv(nk, 0);
-  auto h = [](const std::vector<__half>& a, size_t i) {
-    return static_cast<double>(__half2float(a[i]));
+  auto dbl = [](const std::vector<__half>& a) {
+    std::vector<double> d(a.size());
+    for (size_t i = 0; i < a.size(); ++i) d[i] = __half2float(a[i]);
+    return d;
   };
-  for (int64_t bh = 0; bh < c.B * c.H; ++bh) {
-    const int64_t b = bh / c.H;
-    int64_t len = c.lengths.empty() ? c.Tk : std::clamp<int64_t>(c.lengths[b], 0, c.Tk);
-    for (int64_t i = 0; i < c.Tq; ++i) {
-      int64_t n = len;
-      if (c.causal) n = std::min(n, std::max<int64_t>(0, i + (c.Tk - c.Tq) + 1));
-      const size_t qi = static_cast<size_t>((bh * c.Tq + i) * D);
-      if (n == 0) {
-        r_lse[bh * c.Tq + i] = -INFINITY;
-        continue;
-      }
-      std::vector<double> s(n), pm(n), mk(n);
-      double m = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        double dot = 0;
-        for (int d = 0; d < D; ++d) dot += h(q, qi + d) * h(k, (bh * c.Tk + j) * D + d);
-        s[j] = dot * p.scale;
-        m = std::max(m, s[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j) sum += std::exp(s[j] - m);
-      r_lse[bh * c.Tq + i] = m + std::log(sum);
-      for (int64_t j = 0; j < n; ++j) {
-        const uint64_t flat = static_cast<uint64_t>((bh * c.Tq + i) * c.Tk + j);
-        mk[j] = c.dropout == 0
-                    ? 1.0
-                    : (rotor::philox_uniform(p.seed, p.stream_id, flat) >= c.dropout ? keep : 0.0);
-        pm[j] = std::exp(s[j] - m) / sum;
-        for (int d = 0; d < D; ++d) r_out[qi + d] += pm[j] * mk[j] * h(v, (bh * c.Tk + j) * D + d);
-      }
-      double del = 0;
-      for (int d = 0; d < D; ++d) del += h(dout, qi + d) * r_out[qi + d];
-      for (int64_t j = 0; j < n; ++j) {
-        const size_t kj = static_cast<size_t>((bh * c.Tk + j) * D);
-        double dp = 0;
-        for (int d = 0; d < D; ++d) dp += h(dout, qi + d) * h(v, kj + d);
-        const double ds = pm[j] * (dp * mk[j] - del) * p.scale;
-        for (int d = 0; d < D; ++d) {
-          r_dv[kj + d] += pm[j] * mk[j] * h(dout, qi + d);
-          r_dk[kj + d] += ds * h(q, qi + d);
-          r_dq[qi + d] += ds * h(k, kj + d);
-        }
-      }
-    }
-  }
-  const double e_out = max_err(r_out, floats(out)), e_lse = max_err(r_lse, lse),
-               e_dq = max_err(r_dq, dq), e_dk = max_err(r_dk, floats(dk)),
-               e_dv = max_err(r_dv, floats(dv));
+  const emu::AttentionShape shape{c.B,       c.H,       c.Tq,    c.Tk,   D,          c.causal,
+                                  c.lengths, c.dropout, p.scale, p.seed, p.stream_id};
+  const emu::AttentionResult ref =
+      emu::reference_attention(shape, dbl(q), dbl(k), dbl(v), dbl(dout));
+  using emu::max_err;
+  const double e_out = max_err(ref.out, floats(out)), e_lse = max_err(ref.lse, lse),
+               e_dq = max_err(ref.dq, dq), e_dk = max_err(ref.dk, floats(dk)),
+               e_dv = max_err(ref.dv, floats(dv));
   const double tol = 2e-2;
   const bool ok = e_out <= tol && e_lse <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol;
   std::printf(

@@ -13,7 +13,7 @@ in shared memory, for D = 32, 64 and 128. The softmax, masks, dropout and
 RoPE are not emulated. Keep it in step with the kernel when its tiling
 changes.
 
-  python3 tests/scripts/flash_tc_fragments.py   (needs NumPy)
+  python3 tests/emulation/flash_tc_fragments.py   (needs NumPy)
 """
 import sys
 

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Runs the device code of the sm_80+ tensor-core flash attention
 # (kernels/flash_attention_tc.cu) on the CPU, for machines without such a GPU:
-# tests/scripts/flash_tc_emulate.cpp emulates its PTX (ldmatrix, mma.sync
+# tests/emulation/flash_tc_emulate.cpp emulates its PTX (ldmatrix, mma.sync
 # m16n8k16, cp.async) lane by lane, runs every CUDA thread as a std::thread
 # and compares out, lse, dq, dk, dv with attention in double (head dims 32,
 # 64, 128; f16, bf16; causal, key lengths, dropout, RoPE). Usage:
-#   bash scripts/check_flash_tc.sh [--out DIR] [--asan]   (default DIR: build-flash-tc)
+#   bash tests/emulation/check_flash_tc.sh [--out DIR] [--asan]   (default DIR: build-flash-tc)
 # --asan: built with AddressSanitizer (out-of-bounds global or shared memory;
 # ~20 s). A missing barrier shows as NaNs: shared memory starts as NaNs and a
 # cp.async destination turns NaN when the copy is issued.
 # Exit 0: all cases within tolerance; 1: a failure; 77: skipped (no C++20
 # compiler, python3 or CUDA headers).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 out=build-flash-tc
 sanitize=()
@@ -67,7 +67,7 @@ PY
 
 if ! "$cxx" -std=c++20 -O2 ${sanitize[@]+"${sanitize[@]}"} -pthread -Wno-unknown-pragmas -I. -Isrc \
   -I"$cuda_inc" -DROTOR_TC_SECTION="\"$out/flash_attention_tc.device.inc\"" \
-  tests/scripts/flash_tc_emulate.cpp -o "$out/flash_tc_emulate" 2>"$out/emulate.log"; then
+  tests/emulation/flash_tc_emulate.cpp -o "$out/flash_tc_emulate" 2>"$out/emulate.log"; then
   cat "$out/emulate.log" >&2
   echo "check_flash_tc: FAILED: the CPU emulation does not compile" >&2
   exit 1

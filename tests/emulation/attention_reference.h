@@ -1,0 +1,131 @@
+// Attention in double, the yardstick of the emulated attention kernels
+// (flash_tc_emulate.cpp, flash_sm70_emulate.cpp): forward out and lse, and the
+// gradients dq, dk, dv of a given dout, with key lengths, the causal mask
+// aligned to the last key (query i sees keys j <= i + Tk - Tq), attention
+// dropout drawn by philox_uniform on the flat [B, H, Tq, Tk] index, and
+// optionally RoPE on q and k (the fp32 cos/sin of src/core/rope.h; the
+// gradients rotated back). Inputs are the kernels' 16-bit inputs as doubles.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/philox.h"
+#include "core/rope.h"
+
+namespace emu {
+
+struct AttentionShape {
+  int64_t B, H, Tq, Tk;
+  int D;
+  bool causal;
+  std::vector<int32_t> lengths;  // [B] visible keys, empty: all
+  float dropout;
+  double scale;
+  uint64_t seed, stream;  // of the dropout draw
+  bool rope = false;
+  int64_t q_offset = 0, k_offset = 0;  // RoPE positions of the first query / key
+  double rope_base = 10000.0;
+};
+
+struct AttentionResult {
+  std::vector<double> out, lse, dq, dk, dv;  // [B, H, Tq, D], [B, H, Tq], [B, H, Tq|Tk, D]
+};
+
+// Rotates the [rows, D] head vectors of x (row r at position pos0 + r % T)
+// by RoPE (back: by the inverse), in double with rope::rotation's factors.
+inline void rotate_rows(std::vector<double>& x, int64_t T, int D, int64_t pos0, double base,
+                        bool back) {
+  for (size_t r = 0; r < x.size() / D; ++r)
+    for (int i = 0; i < D / 2; ++i) {
+      const rotor::rope::Rotation c =
+          rotor::rope::rotation(pos0 + static_cast<int64_t>(r) % T, i, D, base);
+      const double s = back ? -c.sin : c.sin, x0 = x[r * D + 2 * i], x1 = x[r * D + 2 * i + 1];
+      x[r * D + 2 * i] = x0 * c.cos - x1 * s;
+      x[r * D + 2 * i + 1] = x1 * c.cos + x0 * s;
+    }
+}
+
+// q, dout: [B, H, Tq, D]; k, v: [B, H, Tk, D].
+inline AttentionResult reference_attention(const AttentionShape& c, std::vector<double> q,
+                                           std::vector<double> k, const std::vector<double>& v,
+                                           const std::vector<double>& dout) {
+  const int D = c.D;
+  if (c.rope) {
+    rotate_rows(q, c.Tq, D, c.q_offset, c.rope_base, false);
+    rotate_rows(k, c.Tk, D, c.k_offset, c.rope_base, false);
+  }
+  const double keep = c.dropout > 0 ? 1.0 / (1.0 - static_cast<double>(c.dropout)) : 1.0;
+  const size_t nq = q.size(), nk = k.size();
+  AttentionResult r{std::vector<double>(nq, 0), std::vector<double>(c.B * c.H * c.Tq),
+                    std::vector<double>(nq, 0), std::vector<double>(nk, 0),
+                    std::vector<double>(nk, 0)};
+  for (int64_t bh = 0; bh < c.B * c.H; ++bh) {
+    const int64_t b = bh / c.H;
+    const int64_t len = c.lengths.empty() ? c.Tk : std::clamp<int64_t>(c.lengths[b], 0, c.Tk);
+    for (int64_t i = 0; i < c.Tq; ++i) {
+      int64_t n = len;
+      if (c.causal) n = std::min(n, std::max<int64_t>(0, i + (c.Tk - c.Tq) + 1));
+      const size_t qi = static_cast<size_t>((bh * c.Tq + i) * D);
+      if (n == 0) {
+        r.lse[bh * c.Tq + i] = -INFINITY;
+        continue;
+      }
+      std::vector<double> s(n), pm(n), mk(n);
+      double m = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        double dot = 0;
+        for (int d = 0; d < D; ++d) dot += q[qi + d] * k[(bh * c.Tk + j) * D + d];
+        s[j] = dot * c.scale;
+        m = std::max(m, s[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(s[j] - m);
+      r.lse[bh * c.Tq + i] = m + std::log(sum);
+      for (int64_t j = 0; j < n; ++j) {
+        const uint64_t flat = static_cast<uint64_t>((bh * c.Tq + i) * c.Tk + j);
+        mk[j] = c.dropout == 0
+                    ? 1.0
+                    : (rotor::philox_uniform(c.seed, c.stream, flat) >= c.dropout ? keep : 0.0);
+        pm[j] = std::exp(s[j] - m) / sum;
+        for (int d = 0; d < D; ++d) r.out[qi + d] += pm[j] * mk[j] * v[(bh * c.Tk + j) * D + d];
+      }
+      double del = 0;
+      for (int d = 0; d < D; ++d) del += dout[qi + d] * r.out[qi + d];
+      for (int64_t j = 0; j < n; ++j) {
+        const size_t kj = static_cast<size_t>((bh * c.Tk + j) * D);
+        double dp = 0;
+        for (int d = 0; d < D; ++d) dp += dout[qi + d] * v[kj + d];
+        const double ds = pm[j] * (dp * mk[j] - del) * c.scale;
+        for (int d = 0; d < D; ++d) {
+          r.dv[kj + d] += pm[j] * mk[j] * dout[qi + d];
+          r.dk[kj + d] += ds * q[qi + d];
+          r.dq[qi + d] += ds * k[kj + d];
+        }
+      }
+    }
+  }
+  if (c.rope) {
+    rotate_rows(r.dq, c.Tq, D, c.q_offset, c.rope_base, true);
+    rotate_rows(r.dk, c.Tk, D, c.k_offset, c.rope_base, true);
+  }
+  return r;
+}
+
+// max |got - ref| / max(1, |ref|); infinities must agree exactly, NaN fails.
+inline double max_err(const std::vector<double>& ref, const std::vector<float>& got) {
+  double e = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    if (std::isinf(ref[i]) || std::isinf(got[i])) {
+      if (ref[i] != static_cast<double>(got[i])) return INFINITY;
+      continue;
+    }
+    e = std::max(e, std::abs(ref[i] - got[i]) / std::max(1.0, std::abs(ref[i])));
+  }
+  return e;
+}
+
+}  // namespace emu

@@ -1,0 +1,198 @@
+// A CUDA thread block run on the CPU, for the emulators of the attention
+// kernels (flash_tc_emulate.cpp, flash_sm70_emulate.cpp): every CUDA thread is
+// a std::thread; __syncthreads and __syncwarp are std::barriers; a
+// warp-collective call (a shuffle, or an emulated ldmatrix / mma.sync) posts
+// each lane's part into its warp's exchange slot, waits for the warp and
+// checks that all 32 lanes made the same call; atomicAdd is an atomic_ref.
+// Dynamic shared memory is a heap block of exactly the launcher's size, filled
+// with NaNs for every thread block (a read of anything not written shows, and
+// AddressSanitizer sees an overrun). Kernels without barriers run their
+// threads one after the other (run_serial).
+//
+// Include after the CUDA headers (cuda_runtime.h for uint3) and before the
+// kernel code: it defines threadIdx, blockIdx, blockDim and gridDim, and
+// empties __device__, __global__, __forceinline__ and __launch_bounds__.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <new>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace emu {
+
+[[noreturn]] inline void fail(const char* what) {
+  std::fprintf(stderr, "emulation: FAILED: %s\n", what);
+  std::fflush(stderr);
+  std::abort();
+}
+
+// One warp-collective call: what each lane posts.
+struct Slot {
+  int kind[32];
+  uint32_t addr[32];
+  uint32_t a[32][4];
+  uint32_t b[32][2];
+  double x[32];
+};
+
+struct Block {
+  std::unique_ptr<std::barrier<>> all;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  // Two slots per warp, used in turn: a lane writes slot s of call n + 2 only
+  // after every lane has reached the barrier of call n + 1, so after all have
+  // read slot s of call n.
+  std::vector<Slot> slots;
+  unsigned char* smem = nullptr;
+  size_t smem_bytes = 0;
+};
+
+inline thread_local uint3 t_thread, t_block, t_dim, t_grid;
+inline thread_local Block* t_blk = nullptr;  // null: a kernel run serially (no barriers)
+inline thread_local unsigned t_calls = 0;    // warp-collective calls of this thread
+
+// cp.async copies of this thread: issued, and committed groups (only the
+// sm_80+ emulator issues any; a thread that exits with some is an error).
+struct Copy {
+  uint32_t dst;
+  const void* src;
+  bool valid;
+};
+inline thread_local std::vector<Copy> t_issued;
+inline thread_local std::deque<std::vector<Copy>> t_groups;
+
+inline unsigned char* shared_memory() {
+  if (!t_blk) fail("shared memory in a kernel run serially");
+  return t_blk->smem;
+}
+inline int lane() {
+  return static_cast<int>(t_thread.x & 31);
+}
+inline int warp() {
+  return static_cast<int>(t_thread.x >> 5);
+}
+
+inline void warp_barrier() {
+  if (!t_blk) fail("__syncwarp in a kernel run serially");
+  t_blk->warps[static_cast<size_t>(warp())]->arrive_and_wait();
+}
+
+// Posts this lane's part of a collective call, waits for the warp and returns
+// the slot holding every lane's part.
+template <class Post>
+const Slot& collective(int kind, Post post) {
+  if (!t_blk) fail("a warp-collective call in a kernel run serially");
+  Slot& s = t_blk->slots[static_cast<size_t>(warp() * 2 + (t_calls++ & 1))];
+  s.kind[lane()] = kind;
+  post(s);
+  warp_barrier();
+  for (int l = 0; l < 32; ++l)
+    if (s.kind[l] != kind) fail("the lanes of a warp made different collective calls");
+  return s;
+}
+
+// Runs body as block (bx, by) of a grid of (gx, gy) blocks of `threads`
+// threads with `smem` bytes of dynamic shared memory.
+inline void run_block(int threads, unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem,
+                      const std::function<void()>& body) {
+  Block blk;
+  blk.all = std::make_unique<std::barrier<>>(threads);
+  for (int w = 0; w < threads / 32; ++w) blk.warps.push_back(std::make_unique<std::barrier<>>(32));
+  blk.slots.resize(static_cast<size_t>(threads / 32) * 2);
+  blk.smem_bytes = smem;
+  blk.smem = static_cast<unsigned char*>(::operator new(smem ? smem : 1, std::align_val_t(128)));
+  std::memset(blk.smem, 0xff, smem);  // NaN in f16, bf16 and f32
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      t_thread = make_uint3(static_cast<unsigned>(t), 0, 0);
+      t_block = make_uint3(bx, by, 0);
+      t_dim = make_uint3(static_cast<unsigned>(threads), 1, 1);
+      t_grid = make_uint3(gx, gy, 1);
+      t_blk = &blk;
+      t_calls = 0;
+      body();
+      if (!t_issued.empty() || !t_groups.empty()) fail("cp.async copies outstanding at exit");
+    });
+  for (auto& th : pool) th.join();
+  ::operator delete(blk.smem, std::align_val_t(128));
+}
+
+// Every block of a (gx, gy) grid, one after the other.
+inline void run_grid(int threads, unsigned gx, unsigned gy, size_t smem,
+                     const std::function<void()>& body) {
+  for (unsigned by = 0; by < gy; ++by)
+    for (unsigned bx = 0; bx < gx; ++bx) run_block(threads, gx, gy, bx, by, smem, body);
+}
+
+// A 1-D grid of a kernel without barriers: its threads one after the other.
+inline void run_serial(unsigned blocks, int threads, const std::function<void()>& body) {
+  for (unsigned bx = 0; bx < blocks; ++bx)
+    for (int t = 0; t < threads; ++t) {
+      t_thread = make_uint3(static_cast<unsigned>(t), 0, 0);
+      t_block = make_uint3(bx, 0, 0);
+      t_dim = make_uint3(static_cast<unsigned>(threads), 1, 1);
+      t_grid = make_uint3(blocks, 1, 1);
+      t_blk = nullptr;
+      body();
+    }
+}
+
+// The shared-memory bytes [addr, addr + n): must lie in the block's memory.
+inline unsigned char* shared_at(uint32_t addr, size_t n) {
+  if (!t_blk || static_cast<size_t>(addr) + n > t_blk->smem_bytes)
+    fail("shared-memory access out of bounds");
+  return t_blk->smem + addr;
+}
+
+}  // namespace emu
+
+#define threadIdx (emu::t_thread)
+#define blockIdx (emu::t_block)
+#define blockDim (emu::t_dim)
+#define gridDim (emu::t_grid)
+
+inline void __syncthreads() {
+  if (!emu::t_blk) emu::fail("__syncthreads in a kernel run serially");
+  emu::t_blk->all->arrive_and_wait();
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  if (mask != 0xffffffffu) emu::fail("__syncwarp with a partial mask");
+  emu::warp_barrier();
+}
+// v of lane `src` of this warp (float or double).
+template <class V>
+inline V __shfl_sync(unsigned mask, V v, int src) {
+  static_assert(std::is_same_v<V, float> || std::is_same_v<V, double>);
+  if (mask != 0xffffffffu) emu::fail("shuffle with a partial mask");
+  const emu::Slot& s = emu::collective(std::is_same_v<V, float> ? 10 : 11,
+                                       [&](emu::Slot& s) { s.x[emu::lane()] = v; });
+  return static_cast<V>(s.x[src & 31]);
+}
+template <class V>
+inline V __shfl_xor_sync(unsigned mask, V v, int m) {
+  return __shfl_sync(mask, v, emu::lane() ^ m);
+}
+inline float atomicAdd(float* p, float v) {
+  return std::atomic_ref<float>(*p).fetch_add(v);
+}
+
+#undef __device__
+#undef __global__
+#undef __forceinline__
+#undef __launch_bounds__
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
