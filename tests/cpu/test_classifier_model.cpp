@@ -178,7 +178,7 @@ TEST(Classifier, HuggingFaceHeadNames) {
   }
 }
 
-TEST(Classifier, GradScaleScalesAndEveryParameterIsReportedOnce) {
+TEST(Classifier, LossScaleScalesAndEveryParameterIsReportedOnce) {
   for (bool roformer : {false, true}) {
     nn::ParameterStore store;
     models::BertForSequenceClassification model(tiny(roformer, false), store);

@@ -198,7 +198,7 @@ INSTANTIATE_TEST_SUITE_P(Positions, MlmModelGrad,
                                                      "sinusoidal_no_types"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-TEST(MlmModel, GradScaleScalesGradients) {
+TEST(MlmModel, LossScaleScalesGradients) {
   nn::ParameterStore store;
   models::BertForMaskedLM model(tiny_model(nn::PositionKind::Rope), store);
   store.allocate(Device::cpu());
