@@ -10,8 +10,7 @@
 
 namespace rotor::ops::cuda_impl {
 
-void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
-                const AdamWOptions& o) {
+void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamWOptions& o) {
   cuda_glue::DeviceScope s(params);
   kernels::AdamWArgs a;
   a.lr = o.lr;

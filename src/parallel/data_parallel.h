@@ -1,4 +1,5 @@
-// Data parallelism over the flat parameter buffers (docs/design.md, "Flat parameter buffers" and "Distributed training").
+// Data parallelism over the flat parameter buffers (docs/design.md, "Flat parameter buffers" and
+// "Distributed training").
 //
 // Replicated optimizer (every rank holds all of m and v), as train/trainer.cpp
 // runs it at world size > 1:
@@ -35,9 +36,9 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "parallel/communicator.h"
 #include "nn/parameters.h"
 #include "optim/optimizer.h"
+#include "parallel/communicator.h"
 
 namespace rotor::parallel {
 

@@ -29,9 +29,8 @@ class TranslationTask : public TrainingTask {
     device_ = device;
     log().info("data: {} sentence pairs, {} batches of <= {} tokens per epoch on this rank, {}",
                data_.train.src->size(), batcher_->batches_in_epoch(0), bo.max_tokens,
-               bo.prefetch > 0
-                   ? fmt::format("{} prefetched on a background thread", bo.prefetch)
-                   : std::string("made on demand (data.prefetch 0)"));
+               bo.prefetch > 0 ? fmt::format("{} prefetched on a background thread", bo.prefetch)
+                               : std::string("made on demand (data.prefetch 0)"));
   }
 
   nn::ParameterStore& params() override { return store_; }

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "decode/beam_search.h"
 #include "config/config.h"
+#include "decode/beam_search.h"
 #include "models/transformer.h"
 #include "support/test_util.h"
 
@@ -83,7 +83,8 @@ nn::Context eval_ctx() {
 }
 
 // Right-padded i32 [B, width] and the lengths.
-Tensor pad_rows(const std::vector<Seq>& rows, int64_t width, std::vector<int32_t>* lengths = nullptr) {
+Tensor pad_rows(const std::vector<Seq>& rows, int64_t width,
+                std::vector<int32_t>* lengths = nullptr) {
   std::vector<int32_t> flat(rows.size() * static_cast<size_t>(width), kPad);
   for (size_t b = 0; b < rows.size(); ++b) {
     for (size_t j = 0; j < rows[b].size(); ++j) flat[b * width + j] = rows[b][j];
@@ -152,7 +153,8 @@ void check_incremental(PositionKind position, bool post, uint64_t seed) {
     std::vector<int32_t> tokens(static_cast<size_t>(B));
     for (int64_t b = 0; b < B; ++b) tokens[b] = tgt_in[b * T + t];
     EXPECT_EQ(state.position, t);
-    const std::vector<float> lp = m->decode_step(state, Tensor::from_ints(tokens, {B}), ctx).to_floats();
+    const std::vector<float> lp =
+        m->decode_step(state, Tensor::from_ints(tokens, {B}), ctx).to_floats();
     ASSERT_EQ(static_cast<int64_t>(lp.size()), B * kVocab);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t v = 0; v < kVocab; ++v) {
@@ -190,7 +192,8 @@ TEST(Decode, FullForwardIsCausalAndRowIndependent) {
     double worst = 0;
     for (int64_t t = 0; t < 3; ++t)
       for (int64_t v = 0; v < kVocab; ++v)
-        worst = std::max(worst, std::abs(static_cast<double>(lg1[t * kVocab + v] - lg[t * kVocab + v])));
+        worst = std::max(worst,
+                         std::abs(static_cast<double>(lg1[t * kVocab + v] - lg[t * kVocab + v])));
     EXPECT_LT(worst, 1e-4);
     // Row 1 (short source, padded in the batch) alone.
     const TranslationBatch two = make_batch({kSources[1]}, {kTargets[1]});
@@ -358,14 +361,18 @@ TEST(Decode, ReorderKeepsTheRightRows) {
     Tensor len = Tensor::from_ints(lengths, {3});
     auto state = m->start_decoding(m->encode(s, len, ctx), len, max_len);
     for (size_t t = 0; t < 3; ++t)
-      m->decode_step(state, Tensor::from_ints({prefix[0][t], prefix[1][t], prefix[2][t]}, {3}), ctx);
+      m->decode_step(state, Tensor::from_ints({prefix[0][t], prefix[1][t], prefix[2][t]}, {3}),
+                     ctx);
     m->reorder(state, Tensor::from_ints(index, {4}));
     EXPECT_EQ(state.memory.size(0), 4);
-    EXPECT_EQ(state.memory_lengths.to_ints(), (std::vector<int32_t>{lengths[2], lengths[0], lengths[0], lengths[1]}));
+    EXPECT_EQ(state.memory_lengths.to_ints(),
+              (std::vector<int32_t>{lengths[2], lengths[0], lengths[0], lengths[1]}));
     std::vector<std::vector<float>> got;
     for (size_t t = 0; t < 2; ++t)
-      got.push_back(m->decode_step(state, Tensor::from_ints({next[0][t], next[1][t], next[2][t], next[3][t]}, {4}), ctx)
-                        .to_floats());
+      got.push_back(
+          m->decode_step(
+               state, Tensor::from_ints({next[0][t], next[1][t], next[2][t], next[3][t]}, {4}), ctx)
+              .to_floats());
 
     // The same 4 rows decoded from scratch.
     std::vector<Seq> src4;
@@ -388,7 +395,8 @@ TEST(Decode, ReorderKeepsTheRightRows) {
     // Rows 1 and 2 share their history but not their last token.
     double diff = 0;
     for (int64_t v = 0; v < kVocab; ++v)
-      diff = std::max(diff, std::abs(static_cast<double>(got[1][kVocab + v] - got[1][2 * kVocab + v])));
+      diff = std::max(diff,
+                      std::abs(static_cast<double>(got[1][kVocab + v] - got[1][2 * kVocab + v])));
     EXPECT_GT(diff, 1e-3);
   }
 }

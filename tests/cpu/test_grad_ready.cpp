@@ -16,11 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "parallel/communicator.h"
-#include "parallel/data_parallel.h"
 #include "models/bert.h"
 #include "models/transformer.h"
 #include "nn/context.h"
+#include "parallel/communicator.h"
+#include "parallel/data_parallel.h"
 #include "support/test_util.h"
 
 namespace rotor {
@@ -138,8 +138,9 @@ TEST_P(TransformerGradReady, EveryParameterOnceAndFinal) {
   model.backward(1.0f);
   // Micro-batch 2, the last: reported, on top of the accumulated gradients.
   parallel::LocalCommunicator local;
-  parallel::GradientBuckets buckets(store.grads(), parallel::backward_order_offsets(store), 1.0 / 1024,
-                                local);  // ~1 KiB: many buckets
+  parallel::GradientBuckets buckets(store.grads(), parallel::backward_order_offsets(store),
+                                    1.0 / 1024,
+                                    local);  // ~1 KiB: many buckets
   ASSERT_GT(buckets.bounds().size(), 8u);
   Recorder rec;
   for (int update = 0; update < 2; ++update) {
@@ -234,8 +235,8 @@ TEST_P(BertGradReady, EveryParameterOnceAndFinal) {
   model.forward_loss(mlm_batch(true), ctx);  // an earlier micro-batch, no hook
   model.backward(1.0f);
   parallel::LocalCommunicator local;
-  parallel::GradientBuckets buckets(store.grads(), parallel::backward_order_offsets(store), 1.0 / 1024,
-                                local);
+  parallel::GradientBuckets buckets(store.grads(), parallel::backward_order_offsets(store),
+                                    1.0 / 1024, local);
   // A batch with masked tokens, then one without (the head is reported all the same).
   for (bool masked : {true, false}) {
     SCOPED_TRACE(masked ? "masked" : "nothing masked");

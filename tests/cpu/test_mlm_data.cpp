@@ -112,11 +112,13 @@ TEST(MlmMasking, StatisticsAndSpecialTokens) {
         continue;
       }
       ++selected;
-      if (n == sp.mask) ++as_mask;
+      if (n == sp.mask)
+        ++as_mask;
       else if (n != o) {
         ++as_random;
         EXPECT_EQ(special.count(n), 0u) << "a special token drawn as a replacement";
-      } else ++unchanged;
+      } else
+        ++unchanged;
     }
     for (size_t i = 0; i < pos.size(); ++i) EXPECT_EQ(tgt[i], orig[static_cast<size_t>(pos[i])]);
   }
@@ -138,8 +140,8 @@ TEST(MlmMasking, Deterministic) {
   };
   EXPECT_EQ(run(masker, 3, 9), run(masker, 3, 9));
   EXPECT_EQ(run(masker, 3, 9), run(data::Masker(masking()), 3, 9));
-  EXPECT_NE(run(masker, 3, 9).second, run(masker, 4, 9).second);  // another epoch
-  EXPECT_NE(run(masker, 3, 9).second, run(masker, 3, 10).second);  // another block
+  EXPECT_NE(run(masker, 3, 9).second, run(masker, 4, 9).second);                    // another epoch
+  EXPECT_NE(run(masker, 3, 9).second, run(masker, 3, 10).second);                   // another block
   EXPECT_NE(run(masker, 3, 9).second, run(data::Masker(masking(2)), 3, 9).second);  // another seed
 }
 
@@ -194,7 +196,8 @@ TEST(MlmBatcher, BatchesShardingAndResume) {
     const int64_t row = pos[i] / 32, t = pos[i] % 32;
     ASSERT_LT(t, len[static_cast<size_t>(row)]);
     EXPECT_EQ(tgt[i], blocks->block(plan[0][static_cast<size_t>(row)])[static_cast<size_t>(t)]);
-    EXPECT_TRUE(ids[static_cast<size_t>(pos[i])] == sp.mask || ids[static_cast<size_t>(pos[i])] != sp.cls);
+    EXPECT_TRUE(ids[static_cast<size_t>(pos[i])] == sp.mask ||
+                ids[static_cast<size_t>(pos[i])] != sp.cls);
   }
 
   // Resume: a fresh batcher set to a saved position continues identically,
@@ -206,7 +209,8 @@ TEST(MlmBatcher, BatchesShardingAndResume) {
   for (int i = 0; i < 40; ++i) cont.push_back(run.next().input_ids.to_ints());
   data::MlmBatcher resumed(blocks, masker, o);
   resumed.set_position(saved);
-  for (int i = 0; i < 40; ++i) EXPECT_EQ(resumed.next().input_ids.to_ints(), cont[static_cast<size_t>(i)]) << i;
+  for (int i = 0; i < 40; ++i)
+    EXPECT_EQ(resumed.next().input_ids.to_ints(), cont[static_cast<size_t>(i)]) << i;
   EXPECT_GT(resumed.position().epoch, 0u);
 }
 

@@ -1,7 +1,7 @@
 // cuDNN attention (ops/cudnn_attention.h) on a GPU beyond the kernel table of
 // test_attention_kernels_cuda.cpp (which holds cuDNN, without dropout, to the
-// CPU twin like rotor's kernels). With dropout cuDNN draws its own mask, so the check reads the mask back: with V
-// the identity, out is the dropped-out probability matrix itself, and every
+// CPU twin like rotor's kernels). With dropout cuDNN draws its own mask, so the check reads the
+// mask back: with V the identity, out is the dropped-out probability matrix itself, and every
 // gradient is recomputed in double from it. And the layer: `attention.impl:
 // auto` at 512 keys runs cuDNN and agrees with rotor's kernel. Skipped (one
 // line) without a GPU of sm_80 or newer or without the cuDNN frontend.

@@ -18,12 +18,12 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/communicator.h"
-#include "parallel/data_parallel.h"
-#include "parallel/signals.h"
 #include "models/transformer.h"
 #include "nn/parameters.h"
 #include "optim/optimizer.h"
+#include "parallel/communicator.h"
+#include "parallel/data_parallel.h"
+#include "parallel/signals.h"
 #if ROTOR_WITH_MPI
 #include "parallel/mpi_communicator.h"
 #endif

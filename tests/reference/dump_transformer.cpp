@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/safetensors.h"
 #include "config/config.h"
 #include "models/transformer.h"
 #include "optim/optimizer.h"
-#include "checkpoint/safetensors.h"
 
 using namespace rotor;
 using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unqualified
@@ -39,18 +39,20 @@ namespace {
   std::exit(2);
 }
 
-Tensor snapshot(const Tensor& t) { return Tensor::from_floats(t.to_floats(), t.shape()); }
+Tensor snapshot(const Tensor& t) {
+  return Tensor::from_floats(t.to_floats(), t.shape());
+}
 
 // A fixed padded batch: B = 3, varying lengths, right padding with pad 0,
 // tgt_in = bos(2) + tokens, tgt_out = tokens + eos(3). Token 9 occurs in the
 // source and the target so that the tied embedding accumulates from both.
 models::TranslationBatch make_batch() {
   constexpr int B = 3, S = 7, T = 7;
-  const std::vector<int32_t> src = {
-      5,  9, 14, 22, 31, 8, 3,  //
-      12, 7, 19, 3,  0,  0, 0,  //
-      33, 4, 27, 11, 3,  0, 0};
-  const std::vector<std::vector<int32_t>> tgt = {{6, 18, 25, 9, 36}, {10, 21, 13, 29, 4, 17}, {30, 15}};
+  const std::vector<int32_t> src = {5,  9, 14, 22, 31, 8, 3,  //
+                                    12, 7, 19, 3,  0,  0, 0,  //
+                                    33, 4, 27, 11, 3,  0, 0};
+  const std::vector<std::vector<int32_t>> tgt = {
+      {6, 18, 25, 9, 36}, {10, 21, 13, 29, 4, 17}, {30, 15}};
   std::vector<int32_t> tgt_in(B * T, 0), tgt_out(B * T, 0);
   models::TranslationBatch batch;
   for (int b = 0; b < B; ++b) {
@@ -79,19 +81,28 @@ int run(int argc, char** argv) {
     std::string a = argv[i];
     if (i + 1 >= argc) usage("missing value for " + a);
     std::string v = argv[++i];
-    if (a == "--position") position = v;
-    else if (a == "--norm") norm = v;
-    else if (a == "--activation") activation = v;
-    else if (a == "--optimizer") optimizer_name = v;
-    else if (a == "--share-embeddings") share = v;
-    else if (a == "--seed") seed = std::stoull(v);
-    else if (a == "--out") out = v;
-    else usage("unknown option " + a);
+    if (a == "--position")
+      position = v;
+    else if (a == "--norm")
+      norm = v;
+    else if (a == "--activation")
+      activation = v;
+    else if (a == "--optimizer")
+      optimizer_name = v;
+    else if (a == "--share-embeddings")
+      share = v;
+    else if (a == "--seed")
+      seed = std::stoull(v);
+    else if (a == "--out")
+      out = v;
+    else
+      usage("unknown option " + a);
   }
   if (position.empty() || out.empty()) usage("--position and --out are required");
   if (norm != "post" && norm != "pre") usage("--norm must be post or pre");
   if (activation != "relu" && activation != "gelu") usage("--activation must be relu or gelu");
-  if (optimizer_name != "adam" && optimizer_name != "adamw") usage("--optimizer must be adam or adamw");
+  if (optimizer_name != "adam" && optimizer_name != "adamw")
+    usage("--optimizer must be adam or adamw");
   if (share != "true" && share != "false") usage("--share-embeddings must be true or false");
 
   const float label_smoothing = 0.1f, layer_norm_eps = 1e-5f;
@@ -135,7 +146,8 @@ int run(int argc, char** argv) {
   tensors.emplace_back("logits", logits);
   tensors.emplace_back("loss_sum", Tensor::from_floats({static_cast<float>(sums.loss)}, {1}));
   tensors.emplace_back("nll_sum", Tensor::from_floats({static_cast<float>(sums.nll)}, {1}));
-  for (const auto& p : store.parameters()) tensors.emplace_back(p->name + ".grad", snapshot(p->grad));
+  for (const auto& p : store.parameters())
+    tensors.emplace_back(p->name + ".grad", snapshot(p->grad));
   tensors.emplace_back("batch.src", batch.src);
   tensors.emplace_back("batch.src_lengths", batch.src_lengths);
   tensors.emplace_back("batch.tgt_in", batch.tgt_in);
@@ -160,12 +172,14 @@ int run(int argc, char** argv) {
     model.backward(1.0f);
     optim::StepInfo info = optimizer.step(lr, 1.0 / static_cast<double>(st.tokens));
     if (info.skipped) {
-      std::fprintf(stderr, "reference_dump_transformer: step %d skipped (non-finite gradients)\n", s + 1);
+      std::fprintf(stderr, "reference_dump_transformer: step %d skipped (non-finite gradients)\n",
+                   s + 1);
       return 1;
     }
   }
   tensors.emplace_back("step_loss_sum", Tensor::from_floats(step_losses, {kSteps}));
-  for (const auto& p : store.parameters()) tensors.emplace_back(p->name + ".after3", snapshot(p->value));
+  for (const auto& p : store.parameters())
+    tensors.emplace_back(p->name + ".after3", snapshot(p->value));
 
   auto num = [](double v) {
     char buf[64];
