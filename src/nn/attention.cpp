@@ -54,7 +54,11 @@ const AttentionPlan& MultiHeadAttention::plan_for(const AttentionCase& c, const 
   // memo bounded.
   if (plans_.size() >= 4096) plans_.clear();
   const AttentionPlan plan = plan_attention(c, ops::attention_device(device));
-  log_once(plan.why);
+  // Logged where the choice is the plan's (auto on a GPU) or the user asked
+  // for RoPE inside the core; an explicit impl, or auto on the CPU, says
+  // nothing new.
+  if ((plan.on_gpu && c.impl == AttentionImpl::Auto) || (c.rope && c.rope_in_kernel))
+    log_once(plan.why);
   return plans_.emplace(c, plan).first->second;
 }
 

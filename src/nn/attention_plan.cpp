@@ -171,7 +171,7 @@ AttentionPlan plan_attention(const AttentionCase& c, const ops::AttentionDevice&
   }
   if (not_core.empty()) {
     p.rope = RopePlacement::Core;
-    p.why += "; attention.rope_in_kernel: RoPE rotated inside the flash core";
+    p.why += "; attention.rope_in_kernel: RoPE rotated inside the flash attention core";
   } else {
     p.why += "; attention.rope_in_kernel: RoPE stays in the head split: " + not_core;
   }
