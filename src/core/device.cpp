@@ -25,13 +25,14 @@ Device parse_device(std::string_view s) {
 
 int cuda_device_count() { return cuda::device_count(); }
 
-Device resolve_device(std::string_view s) {
-  if (s == "auto") return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
+Device resolve_device(std::string_view s) { return resolve_device(s, cuda_device_count()); }
+
+Device resolve_device(std::string_view s, int n) {
+  if (s == "auto") return n > 0 ? Device::cuda(0) : Device::cpu();
   Device d = parse_device(s);
-  if (d.is_cuda()) {
-    int n = cuda_device_count();
+  if (d.is_cuda() && d.index >= n) {
     if (!ROTOR_WITH_CUDA) ROTOR_FAIL("device '{}' asked for, but rotor was built without CUDA", s);
-    if (d.index >= n) ROTOR_FAIL("device '{}' asked for, but {} CUDA device(s) answer", s, n);
+    ROTOR_FAIL("device '{}' asked for, but {} CUDA device(s) answer", s, n);
   }
   return d;
 }

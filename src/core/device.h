@@ -29,5 +29,8 @@ int cuda_device_count();
 // "auto" -> cuda:0 when a GPU answers, else cpu; anything else -> parse_device.
 // Asking for cuda when none answers is a rotor::Error.
 Device resolve_device(std::string_view s);
+// The same against `device_count` GPUs (tests stand in a count for the GPUs
+// of a machine that has none: train/session.h).
+Device resolve_device(std::string_view s, int device_count);
 
 }  // namespace rotor

@@ -128,11 +128,7 @@ std::unique_ptr<Communicator> make_communicator(Device device, double timeout_s,
   int gpu = -1;
   if (device.is_cuda()) {
 #if ROTOR_WITH_CUDA
-    const int n = cuda::device_count();
-    if (n == 0)
-      ROTOR_FAIL("rank {}: device {} asked for but no GPU answers", env.rank, device.str());
-    // One rank per GPU; a world of one (rotor launch -n 1) keeps the device asked for.
-    gpu = env.distributed() ? env.local_rank % n : device.index;
+    gpu = rank_device(device, env, cuda::device_count()).index;  // one rank per GPU
 #else
     ROTOR_FAIL("device {} in a build without CUDA", device.str());
 #endif

@@ -149,10 +149,9 @@ class LocalCommunicator final : public Communicator {
 //   Local: LocalCommunicator, without MPI_Init.
 //   Mpi: MPI is initialized (MPI_THREAD_FUNNELED) and finalized at exit.
 //   FileStore: the ranks meet in the store (rendezvous.h) and connect Gloo.
-// The backend is NCCL when `device` is CUDA (the GPU is local_rank modulo the
-// visible GPUs, `device` itself in a world of one; its unique id travels over
-// MPI or through the store), else
-// MPI or Gloo. timeout_s <= 0 means ROTOR_DIST_TIMEOUT or
+// The backend is NCCL when `device` is CUDA (on the GPU that rank_device of
+// environment.h gives this rank; its unique id travels over MPI or through
+// the store), else MPI or Gloo. timeout_s <= 0 means ROTOR_DIST_TIMEOUT or
 // kDefaultTimeoutSeconds; it bounds the rendezvous and every collective.
 // A transport this build lacks (MPI, Gloo) is a rotor::Error saying what to
 // install.

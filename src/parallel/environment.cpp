@@ -124,6 +124,13 @@ DistEnvironment detect_environment() {
   return e;
 }
 
+Device rank_device(Device asked, const DistEnvironment& env, int device_count) {
+  if (!asked.is_cuda()) return asked;
+  if (device_count <= 0)
+    ROTOR_FAIL("rank {}: device {} asked for but no GPU answers", env.rank, asked.str());
+  return env.distributed() ? Device::cuda(env.local_rank % device_count) : asked;
+}
+
 RendezvousSetting parse_rendezvous(std::string_view text, std::string_view where) {
   RendezvousSetting s;
   if (text == "auto") return s;

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/device.h"
+
 namespace rotor::parallel {
 
 struct DistEnvironment {
@@ -42,6 +44,14 @@ struct DistEnvironment {
 // else a single process. RANK/WORLD_SIZE win over SLURM's variables, which a
 // whole allocation inherits. A malformed value is a rotor::Error naming it.
 DistEnvironment detect_environment();
+
+// The device of this rank, the one place that decides it (make_communicator
+// and train/session.h ask here): one process per GPU, so rank `local_rank` of
+// a job of more than one process takes GPU local_rank modulo the
+// `device_count` GPUs that answer; a single process (also `rotor launch -n 1`)
+// keeps the device asked for. A CPU stays the CPU. A CUDA device with no GPU
+// answering is a rotor::Error naming the rank.
+Device rank_device(Device asked, const DistEnvironment& env, int device_count);
 
 // SLURM's task counts per node, "2(x3),1" -> the count of node `node` (2 for
 // nodes 0-2, 1 for node 3), or -1 when `spec` does not cover it.

@@ -13,9 +13,8 @@
 #include "core/logging.h"
 #include "nn/context.h"
 #include "nn/parameters.h"
-#include "parallel/communicator.h"
-#include "parallel/data_parallel.h"
-#include "train/precision.h"
+#include "train/scheduler.h"
+#include "train/session.h"
 #include "train/step.h"
 #include "train/task.h"
 #include "train/task_data.h"
@@ -97,22 +96,19 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   if (opts.warmup < 0) ROTOR_FAIL("--warmup must be 0 or more, got {}", opts.warmup);
   validate_for_training(c);
   check_data(c);  // fail before preparing anything
-  const Device device = resolve_device(c.device);
-  if (device.is_cuda()) cuda::set_device(device.index);
-  // A plain bench runs alone (the local backend); under a launcher it joins
-  // the job as `rotor train` does, so `rotor launch -n 1 -- bench train`
-  // measures the data-parallel path's cost at world size 1.
-  std::unique_ptr<parallel::Communicator> comm =
-      parallel::make_communicator(device, c.dist.timeout_s, c.dist.rendezvous, "");
-  std::unique_ptr<TrainingTask> task = make_task(c, device, comm->rank(), comm->world_size());
-  nn::ParameterStore& store = task->params();
-  store.initialize(static_cast<uint64_t>(c.seed));
-  // Everything as `rotor train` at world size 1: the precision policy and
-  // the very update step the trainer runs.
-  PrecisionPolicy precision(c, device, store);
-  if (comm->world_size() > 1) parallel::broadcast_parameters(*comm, store);
-  store.refresh_compute_copy();
-  UpdateStep step(c, *task, precision, *comm);
+  // The run `rotor train` makes (train/session.h): this rank's device, the
+  // communicator, the task, the initialization (model.init_from included),
+  // the precision policy and the very update step. A plain bench runs alone
+  // (the local backend); under a launcher it joins the job, so that `rotor
+  // launch -n 1 -- bench train` measures the data-parallel path's cost at
+  // world size 1.
+  Session session(c);
+  session.build();
+  const Device device = session.device();
+  nn::ParameterStore& store = session.params();
+  UpdateStep& step = session.step();
+  const Scheduler& schedule = session.scheduler();
+  TrainingTask& task = session.task();
   checkpoint::TrainerState state;
 
   BenchResult r;
@@ -123,16 +119,20 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
       if (d.index == device.index) r.device_name = d.name;
   r.precision = std::string(to_string(c.precision));
   r.parameters = store.numel();
-  r.vocab_size = task->vocab_size();
+  r.vocab_size = task.vocab_size();
   r.steps = opts.steps;
   r.warmup = opts.warmup;
   r.update_freq = c.train.update_freq;
   r.phase_sync = device.is_cuda();
 
+  // The bench times its --steps whatever train.max_updates says; the data
+  // must last for them.
   auto update = [&](PhaseClock& clock) {
+    if (schedule.epochs_done(task.position().epoch))
+      ROTOR_FAIL("train.max_epochs ends the data before the bench's updates");
     const UpdateResult u = step.run(state, &clock);
-    if (u.epochs_done) ROTOR_FAIL("train.max_epochs ends the data before the bench's updates");
-    if (u.no_tokens) ROTOR_FAIL("an update of the bench found no tokens to train on");
+    if (schedule.after_update(u.sums.tokens) == StopReason::NoTokens)
+      ROTOR_FAIL("an update of the bench found no tokens to train on");
     return u;
   };
 

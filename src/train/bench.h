@@ -1,6 +1,8 @@
 // `rotor bench train`: the throughput of training a config's model on the
-// config's data and device. It builds the task as `rotor train` does (data
-// prepared from raw text into OUTPUT_DIR when needed), runs `warmup` updates,
+// config's data and device. It sets up its run as `rotor train` does
+// (train/session.h: this rank's device, the task with its data prepared from
+// raw text into OUTPUT_DIR when needed, model.init_from, the precision and
+// the update step), runs `warmup` updates,
 // then `steps` timed updates (forward, backward, optimizer step) and reports
 // tokens/s, the mean update time split into phases, and peak memory. It
 // writes no checkpoint, log file or metrics.

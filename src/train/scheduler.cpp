@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace rotor::train {
 
@@ -23,14 +24,34 @@ std::string_view stop_reason_text(StopReason r) {
   return "?";
 }
 
-Scheduler::Scheduler(const TrainConfig& t, bool has_valid)
+Scheduler::Scheduler(const TrainConfig& t, bool has_valid, std::function<bool()> signalled)
     : max_updates_(t.max_updates),
       log_interval_(t.log_interval),
       valid_interval_(t.valid_interval),
       save_interval_(t.save_interval),
       patience_(t.patience),
+      max_epochs_(t.max_epochs),
       best_metric_(t.best_metric),
-      has_valid_(has_valid) {}
+      has_valid_(has_valid),
+      signalled_(std::move(signalled)) {}
+
+bool Scheduler::epochs_done(uint64_t epoch) const {
+  return max_epochs_ > 0 && epoch >= static_cast<uint64_t>(max_epochs_);
+}
+
+StopReason Scheduler::before_update(int64_t step, uint64_t epoch) const {
+  if (finished(step)) return StopReason::MaxUpdates;
+  if (epochs_done(epoch)) return StopReason::MaxEpochs;
+  return StopReason::None;
+}
+
+StopReason Scheduler::after_update(int64_t tokens) const {
+  return tokens == 0 ? StopReason::NoTokens : StopReason::None;
+}
+
+StopReason Scheduler::signals() const {
+  return signalled_ && signalled_() ? StopReason::Signal : StopReason::None;
+}
 
 bool Scheduler::log_now(int64_t step) const {
   return (log_interval_ > 0 && step % log_interval_ == 0) || finished(step);

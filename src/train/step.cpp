@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "core/error.h"
+
 namespace rotor::train {
 
 optim::OptimizerOptions optimizer_options(const Config& c) {
@@ -27,11 +29,12 @@ optim::ScheduleOptions schedule_options(const Config& c) {
 }
 
 UpdateStep::UpdateStep(const Config& c, TrainingTask& task, PrecisionPolicy& precision,
-                       parallel::Communicator& comm)
+                       parallel::Communicator& comm, const Scheduler& scheduler)
     : config_(c),
       task_(task),
       precision_(precision),
       comm_(comm),
+      scheduler_(scheduler),
       optimizer_(task.params(), optimizer_options(c)),
       schedule_(schedule_options(c)) {
   // A launched world of one (rotor launch -n 1, NCCL or Gloo) runs the
@@ -68,14 +71,8 @@ UpdateResult UpdateStep::run(checkpoint::TrainerState& state, StepPhases* phases
   const int world = comm_.world_size(), rank = comm_.rank();
   nn::ParameterStore& store = task_.params();
   UpdateResult r;
-  const auto epochs_done = [&] {
-    return c.train.max_epochs > 0 &&
-           task_.position().epoch >= static_cast<uint64_t>(c.train.max_epochs);
-  };
-  if (epochs_done()) {
-    r.epochs_done = true;
-    return r;
-  }
+  const auto epochs_done = [&] { return scheduler_.epochs_done(task_.position().epoch); };
+  ROTOR_CHECK(!epochs_done(), "update {} asked for after train.max_epochs", state.step + 1);
   ctx_.device = store.device();
   ctx_.phase_hook = phases;
   if (phases) phases->update_begins();
@@ -111,8 +108,7 @@ UpdateResult UpdateStep::run(checkpoint::TrainerState& state, StepPhases* phases
     r.sums.correct = static_cast<int64_t>(counts[4]);
   }
   ctx_.phase_hook = nullptr;
-  if (r.sums.tokens == 0) {
-    r.no_tokens = true;
+  if (r.sums.tokens == 0) {  // the scheduler stops the run (Scheduler::after_update)
     if (phases) phases->optimizer_ends();
     return r;
   }

@@ -1,9 +1,10 @@
 // One training update, the same code for `rotor train` and `rotor bench
 // train` (Marian keeps how an update is computed apart from when to
-// validate or save; train/scheduler.h holds the latter):
+// validate, save or stop; train/scheduler.h holds the latter):
 //
 //   zero the gradients
-//   update_freq micro-batches: forward and backward of the task, dropout
+//   update_freq micro-batches (fewer when the scheduler says train.max_epochs
+//     ends the data inside the update): forward and backward of the task, dropout
 //     keyed by the global micro-batch index; the last micro-batch's backward
 //     launches the gradient all-reduce in buckets as layers become final
 //   finish the all-reduce; sum the token and loss counts over the ranks
@@ -25,6 +26,7 @@
 #include "parallel/communicator.h"
 #include "parallel/data_parallel.h"
 #include "train/precision.h"
+#include "train/scheduler.h"
 #include "train/task.h"
 
 namespace rotor::train {
@@ -43,24 +45,23 @@ struct StepPhases : nn::PhaseHook {
 };
 
 struct UpdateResult {
-  TaskSums sums;             // over the micro-batches of every rank
-  optim::StepInfo info;      // gradient norm; skipped for non-finite gradients
-  double lr = 0;             // the learning rate of this update
-  bool epochs_done = false;  // train.max_epochs reached: nothing was computed
-  bool no_tokens = false;    // no rank had a token to learn from: no step was made
-  bool made() const { return !epochs_done && !no_tokens; }
+  TaskSums sums;         // over the micro-batches of every rank; no tokens: no step was made
+  optim::StepInfo info;  // gradient norm; skipped for non-finite gradients
+  double lr = 0;         // the learning rate of this update
 };
 
 class UpdateStep {
  public:
   // The parameters of `task` are initialized (or loaded) before the first
-  // run(); `comm` spans the ranks (world size 1: no communication at all).
+  // run(); `comm` spans the ranks (world size 1: no communication at all);
+  // `scheduler` says when the data's epochs end.
   UpdateStep(const Config& config, TrainingTask& task, PrecisionPolicy& precision,
-             parallel::Communicator& comm);
+             parallel::Communicator& comm, const Scheduler& scheduler);
   ~UpdateStep();
 
-  // The update after state.step: advances state.step and state.micro_step
-  // (and the precision's bookkeeping in state) when it was made.
+  // The update after state.step, once scheduler.before_update let it run:
+  // advances state.step and state.micro_step (and the precision's
+  // bookkeeping in state) when it was made (sums.tokens > 0).
   UpdateResult run(checkpoint::TrainerState& state, StepPhases* phases = nullptr);
 
   // The full optimizer state: load a checkpoint's moments into optimizer(),
@@ -79,6 +80,7 @@ class UpdateStep {
   TrainingTask& task_;
   PrecisionPolicy& precision_;
   parallel::Communicator& comm_;
+  const Scheduler& scheduler_;
   optim::Optimizer optimizer_;  // full moments: world 1, or the replicated case
   std::unique_ptr<parallel::ShardedAdamW> sharded_;
   std::unique_ptr<parallel::GradientBuckets> buckets_;

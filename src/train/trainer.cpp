@@ -7,10 +7,8 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/import_hf.h"
 #include "checkpoint/safetensors.h"
 #include "core/allocator.h"
-#include "core/cuda_context.h"
 #include "core/io.h"
 #include "core/logging.h"
 #include "ops/reduce.h"
@@ -21,6 +19,7 @@
 #include "train/precision.h"
 #include "train/run_dir.h"
 #include "train/scheduler.h"
+#include "train/session.h"
 #include "train/step.h"
 #include "train/task.h"
 #include "train/task_data.h"
@@ -48,47 +47,25 @@ double per_token(double v, int64_t n) {
   return v / static_cast<double>(std::max<int64_t>(n, 1));
 }
 
-// The process's place in the job: the device, the communicator over the
-// ranks, and the log (a file on rank 0).
-struct RunPlace {
-  Device device = Device::cpu();
-  std::unique_ptr<parallel::Communicator> comm;
-  int rank = 0, world = 1;
-  std::unique_ptr<RunDirectory> run_dir;  // rank 0: the output directory, locked
-};
-
-RunPlace join_job(const Config& c, const TrainOptions& opts) {
-  // One process per GPU: rank and world size come from the launcher (mpirun,
-  // srun); a plain `rotor train` is world size 1.
-  const parallel::DistEnvironment env = parallel::detect_environment();
-  RunPlace p;
-  p.device = resolve_device(c.device);
-  if (p.device.is_cuda() && env.distributed())
-    p.device = Device::cuda(env.local_rank % cuda_device_count());
-  if (p.device.is_cuda()) cuda::set_device(p.device.index);
-  parallel::install_stop_handlers();
-  p.comm = parallel::make_communicator(p.device, c.dist.timeout_s, c.dist.rendezvous,
-                                       (fs::path(c.output_dir) / ".rendezvous").string());
-  p.rank = p.comm->rank();
-  p.world = p.comm->world_size();
-  if (p.rank == 0)
-    p.run_dir = std::make_unique<RunDirectory>(c.output_dir, opts.resume      ? RunStart::Resume
-                                                             : opts.overwrite ? RunStart::Overwrite
-                                                                              : RunStart::Fresh);
-  return p;
+// Rank 0 holds the output directory, locked (train/run_dir.h).
+std::unique_ptr<RunDirectory> lock_run_dir(const Config& c, const TrainOptions& opts, int rank) {
+  if (rank != 0) return nullptr;
+  return std::make_unique<RunDirectory>(c.output_dir, opts.resume      ? RunStart::Resume
+                                                      : opts.overwrite ? RunStart::Overwrite
+                                                                       : RunStart::Fresh);
 }
 
 // The log: the console, and OUTPUT_DIR/train.log on rank 0.
-void start_log(const Config& c, const RunPlace& p) {
+void start_log(const Config& c, const Session& s, const RunDirectory* run_dir) {
   LogOptions lo;
   lo.level = std::string(to_string(c.log_level));
-  lo.file = p.rank == 0 ? (fs::path(c.output_dir) / "train.log").string() : "";
-  lo.rank = p.rank;
-  lo.world_size = p.world;
+  lo.file = s.rank() == 0 ? (fs::path(c.output_dir) / "train.log").string() : "";
+  lo.rank = s.rank();
+  lo.world_size = s.world();
   setup_logging(lo);
-  if (p.run_dir && !p.run_dir->moved_to().empty())
+  if (run_dir && !run_dir->moved_to().empty())
     log().warn("--overwrite: the earlier run in {} was moved into {}", c.output_dir,
-               p.run_dir->moved_to());
+               run_dir->moved_to());
 }
 
 // Before a resumed run writes anything (its config, its log): the checkpoint
@@ -143,32 +120,33 @@ bool weights_finite(nn::ParameterStore& store) {
 
 // Continues from OUTPUT_DIR/checkpoint_last: weights, optimizer moments and
 // the trainer state, the data position converted to this world size.
-void resume(const Config& c, const RunPlace& place, TrainingTask& task, UpdateStep& step,
-            PrecisionPolicy& precision, checkpoint::TrainerState& state) {
+void resume(const Config& c, Session& session, checkpoint::TrainerState& state) {
+  TrainingTask& task = session.task();
+  const int world = session.world();
   const std::string dir = checkpoint::latest_checkpoint(c.output_dir);
   if (dir.empty()) {
     log().warn("--resume: no checkpoint in {} yet; starting from scratch", c.output_dir);
     return;
   }
   checkpoint::load_weights(dir, task.params());
-  checkpoint::load_optimizer(dir, step.optimizer());
+  checkpoint::load_optimizer(dir, session.step().optimizer());
   state = checkpoint::load_trainer_state(dir);
-  precision.restore(state);
-  if (state.world_size != place.world) {
+  session.precision().restore(state);
+  if (state.world_size != world) {
     // Checkpoints are independent of the world size: rank r of W reads
     // batches r, r+W, ... and keys dropout by the global micro-batch, so the
     // global counts carry over when the global batch is the same.
     const int64_t global_batches =
         static_cast<int64_t>(state.position.batch_index) * state.world_size;
     const int64_t global_micro = state.micro_step * state.world_size;
-    if (global_batches % place.world != 0 || global_micro % place.world != 0)
+    if (global_batches % world != 0 || global_micro % world != 0)
       ROTOR_FAIL(
           "{}: saved by {} ranks at batch {} of epoch {}; {} ranks cannot continue the same "
           "batch stream (keep world_size x train.update_freq the same)",
-          dir, state.world_size, global_batches, state.position.epoch + 1, place.world);
-    log().info("resuming a {}-rank checkpoint on {} rank(s)", state.world_size, place.world);
-    state.position.batch_index = static_cast<uint64_t>(global_batches / place.world);
-    state.micro_step = global_micro / place.world;
+          dir, state.world_size, global_batches, state.position.epoch + 1, world);
+    log().info("resuming a {}-rank checkpoint on {} rank(s)", state.world_size, world);
+    state.position.batch_index = static_cast<uint64_t>(global_batches / world);
+    state.micro_step = global_micro / world;
   }
   task.set_position(state.position);
   log().info("resumed from {} at update {}", dir, state.step);
@@ -274,34 +252,31 @@ ValidationResult evaluate(TrainingTask& task, EvalSplit split, Device device,
 int run_training(const Config& c, const std::string& config_yaml, const TrainOptions& opts) {
   validate_for_training(c);
   check_data(c);  // fail before writing anything
-  RunPlace place = join_job(c, opts);
-  parallel::Communicator& comm = *place.comm;
-  const bool rank0 = place.rank == 0;
+  parallel::install_stop_handlers();
+  SessionOptions so;
+  so.store_dir = (fs::path(c.output_dir) / ".rendezvous").string();
+  Session session(c, so);
+  parallel::Communicator& comm = session.comm();
+  const int world = session.world();
+  const bool rank0 = session.rank() == 0;
+  const std::unique_ptr<RunDirectory> run_dir = lock_run_dir(c, opts, session.rank());
   if (opts.resume) check_resumable(c);
   if (rank0) write_resolved_config(c, config_yaml, opts.config_path);
-  start_log(c, place);
+  start_log(c, session, run_dir.get());
   log().info("rotor {} on {}: task {}, {} rank(s) ({} backend); output in {}", ROTOR_VERSION,
-             place.device.str(), to_string(c.task), place.world, comm.backend(), c.output_dir);
+             session.device().str(), to_string(c.task), world, comm.backend(), c.output_dir);
 
-  // Rank 0 prepares the data (tokenizer, binarized corpora) while the others
-  // wait; they then find it prepared and only read it.
-  if (!rank0) comm.barrier();
-  std::unique_ptr<TrainingTask> task = make_task(c, place.device, place.rank, place.world);
-  if (rank0 && place.world > 1) comm.barrier();
-  nn::ParameterStore& store = task->params();
-  store.initialize(static_cast<uint64_t>(c.seed));
-  if (!c.model.init_from.empty())  // pretrained weights; a resumed checkpoint overrides them
-    log().info("{}", checkpoint::import_hf(c.model.init_from, c, store).summary(c.model.init_from));
-  log().info("model: {} parameters, {} positions, vocabulary {}", store.numel(),
-             to_string(c.model.position), task->vocab_size());
-  PrecisionPolicy precision(c, place.device, store);  // 16-bit weight copy, fp16 loss scaler
-  UpdateStep step(c, *task, precision, comm);
   checkpoint::TrainerState state;
-  if (opts.resume) resume(c, place, *task, step, precision, state);
-  step.optimizer_loaded();
-  // Every rank starts from rank 0's weights.
-  if (place.world > 1) parallel::broadcast_parameters(comm, store);
-  store.refresh_compute_copy();  // 16-bit weights from the masters as loaded or broadcast
+  if (opts.resume)
+    session.build([&](Session& s) { resume(c, s, state); });
+  else
+    session.build();
+  TrainingTask& task = session.task();
+  nn::ParameterStore& store = session.params();
+  UpdateStep& step = session.step();
+  const PrecisionPolicy& precision = session.precision();
+  const Scheduler& schedule = session.scheduler();
+  const Device device = session.device();
 
   const std::string metrics_path = (fs::path(c.output_dir) / "metrics.jsonl").string();
   // A resumed run repeats the updates after its checkpoint: their records go.
@@ -316,13 +291,13 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   }
   int64_t saved_step = -1;
   auto contents = [&] {
-    state.position = task->position();
-    state.world_size = place.world;
+    state.position = task.position();
+    state.world_size = world;
     checkpoint::CheckpointContents cc;
     cc.params = &store;
     cc.state = state;
     cc.config_yaml = config_yaml;
-    cc.spm_model = task->tokenizer_path();
+    cc.spm_model = task.tokenizer_path();
     return cc;
   };
   auto require_finite = [&] {
@@ -349,20 +324,28 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
                checkpoint::save_best(c.output_dir, contents()));
   };
 
-  const Scheduler schedule(c.train, task->has_valid());
   const auto run_start = Clock::now();
   const double seconds_before = state.train_seconds;
   const int64_t first_step = state.step;
   Window window;
   StopReason stop = StopReason::None;
   int nonfinite_in_a_row = 0;
-  while (!schedule.finished(state.step) && stop == StopReason::None) {
+  // The scheduler says when the run stops: before an update (max_updates,
+  // max_epochs), after one (no tokens left), on patience and on signals.
+  const auto stop_here = [&] {
+    // The last update made is what is kept (max_updates saved it already).
+    if (saved_step != state.step && state.step > first_step) save();
+  };
+  while (stop == StopReason::None) {
+    stop = schedule.before_update(state.step, task.position().epoch);
+    if (stop != StopReason::None) {
+      stop_here();
+      break;
+    }
     const UpdateResult u = step.run(state);
-    if (u.epochs_done) stop = StopReason::MaxEpochs;
-    if (u.no_tokens) stop = StopReason::NoTokens;
-    if (!u.made()) {
-      // Nothing left to train on: the last update made is what is kept.
-      if (saved_step != state.step && state.step > first_step) save();
+    stop = schedule.after_update(u.sums.tokens);
+    if (stop != StopReason::None) {
+      stop_here();
       break;
     }
     if (state.step == first_step + 1 && step.buckets()) {
@@ -385,12 +368,11 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       const double eta = seconds_since(run_start) /
                          std::max<double>(static_cast<double>(state.step - first_step), 1.0) *
                          static_cast<double>(c.train.max_updates - state.step);
-      log_progress(c, window, u, state, *task, precision, eta, place.device, metrics);
+      log_progress(c, window, u, state, task, precision, eta, device, metrics);
       window = Window{};
     }
     if (schedule.validate_now(state.step)) {
-      const ValidationResult v =
-          evaluate(*task, EvalSplit::Valid, place.device, state, u.lr, metrics);
+      const ValidationResult v = evaluate(task, EvalSplit::Valid, device, state, u.lr, metrics);
       const Scheduler::Verdict verdict =
           schedule.record_validation(v.value(c.train.best_metric), state);
       if (verdict.improved) save_best();
@@ -404,31 +386,29 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
     state.train_seconds = seconds_before + seconds_since(run_start);
     // SIGTERM/SIGINT on any rank (cluster preemption): all ranks stop after
     // the same update and save.
-    if (parallel::agree_stop(comm)) {
+    if (schedule.signals() == StopReason::Signal) {
       log().warn("signal {} received: saving a checkpoint and stopping at update {}",
                  parallel::stop_signal(), state.step);
       stop = StopReason::Signal;
     }
     if (schedule.save_now(state.step, stop)) save();
   }
-  if (stop == StopReason::None) stop = StopReason::MaxUpdates;
   log().info("done: {} updates in {:.1f}s ({})", state.step, state.train_seconds,
              stop_reason_text(stop));
   // data.test: scored once, by the best model when validation kept one.
-  if (task->has_split(EvalSplit::Test) && stop != StopReason::Signal) {
+  if (task.has_split(EvalSplit::Test) && stop != StopReason::Signal) {
     if (state.has_best) {
       const std::string best = (fs::path(c.output_dir) / "checkpoints" / "best").string();
       if (rank0 || fs::exists(best)) checkpoint::load_weights(best, store);
-      if (place.world > 1) parallel::broadcast_parameters(comm, store);
+      if (world > 1) parallel::broadcast_parameters(comm, store);
       log().info("test: the best model ({} {:.4f} at update {})", to_string(c.train.best_metric),
                  state.best_score, state.best_step);
     }
-    evaluate(*task, EvalSplit::Test, place.device, state,
+    evaluate(task, EvalSplit::Test, device, state,
              optim::learning_rate(schedule_options(c), state.step), metrics);
   }
   flush_log();
-  task.reset();
-  place.comm.reset();
+  session.close();
   parallel::finalize(0);
   return 0;
 }

@@ -1,6 +1,7 @@
-// `rotor train`: the training loop. It joins the job (device, ranks, log),
-// builds the task of the config (train/task.h), initializes or resumes, and
-// then repeats one update (train/step.h) while the scheduler
+// `rotor train`: the training loop. It joins the job and builds its run
+// through train/session.h (as `rotor bench train` does), adding what only
+// training has: the run directory lock, the resolved config, the log file and
+// the resume; then it repeats one update (train/step.h) while the scheduler
 // (train/scheduler.h) says when to log, validate, save and stop.
 #pragma once
 

@@ -1,14 +1,17 @@
 // `rotor bench train` through the binary: the report, its JSON figures (the
 // micro-batches the peer script replays), phases that add up to the step, no
-// files written into the run directory, and clear errors for bad arguments.
+// files written into the run directory, the same first losses as `rotor
+// train` (also from a model.init_from), and clear errors for bad arguments.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/json_io.h"
 #include "support/run_rotor.h"
@@ -132,6 +135,88 @@ TEST_F(BenchTrain, SharesTheUpdateStepWithTraining) {
     }
     EXPECT_EQ(i, 5u);
   }
+}
+
+// The train-split losses of metrics.jsonl, in update order.
+std::vector<double> train_losses(const std::string& metrics_path) {
+  std::vector<double> out;
+  std::istringstream metrics(slurp(metrics_path));
+  for (std::string line; std::getline(metrics, line);) {
+    const auto rec = rotor::json_io::Json::parse(line);
+    if (rec.at("split").get<std::string>() != "train") continue;
+    EXPECT_EQ(rec.at("step").get<int64_t>(), static_cast<int64_t>(out.size() + 1));
+    out.push_back(rec.at("loss").get<double>());
+  }
+  return out;
+}
+
+// Bench and train set up their run in one place (train/session.h), pretrained
+// weights included: a tiny RoFormer pretrained for a few updates and exported
+// to Hugging Face initializes a masked-LM run (model.init_from), and the
+// bench's first updates are again those of `rotor train`, which both differ
+// from the updates of a fresh model.
+TEST_F(BenchTrain, SharesTheInitFromWeightsWithTraining) {
+  const std::string mlm = std::string(R"(task: mlm
+seed: 5
+device: cpu
+model:
+  encoder_layers: 1
+  d_model: 32
+  n_heads: 4
+  d_ff: 64
+  activation: gelu
+  layer_norm_eps: 1.0e-12
+  position: rope
+  max_positions: 48
+data:
+  train: )") + (dir_ / "data/train.en") +
+                          R"(
+  vocab_size: 120
+  seq_len: 48
+train:
+  batch_size: 8
+  log_interval: 1
+optim:
+  name: adamw
+  lr: 3.0e-3
+  warmup_updates: 2
+)";
+  std::ofstream(dir_ / "pre.yaml") << mlm << "output_dir: " << (dir_ / "pre") << "\n";
+  auto r = rotor_run(dir_, "train " + (dir_ / "pre.yaml") + " --set train.max_updates=10");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = rotor_run(dir_,
+                "export --checkpoint " + (dir_ / "pre") + " --format hf --output " + (dir_ / "hf"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The tokenizer comes with the pretrained model (its spiece.model).
+  std::string ft = mlm + "output_dir: " + (dir_ / "ft_bench") + "\n";
+  const std::string positions = "  max_positions: 48\n";
+  ft.insert(ft.find(positions) + positions.size(), "  init_from: " + (dir_ / "hf") + "\n");
+  std::ofstream(dir_ / "ft.yaml") << ft;
+  auto b = rotor_run(dir_, "bench train " + (dir_ / "ft.yaml") + " --steps 4 --warmup 0 --json " +
+                               (dir_ / "bench.json"));
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_NE(b.err.find("parameters from a Hugging Face roformer"), std::string::npos) << b.err;
+  auto t =
+      rotor_run(dir_, "train " + (dir_ / "ft.yaml") + " --set output_dir=" + (dir_ / "ft_train") +
+                          " --set train.max_updates=4");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(slurp(dir_ / "ft_train/train.log").find("parameters from a Hugging Face roformer"),
+            std::string::npos);
+  const auto bench = rotor::json_io::load(dir_ / "bench.json").at("losses");
+  const std::vector<double> train = train_losses(dir_ / "ft_train/metrics.jsonl");
+  ASSERT_EQ(bench.size(), 4u);
+  ASSERT_EQ(train.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_DOUBLE_EQ(train[i], bench[i].get<double>()) << "update " << i + 1;
+  // The same run from fresh weights (the pretrained tokenizer kept) learns
+  // from other losses: the bench above did load the pretrained ones.
+  auto f =
+      rotor_run(dir_, "bench train " + (dir_ / "ft.yaml") +
+                          " --steps 1 --warmup 0 --set model.init_from= --set data.spm_model=" +
+                          (dir_ / "hf/spiece.model") + " --json " + (dir_ / "fresh.json"));
+  ASSERT_EQ(f.code, 0) << f.err;
+  const double fresh = rotor::json_io::load(dir_ / "fresh.json").at("losses").at(0).get<double>();
+  EXPECT_GT(std::abs(fresh - train[0]), 1e-3) << "pretrained " << train[0] << ", fresh " << fresh;
 }
 
 TEST_F(BenchTrain, RunsEmulatedBf16) {

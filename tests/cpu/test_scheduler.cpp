@@ -1,9 +1,10 @@
-// train/scheduler.h: when a run logs, validates, saves and stops.
+// train/scheduler.h: when a run logs, validates, saves and stops (max_updates,
+// max_epochs, an update without tokens, patience, signals).
 #include <gtest/gtest.h>
 
-#include "train/scheduler.h"
-
 #include <cmath>
+
+#include "train/scheduler.h"
 
 namespace rotor::train {
 namespace {
@@ -28,6 +29,46 @@ TEST(Scheduler, IntervalsAndTheLastUpdate) {
     EXPECT_TRUE(s.save_now(step, StopReason::Signal)) << "a run that stops early saves";
     EXPECT_EQ(s.finished(step), step == 10);
   }
+}
+
+TEST(Scheduler, StopsBeforeAnUpdateOnMaxUpdatesAndMaxEpochs) {
+  TrainConfig t = config();
+  t.max_epochs = 2;
+  const Scheduler s(t, true);
+  EXPECT_EQ(s.before_update(0, 0), StopReason::None);
+  EXPECT_EQ(s.before_update(9, 1), StopReason::None);
+  EXPECT_EQ(s.before_update(10, 0), StopReason::MaxUpdates);
+  EXPECT_EQ(s.before_update(10, 2), StopReason::MaxUpdates) << "max_updates is asked first";
+  EXPECT_EQ(s.before_update(3, 2), StopReason::MaxEpochs);
+  EXPECT_EQ(s.before_update(3, 5), StopReason::MaxEpochs);
+  EXPECT_FALSE(s.epochs_done(1));
+  EXPECT_TRUE(s.epochs_done(2));
+  t.max_epochs = 0;  // no limit
+  const Scheduler unlimited(t, true);
+  EXPECT_FALSE(unlimited.epochs_done(1000000));
+  EXPECT_EQ(unlimited.before_update(9, 1000000), StopReason::None);
+}
+
+TEST(Scheduler, StopsAfterAnUpdateWithoutTokens) {
+  const Scheduler s(config(), true);
+  EXPECT_EQ(s.after_update(0), StopReason::NoTokens);
+  EXPECT_EQ(s.after_update(1), StopReason::None);
+  EXPECT_TRUE(s.save_now(3, StopReason::NoTokens));
+}
+
+TEST(Scheduler, StopsOnTheSignalTheRanksAgreeOn) {
+  EXPECT_EQ(Scheduler(config(), true).signals(), StopReason::None) << "no agreement: never";
+  bool signalled = false;
+  int asked = 0;
+  const Scheduler s(config(), true, [&] {
+    ++asked;
+    return signalled;
+  });
+  EXPECT_EQ(s.signals(), StopReason::None);
+  signalled = true;
+  EXPECT_EQ(s.signals(), StopReason::Signal);
+  EXPECT_EQ(asked, 2) << "asked once per call: a collective every rank makes at the same point";
+  EXPECT_NE(stop_reason_text(StopReason::Signal).find("signal"), std::string_view::npos);
 }
 
 TEST(Scheduler, NoValidationWithoutDataOrInterval) {
