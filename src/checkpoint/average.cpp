@@ -49,8 +49,13 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
           !(fs::is_empty(out, ec) || fs::exists(out / "model.safetensors", ec)))
         ROTOR_FAIL("--output {}: exists and is not a checkpoint directory; not replacing it",
                    output);
-      if (fs::exists(out / "optimizer.safetensors", ec) || fs::is_symlink(out, ec))
+      if (fs::exists(out / "optimizer.safetensors", ec))
         ROTOR_FAIL("--output {}: a training checkpoint is there; not replacing it with an average",
+                   output);
+      // A link (a run's checkpoint_last, say) would have its target replaced
+      // (core/io.h): name the directory itself.
+      if (fs::is_symlink(out, ec))
+        ROTOR_FAIL("--output {}: is a symbolic link to a checkpoint; give the directory itself",
                    output);
     }
   }
@@ -115,7 +120,7 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
   json_io::Json state = json_io::load(state_path);
   if (!state.is_object()) ROTOR_FAIL("{}: not a rotor trainer state", state_path);
   state["averaged_from"] = from;
-  const std::string config_yaml = read_file(last + "/config.yaml");
+  const std::string config_yaml = read_file(last + "/config.yaml", kMaxConfigBytes);
   const bool has_spm = fs::exists(last + "/spm.model");
   const std::string spm = has_spm ? read_file(last + "/spm.model") : std::string();
   files.clear();

@@ -173,12 +173,17 @@ uint64_t non_negative_int(const Json& v, const HeaderError& fail, const std::str
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   HeaderError fail(path_);
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named model.safetensors must not block open(); the
+  // fstat() below refuses it (and devices) before anything is read.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd_ < 0) ROTOR_FAIL("cannot open {}: {}", path, std::strerror(errno));
   try {
     struct stat st {};
     if (::fstat(fd_, &st) != 0) fail("cannot stat: {}", std::strerror(errno));
     if (S_ISDIR(st.st_mode)) fail("is a directory, not a safetensors file");
+    if (!S_ISREG(st.st_mode))
+      fail("is {}, not a regular file", file_kind(static_cast<unsigned>(st.st_mode)));
+    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
     uint64_t file_size = static_cast<uint64_t>(st.st_size);
     if (file_size < 8)
       fail("truncated: {} bytes, too short for the 8-byte header length", file_size);

@@ -1,9 +1,12 @@
 #include "cli/args.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/io.h"
 #include "data/prepare.h"
 
 namespace fs = std::filesystem;
@@ -43,13 +46,22 @@ void check_nonempty(std::string_view cmd, std::string_view option, const std::st
 }
 
 void check_input_file(std::string_view cmd, std::string_view option, const std::string& path,
-                      bool allow_stdin) {
+                      bool allow_stdin, bool allow_fifo) {
   check_nonempty(cmd, option, path);
   if (allow_stdin && path == "-") return;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) ROTOR_FAIL("{}: {} {}: no such file", cmd, option, path);
   if (fs::is_directory(st)) ROTOR_FAIL("{}: {} {}: is a directory, not a file", cmd, option, path);
+  if (fs::is_regular_file(st)) return;
+  // A FIFO would block the command in open() and a device such as /dev/zero
+  // never ends: only inputs read as streams take them (docs/design.md, "Errors").
+  if (fs::is_fifo(st) && (allow_stdin || allow_fifo)) return;
+  if (fs::is_character_file(st) && allow_stdin) return;
+  struct stat raw {};
+  ::stat(path.c_str(), &raw);
+  ROTOR_FAIL("{}: {} {}: is {}, not a regular file", cmd, option, path,
+             file_kind(static_cast<unsigned>(raw.st_mode)));
 }
 
 void check_output_file(std::string_view cmd, std::string_view option, const std::string& path,
@@ -58,6 +70,12 @@ void check_output_file(std::string_view cmd, std::string_view option, const std:
   std::error_code ec;
   if (fs::is_directory(path, ec))
     ROTOR_FAIL("{}: {} {}: is a directory; give a file name", cmd, option, path);
+  // A FIFO or a character device is written into (core/io.h); a block device
+  // or a socket is refused before any work.
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_block_file(st) || fs::is_socket(st))
+    ROTOR_FAIL("{}: {} {}: is {}; give a regular file, a FIFO or a character device", cmd, option,
+               path, fs::is_block_file(st) ? "a block device" : "a socket");
   const fs::path parent = parent_of(path);
   if (!fs::is_directory(parent, ec))
     ROTOR_FAIL("{}: {} {}: directory {} does not exist", cmd, option, path, parent.string());

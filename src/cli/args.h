@@ -20,10 +20,12 @@ void check_real(std::string_view cmd, std::string_view option, double value, dou
 // A path option that was given must not be empty ("" names no file).
 void check_nonempty(std::string_view cmd, std::string_view option, const std::string& path);
 
-// A file to read: exists and is not a directory. "-" (standard input) is
-// accepted when `allow_stdin`.
+// A file to read: exists and, once links are followed, is a regular file.
+// "-" (standard input), a FIFO and a character device are accepted when
+// `allow_stdin` (an input read as a stream); a FIFO also when `allow_fifo`
+// (text read to its end: `--ref <(command)`).
 void check_input_file(std::string_view cmd, std::string_view option, const std::string& path,
-                      bool allow_stdin = false);
+                      bool allow_stdin = false, bool allow_fifo = false);
 
 // A file to write: a non-empty path that is not a directory, whose directory
 // exists, and that is not the same file as any of `inputs`.

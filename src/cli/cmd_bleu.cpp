@@ -54,7 +54,8 @@ void read_corpus(const std::string& hyp_path, const std::vector<std::string>& re
 int run_bleu(const BleuArgs& a) {
   using namespace rotor::eval;
   using namespace rotor::cli;
-  for (const auto& r : a.refs) check_input_file("bleu", "--ref", r);
+  for (const auto& r : a.refs)
+    check_input_file("bleu", "--ref", r, /*allow_stdin=*/false, /*allow_fifo=*/true);
   check_input_file("bleu", "hypothesis", a.hyp, /*allow_stdin=*/true);
   check_int("bleu", "--width", a.width, 0, 10);
   if (a.smooth_value_given) check_real("bleu", "--smooth-value", a.smooth_value, 0, 1000);

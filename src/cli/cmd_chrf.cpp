@@ -26,7 +26,8 @@ struct ChrfArgs {
 int run_chrf(const ChrfArgs& a) {
   using namespace rotor::eval;
   using namespace rotor::cli;
-  for (const auto& r : a.refs) check_input_file("chrf", "--ref", r);
+  for (const auto& r : a.refs)
+    check_input_file("chrf", "--ref", r, /*allow_stdin=*/false, /*allow_fifo=*/true);
   check_input_file("chrf", "hypothesis", a.hyp, /*allow_stdin=*/true);
   check_int("chrf", "--char-order", a.opts.char_order, 0, 32);
   check_int("chrf", "--word-order", a.opts.word_order, 0, 8);
@@ -59,24 +60,24 @@ int run_chrf(const ChrfArgs& a) {
 
 }  // namespace
 
-ROTOR_COMMAND("chrf", "Corpus chrF of a hypothesis file, compatible with sacreBLEU", 61,
-              [](CLI::App& sub) {
-                auto a = std::make_shared<ChrfArgs>();
-                sub.add_option("--ref,-r", a->refs, "Reference file (repeat for several references)")
-                    ->required()
-                    ->allow_extra_args(false);
-                sub.add_option("hyp", a->hyp, "Hypothesis file, one segment a line (default: stdin)");
-                sub.add_option("--char-order", a->opts.char_order,
-                               "Character n-gram order, 0 to 32 (default 6)");
-                sub.add_option("--word-order", a->opts.word_order,
-                               "Word n-gram order, 0 to 8 (default 0; 2 gives chrF++)");
-                sub.add_option("--beta", a->opts.beta, "Recall weight beta, 1 to 100 (default 2)");
-                sub.add_flag("--lowercase", a->opts.lowercase, "Case-insensitive chrF");
-                sub.add_flag("--whitespace", a->opts.whitespace, "Keep whitespace in character n-grams");
-                sub.add_flag("--eps-smoothing", a->opts.eps_smoothing,
-                             "Average per-order F-scores with eps for empty orders (chrF++.py style)");
-                sub.add_option("--width,-w", a->width, "Decimals of the score, 0 to 10 (default 2)");
-                sub.add_flag("--json", a->json, "Print the figures as JSON");
-                sub.add_flag("--score-only,-b", a->score_only, "Print only the score");
-                return [a] { return run_chrf(*a); };
-              });
+ROTOR_COMMAND(
+    "chrf", "Corpus chrF of a hypothesis file, compatible with sacreBLEU", 61, [](CLI::App& sub) {
+      auto a = std::make_shared<ChrfArgs>();
+      sub.add_option("--ref,-r", a->refs, "Reference file (repeat for several references)")
+          ->required()
+          ->allow_extra_args(false);
+      sub.add_option("hyp", a->hyp, "Hypothesis file, one segment a line (default: stdin)");
+      sub.add_option("--char-order", a->opts.char_order,
+                     "Character n-gram order, 0 to 32 (default 6)");
+      sub.add_option("--word-order", a->opts.word_order,
+                     "Word n-gram order, 0 to 8 (default 0; 2 gives chrF++)");
+      sub.add_option("--beta", a->opts.beta, "Recall weight beta, 1 to 100 (default 2)");
+      sub.add_flag("--lowercase", a->opts.lowercase, "Case-insensitive chrF");
+      sub.add_flag("--whitespace", a->opts.whitespace, "Keep whitespace in character n-grams");
+      sub.add_flag("--eps-smoothing", a->opts.eps_smoothing,
+                   "Average per-order F-scores with eps for empty orders (chrF++.py style)");
+      sub.add_option("--width,-w", a->width, "Decimals of the score, 0 to 10 (default 2)");
+      sub.add_flag("--json", a->json, "Print the figures as JSON");
+      sub.add_flag("--score-only,-b", a->score_only, "Print only the score");
+      return [a] { return run_chrf(*a); };
+    });

@@ -119,7 +119,7 @@ std::vector<Sequence> read_sequences(const MlmLogitsArgs& a, const rotor::Config
 int run_mlm_logits(const MlmLogitsArgs& a) {
   using namespace rotor;
   cli::check_nonempty(kCmd, "--checkpoint", a.checkpoint);
-  cli::check_input_file(kCmd, "--input", a.input);
+  cli::check_input_file(kCmd, "--input", a.input, /*allow_stdin=*/false, /*allow_fifo=*/true);
   cli::check_output_file(kCmd, "--output", a.output, {a.input});
   cli::check_int(kCmd, "--batch-size", a.batch_size, 1, 100'000);
   if (a.input_format != "text" && a.input_format != "ids")

@@ -9,7 +9,9 @@
 //
 // --scores adds the raw outputs (logit_<label> columns). When the input has
 // labels, the scores (accuracy and GLUE's, 0-100) go to standard error.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -93,7 +95,7 @@ int run_predict(const PredictArgs& a) {
   }
   if (to_stdout) {
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
-      ROTOR_FAIL("{}: cannot write to standard output", kCmd);
+      ROTOR_FAIL("cannot write standard output: {}", std::strerror(errno));
   } else {
     atomic_write_file(*a.output, text);
   }

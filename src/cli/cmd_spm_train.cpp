@@ -2,6 +2,7 @@
 // reserved ids (pad=0 unk=1 bos=2 eos=3, see src/data/sentencepiece.h).
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/args.h"
 #include "cli/command.h"
@@ -34,10 +35,16 @@ int run_spm_train(SpmTrainArgs& a) {
   auto t0 = std::chrono::steady_clock::now();
   rotor::data::train_sentencepiece(a.opts);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto tok = rotor::data::Tokenizer::load(a.opts.model_prefix + ".model");
+  // The model written into a FIFO or a device cannot be read back: the
+  // vocabulary size is then the one asked for.
+  const std::string model = a.opts.model_prefix + ".model";
+  std::error_code ec;
+  const int vocab = std::filesystem::is_regular_file(model, ec)
+                        ? rotor::data::Tokenizer::load(model).vocab_size()
+                        : static_cast<int>(a.opts.vocab_size);
   std::printf("spm-train: wrote %s.model and %s.vocab (%s, vocab %d) in %.1f s\n",
               a.opts.model_prefix.c_str(), a.opts.model_prefix.c_str(), a.opts.model_type.c_str(),
-              tok.vocab_size(), s);
+              vocab, s);
   return 0;
 }
 

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -74,7 +76,7 @@ class Sink {
   void write(const std::string& text) {
     if (file_) return file_->write(text);
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
-      ROTOR_FAIL("{}: cannot write to standard output", kCmd);
+      ROTOR_FAIL("cannot write standard output: {}", std::strerror(errno));
   }
   void finish() {
     if (file_) file_->commit();
@@ -97,7 +99,8 @@ class Source {
     }
     if (!is_std(input)) {  // a FIFO or a device: read as it comes
       fd_ = ::open(input->c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd_ < 0) ROTOR_FAIL("{}: --input {}: cannot open", kCmd, *input);
+      if (fd_ < 0)
+        ROTOR_FAIL("{}: --input {}: cannot open: {}", kCmd, *input, std::strerror(errno));
     }
     name_ = is_std(input) ? "<stdin>" : *input;
     stream_ = std::make_unique<rotor::cli::LineStream>(fd_ >= 0 ? fd_ : STDIN_FILENO, name_);

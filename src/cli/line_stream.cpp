@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "eval/text_io.h"
 
 namespace rotor::cli {
 
@@ -46,6 +47,10 @@ std::vector<std::string> LineStream::next_batch(size_t max) {
     if (eof_) break;
     buffer_.erase(0, pos_);  // keep only the unfinished line
     pos_ = 0;
+    // A device such as /dev/zero has no line ends: a bound, not the host's memory.
+    if (buffer_.size() > eval::kMaxLineBytes)
+      ROTOR_FAIL("{}: a line longer than {} bytes (the limit of a text line)", name_,
+                 eval::kMaxLineBytes);
     if (!read_some(/*wait=*/out.empty())) break;
   }
   return out;

@@ -1,11 +1,13 @@
 // rotor: one command, many subcommands (see src/cli/cmd_*.cpp).
 #include <spdlog/spdlog.h>
-
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 
 #include "cli/command.h"
@@ -32,10 +34,35 @@ void ensure_passive_openmp(char** argv) {
   execv("/proc/self/exe", argv);
   // exec failed (no /proc): carry on with the default policy.
 }
+
+// The limits of the operating system are errors with a message, not deaths
+// by signal (docs/design.md, "Errors"): past `ulimit -f` write() fails with
+// EFBIG instead of SIGXFSZ killing, and a write to a pipe whose reader has
+// gone fails with EPIPE instead of SIGPIPE. Each write site then names its
+// file; standard output is checked once at the end (check_stdout).
+void ignore_fatal_io_signals() {
+  std::signal(SIGXFSZ, SIG_IGN);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+// A command's exit status, made 1 when what it printed could not all be
+// written (a full disk, a closed pipe, `> /dev/full`): such output is lost,
+// and a script must not take it for a result.
+int check_stdout(int status) {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && !std::ferror(stdout)) return status;
+  std::fprintf(stderr, "rotor: error: cannot write standard output: %s\n",
+               !flushed && err != 0 ? std::strerror(err) : "an earlier write failed");
+  std::fflush(stderr);
+  return status == 0 ? 1 : status;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   ensure_passive_openmp(argv);
+  ignore_fatal_io_signals();
   using namespace rotor::cli;
   CLI::App app{"rotor: train Transformers with rotary position embedding", "rotor"};
   app.set_version_flag("--version", std::string("rotor ") + ROTOR_VERSION);
@@ -58,10 +85,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return report_parse_error(app, e, argc, argv);  // one line in rotor's words, exit 2
+    // One line in rotor's words, exit 2 (--help and --version: 0).
+    return check_stdout(report_parse_error(app, e, argc, argv));
   }
   try {
-    return action ? action() : 0;
+    return check_stdout(action ? action() : 0);
   } catch (const std::exception& e) {
     report_exception(e);  // one line; std::bad_alloc as "out of memory (what was being done)"
     rotor::parallel::finalize(1);  // in a distributed run, take the other ranks down too

@@ -41,16 +41,78 @@ void fsync_path(const std::string& path, bool directory) {
     ROTOR_FAIL("cannot sync {}: {}", path, errno_text(err));
 }
 
+// Where a write to `path` lands once symbolic links are followed: the final
+// path and its st_mode (0 when nothing exists there yet). Relative link
+// targets are taken from the link's directory, as the kernel does.
+struct Resolved {
+  std::string path;
+  unsigned mode = 0;
+};
+
+Resolved follow_links(const std::string& path) {
+  std::string p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) {
+      if (errno == ENOENT) return {p, 0};
+      ROTOR_FAIL("cannot write {}: {}", path, errno_text(errno));
+    }
+    if (!S_ISLNK(st.st_mode)) return {p, static_cast<unsigned>(st.st_mode)};
+    std::string target(4096, '\0');
+    const ssize_t n = ::readlink(p.c_str(), target.data(), target.size());
+    if (n < 0)
+      ROTOR_FAIL("cannot write {}: cannot read the link {}: {}", path, p, errno_text(errno));
+    target.resize(static_cast<size_t>(n));
+    p = fs::path(target).is_absolute() ? target : (fs::path(parent_dir(p)) / target).string();
+  }
+  ROTOR_FAIL("cannot write {}: {}", path, errno_text(ELOOP));
+}
+
+// A FIFO or a character device is written in place; a regular file or a new
+// path through a temporary file; anything else is refused.
+bool written_directly(const std::string& path, unsigned mode) {
+  if (mode == 0 || S_ISREG(mode)) return false;
+  if (S_ISFIFO(mode) || S_ISCHR(mode)) return true;
+  ROTOR_FAIL("cannot write {}: it is {}; give a regular file, a FIFO or a character device", path,
+             file_kind(mode));
+}
+
 }  // namespace
 
-std::string read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) ROTOR_FAIL("cannot open {}: {}", path, errno_text(errno));
+const char* file_kind(unsigned st_mode) {
+  if (S_ISREG(st_mode)) return "a regular file";
+  if (S_ISDIR(st_mode)) return "a directory";
+  if (S_ISFIFO(st_mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(st_mode)) return "a character device";
+  if (S_ISBLK(st_mode)) return "a block device";
+  if (S_ISSOCK(st_mode)) return "a socket";
+  if (S_ISLNK(st_mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+std::string read_file(const std::string& path, uint64_t max_bytes) {
+  // stat() before open(): opening a FIFO for reading blocks until a writer
+  // comes, and a device such as /dev/zero never ends.
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (::stat(path.c_str(), &st) != 0) ROTOR_FAIL("cannot open {}: {}", path, errno_text(errno));
+  if (S_ISDIR(st.st_mode)) ROTOR_FAIL("cannot read {}: it is a directory", path);
+  if (!S_ISREG(st.st_mode))
+    ROTOR_FAIL("cannot read {}: it is {}, not a regular file", path, file_kind(st.st_mode));
+  // O_NONBLOCK: should the path have become a FIFO since stat(), open() still
+  // returns at once and fstat() below refuses it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) ROTOR_FAIL("cannot open {}: {}", path, errno_text(errno));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    ROTOR_FAIL("cannot read {}: it is a directory", path);
+    ROTOR_FAIL("cannot read {}: it is {}, not a regular file", path, file_kind(st.st_mode));
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  const auto too_large = [&](uint64_t bytes) {
+    ::close(fd);
+    ROTOR_FAIL("cannot read {}: {} bytes or more, beyond the limit of {} bytes for this file", path,
+               bytes, max_bytes);
+  };
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) too_large(static_cast<uint64_t>(st.st_size));
   std::string out;
   if (st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
@@ -64,6 +126,8 @@ std::string read_file(const std::string& path) {
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
+    // A file that grows while it is read (or a /proc file of size 0).
+    if (out.size() > max_bytes) too_large(out.size());
   }
   ::close(fd);
   return out;
@@ -71,10 +135,21 @@ std::string read_file(const std::string& path) {
 
 // ---- AtomicFileWriter -------------------------------------------------------
 
-AtomicFileWriter::AtomicFileWriter(std::string path)
-    : path_(std::move(path)), temp_path_(temp_name(path_)) {
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+  const Resolved r = follow_links(path_);
+  target_ = r.path;
+  if (written_directly(path_, r.mode)) {
+    // No O_TRUNC and no rename: a FIFO or a device is used as it is. open()
+    // of a FIFO waits for a reader; SIGINT and SIGTERM end that wait.
+    fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd_ < 0) ROTOR_FAIL("cannot write {}: {}", path_, errno_text(errno));
+    return;
+  }
+  temp_path_ = temp_name(target_);
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) ROTOR_FAIL("cannot write {}: {}", path_, errno_text(errno));
+  // A replaced file keeps its permissions.
+  if (r.mode != 0) ::fchmod(fd_, r.mode & 07777);
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
@@ -84,7 +159,7 @@ AtomicFileWriter::~AtomicFileWriter() {
 void AtomicFileWriter::abort() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  ::unlink(temp_path_.c_str());
+  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
 }
 
 void AtomicFileWriter::write(const void* data, size_t bytes) {
@@ -106,6 +181,13 @@ void AtomicFileWriter::write(const void* data, size_t bytes) {
 
 void AtomicFileWriter::commit() {
   ROTOR_CHECK(fd_ >= 0 && !committed_, "commit of a closed AtomicFileWriter for {}", path_);
+  if (direct()) {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0 && errno != EINTR) ROTOR_FAIL("cannot write {}: {}", path_, errno_text(errno));
+    committed_ = true;
+    return;
+  }
   if (::fsync(fd_) != 0) {
     int err = errno;
     abort();
@@ -118,19 +200,58 @@ void AtomicFileWriter::commit() {
     abort();
     ROTOR_FAIL("cannot write {}: {}", path_, errno_text(err));
   }
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+  if (::rename(temp_path_.c_str(), target_.c_str()) != 0) {
     int err = errno;
     abort();
     ROTOR_FAIL("cannot move {} into place: {}", path_, errno_text(err));
   }
   committed_ = true;
-  fsync_path(parent_dir(path_), /*directory=*/true);
+  fsync_path(parent_dir(target_), /*directory=*/true);
 }
 
 void atomic_write_file(const std::string& path, std::string_view bytes) {
   AtomicFileWriter w(path);
   w.write(bytes);
   w.commit();
+}
+
+void move_into_place(const std::string& temp, const std::string& path) {
+  std::error_code ec;
+  try {
+    const Resolved r = follow_links(path);
+    if (!written_directly(path, r.mode) && ::rename(temp.c_str(), r.path.c_str()) == 0) {
+      fsync_path(parent_dir(r.path), /*directory=*/true);
+      return;
+    }
+    // A FIFO or a device, or a link whose target lies on another file system
+    // (EXDEV): copy the bytes through AtomicFileWriter, which handles both.
+    int fd = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) ROTOR_FAIL("cannot read {}: {}", temp, errno_text(errno));
+    AtomicFileWriter out(path);
+    char buf[1 << 16];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        int err = errno;
+        ::close(fd);
+        ROTOR_FAIL("cannot read {}: {}", temp, errno_text(err));
+      }
+      if (n == 0) break;
+      try {
+        out.write(buf, static_cast<size_t>(n));
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+    }
+    ::close(fd);
+    out.commit();
+  } catch (...) {
+    fs::remove(temp, ec);
+    throw;
+  }
+  fs::remove(temp, ec);
 }
 
 // ---- directories ------------------------------------------------------------
@@ -152,8 +273,10 @@ void ensure_directory(const std::string& dir) {
     ROTOR_FAIL("cannot create directory {}: a file of that name exists", dir);
 }
 
-void publish_directory(const std::string& path,
+void publish_directory(const std::string& given,
                        const std::function<void(const std::string& temp_dir)>& fill) {
+  // A link to a directory stays a link: the directory it names is replaced.
+  const std::string path = follow_links(given).path;
   std::string temp = temp_name(path);
   std::error_code ec;
   fs::remove_all(temp, ec);  // a leftover of an earlier crash of this pid

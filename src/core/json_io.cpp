@@ -99,7 +99,7 @@ Json parse(std::string_view text, std::string_view origin, int max_depth) {
 }
 
 Json load(const std::string& path, int max_depth) {
-  return parse(read_file(path), path, max_depth);
+  return parse(read_file(path, kMaxJsonFileBytes), path, max_depth);
 }
 
 const char* type_name(const Json& v) {

@@ -30,7 +30,12 @@ constexpr int kMaxDepth = 64;
 // hostile document fails before it is built.
 Json parse(std::string_view text, std::string_view origin, int max_depth = kMaxDepth);
 
-// Reads the file at `path` and parses it; errors name the path.
+// The largest JSON file load() reads (256 MiB): configs, indexes and trainer
+// states are far smaller, and a bound keeps a wrong file from filling memory.
+inline constexpr uint64_t kMaxJsonFileBytes = uint64_t{256} << 20;
+
+// Reads the file at `path` (a regular file of at most kMaxJsonFileBytes) and
+// parses it; errors name the path.
 Json load(const std::string& path, int max_depth = kMaxDepth);
 
 // "null", "a boolean", "a number", "a string", "an array", "an object".

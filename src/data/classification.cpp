@@ -124,7 +124,7 @@ void encode_all(const Tokenizer& tok, const std::vector<std::string_view>& texts
 
 ClassificationSet read_classification_tsv(const std::string& path, const TsvFormat& f,
                                           const Tokenizer& tok, bool require_labels) {
-  const std::string text = read_file(path);
+  const std::string text = read_file(path, kMaxTsvBytes);
   const std::vector<std::string_view> lines = split_lines(text);
   ClassificationSet set;
   set.path = path;

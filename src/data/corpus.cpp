@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/io.h"
 
 namespace rotor::data {
 
@@ -34,7 +35,8 @@ static_assert(sizeof(IdxHeader) == kIdxHeaderBytes);
 
 // Maps `path` read-only; returns nullptr for an empty file.
 void* map_file(const std::string& path, size_t* bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in place of a corpus file must not block open().
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     if (errno == ENOENT) ROTOR_FAIL("corpus file {}: no such file", path);
     ROTOR_FAIL("corpus file {}: cannot open ({})", path, std::strerror(errno));
@@ -44,6 +46,11 @@ void* map_file(const std::string& path, size_t* bytes) {
     int e = errno;
     ::close(fd);
     ROTOR_FAIL("corpus file {}: cannot stat ({})", path, std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    ROTOR_FAIL("corpus file {}: is {}, not a regular file", path,
+               file_kind(static_cast<unsigned>(st.st_mode)));
   }
   *bytes = static_cast<size_t>(st.st_size);
   void* p = nullptr;
@@ -215,11 +222,10 @@ void CorpusWriter::finish() {
   }
   close_synced(idx, idx_tmp_);
   // .bin first: the .idx is the commit point, and a reader checks the pair.
-  std::error_code ec;
-  std::filesystem::rename(bin_tmp_, prefix_ + ".bin", ec);
-  if (!ec) std::filesystem::rename(idx_tmp_, prefix_ + ".idx", ec);
-  if (ec)
-    ROTOR_FAIL("cannot rename the corpus files to {}.{{bin,idx}} ({})", prefix_, ec.message());
+  // move_into_place: a link is followed, a FIFO or a device written into
+  // (core/io.h), never replaced.
+  move_into_place(bin_tmp_, prefix_ + ".bin");
+  move_into_place(idx_tmp_, prefix_ + ".idx");
   finished_ = true;
 }
 

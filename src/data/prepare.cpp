@@ -67,7 +67,10 @@ class LineReader {
  public:
   explicit LineReader(const std::string& path) : path_(path) {
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) ROTOR_FAIL("prepare: {}: no such file", path);
+    if (!std::filesystem::exists(path, ec)) ROTOR_FAIL("prepare: {}: no such file", path);
+    // Read twice on a line-count mismatch, and a device never ends.
+    if (!std::filesystem::is_regular_file(path, ec))
+      ROTOR_FAIL("prepare: {}: not a regular file", path);
     in_.open(path, std::ios::binary);
     if (!in_) ROTOR_FAIL("prepare: {}: cannot open", path);
   }

@@ -274,14 +274,20 @@ void train_sentencepiece(const SpmTrainOptions& o) {
     args["user_defined_symbols"] = join(o.user_defined_symbols, ",");
   auto status = sentencepiece::SentencePieceTrainer::Train(args);
   if (!status.ok()) throw Error(training_failure(status, o));
+  // SentencePiece does not check its own writes: a model cut short by a full
+  // disk or `ulimit -f` would be reported as trained. Read it back.
+  if (!sentencepiece::SentencePieceProcessor().Load(tmp_prefix + ".model").ok())
+    ROTOR_FAIL(
+        "spm-train: cannot write {}.model: SentencePiece wrote an incomplete model (is "
+        "the disk full or a file size limit, ulimit -f, reached?)",
+        o.model_prefix);
   for (const char* ext : {".vocab", ".model"}) {
     const std::string from = tmp_prefix + ext, to = o.model_prefix + ext;
     // SentencePiece closes its files without syncing them; a rename is only
     // as durable as the data behind it.
     fsync_file(from);
-    std::error_code ec;
-    fs::rename(from, to, ec);
-    if (ec) ROTOR_FAIL("spm-train: cannot move {} to {} ({})", from, to, ec.message());
+    // A link is followed; a FIFO or a device is written into, not replaced.
+    move_into_place(from, to);
   }
   fsync_directory(parent.empty() ? std::string(".") : parent.string());
 }

@@ -11,8 +11,15 @@ namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
 volatile std::sig_atomic_t g_installed = 0;
 
+// The second signal of a kind takes the default action at once (the signal
+// raised here is delivered when the handler returns): a process blocked in a
+// system call that SA_RESTART resumes (open() of a FIFO) still ends.
 extern "C" void rotor_stop_handler(int sig) {
-  if (g_stop_signal == sig) std::signal(sig, SIG_DFL);  // second one: default action next time
+  if (g_stop_signal == sig) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
   g_stop_signal = sig;
 }
 }  // namespace
@@ -28,10 +35,18 @@ void install_stop_handlers() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-bool stop_requested() { return g_stop_signal != 0; }
-int stop_signal() { return g_stop_signal; }
-void request_stop() { g_stop_signal = -1; }
-void clear_stop_request() { g_stop_signal = 0; }
+bool stop_requested() {
+  return g_stop_signal != 0;
+}
+int stop_signal() {
+  return g_stop_signal;
+}
+void request_stop() {
+  g_stop_signal = -1;
+}
+void clear_stop_request() {
+  g_stop_signal = 0;
+}
 
 bool agree_stop(Communicator& comm) {
   std::vector<double> flag{stop_requested() ? 1.0 : 0.0};

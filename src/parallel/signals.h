@@ -6,7 +6,8 @@
 //   if (parallel::agree_stop(comm)) { save_checkpoint(...); break; }
 //
 // The handler only sets an async-signal-safe flag; a second signal of the same
-// kind restores the default action, so pressing Ctrl-C twice still kills.
+// kind takes the default action, so pressing Ctrl-C twice still kills (even a
+// process blocked in a restarted system call).
 // SLURM sends SIGTERM to every task KillWait seconds (default 30) before
 // SIGKILL; `#SBATCH --signal=TERM@120` asks for an earlier warning.
 #pragma once
