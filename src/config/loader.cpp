@@ -293,7 +293,7 @@ Config load_config_from_string(const std::string& text, const std::string& origi
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   std::string text;
   try {
-    text = read_file(path);
+    text = read_file(path, kMaxConfigBytes);
   } catch (const Error& e) {
     ROTOR_FAIL("config file: {}", e.what());
   }

@@ -79,7 +79,7 @@ void check_resumable(const Config& c) {
   (void)checkpoint::SafetensorsFile(dir + "/model.safetensors");
   (void)checkpoint::SafetensorsFile(dir + "/optimizer.safetensors");
   const std::string saved_path = dir + "/config.yaml";
-  const Config saved = load_config_from_string(read_file(saved_path), saved_path);
+  const Config saved = load_config_from_string(read_file(saved_path, kMaxConfigBytes), saved_path);
   if (saved.task != c.task)
     ROTOR_FAIL("--resume: {} was trained for task {}, the config says {}", dir,
                to_string(saved.task), to_string(c.task));
@@ -102,7 +102,7 @@ void write_resolved_config(const Config& c, const std::string& yaml, const std::
   const fs::path out = fs::path(c.output_dir) / "config.yaml";
   std::error_code ec;
   if (!input.empty() && fs::exists(out, ec) && fs::equivalent(input, out, ec)) {
-    if (read_file(out.string()) == yaml) return;
+    if (read_file(out.string(), kMaxConfigBytes) == yaml) return;
     ROTOR_FAIL(
         "output_dir {}: the run would replace the config file {} with its resolved "
         "config; choose another output_dir",

@@ -163,6 +163,9 @@ const Case kCases[] = {
    "cannot read cfg.yaml: it is a FIFO", "test -p cfg.yaml"},
   {"train_config_dev_zero", "ln -s /dev/zero cfg.yaml && R train cfg.yaml", 1,
    "cannot read cfg.yaml: it is a character device", "test -L cfg.yaml"},
+  {"train_config_over_the_limit", "head -c 17000000 /dev/zero | tr '\\0' '#' > cfg.yaml && "
+   "R train cfg.yaml --set output_dir=big", 1,
+   "cannot read cfg.yaml: 17000000 bytes or more, beyond the limit of 16777216 bytes", "! test -e big"},
   {"init_from_config_json_dev_zero", "cp -r hf hf2 && rm hf2/config.json && "
    "ln -s /dev/zero hf2/config.json && "
    "R train mlm.yaml --set output_dir=r2 --set model.init_from=hf2", 1,
