@@ -5,6 +5,7 @@
 #   CUDA_ARCHS="80;90"       CUDA architectures to build (default 80;90: A100 and H100)
 #   BUILD_DIR=build          build directory
 #   CTEST_ARGS="-L cpu"      extra ctest arguments
+#   PACK=0                   skip the GPU pack check of a CUDA build (scripts/gpu/check_pack.sh)
 #   FUZZ=0                   skip the fuzzers (scripts/fuzz.sh, run after ctest:
 #                            a clang build and FUZZ_SECONDS=30 per target)
 set -euo pipefail
@@ -30,6 +31,15 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # OpenMPI refuses root without these; they are harmless otherwise.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --output-on-failure -j "$jobs" ${CTEST_ARGS:-}
+cd "$root"
+# A CUDA build: the archive a GPU machine gets (scripts/gpu/pack.sh) must be
+# complete, relocatable and small (scripts/gpu/check_pack.sh). PACK=0 skips it.
+if [[ "${PACK:-1}" != 0 ]] && "$build_dir/rotor" info 2>/dev/null | grep -q '^ *cuda: *yes'; then
+  data_args=(--no-data)
+  [[ -f ../shared/data/multi30k/train.en && -f ../shared/data/wikitext-2/test.txt ]] && data_args=()
+  bash scripts/gpu/pack.sh --build "$build_dir" "${data_args[@]}" --output "$build_dir/pack/rotor-gpu.tar.xz"
+  bash scripts/gpu/check_pack.sh "$build_dir/pack/rotor-gpu.tar.xz"
+fi
 if [[ "${FUZZ:-1}" != 0 ]]; then
   bash "$root/scripts/fuzz.sh"
 fi

@@ -298,7 +298,12 @@ done
   echo "## Measured by scripts/gpu/measure.sh"
   echo
   device=$(grep -m1 -E '^ *cuda:0' "$out/info.txt" || echo "no GPU (rotor info: $out/info.txt)")
-  commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo "?")
+  # An installed tree (pack.sh) knows its commit from the install step.
+  if [[ -n $prefix && -f $prefix/share/rotor/COMMIT ]]; then
+    commit=$(head -n 1 "$prefix/share/rotor/COMMIT")
+  else
+    commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo "?")
+  fi
   echo "${device# *}; rotor at $commit; $((SECONDS - start)) s in all"
   echo
   echo "$tests_line"
