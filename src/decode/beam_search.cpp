@@ -57,8 +57,8 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(models::EncoderDecoder& m
     limit[b] = static_cast<int64_t>(std::clamp(want, 1.0, cap));
     max_len = std::max(max_len, limit[b]);
   }
-  Tensor lengths = Tensor::from_ints(src_lengths, {B}, ctx.device);
-  Tensor memory = model.encode(src, lengths, ctx);  // [B, S, d]
+  Tensor lengths = Tensor::from_ints(src_lengths, {B}, ctx.device);  // i32 [B]
+  Tensor memory = model.encode(src, lengths, ctx);                   // [B, S, d]
   // Expand every sentence to K rows: row b*K + k.
   std::vector<int32_t> expand(static_cast<size_t>(B * K));
   for (int64_t r = 0; r < B * K; ++r) expand[r] = static_cast<int32_t>(r / K);
@@ -72,6 +72,7 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(models::EncoderDecoder& m
   std::vector<int32_t> last(static_cast<size_t>(B * K), o.bos_id);
 
   for (int64_t t = 0; t < max_len; ++t) {
+    // f32 [B*K, V]
     Tensor lp = model.decode_step(state, Tensor::from_ints(last, {B * K}, ctx.device), ctx);
     std::vector<float> logp = lp.to_floats();  // [B*K, V]
     std::vector<int32_t> reorder(static_cast<size_t>(B * K));

@@ -85,7 +85,7 @@ Tensor BertEncoder::forward(const Tensor& ids, const Tensor& types, const Tensor
     Tensor t = token_type_->forward(types_, ctx);  // [N, d]
     ops::add(x, t, x);
   }
-  Tensor x3 = x.view({B_, T_, d});
+  Tensor x3 = x.view({B_, T_, d});  // [B, T, d]
   position_->add(x3, 0, ctx);
   x = emb_norm_->forward(x, ctx);
   x = emb_drop_->forward(x, ctx).view({B_, T_, d});
@@ -95,13 +95,13 @@ Tensor BertEncoder::forward(const Tensor& ids, const Tensor& types, const Tensor
 
 void BertEncoder::backward(const Tensor& dh, const Context& ctx) {
   const int64_t d = options_.layer.d_model, N = B_ * T_;
-  Tensor dx = dh.view({B_, T_, d});
+  Tensor dx = dh.view({B_, T_, d});  // [B, T, d]
   for (size_t i = layers_.size(); i-- > 0;) {
     dx = layers_[i]->backward(dx);
     ctx.report_grads_ready(*store_, layer_ranges_[i]);
   }
-  Tensor g = emb_drop_->backward(dx.view({N, d}));
-  g = emb_norm_->backward(g);  // [N, d]
+  Tensor g = emb_drop_->backward(dx.view({N, d}));  // [N, d]
+  g = emb_norm_->backward(g);                       // [N, d]
   position_->backward(g.view({B_, T_, d}), 0);
   word_->backward(ids_, g);
   if (token_type_) token_type_->backward(types_, g);
@@ -142,7 +142,7 @@ MlmSums BertForMaskedLM::forward_loss(const MlmBatch& batch, const Context& ctx)
   batch_ = batch;
   ctx_ = ctx;
   const int64_t d = options_.layer.d_model;
-  Tensor h = encode(batch.input_ids, batch.token_type_ids, batch.lengths, ctx);
+  Tensor h = encode(batch.input_ids, batch.token_type_ids, batch.lengths, ctx);  // [B, T, d]
   const int64_t N = B_ * T_;
   const int64_t M = batch.masked_positions.defined() ? batch.masked_positions.numel() : 0;
   ROTOR_CHECK(M == batch.masked_tokens, "MlmBatch: masked_tokens {} but {} masked positions",
@@ -154,13 +154,13 @@ MlmSums BertForMaskedLM::forward_loss(const MlmBatch& batch, const Context& ctx)
     return sums;
   }
   // Gather the masked rows: an embedding lookup with the hidden states as the table.
-  Tensor hm = ctx.empty({M, d});
+  Tensor hm = ctx.empty({M, d});  // [M, d]
   ops::embedding_forward(batch.masked_positions, h.view({N, d}), 1.0f, hm);
   hm = transform_->forward(hm, ctx);
-  head_out_ = transform_norm_->forward(hm, ctx);  // [M, d]
-  Tensor lg = head_logits(head_out_, ctx);        // [M, V]
-  Tensor loss = Tensor::empty({M}, DType::F32, ctx.device);
-  Tensor nll = Tensor::empty({M}, DType::F32, ctx.device);
+  head_out_ = transform_norm_->forward(hm, ctx);             // [M, d]
+  Tensor lg = head_logits(head_out_, ctx);                   // [M, V]
+  Tensor loss = Tensor::empty({M}, DType::F32, ctx.device);  // f32 [M]
+  Tensor nll = Tensor::empty({M}, DType::F32, ctx.device);   // f32 [M]
   lse_ = Tensor::empty({M}, DType::F32, ctx.device);
   ops::cross_entropy_forward(lg, batch.masked_targets, 0.0f, -1, loss, nll, lse_);
   sums.loss = ops::sum(nll);
@@ -187,12 +187,12 @@ void BertForMaskedLM::backward(float loss_scale) {
   // embeddings at the end. Reported whether or not the batch masks any token,
   // so that every rank reports the same ranges in the same order.
   const int64_t d = options_.layer.d_model, N = B_ * T_;
-  Tensor dh = ctx.zeros({N, d});
+  Tensor dh = ctx.zeros({N, d});  // [N, d]
   if (head_out_.defined()) {
     const int64_t M = head_out_.size(0);
     // Recompute the logits rather than keep [M, V] alive between the passes.
-    Tensor lg = head_logits(head_out_, ctx);
-    Tensor dlogits = ctx.empty(lg.shape());  // [M, V]
+    Tensor lg = head_logits(head_out_, ctx);  // [M, V]
+    Tensor dlogits = ctx.empty(lg.shape());   // [M, V]
     ops::cross_entropy_backward(lg, batch_.masked_targets, lse_, 0.0f, -1, loss_scale, dlogits);
     lg = Tensor();
     // logits = h E^T + b: dE += dlogits^T h, db += colsum(dlogits), dh = dlogits E.
@@ -202,7 +202,7 @@ void BertForMaskedLM::backward(float loss_scale) {
     acc.beta = 1.0f;
     ops::gemm(dlogits, head_out_, table->grad, acc);
     ops::sum_rows(dlogits, decoder_bias_->grad, true);
-    Tensor dhm = ctx.empty({M, d});
+    Tensor dhm = ctx.empty({M, d});  // [M, d]
     ops::gemm(dlogits, table->value_in(dlogits.dtype()), dhm, {});
     dlogits = Tensor();
     dhm = transform_norm_->backward(dhm);
@@ -219,9 +219,9 @@ void BertForMaskedLM::backward(float loss_scale) {
 
 Tensor BertForMaskedLM::forward_logits(const Tensor& input_ids, const Tensor& token_type_ids,
                                        const Tensor& lengths, const Context& ctx) {
-  Tensor h = encode(input_ids, token_type_ids, lengths, ctx);
+  Tensor h = encode(input_ids, token_type_ids, lengths, ctx);  // [B, T, d]
   const int64_t N = B_ * T_, d = options_.layer.d_model;
-  Tensor t = transform_->apply(h.view({N, d}), ctx);
+  Tensor t = transform_->apply(h.view({N, d}), ctx);  // [N, d]
   t = transform_norm_->apply(t, ctx);
   return head_logits(t, ctx).view({B_, T_, options_.vocab_size});
 }

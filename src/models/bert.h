@@ -166,7 +166,7 @@ class BertForMaskedLM {
   // Saved by forward_loss for backward.
   int64_t B_ = 0, T_ = 0;
   MlmBatch batch_;
-  Tensor head_out_, lse_;  // [M, d], [M]
+  Tensor head_out_, lse_;  // [M, d], f32 [M]
   nn::Context ctx_;
 };
 

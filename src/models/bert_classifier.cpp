@@ -44,8 +44,8 @@ BertForSequenceClassification::BertForSequenceClassification(const BertClassifie
 
 Tensor BertForSequenceClassification::head_forward(const Tensor& h_cls, const Context& ctx) {
   if (options_.roformer_head()) {
-    Tensor x = drop_->forward(h_cls, ctx);
-    x = dense_->forward(x, ctx);  // the activation fused
+    Tensor x = drop_->forward(h_cls, ctx);  // [B, d]
+    x = dense_->forward(x, ctx);            // the activation fused
     x = drop2_->forward(x, ctx);
     return out_proj_->forward(x, ctx);
   }
@@ -54,14 +54,14 @@ Tensor BertForSequenceClassification::head_forward(const Tensor& h_cls, const Co
   Tensor pre = pooler_->forward(h_cls, ctx);  // [B, d]
   pooled_ = pre.to_floats();
   for (float& v : pooled_) v = std::tanh(v);
-  Tensor x = Tensor::from_floats(pooled_, pre.shape(), pre.dtype(), pre.device());
+  Tensor x = Tensor::from_floats(pooled_, pre.shape(), pre.dtype(), pre.device());  // [B, d]
   x = drop_->forward(x, ctx);
   return classifier_->forward(x, ctx);
 }
 
 Tensor BertForSequenceClassification::head_backward(const Tensor& dlogits) {
   if (options_.roformer_head()) {
-    Tensor dx = out_proj_->backward(dlogits);
+    Tensor dx = out_proj_->backward(dlogits);  // [B, d]
     dx = drop2_->backward(dx);
     dx = dense_->backward(dx);
     return drop_->backward(dx);
@@ -69,6 +69,7 @@ Tensor BertForSequenceClassification::head_backward(const Tensor& dlogits) {
   Tensor dpooled = drop_->backward(classifier_->backward(dlogits));  // [B, d]
   std::vector<float> g = dpooled.to_floats();
   for (size_t i = 0; i < g.size(); ++i) g[i] *= 1.0f - pooled_[i] * pooled_[i];  // tanh'
+  // [B, d]
   Tensor dpre = Tensor::from_floats(g, dpooled.shape(), dpooled.dtype(), dpooled.device());
   return pooler_->backward(dpre);
 }
@@ -77,6 +78,7 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
                                                                const Context& ctx,
                                                                std::vector<float>* logits_out) {
   ctx_ = ctx;
+  // [B, T, d]
   Tensor h = encoder_.forward(batch.input_ids, batch.token_type_ids, batch.lengths, ctx);
   B_ = h.size(0);
   T_ = h.size(1);
@@ -84,7 +86,7 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
   std::vector<int32_t> rows(static_cast<size_t>(B_));
   for (int64_t b = 0; b < B_; ++b) rows[static_cast<size_t>(b)] = static_cast<int32_t>(b * T_);
   cls_rows_ = Tensor::from_ints(rows, {B_}, ctx.device);
-  Tensor h_cls = ctx.empty({B_, d});
+  Tensor h_cls = ctx.empty({B_, d});                                     // [B, d]
   ops::embedding_forward(cls_rows_, h.view({B_ * T_, d}), 1.0f, h_cls);  // gather [CLS]
   logits_ = head_forward(h_cls, ctx);                                    // [B, C]
   const std::vector<float> lg = logits_.to_floats();
@@ -105,8 +107,8 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
     sums.examples = B_;
   } else if (!options_.regression && batch.labels.defined()) {
     labels_ = batch.labels;
-    Tensor loss = Tensor::empty({B_}, DType::F32, ctx.device);
-    Tensor nll = Tensor::empty({B_}, DType::F32, ctx.device);
+    Tensor loss = Tensor::empty({B_}, DType::F32, ctx.device);  // f32 [B]
+    Tensor nll = Tensor::empty({B_}, DType::F32, ctx.device);   // f32 [B]
     lse_ = Tensor::empty({B_}, DType::F32, ctx.device);
     ops::cross_entropy_forward(logits_, labels_, 0.0f, -1, loss, nll, lse_);
     sums.loss = ops::sum(nll);
@@ -138,7 +140,7 @@ void BertForSequenceClassification::backward(float loss_scale) {
   Tensor dcls = head_backward(dlogits);  // [B, d]
   ctx.report_grads_ready(*store_, head_range_);
   const int64_t d = options_.encoder.layer.d_model;
-  Tensor dh = ctx.zeros({B_ * T_, d});
+  Tensor dh = ctx.zeros({B_ * T_, d});                     // [B*T, d]
   ops::embedding_backward(cls_rows_, dcls, 1.0f, dh, -1);  // scatter to the [CLS] rows
   encoder_.backward(dh.view({B_, T_, d}), ctx);
   logits_ = labels_ = lse_ = cls_rows_ = Tensor();

@@ -84,7 +84,7 @@ class BertForSequenceClassification {
   int64_t B_ = 0, T_ = 0;
   Tensor cls_rows_;               // i32 [B]: flat indices b * T of the [CLS] states
   std::vector<float> pooled_;     // BERT: tanh output [B * d] (its derivative is 1 - y^2)
-  Tensor logits_, labels_, lse_;  // [B, C], i32 [B], [B]
+  Tensor logits_, labels_, lse_;  // [B, C], i32 [B], f32 [B]
   std::vector<float> residuals_;  // regression: prediction - target [B]
   nn::Context ctx_;
 };

@@ -79,13 +79,13 @@ EncoderDecoder::EncoderDecoder(const TransformerOptions& c, nn::ParameterStore& 
 Tensor EncoderDecoder::embed(nn::Embedding& table, const Tensor& ids, int64_t offset,
                              nn::PositionEncoding& pos, const Context& ctx) {
   const int64_t B = ids.size(0), T = ids.size(1), d = options_.layer.d_model;
-  Tensor x = table.apply(ids, ctx).view({B, T, d});
+  Tensor x = table.apply(ids, ctx).view({B, T, d});  // [B, T, d]
   pos.add(x, offset, ctx);
   return x;
 }
 
 Tensor EncoderDecoder::logits(const Tensor& h, const Context& ctx) const {
-  Tensor out = ctx.empty({h.size(0), options_.vocab_size});
+  Tensor out = ctx.empty({h.size(0), options_.vocab_size});  // [N, V]
   ops::GemmOptions o;
   o.trans_b = true;
   // The output projection is tied to the decoder's input embedding.
@@ -94,7 +94,7 @@ Tensor EncoderDecoder::logits(const Tensor& h, const Context& ctx) const {
 }
 
 Tensor EncoderDecoder::encode(const Tensor& src, const Tensor& src_lengths, const Context& ctx) {
-  Tensor x = embed(*embedding_, src, 0, *enc_pos_, ctx);
+  Tensor x = embed(*embedding_, src, 0, *enc_pos_, ctx);  // [B, S, d]
   x = enc_drop_->forward(x, ctx);
   for (auto& layer : encoder_) x = layer->forward(x, src_lengths, ctx);
   if (enc_norm_) {
@@ -111,16 +111,16 @@ LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label
   smoothing_ = label_smoothing;
   const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = options_.layer.d_model;
   memory_ = encode(batch.src, batch.src_lengths, ctx);
-  Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);
+  Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);  // [B, T, d]
   y = dec_drop_->forward(y, ctx);
   for (auto& layer : decoder_) y = layer->forward(y, memory_, batch.src_lengths, ctx);
   dec_out_ = y.view({B * T, d});
   if (dec_norm_) dec_out_ = dec_norm_->forward(dec_out_, ctx);
-  Tensor lg = logits(dec_out_, ctx);
-  Tensor loss = Tensor::empty({B * T}, DType::F32, ctx.device);
-  Tensor nll = Tensor::empty({B * T}, DType::F32, ctx.device);
+  Tensor lg = logits(dec_out_, ctx);                             // [B*T, V]
+  Tensor loss = Tensor::empty({B * T}, DType::F32, ctx.device);  // f32 [B*T]
+  Tensor nll = Tensor::empty({B * T}, DType::F32, ctx.device);   // f32 [B*T]
   lse_ = Tensor::empty({B * T}, DType::F32, ctx.device);
-  Tensor targets = batch.tgt_out.view({B * T});
+  Tensor targets = batch.tgt_out.view({B * T});  // i32 [B*T]
   ops::cross_entropy_forward(lg, targets, label_smoothing, options_.pad_id, loss, nll, lse_);
   LossSums sums;
   sums.loss = ops::sum(loss);
@@ -131,11 +131,11 @@ LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label
 
 Tensor EncoderDecoder::forward_logits(const TranslationBatch& batch, const Context& ctx) {
   const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = options_.layer.d_model;
-  Tensor memory = encode(batch.src, batch.src_lengths, ctx);
-  Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);
+  Tensor memory = encode(batch.src, batch.src_lengths, ctx);               // [B, S, d]
+  Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);  // [B, T, d]
   y = dec_drop_->forward(y, ctx);
   for (auto& layer : decoder_) y = layer->forward(y, memory, batch.src_lengths, ctx);
-  Tensor h = y.view({B * T, d});
+  Tensor h = y.view({B * T, d});  // [B*T, d]
   if (dec_norm_) h = dec_norm_->forward(h, ctx);
   return logits(h, ctx);
 }
@@ -150,8 +150,8 @@ void EncoderDecoder::backward(float loss_scale) {
   const int64_t B = batch_.tgt_in.size(0), T = batch_.tgt_in.size(1), d = options_.layer.d_model;
   const int64_t S = batch_.src.size(1);
   // Recompute the logits rather than keep [N, V] alive between the passes.
-  Tensor lg = logits(dec_out_, ctx);
-  Tensor dlogits = ctx.empty(lg.shape());
+  Tensor lg = logits(dec_out_, ctx);       // [B*T, V]
+  Tensor dlogits = ctx.empty(lg.shape());  // [B*T, V]
   ops::cross_entropy_backward(lg, batch_.tgt_out.view({B * T}), lse_, smoothing_, options_.pad_id,
                               loss_scale, dlogits);
   lg = Tensor();
@@ -161,13 +161,13 @@ void EncoderDecoder::backward(float loss_scale) {
   acc.trans_a = true;
   acc.beta = 1.0f;
   ops::gemm(dlogits, dec_out_, table->grad, acc);
-  Tensor dh = ctx.empty({B * T, d});
+  Tensor dh = ctx.empty({B * T, d});  // [B*T, d]
   ops::gemm(dlogits, table->value_in(dlogits.dtype()), dh, {});
   dlogits = Tensor();
   if (dec_norm_) dh = dec_norm_->backward(dh);
   ready(ranges_.dec_norm);
-  Tensor dy = dh.view({B, T, d});
-  Tensor d_memory = ctx.zeros({B, S, d});
+  Tensor dy = dh.view({B, T, d});          // [B, T, d]
+  Tensor d_memory = ctx.zeros({B, S, d});  // [B, S, d]
   for (size_t i = decoder_.size(); i-- > 0;) {
     dy = decoder_[i]->backward(dy, d_memory);
     ready(ranges_.decoder[i]);
@@ -177,6 +177,7 @@ void EncoderDecoder::backward(float loss_scale) {
   ready(ranges_.dec_pos);
   decoder_embedding().backward(batch_.tgt_in, dy.view({B * T, d}));
   ready(ranges_.dec_embedding);  // empty when shared: reported with the encoder's
+  // [B, S, d]
   Tensor dx = d_memory;
   if (enc_norm_) dx = enc_norm_->backward(dx.view({B * S, d})).view({B, S, d});
   ready(ranges_.enc_norm);
@@ -208,15 +209,16 @@ EncoderDecoder::DecodeState EncoderDecoder::start_decoding(const Tensor& memory,
 Tensor EncoderDecoder::decode_step(DecodeState& state, const Tensor& tokens, const Context& ctx) {
   const int64_t B = tokens.size(0), d = options_.layer.d_model;
   ROTOR_CHECK(state.position < state.max_length, "decoding past max length {}", state.max_length);
+  // [B, 1, d]
   Tensor y = embed(decoder_embedding(), tokens.view({B, 1}), state.position, *dec_pos_, ctx);
   for (size_t i = 0; i < decoder_.size(); ++i)
     y = decoder_[i]->step(y, state.memory, state.memory_lengths, state.layers[i], state.position,
                           state.max_length, ctx);
-  Tensor h = y.view({B, d});
+  Tensor h = y.view({B, d});  // [B, d]
   if (dec_norm_) h = dec_norm_->apply(h, ctx);
-  Tensor lg = logits(h, ctx);
+  Tensor lg = logits(h, ctx);  // [B, V]
   // log_softmax = logits - logsumexp, via softmax for the max-shifted sums.
-  Tensor probs = Tensor::empty(lg.shape(), DType::F32, ctx.device);
+  Tensor probs = Tensor::empty(lg.shape(), DType::F32, ctx.device);  // f32 [B, V]
   ops::softmax_forward(lg, probs);
   std::vector<float> p = probs.to_floats();
   for (auto& v : p) v = std::log(std::max(v, 1e-30f));
@@ -229,7 +231,7 @@ void EncoderDecoder::reorder(DecodeState& state, const Tensor& index) const {
     if (!t.defined()) return;
     Shape s = t.shape();
     s[0] = index.size(0);
-    Tensor out = Tensor::empty(s, t.dtype(), t.device());
+    Tensor out = Tensor::empty(s, t.dtype(), t.device());  // [B', t's other dims]
     ops::index_select(t, index, out);
     t = out;
   };

@@ -67,7 +67,7 @@ class EncoderDecoder {
   // ---- inference ----
   Tensor encode(const Tensor& src, const Tensor& src_lengths, const nn::Context& ctx);  // [B, S, d]
   struct DecodeState {
-    Tensor memory, memory_lengths;
+    Tensor memory, memory_lengths;  // [B, S, d], i32 [B]
     std::vector<nn::DecoderLayer::State> layers;
     int64_t position = 0, max_length = 0;
   };
@@ -106,7 +106,7 @@ class EncoderDecoder {
 
   // Saved by forward_loss for backward.
   TranslationBatch batch_;
-  Tensor memory_, dec_out_, lse_;
+  Tensor memory_, dec_out_, lse_;  // [B, S, d], [B*T, d], f32 [B*T]
   float smoothing_ = 0;
   nn::Context ctx_;
 };

@@ -107,16 +107,16 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     std::vector<Tensor> parts{q_h_, k_h_, v_h_};
     ops::split_heads_forward(qkv.view({B_, Tq_, 3 * d}), parts, split_options(true, 0, plan_.rope));
   } else {
-    Tensor q = q_->forward(x.view({B_ * Tq_, d}), ctx);
+    Tensor q = q_->forward(x.view({B_ * Tq_, d}), ctx);  // [B*Tq, d]
     std::vector<Tensor> qp{q_h_};
     ops::split_heads_forward(q.view({B_, Tq_, d}), qp, split_options(false, 0));
-    Tensor kv = kv_->forward(memory.view({B_ * Tk_, d}), ctx);
+    Tensor kv = kv_->forward(memory.view({B_ * Tk_, d}), ctx);  // [B*Tk, 2d]
     std::vector<Tensor> kvp{k_h_, v_h_};
     ops::SplitHeadsOptions o = split_options(false, 0);
     o.part0_scale = 1.0f;
     ops::split_heads_forward(kv.view({B_, Tk_, 2 * d}), kvp, o);
   }
-  Tensor o = ctx.empty({B_, H, Tq_, D});
+  Tensor o = ctx.empty({B_, H, Tq_, D});  // [B, H, Tq, D]
   if (plan_.core != AttentionCore::Reference) {
     lse_ = Tensor::empty({B_, H, Tq_}, DType::F32, ctx.device);
     if (plan_.core == AttentionCore::Cudnn)
@@ -128,7 +128,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     probs_ = ctx.empty({B_, H, Tq_, Tk_});
     ops::attention_forward(q_h_, k_h_, v_h_, attn_options_, o, probs_);
   }
-  Tensor merged = ctx.empty({B_, Tq_, d});
+  Tensor merged = ctx.empty({B_, Tq_, d});  // [B, Tq, d]
   ops::merge_heads_forward(o, merged);
   return out_->forward(merged.view({B_ * Tq_, d}), ctx).view({B_, Tq_, d});
 }
@@ -137,9 +137,10 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   const int64_t d = options_.d_model, H = options_.n_heads, D = head_dim_;
   const DType dt = dy.dtype();
   const Device dev = dy.device();
-  Tensor dmerged = out_->backward(dy.view({B_ * Tq_, d}));
-  Tensor d_o = Tensor::empty({B_, H, Tq_, D}, dt, dev);
+  Tensor dmerged = out_->backward(dy.view({B_ * Tq_, d}));  // [B*Tq, d]
+  Tensor d_o = Tensor::empty({B_, H, Tq_, D}, dt, dev);     // [B, H, Tq, D]
   ops::merge_heads_backward(dmerged.view({B_, Tq_, d}), d_o);
+  // dq [B, H, Tq, D]; dk, dv [B, H, Tk, D]
   Tensor dq = Tensor::empty(q_h_.shape(), dt, dev), dk = Tensor::empty(k_h_.shape(), dt, dev),
          dv = Tensor::empty(v_h_.shape(), dt, dev);
   if (plan_.core == AttentionCore::Cudnn)
@@ -150,28 +151,28 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
     ops::attention_backward(q_h_, k_h_, v_h_, probs_, d_o, attn_options_, dq, dk, dv);
   q_h_ = k_h_ = v_h_ = probs_ = o_h_ = lse_ = Tensor();
   if (!cross_) {
-    Tensor dqkv = Tensor::empty({B_, Tq_, 3 * d}, dt, dev);
+    Tensor dqkv = Tensor::empty({B_, Tq_, 3 * d}, dt, dev);  // [B, Tq, 3d]
     ops::split_heads_backward({dq, dk, dv}, dqkv, split_options(true, 0, plan_.rope));
-    Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});
+    Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});  // [B, Tq, d]
     if (!options_.rope) {
       // Without rotation the key bias adds q.b_k to all of a query's scores,
       // which softmax cancels: its gradient is exactly zero, and the fp32
       // round-off it would otherwise collect is what Adam (dividing by the
       // gradient's size) turns into steps of ~lr.
-      Tensor db = qkv_->bias_grad().narrow(d, d);
+      Tensor db = qkv_->bias_grad().narrow(d, d);  // f32 [d]
       db.zero_();
     }
     return dx;
   }
-  Tensor dqp = Tensor::empty({B_, Tq_, d}, dt, dev);
+  Tensor dqp = Tensor::empty({B_, Tq_, d}, dt, dev);  // [B, Tq, d]
   ops::split_heads_backward({dq}, dqp, split_options(false, 0));
-  Tensor dx = q_->backward(dqp.view({B_ * Tq_, d})).view({B_, Tq_, d});
-  Tensor dkv = Tensor::empty({B_, Tk_, 2 * d}, dt, dev);
+  Tensor dx = q_->backward(dqp.view({B_ * Tq_, d})).view({B_, Tq_, d});  // [B, Tq, d]
+  Tensor dkv = Tensor::empty({B_, Tk_, 2 * d}, dt, dev);                 // [B, Tk, 2d]
   ops::SplitHeadsOptions o = split_options(false, 0);
   o.part0_scale = 1.0f;
   ops::split_heads_backward({dk, dv}, dkv, o);
-  Tensor dmem = kv_->backward(dkv.view({B_ * Tk_, 2 * d})).view({B_, Tk_, d});
-  Tensor dbk = kv_->bias_grad().narrow(0, d);  // the key bias: zero gradient, as above
+  Tensor dmem = kv_->backward(dkv.view({B_ * Tk_, 2 * d})).view({B_, Tk_, d});  // [B, Tk, d]
+  Tensor dbk = kv_->bias_grad().narrow(0, d);  // f32 [d], the key bias: zero gradient, as above
   dbk.zero_();
   ROTOR_CHECK(d_memory && d_memory->defined(), "cross-attention backward needs d_memory");
   // Several decoder layers attend to the same memory: their gradients add up.
@@ -186,8 +187,8 @@ Tensor MultiHeadAttention::step(const Tensor& x, const Tensor& memory, const Ten
   const int64_t B = x.size(0);
   ROTOR_CHECK(x.dim() == 3 && x.size(1) == 1, "attention step: x must be [B, 1, d], got {}",
               x.str());
-  Tensor q = ctx.empty({B, H, 1, D});
-  Tensor o = ctx.empty({B, H, 1, D});
+  Tensor q = ctx.empty({B, H, 1, D});  // [B, H, 1, D]
+  Tensor o = ctx.empty({B, H, 1, D});  // [B, H, 1, D]
   if (!cross_) {
     if (!cache.k.defined()) {
       cache.k = ctx.zeros({B, H, max_length, D});
@@ -196,8 +197,8 @@ Tensor MultiHeadAttention::step(const Tensor& x, const Tensor& memory, const Ten
     }
     ROTOR_CHECK(position == cache.length, "attention step at {} after {} cached", position,
                 cache.length);
-    Tensor qkv = qkv_->apply(x.view({B, d}), ctx);
-    Tensor k = ctx.empty({B, H, 1, D}), v = ctx.empty({B, H, 1, D});
+    Tensor qkv = qkv_->apply(x.view({B, d}), ctx);                    // [B, 3d]
+    Tensor k = ctx.empty({B, H, 1, D}), v = ctx.empty({B, H, 1, D});  // [B, H, 1, D] each
     std::vector<Tensor> parts{q, k, v};
     // The query is rotated at its own position; cached keys keep theirs.
     ops::split_heads_forward(qkv.view({B, 1, 3 * d}), parts, split_options(true, position));
@@ -210,22 +211,22 @@ Tensor MultiHeadAttention::step(const Tensor& x, const Tensor& memory, const Ten
     if (!cache.k.defined()) {
       cache.k = ctx.empty({B, H, S, D});
       cache.v = ctx.empty({B, H, S, D});
-      Tensor kv = kv_->apply(memory.view({B * S, d}), ctx);
+      Tensor kv = kv_->apply(memory.view({B * S, d}), ctx);  // [B*S, 2d]
       std::vector<Tensor> kvp{cache.k, cache.v};
       ops::SplitHeadsOptions so = split_options(false, 0);
       so.part0_scale = 1.0f;
       ops::split_heads_forward(kv.view({B, S, 2 * d}), kvp, so);
       cache.length = S;
     }
-    Tensor qp = q_->apply(x.view({B, d}), ctx);
+    Tensor qp = q_->apply(x.view({B, d}), ctx);  // [B, d]
     std::vector<Tensor> qparts{q};
     ops::split_heads_forward(qp.view({B, 1, d}), qparts, split_options(false, 0));
     ops::AttentionOptions ao;
     ao.key_lengths = key_lengths;
-    Tensor probs = Tensor::empty({B, H, 1, S}, ctx.dtype, ctx.device);
+    Tensor probs = Tensor::empty({B, H, 1, S}, ctx.dtype, ctx.device);  // [B, H, 1, S]
     ops::attention_forward(q, cache.k, cache.v, ao, o, probs);
   }
-  Tensor merged = ctx.empty({B, 1, d});
+  Tensor merged = ctx.empty({B, 1, d});  // [B, 1, d]
   ops::merge_heads_forward(o, merged);
   return out_->apply(merged.view({B, d}), ctx).view({B, 1, d});
 }

@@ -62,7 +62,7 @@ class MultiHeadAttention {
   // keys; the new query sits at `position`. Cross: k, v of the memory are
   // computed on the first step and reused.
   struct Cache {
-    Tensor k, v;
+    Tensor k, v;  // self: [B, H, Tmax, D]; cross: [B, H, S, D]
     int64_t length = 0;
   };
   Tensor step(const Tensor& x, const Tensor& memory, const Tensor& key_lengths, Cache& cache,

@@ -10,13 +10,13 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& fc1, const st
       dropout_(store, activation_dropout) {}
 
 Tensor FeedForward::forward(const Tensor& x, const Context& ctx) {
-  Tensor h = fc1_.forward(x, ctx);
+  Tensor h = fc1_.forward(x, ctx);  // [N, d_ff]
   h = dropout_.forward(h, ctx);
   return fc2_.forward(h, ctx);
 }
 
 Tensor FeedForward::backward(const Tensor& dy) {
-  Tensor dh = fc2_.backward(dy);
+  Tensor dh = fc2_.backward(dy);  // [N, d_ff]
   dh = dropout_.backward(dh);
   return fc1_.backward(dh);
 }

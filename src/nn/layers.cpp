@@ -22,16 +22,16 @@ LayerNorm::LayerNorm(ParameterStore& store, const std::string& prefix, int64_t d
 }
 
 Tensor LayerNorm::apply(const Tensor& x, const Context& ctx) const {
-  Tensor y = ctx.empty(x.shape());
-  Tensor mean = Tensor::empty({x.size(0)}, DType::F32, ctx.device);
-  Tensor rstd = Tensor::empty({x.size(0)}, DType::F32, ctx.device);
+  Tensor y = ctx.empty(x.shape());                                   // [N, dim]
+  Tensor mean = Tensor::empty({x.size(0)}, DType::F32, ctx.device);  // f32 [N]
+  Tensor rstd = Tensor::empty({x.size(0)}, DType::F32, ctx.device);  // f32 [N]
   ops::layer_norm_forward(x, gamma_->value, beta_->value, eps_, y, mean, rstd);
   return y;
 }
 
 Tensor LayerNorm::forward(const Tensor& x, const Context& ctx) {
   x_ = x;
-  Tensor y = ctx.empty(x.shape());
+  Tensor y = ctx.empty(x.shape());  // [N, dim]
   mean_ = Tensor::empty({x.size(0)}, DType::F32, ctx.device);
   rstd_ = Tensor::empty({x.size(0)}, DType::F32, ctx.device);
   ops::layer_norm_forward(x, gamma_->value, beta_->value, eps_, y, mean_, rstd_);
@@ -39,7 +39,7 @@ Tensor LayerNorm::forward(const Tensor& x, const Context& ctx) {
 }
 
 Tensor LayerNorm::backward(const Tensor& dy) {
-  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());  // [N, dim]
   ops::layer_norm_backward(dy, x_, gamma_->value, mean_, rstd_, dx, gamma_->grad, beta_->grad);
   x_ = mean_ = rstd_ = Tensor();
   return dx;
@@ -52,14 +52,14 @@ Tensor Dropout::forward(const Tensor& x, const Context& ctx) {
   if (!active_) return x;
   seed_ = ctx.seed;
   stream_ = ctx.stream(layer_id_, RngPurpose::Dropout);
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());  // [shape of x]
   ops::dropout_forward(x, y, p_, seed_, stream_);
   return y;
 }
 
 Tensor Dropout::forward_add(const Tensor& residual, const Tensor& x, const Context& ctx) {
   active_ = ctx.training && p_ > 0.0f;
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());  // [shape of x]
   if (!active_) {
     ops::add(residual, x, y);
     return y;
@@ -72,7 +72,7 @@ Tensor Dropout::forward_add(const Tensor& residual, const Tensor& x, const Conte
 
 Tensor Dropout::backward(const Tensor& dy) {
   if (!active_) return dy;
-  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());  // [shape of dy]
   ops::dropout_backward(dy, dx, p_, seed_, stream_);
   return dx;
 }
@@ -87,7 +87,7 @@ Embedding::Embedding(ParameterStore& store, const std::string& name, int64_t voc
 }
 
 Tensor Embedding::apply(const Tensor& ids, const Context& ctx) const {
-  Tensor out = ctx.empty({ids.numel(), table_->shape[1]});
+  Tensor out = ctx.empty({ids.numel(), table_->shape[1]});  // [N, dim], N = ids.numel()
   ops::embedding_forward(ids.view({ids.numel()}), table_->value_in(ctx.dtype), scale_, out);
   return out;
 }
@@ -128,10 +128,13 @@ Tensor PositionEncoding::rows(int64_t T, int64_t offset, const Context& ctx) con
     ROTOR_FAIL("sequence of {} positions exceeds model.max_positions = {}", offset + T,
                max_positions_);
   if (kind_ == PositionKind::Learned) return table_->value_in(ctx.dtype).narrow(offset, T);
+  // f32 [T, d] on the CPU
   Tensor r = sinusoid_.narrow(offset, T);
   if (ctx.device.is_cuda() || ctx.dtype != DType::F32) {
+    // f32 [T, d] on ctx.device
     Tensor dev = r.to(ctx.device);
     if (ctx.dtype == DType::F32) return dev;
+    // [T, d]
     Tensor cast = ctx.empty({T, dim_});
     ops::cast(dev, cast);
     return cast;
@@ -143,6 +146,7 @@ void PositionEncoding::add(Tensor& x, int64_t offset, const Context& ctx) const 
   if (kind_ == PositionKind::Rope || kind_ == PositionKind::None) return;
   const int64_t B = x.size(0), T = x.size(1);
   Tensor pos = rows(T, offset, ctx);  // [T, d]
+  // [B, T*d]
   Tensor flat = x.view({B, T * dim_});
   ops::add_bias(flat, pos.view({T * dim_}));
 }
@@ -150,6 +154,7 @@ void PositionEncoding::add(Tensor& x, int64_t offset, const Context& ctx) const 
 void PositionEncoding::backward(const Tensor& dx, int64_t offset) {
   if (kind_ != PositionKind::Learned) return;
   const int64_t B = dx.size(0), T = dx.size(1);
+  // f32 [T*d]
   Tensor grad = table_->grad.narrow(offset, T).view({T * dim_});
   ops::sum_rows(dx.view({B, T * dim_}), grad, true);
 }

@@ -20,7 +20,7 @@ class LayerNorm {
   Parameter *gamma_, *beta_;
   int64_t dim_;
   float eps_;
-  Tensor x_, mean_, rstd_;
+  Tensor x_, mean_, rstd_;  // saved: x [N, dim]; mean, rstd f32 [N]
 };
 
 // Dropout keyed by (layer id, step): the backward regenerates the mask.

@@ -26,7 +26,7 @@ Linear::Linear(ParameterStore& store, const std::vector<std::string>& prefixes, 
 
 Tensor Linear::apply(const Tensor& x, const Context& ctx) const {
   ROTOR_CHECK(x.dim() == 2 && x.size(1) == in_, "linear: input {} for {} inputs", x.str(), in_);
-  Tensor y = ctx.empty({x.size(0), out_});
+  Tensor y = ctx.empty({x.size(0), out_});  // [N, out]
   ops::GemmOptions o;
   o.trans_b = true;
   o.bias = bias(ctx.dtype);
@@ -38,7 +38,7 @@ Tensor Linear::apply(const Tensor& x, const Context& ctx) const {
 Tensor Linear::forward(const Tensor& x, const Context& ctx) {
   ROTOR_CHECK(x.dim() == 2 && x.size(1) == in_, "linear: input {} for {} inputs", x.str(), in_);
   x_ = x;
-  Tensor y = ctx.empty({x.size(0), out_});
+  Tensor y = ctx.empty({x.size(0), out_});  // [N, out]
   ops::GemmOptions o;
   o.trans_b = true;
   o.bias = bias(ctx.dtype);
@@ -53,22 +53,22 @@ Tensor Linear::forward(const Tensor& x, const Context& ctx) {
 
 Tensor Linear::backward(const Tensor& dy, bool need_dx) {
   ROTOR_CHECK(x_.defined(), "linear backward without forward");
-  Tensor dz = dy;
+  Tensor dz = dy;  // [N, out]
   if (activation_ != ops::Activation::None) {
     dz = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
     ops::activation_backward(dy, pre_, dz, activation_);
   }
   // dW += dz^T x: [out, N] x [N, in]
-  Tensor dw = weight_grad();
+  Tensor dw = weight_grad();  // f32 [out, in]
   ops::GemmOptions gw;
   gw.trans_a = true;
   gw.beta = 1.0f;
   ops::gemm(dz, x_, dw, gw);
   if (!biases_.empty()) {
-    Tensor db = bias_grad();
+    Tensor db = bias_grad();  // f32 [out]
     ops::sum_rows(dz, db, true);
   }
-  Tensor dx;
+  Tensor dx;  // [N, in], undefined when !need_dx
   if (need_dx) {
     dx = Tensor::empty({dz.size(0), in_}, dz.dtype(), dz.device());
     ops::gemm(dz, weight(dz.dtype()), dx, {});

@@ -123,6 +123,7 @@ Tensor ParameterStore::span(const std::vector<Parameter*>& params, const Shape& 
   ROTOR_CHECK(grads || dtype == DType::F32 || dtype == compute_dtype(),
               "parameters {}... read as {}, but the store keeps {} (set_compute_dtype)",
               params[0]->name, dtype_name(dtype), dtype_name(compute_dtype()));
+  // [numel]: f32, or the 16-bit copy
   const Tensor& flat = grads ? grads_ : dtype == DType::F32 ? values_ : values_lp_;
   return flat.narrow(params[0]->offset, total).view(shape);
 }

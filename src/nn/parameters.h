@@ -39,9 +39,9 @@ struct Parameter {
   Shape shape;
   Init init;
   int64_t offset = 0;     // element offset in the flat buffers
-  Tensor value;           // view of the flat values
-  Tensor grad;            // view of the flat gradients
-  Tensor value_lp;        // view of the 16-bit copy (undefined without one)
+  Tensor value;           // f32 [shape], a view of the flat values
+  Tensor grad;            // f32 [shape], a view of the flat gradients
+  Tensor value_lp;        // 16-bit [shape], a view of the copy (undefined without one)
   bool no_decay = false;  // biases and norms: excluded from weight decay
 
   // The value as `dtype`: the f32 master, or the 16-bit copy of that dtype
@@ -87,8 +87,8 @@ class ParameterStore {
  private:
   std::vector<std::unique_ptr<Parameter>> params_;
   std::unordered_map<std::string, Parameter*> by_name_;
-  Tensor values_, grads_;
-  Tensor values_lp_;  // 16-bit copy of values_ [numel], or undefined
+  Tensor values_, grads_;  // f32 [numel]
+  Tensor values_lp_;       // 16-bit copy of values_ [numel], or undefined
   int64_t numel_ = 0;
   uint32_t next_layer_id_ = 1;
 };

@@ -6,7 +6,7 @@ namespace rotor::nn {
 
 namespace {
 Tensor sum_of(const Tensor& a, const Tensor& b) {
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());  // [shape of a]
   ops::add(a, b, out);
   return out;
 }
@@ -17,7 +17,7 @@ Tensor Residual::begin(const Tensor& x, const Context& ctx) {
 }
 
 Tensor Residual::end(const Tensor& x, const Tensor& fx, const Context& ctx) {
-  Tensor s = dropout_.forward_add(x, fx, ctx);  // x + dropout(fx), one pass
+  Tensor s = dropout_.forward_add(x, fx, ctx);  // [N, d] = x + dropout(fx), one pass
   return post_ ? norm_.forward(s, ctx) : s;
 }
 
@@ -27,6 +27,7 @@ Tensor Residual::end_backward(const Tensor& dy) {
 }
 
 Tensor Residual::begin_backward(const Tensor& d_in) {
+  // [N, d]
   Tensor dx = post_ ? sum_of(d_residual_, d_in) : sum_of(d_residual_, norm_.backward(d_in));
   d_residual_ = Tensor();
   return dx;
@@ -37,7 +38,7 @@ Tensor Residual::apply_begin(const Tensor& x, const Context& ctx) const {
 }
 
 Tensor Residual::apply_end(const Tensor& x, const Tensor& fx, const Context& ctx) const {
-  Tensor s = sum_of(x, fx);
+  Tensor s = sum_of(x, fx);  // [N, d]
   return post_ ? norm_.apply(s, ctx) : s;
 }
 

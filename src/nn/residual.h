@@ -32,7 +32,7 @@ class Residual {
   LayerNorm norm_;
   Dropout dropout_;
   bool post_;
-  Tensor d_residual_;  // gradient flowing around the sublayer
+  Tensor d_residual_;  // [N, d], the gradient flowing around the sublayer
 };
 
 }  // namespace rotor::nn

@@ -34,20 +34,21 @@ EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const 
 Tensor EncoderLayer::forward(const Tensor& x, const Tensor& lengths, const Context& ctx) {
   B_ = x.size(0);
   T_ = x.size(1);
-  Tensor x2 = x.view({B_ * T_, d_});
-  Tensor h = attn_res_.begin(x2, ctx);
+  Tensor x2 = x.view({B_ * T_, d_});    // [B*T, d]
+  Tensor h = attn_res_.begin(x2, ctx);  // [B*T, d]
+  // [B*T, d]
   Tensor a = attn_.forward(h.view({B_, T_, d_}), Tensor(), lengths, ctx).view({B_ * T_, d_});
-  Tensor y = attn_res_.end(x2, a, ctx);
-  Tensor h2 = ffn_res_.begin(y, ctx);
-  Tensor f = ffn_.forward(h2, ctx);
+  Tensor y = attn_res_.end(x2, a, ctx);  // [B*T, d]
+  Tensor h2 = ffn_res_.begin(y, ctx);    // [B*T, d]
+  Tensor f = ffn_.forward(h2, ctx);      // [B*T, d]
   return ffn_res_.end(y, f, ctx).view({B_, T_, d_});
 }
 
 Tensor EncoderLayer::backward(const Tensor& dy) {
-  Tensor g = ffn_res_.end_backward(dy.view({B_ * T_, d_}));
+  Tensor g = ffn_res_.end_backward(dy.view({B_ * T_, d_}));  // [B*T, d]
   g = ffn_res_.begin_backward(ffn_.backward(g));
-  Tensor ga = attn_res_.end_backward(g);
-  Tensor dh = attn_.backward(ga.view({B_, T_, d_}), nullptr).view({B_ * T_, d_});
+  Tensor ga = attn_res_.end_backward(g);                                           // [B*T, d]
+  Tensor dh = attn_.backward(ga.view({B_, T_, d_}), nullptr).view({B_ * T_, d_});  // [B*T, d]
   return attn_res_.begin_backward(dh).view({B_, T_, d_});
 }
 
@@ -67,27 +68,31 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor
                              const Context& ctx) {
   B_ = x.size(0);
   T_ = x.size(1);
-  Tensor x2 = x.view({B_ * T_, d_});
+  Tensor x2 = x.view({B_ * T_, d_});  // [B*T, d]
   // Right padding: the causal mask already hides every pad key from real queries.
-  Tensor h = self_res_.begin(x2, ctx);
+  Tensor h = self_res_.begin(x2, ctx);  // [B*T, d]
+  // [B*T, d]
   Tensor a = self_attn_.forward(h.view({B_, T_, d_}), Tensor(), Tensor(), ctx).view({B_ * T_, d_});
-  Tensor y = self_res_.end(x2, a, ctx);
-  Tensor hc = cross_res_.begin(y, ctx);
+  Tensor y = self_res_.end(x2, a, ctx);  // [B*T, d]
+  Tensor hc = cross_res_.begin(y, ctx);  // [B*T, d]
+  // [B*T, d]
   Tensor c =
       cross_attn_.forward(hc.view({B_, T_, d_}), memory, memory_lengths, ctx).view({B_ * T_, d_});
-  Tensor y2 = cross_res_.end(y, c, ctx);
-  Tensor hf = ffn_res_.begin(y2, ctx);
-  Tensor f = ffn_.forward(hf, ctx);
+  Tensor y2 = cross_res_.end(y, c, ctx);  // [B*T, d]
+  Tensor hf = ffn_res_.begin(y2, ctx);    // [B*T, d]
+  Tensor f = ffn_.forward(hf, ctx);       // [B*T, d]
   return ffn_res_.end(y2, f, ctx).view({B_, T_, d_});
 }
 
 Tensor DecoderLayer::backward(const Tensor& dy, Tensor& d_memory) {
-  Tensor g = ffn_res_.end_backward(dy.view({B_ * T_, d_}));
+  Tensor g = ffn_res_.end_backward(dy.view({B_ * T_, d_}));  // [B*T, d]
   g = ffn_res_.begin_backward(ffn_.backward(g));
-  Tensor gc = cross_res_.end_backward(g);
+  Tensor gc = cross_res_.end_backward(g);  // [B*T, d]
+  // [B*T, d]
   Tensor dhc = cross_attn_.backward(gc.view({B_, T_, d_}), &d_memory).view({B_ * T_, d_});
   g = cross_res_.begin_backward(dhc);
-  Tensor ga = self_res_.end_backward(g);
+  Tensor ga = self_res_.end_backward(g);  // [B*T, d]
+  // [B*T, d]
   Tensor dh = self_attn_.backward(ga.view({B_, T_, d_}), nullptr).view({B_ * T_, d_});
   return self_res_.begin_backward(dh).view({B_, T_, d_});
 }
@@ -95,19 +100,21 @@ Tensor DecoderLayer::backward(const Tensor& dy, Tensor& d_memory) {
 Tensor DecoderLayer::step(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
                           State& state, int64_t position, int64_t max_length, const Context& ctx) {
   const int64_t B = x.size(0);
-  Tensor x2 = x.view({B, d_});
-  Tensor h = self_res_.apply_begin(x2, ctx);
+  Tensor x2 = x.view({B, d_});                // [B, d]
+  Tensor h = self_res_.apply_begin(x2, ctx);  // [B, d]
+  // [B, d]
   Tensor a =
       self_attn_.step(h.view({B, 1, d_}), Tensor(), Tensor(), state.self, position, max_length, ctx)
           .view({B, d_});
-  Tensor y = self_res_.apply_end(x2, a, ctx);
-  Tensor hc = cross_res_.apply_begin(y, ctx);
+  Tensor y = self_res_.apply_end(x2, a, ctx);  // [B, d]
+  Tensor hc = cross_res_.apply_begin(y, ctx);  // [B, d]
+  // [B, d]
   Tensor c =
       cross_attn_
           .step(hc.view({B, 1, d_}), memory, memory_lengths, state.cross, position, max_length, ctx)
           .view({B, d_});
-  Tensor y2 = cross_res_.apply_end(y, c, ctx);
-  Tensor f = ffn_.apply(ffn_res_.apply_begin(y2, ctx), ctx);
+  Tensor y2 = cross_res_.apply_end(y, c, ctx);                // [B, d]
+  Tensor f = ffn_.apply(ffn_res_.apply_begin(y2, ctx), ctx);  // [B, d]
   return ffn_res_.apply_end(y2, f, ctx).view({B, 1, d_});
 }
 
