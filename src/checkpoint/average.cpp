@@ -1,6 +1,7 @@
 #include "checkpoint/average.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <utility>
 
@@ -97,6 +98,13 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
       const float* x = t.data<float>();
       if (sum.empty()) sum.assign(static_cast<size_t>(t.numel()), 0.0);
       for (size_t i = 0; i < sum.size(); ++i) sum[i] += static_cast<double>(x[i]);
+      // Non-finite weights are never saved: the input is named, nothing written.
+      for (size_t i = 0; i < sum.size(); ++i)
+        if (!std::isfinite(x[i]))
+          ROTOR_FAIL(
+              "{}: {} holds a non-finite value ({} at element {}); the run that saved it "
+              "diverged; not averaging it",
+              file.path(), e.name, x[i], i);
     }
     Tensor out = Tensor::empty(e.shape, DType::F32);
     float* y = out.data<float>();

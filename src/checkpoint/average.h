@@ -1,6 +1,6 @@
-// `rotor average`: checkpoint averaging (docs/design.md, "Checkpoints and run directories"), as fairseq's
-// scripts/average_checkpoints.py does it: the element-wise mean of the model
-// weights of several checkpoints of one model, accumulated in double.
+// `rotor average`: checkpoint averaging (docs/design.md, "Checkpoints and run directories"), as
+// fairseq's scripts/average_checkpoints.py does it: the element-wise mean of the model weights of
+// several checkpoints of one model, accumulated in double.
 #pragma once
 
 #include <string>
@@ -18,7 +18,8 @@ std::vector<std::string> last_checkpoints(const std::string& run_dir, int n);
 // model.safetensors, config.yaml and spm.model (copied from the last input),
 // trainer_state.json (the last input's, with "averaged_from"); no optimizer
 // state. Every input must hold the same tensor names, shapes and dtype (f32);
-// a mismatch is a rotor::Error naming the file and the tensor. An existing
+// a mismatch, or a non-finite value in an input, is a rotor::Error naming the
+// file and the tensor, and nothing is written. An existing
 // `output` is replaced only when it is itself a checkpoint directory.
 // Returns the resolved input directories.
 std::vector<std::string> average_checkpoints(const std::vector<std::string>& inputs,

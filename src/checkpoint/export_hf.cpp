@@ -162,6 +162,9 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   const Config c = load_config(cfg_path);
   require_encoder(c);
   const NamedTensors weights = load_safetensors(dir + "/model.safetensors");
+  // Before anything is written: non-finite weights are never saved.
+  require_finite(weights, dir + "/model.safetensors",
+                 "the run that saved it diverged; not exporting it");
   const NamedTensors hf = hf_state_dict(c, weights);
   const int64_t vocab = hf.front().second.size(0);  // the word embeddings come first
 

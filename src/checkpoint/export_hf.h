@@ -64,7 +64,8 @@ struct HfExportResult {
 };
 
 // Reads CHECKPOINT (a checkpoint directory or a run directory: its
-// checkpoint_last) and writes the Hugging Face directory OUTPUT_DIR.
+// checkpoint_last) and writes the Hugging Face directory OUTPUT_DIR. Weights
+// that are not finite are an error naming the tensor, before anything is written.
 HfExportResult export_hf(const std::string& checkpoint, const std::string& output_dir);
 
 }  // namespace rotor::checkpoint

@@ -7,8 +7,10 @@
 #include <set>
 
 #include "checkpoint/export_hf.h"
+#include "checkpoint/hf_index.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "core/io.h"
 #include "core/json_io.h"
 
 namespace fs = std::filesystem;
@@ -38,17 +40,21 @@ class HfWeights {
     if (fs::exists(single, ec)) {
       open(single.string());
     } else if (fs::exists(index, ec)) {
-      const Json j = json_io::load(index.string());
-      const Json& map = json_io::at(j, "weight_map", index.string());
-      if (!map.is_object()) ROTOR_FAIL("{}: weight_map is not an object", index.string());
-      std::set<std::string> shards;
-      for (auto it = map.begin(); it != map.end(); ++it)
-        shards.insert(json_io::as_string(it.value(), "weight_map[" + it.key() + "]"));
-      for (const auto& s : shards) {
-        if (s.find('/') != std::string::npos || s == "..")
-          ROTOR_FAIL("{}: shard name {} leaves the directory", index.string(), s);
-        open((fs::path(dir) / s).string());
+      const HfShardIndex idx =
+          parse_hf_index(read_file(index.string(), json_io::kMaxJsonFileBytes), index.string());
+      std::map<std::string, size_t> file_of;
+      for (const auto& s : idx.shards) {
+        file_of[s] = files_.size();
+        files_.push_back(std::make_unique<SafetensorsFile>((fs::path(dir) / s).string()));
       }
+      const auto tensors_of = [&](const std::string& s) {
+        std::vector<std::string> names;
+        for (const auto& e : files_[file_of.at(s)]->entries()) names.push_back(e.name);
+        return names;
+      };
+      const auto path_of = [&](const std::string& s) { return files_[file_of.at(s)]->path(); };
+      for (const auto& [name, shard] : match_hf_shards(idx, tensors_of, path_of))
+        where_[name] = file_of.at(shard);
     } else if (fs::exists(fs::path(dir) / "pytorch_model.bin", ec) ||
                fs::exists(fs::path(dir) / "pytorch_model.bin.index.json", ec)) {
       ROTOR_FAIL(

@@ -12,9 +12,11 @@
 //                          absolute positions, RoFormer's embedding_size =
 //                          hidden_size and rotary_value false; tied word
 //                          embeddings. A mismatch is one line naming both values.
-//   DIR/model.safetensors  or the shards of model.safetensors.index.json. A
-//                          pickled pytorch_model.bin is refused (unpickling
-//                          runs code from the file).
+//   DIR/model.safetensors  or the shards of model.safetensors.index.json,
+//                          each tensor exactly in the shard its weight_map
+//                          names (checkpoint/hf_index.h). A pickled
+//                          pytorch_model.bin is refused (unpickling runs code
+//                          from the file).
 //
 // Every encoder parameter (`bert.` / `roformer.` but the pooler) must be in
 // the directory with its shape. Head parameters (the MLM head, the pooler, the

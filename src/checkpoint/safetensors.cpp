@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -369,6 +370,17 @@ NamedTensors load_safetensors(const std::string& path) {
   NamedTensors out;
   for (const auto& e : file.entries()) out.emplace_back(e.name, file.load(e.name));
   return out;
+}
+
+void require_finite(const NamedTensors& tensors, const std::string& where, const std::string& why) {
+  for (const auto& [name, t] : tensors) {
+    if (!is_floating(t.dtype())) continue;
+    const std::vector<float> v = t.to_floats();
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        ROTOR_FAIL("{}: {} holds a non-finite value ({} at element {}); {}", where, name, v[i], i,
+                   why);
+  }
 }
 
 }  // namespace rotor::checkpoint

@@ -83,4 +83,9 @@ class SafetensorsFile {
 // Every tensor of the file, in header order.
 NamedTensors load_safetensors(const std::string& path);
 
+// A rotor::Error "WHERE: TENSOR holds a non-finite value (V at element I);
+// WHY" for the first floating-point tensor of `tensors` with a NaN or an
+// infinity: what rotor writes out (export, average) is checked with it first.
+void require_finite(const NamedTensors& tensors, const std::string& where, const std::string& why);
+
 }  // namespace rotor::checkpoint

@@ -1,11 +1,13 @@
 // `rotor prepare`: encode and binarize a parallel or monolingual corpus.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/command.h"
 #include "core/error.h"
+#include "data/fingerprint.h"
 #include "data/prepare.h"
 
 namespace {
@@ -25,6 +27,7 @@ void check_args(const rotor::data::PrepareOptions& o) {
                     : std::vector<std::string>{".src.bin", ".src.idx", ".tgt.bin", ".tgt.idx"};
   for (const auto& ext : outputs)
     check_output_file(cmd, "--output-prefix", o.output_prefix + ext, inputs);
+  check_output_file(cmd, "--output-prefix", rotor::data::fingerprint_path(o.output_prefix), inputs);
   check_int(cmd, "--max-len", o.max_len, 0, 1'000'000'000);
   check_int(cmd, "--min-len", o.min_len, 0, 1'000'000'000);
   if (o.max_len > 0 && o.min_len > o.max_len)
@@ -35,7 +38,22 @@ void check_args(const rotor::data::PrepareOptions& o) {
 
 int run_prepare(const rotor::data::PrepareOptions& o) {
   check_args(o);
+  // What made the corpus (data/fingerprint.h): training refuses it with
+  // another tokenizer. The old fingerprint goes first: until the new corpus is
+  // complete, nothing vouches for the files under the prefix.
+  rotor::data::Fingerprint f("rotor prepare");
+  f.setting("--max-len", o.max_len)
+      .setting("--min-len", o.min_len)
+      .setting("--max-len-ratio", o.max_len_ratio)
+      .setting("--append-eos", o.append_eos);
+  f.file("tokenizer", o.spm_model).file("--src", o.src);
+  if (!o.tgt.empty()) f.file("--tgt", o.tgt);
+  const std::string fp = rotor::data::fingerprint_path(o.output_prefix);
+  std::error_code ec;
+  std::filesystem::remove(fp, ec);
+  if (ec) ROTOR_FAIL("prepare: cannot remove {}: {}", fp, ec.message());
   auto st = rotor::data::prepare_corpus(o);
+  f.save(fp);
   std::printf("%s\n", st.summary().c_str());
   if (o.tgt.empty())
     std::printf("prepare: wrote %s.{bin,idx}\n", o.output_prefix.c_str());

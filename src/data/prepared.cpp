@@ -1,8 +1,10 @@
 #include "data/prepared.h"
 
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/logging.h"
 #include "data/prepare.h"
 
@@ -30,14 +32,17 @@ std::string describe(const CorpusSource& s) {
                      index_files(s, s.path).front(), fmt::join(raw, " and "));
 }
 
-// A prepared copy is current when it is newer than every file it came from.
-bool newer_than(const std::string& made, const std::vector<std::string>& sources) {
+// The names of the raw files in fingerprints and messages: "data.train.en"
+// for a language of a parallel corpus, "data.train" for a monolingual one.
+std::vector<std::string> raw_names(const CorpusSource& s) {
+  if (s.parallel()) return {s.key + "." + s.src_lang, s.key + "." + s.tgt_lang};
+  return {s.key};
+}
+
+void remove_file(const std::string& path) {
   std::error_code ec;
-  const auto t = fs::last_write_time(made, ec);
-  if (ec) return false;
-  for (const auto& s : sources)
-    if (fs::last_write_time(s, ec) > t || ec) return false;
-  return true;
+  fs::remove(path, ec);
+  if (ec) ROTOR_FAIL("cannot remove {}: {}", path, ec.message());
 }
 
 }  // namespace
@@ -57,16 +62,63 @@ void CorpusSource::check_exists() const {
     if (!fs::is_regular_file(f)) ROTOR_FAIL("{}: {}", key, describe(*this));
 }
 
+std::vector<std::string> prepared_files(const CorpusSource& s, const std::string& prefix) {
+  return index_files(s, prefix);
+}
+
+Fingerprint data_fingerprint(const CorpusSource& s, const std::string& spm,
+                             const CleanOptions& clean) {
+  Fingerprint f("rotor train");
+  f.setting("data.src_lang", s.src_lang).setting("data.tgt_lang", s.tgt_lang);
+  f.setting("data.max_len", clean.max_len).setting("data.max_len_ratio", clean.max_len_ratio);
+  f.setting("min_len", 1).setting("append_eos", false);
+  f.file("tokenizer", spm);
+  const std::vector<std::string> raw = s.raw_files(), names = raw_names(s);
+  for (size_t i = 0; i < raw.size(); ++i) f.file(names[i], raw[i]);
+  return f;
+}
+
+Fingerprint tokenizer_fingerprint(const CorpusSource& train, const SpmTrainOptions& o) {
+  Fingerprint f("rotor train");
+  f.setting("data.vocab_size", o.vocab_size)
+      .setting("data.spm_model_type", o.model_type)
+      .setting("data.character_coverage", o.character_coverage)
+      .setting("input_sentence_size", o.input_sentence_size)
+      .setting("user_defined_symbols", o.user_defined_symbols);
+  const std::vector<std::string> raw = train.raw_files(), names = raw_names(train);
+  for (size_t i = 0; i < raw.size(); ++i) f.file(names[i], raw[i]);
+  return f;
+}
+
+void check_prepared_tokenizer(const CorpusSource& s, const std::string& spm) {
+  const std::string path = fingerprint_path(s.path);
+  const std::optional<Fingerprint> f = Fingerprint::load(path);
+  if (!f) return;
+  const std::string recorded = f->file_hash("tokenizer");
+  if (recorded.empty()) ROTOR_FAIL("{}: records no tokenizer", path);
+  const std::string now = hex64(hash_file(spm));
+  if (recorded != now)
+    ROTOR_FAIL("{}: {} was prepared with the tokenizer {} (hash {}), the run uses {} (hash {})",
+               s.key, s.path, f->file_path("tokenizer"), recorded, spm, now);
+}
+
 std::string ensure_prepared(const CorpusSource& s, const std::string& spm,
                             const std::string& out_prefix, const CleanOptions& clean) {
-  if (s.is_prepared()) return s.path;
+  if (s.is_prepared()) {
+    check_prepared_tokenizer(s, spm);
+    return s.path;
+  }
   s.check_exists();
   const std::vector<std::string> raw = s.raw_files();
-  std::vector<std::string> inputs = raw;
-  inputs.push_back(spm);
-  const std::vector<std::string> made = index_files(s, out_prefix);
-  if (all_exist(made) && newer_than(made.back(), inputs)) return out_prefix;
+  const Fingerprint now = data_fingerprint(s, spm, clean);
+  const std::string fp = fingerprint_path(out_prefix);
+  if (all_exist(index_files(s, out_prefix))) {
+    const std::string why = stale_reason(fp, now);
+    if (why.empty()) return out_prefix;
+    log().warn("{}: binarizing {} again: {}", out_prefix, s.key, why);
+  }
   fs::create_directories(fs::path(out_prefix).parent_path());
+  remove_file(fp);  // until the new corpus is complete, nothing vouches for it
   PrepareOptions o;
   o.spm_model = spm;
   o.src = raw[0];
@@ -76,14 +128,27 @@ std::string ensure_prepared(const CorpusSource& s, const std::string& spm,
   o.max_len_ratio = clean.max_len_ratio;
   o.min_len = 1;
   const PrepareStats stats = prepare_corpus(o);
+  now.save(fp);
   log().info("binarized {} -> {}: {}", s.path, out_prefix, stats.summary());
   return out_prefix;
 }
 
-void ensure_tokenizer(const std::string& spm_path, const CorpusSource& train, SpmTrainOptions o) {
-  if (fs::exists(spm_path)) return;
+void ensure_tokenizer(const std::string& spm_path, const CorpusSource& train, SpmTrainOptions o,
+                      bool owned) {
   const std::vector<std::string> raw = train.raw_files();
-  if (train.path.empty() || train.is_prepared() || !all_exist(raw))
+  const bool raw_text = !train.path.empty() && !train.is_prepared() && all_exist(raw);
+  const std::string fp = fingerprint_path(spm_path);
+  std::optional<Fingerprint> now;
+  if (fs::exists(spm_path)) {
+    // A tokenizer the user names, or one that no raw text could remake, is
+    // used as it is.
+    if (!owned || !raw_text) return;
+    now = tokenizer_fingerprint(train, o);
+    const std::string why = stale_reason(fp, *now);
+    if (why.empty()) return;
+    log().warn("{}: training the tokenizer again: {}", spm_path, why);
+  }
+  if (!raw_text)
     ROTOR_FAIL(
         "tokenizer {} not found (data.spm_model); it can only be trained from the raw text "
         "of {}",
@@ -102,7 +167,10 @@ void ensure_tokenizer(const std::string& spm_path, const CorpusSource& train, Sp
                  ? std::string()
                  : fmt::format(", with {}", fmt::join(o.user_defined_symbols, " ")),
              fmt::join(raw, " and "));
+  if (!now) now = tokenizer_fingerprint(train, o);
+  remove_file(fp);
   train_sentencepiece(o);
+  now->save(fp);
 }
 
 }  // namespace rotor::data

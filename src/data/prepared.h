@@ -6,16 +6,22 @@
 //   (monolingual PREFIX.{bin,idx}; parallel PREFIX.src.* and PREFIX.tgt.*)
 //   or raw text (monolingual: the file itself; parallel: PREFIX.<src_lang>
 //   and PREFIX.<tgt_lang>). Raw text is binarized on first use into the run's
-//   directory and reused by later runs (and by the other ranks) while it is
-//   newer than the text and the tokenizer.
+//   directory and reused by later runs (and by the other ranks) while its
+//   fingerprint (data/fingerprint.h: the text's and the tokenizer's hashes,
+//   the languages, the cleaning limits) matches; else it is binarized again.
+//   A prepared prefix whose fingerprint names another tokenizer is an error.
 //
 //   the tokenizer (data.spm_model, or OUTPUT_DIR/spm.model) is trained from
-//   the raw training text when it is missing.
+//   the raw training text when it is missing. One the run owns (OUTPUT_DIR/
+//   spm.model) is trained again when its fingerprint (the training text, the
+//   vocabulary size, the model type, ...) no longer matches; one the user
+//   names is used as it is.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "data/fingerprint.h"
 #include "data/sentencepiece.h"
 
 namespace rotor::data {
@@ -43,17 +49,36 @@ struct CleanOptions {
   double max_len_ratio = 0;
 };
 
-// The prepared prefix of `source`: its own path when it is prepared; else
-// `out_prefix`, binarized from its raw text with the tokenizer `spm` unless
-// an earlier run already made it from the same text and tokenizer. The files
-// appear atomically (an interrupted binarization leaves nothing behind).
+// What binarizing the raw text of `source` with the tokenizer `spm` and
+// `clean` records (the text and the tokenizer are hashed now).
+Fingerprint data_fingerprint(const CorpusSource& source, const std::string& spm,
+                             const CleanOptions& clean);
+
+// What training a tokenizer from the raw text of `train` with `options`
+// records (inputs and model_prefix aside).
+Fingerprint tokenizer_fingerprint(const CorpusSource& train, const SpmTrainOptions& options);
+
+// The index files whose presence marks PREFIX as prepared for `source`'s layout.
+std::vector<std::string> prepared_files(const CorpusSource& source, const std::string& prefix);
+
+// A rotor::Error naming both tokenizers when the prepared prefix of `source`
+// records another tokenizer than `spm` (compared by content). A prefix without
+// a fingerprint (older rotor, other tools) is accepted.
+void check_prepared_tokenizer(const CorpusSource& source, const std::string& spm);
+
+// The prepared prefix of `source`: its own path when it is prepared (its
+// tokenizer checked as above); else `out_prefix`, binarized from its raw text
+// with the tokenizer `spm` unless an earlier run made it with the same
+// fingerprint. The files appear atomically (an interrupted binarization
+// leaves nothing behind), the fingerprint last.
 std::string ensure_prepared(const CorpusSource& source, const std::string& spm,
                             const std::string& out_prefix, const CleanOptions& clean);
 
 // Trains the tokenizer `spm_path` (PREFIX.model) from the raw text of
-// `train` when it does not exist yet; `options` gives everything but inputs
-// and model_prefix. A prepared `train` cannot train one: a rotor::Error.
+// `train` when it does not exist yet, or when `owned` and its fingerprint no
+// longer matches; `options` gives everything but inputs and model_prefix. A
+// prepared `train` cannot train one: a rotor::Error.
 void ensure_tokenizer(const std::string& spm_path, const CorpusSource& train,
-                      SpmTrainOptions options);
+                      SpmTrainOptions options, bool owned);
 
 }  // namespace rotor::data

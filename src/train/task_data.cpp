@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/hash.h"
 
 namespace fs = std::filesystem;
 
@@ -46,29 +47,98 @@ void check_data(const Config& c) {
         spm);
   if (!fs::exists(spm) && train.is_prepared())
     ROTOR_FAIL("data.spm_model: {} not found (it can only be trained from raw text)", spm);
+  // A prefix prepared with another tokenizer, before the run touches anything.
+  if (fs::exists(spm))
+    for (const char* key : {"train", "valid", "test"}) {
+      const data::CorpusSource s = corpus_source(c, key);
+      if (s.is_prepared()) data::check_prepared_tokenizer(s, spm);
+    }
 }
 
-std::string ensure_tokenizer(const Config& c) {
-  const std::string spm = tokenizer_path(c);
+namespace {
+
+bool owns_tokenizer(const Config& c) {
+  return c.data.spm_model.empty() && c.model.init_from.empty();
+}
+
+data::SpmTrainOptions spm_options(const Config& c) {
   data::SpmTrainOptions o;
   o.vocab_size = c.data.vocab_size;
   o.model_type = std::string(to_string(c.data.spm_model_type));
   o.character_coverage = c.data.character_coverage;
   o.input_sentence_size = 2000000;
   if (c.task == Task::Mlm) o.user_defined_symbols = {"[MASK]", "[CLS]", "[SEP]"};  // ids 4, 5, 6
-  data::ensure_tokenizer(spm, corpus_source(c, "train"), o);
-  return spm;
+  return o;
 }
 
-std::string prepared_prefix(const Config& c, const std::string& key, const std::string& spm) {
+data::CleanOptions clean_options(const Config& c, const std::string& key) {
   data::CleanOptions clean;
   // Masked-LM blocks are packed from the stream: every non-empty line counts.
   if (c.task == Task::Translation && key == "train") {
     clean.max_len = c.data.max_len;
     clean.max_len_ratio = c.data.max_len_ratio;
   }
-  const std::string out = (fs::path(c.output_dir) / "data" / key).string();
-  return data::ensure_prepared(corpus_source(c, key), spm, out, clean);
+  return clean;
+}
+
+std::string data_prefix(const Config& c, const std::string& key) {
+  return (fs::path(c.output_dir) / "data" / key).string();
+}
+
+[[noreturn]] void refuse_resume(const std::string& what, const std::string& why) {
+  ROTOR_FAIL(
+      "--resume: {} does not match the config and data now ({}); start afresh with "
+      "--overwrite, which rebuilds it",
+      what, why);
+}
+
+}  // namespace
+
+std::string ensure_tokenizer(const Config& c) {
+  const std::string spm = tokenizer_path(c);
+  data::ensure_tokenizer(spm, corpus_source(c, "train"), spm_options(c), owns_tokenizer(c));
+  return spm;
+}
+
+std::string prepared_prefix(const Config& c, const std::string& key, const std::string& spm) {
+  return data::ensure_prepared(corpus_source(c, key), spm, data_prefix(c, key),
+                               clean_options(c, key));
+}
+
+void check_resumable_data(const Config& c, const std::string& checkpoint_dir) {
+  if (c.task == Task::Classification) return;  // reads its TSV files as they are
+  const std::string spm = tokenizer_path(c);
+  const std::string saved = checkpoint_dir + "/spm.model";
+  std::error_code ec;
+  if (fs::exists(saved, ec)) {
+    if (!fs::exists(spm, ec))
+      ROTOR_FAIL("--resume: the tokenizer {} is missing; {} was trained with {} (copy it back)",
+                 spm, checkpoint_dir, saved);
+    if (hash_file(spm) != hash_file(saved))
+      ROTOR_FAIL("--resume: the tokenizer {} differs from {}, the one {} was trained with", spm,
+                 saved, checkpoint_dir);
+  }
+  const data::CorpusSource train = corpus_source(c, "train");
+  if (owns_tokenizer(c) && fs::exists(spm, ec) && !train.is_prepared()) {
+    const std::string why = data::stale_reason(data::fingerprint_path(spm),
+                                               data::tokenizer_fingerprint(train, spm_options(c)));
+    if (!why.empty()) refuse_resume(spm, why);
+  }
+  for (const char* key : {"train", "valid", "test"}) {
+    const data::CorpusSource s = corpus_source(c, key);
+    if (s.path.empty()) continue;
+    if (s.is_prepared()) {
+      if (fs::exists(spm, ec)) data::check_prepared_tokenizer(s, spm);
+      continue;
+    }
+    const std::string out = data_prefix(c, key);
+    bool made = true;
+    for (const auto& f : data::prepared_files(s, out)) made = made && fs::exists(f, ec);
+    if (!made || !fs::exists(spm, ec)) continue;  // binarized when the run starts
+    const std::string why = data::stale_reason(
+        data::fingerprint_path(out), data::data_fingerprint(s, spm, clean_options(c, key)));
+    if (!why.empty()) refuse_resume(out, why);
+  }
 }
 
 namespace {

@@ -37,6 +37,12 @@ void check_data(const Config& config);
 // missing (for mlm with [MASK] [CLS] [SEP] as ids 4, 5, 6). Returns its path.
 std::string ensure_tokenizer(const Config& config);
 
+// Before a resumed run writes anything: the tokenizer is the one the
+// checkpoint `checkpoint_dir` holds a copy of, and the tokenizer the run owns
+// and the corpora it binarized still match their fingerprints (the config's
+// data keys, the text). A rotor::Error naming what changed otherwise.
+void check_resumable_data(const Config& config, const std::string& checkpoint_dir);
+
 // data.<key> binarized (or as prepared), its prefix: OUTPUT_DIR/data/<key>
 // when made from raw text. Training text of translation is cleaned with
 // data.max_len and data.max_len_ratio; validation text is kept whole.

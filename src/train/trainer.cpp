@@ -75,7 +75,13 @@ void start_log(const Config& c, const Session& s, const RunDirectory* run_dir) {
 void check_resumable(const Config& c) {
   const std::string dir = checkpoint::latest_checkpoint(c.output_dir);
   if (dir.empty()) return;
-  (void)checkpoint::load_trainer_state(dir);
+  const checkpoint::TrainerState state = checkpoint::load_trainer_state(dir);
+  const int64_t named = checkpoint::checkpoint_step(fs::path(dir).filename().string());
+  if (state.step != named)
+    ROTOR_FAIL(
+        "--resume: {}/trainer_state.json says step {}, but its directory is {} (step {}); the "
+        "checkpoint was moved or edited",
+        dir, state.step, fs::path(dir).filename().string(), named);
   (void)checkpoint::SafetensorsFile(dir + "/model.safetensors");
   (void)checkpoint::SafetensorsFile(dir + "/optimizer.safetensors");
   const std::string saved_path = dir + "/config.yaml";
@@ -93,6 +99,7 @@ void check_resumable(const Config& c) {
         ROTOR_FAIL("--resume: {} was trained with model key \"{}\", the config has \"{}\"", dir,
                    lb.substr(lb.find_first_not_of(' ')), la.substr(la.find_first_not_of(' ')));
   }
+  check_resumable_data(c, dir);
 }
 
 // OUTPUT_DIR/config.yaml: the resolved config, unless that file is the very

@@ -139,6 +139,26 @@ def json_seeds():
     write(t, "truncated", json.dumps(state)[:40])
 
 
+# ---- hf_index: a model.safetensors.index.json ------------------------------
+
+def hf_index_seeds():
+    t = "hf_index"
+    names = ["bert.embeddings.word_embeddings.weight", "bert.encoder.layer.0.output.dense.weight",
+             "cls.predictions.bias"]
+    two = {n: f"model-0000{1 + i % 2}-of-00002.safetensors" for i, n in enumerate(names)}
+    write(t, "two_shards", json.dumps({"metadata": {"total_size": 1234}, "weight_map": two},
+                                      indent=2))
+    write(t, "one_shard", json.dumps({"weight_map": {n: "model.safetensors" for n in names}}))
+    write(t, "leaves_dir", json.dumps({"weight_map": {"w": "../model.safetensors"}}))
+    write(t, "dot_dot", json.dumps({"weight_map": {"w": "..", "b": "."}}))
+    write(t, "not_string", json.dumps({"weight_map": {"w": 1, "b": None}}))
+    write(t, "empty_map", json.dumps({"weight_map": {}}))
+    write(t, "map_is_list", json.dumps({"weight_map": [["w", "a.safetensors"]]}))
+    write(t, "empty_name", json.dumps({"weight_map": {"": "a.safetensors", "w": ""}}))
+    write(t, "duplicate_key", '{"weight_map": {"w": "a.safetensors", "w": "b.safetensors"}}')
+    write(t, "nul_in_name", '{"weight_map": {"w\u0000": "a\u0000.safetensors"}}')
+
+
 # ---- eval: an options byte, then hypothesis and reference lines ---------------
 
 def eval_seeds():
@@ -170,6 +190,7 @@ def main():
     config_seeds()
     corpus_seeds()
     json_seeds()
+    hf_index_seeds()
     eval_seeds()
     for d in sorted(OUT.iterdir()):
         print(f"{d.relative_to(ROOT)}: {len(list(d.iterdir()))} files")
