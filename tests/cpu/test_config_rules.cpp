@@ -84,7 +84,7 @@ std::vector<std::pair<std::string, int>> write_yaml(const std::string& path, con
       text += key + ": " + with_dir(value, dir) + "\n";
       lines.emplace_back(key, ++line);
     }
-  for (const char* section : {"model", "attention", "data", "train", "optim", "dist"}) {
+  for (const char* section : {"model", "attention", "data", "train", "optim", "decode", "dist"}) {
     const std::string prefix = std::string(section) + ".";
     bool open = false;
     for (const auto& [key, value] : keys) {
@@ -156,6 +156,17 @@ const Rule kRules[] = {
    "expected auto, mpi or file:DIR"},
   {"no_training_data", Base::Mlm, {}, "data.train=", "data.train", "",
    "required for training task mlm"},
+  {"learned_max_len_is_max_positions", Base::Translation,
+   {{"model.position", "learned"}, {"data.max_len", "64"}}, "", "data.max_len", "data.max_len",
+   "64 tokens + eos exceeds model.max_positions = 64"},
+  {"best_metric_without_valid", Base::Classification, {{"train.best_metric", "accuracy"}}, "",
+   "train.best_metric", "train.best_metric", "accuracy picks checkpoints/best by validation"},
+  {"patience_without_valid", Base::Translation, {}, "train.patience=2", "train.patience", "",
+   "2 counts validations without improvement, but data.valid is empty"},
+  {"max_len_b_negative", Base::Translation, {{"decode.max_len_b", "-1000"}}, "", "decode.max_len_b",
+   "decode.max_len_b", "expected an integer from 0 to 1000000"},
+  {"lr_beyond_float", Base::Mlm, {{"optim.lr", "1.0e+300"}}, "", "optim.lr", "optim.lr",
+   "beyond the range of a 32-bit float"},
 };
 // clang-format on
 
