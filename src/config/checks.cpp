@@ -82,6 +82,18 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
 // What validations report and what the best checkpoint follows.
 std::optional<ConfigProblem> metrics_problem(const Config& c) {
   const TrainConfig& t = c.train;
+  for (ValidMetric m : t.valid_metrics)
+    if (std::string why = metric_unavailable(c, m); !why.empty())
+      return ConfigProblem{"train.valid_metrics", why};
+  if (std::string why = metric_unavailable(c, t.best_metric); !why.empty())
+    return ConfigProblem{"train.best_metric", why};
+  const bool listed = std::find(t.valid_metrics.begin(), t.valid_metrics.end(), t.best_metric) !=
+                      t.valid_metrics.end();
+  if (t.best_metric != ValidMetric::Loss && !listed && !metric_always_reported(c, t.best_metric))
+    return ConfigProblem{
+        "train.best_metric",
+        fmt::format("{} is not computed: add it to train.valid_metrics", to_string(t.best_metric)),
+        {"train.valid_metrics"}};
   // Without a validation set these would silently do nothing.
   if (c.data.valid.empty() && t.best_metric != ValidMetric::Loss)
     return ConfigProblem{"train.best_metric",
@@ -95,18 +107,6 @@ std::optional<ConfigProblem> metrics_problem(const Config& c) {
                                      "is empty; set data.valid or train.patience: 0",
                                      t.patience),
                          {"data.valid"}};
-  for (ValidMetric m : t.valid_metrics)
-    if (std::string why = metric_unavailable(c, m); !why.empty())
-      return ConfigProblem{"train.valid_metrics", why};
-  if (std::string why = metric_unavailable(c, t.best_metric); !why.empty())
-    return ConfigProblem{"train.best_metric", why};
-  const bool listed = std::find(t.valid_metrics.begin(), t.valid_metrics.end(), t.best_metric) !=
-                      t.valid_metrics.end();
-  if (t.best_metric != ValidMetric::Loss && !listed && !metric_always_reported(c, t.best_metric))
-    return ConfigProblem{
-        "train.best_metric",
-        fmt::format("{} is not computed: add it to train.valid_metrics", to_string(t.best_metric)),
-        {"train.valid_metrics"}};
   return std::nullopt;
 }
 

@@ -120,7 +120,7 @@ const Rule kRules[] = {
    "model.position", "rope rotates pairs of features"},
   {"learned_positions_translation", Base::Translation,
    {{"model.position", "learned"}, {"model.max_positions", "8"}, {"data.max_len", "16"}}, "",
-   "data.max_len", "data.max_len", "16 exceeds model.max_positions = 8"},
+   "data.max_len", "data.max_len", "16 tokens + eos exceeds model.max_positions = 8"},
   {"learned_positions_mlm", Base::Mlm, {{"model.position", "learned"}, {"model.max_positions", "8"}},
    "", "data.seq_len", "data.seq_len", "16 exceeds model.max_positions = 8"},
   {"mask_probabilities", Base::Mlm, {{"data.mask_token_prob", "0.8"}, {"data.random_token_prob", "0.5"}},
