@@ -76,6 +76,7 @@ std::vector<Sequence> read_sequences(const MlmLogitsArgs& a, const rotor::Config
                                      const rotor::data::Tokenizer& tok) {
   using namespace rotor;
   const std::vector<std::string> lines = eval::read_lines(a.input);
+  cli::check_utf8(lines, a.input);
   const int64_t max_len = cfg.model.max_positions, V = tok.vocab_size();
   const int64_t types = std::max(cfg.model.type_vocab_size, 1);
   std::vector<Sequence> out;

@@ -142,6 +142,9 @@ int run_translate(const TranslateArgs& a) {
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
                dir);
   Config cfg = load_config(dir + "/config.yaml");
+  if (cfg.task != Task::Translation)
+    ROTOR_FAIL("{}: {} is a task-{} checkpoint; translate runs task-translation models", kCmd, dir,
+               to_string(cfg.task));
   decode::SearchOptions so;
   so.beam = a.beam ? static_cast<int>(*a.beam) : cfg.decode.beam;
   so.lenpen = a.lenpen.value_or(cfg.decode.lenpen);
@@ -172,7 +175,9 @@ int run_translate(const TranslateArgs& a) {
   nn::Context ctx;
   ctx.training = false;
   ctx.device = device;
-  const int64_t max_src = cfg.model.max_positions - 1;
+  // A position table bounds the source (tokens + eos); RoPE has none, so its
+  // sources are never cut.
+  const bool table = nn::has_position_table(cfg.model.position);
   const std::string input_name = is_std(a.input) ? "<stdin>" : *a.input;
   Sink sink(a.output);
   int64_t first = 0;  // index of the batch's first sentence in the input
@@ -185,10 +190,15 @@ int run_translate(const TranslateArgs& a) {
     std::vector<std::vector<int32_t>> ids;
     std::vector<int32_t> lengths;
     int64_t S = 1;
-    for (const auto& line : lines) {
-      std::vector<int32_t> x = tok.encode(line);
-      if (static_cast<int64_t>(x.size()) > max_src - 1) x.resize(static_cast<size_t>(max_src - 1));
+    for (size_t i = 0; i < lines.size(); ++i) {
+      std::vector<int32_t> x = tok.encode(lines[i]);
       x.push_back(tok.eos_id());
+      if (table && static_cast<int64_t>(x.size()) > cfg.model.max_positions)
+        ROTOR_FAIL(
+            "{}: {}:{}: {} tokens + eos, more than model.max_positions = {} of the checkpoint "
+            "({} positions); split the line",
+            kCmd, input_name, first + static_cast<int64_t>(i) + 1, x.size() - 1,
+            cfg.model.max_positions, to_string(cfg.model.position));
       S = std::max<int64_t>(S, static_cast<int64_t>(x.size()));
       lengths.push_back(static_cast<int32_t>(x.size()));
       ids.push_back(std::move(x));

@@ -32,11 +32,15 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          fmt::format("task {} builds BERT/RoFormer, which are post-LN; got {}",
                                      to_string(c.task), to_string(m.norm)),
                          {"task"}};
-  if (m.position == nn::PositionKind::Learned && c.data.*task.length > m.max_positions)
-    return ConfigProblem{task.length_key,
-                         fmt::format("{} exceeds model.max_positions = {} (learned positions)",
-                                     c.data.*task.length, m.max_positions),
-                         {"model.max_positions", "model.position"}};
+  // A position table (learned or sinusoidal) has max_positions rows; a
+  // translation's sentence takes one more (eos on the source, bos on the target).
+  const int extra = encoder_decoder ? 1 : 0;
+  if (nn::has_position_table(m.position) && c.data.*task.length + extra > m.max_positions)
+    return ConfigProblem{
+        task.length_key,
+        fmt::format("{}{} exceeds model.max_positions = {} ({} positions)", c.data.*task.length,
+                    extra ? " tokens + eos" : "", m.max_positions, to_string(m.position)),
+        {"model.max_positions", "model.position"}};
   {
     // The size of the model, before anything is allocated: a shape that
     // cannot be held is a config error, not an allocation failure later.
@@ -90,6 +94,19 @@ std::optional<ConfigProblem> metrics_problem(const Config& c) {
         "train.best_metric",
         fmt::format("{} is not computed: add it to train.valid_metrics", to_string(t.best_metric)),
         {"train.valid_metrics"}};
+  // Without a validation set these would silently do nothing.
+  if (c.data.valid.empty() && t.best_metric != ValidMetric::Loss)
+    return ConfigProblem{"train.best_metric",
+                         fmt::format("{} picks checkpoints/best by validation, but data.valid is "
+                                     "empty; set data.valid or drop train.best_metric",
+                                     to_string(t.best_metric)),
+                         {"data.valid"}};
+  if (c.data.valid.empty() && t.patience > 0)
+    return ConfigProblem{"train.patience",
+                         fmt::format("{} counts validations without improvement, but data.valid "
+                                     "is empty; set data.valid or train.patience: 0",
+                                     t.patience),
+                         {"data.valid"}};
   return std::nullopt;
 }
 

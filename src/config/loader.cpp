@@ -2,9 +2,11 @@
 // range-checked, unknown and duplicate keys refused, each error naming the
 // key's file line or its --set argument; then the cross-field rules
 // (config/checks.cpp) with the origins of the keys.
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 
@@ -44,7 +46,8 @@ class Loader {
     if (!e) return;
     std::optional<int64_t> v;
     if (e->value.IsScalar()) v = parse_int(trimmed(e->value.Scalar()));
-    if (!v || *v < range.min || *v > static_cast<int64_t>(std::numeric_limits<T>::max()) ||
+    if (!v || *v < range.min || *v > range.max ||
+        *v > static_cast<int64_t>(std::numeric_limits<T>::max()) ||
         *v < static_cast<int64_t>(std::numeric_limits<T>::min()))
       fail_value(*e, fmt::format("expected {}, got {}", range.what, describe(e->value)));
     out = static_cast<T>(*v);
@@ -209,6 +212,12 @@ class Loader {
     if (node.IsScalar()) v = parse_double(trimmed(node.Scalar()));
     if (!v || !range.contains(*v))
       fail_value(e, path, fmt::format("expected {}, got {}", range.what, describe(node)), node);
+    // Values reach the arithmetic as floats: 1e300 is a finite double but not a float.
+    if (std::fabs(*v) > std::numeric_limits<float>::max())
+      fail_value(e, path,
+                 fmt::format("expected {}, got {}, beyond the range of a 32-bit float", range.what,
+                             describe(node)),
+                 node);
     return *v;
   }
 
@@ -270,6 +279,10 @@ Config load_config_from_string(const std::string& text, const std::string& origi
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own words for this are "bad file".
+    ROTOR_FAIL("{}:{}:{}: invalid YAML: nested too deeply for the parser", origin, e.mark.line + 1,
+               e.mark.column + 1);
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) ROTOR_FAIL("{}: invalid YAML: {}", origin, e.msg);
     ROTOR_FAIL("{}:{}:{}: invalid YAML: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg);

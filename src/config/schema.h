@@ -14,6 +14,7 @@ namespace rotor::config_detail {
 struct IntRange {
   int64_t min;
   const char* what;
+  int64_t max = std::numeric_limits<int64_t>::max();
 };
 struct FloatRange {
   double lo, hi;
@@ -25,15 +26,19 @@ struct FloatRange {
 };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr IntRange kAnyInt{std::numeric_limits<int64_t>::min(), "an integer"};
 constexpr IntRange kNonNegative{0, "an integer >= 0"};
 constexpr IntRange kPositive{1, "a positive integer"};
-constexpr FloatRange kAnyFloat{-kInf, kInf, true, true, "a number"};
+constexpr IntRange kPositions{2, "an integer >= 2 (a sequence takes at least 2 positions)"};
 constexpr FloatRange kPositiveF{0, kInf, true, true, "a number > 0"};
 constexpr FloatRange kNonNegativeF{0, kInf, false, true, "a number >= 0"};
 constexpr FloatRange kUnit{0, 1, false, false, "a number in [0, 1]"};
 constexpr FloatRange kUnitOpenTop{0, 1, false, true, "a number in [0, 1)"};
 constexpr FloatRange kUnitOpenBottom{0, 1, true, false, "a number in (0, 1]"};
+// The decode keys take what `rotor translate` takes on its command line.
+constexpr IntRange kBeam{1, "an integer from 1 to 1024", 1024};
+constexpr IntRange kMaxLenB{0, "an integer from 0 to 1000000", 1'000'000};
+constexpr FloatRange kLenpen{-10, 10, false, false, "a number from -10 to 10"};
+constexpr FloatRange kMaxLenA{0, 1000, false, false, "a number from 0 to 1000"};
 
 // V is a Loader (C = Config) or a Dumper (C = const Config).
 template <class C, class V>
@@ -59,7 +64,7 @@ void visit_config(C& c, V& v) {
     v.floating("layer_norm_eps", m.layer_norm_eps, kPositiveF);
     v.enumeration("position", m.position);
     v.floating("rope_base", m.rope_base, kPositiveF);
-    v.integer("max_positions", m.max_positions, kPositive);
+    v.integer("max_positions", m.max_positions, kPositions);
     v.boolean("share_embeddings", m.share_embeddings);
     v.boolean("scale_embeddings", m.scale_embeddings);
     v.integer("type_vocab_size", m.type_vocab_size, kNonNegative);
@@ -130,10 +135,10 @@ void visit_config(C& c, V& v) {
   });
   v.section("decode", [&] {
     auto& d = c.decode;
-    v.integer("beam", d.beam, kPositive);
-    v.floating("lenpen", d.lenpen, kAnyFloat);
-    v.floating("max_len_a", d.max_len_a, kAnyFloat);
-    v.integer("max_len_b", d.max_len_b, kAnyInt);
+    v.integer("beam", d.beam, kBeam);
+    v.floating("lenpen", d.lenpen, kLenpen);
+    v.floating("max_len_a", d.max_len_a, kMaxLenA);
+    v.integer("max_len_b", d.max_len_b, kMaxLenB);
   });
   v.section("dist", [&] {
     auto& d = c.dist;

@@ -1,7 +1,5 @@
-// Sentence and sentence-pair classification data in GLUE's TSV layout: one
-// example per line, fields separated by tabs, no quoting (GLUE's files hold
-// raw quotes), the first line a header naming the columns (or, without one,
-// columns named by their 0-based index). Sentences are tokenized with the
+// Sentence and sentence-pair classification data in GLUE's TSV layout
+// (data/tsv.h reads the text). Sentences are tokenized with the
 // run's SentencePiece model and packed as BERT packs them:
 //
 //   [CLS] a [SEP]            single sentences, token type 0
@@ -23,18 +21,9 @@
 #include "data/batch_plan.h"
 #include "data/batcher.h"  // BatchPosition, ShardRemainder
 #include "data/sentencepiece.h"
+#include "data/tsv.h"  // TsvFormat, parse_classification_tsv
 
 namespace rotor::data {
-
-struct TsvFormat {
-  std::string sentence1 = "sentence";  // column names (or indices when !header)
-  std::string sentence2;               // "" = single sentences
-  std::string label = "label";
-  bool header = true;
-  std::vector<std::string> labels;  // class i is labels[i]; empty with regression
-  bool regression = false;
-  int64_t max_len = 128;  // tokens per example, specials included
-};
 
 // The special ids of the packing (the tokenizer's [CLS] and [SEP]).
 struct PairSpecialIds {
@@ -64,11 +53,8 @@ struct ClassificationSet {
   int64_t size() const { return static_cast<int64_t>(examples.size()); }
 };
 
-// Reads and tokenizes a TSV file. Errors name FILE:LINE: a line with fewer
-// fields than the columns it needs, a label not in format.labels, a
-// regression label that is not a number, a missing column (the header's
-// columns are listed). Without the label column the set has no labels,
-// which is an error when `require_labels`.
+// Reads, parses (data/tsv.h, whose errors name FILE:LINE) and tokenizes a
+// TSV file.
 ClassificationSet read_classification_tsv(const std::string& path, const TsvFormat& format,
                                           const Tokenizer& tokenizer, bool require_labels);
 

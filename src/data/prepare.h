@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "data/utf8.h"  // find_invalid_utf8, for the users of prepare
+
 namespace rotor::data {
 
 struct PrepareOptions {
@@ -43,9 +45,5 @@ struct PrepareStats {
 // applies) on a missing file, mismatched line counts, an empty corpus (or
 // nothing left after cleaning) and invalid UTF-8. Outputs appear atomically.
 PrepareStats prepare_corpus(const PrepareOptions& options);
-
-// Byte offset of the first invalid UTF-8 sequence in `s` (overlong forms,
-// surrogates and code points above U+10FFFF are invalid), or npos when valid.
-size_t find_invalid_utf8(std::string_view s);
 
 }  // namespace rotor::data

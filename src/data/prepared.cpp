@@ -58,6 +58,16 @@ std::vector<std::string> CorpusSource::raw_files() const {
 
 void CorpusSource::check_exists() const {
   if (is_prepared()) return;
+  std::error_code ec;
+  if (!path.empty() && fs::is_directory(path, ec)) {
+    if (parallel())
+      ROTOR_FAIL(
+          "{}: {} is a directory; name the prefix of the files in it ({}/train for {}/train.{} "
+          "and {}/train.{})",
+          key, path, path, path, src_lang, path, tgt_lang);
+    ROTOR_FAIL("{}: {} is a directory; name a text file (or a prefix made by rotor prepare)", key,
+               path);
+  }
   for (const auto& f : raw_files())
     if (!fs::is_regular_file(f)) ROTOR_FAIL("{}: {}", key, describe(*this));
 }
@@ -130,6 +140,9 @@ std::string ensure_prepared(const CorpusSource& s, const std::string& spm,
   const PrepareStats stats = prepare_corpus(o);
   now.save(fp);
   log().info("binarized {} -> {}: {}", s.path, out_prefix, stats.summary());
+  if (stats.dropped_long > 0 && !clean.max_len_key.empty())
+    log().warn("{}: dropped {} sentence pairs of more than {} = {} tokens", s.key,
+               stats.dropped_long, clean.max_len_key, clean.max_len);
   return out_prefix;
 }
 

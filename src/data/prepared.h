@@ -47,6 +47,7 @@ struct CorpusSource {
 struct CleanOptions {
   int64_t max_len = 0;
   double max_len_ratio = 0;
+  std::string max_len_key;  // what sets max_len, for the log ("data.max_len")
 };
 
 // What binarizing the raw text of `source` with the tokenizer `spm` and

@@ -51,9 +51,14 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(models::EncoderDecoder& m
   int64_t max_len = 1;
   // The limit is computed in double and clamped before it becomes an integer:
   // a large max_len_a must not overflow into a negative (or tiny) limit.
-  const double cap = static_cast<double>(std::max<int64_t>(1, model.options().max_positions - 1));
+  const double table_cap =
+      static_cast<double>(std::max<int64_t>(1, model.options().max_positions - 1));
+  const bool table = nn::has_position_table(model.options().position);
   for (int64_t b = 0; b < B; ++b) {
     const double want = std::floor(o.max_len_a * src_lengths[b]) + static_cast<double>(o.max_len_b);
+    const double cap = table ? table_cap
+                             : std::max(table_cap, static_cast<double>(src_lengths[b]) +
+                                                       static_cast<double>(o.max_len_b));
     limit[b] = static_cast<int64_t>(std::clamp(want, 1.0, cap));
     max_len = std::max(max_len, limit[b]);
   }

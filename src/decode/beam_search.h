@@ -1,7 +1,10 @@
 // Batched beam search (greedy is beam 1) over the encoder-decoder with cached
 // keys and values, fairseq's length penalty: a finished hypothesis scores
 // sum(log p) / length^lenpen, length counting the </s>. The output length is
-// at most max_len_a * source_length + max_len_b.
+// at most max_len_a * source_length + max_len_b, capped at max_positions - 1
+// (the decoder's bos takes a position); a model without a position table
+// (RoPE, none) is capped only at the larger of that and source_length +
+// max_len_b, so a long source is never cut to the positions it was trained on.
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,12 @@ namespace rotor::nn {
 // not at all (None).
 enum class PositionKind { Sinusoidal, Learned, Rope, None };
 
+// Whether the kind adds rows of a [max_positions, d] table, which bounds a
+// sequence's length (RoPE and none have no such bound).
+constexpr bool has_position_table(PositionKind k) {
+  return k == PositionKind::Sinusoidal || k == PositionKind::Learned;
+}
+
 // Which attention core a layer runs.
 //   Reference: ops::attention_forward/backward, saves the [Tq, Tk] probabilities.
 //   Rotor:     ops::flash_attention_forward/backward, saves out and the lse.

@@ -1,6 +1,7 @@
 #include "train/task_data.h"
 
 #include <filesystem>
+#include <span>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -34,6 +35,13 @@ void check_data(const Config& c) {
     const data::CorpusSource s = corpus_source(c, key);
     if (!s.path.empty()) s.check_exists();
   }
+  std::error_code ec;
+  if (!c.model.init_from.empty() && fs::exists(c.model.init_from, ec) &&
+      !fs::is_directory(c.model.init_from, ec))
+    ROTOR_FAIL(
+        "model.init_from: {} is a file; name the Hugging Face model directory that holds "
+        "config.json, model.safetensors and spiece.model",
+        c.model.init_from);
   const std::string spm = tokenizer_path(c);
   if (!fs::exists(spm) && c.data.spm_model.empty() && !c.model.init_from.empty())
     ROTOR_FAIL(
@@ -77,6 +85,10 @@ data::CleanOptions clean_options(const Config& c, const std::string& key) {
   if (c.task == Task::Translation && key == "train") {
     clean.max_len = c.data.max_len;
     clean.max_len_ratio = c.data.max_len_ratio;
+    clean.max_len_key = "data.max_len";
+  } else if (c.task == Task::Translation && nn::has_position_table(c.model.position)) {
+    clean.max_len = c.model.max_positions - 1;  // + eos (source) or bos (target)
+    clean.max_len_key = "model.max_positions - 1";
   }
   return clean;
 }
@@ -150,6 +162,31 @@ ParallelCorpus open_pair(const std::string& prefix, const data::Tokenizer& token
   return p;
 }
 
+// Every sentence of `corpus` (data.<key>) fits the model's position table
+// with its eos or bos.
+void check_fits(const Config& c, const std::string& key, const data::MmapCorpus& corpus) {
+  if (!nn::has_position_table(c.model.position)) return;
+  const int64_t most = c.model.max_positions - 1;
+  for (size_t i = 0; i < corpus.size(); ++i) {
+    const std::span<const int32_t> s = corpus.sentence(i);
+    // A stored </s> is the position the batcher would add.
+    const int64_t n = static_cast<int64_t>(s.size()) - (!s.empty() && s.back() == data::kEosId);
+    if (n > most)
+      ROTOR_FAIL(
+          "data.{}: {}: sentence {} has {} tokens, more than model.max_positions - 1 = {} ({} "
+          "positions); prepare it with --max-len {}",
+          key, corpus.prefix(), i + 1, n, most, to_string(c.model.position), most);
+  }
+}
+
+ParallelCorpus open_checked_pair(const Config& c, const std::string& key, const std::string& spm,
+                                 const data::Tokenizer& tokenizer) {
+  ParallelCorpus p = open_pair(prepared_prefix(c, key, spm), tokenizer);
+  check_fits(c, key, *p.src);
+  check_fits(c, key, *p.tgt);
+  return p;
+}
+
 }  // namespace
 
 std::shared_ptr<const data::MmapCorpus> open_corpus(const std::string& prefix,
@@ -166,11 +203,10 @@ TranslationData load_translation_data(const Config& c, bool need_train) {
   d.tokenizer = data::Tokenizer::load(d.spm_path);
   if (need_train) {
     if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
-    d.train = open_pair(prepared_prefix(c, "train", d.spm_path), d.tokenizer);
+    d.train = open_checked_pair(c, "train", d.spm_path, d.tokenizer);
   }
-  if (!c.data.valid.empty())
-    d.valid = open_pair(prepared_prefix(c, "valid", d.spm_path), d.tokenizer);
-  if (!c.data.test.empty()) d.test = open_pair(prepared_prefix(c, "test", d.spm_path), d.tokenizer);
+  if (!c.data.valid.empty()) d.valid = open_checked_pair(c, "valid", d.spm_path, d.tokenizer);
+  if (!c.data.test.empty()) d.test = open_checked_pair(c, "test", d.spm_path, d.tokenizer);
   return d;
 }
 

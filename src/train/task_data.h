@@ -45,7 +45,10 @@ void check_resumable_data(const Config& config, const std::string& checkpoint_di
 
 // data.<key> binarized (or as prepared), its prefix: OUTPUT_DIR/data/<key>
 // when made from raw text. Training text of translation is cleaned with
-// data.max_len and data.max_len_ratio; validation text is kept whole.
+// data.max_len and data.max_len_ratio; validation and test text is kept
+// whole, except that a model with a position table (learned, sinusoidal)
+// drops the pairs it cannot hold (more than model.max_positions - 1 tokens a
+// side), as training drops those over data.max_len; the log says how many.
 std::string prepared_prefix(const Config& config, const std::string& key, const std::string& spm);
 
 // A binarized corpus, its token ids checked against the run's tokenizer (a
@@ -67,6 +70,9 @@ struct TranslationData {
 
 // The tokenizer and corpora of a translation run. `need_train` false skips
 // the training corpus (validation or decoding only).
+// Every split of a model with a position table is checked to fit it (a
+// prepared corpus may hold longer sentences): a rotor::Error naming the
+// split's key, the file and the sentence otherwise, before training.
 TranslationData load_translation_data(const Config& config, bool need_train = true);
 
 // The TSV layout of task classification (data.sentence1_column, ...), its

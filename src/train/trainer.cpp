@@ -82,6 +82,19 @@ void check_resumable(const Config& c) {
         "--resume: {}/trainer_state.json says step {}, but its directory is {} (step {}); the "
         "checkpoint was moved or edited",
         dir, state.step, fs::path(dir).filename().string(), named);
+  // data.test is scored by the best model at the end: a best checkpoint the
+  // state records but the disk lacks is found now, not after training.
+  const fs::path best = fs::path(c.output_dir) / "checkpoints" / "best";
+  std::error_code ec;
+  if (state.has_best && state.best_metric == to_string(c.train.best_metric) &&
+      !fs::exists(best / "model.safetensors", ec)) {
+    if (!c.data.test.empty())
+      ROTOR_FAIL(
+          "--resume: {}/trainer_state.json records a best checkpoint ({} at update {}), but {} "
+          "is missing, and data.test is scored by it at the end",
+          dir, state.best_metric, state.best_step, best.string());
+    log().warn("--resume: {} is missing; the next improvement saves a new one", best.string());
+  }
   (void)checkpoint::SafetensorsFile(dir + "/model.safetensors");
   (void)checkpoint::SafetensorsFile(dir + "/optimizer.safetensors");
   const std::string saved_path = dir + "/config.yaml";

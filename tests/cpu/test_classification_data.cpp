@@ -228,6 +228,7 @@ model:
   init_from: /models/roformer
 data:
   train: train.tsv
+  valid: dev.tsv
   sentence1_column: "#1 String"
   sentence2_column: "#2 String"
   label_column: Quality

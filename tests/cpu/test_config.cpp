@@ -109,7 +109,7 @@ TEST(Config, DumpLoadRoundTrip) {
   c.optim.betas = {0.9, 0.999};
   c.optim.lr = 1.0 / 3.0;
   c.decode.lenpen = -0.25;
-  c.decode.max_len_b = -5;
+  c.decode.max_len_b = 5;
   c.dist.shard_optimizer = true;
   std::string text = dump_config(c);
   Config back = load_config_from_string(text, "dump");

@@ -84,7 +84,7 @@ std::vector<std::pair<std::string, int>> write_yaml(const std::string& path, con
       text += key + ": " + with_dir(value, dir) + "\n";
       lines.emplace_back(key, ++line);
     }
-  for (const char* section : {"model", "attention", "data", "train", "optim", "dist"}) {
+  for (const char* section : {"model", "attention", "data", "train", "optim", "decode", "dist"}) {
     const std::string prefix = std::string(section) + ".";
     bool open = false;
     for (const auto& [key, value] : keys) {
@@ -120,7 +120,7 @@ const Rule kRules[] = {
    "model.position", "rope rotates pairs of features"},
   {"learned_positions_translation", Base::Translation,
    {{"model.position", "learned"}, {"model.max_positions", "8"}, {"data.max_len", "16"}}, "",
-   "data.max_len", "data.max_len", "16 exceeds model.max_positions = 8"},
+   "data.max_len", "data.max_len", "16 tokens + eos exceeds model.max_positions = 8"},
   {"learned_positions_mlm", Base::Mlm, {{"model.position", "learned"}, {"model.max_positions", "8"}},
    "", "data.seq_len", "data.seq_len", "16 exceeds model.max_positions = 8"},
   {"mask_probabilities", Base::Mlm, {{"data.mask_token_prob", "0.8"}, {"data.random_token_prob", "0.5"}},
@@ -156,6 +156,17 @@ const Rule kRules[] = {
    "expected auto, mpi or file:DIR"},
   {"no_training_data", Base::Mlm, {}, "data.train=", "data.train", "",
    "required for training task mlm"},
+  {"learned_max_len_is_max_positions", Base::Translation,
+   {{"model.position", "learned"}, {"data.max_len", "64"}}, "", "data.max_len", "data.max_len",
+   "64 tokens + eos exceeds model.max_positions = 64"},
+  {"best_metric_without_valid", Base::Classification, {{"train.best_metric", "accuracy"}}, "",
+   "train.best_metric", "train.best_metric", "accuracy picks checkpoints/best by validation"},
+  {"patience_without_valid", Base::Translation, {}, "train.patience=2", "train.patience", "",
+   "2 counts validations without improvement, but data.valid is empty"},
+  {"max_len_b_negative", Base::Translation, {{"decode.max_len_b", "-1000"}}, "", "decode.max_len_b",
+   "decode.max_len_b", "expected an integer from 0 to 1000000"},
+  {"lr_beyond_float", Base::Mlm, {{"optim.lr", "1.0e+300"}}, "", "optim.lr", "optim.lr",
+   "beyond the range of a 32-bit float"},
 };
 // clang-format on
 

@@ -184,6 +184,24 @@ def eval_seeds():
     write(t, "single_line", bytes([16]) + b"a-b-c d-e")
 
 
+# ---- tsv: an options byte, then a classification TSV -------------------------
+
+def tsv_seeds():
+    t = "tsv"
+    header, pair, regression, required = 1, 2, 4, 8
+    write(t, "pairs", bytes([header | pair | required]) +
+          b"s1\ts2\tlabel\nthree hundred\tdreihundert\tyes\nfour\tf\xc3\xbcnf\tno\n")
+    write(t, "single_crlf", bytes([header]) + b"s1\tlabel\r\none\tyes\r\n\r\ntwo\tno")
+    write(t, "regression_cr", bytes([header | pair | regression]) +
+          b"s1\ts2\tlabel\ra\tb\t+0.5\rc\td\t-1e3\r")
+    write(t, "bom", bytes([header | regression | required]) +
+          b"\xef\xbb\xbfs1\tlabel\nx\t1e300\ny\t.5\n")
+    write(t, "no_header", bytes([pair]) + b"a\tb\tyes\nc\td\n")
+    write(t, "test_set", bytes([header | pair]) + b"s1\ts2\nq\tr\n")
+    write(t, "extra_field", bytes([header | required]) + b"s1\tlabel\na\tyes\textra\n")
+    write(t, "invalid_utf8", bytes([header]) + b"s1\tlabel\na\xff\tyes\n\xed\xa0\x80\tno\n")
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     safetensors_seeds()
@@ -192,6 +210,7 @@ def main():
     json_seeds()
     hf_index_seeds()
     eval_seeds()
+    tsv_seeds()
     for d in sorted(OUT.iterdir()):
         print(f"{d.relative_to(ROOT)}: {len(list(d.iterdir()))} files")
 

@@ -1,0 +1,45 @@
+// The text layer of GLUE-style TSV files (data/classification.h tokenizes
+// what it returns): one example per line, fields separated by tabs, no
+// quoting (GLUE's files hold raw quotes), the first line a header naming the
+// columns (or, without one, columns named by their 0-based index). Lines end
+// in "\n", "\r\n" or a lone "\r"; a UTF-8 byte-order mark before the first
+// line is skipped; blank lines hold no example.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rotor::data {
+
+struct TsvFormat {
+  std::string sentence1 = "sentence";  // column names (or indices when !header)
+  std::string sentence2;               // "" = single sentences
+  std::string label = "label";
+  bool header = true;
+  std::vector<std::string> labels;  // class i is labels[i]; empty with regression
+  bool regression = false;
+  int64_t max_len = 128;  // tokens per example, specials included
+};
+
+// The examples of a TSV text, untokenized: views into the text.
+struct TsvRows {
+  std::vector<std::string_view> s1, s2;  // s2 empty for single sentences
+  bool has_labels = false;
+  std::vector<int32_t> labels;  // class indices (classification with labels)
+  std::vector<float> targets;   // regression values (regression with labels)
+  size_t size() const { return s1.size(); }
+};
+
+// Parses `text`, the contents of the file `path` (named in errors). Errors are
+// a rotor::Error naming PATH:LINE: invalid UTF-8, a line whose fields are not
+// as many as the header's (without a header: fewer than the columns it
+// needs), a label not in format.labels, a regression label that is not a
+// number a float holds ("+0.5" is one, 1e300 is not), a missing column (the
+// header's columns are listed), no examples. Without the label column the
+// rows have no labels, which is an error when `require_labels`.
+TsvRows parse_classification_tsv(std::string_view text, const std::string& path,
+                                 const TsvFormat& format, bool require_labels);
+
+}  // namespace rotor::data
