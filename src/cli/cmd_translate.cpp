@@ -172,7 +172,7 @@ int run_translate(const TranslateArgs& a) {
   nn::Context ctx;
   ctx.training = false;
   ctx.device = device;
-  const int64_t max_src = cfg.model.max_positions - 1;
+  const int64_t max_src = model->options().max_positions - 1;
   const std::string input_name = is_std(a.input) ? "<stdin>" : *a.input;
   Sink sink(a.output);
   int64_t first = 0;  // index of the batch's first sentence in the input
