@@ -10,6 +10,7 @@
 #include "models/bert.h"
 #include "models/model_config.h"
 #include "nn/layers.h"
+#include "nn/position.h"
 
 namespace fs = std::filesystem;
 
@@ -17,23 +18,29 @@ namespace rotor::checkpoint {
 
 namespace {
 
-void require_encoder(const Config& c) {
+// The encoder of `c` as Hugging Face describes it (models/model_config.h),
+// or an error saying why it cannot be exported.
+models::HfEncoderOptions require_encoder(const Config& c) {
   if (c.task != Task::Mlm && c.task != Task::Classification)
     ROTOR_FAIL(
         "export --format hf: the checkpoint's task is {}; tasks mlm and classification "
         "export to a Hugging Face BERT/RoFormer",
         to_string(c.task));
-  if (c.model.position == nn::PositionKind::Rope && c.model.rope_base != 10000.0)
+  models::HfEncoderOptions m = models::hf_encoder_options(c);
+  if (m.position->rotates_qk && m.rope_base != 10000.0)
     ROTOR_FAIL(
         "export --format hf: model.rope_base is {}, but Hugging Face RoFormer fixes the "
         "rotary base at 10000",
-        c.model.rope_base);
+        m.rope_base);
+  return m;
 }
 
-// rotor's fixed sinusoidal table [max_positions, d] (exactly what the model adds).
-Tensor rotor_sinusoid(int64_t n_pos, int64_t dim) {
+// The [max_positions, d] table a position encoding without a parameter table
+// adds to the embeddings (exactly what the model adds: zeros where it adds
+// nothing), which Hugging Face BERT holds as position_embeddings.
+Tensor added_positions(nn::PositionKind kind, int64_t n_pos, int64_t dim) {
   nn::ParameterStore store;
-  nn::PositionEncoding pe(store, "unused", nn::PositionKind::Sinusoidal, n_pos, dim, 0.0);
+  nn::PositionEncoding pe(store, "unused", kind, n_pos, dim, 0.0);
   Tensor x = Tensor::zeros({1, n_pos, dim});
   pe.add(x, 0, nn::Context{});
   return x.view({n_pos, dim});
@@ -67,27 +74,27 @@ Tensor roformer_sinusoid(int64_t n_pos, int64_t dim) {
 }
 
 nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
-  require_encoder(c);
-  const bool rope = c.model.position == nn::PositionKind::Rope;
+  const models::HfEncoderOptions m = require_encoder(c);
+  const bool rope = m.prefix == "roformer";
   const bool classify = c.task == Task::Classification;
   json_io::Json j = json_io::Json::object();
   const std::string arch = std::string(rope ? "RoFormer" : "Bert") +
                            (classify ? "ForSequenceClassification" : "ForMaskedLM");
   j["architectures"] = json_io::Json::array({arch});
-  j["model_type"] = rope ? "roformer" : "bert";
+  j["model_type"] = m.prefix;
   j["vocab_size"] = vocab_size;
-  if (rope) j["embedding_size"] = c.model.d_model;
-  j["hidden_size"] = c.model.d_model;
-  j["num_hidden_layers"] = c.model.encoder_layers;
-  j["num_attention_heads"] = c.model.n_heads;
-  j["intermediate_size"] = c.model.d_ff;
-  j["hidden_act"] = c.model.activation == ops::Activation::GELU ? "gelu_new" : "relu";
-  j["hidden_dropout_prob"] = c.model.dropout;
-  j["attention_probs_dropout_prob"] = c.model.attention_dropout;
-  j["max_position_embeddings"] = c.model.max_positions;
-  j["type_vocab_size"] = std::max(c.model.type_vocab_size, 1);
-  j["initializer_range"] = c.model.init_std;
-  j["layer_norm_eps"] = c.model.layer_norm_eps;
+  if (rope) j["embedding_size"] = m.d_model;
+  j["hidden_size"] = m.d_model;
+  j["num_hidden_layers"] = m.num_layers;
+  j["num_attention_heads"] = m.n_heads;
+  j["intermediate_size"] = m.d_ff;
+  j["hidden_act"] = m.activation == ops::Activation::GELU ? "gelu_new" : "relu";
+  j["hidden_dropout_prob"] = m.dropout;
+  j["attention_probs_dropout_prob"] = m.attention_dropout;
+  j["max_position_embeddings"] = m.max_positions;
+  j["type_vocab_size"] = std::max<int64_t>(m.type_vocab_size, 1);
+  j["initializer_range"] = m.init_std;
+  j["layer_norm_eps"] = m.layer_norm_eps;
   j["pad_token_id"] = 0;
   if (rope)
     j["rotary_value"] = false;
@@ -112,17 +119,17 @@ nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
 }
 
 NamedTensors hf_state_dict(const Config& c, const NamedTensors& weights) {
-  require_encoder(c);
+  const models::HfEncoderOptions m = require_encoder(c);
   std::unordered_map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : weights) by_name[name] = &t;
-  const bool rope = c.model.position == nn::PositionKind::Rope;
-  const std::string P = rope ? "roformer" : "bert";
+  const std::string& P = m.prefix;
+  const bool rope = P == "roformer";
   const std::string word = P + ".embeddings.word_embeddings.weight";
   auto it = by_name.find(word);
   if (it == by_name.end())
     ROTOR_FAIL("export: the weights have no {} (is this a task-{} checkpoint with position {}?)",
-               word, to_string(c.task), to_string(c.model.position));
-  const int64_t vocab = it->second->size(0), d = c.model.d_model;
+               word, to_string(c.task), m.position.name());
+  const int64_t vocab = it->second->size(0), d = m.d_model;
   // The parameters the config's model registers, in order, with their shapes.
   nn::ParameterStore store;
   register_model(c, vocab, store);
@@ -135,19 +142,15 @@ NamedTensors hf_state_dict(const Config& c, const NamedTensors& weights) {
                  shape_str(f->second->shape()), shape_str(p->shape));
     out.emplace_back(p->name, *f->second);
     // Hugging Face keeps tensors that rotor does not: insert them in its order.
-    if (p->name == word && !rope) {
-      const std::string pos = P + ".embeddings.position_embeddings.weight";
-      if (c.model.position == nn::PositionKind::Sinusoidal)
-        out.emplace_back(pos, rotor_sinusoid(c.model.max_positions, d));
-      else if (c.model.position == nn::PositionKind::None)
-        out.emplace_back(pos, Tensor::zeros({c.model.max_positions, d}));
-    }
-    if (p->name == word && c.model.type_vocab_size == 0)
+    if (p->name == word && !rope && !m.position->learned_table)
+      out.emplace_back(P + ".embeddings.position_embeddings.weight",
+                       added_positions(m.position, m.max_positions, d));
+    if (p->name == word && m.type_vocab_size == 0)
       out.emplace_back(P + ".embeddings.token_type_embeddings.weight", Tensor::zeros({1, d}));
   }
   if (rope)
     out.emplace_back("roformer.encoder.embed_positions.weight",
-                     roformer_sinusoid(c.model.max_positions, d / c.model.n_heads));
+                     roformer_sinusoid(m.max_positions, d / m.n_heads));
   if (c.task == Task::Mlm) {
     out.emplace_back("cls.predictions.decoder.weight", *by_name.at(word));
     out.emplace_back("cls.predictions.decoder.bias", *by_name.at("cls.predictions.bias"));
@@ -160,7 +163,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   const std::string cfg_path = dir + "/config.yaml";
   if (!fs::exists(cfg_path)) ROTOR_FAIL("export: {} is missing", cfg_path);
   const Config c = load_config(cfg_path);
-  require_encoder(c);
+  const models::HfEncoderOptions m = require_encoder(c);
   const NamedTensors weights = load_safetensors(dir + "/model.safetensors");
   // Before anything is written: non-finite weights are never saved.
   require_finite(weights, dir + "/model.safetensors",
@@ -169,7 +172,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   const int64_t vocab = hf.front().second.size(0);  // the word embeddings come first
 
   HfExportResult r;
-  r.model_type = c.model.position == nn::PositionKind::Rope ? "roformer" : "bert";
+  r.model_type = m.prefix;
   ensure_directory(output_dir);
   atomic_write_file(output_dir + "/config.json", hf_config(c, vocab).dump(2) + "\n");
   r.files.push_back("config.json");
@@ -191,7 +194,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
     tc["pad_token"] = "<pad>";
     tc["cls_token"] = "[CLS]";
     tc["mask_token"] = "[MASK]";
-    tc["model_max_length"] = c.model.max_positions;
+    tc["model_max_length"] = m.max_positions;
     atomic_write_file(output_dir + "/tokenizer_config.json", tc.dump(2) + "\n");
     json_io::Json st = json_io::Json::object();
     for (const char* k : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
@@ -206,12 +209,10 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   } else {
     r.notes.push_back("tokenizer: the checkpoint has no spm.model; none written");
   }
-  if (c.model.activation_dropout > 0)
+  if (m.activation_dropout > 0)
     r.notes.push_back("model.activation_dropout has no Hugging Face BERT equivalent; dropped");
-  if (c.model.position == nn::PositionKind::Sinusoidal)
-    r.notes.push_back("sinusoidal positions exported as a fixed position_embeddings table");
-  if (c.model.position == nn::PositionKind::None)
-    r.notes.push_back("position none exported as a zero position_embeddings table");
+  if (!m.position->hf.export_note.empty())
+    r.notes.push_back(std::string(m.position->hf.export_note));
   return r;
 }
 

@@ -12,6 +12,8 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "core/json_io.h"
+#include "models/model_config.h"
+#include "nn/position.h"
 
 namespace fs = std::filesystem;
 
@@ -20,10 +22,6 @@ namespace rotor::checkpoint {
 namespace {
 
 using json_io::Json;
-
-std::string prefix_of(const Config& c) {
-  return c.model.position == nn::PositionKind::Rope ? "roformer" : "bert";
-}
 
 bool starts_with(const std::string& s, const std::string& p) {
   return s.rfind(p, 0) == 0;
@@ -113,21 +111,18 @@ std::vector<float> as_f32(const SafetensorsFile& file, const SafetensorsEntry& e
 
 void check_hf_config(const Json& j, const Config& c, int64_t vocab, const std::string& where,
                      std::vector<std::string>* notes) {
-  const ModelConfig& m = c.model;
+  const models::HfEncoderOptions m = models::hf_encoder_options(c);
   const std::string type = json_io::get_string(j, "model_type", where);
   if (type != "bert" && type != "roformer")
     ROTOR_FAIL("{}: model_type is {}; rotor initializes from bert or roformer", where, type);
-  const bool rope = m.position == nn::PositionKind::Rope;
-  if (type == "roformer" && !rope)
-    ROTOR_FAIL(
-        "{}: model_type roformer has rotary positions, but model.position is {} (set "
-        "model.position: rope)",
-        where, to_string(m.position));
-  if (type == "bert" && m.position != nn::PositionKind::Learned)
-    ROTOR_FAIL(
-        "{}: model_type bert has learned absolute positions, but model.position is {} "
-        "(set model.position: learned)",
-        where, to_string(m.position));
+  // The registered encoding that reads this family's positions.
+  std::optional<nn::PositionKind> reader;
+  for (nn::PositionKind k : nn::position_kinds())
+    if (k->hf.family == type && !k->hf.imports.empty()) reader = k;
+  ROTOR_CHECK(reader, "no position encoding imports Hugging Face {}", type);
+  if (m.position != *reader)
+    ROTOR_FAIL("{}: model_type {} has {}, but model.position is {} (set model.position: {})", where,
+               type, (*reader)->hf.imports, m.position.name(), reader->name());
   auto int_or = [&](const char* key, int64_t fallback) {
     return j.contains(key) && !j.at(key).is_null() ? json_io::get_int(j, key, where) : fallback;
   };
@@ -138,14 +133,14 @@ void check_hf_config(const Json& j, const Config& c, int64_t vocab, const std::s
        "the tokenizer's vocabulary size");
   const int64_t hidden = json_io::get_int(j, "hidden_size", where);
   same("hidden_size", hidden, m.d_model, "model.d_model");
-  same("num_hidden_layers", json_io::get_int(j, "num_hidden_layers", where), m.encoder_layers,
+  same("num_hidden_layers", json_io::get_int(j, "num_hidden_layers", where), m.num_layers,
        "model.encoder_layers");
   same("num_attention_heads", json_io::get_int(j, "num_attention_heads", where), m.n_heads,
        "model.n_heads");
   same("intermediate_size", json_io::get_int(j, "intermediate_size", where), m.d_ff, "model.d_ff");
   same("max_position_embeddings", int_or("max_position_embeddings", 512), m.max_positions,
        "model.max_positions");
-  same("type_vocab_size", int_or("type_vocab_size", 2), std::max(m.type_vocab_size, 1),
+  same("type_vocab_size", int_or("type_vocab_size", 2), std::max<int64_t>(m.type_vocab_size, 1),
        m.type_vocab_size == 0 ? "1 (the one zero row rotor exports for model.type_vocab_size 0)"
                               : "model.type_vocab_size");
   const std::string act =
@@ -199,7 +194,8 @@ HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterS
         "model.init_from {}: not a directory (a Hugging Face model directory with "
         "config.json and model.safetensors)",
         dir);
-  const std::string P = prefix_of(c);
+  const models::HfEncoderOptions m = models::hf_encoder_options(c);
+  const std::string& P = m.prefix;
   const nn::Parameter* word = store.find(P + ".embeddings.word_embeddings.weight");
   ROTOR_CHECK(word != nullptr && store.allocated(), "import_hf: the store holds no {} model", P);
   HfImportResult r;
@@ -237,7 +233,7 @@ HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterS
   }
   // rotor's model.type_vocab_size 0 stands for Hugging Face's one row of zeros.
   const std::string types = P + ".embeddings.token_type_embeddings.weight";
-  if (c.model.type_vocab_size == 0) {
+  if (m.type_vocab_size == 0) {
     const SafetensorsFile* file = nullptr;
     if (const SafetensorsEntry* e = weights.find(types, &file)) {
       for (float v : as_f32(*file, *e))
@@ -252,8 +248,8 @@ HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterS
   const std::string table = "roformer.encoder.embed_positions.weight";
   const SafetensorsFile* tfile = nullptr;
   if (const SafetensorsEntry* e = P == "roformer" ? weights.find(table, &tfile) : nullptr) {
-    const int64_t dim = c.model.d_model / c.model.n_heads;
-    const Shape want{c.model.max_positions, dim};
+    const int64_t dim = m.d_model / m.n_heads;
+    const Shape want{m.max_positions, dim};
     if (e->shape != want)
       ROTOR_FAIL("{}: {} has shape {}, expected {}", tfile->path(), table, shape_str(e->shape),
                  shape_str(want));

@@ -72,13 +72,13 @@ struct Sequence {
 };
 
 // The input lines as token ids and types, checked against the model.
-std::vector<Sequence> read_sequences(const MlmLogitsArgs& a, const rotor::Config& cfg,
+std::vector<Sequence> read_sequences(const MlmLogitsArgs& a, const rotor::models::BertOptions& m,
                                      const rotor::data::Tokenizer& tok) {
   using namespace rotor;
   const std::vector<std::string> lines = eval::read_lines(a.input);
   cli::check_utf8(lines, a.input);
-  const int64_t max_len = cfg.model.max_positions, V = tok.vocab_size();
-  const int64_t types = std::max(cfg.model.type_vocab_size, 1);
+  const int64_t max_len = m.max_positions, V = tok.vocab_size();
+  const int64_t types = std::max<int64_t>(m.type_vocab_size, 1);
   std::vector<Sequence> out;
   const auto special = data::PairSpecialIds::from_tokenizer(tok);
   for (size_t n = 0; n < lines.size(); ++n) {
@@ -137,14 +137,14 @@ int run_mlm_logits(const MlmLogitsArgs& a) {
                to_string(cfg.task));
   const Device device = resolve_device(a.device);
   const data::Tokenizer tok = data::Tokenizer::load(dir + "/spm.model");
-  const std::vector<Sequence> seqs = read_sequences(a, cfg, tok);
+  const models::BertOptions options = models::bert_options(cfg, tok.vocab_size());
+  const std::vector<Sequence> seqs = read_sequences(a, options, tok);
 
   nn::ParameterStore store;
   std::unique_ptr<models::BertForMaskedLM> model;
   {
     cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
-    model = std::make_unique<models::BertForMaskedLM>(models::bert_options(cfg, tok.vocab_size()),
-                                                      store);
+    model = std::make_unique<models::BertForMaskedLM>(options, store);
     store.allocate(device);
     checkpoint::load_weights(dir, store);
   }

@@ -28,6 +28,7 @@
 #include "eval/text_io.h"
 #include "models/model_config.h"
 #include "nn/parameters.h"
+#include "nn/position.h"
 
 namespace {
 
@@ -177,7 +178,8 @@ int run_translate(const TranslateArgs& a) {
   ctx.device = device;
   // A position table bounds the source (tokens + eos); RoPE has none, so its
   // sources are never cut.
-  const bool table = nn::has_position_table(cfg.model.position);
+  const models::TransformerOptions& mo = model->options();
+  const bool table = nn::has_position_table(mo.position);
   const std::string input_name = is_std(a.input) ? "<stdin>" : *a.input;
   Sink sink(a.output);
   int64_t first = 0;  // index of the batch's first sentence in the input
@@ -193,12 +195,12 @@ int run_translate(const TranslateArgs& a) {
     for (size_t i = 0; i < lines.size(); ++i) {
       std::vector<int32_t> x = tok.encode(lines[i]);
       x.push_back(tok.eos_id());
-      if (table && static_cast<int64_t>(x.size()) > cfg.model.max_positions)
+      if (table && static_cast<int64_t>(x.size()) > mo.max_positions)
         ROTOR_FAIL(
             "{}: {}:{}: {} tokens + eos, more than model.max_positions = {} of the checkpoint "
             "({} positions); split the line",
-            kCmd, input_name, first + static_cast<int64_t>(i) + 1, x.size() - 1,
-            cfg.model.max_positions, to_string(cfg.model.position));
+            kCmd, input_name, first + static_cast<int64_t>(i) + 1, x.size() - 1, mo.max_positions,
+            mo.position.name());
       S = std::max<int64_t>(S, static_cast<int64_t>(x.size()));
       lengths.push_back(static_cast<int32_t>(x.size()));
       ids.push_back(std::move(x));

@@ -7,6 +7,7 @@
 #include "config/tasks.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "nn/position.h"
 
 namespace rotor {
 namespace {
@@ -21,26 +22,19 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
         "model.n_heads",
         fmt::format("{} heads do not divide model.d_model = {}", m.n_heads, m.d_model),
         {"model.d_model"}};
-  if (m.position == nn::PositionKind::Rope && (m.d_model / m.n_heads) % 2 != 0)
-    return ConfigProblem{"model.position",
-                         fmt::format("rope rotates pairs of features and needs an even head size, "
-                                     "but d_model / n_heads = {} / {} = {}",
-                                     m.d_model, m.n_heads, m.d_model / m.n_heads),
-                         {"model.d_model", "model.n_heads"}};
+  // The position encoding's own rule (nn/positions/NAME.cpp).
+  if (m.position->check) {
+    // A translation's sentence takes one more position (eos on the source,
+    // bos on the target).
+    const nn::PositionShape shape{m.d_model,           m.n_heads,       m.max_positions,
+                                  c.data.*task.length, task.length_key, encoder_decoder ? 1 : 0};
+    if (auto p = m.position->check(shape)) return ConfigProblem{p->key, p->message, p->related};
+  }
   if (task.model == ModelFamily::BertEncoder && m.norm != NormPlacement::Post)
     return ConfigProblem{"model.norm",
                          fmt::format("task {} builds BERT/RoFormer, which are post-LN; got {}",
                                      to_string(c.task), to_string(m.norm)),
                          {"task"}};
-  // A position table (learned or sinusoidal) has max_positions rows; a
-  // translation's sentence takes one more (eos on the source, bos on the target).
-  const int extra = encoder_decoder ? 1 : 0;
-  if (nn::has_position_table(m.position) && c.data.*task.length + extra > m.max_positions)
-    return ConfigProblem{
-        task.length_key,
-        fmt::format("{}{} exceeds model.max_positions = {} ({} positions)", c.data.*task.length,
-                    extra ? " tokens + eos" : "", m.max_positions, to_string(m.position)),
-        {"model.max_positions", "model.position"}};
   {
     // The size of the model, before anything is allocated: a shape that
     // cannot be held is a config error, not an allocation failure later.

@@ -57,9 +57,6 @@ ROTOR_ENUM_NAMES(LogLevel, {LogLevel::Trace, "trace"}, {LogLevel::Debug, "debug"
 // so it has no spelling here.
 ROTOR_ENUM_NAMES(ops::Activation, {ops::Activation::ReLU, "relu"}, {ops::Activation::GELU, "gelu"});
 ROTOR_ENUM_NAMES(NormPlacement, {NormPlacement::Post, "post"}, {NormPlacement::Pre, "pre"});
-ROTOR_ENUM_NAMES(nn::PositionKind, {nn::PositionKind::Sinusoidal, "sinusoidal"},
-                 {nn::PositionKind::Learned, "learned"}, {nn::PositionKind::Rope, "rope"},
-                 {nn::PositionKind::None, "none"});
 ROTOR_ENUM_NAMES(nn::AttentionImpl, {nn::AttentionImpl::Auto, "auto"},
                  {nn::AttentionImpl::Rotor, "rotor"}, {nn::AttentionImpl::Cudnn, "cudnn"},
                  {nn::AttentionImpl::Reference, "reference"});
@@ -73,6 +70,27 @@ ROTOR_ENUM_NAMES(optim::ScheduleKind, {optim::ScheduleKind::InverseSqrt, "invers
                  {optim::ScheduleKind::Linear, "linear"},
                  {optim::ScheduleKind::Constant, "constant"});
 #undef ROTOR_ENUM_NAMES
+
+// model.position: the registered position encodings (nn/position.h) by their
+// names, in registry order -- read from the registry when iterated, so that a
+// new encoding needs no line here.
+template <>
+struct EnumNames<nn::PositionKind> {
+  struct Items {
+    struct iterator {
+      const nn::PositionKind* at;
+      std::pair<nn::PositionKind, std::string_view> operator*() const { return {*at, at->name()}; }
+      iterator& operator++() {
+        ++at;
+        return *this;
+      }
+      bool operator!=(const iterator& o) const { return at != o.at; }
+    };
+    iterator begin() const { return {nn::position_kinds().data()}; }
+    iterator end() const { return {nn::position_kinds().data() + nn::position_kinds().size()}; }
+  };
+  static constexpr Items items{};
+};
 
 template <class E>
 concept ConfigEnum = requires {

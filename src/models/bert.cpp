@@ -61,7 +61,7 @@ BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
   emb_drop_ = std::make_unique<nn::Dropout>(store, c.layer.dropout);
   take(embeddings_range_);
   nn::LayerOptions lc = c.layer;
-  lc.rope = c.position == nn::PositionKind::Rope;
+  lc.rope = c.position->rotates_qk;
   lc.normal_init_std = c.init_std;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     layers_.push_back(std::make_unique<nn::EncoderLayer>(

@@ -38,6 +38,7 @@
 
 #include "nn/layers.h"
 #include "nn/linear.h"
+#include "nn/position.h"
 #include "nn/transformer_layers.h"
 
 namespace rotor::models {
@@ -72,8 +73,9 @@ struct BertOptions {
   int64_t max_positions = 512;
   int64_t type_vocab_size = 2;  // 0: no token type embedding
   double init_std = 0.02;       // embeddings and every weight
-  // "roformer" when position == rope, else "bert": the Hugging Face prefix.
-  std::string prefix() const { return position == nn::PositionKind::Rope ? "roformer" : "bert"; }
+  // The Hugging Face family of the position encoding ("roformer" for rope,
+  // else "bert"): the prefix of the parameter names.
+  std::string prefix() const { return std::string(position->hf.family); }
 };
 
 // The BERT/RoFormer encoder: embeddings and layers (the `bert.` or

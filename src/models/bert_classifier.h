@@ -33,7 +33,7 @@ struct BertClassifierOptions {
   bool regression = false;  // squared error on one output instead of cross-entropy
   float dropout = 0.1f;     // the head's dropout (Hugging Face: hidden_dropout_prob)
   // True for RoFormer's head (dense + activation), false for BERT's pooler.
-  bool roformer_head() const { return encoder.position == nn::PositionKind::Rope; }
+  bool roformer_head() const { return encoder.position->hf.family == "roformer"; }
 };
 
 // One batch (tensors on the model's device).

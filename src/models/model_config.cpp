@@ -1,6 +1,7 @@
 #include "models/model_config.h"
 
 #include "core/error.h"
+#include "nn/position.h"
 
 namespace rotor::models {
 
@@ -19,7 +20,7 @@ nn::LayerOptions layer_options(const Config& c) {
   l.activation_dropout = static_cast<float>(m.activation_dropout);
   l.post_norm = m.norm == NormPlacement::Post;
   l.layer_norm_eps = static_cast<float>(m.layer_norm_eps);
-  l.rope = m.position == nn::PositionKind::Rope;
+  l.rope = m.position->rotates_qk;
   l.rope_base = static_cast<float>(m.rope_base);
   l.impl = c.attention.impl;
   l.rope_in_kernel = c.attention.rope_in_kernel;
@@ -68,6 +69,27 @@ BertClassifierOptions bert_classifier_options(const Config& c, int64_t vocab_siz
     ROTOR_FAIL("data.labels: task classification needs the class labels (or data.regression)");
   k.dropout = static_cast<float>(c.model.dropout);
   return k;
+}
+
+HfEncoderOptions hf_encoder_options(const Config& c) {
+  const ModelConfig& m = c.model;
+  HfEncoderOptions h;
+  h.position = m.position;
+  h.prefix = std::string(m.position->hf.family);
+  h.rope_base = m.rope_base;
+  h.d_model = m.d_model;
+  h.num_layers = m.encoder_layers;
+  h.n_heads = m.n_heads;
+  h.d_ff = m.d_ff;
+  h.max_positions = m.max_positions;
+  h.type_vocab_size = m.type_vocab_size;
+  h.activation = m.activation;
+  h.dropout = m.dropout;
+  h.attention_dropout = m.attention_dropout;
+  h.activation_dropout = m.activation_dropout;
+  h.layer_norm_eps = m.layer_norm_eps;
+  h.init_std = m.init_std;
+  return h;
 }
 
 }  // namespace rotor::models

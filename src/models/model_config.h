@@ -1,11 +1,13 @@
 // The one place where an experiment config becomes model options: the
 // encoder-decoder of task translation, the BERT/RoFormer encoder of task mlm
-// and its classifier of task classification. Everything that builds a model
+// and its classifier of task classification, and that encoder as Hugging
+// Face's config.json states it. Everything that builds or describes a model
 // from a config (training, the bench, decoding, prediction, export, import)
-// goes through these functions.
+// goes through these functions; nothing else reads the model.* keys for it.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "config/config.h"
 #include "models/bert.h"
@@ -25,5 +27,21 @@ BertOptions bert_options(const Config& config, int64_t vocab_size);
 // bert_options, data.labels.size() classes (or one output with
 // data.regression), the head's dropout model.dropout.
 BertClassifierOptions bert_classifier_options(const Config& config, int64_t vocab_size);
+
+// The BERT/RoFormer encoder of tasks mlm and classification with the
+// config's values as written (doubles stay doubles, unlike nn::LayerOptions'
+// floats), for what Hugging Face's config.json holds: the export writes them
+// and model.init_from compares a checkpoint's with them.
+struct HfEncoderOptions {
+  nn::PositionKind position = nn::PositionKind::Learned;
+  std::string prefix;  // position's Hugging Face family: "bert" or "roformer"
+  double rope_base = 10000.0;
+  int64_t d_model = 0, num_layers = 0, n_heads = 0, d_ff = 0;
+  int64_t max_positions = 0, type_vocab_size = 0;
+  ops::Activation activation = ops::Activation::GELU;
+  double dropout = 0, attention_dropout = 0, activation_dropout = 0;
+  double layer_norm_eps = 0, init_std = 0;
+};
+HfEncoderOptions hf_encoder_options(const Config& config);
 
 }  // namespace rotor::models

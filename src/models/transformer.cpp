@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "nn/position.h"
 #include "ops/cross_entropy.h"
 #include "ops/decode.h"
 #include "ops/elementwise.h"
@@ -44,7 +45,7 @@ EncoderDecoder::EncoderDecoder(const TransformerOptions& c, nn::ParameterStore& 
                                                  : "model.encoder.embed_tokens.weight");
   take(ranges_.embedding);
   nn::LayerOptions lc = c.layer;
-  lc.rope = c.position == nn::PositionKind::Rope;
+  lc.rope = c.position->rotates_qk;
   const double pos_std = std::pow(static_cast<double>(d), -0.5);
   enc_pos_ = std::make_unique<nn::PositionEncoding>(store, "model.encoder.embed_positions.weight",
                                                     c.position, c.max_positions, d, pos_std);

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "ops/cudnn_attention.h"
+#include "nn/attention_kind.h"
 #include "ops/decode.h"
 #include "ops/elementwise.h"
 
@@ -83,6 +83,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   // The plan comes before the split: where the core rotates q and k itself,
   // the split only splits.
   AttentionCase c;
+  c.kind = options_.kind;
   c.impl = options_.impl;
   c.rope = options_.rope && !cross_;
   c.rope_in_kernel = options_.rope_in_kernel;
@@ -117,17 +118,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     ops::split_heads_forward(kv.view({B_, Tk_, 2 * d}), kvp, o);
   }
   Tensor o = ctx.empty({B_, H, Tq_, D});  // [B, H, Tq, D]
-  if (plan_.core != AttentionCore::Reference) {
-    lse_ = Tensor::empty({B_, H, Tq_}, DType::F32, ctx.device);
-    if (plan_.core == AttentionCore::Cudnn)
-      ops::cudnn_attention_forward(q_h_, k_h_, v_h_, attn_options_, o, lse_);
-    else
-      ops::flash_attention_forward(q_h_, k_h_, v_h_, attn_options_, o, lse_);
-    o_h_ = o;  // the backward needs D = rowsum(dO o O)
-  } else {
-    probs_ = ctx.empty({B_, H, Tq_, Tk_});
-    ops::attention_forward(q_h_, k_h_, v_h_, attn_options_, o, probs_);
-  }
+  plan_.kind->forward(plan_, q_h_, k_h_, v_h_, attn_options_, o, saved_, ctx);
   Tensor merged = ctx.empty({B_, Tq_, d});  // [B, Tq, d]
   ops::merge_heads_forward(o, merged);
   return out_->forward(merged.view({B_ * Tq_, d}), ctx).view({B_, Tq_, d});
@@ -143,18 +134,14 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   // dq [B, H, Tq, D]; dk, dv [B, H, Tk, D]
   Tensor dq = Tensor::empty(q_h_.shape(), dt, dev), dk = Tensor::empty(k_h_.shape(), dt, dev),
          dv = Tensor::empty(v_h_.shape(), dt, dev);
-  if (plan_.core == AttentionCore::Cudnn)
-    ops::cudnn_attention_backward(q_h_, k_h_, v_h_, o_h_, lse_, d_o, attn_options_, dq, dk, dv);
-  else if (plan_.core == AttentionCore::Rotor)
-    ops::flash_attention_backward(q_h_, k_h_, v_h_, o_h_, lse_, d_o, attn_options_, dq, dk, dv);
-  else
-    ops::attention_backward(q_h_, k_h_, v_h_, probs_, d_o, attn_options_, dq, dk, dv);
-  q_h_ = k_h_ = v_h_ = probs_ = o_h_ = lse_ = Tensor();
+  plan_.kind->backward(plan_, q_h_, k_h_, v_h_, saved_, d_o, attn_options_, dq, dk, dv);
+  q_h_ = k_h_ = v_h_ = Tensor();
+  saved_.clear();
   if (!cross_) {
     Tensor dqkv = Tensor::empty({B_, Tq_, 3 * d}, dt, dev);  // [B, Tq, 3d]
     ops::split_heads_backward({dq, dk, dv}, dqkv, split_options(true, 0, plan_.rope));
     Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});  // [B, Tq, d]
-    if (!options_.rope) {
+    if (!options_.rope && plan_.kind->shift_invariant) {
       // Without rotation the key bias adds q.b_k to all of a query's scores,
       // which softmax cancels: its gradient is exactly zero, and the fp32
       // round-off it would otherwise collect is what Adam (dividing by the
@@ -172,8 +159,10 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   o.part0_scale = 1.0f;
   ops::split_heads_backward({dk, dv}, dkv, o);
   Tensor dmem = kv_->backward(dkv.view({B_ * Tk_, 2 * d})).view({B_, Tk_, d});  // [B, Tk, d]
-  Tensor dbk = kv_->bias_grad().narrow(0, d);  // f32 [d], the key bias: zero gradient, as above
-  dbk.zero_();
+  if (plan_.kind->shift_invariant) {
+    Tensor dbk = kv_->bias_grad().narrow(0, d);  // f32 [d], the key bias: zero gradient, as above
+    dbk.zero_();
+  }
   ROTOR_CHECK(d_memory && d_memory->defined(), "cross-attention backward needs d_memory");
   // Several decoder layers attend to the same memory: their gradients add up.
   ops::add(*d_memory, dmem, *d_memory);
@@ -187,6 +176,8 @@ Tensor MultiHeadAttention::step(const Tensor& x, const Tensor& memory, const Ten
   const int64_t B = x.size(0);
   ROTOR_CHECK(x.dim() == 3 && x.size(1) == 1, "attention step: x must be [B, 1, d], got {}",
               x.str());
+  ROTOR_CHECK(options_.kind->cached_decode, "attention kind {} has no incremental decoding step",
+              options_.kind.name());
   Tensor q = ctx.empty({B, H, 1, D});  // [B, H, 1, D]
   Tensor o = ctx.empty({B, H, 1, D});  // [B, H, 1, D]
   if (!cross_) {

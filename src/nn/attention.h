@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nn/attention_plan.h"
 #include "nn/kinds.h"
@@ -28,7 +29,8 @@ struct MultiHeadAttentionOptions {
   bool causal = false;
   bool rope = false;
   float rope_base = 10000.0f;
-  float dropout = 0.0f;  // on the attention probabilities
+  float dropout = 0.0f;                         // on the attention probabilities
+  AttentionKind kind = AttentionKind::Softmax;  // its plan rule and core (nn/attention_kind.h)
   AttentionImpl impl = AttentionImpl::Auto;
   // Self-attention with RoPE: the flash core rotates q and k (and dq, dk back)
   // where the plan says it can (the CPU twin, the tensor-core kernel), the
@@ -88,9 +90,9 @@ class MultiHeadAttention {
   std::unique_ptr<Linear> kv_;   // cross: [2d, d]
   std::unique_ptr<Linear> out_;
   // Saved for backward.
-  Tensor q_h_, k_h_, v_h_, probs_;  // [B, H, Tq|Tk, D], probs [B, H, Tq, Tk] (reference core)
-  Tensor o_h_, lse_;                // flash and cuDNN cores: out [B, H, Tq, D], lse f32 [B, H, Tq]
-  AttentionPlan plan_;              // of the last forward: the core the saved tensors belong to
+  Tensor q_h_, k_h_, v_h_;     // [B, H, Tq|Tk, D]
+  std::vector<Tensor> saved_;  // what the planned core keeps (nn/attention_kind.h)
+  AttentionPlan plan_;         // of the last forward: the core the saved tensors belong to
   ops::AttentionOptions attn_options_;
   std::map<AttentionCase, AttentionPlan> plans_;
   int64_t B_ = 0, Tq_ = 0, Tk_ = 0;

@@ -1,6 +1,7 @@
 // The attention plan: the one place that decides how an attention call runs
-// (docs/design.md, The attention plan). From the layer's options, the device's
-// facts (ops/attention_device.h), the dtype and the shapes it picks
+// (docs/design.md, The attention plan). From the attention kind, the layer's
+// options, the device's facts (ops/attention_device.h), the dtype and the
+// shapes the kind's plan rule (nn/attention_kind.h) picks
 //   - the core: the materialized reference, rotor's flash core or cuDNN's SDPA,
 //   - the kernel of rotor's flash core on a GPU: tensor-core, Volta or portable,
 //   - who rotates q and k under RoPE: the head split or the core itself,
@@ -9,8 +10,10 @@
 // carry the plan out and never decide again. tests/cpu/test_attention_plan.cpp
 // lists the plan for CPUs and made-up sm_70, sm_80 and sm_90 devices.
 //
-// A new attention kind or position bias (linear attention, ALiBi) is a field
-// of AttentionCase, a rule in plan_attention and rows in that test.
+// A new attention kind (linear attention) is its own file with its plan rule
+// and core (nn/attention_kind.h) and rows of that kind in that test; a
+// position bias (ALiBi) is a field of AttentionCase that the rules of the
+// kinds honor (choosing no core that cannot add it) and rows in that test.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +26,8 @@
 
 namespace rotor::nn {
 
+// The implementation of a kind's core; the softmax kind's are the ops named
+// here, another kind's rule picks among those it implements.
 enum class AttentionCore {
   Reference,  // ops::attention_forward: materialized probabilities
   Rotor,      // ops::flash_attention_forward: rotor's fused core (CPU twin or a CUDA kernel)
@@ -47,7 +52,8 @@ constexpr int64_t kCudnnMinKeys = 128;
 
 // Everything a plan depends on for one attention call.
 struct AttentionCase {
-  AttentionImpl impl = AttentionImpl::Auto;  // attention.impl
+  AttentionKind kind = AttentionKind::Softmax;  // whose plan rule and core
+  AttentionImpl impl = AttentionImpl::Auto;     // attention.impl
   bool rope = false;            // q and k are rotated: self-attention under model.position rope
   bool rope_in_kernel = false;  // attention.rope_in_kernel: rotate inside the core where it can
   bool causal = false;
@@ -57,14 +63,15 @@ struct AttentionCase {
   int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0;
 
   auto key() const {
-    return std::tuple(impl, rope, rope_in_kernel, causal, key_padding, dropout, dtype, B, H, Tq, Tk,
-                      D);
+    return std::tuple(kind, impl, rope, rope_in_kernel, causal, key_padding, dropout, dtype, B, H,
+                      Tq, Tk, D);
   }
   bool operator<(const AttentionCase& o) const { return key() < o.key(); }
   bool operator==(const AttentionCase& o) const { return key() == o.key(); }
 };
 
 struct AttentionPlan {
+  AttentionKind kind = AttentionKind::Softmax;  // the case's: it runs the core
   AttentionCore core = AttentionCore::Reference;
   ops::FlashKernel kernel = ops::FlashKernel::Portable;  // of core Rotor on a GPU
   RopePlacement rope = RopePlacement::None;
@@ -72,13 +79,14 @@ struct AttentionPlan {
   // One line: why this core (and kernel), and where RoPE goes when asked to
   // go into the core but it cannot.
   std::string why;
-  // "rotor (tc), RoPE in the core": what runs, for logs and tests.
+  // "rotor (tc), RoPE in the core": what runs, for logs and tests (prefixed
+  // "KIND: " for a kind other than softmax).
   std::string str() const;
 };
 
-// The plan of `c` on `device`. impl reference and auto always have one; impl
-// rotor or cudnn on a device that cannot run the case is a rotor::Error
-// naming attention.impl and the reason.
+// The plan of `c` on `device`: its kind's rule. For softmax, impl reference
+// and auto always have one; impl rotor or cudnn on a device that cannot run
+// the case is a rotor::Error naming attention.impl and the reason.
 AttentionPlan plan_attention(const AttentionCase& c, const ops::AttentionDevice& device);
 
 // Logs `line` at info level the first time this process sees it.

@@ -1,7 +1,6 @@
 #include "nn/layers.h"
 
-#include <cmath>
-
+#include "nn/position.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -107,29 +106,17 @@ PositionEncoding::PositionEncoding(ParameterStore& store, const std::string& nam
                                    PositionKind kind, int64_t max_positions, int64_t dim,
                                    double init_std)
     : kind_(kind), max_positions_(max_positions), dim_(dim) {
-  if (kind == PositionKind::Learned) {
-    table_ = store.add(name, {max_positions, dim}, Init::normal(init_std));
-  } else if (kind == PositionKind::Sinusoidal) {
-    const int64_t half = dim / 2;
-    std::vector<float> table(static_cast<size_t>(max_positions * dim), 0.0f);
-    const double step = std::log(10000.0) / static_cast<double>(std::max<int64_t>(half - 1, 1));
-    for (int64_t p = 0; p < max_positions; ++p)
-      for (int64_t i = 0; i < half; ++i) {
-        double angle = static_cast<double>(p) * std::exp(-step * static_cast<double>(i));
-        table[p * dim + i] = static_cast<float>(std::sin(angle));
-        table[p * dim + half + i] = static_cast<float>(std::cos(angle));
-      }
-    sinusoid_ = Tensor::from_floats(table, {max_positions, dim});
-  }
+  if (kind->learned_table) table_ = store.add(name, {max_positions, dim}, Init::normal(init_std));
+  if (kind->fixed_table) fixed_ = kind->fixed_table(max_positions, dim);
 }
 
 Tensor PositionEncoding::rows(int64_t T, int64_t offset, const Context& ctx) const {
   if (offset + T > max_positions_)
     ROTOR_FAIL("sequence of {} positions exceeds model.max_positions = {}", offset + T,
                max_positions_);
-  if (kind_ == PositionKind::Learned) return table_->value_in(ctx.dtype).narrow(offset, T);
+  if (table_) return table_->value_in(ctx.dtype).narrow(offset, T);
   // f32 [T, d] on the CPU
-  Tensor r = sinusoid_.narrow(offset, T);
+  Tensor r = fixed_.narrow(offset, T);
   if (ctx.device.is_cuda() || ctx.dtype != DType::F32) {
     // f32 [T, d] on ctx.device
     Tensor dev = r.to(ctx.device);
@@ -143,7 +130,7 @@ Tensor PositionEncoding::rows(int64_t T, int64_t offset, const Context& ctx) con
 }
 
 void PositionEncoding::add(Tensor& x, int64_t offset, const Context& ctx) const {
-  if (kind_ == PositionKind::Rope || kind_ == PositionKind::None) return;
+  if (!kind_->adds_to_embeddings()) return;
   const int64_t B = x.size(0), T = x.size(1);
   Tensor pos = rows(T, offset, ctx);  // [T, d]
   // [B, T*d]
@@ -152,7 +139,7 @@ void PositionEncoding::add(Tensor& x, int64_t offset, const Context& ctx) const 
 }
 
 void PositionEncoding::backward(const Tensor& dx, int64_t offset) {
-  if (kind_ != PositionKind::Learned) return;
+  if (!table_) return;
   const int64_t B = dx.size(0), T = dx.size(1);
   // f32 [T*d]
   Tensor grad = table_->grad.narrow(offset, T).view({T * dim_});

@@ -45,8 +45,8 @@ class Dropout {
 // and gets no gradient (fairseq).
 class Embedding {
  public:
-  Embedding(ParameterStore& store, const std::string& name, int64_t vocab, int64_t dim,
-            int pad_id, Init init);
+  Embedding(ParameterStore& store, const std::string& name, int64_t vocab, int64_t dim, int pad_id,
+            Init init);
   // ids i32 [N] -> [N, dim]
   Tensor forward(const Tensor& ids, const Context& ctx);
   // Accumulates into the table gradient; ids are those of the matching forward.
@@ -62,11 +62,9 @@ class Embedding {
   float scale_ = 1.0f;
 };
 
-
-// Absolute position encodings added to token embeddings: sinusoidal (a fixed
-// table, [sin(p f_i) | cos(p f_i)] with f_i = 10000^(-i/(d/2-1)) as in
-// fairseq/tensor2tensor) or learned ([max_positions, d]). RoPE and none add
-// nothing here: RoPE acts inside attention.
+// The position encoding of a model's embeddings (nn/position.h): adds the
+// table of an encoding that adds one -- a parameter (learned) or a fixed one
+// (sinusoidal) -- and nothing for the others (RoPE acts inside attention).
 class PositionEncoding {
  public:
   PositionEncoding(ParameterStore& store, const std::string& name, PositionKind kind,
@@ -81,8 +79,8 @@ class PositionEncoding {
   Tensor rows(int64_t T, int64_t offset, const Context& ctx) const;  // [T, d]
   PositionKind kind_;
   int64_t max_positions_, dim_;
-  Parameter* table_ = nullptr;  // learned
-  Tensor sinusoid_;             // [max_positions, d] on the CPU
+  Parameter* table_ = nullptr;  // a learned table
+  Tensor fixed_;                // a fixed table [max_positions, d] on the CPU
 };
 
 }  // namespace rotor::nn

@@ -15,6 +15,7 @@ MultiHeadAttentionOptions attention_options(const LayerOptions& c, bool causal, 
   a.rope = rope;
   a.rope_base = c.rope_base;
   a.dropout = c.attention_dropout;
+  a.kind = c.attention_kind;
   a.impl = c.impl;
   a.rope_in_kernel = c.rope_in_kernel;
   return a;

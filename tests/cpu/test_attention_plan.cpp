@@ -1,18 +1,23 @@
 // The attention plan (nn/attention_plan.h) for CPUs and for made-up sm_70,
-// sm_80 and sm_90 devices: one table of cases with the plan each must get
-// (core, kernel, who rotates q and k, and the reason), then every combination
-// of device, dtype, head dim, length, mask, RoPE and attention.impl checked
-// for what any plan must hold (the kernel it names runs the case, cuDNN only
-// where it serves, RoPE in the core only where the core rotates).
+// sm_80 and sm_90 devices: one table of cases per attention kind with the
+// plan each must get (core, kernel, who rotates q and k, and the reason) --
+// every registered kind has its rows -- then every combination of device,
+// dtype, head dim, length, mask, RoPE and attention.impl checked for what any
+// plan must hold (the kernel it names runs the case, cuDNN only where it
+// serves, RoPE in the core only where the core rotates).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <map>
+#include <optional>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "nn/attention_kind.h"
 #include "nn/attention_plan.h"
 #include "ops/attention_device.h"
 #include "ops/cudnn_attention.h"
@@ -23,6 +28,7 @@ namespace {
 using nn::AttentionCase;
 using nn::AttentionCore;
 using nn::AttentionImpl;
+using nn::AttentionKind;
 using nn::AttentionPlan;
 using nn::RopePlacement;
 using ops::AttentionDevice;
@@ -63,8 +69,9 @@ struct Row {
   int64_t D, Tq, Tk;
   bool causal = false, padding = false, rope = false, rope_in_kernel = false;
   int64_t B = 8, H = 8;
-  std::string plan;  // AttentionPlan::str(), or "error"
-  std::string why;   // a part of the reason (or of the error)
+  std::string plan;              // AttentionPlan::str(), or "error"
+  std::string why;               // a part of the reason (or of the error)
+  std::string kind = "softmax";  // the key of its table in kRows
 };
 
 // gtest prints a failing row by its name.
@@ -74,6 +81,9 @@ void PrintTo(const Row& r, std::ostream* os) {
 
 AttentionCase case_of(const Row& r) {
   AttentionCase c;
+  const std::optional<AttentionKind> kind = nn::attention_kind(r.kind);
+  if (!kind) throw std::invalid_argument("row " + r.name + ": no attention kind " + r.kind);
+  c.kind = *kind;
   c.impl = r.impl;
   c.rope = r.rope;
   c.rope_in_kernel = r.rope_in_kernel;
@@ -96,101 +106,118 @@ constexpr auto F32 = DType::F32;
 constexpr auto F16 = DType::F16;
 constexpr auto BF16 = DType::BF16;
 
+// The rows of each attention kind, by its name:
 // name, device, impl, dtype, D, Tq, Tk, causal, padding, rope, rope_in_kernel, B, H, plan, why
-const std::vector<Row> kRows = {
-    // The CPU: the materialized core for auto, the flash twin when asked for.
-    {"cpu auto", &M.cpu, Auto, F32, 64, 512, 512, false, true, false, false, 8, 8, "reference",
-     "materialized core on the CPU"},
-    {"cpu auto rope_in_kernel", &M.cpu, Auto, F32, 64, 64, 64, false, true, true, true, 8, 8,
-     "reference, RoPE in the head split", "the reference core does not rotate"},
-    {"cpu rotor rope_in_kernel", &M.cpu, Rotor, F32, 64, 64, 64, true, false, true, true, 8, 8,
-     "rotor (cpu), RoPE in the core", "RoPE rotated inside the flash attention core"},
-    {"cpu rotor odd head dim", &M.cpu, Rotor, F32, 80, 9, 9, false, false, false, false, 8, 8,
-     "rotor (cpu)", "CPU twin"},
-    {"cpu rotor rope", &M.cpu, Rotor, F32, 32, 7, 7, false, false, true, false, 8, 8,
-     "rotor (cpu), RoPE in the head split", "CPU twin"},
-    {"cpu reference", &M.cpu, Ref, F32, 128, 3, 3, false, false, false, false, 8, 8, "reference",
-     "attention.impl reference"},
-    {"cpu cudnn", &M.cpu, Cudnn, F32, 64, 64, 64, false, false, false, false, 8, 8, "error",
-     "attention.impl: cudnn: cuDNN attention runs on CUDA devices only"},
-    // sm_90: cuDNN from 128 keys where it serves, rotor's tc kernel below.
-    {"h100 auto mlm", &M.h100, Auto, BF16, 64, 512, 512, false, true, false, false, 64, 12, "cudnn",
-     "cuDNN attention for 128 keys or more"},
-    {"h100 auto long causal", &M.h100, Auto, F16, 128, 4096, 4096, true, false, false, false, 4, 16,
-     "cudnn", "128 keys or more"},
-    {"h100 auto short", &M.h100, Auto, BF16, 64, 64, 64, false, true, false, false, 8, 8,
-     "rotor (tc)", "below 128 keys"},
-    {"h100 auto 127 keys", &M.h100, Auto, BF16, 32, 127, 127, false, false, false, false, 8, 8,
-     "rotor (tc)", "below 128 keys"},
-    {"h100 auto one query", &M.h100, Auto, BF16, 64, 1, 1, false, false, false, false, 8, 8,
-     "rotor (tc)", "below 128 keys"},
-    {"h100 auto fp32", &M.h100, Auto, F32, 64, 512, 512, false, true, false, false, 8, 8,
-     "rotor (portable)", "f16 or bf16, not f32"},
-    {"h100 auto fp32 head dim 256", &M.h100, Auto, F32, 256, 512, 512, false, false, false, false,
-     8, 8, "reference", "not 256"},
-    {"h100 auto head dim 96", &M.h100, Auto, BF16, 96, 64, 64, false, false, false, false, 8, 8,
-     "cudnn", "takes head dims 32, 64 and 128, not 96"},
-    {"h100 auto head dim 100", &M.h100, Auto, BF16, 100, 64, 64, false, false, false, false, 8, 8,
-     "reference", "head dim 100"},
-    {"h100 auto causal decoder queries", &M.h100, Auto, BF16, 64, 7, 512, true, true, false, false,
-     8, 8, "rotor (tc)", "neither key lengths nor dropout"},
-    {"h100 auto batch x heads", &M.h100, Auto, BF16, 64, 64, 64, false, false, false, false, 8192,
-     16, "cudnn", "exceeds 65535"},
-    {"h100 auto no frontend", &M.h100_no_frontend, Auto, BF16, 64, 512, 512, false, true, false,
-     false, 8, 8, "rotor (tc)", "without the cuDNN frontend"},
-    {"h100 rotor", &M.h100, Rotor, BF16, 64, 512, 512, false, true, false, false, 8, 8,
-     "rotor (tc)", "attention.impl rotor"},
-    {"h100 rotor fp32", &M.h100, Rotor, F32, 128, 512, 512, true, false, false, false, 8, 8,
-     "rotor (portable)", "portable"},
-    {"h100 rotor head dim 96", &M.h100, Rotor, BF16, 96, 64, 64, false, false, false, false, 8, 8,
-     "error",
-     "attention.impl: rotor: rotor's portable flash kernel takes head dims 32, 64 and 128"},
-    {"h100 cudnn short", &M.h100, Cudnn, BF16, 64, 64, 64, false, true, false, false, 8, 8, "cudnn",
-     "attention.impl cudnn"},
-    {"h100 cudnn fp32", &M.h100, Cudnn, F32, 64, 512, 512, false, false, false, false, 8, 8,
-     "error", "attention.impl: cudnn: cuDNN attention computes in f16 or bf16"},
-    {"h100 cudnn no frontend", &M.h100_no_frontend, Cudnn, BF16, 64, 512, 512, false, false, false,
-     false, 8, 8, "error", "built without the cuDNN frontend"},
-    {"h100 reference", &M.h100, Ref, BF16, 64, 512, 512, false, true, true, true, 8, 8,
-     "reference, RoPE in the head split", "does not rotate"},
-    // RoPE's placement on a GPU: the tc kernel alone rotates.
-    {"h100 rotor rope_in_kernel", &M.h100, Rotor, BF16, 64, 512, 512, false, true, true, true, 8, 8,
-     "rotor (tc), RoPE in the core", "RoPE rotated inside the flash attention core"},
-    {"h100 rotor fp32 rope_in_kernel", &M.h100, Rotor, F32, 64, 512, 512, false, true, true, true,
-     8, 8, "rotor (portable), RoPE in the head split", "only the tc kernel rotates on a GPU"},
-    {"h100 auto long rope_in_kernel", &M.h100, Auto, BF16, 64, 512, 512, false, true, true, true, 8,
-     8, "cudnn, RoPE in the head split", "the cudnn core does not rotate"},
-    {"h100 auto short rope_in_kernel", &M.h100, Auto, BF16, 64, 64, 64, true, false, true, true, 8,
-     8, "rotor (tc), RoPE in the core", "RoPE rotated inside the flash attention core"},
-    {"h100 auto short rope", &M.h100, Auto, BF16, 64, 64, 64, true, false, true, false, 8, 8,
-     "rotor (tc), RoPE in the head split", "below 128 keys"},
-    // sm_80.
-    {"a100 auto long", &M.a100, Auto, F16, 32, 2048, 2048, false, false, false, false, 8, 8,
-     "cudnn", "128 keys or more"},
-    {"a100 auto short causal", &M.a100, Auto, BF16, 128, 100, 100, true, true, false, false, 8, 8,
-     "rotor (tc)", "below 128 keys"},
-    {"a100 cuDNN 9.10.0", &M.a100_cudnn_9_10, Auto, BF16, 64, 512, 512, false, true, false, false,
-     8, 8, "rotor (tc)", "known attention bugs"},
-    {"a100 auto fp32", &M.a100, Auto, F32, 32, 64, 64, false, false, false, false, 8, 8,
-     "rotor (portable)", "below 128 keys"},
-    // sm_70: the Volta kernel in a CUDA 12 build, the portable one otherwise.
-    {"v100 auto fp16", &M.v100, Auto, F16, 64, 512, 512, false, true, false, false, 8, 8,
-     "rotor (volta)", "sm_80 or newer, this GPU is sm_70"},
-    {"v100 auto fp16 head dim 32", &M.v100, Auto, F16, 32, 512, 512, false, true, false, false, 8,
-     8, "rotor (portable)", "sm_80 or newer"},
-    {"v100 auto bf16", &M.v100, Auto, BF16, 128, 64, 64, true, false, false, false, 8, 8,
-     "rotor (portable)", "below 128 keys"},
-    {"v100 auto fp32", &M.v100, Auto, F32, 128, 512, 512, false, false, false, false, 8, 8,
-     "rotor (portable)", "sm_80 or newer"},
-    {"v100 cuda 13 build", &M.v100_cuda13, Auto, F16, 64, 512, 512, false, true, false, false, 8, 8,
-     "rotor (portable)", "sm_80 or newer"},
-    {"v100 auto rope_in_kernel", &M.v100, Auto, F16, 64, 64, 64, false, false, true, true, 8, 8,
-     "rotor (volta), RoPE in the head split", "only the tc kernel rotates"},
-    {"v100 cudnn", &M.v100, Cudnn, F16, 64, 512, 512, false, false, false, false, 8, 8, "error",
-     "attention.impl: cudnn: cuDNN attention needs sm_80 or newer"},
-    {"v100 rotor head dim 256", &M.v100, Rotor, F16, 256, 64, 64, false, false, false, false, 8, 8,
-     "error", "not 256"},
-};
+const std::map<std::string, std::vector<Row>> kRows = {
+    {"softmax",
+     {
+         // The CPU: the materialized core for auto, the flash twin when asked for.
+         {"cpu auto", &M.cpu, Auto, F32, 64, 512, 512, false, true, false, false, 8, 8, "reference",
+          "materialized core on the CPU"},
+         {"cpu auto rope_in_kernel", &M.cpu, Auto, F32, 64, 64, 64, false, true, true, true, 8, 8,
+          "reference, RoPE in the head split", "the reference core does not rotate"},
+         {"cpu rotor rope_in_kernel", &M.cpu, Rotor, F32, 64, 64, 64, true, false, true, true, 8, 8,
+          "rotor (cpu), RoPE in the core", "RoPE rotated inside the flash attention core"},
+         {"cpu rotor odd head dim", &M.cpu, Rotor, F32, 80, 9, 9, false, false, false, false, 8, 8,
+          "rotor (cpu)", "CPU twin"},
+         {"cpu rotor rope", &M.cpu, Rotor, F32, 32, 7, 7, false, false, true, false, 8, 8,
+          "rotor (cpu), RoPE in the head split", "CPU twin"},
+         {"cpu reference", &M.cpu, Ref, F32, 128, 3, 3, false, false, false, false, 8, 8,
+          "reference", "attention.impl reference"},
+         {"cpu cudnn", &M.cpu, Cudnn, F32, 64, 64, 64, false, false, false, false, 8, 8, "error",
+          "attention.impl: cudnn: cuDNN attention runs on CUDA devices only"},
+         // sm_90: cuDNN from 128 keys where it serves, rotor's tc kernel below.
+         {"h100 auto mlm", &M.h100, Auto, BF16, 64, 512, 512, false, true, false, false, 64, 12,
+          "cudnn", "cuDNN attention for 128 keys or more"},
+         {"h100 auto long causal", &M.h100, Auto, F16, 128, 4096, 4096, true, false, false, false,
+          4, 16, "cudnn", "128 keys or more"},
+         {"h100 auto short", &M.h100, Auto, BF16, 64, 64, 64, false, true, false, false, 8, 8,
+          "rotor (tc)", "below 128 keys"},
+         {"h100 auto 127 keys", &M.h100, Auto, BF16, 32, 127, 127, false, false, false, false, 8, 8,
+          "rotor (tc)", "below 128 keys"},
+         {"h100 auto one query", &M.h100, Auto, BF16, 64, 1, 1, false, false, false, false, 8, 8,
+          "rotor (tc)", "below 128 keys"},
+         {"h100 auto fp32", &M.h100, Auto, F32, 64, 512, 512, false, true, false, false, 8, 8,
+          "rotor (portable)", "f16 or bf16, not f32"},
+         {"h100 auto fp32 head dim 256", &M.h100, Auto, F32, 256, 512, 512, false, false, false,
+          false, 8, 8, "reference", "not 256"},
+         {"h100 auto head dim 96", &M.h100, Auto, BF16, 96, 64, 64, false, false, false, false, 8,
+          8, "cudnn", "takes head dims 32, 64 and 128, not 96"},
+         {"h100 auto head dim 100", &M.h100, Auto, BF16, 100, 64, 64, false, false, false, false, 8,
+          8, "reference", "head dim 100"},
+         {"h100 auto causal decoder queries", &M.h100, Auto, BF16, 64, 7, 512, true, true, false,
+          false, 8, 8, "rotor (tc)", "neither key lengths nor dropout"},
+         {"h100 auto batch x heads", &M.h100, Auto, BF16, 64, 64, 64, false, false, false, false,
+          8192, 16, "cudnn", "exceeds 65535"},
+         {"h100 auto no frontend", &M.h100_no_frontend, Auto, BF16, 64, 512, 512, false, true,
+          false, false, 8, 8, "rotor (tc)", "without the cuDNN frontend"},
+         {"h100 rotor", &M.h100, Rotor, BF16, 64, 512, 512, false, true, false, false, 8, 8,
+          "rotor (tc)", "attention.impl rotor"},
+         {"h100 rotor fp32", &M.h100, Rotor, F32, 128, 512, 512, true, false, false, false, 8, 8,
+          "rotor (portable)", "portable"},
+         {"h100 rotor head dim 96", &M.h100, Rotor, BF16, 96, 64, 64, false, false, false, false, 8,
+          8, "error",
+          "attention.impl: rotor: rotor's portable flash kernel takes head dims 32, 64 and 128"},
+         {"h100 cudnn short", &M.h100, Cudnn, BF16, 64, 64, 64, false, true, false, false, 8, 8,
+          "cudnn", "attention.impl cudnn"},
+         {"h100 cudnn fp32", &M.h100, Cudnn, F32, 64, 512, 512, false, false, false, false, 8, 8,
+          "error", "attention.impl: cudnn: cuDNN attention computes in f16 or bf16"},
+         {"h100 cudnn no frontend", &M.h100_no_frontend, Cudnn, BF16, 64, 512, 512, false, false,
+          false, false, 8, 8, "error", "built without the cuDNN frontend"},
+         {"h100 reference", &M.h100, Ref, BF16, 64, 512, 512, false, true, true, true, 8, 8,
+          "reference, RoPE in the head split", "does not rotate"},
+         // RoPE's placement on a GPU: the tc kernel alone rotates.
+         {"h100 rotor rope_in_kernel", &M.h100, Rotor, BF16, 64, 512, 512, false, true, true, true,
+          8, 8, "rotor (tc), RoPE in the core", "RoPE rotated inside the flash attention core"},
+         {"h100 rotor fp32 rope_in_kernel", &M.h100, Rotor, F32, 64, 512, 512, false, true, true,
+          true, 8, 8, "rotor (portable), RoPE in the head split",
+          "only the tc kernel rotates on a GPU"},
+         {"h100 auto long rope_in_kernel", &M.h100, Auto, BF16, 64, 512, 512, false, true, true,
+          true, 8, 8, "cudnn, RoPE in the head split", "the cudnn core does not rotate"},
+         {"h100 auto short rope_in_kernel", &M.h100, Auto, BF16, 64, 64, 64, true, false, true,
+          true, 8, 8, "rotor (tc), RoPE in the core",
+          "RoPE rotated inside the flash attention core"},
+         {"h100 auto short rope", &M.h100, Auto, BF16, 64, 64, 64, true, false, true, false, 8, 8,
+          "rotor (tc), RoPE in the head split", "below 128 keys"},
+         // sm_80.
+         {"a100 auto long", &M.a100, Auto, F16, 32, 2048, 2048, false, false, false, false, 8, 8,
+          "cudnn", "128 keys or more"},
+         {"a100 auto short causal", &M.a100, Auto, BF16, 128, 100, 100, true, true, false, false, 8,
+          8, "rotor (tc)", "below 128 keys"},
+         {"a100 cuDNN 9.10.0", &M.a100_cudnn_9_10, Auto, BF16, 64, 512, 512, false, true, false,
+          false, 8, 8, "rotor (tc)", "known attention bugs"},
+         {"a100 auto fp32", &M.a100, Auto, F32, 32, 64, 64, false, false, false, false, 8, 8,
+          "rotor (portable)", "below 128 keys"},
+         // sm_70: the Volta kernel in a CUDA 12 build, the portable one otherwise.
+         {"v100 auto fp16", &M.v100, Auto, F16, 64, 512, 512, false, true, false, false, 8, 8,
+          "rotor (volta)", "sm_80 or newer, this GPU is sm_70"},
+         {"v100 auto fp16 head dim 32", &M.v100, Auto, F16, 32, 512, 512, false, true, false, false,
+          8, 8, "rotor (portable)", "sm_80 or newer"},
+         {"v100 auto bf16", &M.v100, Auto, BF16, 128, 64, 64, true, false, false, false, 8, 8,
+          "rotor (portable)", "below 128 keys"},
+         {"v100 auto fp32", &M.v100, Auto, F32, 128, 512, 512, false, false, false, false, 8, 8,
+          "rotor (portable)", "sm_80 or newer"},
+         {"v100 cuda 13 build", &M.v100_cuda13, Auto, F16, 64, 512, 512, false, true, false, false,
+          8, 8, "rotor (portable)", "sm_80 or newer"},
+         {"v100 auto rope_in_kernel", &M.v100, Auto, F16, 64, 64, 64, false, false, true, true, 8,
+          8, "rotor (volta), RoPE in the head split", "only the tc kernel rotates"},
+         {"v100 cudnn", &M.v100, Cudnn, F16, 64, 512, 512, false, false, false, false, 8, 8,
+          "error", "attention.impl: cudnn: cuDNN attention needs sm_80 or newer"},
+         {"v100 rotor head dim 256", &M.v100, Rotor, F16, 256, 64, 64, false, false, false, false,
+          8, 8, "error", "not 256"},
+     }}};
+
+// Every row, its kind set from the key of its table.
+std::vector<Row> all_rows() {
+  std::vector<Row> out;
+  for (const auto& [kind, rows] : kRows)
+    for (Row r : rows) {
+      r.kind = kind;
+      r.name = kind + " " + r.name;
+      out.push_back(r);
+    }
+  return out;
+}
 
 class AttentionPlanTable : public ::testing::TestWithParam<Row> {};
 
@@ -208,6 +235,7 @@ TEST_P(AttentionPlanTable, PlansTheCase) {
   const AttentionPlan p = nn::plan_attention(case_of(r), *r.device);
   EXPECT_EQ(p.str(), r.plan) << p.why;
   EXPECT_NE(p.why.find(r.why), std::string::npos) << p.why;
+  EXPECT_EQ(p.kind.name(), r.kind);
 }
 
 std::string row_name(const ::testing::TestParamInfo<Row>& info) {
@@ -216,7 +244,29 @@ std::string row_name(const ::testing::TestParamInfo<Row>& info) {
   return s;
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, AttentionPlanTable, ::testing::ValuesIn(kRows), row_name);
+INSTANTIATE_TEST_SUITE_P(Rows, AttentionPlanTable, ::testing::ValuesIn(all_rows()), row_name);
+
+// A new attention kind comes with its rows: every registered kind has a
+// table, every table is a registered kind, and each kind is complete.
+TEST(AttentionPlan, EveryKindHasRows) {
+  ASSERT_FALSE(nn::attention_kinds().empty());
+  EXPECT_EQ(nn::attention_kinds().front(), AttentionKind::Softmax);  // the default
+  for (AttentionKind k : nn::attention_kinds()) {
+    const std::string name(k.name());
+    auto it = kRows.find(name);
+    ASSERT_TRUE(it != kRows.end()) << "attention kind " << name << " has no rows";
+    EXPECT_GE(it->second.size(), 3u) << name;
+    EXPECT_EQ(nn::attention_kind(name), k);
+    EXPECT_TRUE(k->plan && k->forward && k->backward) << name;
+  }
+  for (const auto& [name, rows] : kRows) EXPECT_TRUE(nn::attention_kind(name)) << name;
+  EXPECT_FALSE(nn::attention_kind("Softmax"));
+  EXPECT_FALSE(nn::attention_kind(""));
+  // softmax normalizes a constant added to a query's scores away, and the
+  // incremental decoder's cached step computes it.
+  EXPECT_TRUE(AttentionKind::Softmax->shift_invariant);
+  EXPECT_TRUE(AttentionKind::Softmax->cached_decode);
+}
 
 // Asking cuDNN whether it builds a graph costs a build: the plan asks only
 // where cuDNN could be chosen, and a refusal there leaves rotor's kernel.
@@ -245,7 +295,7 @@ TEST(AttentionPlan, AsksCudnnToBuildOnlyWhereItMatters) {
   EXPECT_NE(p.why.find("no engine"), std::string::npos) << p.why;
 }
 
-// What every plan must hold, over every combination.
+// What every softmax plan must hold, over every combination.
 TEST(AttentionPlan, EveryPlanRunsWhereItSays) {
   const std::vector<const AttentionDevice*> devices = {&M.cpu,  &M.v100, &M.v100_cuda13,
                                                        &M.a100, &M.h100, &M.h100_no_frontend};
@@ -277,6 +327,7 @@ TEST(AttentionPlan, EveryPlanRunsWhereItSays) {
                   continue;
                 }
                 ++plans;
+                EXPECT_EQ(p.kind, AttentionKind::Softmax) << where;
                 EXPECT_FALSE(p.why.empty()) << where;
                 EXPECT_EQ(p.on_gpu, dev->cuda) << where;
                 if (impl == Ref) {

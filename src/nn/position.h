@@ -1,0 +1,78 @@
+// Position encodings as a registry (docs/design.md, "Adding a position
+// encoding"). Each encoding is one file in nn/positions/ that defines its
+// PositionScheme -- the traits below and the behaviour they point to -- and
+// one entry in the list of nn/positions/registry.cpp. The position layer
+// (nn::PositionEncoding), the models, the config checks and the Hugging Face
+// export and import ask a scheme's traits; none compares with an encoding.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/kinds.h"
+
+namespace rotor::nn {
+
+// What an encoding's config rule sees (config/checks.cpp fills it in).
+struct PositionShape {
+  int64_t d_model = 0, n_heads = 0, max_positions = 0;
+  int64_t max_length = 0;       // the longest sequence the task's data holds
+  std::string_view length_key;  // the key bounding it, e.g. data.max_len
+  int64_t added_tokens = 0;     // what the task adds to it (translation: eos/bos)
+};
+
+// A rule a config breaks: the key it names, what is wrong, and the other keys
+// involved (config/checks.cpp locates the first one written).
+struct PositionProblem {
+  std::string key, message;
+  std::vector<std::string> related;
+};
+
+// How the BERT/RoFormer encoder (tasks mlm and classification) under an
+// encoding maps onto Hugging Face.
+struct HfPositions {
+  // "bert" or "roformer": the prefix of the parameter names, the classifier's
+  // head, and the model_type `rotor export --format hf` writes.
+  std::string_view family = "bert";
+  // What the positions of a `family` checkpoint are, where model.init_from
+  // reads them into this encoding ("learned absolute positions"); "" where it
+  // does not (another encoding of the family does).
+  std::string_view imports;
+  // Export's note where the family's position table is a stand-in: the
+  // encoding adds no parameter table, so the export writes the table it adds
+  // (its fixed_table) or zeros.
+  std::string_view export_note;
+};
+
+struct PositionScheme {
+  std::string_view name;  // its model.position spelling
+  // A [max_positions, d] table added to the token embeddings (so sequences
+  // are bounded by model.max_positions): a parameter drawn from N(0, std) and
+  // trained (learned_table), or computed once (fixed_table).
+  bool learned_table = false;
+  Tensor (*fixed_table)(int64_t max_positions, int64_t dim) = nullptr;
+  // Self-attention rotates q and k by their positions (RoFormer eq. 34,
+  // base model.rope_base); cross-attention never does.
+  bool rotates_qk = false;
+  HfPositions hf;
+  // Its own config rule, or nullptr.
+  std::optional<PositionProblem> (*check)(const PositionShape&) = nullptr;
+
+  bool adds_to_embeddings() const { return learned_table || fixed_table != nullptr; }
+};
+
+// Whether the encoding adds rows of a [max_positions, d] table, which bounds a
+// sequence's length (RoPE and none have no such bound).
+inline bool has_position_table(PositionKind k) {
+  return k->adds_to_embeddings();
+}
+
+// The rule of every encoding with a table (learned, sinusoidal): the longest
+// sequence, with what the task adds, has a row.
+std::optional<PositionProblem> table_length_problem(const PositionShape& s, std::string_view name);
+
+}  // namespace rotor::nn

@@ -1,0 +1,189 @@
+// The registry of position encodings (nn/position.h): every registered
+// encoding round-trips its model.position name through the config, has its
+// row in the table of traits below (a new encoding adds one), and the models
+// built from a config do what its traits say -- a parameter table where it
+// learns one, something added to the embeddings where it adds, q and k
+// rotated where it rotates, the Hugging Face family it names -- and its
+// config rule is the one validate() applies.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "models/bert.h"
+#include "models/model_config.h"
+#include "models/transformer.h"
+#include "nn/layers.h"
+#include "nn/position.h"
+
+namespace rotor {
+namespace {
+
+struct Traits {
+  bool learned_table, fixed_table, rotates_qk;
+  std::string hf_family, hf_imports;
+  bool export_note;
+};
+
+bool operator==(const Traits& a, const Traits& b) {
+  return a.learned_table == b.learned_table && a.fixed_table == b.fixed_table &&
+         a.rotates_qk == b.rotates_qk && a.hf_family == b.hf_family &&
+         a.hf_imports == b.hf_imports && a.export_note == b.export_note;
+}
+
+void PrintTo(const Traits& t, std::ostream* os) {
+  *os << "{learned " << t.learned_table << ", fixed " << t.fixed_table << ", rotates "
+      << t.rotates_qk << ", hf " << t.hf_family << " imports '" << t.hf_imports << "', note "
+      << t.export_note << "}";
+}
+
+Traits traits_of(nn::PositionKind k) {
+  return {k->learned_table,          k->fixed_table != nullptr,  k->rotates_qk,
+          std::string(k->hf.family), std::string(k->hf.imports), !k->hf.export_note.empty()};
+}
+
+// What each encoding is, by its model.position name (in registry order).
+const std::vector<std::pair<std::string, Traits>> kTable = {
+    {"sinusoidal", {false, true, false, "bert", "", true}},
+    {"learned", {true, false, false, "bert", "learned absolute positions", false}},
+    {"rope", {false, false, true, "roformer", "rotary positions", false}},
+    {"none", {false, false, false, "bert", "", true}},
+};
+
+Config config_with(const std::string& position, const std::string& task = "mlm") {
+  return load_config_from_string("task: " + task + "\nmodel:\n  d_model: 16\n  n_heads: 2\n" +
+                                     "  d_ff: 32\n  encoder_layers: 1\n  decoder_layers: 1\n" +
+                                     "  max_positions: 32\n  position: " + position +
+                                     "\ndata:\n  seq_len: 16\n  max_len: 16\n",
+                                 "configs/x.yaml");
+}
+
+std::string load_error(const std::string& yaml) {
+  try {
+    load_config_from_string(yaml, "configs/x.yaml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error for:\n" << yaml;
+  return "";
+}
+
+TEST(Positions, TheTableListsEveryRegisteredEncodingInOrder) {
+  ASSERT_EQ(nn::position_kinds().size(), kTable.size());
+  for (size_t i = 0; i < kTable.size(); ++i) {
+    const nn::PositionKind k = nn::position_kinds()[i];
+    EXPECT_EQ(k.name(), kTable[i].first);
+    EXPECT_EQ(traits_of(k), kTable[i].second) << k.name();
+  }
+  EXPECT_EQ(nn::PositionKind::Sinusoidal.name(), "sinusoidal");
+  EXPECT_EQ(nn::PositionKind::Learned.name(), "learned");
+  EXPECT_EQ(nn::PositionKind::Rope.name(), "rope");
+  EXPECT_EQ(nn::PositionKind::None.name(), "none");
+}
+
+TEST(Positions, EveryNameRoundTripsThroughTheConfig) {
+  std::string choices;
+  for (nn::PositionKind k : nn::position_kinds()) {
+    const std::string name(k.name());
+    choices += (choices.empty() ? "" : " | ") + name;
+    EXPECT_EQ(nn::position_kind(name), k);
+    EXPECT_EQ(enum_from_string<nn::PositionKind>(name), k);
+    EXPECT_EQ(to_string(k), name);
+    const Config c = config_with(name);
+    EXPECT_EQ(c.model.position, k) << name;
+    const std::string dumped = dump_config(c);
+    EXPECT_NE(dumped.find("  position: " + name + "\n"), std::string::npos) << dumped;
+    EXPECT_EQ(load_config_from_string(dumped, "dumped"), c) << name;
+  }
+  EXPECT_EQ(enum_choices<nn::PositionKind>(), choices);
+  EXPECT_FALSE(nn::position_kind("rotary"));
+  EXPECT_FALSE(nn::position_kind("Rope"));
+  // The error lists the registered names.
+  EXPECT_EQ(load_error("model:\n  position: rotary\n"),
+            "configs/x.yaml:2: model.position: expected one of " + choices + ", got \"rotary\"");
+}
+
+// What a model built from the config registers and computes, by the traits.
+TEST(Positions, ModelsDoWhatTheTraitsSay) {
+  for (nn::PositionKind k : nn::position_kinds()) {
+    const std::string name(k.name());
+    SCOPED_TRACE(name);
+    const Config mlm = config_with(name);
+    const models::BertOptions b = models::bert_options(mlm, 40);
+    EXPECT_EQ(b.position, k);
+    EXPECT_EQ(b.layer.rope, k->rotates_qk);
+    EXPECT_EQ(b.prefix(), k->hf.family);
+    EXPECT_EQ(models::hf_encoder_options(mlm).prefix, k->hf.family);
+    {
+      nn::ParameterStore store;
+      models::BertForMaskedLM model(b, store);
+      const std::string table = b.prefix() + ".embeddings.position_embeddings.weight";
+      EXPECT_EQ(store.find(table) != nullptr, k->learned_table);
+      EXPECT_NE(store.find(b.prefix() + ".embeddings.word_embeddings.weight"), nullptr);
+    }
+    const Config mt = config_with(name, "translation");
+    const models::TransformerOptions t = models::transformer_options(mt, 40);
+    EXPECT_EQ(t.position, k);
+    EXPECT_EQ(t.layer.rope, k->rotates_qk);
+    {
+      nn::ParameterStore store;
+      models::EncoderDecoder model(t, store);
+      EXPECT_EQ(store.find("model.encoder.embed_positions.weight") != nullptr, k->learned_table);
+      EXPECT_EQ(store.find("model.decoder.embed_positions.weight") != nullptr, k->learned_table);
+    }
+    // The position layer adds something exactly where the encoding adds.
+    nn::ParameterStore store;
+    nn::PositionEncoding pe(store, "p", k, 8, 4, 0.5);
+    store.allocate(Device::cpu());
+    store.initialize(7);
+    Tensor x = Tensor::zeros({2, 5, 4});
+    pe.add(x, 3, nn::Context{});
+    float norm = 0.0f;
+    for (float v : x.to_floats()) norm += v * v;
+    EXPECT_EQ(norm > 0.0f, k->adds_to_embeddings());
+    if (k->fixed_table) {
+      // rows 3..7 of the fixed table, for both sequences.
+      const std::vector<float> table = k->fixed_table(8, 4).to_floats();
+      const std::vector<float> got = x.to_floats();
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t i = 0; i < 5 * 4; ++i) EXPECT_EQ(got[b * 20 + i], table[3 * 4 + i]);
+    }
+  }
+}
+
+// Each encoding's config rule is what validate() applies, naming its keys.
+TEST(Positions, TheirRulesAreTheConfigChecks) {
+  nn::PositionShape odd_head{18, 2, 32, 16, "data.seq_len"};
+  nn::PositionShape too_long{16, 2, 8, 16, "data.seq_len"};
+  for (nn::PositionKind k : nn::position_kinds()) {
+    SCOPED_TRACE(std::string(k.name()));
+    const std::string yaml =
+        "task: mlm\nmodel:\n  d_model: 18\n  n_heads: 2\n  position: " + std::string(k.name()) +
+        "\n  max_positions: 8\n" + "data:\n  seq_len: 16\n";
+    std::optional<nn::PositionProblem> p;
+    if (k->check) p = k->check(odd_head);
+    if (!p && k->check) p = k->check(too_long);
+    if (!p) {
+      EXPECT_NO_THROW(load_config_from_string(yaml, "configs/x.yaml"));
+      continue;
+    }
+    const std::string e = load_error(yaml);
+    EXPECT_NE(e.find(p->key + ": " + p->message), std::string::npos) << e;
+  }
+  ASSERT_TRUE(nn::PositionKind::Rope->check);
+  const auto rope = nn::PositionKind::Rope->check(odd_head);
+  ASSERT_TRUE(rope);
+  EXPECT_EQ(rope->key, "model.position");
+  EXPECT_NE(rope->message.find("even head size"), std::string::npos);
+  EXPECT_FALSE(nn::PositionKind::Rope->check(too_long));
+  const auto learned = nn::PositionKind::Learned->check(too_long);
+  ASSERT_TRUE(learned);
+  EXPECT_EQ(learned->key, "data.seq_len");
+  EXPECT_EQ(learned->message, "16 exceeds model.max_positions = 8 (learned positions)");
+}
+
+}  // namespace
+}  // namespace rotor
