@@ -31,18 +31,23 @@ void lin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
 
 void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t pos0, double base,
                  bool back) {
-  for (int64_t r = 0; r < n; ++r) {
-    const float* x = in + r * width;
-    float* y = out + r * width;
-    for (int64_t i = 0; i < width / 2; ++i) {
-      const rope::Rotation rot = rope::rotation(pos0 + r, i, width, base);
+  // Pair by pair, so that theta_i is computed once; the angles are those of
+  // rope::rotation (position times rope::frequency, in double).
+  for (int64_t i = 0; i < width / 2; ++i) {
+    const double theta = rope::frequency(i, width, base);
+    for (int64_t r = 0; r < n; ++r) {
+      const double angle = static_cast<double>(pos0 + r) * theta;
+      const rope::Rotation rot{static_cast<float>(std::cos(angle)),
+                               static_cast<float>(std::sin(angle))};
+      const float* x = in + r * width + 2 * i;
+      float* y = out + r * width + 2 * i;
       float y0, y1;
       if (back)
-        rope::rotate_back(x[2 * i], x[2 * i + 1], rot, y0, y1);
+        rope::rotate_back(x[0], x[1], rot, y0, y1);
       else
-        rope::rotate(x[2 * i], x[2 * i + 1], rot, y0, y1);
-      y[2 * i] = y0;
-      y[2 * i + 1] = y1;
+        rope::rotate(x[0], x[1], rot, y0, y1);
+      y[0] = y0;
+      y[1] = y1;
     }
   }
 }
