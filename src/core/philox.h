@@ -64,6 +64,7 @@ enum class RngPurpose : uint32_t {
   Shuffle = 4,
   Masking = 5,
   Sampling = 6,
+  FavorProjection = 7,  // core/favor.h: the random features of linear attention
   Test = 255,
 };
 

@@ -1,0 +1,260 @@
+// CPU benchmark of linear attention (ops/linear_attention.h) against the
+// softmax attention cores of the CPU at long sequences: the materializing
+// reference (ops::attention_forward, a [T, T] probability matrix per head)
+// and the tiled flash twin (ops::flash_attention_forward). Per token count it
+// prints the mean time of a call (forward, or forward + backward with
+// --backward) and the memory the call allocates: `peak` is the high-water
+// mark of tensor bytes above what was held before (the allocator's
+// statistics, core/allocator.h), `kept` what the call returns (out and what
+// the backward needs: den, lse or probs; with --backward also dq, dk, dv),
+// `work` = peak - kept, the op's own workspace. Linear attention's bytes grow
+// linearly in T, the reference's quadratically. The softmax cores run
+// without RoPE (linear attention's rotation is in its time). Speed is
+// printed, never asserted; the first call of a token count is timed too.
+// Heap scratch (std::vector, e.g. the reference backward's two [T, T]
+// buffers) is not a tensor: this program counts operator new separately and
+// adds its peak to `peak` (so `peak` is the sum of the two high-water marks,
+// an upper bound of their joint one).
+//
+//   bench_linear_attention [--tokens 4096,8192,16384] [--heads H] [--dim D]
+//                          [--features M] [--rope none|after|before] [--causal]
+//                          [--backward] [--iters N] [--no-softmax]
+#include <malloc.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <new>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "ops/attention.h"
+#include "ops/flash_attention.h"
+#include "ops/linear_attention.h"
+
+using namespace rotor;
+
+namespace {
+
+std::atomic<size_t> g_heap{0}, g_heap_peak{0};
+
+void heap_add(void* p) {
+  const size_t now = g_heap += malloc_usable_size(p);
+  size_t peak = g_heap_peak.load();
+  while (now > peak && !g_heap_peak.compare_exchange_weak(peak, now)) {
+  }
+}
+
+void* heap_new(size_t n) {
+  void* p = std::malloc(n ? n : 1);
+  if (!p) throw std::bad_alloc();
+  heap_add(p);
+  return p;
+}
+
+void heap_delete(void* p) noexcept {
+  if (!p) return;
+  g_heap -= malloc_usable_size(p);
+  std::free(p);
+}
+
+}  // namespace
+
+// Every plain new and delete of the program (the library's std::vectors
+// included) goes through the counter.
+void* operator new(size_t n) {
+  return heap_new(n);
+}
+void* operator new[](size_t n) {
+  return heap_new(n);
+}
+void operator delete(void* p) noexcept {
+  heap_delete(p);
+}
+void operator delete[](void* p) noexcept {
+  heap_delete(p);
+}
+void operator delete(void* p, size_t) noexcept {
+  heap_delete(p);
+}
+void operator delete[](void* p, size_t) noexcept {
+  heap_delete(p);
+}
+
+namespace {
+
+const char* kUsage =
+    "usage: bench_linear_attention [--tokens 4096,8192,16384] [--heads H] [--dim D] "
+    "[--features M] [--rope none|after|before] [--causal] [--backward] [--iters N] "
+    "[--no-softmax]\n";
+
+struct Args {
+  std::vector<int64_t> tokens{4096, 8192, 16384};
+  int64_t heads = 1, dim = 64, features = 64;
+  ops::LinearRope rope = ops::LinearRope::AfterFeatureMap;
+  bool causal = false, backward = false, softmax = true;
+  int iters = 1;
+};
+
+[[noreturn]] void usage_error(const std::string& what) {
+  std::fprintf(stderr, "bench_linear_attention: %s\n%s", what.c_str(), kUsage);
+  std::exit(2);
+}
+
+int64_t positive(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < 1)
+    usage_error(flag + " needs a positive integer, got '" + text + "'");
+  return v;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(flag + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--tokens") {
+      a.tokens.clear();
+      std::stringstream s(next());
+      for (std::string t; std::getline(s, t, ',');) a.tokens.push_back(positive(flag, t));
+    } else if (flag == "--heads") {
+      a.heads = positive(flag, next());
+    } else if (flag == "--dim") {
+      a.dim = positive(flag, next());
+    } else if (flag == "--features") {
+      a.features = positive(flag, next());
+    } else if (flag == "--rope") {
+      const std::string v = next();
+      if (v == "none")
+        a.rope = ops::LinearRope::None;
+      else if (v == "after")
+        a.rope = ops::LinearRope::AfterFeatureMap;
+      else if (v == "before")
+        a.rope = ops::LinearRope::BeforeFeatureMap;
+      else
+        usage_error("--rope none|after|before, got '" + v + "'");
+    } else if (flag == "--causal") {
+      a.causal = true;
+    } else if (flag == "--backward") {
+      a.backward = true;
+    } else if (flag == "--iters") {
+      a.iters = static_cast<int>(positive(flag, next()));
+    } else if (flag == "--no-softmax") {
+      a.softmax = false;
+    } else {
+      usage_error("unknown argument '" + flag + "'");
+    }
+  }
+  return a;
+}
+
+Tensor uniform(const Shape& shape, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  uint32_t x = seed * 2654435761u + 1u;
+  for (float& e : v) {
+    x = x * 1664525u + 1013904223u;
+    e = static_cast<float>(x >> 8) / 8388608.0f - 1.0f;  // [-1, 1)
+  }
+  return Tensor::from_floats(v, shape);
+}
+
+// One implementation's call: allocates what it returns into `kept` and runs.
+using Call = std::function<void(std::vector<Tensor>& kept)>;
+
+void measure(const char* name, int64_t T, int iters, const Call& call) {
+  const Device cpu = Device::cpu();
+  const size_t before = bytes_in_use(cpu), heap_before = g_heap.load();
+  reset_peak_bytes(cpu);
+  g_heap_peak = heap_before;
+  double ms = 0.0;
+  size_t kept_bytes = 0, peak = 0;
+  for (int i = 0; i < iters; ++i) {
+    std::vector<Tensor> kept;
+    const auto t0 = std::chrono::steady_clock::now();
+    call(kept);
+    ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (i == 0) {
+      peak = peak_bytes(cpu) - before + (g_heap_peak.load() - heap_before);
+      for (const Tensor& t : kept) kept_bytes += t.nbytes();
+    }
+  }
+  const double mib = 1024.0 * 1024.0;
+  std::printf("%-22s T=%-6lld %10.1f ms  peak %9.1f MiB  kept %9.1f MiB  work %9.2f MiB\n", name,
+              static_cast<long long>(T), ms / iters, peak / mib, kept_bytes / mib,
+              (peak - kept_bytes) / mib);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  try {
+    const int64_t B = 1, H = a.heads, D = a.dim;
+    std::printf("B=%d H=%lld D=%lld rope=%s causal=%d %s, %d iteration(s)\n", 1,
+                static_cast<long long>(H), static_cast<long long>(D), ops::linear_rope_name(a.rope),
+                a.causal ? 1 : 0, a.backward ? "forward+backward" : "forward", a.iters);
+    const Tensor proj = ops::favor_projection(1, 0, 0, a.features, D);
+    for (int64_t T : a.tokens) {
+      const Tensor q = uniform({B, H, T, D}, 1), k = uniform({B, H, T, D}, 2),
+                   v = uniform({B, H, T, D}, 3);
+      auto grads = [&](std::vector<Tensor>& kept) {
+        for (int i = 0; i < 3; ++i) kept.push_back(Tensor::empty({B, H, T, D}));
+      };
+      for (auto map : {ops::LinearFeatureMap::Elu1, ops::LinearFeatureMap::Favor}) {
+        ops::LinearAttentionOptions o;
+        o.feature_map = map;
+        o.causal = a.causal;
+        o.rope = a.rope;
+        const Tensor p = map == ops::LinearFeatureMap::Favor ? proj : Tensor();
+        const std::string name =
+            std::string("linear ") + ops::linear_feature_map_name(map) +
+            (map == ops::LinearFeatureMap::Favor ? " M=" + std::to_string(a.features)
+                                                 : std::string());
+        measure(name.c_str(), T, a.iters, [&](std::vector<Tensor>& kept) {
+          Tensor out = Tensor::empty({B, H, T, D}), den = Tensor::empty({B, H, T});
+          ops::linear_attention_forward(q, k, v, p, o, out, den);
+          kept = {out, den};
+          if (!a.backward) return;
+          grads(kept);
+          ops::linear_attention_backward(q, k, v, p, out, den, out, o, kept[2], kept[3], kept[4]);
+        });
+      }
+      if (!a.softmax) continue;
+      ops::AttentionOptions so;
+      so.scale = 1.0f / std::sqrt(static_cast<float>(D));
+      so.causal = a.causal;
+      measure("softmax flash (tiled)", T, a.iters, [&](std::vector<Tensor>& kept) {
+        Tensor out = Tensor::empty({B, H, T, D}), lse = Tensor::empty({B, H, T});
+        ops::flash_attention_forward(q, k, v, so, out, lse);
+        kept = {out, lse};
+        if (!a.backward) return;
+        grads(kept);
+        ops::flash_attention_backward(q, k, v, out, lse, out, so, kept[2], kept[3], kept[4]);
+      });
+      measure("softmax reference", T, a.iters, [&](std::vector<Tensor>& kept) {
+        Tensor out = Tensor::empty({B, H, T, D}), probs = Tensor::empty({B, H, T, T});
+        ops::attention_forward(q, k, v, so, out, probs);
+        kept = {out, probs};
+        if (!a.backward) return;
+        grads(kept);
+        ops::attention_backward(q, k, v, probs, out, so, kept[2], kept[3], kept[4]);
+      });
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_linear_attention: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

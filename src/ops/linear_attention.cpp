@@ -1,0 +1,381 @@
+// Linear attention (ops/linear_attention.h): per (batch, head) the feature
+// rows of q and k are built once (linear_attention_features.cpp), then the
+// queries are swept in chunks. A chunk of query rows [i0, i1) sees keys
+// [0, n(i1 - 1)) with n(i) the visible count of row i (non-decreasing, by at
+// most one a row): keys [0, n(i0)) through the running state S, z and keys
+// [n(i0), n(i1 - 1)) (fewer than `chunk`) through a masked product inside
+// the chunk. Not causal, every n(i) is the key length and the chunks only
+// split the query GEMMs. The backward sweeps the chunks forward (dq, and the
+// in-chunk parts of dk and dv) and then backward with suffix states
+// U = sum a(q) g^T, y = sum dden phi(q) for the keys each chunk sees in full.
+#include "ops/linear_attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/attention_common.h"
+#include "ops/cpu_f32.h"
+#include "ops/dispatch.h"
+#include "ops/linear_attention_common.h"
+
+namespace rotor::ops {
+
+namespace {
+
+using detail::lin_gemm;
+
+struct Dims {
+  int64_t B, H, Tq, Tk, D, Dv, M;
+};
+
+Dims check_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& projection,
+                const LinearAttentionOptions& o, const char* op) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
+    ROTOR_FAIL("{}: q, k, v must be [B, H, T, D], got {}, {}, {}", op, shape_str(q.shape()),
+               shape_str(k.shape()), shape_str(v.shape()));
+  const int64_t B = q.size(0), H = q.size(1), Tk = k.size(2);
+  if (k.shape() != Shape{B, H, Tk, q.size(3)} || v.dim() != 4 || v.size(0) != B || v.size(1) != H ||
+      v.size(2) != Tk)
+    ROTOR_FAIL("{}: with q {} expected k [{}, {}, Tk, {}] and v [{}, {}, Tk, Dv], got {} and {}",
+               op, shape_str(q.shape()), B, H, q.size(3), B, H, shape_str(k.shape()),
+               shape_str(v.shape()));
+  if (q.size(3) < 1) ROTOR_FAIL("{}: head dimension D must be >= 1, got {}", op, q.size(3));
+  require_floating(q, op);
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) ROTOR_FAIL("{}: q, k, v dtypes differ", op);
+  check_same_device(q, k, op);
+  check_same_device(q, v, op);
+  if (q.is_cuda()) ROTOR_FAIL("{}: linear attention runs on the CPU only so far", op);
+  if (o.key_lengths.defined() &&
+      (o.key_lengths.dtype() != DType::I32 || o.key_lengths.numel() != B))
+    ROTOR_FAIL("{}: key_lengths must be i32 [{}], got {}", op, B, o.key_lengths.str());
+  const Dims d{B,
+               H,
+               q.size(2),
+               Tk,
+               q.size(3),
+               v.size(3),
+               linear_feature_dim(o.feature_map, q.size(3), projection)};
+  if (o.feature_map == LinearFeatureMap::Favor) {
+    if (!projection.defined() || projection.dtype() != DType::F32 || projection.dim() != 2 ||
+        projection.size(1) != d.D || projection.size(0) < 1)
+      ROTOR_FAIL("{}: feature map favor needs a projection f32 [M >= 1, {}], got {}", op, d.D,
+                 projection.defined() ? projection.str() : "none");
+    check_same_device(q, projection, op);
+  } else if (projection.defined()) {
+    ROTOR_FAIL("{}: feature map {} takes no projection, got {}", op,
+               linear_feature_map_name(o.feature_map), projection.str());
+  }
+  if (o.chunk < 1) ROTOR_FAIL("{}: chunk must be >= 1, got {}", op, o.chunk);
+  if (!(std::isfinite(o.eps) && o.eps > 0.0f))
+    ROTOR_FAIL("{}: eps must be finite and > 0, got {}", op, o.eps);
+  if (!(std::isfinite(o.qk_scale) && o.qk_scale >= 0.0f))
+    ROTOR_FAIL("{}: qk_scale must be finite and >= 0 (0: D^(-1/4)), got {}", op, o.qk_scale);
+  if (o.rope != LinearRope::None && !(std::isfinite(o.rope_base) && o.rope_base > 0.0f))
+    ROTOR_FAIL("{}: rope_base must be finite and > 0, got {}", op, o.rope_base);
+  if (o.rope == LinearRope::AfterFeatureMap && d.M % 2 != 0)
+    ROTOR_FAIL("{}: rope after_feature_map rotates pairs of features: M = {} must be even", op,
+               d.M);
+  if (o.rope == LinearRope::BeforeFeatureMap && d.D % 2 != 0)
+    ROTOR_FAIL("{}: rope before_feature_map rotates pairs of q and k: D = {} must be even", op,
+               d.D);
+  return d;
+}
+
+void check_out(const Tensor& t, const Shape& shape, DType dtype, const Tensor& q,
+               const char* what) {
+  check_shape(t, shape, what);
+  if (t.dtype() != dtype) ROTOR_FAIL("{}: expected {}, got {}", what, dtype_name(dtype), t.str());
+  check_same_device(t, q, what);
+}
+
+// What one (batch, head) needs: its dims, the visible counts and the feature specs.
+struct Head {
+  const Dims& d;
+  const LinearAttentionOptions& o;
+  int64_t key_len, C;
+  bool after;  // LinearRope::AfterFeatureMap
+  detail::FeatureMapSpec qs, ks;
+  int64_t visible(int64_t i) const {
+    const detail::AttentionDims ad{d.B, d.H, d.Tq, d.Tk, d.D};
+    return detail::visible_keys(ad, o.causal, key_len, i);
+  }
+};
+
+// Floats of one (batch, head)'s workspace.
+int64_t head_floats(const Dims& d, int64_t C, bool after, bool backward) {
+  const int64_t copies = after ? 2 : 1;  // phi, and its rotation
+  int64_t n = (d.Tq + d.Tk) * (d.D + copies * d.M) + d.M * d.Dv + d.M + copies * C * C;
+  if (backward)  // G, dden, da (+ dphi_q), db (+ dphi_k), U, y, dP, Md
+    n += d.Tq * (d.Dv + 1) + (d.Tq + d.Tk) * copies * d.M + d.M * d.Dv + d.M + 2 * C * C;
+  return n;
+}
+
+class Arena {
+ public:
+  explicit Arena(float* p) : p_(p) {}
+  float* take(int64_t n) {
+    float* r = p_;
+    p_ += n;
+    return r;
+  }
+
+ private:
+  float* p_;
+};
+
+// Feature rows of both sides (a = rotated phi after the feature map, else phi).
+struct Features {
+  float *xq, *phq, *aq, *xk, *phk, *bk;
+};
+
+Features make_features(const Head& h, const float* q, const float* k, Arena& w) {
+  const Dims& d = h.d;
+  Features f{};
+  f.xq = w.take(d.Tq * d.D);
+  f.phq = w.take(d.Tq * d.M);
+  f.aq = h.after ? w.take(d.Tq * d.M) : f.phq;
+  f.xk = w.take(d.Tk * d.D);
+  f.phk = w.take(d.Tk * d.M);
+  f.bk = h.after ? w.take(d.Tk * d.M) : f.phk;
+  detail::features_forward(h.qs, q, d.Tq, FavorStabilizer::Row, f.xq, f.phq);
+  detail::features_forward(h.ks, k, h.key_len, FavorStabilizer::Global, f.xk, f.phk);
+  if (h.after) {
+    detail::rotate_rows(f.phq, f.aq, d.Tq, d.M, h.o.rope_q_offset, h.o.rope_base, false);
+    detail::rotate_rows(f.phk, f.bk, h.key_len, d.M, h.o.rope_k_offset, h.o.rope_base, false);
+  }
+  return f;
+}
+
+// The [nq, nk] products of chunk rows [i0, i0 + nq) with keys [lo, lo + nk),
+// entries of keys a row does not see set to zero.
+void masked_product(const Head& h, const float* a, const float* b, int64_t ld, int64_t i0,
+                    int64_t nq, int64_t lo, int64_t nk, float* out) {
+  lin_gemm(false, true, nq, nk, ld, a + i0 * ld, ld, b + lo * ld, ld, 0.0f, out, nk);
+  for (int64_t r = 0; r < nq; ++r)
+    for (int64_t j = std::max<int64_t>(0, h.visible(i0 + r) - lo); j < nk; ++j) out[r * nk + j] = 0;
+}
+
+// S += a(k)^T v and z += phi(k) over keys [from, to).
+void add_keys(const Head& h, const Features& f, const float* v, int64_t from, int64_t to, float* S,
+              float* z) {
+  const int64_t M = h.d.M, Dv = h.d.Dv;
+  lin_gemm(true, false, M, Dv, to - from, f.bk + from * M, M, v + from * Dv, Dv, 1.0f, S, Dv);
+  for (int64_t n = from; n < to; ++n)
+    for (int64_t j = 0; j < M; ++j) z[j] += f.phk[n * M + j];
+}
+
+void forward_head(const Head& h, const float* q, const float* k, const float* v, float* out,
+                  float* den, Arena w) {
+  const Dims& d = h.d;
+  const int64_t M = d.M, Dv = d.Dv, C = h.C;
+  const Features f = make_features(h, q, k, w);
+  float* S = w.take(M * Dv);  // [M, Dv]
+  float* z = w.take(M);
+  float* P = w.take(C * C);                 // rotated weights (numerator)
+  float* Pd = h.after ? w.take(C * C) : P;  // plain weights (denominator)
+  std::fill(S, S + M * Dv, 0.0f);
+  std::fill(z, z + M, 0.0f);
+  int64_t done = 0;  // keys [0, done) are in S and z
+  for (int64_t i0 = 0; i0 < d.Tq; i0 += C) {
+    const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
+    add_keys(h, f, v, done, lo, S, z);
+    done = lo;
+    lin_gemm(false, false, nq, Dv, M, f.aq + i0 * M, M, S, Dv, 0.0f, out + i0 * Dv, Dv);
+    if (nk > 0) {
+      masked_product(h, f.aq, f.bk, M, i0, nq, lo, nk, P);
+      if (h.after) masked_product(h, f.phq, f.phk, M, i0, nq, lo, nk, Pd);
+      lin_gemm(false, false, nq, Dv, nk, P, nk, v + lo * Dv, Dv, 1.0f, out + i0 * Dv, Dv);
+    }
+    for (int64_t r = 0; r < nq; ++r) {
+      double s = 0.0;  // phi(q) . z + the row of Pd
+      for (int64_t j = 0; j < M; ++j) s += static_cast<double>(f.phq[(i0 + r) * M + j]) * z[j];
+      for (int64_t j = 0; j < nk; ++j) s += Pd[r * nk + j];
+      den[i0 + r] = static_cast<float>(s);
+      const float inv = static_cast<float>(1.0 / (s + h.o.eps));
+      for (int64_t c = 0; c < Dv; ++c) out[(i0 + r) * Dv + c] *= inv;
+    }
+  }
+}
+
+// Keys [from, to), seen in full by the queries summed in U, y: db += v U^T,
+// dv += a(k) U, dphi_k += y.
+void key_grads_from_state(const Head& h, const Features& f, const float* v, int64_t from,
+                          int64_t to, const float* U, const float* y, float* db, float* dphk,
+                          float* dv) {
+  const int64_t M = h.d.M, Dv = h.d.Dv, n = to - from;
+  lin_gemm(false, true, n, M, Dv, v + from * Dv, Dv, U, Dv, 1.0f, db + from * M, M);
+  lin_gemm(false, false, n, Dv, M, f.bk + from * M, M, U, Dv, 1.0f, dv + from * Dv, Dv);
+  for (int64_t r = from; r < to; ++r)
+    for (int64_t j = 0; j < M; ++j) dphk[r * M + j] += y[j];
+}
+
+void backward_head(const Head& h, const float* q, const float* k, const float* v, const float* out,
+                   const float* den, const float* dout, float* dq, float* dk, float* dv, Arena w) {
+  const Dims& d = h.d;
+  const int64_t M = d.M, Dv = d.Dv, C = h.C;
+  const Features f = make_features(h, q, k, w);
+  float* S = w.take(M * Dv);
+  float* z = w.take(M);
+  float* P = w.take(C * C);
+  w.take(h.after ? C * C : 0);
+  float* G = w.take(d.Tq * Dv);  // dnum = dout / (den + eps)
+  float* dden = w.take(d.Tq);    // -dout . out / (den + eps)
+  float* da = w.take(d.Tq * M);
+  float* dphq = h.after ? w.take(d.Tq * M) : da;
+  float* db = w.take(d.Tk * M);
+  float* dphk = h.after ? w.take(d.Tk * M) : db;
+  float* U = w.take(M * Dv);
+  float* y = w.take(M);
+  float* dP = w.take(C * C);
+  float* Md = w.take(C * C);
+  for (int64_t i = 0; i < d.Tq; ++i) {
+    const double s = static_cast<double>(den[i]) + h.o.eps;
+    double go = 0.0;
+    for (int64_t c = 0; c < Dv; ++c) {
+      G[i * Dv + c] = static_cast<float>(dout[i * Dv + c] / s);
+      go += static_cast<double>(dout[i * Dv + c]) * out[i * Dv + c];
+    }
+    dden[i] = static_cast<float>(-go / s);
+  }
+  std::fill(S, S + M * Dv, 0.0f);
+  std::fill(U, U + M * Dv, 0.0f);
+  std::fill(z, z + M, 0.0f);
+  std::fill(y, y + M, 0.0f);
+  std::fill(da, da + d.Tq * M, 0.0f);
+  std::fill(dphq, dphq + d.Tq * M, 0.0f);
+  std::fill(db, db + d.Tk * M, 0.0f);
+  std::fill(dphk, dphk + d.Tk * M, 0.0f);
+  std::fill(dv, dv + d.Tk * Dv, 0.0f);
+  // Forward over the chunks: dq's parts, and the in-chunk parts of dk and dv.
+  int64_t done = 0;
+  for (int64_t i0 = 0; i0 < d.Tq; i0 += C) {
+    const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
+    add_keys(h, f, v, done, lo, S, z);
+    done = lo;
+    lin_gemm(false, true, nq, M, Dv, G + i0 * Dv, Dv, S, Dv, 1.0f, da + i0 * M, M);
+    for (int64_t r = i0; r < i0 + nq; ++r)
+      for (int64_t j = 0; j < M; ++j) dphq[r * M + j] += dden[r] * z[j];
+    if (nk == 0) continue;
+    masked_product(h, f.aq, f.bk, M, i0, nq, lo, nk, P);
+    masked_product(h, G, v, Dv, i0, nq, lo, nk, dP);
+    for (int64_t r = 0; r < nq; ++r) {
+      const int64_t seen = h.visible(i0 + r) - lo;
+      for (int64_t j = 0; j < nk; ++j) Md[r * nk + j] = j < seen ? dden[i0 + r] : 0.0f;
+    }
+    lin_gemm(false, false, nq, M, nk, dP, nk, f.bk + lo * M, M, 1.0f, da + i0 * M, M);
+    lin_gemm(true, false, nk, M, nq, dP, nk, f.aq + i0 * M, M, 1.0f, db + lo * M, M);
+    lin_gemm(true, false, nk, Dv, nq, P, nk, G + i0 * Dv, Dv, 1.0f, dv + lo * Dv, Dv);
+    lin_gemm(false, false, nq, M, nk, Md, nk, f.phk + lo * M, M, 1.0f, dphq + i0 * M, M);
+    lin_gemm(true, false, nk, M, nq, Md, nk, f.phq + i0 * M, M, 1.0f, dphk + lo * M, M);
+  }
+  // Backward over the chunks: keys [n(i0), next) are seen in full exactly by
+  // the chunks after this one, whose sums U and y hold.
+  int64_t next = d.Tq > 0 ? h.visible(d.Tq - 1) : 0;
+  for (int64_t i0 = d.Tq > 0 ? (d.Tq - 1) / C * C : -1; i0 >= 0; i0 -= C) {
+    const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0);
+    key_grads_from_state(h, f, v, lo, next, U, y, db, dphk, dv);
+    lin_gemm(true, false, M, Dv, nq, f.aq + i0 * M, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
+    for (int64_t r = i0; r < i0 + nq; ++r)
+      for (int64_t j = 0; j < M; ++j) y[j] += dden[r] * f.phq[r * M + j];
+    next = lo;
+  }
+  key_grads_from_state(h, f, v, 0, next, U, y, db, dphk, dv);
+  if (h.after) {  // d phi += R^T d(R phi)
+    detail::rotate_rows(da, da, d.Tq, M, h.o.rope_q_offset, h.o.rope_base, true);
+    detail::rotate_rows(db, db, h.key_len, M, h.o.rope_k_offset, h.o.rope_base, true);
+    for (int64_t i = 0; i < d.Tq * M; ++i) dphq[i] += da[i];
+    for (int64_t i = 0; i < h.key_len * M; ++i) dphk[i] += db[i];
+  }
+  detail::features_backward(h.qs, f.xq, f.phq, dphq, d.Tq, dq);
+  detail::features_backward(h.ks, f.xk, f.phk, dphk, h.key_len, dk);
+  std::fill(dk + h.key_len * d.D, dk + d.Tk * d.D, 0.0f);
+}
+
+// Runs fn(head, b, h, workspace) for every (batch, head), in parallel, each
+// thread on its own slice of one workspace tensor.
+template <class Fn>
+void for_each_head(const Dims& d, const LinearAttentionOptions& o, const Tensor& projection,
+                   bool backward, const char* op, Fn&& fn) {
+  AttentionOptions ao;
+  ao.key_lengths = o.key_lengths;
+  const auto key_len = detail::key_lengths_host({d.B, d.H, d.Tq, d.Tk, d.D}, ao, op);
+  const bool after = o.rope == LinearRope::AfterFeatureMap;
+  const int64_t C = std::min<int64_t>(o.chunk, std::max<int64_t>(d.Tq, 1));
+  const float scale = o.qk_scale > 0.0f ? o.qk_scale : std::pow(static_cast<float>(d.D), -0.25f);
+  const float* W = projection.defined() ? projection.data<float>() : nullptr;
+  const bool before = o.rope == LinearRope::BeforeFeatureMap;
+  detail::FeatureMapSpec qs{o.feature_map,  d.D, d.M, scale, W, before, o.rope_base,
+                            o.rope_q_offset};
+  detail::FeatureMapSpec ks = qs;
+  ks.pos0 = o.rope_k_offset;
+  const int64_t per = head_floats(d, C, after, backward);
+  const int threads = static_cast<int>(
+      std::clamp<int64_t>(omp_get_max_threads(), 1, std::max<int64_t>(d.B * d.H, 1)));
+  Tensor ws = Tensor::empty({threads, per});  // f32, counted by the allocator's statistics
+  float* wp = ws.data<float>();
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t hh = 0; hh < d.H; ++hh) {
+      const Head head{d, o, key_len[b], C, after, qs, ks};
+      fn(head, b * d.H + hh, Arena(wp + omp_get_thread_num() * per));
+    }
+}
+
+}  // namespace
+
+void linear_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& projection, const LinearAttentionOptions& options,
+                              Tensor& out, Tensor& den) {
+  constexpr const char* op = "linear_attention_forward";
+  const Dims d = check_args(q, k, v, projection, options, op);
+  check_out(out, {d.B, d.H, d.Tq, d.Dv}, q.dtype(), q, "linear_attention_forward out");
+  check_out(den, {d.B, d.H, d.Tq}, DType::F32, q, "linear_attention_forward den");
+  if (detail::F32Compute::needed({&q})) {
+    detail::F32Compute f;
+    Tensor out32 = f.output(out);
+    linear_attention_forward(f.input(q), f.input(k), f.input(v), projection, options, out32, den);
+    f.commit();
+    return;
+  }
+  const float *pq = q.data<float>(), *pk = k.data<float>(), *pv = v.data<float>();
+  float *po = out.data<float>(), *pden = den.data<float>();
+  for_each_head(d, options, projection, false, op, [&](const Head& h, int64_t bh, Arena w) {
+    forward_head(h, pq + bh * d.Tq * d.D, pk + bh * d.Tk * d.D, pv + bh * d.Tk * d.Dv,
+                 po + bh * d.Tq * d.Dv, pden + bh * d.Tq, w);
+  });
+}
+
+void linear_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& projection, const Tensor& out, const Tensor& den,
+                               const Tensor& dout, const LinearAttentionOptions& options,
+                               Tensor& dq, Tensor& dk, Tensor& dv) {
+  constexpr const char* op = "linear_attention_backward";
+  const Dims d = check_args(q, k, v, projection, options, op);
+  check_out(out, {d.B, d.H, d.Tq, d.Dv}, q.dtype(), q, "linear_attention_backward out");
+  check_out(den, {d.B, d.H, d.Tq}, DType::F32, q, "linear_attention_backward den");
+  check_out(dout, out.shape(), q.dtype(), q, "linear_attention_backward dout");
+  check_out(dq, q.shape(), q.dtype(), q, "linear_attention_backward dq");
+  check_out(dk, k.shape(), q.dtype(), q, "linear_attention_backward dk");
+  check_out(dv, v.shape(), q.dtype(), q, "linear_attention_backward dv");
+  if (detail::F32Compute::needed({&q})) {
+    detail::F32Compute f;
+    Tensor dq32 = f.output(dq), dk32 = f.output(dk), dv32 = f.output(dv);
+    linear_attention_backward(f.input(q), f.input(k), f.input(v), projection, f.input(out), den,
+                              f.input(dout), options, dq32, dk32, dv32);
+    f.commit();
+    return;
+  }
+  const float *pq = q.data<float>(), *pk = k.data<float>(), *pv = v.data<float>();
+  const float *po = out.data<float>(), *pden = den.data<float>(), *pdo = dout.data<float>();
+  float *pdq = dq.data<float>(), *pdk = dk.data<float>(), *pdv = dv.data<float>();
+  for_each_head(d, options, projection, true, op, [&](const Head& h, int64_t bh, Arena w) {
+    const int64_t qo = bh * d.Tq * d.D, ko = bh * d.Tk * d.D, vo = bh * d.Tk * d.Dv;
+    const int64_t oo = bh * d.Tq * d.Dv;
+    backward_head(h, pq + qo, pk + ko, pv + vo, po + oo, pden + bh * d.Tq, pdo + oo, pdq + qo,
+                  pdk + ko, pdv + vo, w);
+  });
+}
+
+}  // namespace rotor::ops

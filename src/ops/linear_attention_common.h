@@ -1,0 +1,40 @@
+// The pieces of linear attention (ops/linear_attention.h) on raw f32 rows:
+// the feature maps with their backward, the rotation of feature rows and a
+// GEMM that accepts empty sizes. The sweeps of linear_attention.cpp call
+// them per (batch, head); a CUDA version maps the feature map and rotation to
+// one fused kernel and the products to batched GEMMs.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/linear_attention.h"
+
+namespace rotor::ops::detail {
+
+// C = op(A) op(B) + beta C, row-major (cblas_sgemm, alpha 1); any size may be 0.
+void lin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+struct FeatureMapSpec {
+  LinearFeatureMap map;
+  int64_t D, M;
+  float scale;          // multiplies x (after the rotation, which commutes with it)
+  const float* W;       // Favor: [M, D]
+  bool rotate = false;  // rotate x before phi (LinearRope::BeforeFeatureMap)
+  double base = 10000.0;
+  int64_t pos0 = 0;  // position of row 0
+};
+
+// x [n, D] -> xs [n, D] = scale (R x or x), phi [n, M].
+void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorStabilizer stab,
+                      float* xs, float* phi);
+// dphi [n, M] (overwritten as scratch) -> dx [n, D] (written), the stabilizer
+// held constant.
+void features_backward(const FeatureMapSpec& s, const float* xs, const float* phi, float* dphi,
+                       int64_t n, float* dx);
+// out row r = R_{pos0 + r} in row r (back: the transpose) for rows of an even
+// `width`, theta_i = base^(-2i/width); in may equal out.
+void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t pos0, double base,
+                 bool back);
+
+}  // namespace rotor::ops::detail

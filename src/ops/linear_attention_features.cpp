@@ -1,0 +1,189 @@
+// Feature maps of linear attention and their gradients, the rotation of
+// feature rows, and the public linear_attention_features / favor_projection.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/favor.h"
+#include "core/rope.h"
+#include "ops/dispatch.h"
+#include "ops/linear_attention_common.h"
+
+namespace rotor::ops {
+
+namespace detail {
+
+void lin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(ldc));
+}
+
+void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t pos0, double base,
+                 bool back) {
+  // Pair by pair, so that theta_i is computed once; the angles are those of
+  // rope::rotation (position times rope::frequency, in double).
+  for (int64_t i = 0; i < width / 2; ++i) {
+    const double theta = rope::frequency(i, width, base);
+    for (int64_t r = 0; r < n; ++r) {
+      const double angle = static_cast<double>(pos0 + r) * theta;
+      const rope::Rotation rot{static_cast<float>(std::cos(angle)),
+                               static_cast<float>(std::sin(angle))};
+      const float* x = in + r * width + 2 * i;
+      float* y = out + r * width + 2 * i;
+      float y0, y1;
+      if (back)
+        rope::rotate_back(x[0], x[1], rot, y0, y1);
+      else
+        rope::rotate(x[0], x[1], rot, y0, y1);
+      y[0] = y0;
+      y[1] = y1;
+    }
+  }
+}
+
+void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorStabilizer stab,
+                      float* xs, float* phi) {
+  const int64_t D = s.D, M = s.M;
+  if (s.rotate)
+    rotate_rows(x, xs, n, D, s.pos0, s.base, false);
+  else
+    std::copy(x, x + n * D, xs);
+  for (int64_t i = 0; i < n * D; ++i) xs[i] *= s.scale;
+  switch (s.map) {
+    case LinearFeatureMap::Elu1:
+      for (int64_t i = 0; i < n * D; ++i) phi[i] = xs[i] > 0.0f ? xs[i] + 1.0f : std::exp(xs[i]);
+      return;
+    case LinearFeatureMap::Relu:
+      for (int64_t i = 0; i < n * D; ++i) phi[i] = std::max(xs[i], 0.0f);
+      return;
+    case LinearFeatureMap::Favor:
+      break;
+  }
+  // Favor: logits w_j . x by one GEMM, then exp(logit - |x|^2/2 - c) / sqrt(M).
+  lin_gemm(false, true, n, M, D, xs, D, s.W, D, 0.0f, phi, M);
+  float global = 0.0f;
+  if (stab == FavorStabilizer::Global && n > 0) {
+    global = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n * M; ++i) global = std::max(global, phi[i]);
+  }
+  const float inv_sqrt_m = static_cast<float>(1.0 / std::sqrt(static_cast<double>(M)));
+  for (int64_t r = 0; r < n; ++r) {
+    float* p = phi + r * M;
+    const float* xr = xs + r * D;
+    double sq = 0.0;
+    for (int64_t c = 0; c < D; ++c) sq += static_cast<double>(xr[c]) * xr[c];
+    float c0 = global;
+    if (stab == FavorStabilizer::Row) c0 = *std::max_element(p, p + M);
+    const float shift = static_cast<float>(0.5 * sq) + c0;
+    for (int64_t j = 0; j < M; ++j) p[j] = std::exp(p[j] - shift) * inv_sqrt_m;
+  }
+}
+
+void features_backward(const FeatureMapSpec& s, const float* xs, const float* phi, float* dphi,
+                       int64_t n, float* dx) {
+  const int64_t D = s.D, M = s.M;
+  switch (s.map) {
+    case LinearFeatureMap::Elu1:
+      // d/dx (elu(x) + 1) = 1 for x > 0, exp(x) = phi otherwise.
+      for (int64_t i = 0; i < n * D; ++i) dx[i] = xs[i] > 0.0f ? dphi[i] : dphi[i] * phi[i];
+      break;
+    case LinearFeatureMap::Relu:
+      for (int64_t i = 0; i < n * D; ++i) dx[i] = xs[i] > 0.0f ? dphi[i] : 0.0f;
+      break;
+    case LinearFeatureMap::Favor: {
+      // d phi_j / dx = phi_j (w_j - x): with t = dphi o phi,
+      // dx = t W - x rowsum(t).
+      for (int64_t i = 0; i < n * M; ++i) dphi[i] *= phi[i];
+      lin_gemm(false, false, n, D, M, dphi, M, s.W, D, 0.0f, dx, D);
+      for (int64_t r = 0; r < n; ++r) {
+        double t = 0.0;
+        for (int64_t j = 0; j < M; ++j) t += dphi[r * M + j];
+        const float tf = static_cast<float>(t);
+        for (int64_t c = 0; c < D; ++c) dx[r * D + c] -= xs[r * D + c] * tf;
+      }
+      break;
+    }
+  }
+  for (int64_t i = 0; i < n * D; ++i) dx[i] *= s.scale;
+  if (s.rotate) rotate_rows(dx, dx, n, D, s.pos0, s.base, true);
+}
+
+}  // namespace detail
+
+const char* linear_feature_map_name(LinearFeatureMap map) {
+  switch (map) {
+    case LinearFeatureMap::Elu1:
+      return "elu1";
+    case LinearFeatureMap::Relu:
+      return "relu";
+    case LinearFeatureMap::Favor:
+      return "favor";
+  }
+  return "?";
+}
+
+const char* linear_rope_name(LinearRope rope) {
+  switch (rope) {
+    case LinearRope::None:
+      return "none";
+    case LinearRope::AfterFeatureMap:
+      return "after_feature_map";
+    case LinearRope::BeforeFeatureMap:
+      return "before_feature_map";
+  }
+  return "?";
+}
+
+int64_t linear_feature_dim(LinearFeatureMap map, int64_t head_dim, const Tensor& projection) {
+  if (map != LinearFeatureMap::Favor) return head_dim;
+  return projection.defined() && projection.dim() == 2 ? projection.size(0) : 0;
+}
+
+void linear_attention_features(const Tensor& x, const Tensor& projection, LinearFeatureMap map,
+                               float scale, FavorStabilizer stabilizer, Tensor& phi) {
+  constexpr const char* op = "linear_attention_features";
+  if (x.dim() < 1 || x.dtype() != DType::F32 || !x.is_cpu())
+    ROTOR_FAIL("{}: x must be f32 [..., D] on the CPU, got {}", op, x.str());
+  const int64_t D = x.size(-1), rows = D > 0 ? x.numel() / D : 0;
+  if (map == LinearFeatureMap::Favor) {
+    if (!projection.defined() || projection.dtype() != DType::F32 ||
+        projection.shape() != Shape{projection.size(0), D} || projection.size(0) < 1 ||
+        !projection.is_cpu())
+      ROTOR_FAIL("{}: favor needs a projection f32 [M, {}] on the CPU, got {}", op, D,
+                 projection.defined() ? projection.str() : "none");
+  } else if (projection.defined()) {
+    ROTOR_FAIL("{}: feature map {} takes no projection, got {}", op, linear_feature_map_name(map),
+               projection.str());
+  }
+  if (!std::isfinite(scale) || scale < 0.0f)
+    ROTOR_FAIL("{}: scale must be finite and >= 0 (0: D^(-1/4)), got {}", op, scale);
+  const int64_t M = linear_feature_dim(map, D, projection);
+  Shape out_shape = x.shape();
+  out_shape.back() = M;
+  check_shape(phi, out_shape, "linear_attention_features phi");
+  if (phi.dtype() != DType::F32 || !phi.is_cpu())
+    ROTOR_FAIL("{}: phi must be f32 on the CPU, got {}", op, phi.str());
+  detail::FeatureMapSpec s{map, D, M, scale > 0.0f ? scale : std::pow(float(D), -0.25f),
+                           projection.defined() ? projection.data<float>() : nullptr};
+  std::vector<float> xs(static_cast<size_t>(rows * D));
+  detail::features_forward(s, x.data<float>(), rows, stabilizer, xs.data(), phi.data<float>());
+}
+
+Tensor favor_projection(uint64_t seed, uint64_t draw, uint32_t layer, int64_t features, int64_t dim,
+                        Device device) {
+  return Tensor::from_floats(favor::projection(seed, draw, layer, features, dim), {features, dim},
+                             DType::F32, device);
+}
+
+}  // namespace rotor::ops
