@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "nn/position.h"
 #include "ops/decode.h"
 
 namespace rotor::decode {

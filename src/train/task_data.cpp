@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "nn/position.h"
 
 namespace fs = std::filesystem;
 
