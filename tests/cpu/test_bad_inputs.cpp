@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "support/error_table.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
 #include "support/tiny_configs.h"
@@ -156,19 +157,10 @@ void PrintTo(const Case& c, std::ostream* os) {
 }
 
 // Paths (relative to `root`) -> contents, for every regular file below it.
-std::map<std::string, std::string> snapshot(const std::string& root) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(root))
-    // A run's lock file holds the description of its last holder.
-    if (e.is_regular_file() && !e.is_symlink() && e.path().filename() != ".rotor.lock")
-      files[fs::relative(e.path(), root).string()] = slurp(e.path().string());
-  return files;
-}
-
 using Outcome = rotor::test::RunResult;
 
 Outcome sh(const std::string& dir, const std::string& command) {
-  return rotor::test::run_in(dir, command);
+  return rotor::test::run_script(dir, command, 600);
 }
 
 class BadInputs : public ::testing::TestWithParam<Case> {
@@ -214,33 +206,17 @@ TEST_P(BadInputs, OneClearLineAndNothingLost) {
   const Case& c = GetParam();
   ASSERT_NE(base_, nullptr);
   TempDir dir;
-  fs::copy(base_->path(), dir.path(),
-           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  rotor::test::copy_world(base_->path(), dir);
   if (*c.setup) {
     ASSERT_EQ(sh(dir.path(), c.setup).code, 0) << "set-up: " << c.setup;
   }
-  const auto before = snapshot(dir.path());
+  const auto before = rotor::test::snapshot(dir.path());
   const Outcome o = sh(dir.path(), std::string(ROTOR_BINARY) + " " + c.args);
   EXPECT_EQ(o.code, c.code) << c.args << "\nstderr: " << o.err;
   // The error is the last line, the only one of its kind, and one line
   // (progress lines of a run that had started may precede it).
-  ASSERT_FALSE(o.err.empty());
-  ASSERT_EQ(o.err.back(), '\n') << o.err;
-  const size_t start = o.err.rfind('\n', o.err.size() - 2);
-  const std::string last = o.err.substr(start == std::string::npos ? 0 : start + 1);
-  EXPECT_EQ(last.rfind("rotor: error: ", 0), 0u) << "not rotor's own message: " << o.err;
-  EXPECT_EQ(o.err.find("rotor: error:"), o.err.rfind("rotor: error:")) << o.err;
-  EXPECT_NE(last.find(c.message), std::string::npos)
-      << "expected \"" << c.message << "\" in: " << last;
-  const auto after = snapshot(dir.path());
-  for (const auto& [path, bytes] : before) {
-    auto it = after.find(path);
-    if (it == after.end()) {
-      ADD_FAILURE() << path << " was removed";
-    } else if (it->second != bytes) {
-      ADD_FAILURE() << path << " was changed";
-    }
-  }
+  rotor::test::expect_error_line(o.err, c.message);
+  rotor::test::expect_unchanged(before, rotor::test::snapshot(dir.path()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, BadInputs, ::testing::ValuesIn(kCases),

@@ -35,6 +35,7 @@
 #include <sstream>
 #include <string>
 
+#include "support/error_table.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
 
@@ -261,44 +262,10 @@ const Case kCases[] = {
 };
 // clang-format on
 
-struct Outcome {
-  int code;
-  std::string out, err;
-};
+using Outcome = rotor::test::RunResult;
 
-// `script` under sh in `dir`, killed after `timeout_s` (then code 137).
 Outcome sh(const std::string& dir, const std::string& script, int timeout_s = 120) {
-  std::ofstream(dir + "/.script.sh") << "R() { \"" << ROTOR_BINARY << "\" \"$@\"; }\n"
-                                     << script << "\n";
-  const std::string cmd = "export OMP_NUM_THREADS=1; cd '" + dir + "' && timeout -s KILL " +
-                          std::to_string(timeout_s) +
-                          " sh .script.sh >.stdout 2>.stderr </dev/null";
-  const int status = std::system(cmd.c_str());
-  Outcome o{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-            slurp(dir + "/.stdout"), slurp(dir + "/.stderr")};
-  fs::remove(dir + "/.script.sh");
-  fs::remove(dir + "/.stdout");
-  fs::remove(dir + "/.stderr");
-  return o;
-}
-
-// Every file under each of `paths` (relative to `dir`) with its contents;
-// "absent" for a path that does not exist.
-std::map<std::string, std::string> contents(const std::string& dir, const std::string& paths) {
-  std::map<std::string, std::string> out;
-  std::istringstream words(paths);
-  for (std::string p; words >> p;) {
-    const fs::path root = fs::path(dir) / p;
-    if (!fs::exists(root)) {
-      out[p] = "absent";
-    } else if (fs::is_directory(root)) {
-      for (const auto& e : fs::recursive_directory_iterator(root))
-        if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = slurp(e.path());
-    } else {
-      out[p] = slurp(root.string());
-    }
-  }
-  return out;
+  return rotor::test::run_script(dir, script, timeout_s);
 }
 
 TEST(Fingerprints, TableOfCases) {
@@ -324,27 +291,20 @@ TEST(Fingerprints, TableOfCases) {
     SCOPED_TRACE(c.name);
     ++rows;
     TempDir dir;
-    fs::copy(b, dir.path(), fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    rotor::test::copy_world(b, dir);
     if (*c.setup) {
       const Outcome s = sh(dir.path(), c.setup);
       ASSERT_EQ(s.code, 0) << "setup failed: " << c.setup << "\n" << s.err;
     }
-    const auto before = contents(dir.path(), c.unchanged);
+    const auto before = rotor::test::snapshot(dir.path(), c.unchanged);
     const Outcome o = sh(dir.path(), c.command);
     EXPECT_EQ(o.code, c.code) << c.command << "\nstderr: " << o.err;
     if (*c.message) {
-      ASSERT_FALSE(o.err.empty());
-      ASSERT_EQ(o.err.back(), '\n') << o.err;
-      const size_t start = o.err.rfind('\n', o.err.size() - 2);
-      const std::string last = o.err.substr(start == std::string::npos ? 0 : start + 1);
-      EXPECT_EQ(last.rfind("rotor: error: ", 0), 0u) << "not rotor's own message: " << o.err;
-      EXPECT_EQ(o.err.find("rotor: error:"), o.err.rfind("rotor: error:")) << o.err;
-      EXPECT_NE(last.find(c.message), std::string::npos)
-          << "expected \"" << c.message << "\" in: " << last;
+      rotor::test::expect_error_line(o.err, c.message);
     } else {
-      EXPECT_EQ(o.err.find("rotor: error:"), std::string::npos) << o.err;
+      rotor::test::expect_no_error(o.err);
     }
-    const auto after = contents(dir.path(), c.unchanged);
+    const auto after = rotor::test::snapshot(dir.path(), c.unchanged);
     for (const auto& [path, bytes] : before) {
       auto it = after.find(path);
       EXPECT_TRUE(it != after.end() && it->second == bytes) << path << " changed";

@@ -27,6 +27,7 @@
 #include <map>
 #include <string>
 
+#include "support/error_table.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
 #include "support/tiny_configs.h"
@@ -163,16 +164,8 @@ void PrintTo(const Case& c, std::ostream* os) {
 }
 
 // Paths (relative to `root`) -> contents, for every regular file below it.
-std::map<std::string, std::string> snapshot(const std::string& root) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(root))
-    if (e.is_regular_file() && !e.is_symlink() && e.path().filename() != ".rotor.lock")
-      files[fs::relative(e.path(), root).string()] = slurp(e.path().string());
-  return files;
-}
-
 rotor::test::RunResult sh(const std::string& dir, const std::string& command) {
-  return rotor::test::run_in(dir, "export ROTOR=" + std::string(ROTOR_BINARY) + "; " + command);
+  return rotor::test::run_script(dir, command, 600);
 }
 
 class InputChecks : public ::testing::TestWithParam<Case> {
@@ -243,39 +236,22 @@ TEST_P(InputChecks, CheckedWhereItEnters) {
   const Case& c = GetParam();
   ASSERT_NE(base_, nullptr);
   TempDir dir;
-  fs::copy(base_->path(), dir.path(),
-           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  rotor::test::copy_world(base_->path(), dir);
   if (*c.setup) {
     const auto s = sh(dir.path(), c.setup);
     ASSERT_EQ(s.code, 0) << "set-up: " << c.setup << "\n" << s.err;
   }
-  const auto before = snapshot(dir.path());
+  const auto before = rotor::test::snapshot(dir.path());
   const auto o = sh(dir.path(), "$ROTOR " + std::string(c.args));
   EXPECT_EQ(o.code, c.code) << c.args << "\nstderr: " << o.err;
   if (c.code != 0) {
-    ASSERT_FALSE(o.err.empty());
-    ASSERT_EQ(o.err.back(), '\n') << o.err;
-    const size_t start = o.err.rfind('\n', o.err.size() - 2);
-    const std::string last = o.err.substr(start == std::string::npos ? 0 : start + 1);
-    EXPECT_EQ(last.rfind("rotor: error: ", 0), 0u) << "not rotor's own message: " << o.err;
-    EXPECT_EQ(o.err.find("rotor: error:"), o.err.rfind("rotor: error:")) << o.err;
-    EXPECT_NE(last.find(c.message), std::string::npos)
-        << "expected \"" << c.message << "\" in: " << last;
+    rotor::test::expect_error_line(o.err, c.message);
   } else {
-    EXPECT_EQ(o.err.find("rotor: error:"), std::string::npos) << o.err;
+    rotor::test::expect_no_error(o.err);
     EXPECT_NE(o.err.find(c.message), std::string::npos)
         << "expected \"" << c.message << "\" in: " << o.err;
   }
-  const auto after = snapshot(dir.path());
-  for (const auto& [path, bytes] : before) {
-    if (*c.writes && path.rfind(c.writes, 0) == 0) continue;
-    auto it = after.find(path);
-    if (it == after.end()) {
-      ADD_FAILURE() << path << " was removed";
-    } else if (it->second != bytes) {
-      ADD_FAILURE() << path << " was changed";
-    }
-  }
+  rotor::test::expect_unchanged(before, rotor::test::snapshot(dir.path()), c.writes);
   if (*c.check) {
     EXPECT_EQ(sh(dir.path(), c.check).code, 0) << "check: " << c.check;
   }

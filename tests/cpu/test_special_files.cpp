@@ -28,6 +28,7 @@
 #include <fstream>
 #include <string>
 
+#include "support/error_table.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
 
@@ -215,23 +216,10 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
 }
 
-struct Outcome {
-  int code;
-  std::string out, err;
-};
+using Outcome = rotor::test::RunResult;
 
-// `script` under sh in `dir`, killed after `timeout_s` (then code 124/137).
 Outcome sh(const std::string& dir, const std::string& script, int timeout_s = 120) {
-  const std::string body = dir + "/.script.sh";
-  std::ofstream(body) << "R() { \"" << ROTOR_BINARY << "\" \"$@\"; }\n" << script << "\n";
-  const std::string out = dir + "/.stdout", err = dir + "/.stderr";
-  const std::string cmd = "export OMP_NUM_THREADS=1; cd '" + dir + "' && timeout -s KILL " +
-                          std::to_string(timeout_s) +
-                          " sh .script.sh >.stdout 2>.stderr </dev/null";
-  const int status = std::system(cmd.c_str());
-  Outcome o{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out),
-            slurp(err)};
-  return o;
+  return rotor::test::run_script(dir, script, timeout_s);
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -256,8 +244,7 @@ class SpecialFiles : public ::testing::TestWithParam<Case> {
                              "paste -d' ' data/train.en data/train.de > mlm.txt && "
                              "R spm-train --input data/train.en --input data/train.de "
                              "--model-prefix small --vocab-size 60 && R train tiny.yaml && "
-                             "R train mlm.yaml && R export --checkpoint mlmrun --output hf && "
-                             "rm -f .script.sh .stdout .stderr",
+                             "R train mlm.yaml && R export --checkpoint mlmrun --output hf",
                              600);
     ASSERT_EQ(setup.code, 0) << setup.err;
   }
@@ -283,26 +270,17 @@ TEST_P(SpecialFiles, WrittenOrRefusedNeverReplaced) {
   const Case& c = GetParam();
   ASSERT_NE(base_, nullptr);
   TempDir dir;
-  fs::copy(base_->path(), dir.path(),
-           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  rotor::test::copy_world(base_->path(), dir);
   // NUL: a node like /dev/null made here (root), else /dev/null itself.
   std::string nul = dir / "NUL";
   if (::mknod(nul.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) nul = "/dev/null";
   const std::string before = node_identity(nul);
   const Outcome o = sh(dir.path(), replace_all(c.script, "NUL", nul));
   EXPECT_EQ(o.code, c.code) << c.script << "\nstderr: " << o.err;
-  if (*c.message) {
-    ASSERT_FALSE(o.err.empty());
-    ASSERT_EQ(o.err.back(), '\n') << o.err;
-    const size_t start = o.err.rfind('\n', o.err.size() - 2);
-    const std::string last = o.err.substr(start == std::string::npos ? 0 : start + 1);
-    EXPECT_EQ(last.rfind("rotor: error: ", 0), 0u) << "not rotor's own message: " << o.err;
-    EXPECT_EQ(o.err.find("rotor: error:"), o.err.rfind("rotor: error:")) << o.err;
-    EXPECT_NE(last.find(c.message), std::string::npos)
-        << "expected \"" << c.message << "\" in: " << last;
-  } else {
-    EXPECT_EQ(o.err.find("rotor: error:"), std::string::npos) << o.err;
-  }
+  if (*c.message)
+    rotor::test::expect_error_line(o.err, c.message);
+  else
+    rotor::test::expect_no_error(o.err);
   if (*c.check) {
     const Outcome k = sh(dir.path(), replace_all(c.check, "NUL", nul));
     EXPECT_EQ(k.code, 0) << "check failed: " << c.check << "\nafter: " << o.err;
