@@ -45,59 +45,6 @@ namespace fs = std::filesystem;
 using rotor::test::slurp;
 using rotor::test::TempDir;
 
-const char* kTiny = R"(task: translation
-output_dir: run
-seed: 5
-device: cpu
-model:
-  encoder_layers: 1
-  decoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  position: rope
-  max_positions: 256
-data:
-  train: data/train
-  valid: data/valid
-  vocab_size: 120
-  max_tokens: 512
-  max_len_ratio: 20
-train:
-  max_updates: 2
-  log_interval: 1
-  valid_interval: 2
-  save_interval: 2
-optim:
-  lr: 2.0e-3
-  warmup_updates: 2
-)";
-
-const char* kMlm = R"(task: mlm
-output_dir: mlmrun
-device: cpu
-model:
-  encoder_layers: 1
-  d_model: 32
-  n_heads: 2
-  d_ff: 64
-  activation: gelu
-  position: rope
-  max_positions: 64
-data:
-  train: mlm.txt
-  vocab_size: 150
-  seq_len: 32
-train:
-  max_updates: 2
-  batch_size: 4
-  valid_interval: 0
-optim:
-  name: adamw
-  lr: 1.0e-3
-  warmup_updates: 1
-)";
-
 // Safetensors surgery for the weight cases, in the format's own terms.
 const char* kSafetensorsTool = R"(import json, math, os, shutil, struct, sys
 def read(p):
@@ -271,8 +218,8 @@ Outcome sh(const std::string& dir, const std::string& script, int timeout_s = 12
 TEST(Fingerprints, TableOfCases) {
   TempDir base;
   const std::string b = base.path();
-  std::ofstream(b + "/tiny.yaml") << kTiny;
-  std::ofstream(b + "/mlm.yaml") << kMlm;
+  std::ofstream(b + "/tiny.yaml") << rotor::test::kWorldTranslationYaml;
+  std::ofstream(b + "/mlm.yaml") << rotor::test::kWorldMlmYaml;
   std::ofstream(b + "/st.py") << kSafetensorsTool;
   const Outcome setup = sh(b,
                            "set -e; R synth numbers-en-de --output data --train 200 --valid 20 "

@@ -20,6 +20,63 @@
 
 namespace rotor::test {
 
+// The configs of the small worlds: a translator of 1 + 1 layers trained for 2
+// updates into run/ (data/{train,valid}.*), and a masked LM trained for 2
+// updates into mlmrun/ (mlm.txt). Rows edit them as text (sed), so they are
+// written out here, not built by tiny_configs.h.
+inline constexpr const char* kWorldTranslationYaml = R"(task: translation
+output_dir: run
+seed: 5
+device: cpu
+model:
+  encoder_layers: 1
+  decoder_layers: 1
+  d_model: 32
+  n_heads: 2
+  d_ff: 64
+  position: rope
+  max_positions: 256
+data:
+  train: data/train
+  valid: data/valid
+  vocab_size: 120
+  max_tokens: 512
+  max_len_ratio: 20
+train:
+  max_updates: 2
+  log_interval: 1
+  valid_interval: 2
+  save_interval: 2
+optim:
+  lr: 2.0e-3
+  warmup_updates: 2
+)";
+
+inline constexpr const char* kWorldMlmYaml = R"(task: mlm
+output_dir: mlmrun
+device: cpu
+model:
+  encoder_layers: 1
+  d_model: 32
+  n_heads: 2
+  d_ff: 64
+  activation: gelu
+  position: rope
+  max_positions: 64
+data:
+  train: mlm.txt
+  vocab_size: 150
+  seq_len: 32
+train:
+  max_updates: 2
+  batch_size: 4
+  valid_interval: 0
+optim:
+  name: adamw
+  lr: 1.0e-3
+  warmup_updates: 1
+)";
+
 // `script` under sh in `dir`, where R runs the rotor binary (a function) and
 // $ROTOR names it; killed after `timeout_s` seconds (then 137: a hang is a
 // failure, not a stuck test). The script and its captures are removed again.
