@@ -26,6 +26,11 @@ models::HfEncoderOptions require_encoder(const Config& c) {
         "export --format hf: the checkpoint's task is {}; tasks mlm and classification "
         "export to a Hugging Face BERT/RoFormer",
         to_string(c.task));
+  if (c.attention.kind != nn::AttentionKind::Softmax)
+    ROTOR_FAIL(
+        "export --format hf: attention.kind is {}, and Hugging Face BERT/RoFormer compute "
+        "softmax attention",
+        to_string(c.attention.kind));
   models::HfEncoderOptions m = models::hf_encoder_options(c);
   if (m.position->rotates_qk && m.rope_base != 10000.0)
     ROTOR_FAIL(

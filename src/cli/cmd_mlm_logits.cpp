@@ -157,6 +157,12 @@ int run_mlm_logits(const MlmLogitsArgs& a) {
   nn::Context ctx;
   ctx.training = false;
   ctx.device = device;
+  // Random attention features (attention.feature_map: favor) are those of
+  // the checkpoint's last training update (nn/attention_kind.h, feature_draw).
+  if (cfg.attention.kind != nn::AttentionKind::Softmax) {
+    const int64_t done = checkpoint::load_trainer_state(dir).step;
+    ctx.update = static_cast<uint64_t>(std::max<int64_t>(done - 1, 0));
+  }
   for (int64_t first = 0; first < N; first += a.batch_size) {
     const int64_t B = std::min(a.batch_size, N - first);
     cli::Activity activity(

@@ -7,6 +7,7 @@
 #include "config/tasks.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "nn/attention_kind.h"
 #include "nn/position.h"
 
 namespace rotor {
@@ -73,6 +74,64 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
   return std::nullopt;
 }
 
+// attention.kind and the linear kind's keys.
+std::optional<ConfigProblem> attention_problem(const Config& c) {
+  const AttentionConfig& a = c.attention;
+  const AttentionConfig defaults;
+  const nn::AttentionKind linear = *nn::attention_kind("linear");
+  if (a.kind != linear) {
+    // The linear kind's keys do nothing under another kind: set to anything
+    // but their defaults, they are a mistake.
+    const std::pair<bool, const char*> keys[] = {
+        {a.feature_map != defaults.feature_map, "attention.feature_map"},
+        {a.features != defaults.features, "attention.features"},
+        {a.feature_redraw != defaults.feature_redraw, "attention.feature_redraw"},
+        {a.linear_rope != defaults.linear_rope, "attention.linear_rope"},
+        {a.linear_eps != defaults.linear_eps, "attention.linear_eps"},
+    };
+    for (const auto& [set, key] : keys)
+      if (set)
+        return ConfigProblem{key,
+                             fmt::format("a key of attention.kind linear, and attention.kind is {}",
+                                         to_string(a.kind)),
+                             {"attention.kind"}};
+    return std::nullopt;
+  }
+  if (a.impl == nn::AttentionImpl::Rotor || a.impl == nn::AttentionImpl::Cudnn)
+    return ConfigProblem{
+        "attention.impl",
+        fmt::format("{} is a core of softmax attention; attention.kind linear runs "
+                    "its own (use auto or reference)",
+                    to_string(a.impl)),
+        {"attention.kind"}};
+  if (c.device.rfind("cuda", 0) == 0)
+    return ConfigProblem{
+        "attention.kind",
+        fmt::format("linear attention has no CUDA path yet, and device is {} (use cpu)", c.device),
+        {"device"}};
+  if (c.model.attention_dropout > 0)
+    return ConfigProblem{"model.attention_dropout",
+                         fmt::format("{} drops attention probabilities, which attention.kind "
+                                     "linear does not have: set it to 0",
+                                     c.model.attention_dropout),
+                         {"attention.kind"}};
+  if (a.feature_map == ops::LinearFeatureMap::Favor && a.features % 2 != 0 &&
+      c.model.position->rotates_qk && a.linear_rope == ops::LinearRope::AfterFeatureMap)
+    return ConfigProblem{"attention.features",
+                         fmt::format("{} is odd, and RoPE after the feature map "
+                                     "(attention.linear_rope) rotates pairs of features",
+                                     a.features),
+                         {"attention.linear_rope", "model.position", "attention.feature_map"}};
+  for (ValidMetric m : c.train.valid_metrics)
+    if (m == ValidMetric::Bleu || m == ValidMetric::Chrf)
+      return ConfigProblem{"train.valid_metrics",
+                           fmt::format("{} decodes with the cached-key step, which attention.kind "
+                                       "linear does not have yet",
+                                       to_string(m)),
+                           {"attention.kind"}};
+  return std::nullopt;
+}
+
 // What validations report and what the best checkpoint follows.
 std::optional<ConfigProblem> metrics_problem(const Config& c) {
   const TrainConfig& t = c.train;
@@ -107,6 +166,7 @@ std::optional<ConfigProblem> metrics_problem(const Config& c) {
 std::optional<ConfigProblem> find_problem(const Config& c) {
   const TaskSpec& task = task_spec(c.task);
   if (auto p = model_problem(c, task)) return p;
+  if (auto p = attention_problem(c)) return p;
   if (task.rules)
     if (auto p = task.rules(c)) return p;
   if (auto p = metrics_problem(c)) return p;

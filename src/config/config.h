@@ -24,6 +24,7 @@
 
 #include "nn/kinds.h"
 #include "ops/gemm.h"
+#include "ops/linear_attention.h"
 #include "optim/schedule.h"
 
 namespace rotor {
@@ -60,6 +61,12 @@ ROTOR_ENUM_NAMES(NormPlacement, {NormPlacement::Post, "post"}, {NormPlacement::P
 ROTOR_ENUM_NAMES(nn::AttentionImpl, {nn::AttentionImpl::Auto, "auto"},
                  {nn::AttentionImpl::Rotor, "rotor"}, {nn::AttentionImpl::Cudnn, "cudnn"},
                  {nn::AttentionImpl::Reference, "reference"});
+ROTOR_ENUM_NAMES(ops::LinearFeatureMap, {ops::LinearFeatureMap::Elu1, "elu1"},
+                 {ops::LinearFeatureMap::Relu, "relu"}, {ops::LinearFeatureMap::Favor, "favor"});
+// attention.linear_rope: where RoPE goes when the model rotates (None is the
+// op's placement without RoPE, not a choice).
+ROTOR_ENUM_NAMES(ops::LinearRope, {ops::LinearRope::AfterFeatureMap, "after_feature_map"},
+                 {ops::LinearRope::BeforeFeatureMap, "before_feature_map"});
 ROTOR_ENUM_NAMES(SpmModelType, {SpmModelType::Bpe, "bpe"}, {SpmModelType::Unigram, "unigram"});
 ROTOR_ENUM_NAMES(OptimizerName, {OptimizerName::Adam, "adam"}, {OptimizerName::AdamW, "adamw"});
 ROTOR_ENUM_NAMES(ValidMetric, {ValidMetric::Loss, "loss"}, {ValidMetric::Accuracy, "accuracy"},
@@ -71,25 +78,31 @@ ROTOR_ENUM_NAMES(optim::ScheduleKind, {optim::ScheduleKind::InverseSqrt, "invers
                  {optim::ScheduleKind::Constant, "constant"});
 #undef ROTOR_ENUM_NAMES
 
-// model.position: the registered position encodings (nn/position.h) by their
-// names, in registry order -- read from the registry when iterated, so that a
-// new encoding needs no line here.
+// The spellings of a registry's kinds (model.position: the registered
+// position encodings, nn/position.h; attention.kind: the registered attention
+// kinds, nn/attention_kind.h) are their names, in registry order -- read from
+// the registry when iterated, so that a new kind needs no line here.
+template <class K, std::span<const K> (*List)()>
+struct RegistryNames {
+  struct iterator {
+    const K* at;
+    std::pair<K, std::string_view> operator*() const { return {*at, at->name()}; }
+    iterator& operator++() {
+      ++at;
+      return *this;
+    }
+    bool operator!=(const iterator& o) const { return at != o.at; }
+  };
+  iterator begin() const { return {List().data()}; }
+  iterator end() const { return {List().data() + List().size()}; }
+};
 template <>
 struct EnumNames<nn::PositionKind> {
-  struct Items {
-    struct iterator {
-      const nn::PositionKind* at;
-      std::pair<nn::PositionKind, std::string_view> operator*() const { return {*at, at->name()}; }
-      iterator& operator++() {
-        ++at;
-        return *this;
-      }
-      bool operator!=(const iterator& o) const { return at != o.at; }
-    };
-    iterator begin() const { return {nn::position_kinds().data()}; }
-    iterator end() const { return {nn::position_kinds().data() + nn::position_kinds().size()}; }
-  };
-  static constexpr Items items{};
+  static constexpr RegistryNames<nn::PositionKind, nn::position_kinds> items{};
+};
+template <>
+struct EnumNames<nn::AttentionKind> {
+  static constexpr RegistryNames<nn::AttentionKind, nn::attention_kinds> items{};
 };
 
 template <class E>
@@ -155,6 +168,17 @@ struct AttentionConfig {
   // core: the CPU twin and the tensor-core CUDA kernel) instead of by the
   // head split; where the chosen core cannot, the split rotates (logged once).
   bool rope_in_kernel = false;
+  // What self-attention computes: softmax, or linear attention (RoFormer
+  // section 3.3 / 4.4; CPU only so far). Cross-attention is always softmax.
+  nn::AttentionKind kind = nn::AttentionKind::Softmax;
+  // The linear kind's keys (an error with kind softmax, unless left at their
+  // defaults; config/checks.cpp).
+  ops::LinearFeatureMap feature_map = ops::LinearFeatureMap::Elu1;
+  int features = 0;               // FAVOR+ M; 0: floor(D ln D) of head dim D (even where rotated)
+  int64_t feature_redraw = 1000;  // training updates between FAVOR+ draws; 0: never redrawn
+  ops::LinearRope linear_rope =
+      ops::LinearRope::AfterFeatureMap;  // RoPE after phi (eq. 19) or before
+  double linear_eps = 1e-6;              // added to the denominator
   bool operator==(const AttentionConfig&) const = default;
 };
 

@@ -74,6 +74,12 @@ void visit_config(C& c, V& v) {
   v.section("attention", [&] {
     v.enumeration("impl", c.attention.impl);
     v.boolean("rope_in_kernel", c.attention.rope_in_kernel);
+    v.enumeration("kind", c.attention.kind);
+    v.enumeration("feature_map", c.attention.feature_map);
+    v.integer("features", c.attention.features, kNonNegative);
+    v.integer("feature_redraw", c.attention.feature_redraw, kNonNegative);
+    v.enumeration("linear_rope", c.attention.linear_rope);
+    v.floating("linear_eps", c.attention.linear_eps, kPositiveF);
   });
   v.section("data", [&] {
     auto& d = c.data;

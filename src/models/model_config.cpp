@@ -24,6 +24,14 @@ nn::LayerOptions layer_options(const Config& c) {
   l.rope_base = static_cast<float>(m.rope_base);
   l.impl = c.attention.impl;
   l.rope_in_kernel = c.attention.rope_in_kernel;
+  const AttentionConfig& a = c.attention;
+  l.attention_kind = a.kind;
+  l.linear_attention.feature_map = a.feature_map;
+  l.linear_attention.features = a.features;
+  l.linear_attention.feature_redraw = a.feature_redraw;
+  l.linear_attention.rope = a.linear_rope;
+  l.linear_attention.eps = static_cast<float>(a.linear_eps);
+  l.linear_attention.seed = static_cast<uint64_t>(c.seed);
   return l;
 }
 

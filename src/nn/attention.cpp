@@ -13,6 +13,8 @@ namespace rotor::nn {
 MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNames& names,
                                        const MultiHeadAttentionOptions& options, bool cross)
     : options_(options), cross_(cross) {
+  // Cross-attention stays softmax attention (and never rotates).
+  if (cross) options_.kind = AttentionKind::Softmax;
   ROTOR_CHECK(options.d_model % options.n_heads == 0, "n_heads {} does not divide d_model {}",
               options.n_heads, options.d_model);
   head_dim_ = options.d_model / options.n_heads;
@@ -37,13 +39,13 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
 }
 
 ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t offset,
-                                                         RopePlacement rope) const {
+                                                         RopePlacement rope, bool scale_q) const {
   ops::SplitHeadsOptions o;
   o.n_heads = options_.n_heads;
   o.rope_parts = (self_qkv && options_.rope && rope == RopePlacement::HeadSplit) ? 2 : 0;
   o.rope_base = options_.rope_base;
   o.position_offset = offset;
-  o.part0_scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  o.part0_scale = scale_q ? 1.0f / std::sqrt(static_cast<float>(head_dim_)) : 1.0f;
   return o;
 }
 
@@ -56,8 +58,9 @@ const AttentionPlan& MultiHeadAttention::plan_for(const AttentionCase& c, const 
   const AttentionPlan plan = plan_attention(c, ops::attention_device(device));
   // Logged where the choice is the plan's (auto on a GPU) or the user asked
   // for RoPE inside the core; an explicit impl, or auto on the CPU, says
-  // nothing new.
-  if ((plan.on_gpu && c.impl == AttentionImpl::Auto) || (c.rope && c.rope_in_kernel))
+  // nothing new. A kind other than softmax says what its core runs.
+  if ((plan.on_gpu && c.impl == AttentionImpl::Auto) || (c.rope && c.rope_in_kernel) ||
+      c.kind != AttentionKind::Softmax)
     log_once(plan.why);
   return plans_.emplace(c, plan).first->second;
 }
@@ -96,7 +99,18 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.Tq = Tq_;
   c.Tk = Tk_;
   c.D = D;
+  c.linear = options_.linear;
   plan_ = plan_for(c, q_h_.device());
+  // Random features (FAVOR+) are redrawn by the update in training and
+  // frozen in evaluation at the last training forward's draw.
+  AttentionCall call{layer_id_, 0};
+  if (ctx.training) {
+    call.draw = feature_draw(options_.linear.feature_redraw, ctx.update);
+    trained_draw_ = static_cast<int64_t>(call.draw);
+  } else {
+    call.draw = trained_draw_ >= 0 ? static_cast<uint64_t>(trained_draw_)
+                                   : feature_draw(options_.linear.feature_redraw, ctx.update);
+  }
   attn_options_.flash_kernel = plan_.kernel;
   if (plan_.rope == RopePlacement::Core) {
     attn_options_.rope = true;
@@ -106,7 +120,8 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   if (!cross_) {
     Tensor qkv = qkv_->forward(x.view({B_ * Tq_, d}), ctx);  // [B*T, 3d]
     std::vector<Tensor> parts{q_h_, k_h_, v_h_};
-    ops::split_heads_forward(qkv.view({B_, Tq_, 3 * d}), parts, split_options(true, 0, plan_.rope));
+    ops::split_heads_forward(qkv.view({B_, Tq_, 3 * d}), parts,
+                             split_options(true, 0, plan_.rope, plan_.split_scales_q));
   } else {
     Tensor q = q_->forward(x.view({B_ * Tq_, d}), ctx);  // [B*Tq, d]
     std::vector<Tensor> qp{q_h_};
@@ -118,7 +133,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     ops::split_heads_forward(kv.view({B_, Tk_, 2 * d}), kvp, o);
   }
   Tensor o = ctx.empty({B_, H, Tq_, D});  // [B, H, Tq, D]
-  plan_.kind->forward(plan_, q_h_, k_h_, v_h_, attn_options_, o, saved_, ctx);
+  plan_.kind->forward(plan_, q_h_, k_h_, v_h_, attn_options_, o, saved_, ctx, call);
   Tensor merged = ctx.empty({B_, Tq_, d});  // [B, Tq, d]
   ops::merge_heads_forward(o, merged);
   return out_->forward(merged.view({B_ * Tq_, d}), ctx).view({B_, Tq_, d});
@@ -139,7 +154,8 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   saved_.clear();
   if (!cross_) {
     Tensor dqkv = Tensor::empty({B_, Tq_, 3 * d}, dt, dev);  // [B, Tq, 3d]
-    ops::split_heads_backward({dq, dk, dv}, dqkv, split_options(true, 0, plan_.rope));
+    ops::split_heads_backward({dq, dk, dv}, dqkv,
+                              split_options(true, 0, plan_.rope, plan_.split_scales_q));
     Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});  // [B, Tq, d]
     if (!options_.rope && plan_.kind->shift_invariant) {
       // Without rotation the key bias adds q.b_k to all of a query's scores,

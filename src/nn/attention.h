@@ -4,7 +4,8 @@
 //   -> attention core (masks, dropout)
 //   -> merge heads -> output projection.
 // Cross-attention projects q from the decoder and k, v from the encoder
-// output, and never rotates.
+// output, never rotates and is always softmax attention (whatever kind the
+// options name, which is self-attention's).
 #pragma once
 
 #include <map>
@@ -36,6 +37,7 @@ struct MultiHeadAttentionOptions {
   // where the plan says it can (the CPU twin, the tensor-core kernel), the
   // head split only splits; elsewhere the split rotates as usual.
   bool rope_in_kernel = false;
+  LinearKindOptions linear;  // kind linear's settings (nn/attention_plan.h)
   // nullopt: fairseq's init (Xavier-uniform; q, k, v with gain 1/sqrt(2)).
   // A value: every projection weight N(0, std) (BERT). Biases are zero.
   std::optional<double> normal_init_std;
@@ -75,8 +77,10 @@ class MultiHeadAttention {
  private:
   // The head split's options; RoPE on q and k of a self-attention where the
   // plan puts it in the split.
+  // q is scaled by 1/sqrt(D) where the plan says (split_scales_q).
   ops::SplitHeadsOptions split_options(bool self_qkv, int64_t offset,
-                                       RopePlacement rope = RopePlacement::HeadSplit) const;
+                                       RopePlacement rope = RopePlacement::HeadSplit,
+                                       bool scale_q = true) const;
   // The plan of this call (nn/attention_plan.h), asked once per case; its
   // why is logged once per process.
   const AttentionPlan& plan_for(const AttentionCase& c, const Device& device);
@@ -95,6 +99,9 @@ class MultiHeadAttention {
   AttentionPlan plan_;         // of the last forward: the core the saved tensors belong to
   ops::AttentionOptions attn_options_;
   std::map<AttentionCase, AttentionPlan> plans_;
+  // The random-feature draw of the last training forward, which evaluation
+  // keeps using (frozen); -1: none yet in this process (then ctx.update's).
+  int64_t trained_draw_ = -1;
   int64_t B_ = 0, Tq_ = 0, Tk_ = 0;
 };
 

@@ -18,6 +18,8 @@ const char* attention_core_name(AttentionCore core) {
       return "rotor";
     case AttentionCore::Cudnn:
       return "cudnn";
+    case AttentionCore::Linear:
+      return "linear";
   }
   return "?";
 }
@@ -40,7 +42,12 @@ std::string AttentionPlan::str() const {
   s += attention_core_name(core);
   if (core == AttentionCore::Rotor)
     s += fmt::format(" ({})", on_gpu ? ops::flash_kernel_name(kernel) : "cpu");
+  if (core == AttentionCore::Linear)
+    s += fmt::format(" ({}, M {})", ops::linear_feature_map_name(linear.feature_map),
+                     linear.features);
   if (rope != RopePlacement::None) s += fmt::format(", RoPE in the {}", rope_placement_name(rope));
+  if (core == AttentionCore::Linear && linear.rope != ops::LinearRope::None)
+    s += fmt::format(" ({})", ops::linear_rope_name(linear.rope));
   return s;
 }
 

@@ -10,7 +10,7 @@
 // carry the plan out and never decide again. tests/cpu/test_attention_plan.cpp
 // lists the plan for CPUs and made-up sm_70, sm_80 and sm_90 devices.
 //
-// A new attention kind (linear attention) is its own file with its plan rule
+// Each attention kind (softmax, linear) is its own file with its plan rule
 // and core (nn/attention_kind.h) and rows of that kind in that test; a
 // position bias (ALiBi) is a field of AttentionCase that the rules of the
 // kinds honor (choosing no core that cannot add it) and rows in that test.
@@ -23,6 +23,7 @@
 #include "core/dtype.h"
 #include "nn/kinds.h"
 #include "ops/attention_device.h"
+#include "ops/linear_attention.h"
 
 namespace rotor::nn {
 
@@ -32,6 +33,7 @@ enum class AttentionCore {
   Reference,  // ops::attention_forward: materialized probabilities
   Rotor,      // ops::flash_attention_forward: rotor's fused core (CPU twin or a CUDA kernel)
   Cudnn,      // ops::cudnn_attention_forward: cuDNN's fused SDPA
+  Linear,     // ops::linear_attention_forward: the linear kind's core (CPU only so far)
 };
 const char* attention_core_name(AttentionCore core);
 
@@ -39,7 +41,7 @@ const char* attention_core_name(AttentionCore core);
 enum class RopePlacement {
   None,       // no rotation: other positions, or cross-attention
   HeadSplit,  // ops::split_heads_forward rotates as it splits (and rotates dq, dk back)
-  Core,       // the flash core rotates q and k as it loads them (AttentionOptions::rope)
+  Core,       // the core rotates q and k itself (flash: AttentionOptions::rope; linear: its op)
 };
 const char* rope_placement_name(RopePlacement placement);
 
@@ -49,6 +51,24 @@ const char* rope_placement_name(RopePlacement placement);
 // at almost every step. To be revisited with the cuDNN column of
 // bench_attention (scripts/gpu/measure.sh).
 constexpr int64_t kCudnnMinKeys = 128;
+
+// The linear kind's settings (config keys attention.feature_map, features,
+// feature_redraw, linear_rope, linear_eps); other kinds ignore them.
+struct LinearKindOptions {
+  ops::LinearFeatureMap feature_map = ops::LinearFeatureMap::Elu1;
+  // FAVOR+ features M; 0: floor(D ln D), rounded down to even (at least 2)
+  // where the features are rotated (RoPE after the feature map).
+  int64_t features = 0;
+  int64_t feature_redraw = 1000;  // training updates between FAVOR+ draws; 0: one draw
+  // Where RoPE goes when the model rotates q and k; the plan's placement is
+  // None without RoPE.
+  ops::LinearRope rope = ops::LinearRope::AfterFeatureMap;
+  float eps = 1e-6f;  // added to the denominator
+  uint64_t seed = 0;  // the run's seed: FAVOR+ draws are (seed, draw, layer)
+
+  auto key() const { return std::tuple(feature_map, features, feature_redraw, rope, eps, seed); }
+  bool operator==(const LinearKindOptions& o) const { return key() == o.key(); }
+};
 
 // Everything a plan depends on for one attention call.
 struct AttentionCase {
@@ -61,10 +81,11 @@ struct AttentionCase {
   bool dropout = false;      // attention dropout in this call (training)
   DType dtype = DType::F32;
   int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0;
+  LinearKindOptions linear;  // kind linear's
 
   auto key() const {
     return std::tuple(kind, impl, rope, rope_in_kernel, causal, key_padding, dropout, dtype, B, H,
-                      Tq, Tk, D);
+                      Tq, Tk, D, linear.key());
   }
   bool operator<(const AttentionCase& o) const { return key() < o.key(); }
   bool operator==(const AttentionCase& o) const { return key() == o.key(); }
@@ -76,6 +97,12 @@ struct AttentionPlan {
   ops::FlashKernel kernel = ops::FlashKernel::Portable;  // of core Rotor on a GPU
   RopePlacement rope = RopePlacement::None;
   bool on_gpu = false;
+  // The head split multiplies q by 1/sqrt(D) (softmax); the linear core
+  // scales q and k itself (LinearAttentionOptions::qk_scale).
+  bool split_scales_q = true;
+  // Core Linear: the case's settings with M resolved and `rope` the op's
+  // placement (None where the plan's is None).
+  LinearKindOptions linear;
   // One line: why this core (and kernel), and where RoPE goes when asked to
   // go into the core but it cannot.
   std::string why;

@@ -61,6 +61,11 @@ struct Context {
   DType dtype = DType::F32;  // activations
   uint64_t seed = 0;
   uint64_t step = 0;  // micro-batch counter: a new dropout mask every micro-batch
+  // The training update this forward belongs to (0-based: the updates done
+  // before it), set by the training step (train/step.cpp). Layers with
+  // random features redraw them by it (nn/attention_kind.h, feature_draw),
+  // so every rank and a resumed run agree; 0 outside training.
+  uint64_t update = 0;
   uint32_t rank = 0;
   // The factor a task's backward multiplies the loss gradient by: the fp16
   // loss scale (train/loss_scaler.h); 1 otherwise.

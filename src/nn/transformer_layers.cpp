@@ -18,6 +18,7 @@ MultiHeadAttentionOptions attention_options(const LayerOptions& c, bool causal, 
   a.kind = c.attention_kind;
   a.impl = c.impl;
   a.rope_in_kernel = c.rope_in_kernel;
+  a.linear = c.linear_attention;
   return a;
 }
 Init ffn_init(const LayerOptions& c) {

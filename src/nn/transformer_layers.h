@@ -31,6 +31,7 @@ struct LayerOptions {
   AttentionKind attention_kind = AttentionKind::Softmax;  // nn/attention_kind.h
   AttentionImpl impl = AttentionImpl::Auto;  // attention core (config key attention.impl)
   bool rope_in_kernel = false;               // config key attention.rope_in_kernel
+  LinearKindOptions linear_attention;        // attention.kind linear's keys (self-attention only)
   // nullopt: fairseq's init (Xavier-uniform weights, q/k/v with gain 1/sqrt(2),
   // zero biases). A value: BERT's, every weight N(0, std), biases zero.
   std::optional<double> normal_init_std;

@@ -78,6 +78,7 @@ UpdateResult UpdateStep::run(checkpoint::TrainerState& state, StepPhases* phases
   if (phases) phases->update_begins();
   store.zero_grad();
   ctx_.loss_scale = precision_.loss_scale();
+  ctx_.update = static_cast<uint64_t>(state.step);  // this update, 0-based
   for (int micro = 0; micro < c.train.update_freq; ++micro) {
     // The last update of the last epoch may have fewer micro-batches (as
     // fairseq's); the all-reduce below launches whatever buckets are left.

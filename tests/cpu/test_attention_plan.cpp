@@ -69,9 +69,11 @@ struct Row {
   int64_t D, Tq, Tk;
   bool causal = false, padding = false, rope = false, rope_in_kernel = false;
   int64_t B = 8, H = 8;
-  std::string plan;              // AttentionPlan::str(), or "error"
-  std::string why;               // a part of the reason (or of the error)
-  std::string kind = "softmax";  // the key of its table in kRows
+  std::string plan;                // AttentionPlan::str(), or "error"
+  std::string why;                 // a part of the reason (or of the error)
+  std::string kind = "softmax";    // the key of its table in kRows
+  nn::LinearKindOptions linear{};  // kind linear's settings
+  bool dropout = false;
 };
 
 // gtest prints a failing row by its name.
@@ -95,7 +97,18 @@ AttentionCase case_of(const Row& r) {
   c.Tq = r.Tq;
   c.Tk = r.Tk;
   c.D = r.D;
+  c.linear = r.linear;
+  c.dropout = r.dropout;
   return c;
+}
+
+nn::LinearKindOptions linear_options(ops::LinearFeatureMap map, ops::LinearRope rope,
+                                     int64_t features = 0) {
+  nn::LinearKindOptions l;
+  l.feature_map = map;
+  l.rope = rope;
+  l.features = features;
+  return l;
 }
 
 constexpr auto Auto = AttentionImpl::Auto;
@@ -105,6 +118,10 @@ constexpr auto Ref = AttentionImpl::Reference;
 constexpr auto F32 = DType::F32;
 constexpr auto F16 = DType::F16;
 constexpr auto BF16 = DType::BF16;
+constexpr auto Elu1 = ops::LinearFeatureMap::Elu1;
+constexpr auto Favor = ops::LinearFeatureMap::Favor;
+constexpr auto After = ops::LinearRope::AfterFeatureMap;
+constexpr auto Before = ops::LinearRope::BeforeFeatureMap;
 
 // The rows of each attention kind, by its name:
 // name, device, impl, dtype, D, Tq, Tk, causal, padding, rope, rope_in_kernel, B, H, plan, why
@@ -205,6 +222,46 @@ const std::map<std::string, std::vector<Row>> kRows = {
           "error", "attention.impl: cudnn: cuDNN attention needs sm_80 or newer"},
          {"v100 rotor head dim 256", &M.v100, Rotor, F16, 256, 64, 64, false, false, false, false,
           8, 8, "error", "not 256"},
+     }},
+    // Linear attention: one core, the CPU op; under RoPE the op rotates (after
+    // or before the feature map), never the head split; no CUDA path yet.
+    {"linear",
+     {
+         {"cpu elu1 rope", &M.cpu, Auto, F32, 64, 128, 128, false, false, true, false, 8, 8,
+          "linear: linear (elu1, M 64), RoPE in the core (after_feature_map)",
+          "RoPE inside the core, after_feature_map", "", linear_options(Elu1, After)},
+         {"cpu elu1 no positions", &M.cpu, Auto, F32, 64, 128, 128, false, false, false, false, 8,
+          8, "linear: linear (elu1, M 64)", "elu1 features (M = 64) on the CPU", "",
+          linear_options(Elu1, After)},
+         {"cpu elu1 rope_in_kernel changes nothing", &M.cpu, Auto, F32, 64, 128, 128, false, false,
+          true, true, 8, 8, "linear: linear (elu1, M 64), RoPE in the core (after_feature_map)",
+          "after_feature_map", "", linear_options(Elu1, After)},
+         {"cpu causal padding favor rope before", &M.cpu, Auto, F32, 64, 128, 128, true, true, true,
+          false, 8, 8, "linear: linear (favor, M 266), RoPE in the core (before_feature_map)",
+          "favor features (M = 266)", "", linear_options(Favor, Before)},
+         {"cpu causal favor D 128 rope after: M even", &M.cpu, Auto, F32, 128, 64, 64, true, false,
+          true, false, 8, 8, "linear: linear (favor, M 620), RoPE in the core (after_feature_map)",
+          "M = 620", "", linear_options(Favor, After)},
+         {"cpu favor D 128 no rope: floor(D ln D)", &M.cpu, Auto, F32, 128, 64, 64, false, true,
+          false, false, 8, 8, "linear: linear (favor, M 621)", "M = 621", "",
+          linear_options(Favor, After)},
+         {"cpu favor 8 features bf16", &M.cpu, Ref, BF16, 32, 100, 100, true, true, true, false, 2,
+          4, "linear: linear (favor, M 8), RoPE in the core (after_feature_map)", "M = 8", "",
+          linear_options(Favor, After, 8)},
+         {"cpu favor odd features rotated after", &M.cpu, Auto, F32, 64, 64, 64, false, false, true,
+          false, 8, 8, "error", "attention.features: RoPE after the feature map", "",
+          linear_options(Favor, After, 7)},
+         {"cpu favor odd features rotated before", &M.cpu, Auto, F32, 64, 64, 64, false, false,
+          true, false, 8, 8, "linear: linear (favor, M 7), RoPE in the core (before_feature_map)",
+          "M = 7", "", linear_options(Favor, Before, 7)},
+         {"cpu rotor", &M.cpu, Rotor, F32, 64, 64, 64, false, false, true, false, 8, 8, "error",
+          "attention.impl: rotor is a core of softmax attention", "", linear_options(Elu1, After)},
+         {"cpu dropout", &M.cpu, Auto, F32, 64, 64, 64, false, false, false, false, 8, 8, "error",
+          "model.attention_dropout", "", linear_options(Elu1, After), true},
+         {"h100 auto", &M.h100, Auto, BF16, 64, 512, 512, true, false, true, false, 8, 8, "error",
+          "attention.kind: linear attention has no CUDA path yet", "", linear_options(Elu1, After)},
+         {"v100 auto f32", &M.v100, Auto, F32, 64, 64, 64, false, true, false, false, 8, 8, "error",
+          "no CUDA path yet", "", linear_options(Favor, Before)},
      }}};
 
 // Every row, its kind set from the key of its table.
@@ -266,6 +323,48 @@ TEST(AttentionPlan, EveryKindHasRows) {
   // incremental decoder's cached step computes it.
   EXPECT_TRUE(AttentionKind::Softmax->shift_invariant);
   EXPECT_TRUE(AttentionKind::Softmax->cached_decode);
+  // linear attention's numerator is not normalized by a softmax, and the
+  // decoder has no running-sum step for it yet.
+  const std::optional<AttentionKind> linear = nn::attention_kind("linear");
+  ASSERT_TRUE(linear);
+  EXPECT_FALSE((*linear)->shift_invariant);
+  EXPECT_FALSE((*linear)->cached_decode);
+}
+
+// What every linear plan on the CPU holds: its own core, q left unscaled by
+// the split, RoPE inside the op exactly where the model rotates, and the
+// op's placement the one asked for.
+TEST(AttentionPlan, LinearRotatesInsideItsCoreOnly) {
+  int plans = 0;
+  for (AttentionImpl impl : {Auto, Ref})
+    for (DType dt : {F32, F16, BF16})
+      for (int64_t D : {8, 32, 64, 128})
+        for (int mask = 0; mask < 4; ++mask)
+          for (bool rope : {false, true})
+            for (auto map : {Elu1, ops::LinearFeatureMap::Relu, Favor})
+              for (auto placement : {After, Before}) {
+                Row r{"", &M.cpu, impl, dt, D, 64, 64, false, false, rope, false, 2, 2, "", ""};
+                r.kind = "linear";
+                r.causal = mask & 1;
+                r.padding = mask & 2;
+                r.linear = linear_options(map, placement);
+                const AttentionPlan p = nn::plan_attention(case_of(r), M.cpu);
+                const std::string where =
+                    fmt::format("{} D{} mask {} rope {}", p.str(), D, mask, rope);
+                ++plans;
+                EXPECT_EQ(p.core, AttentionCore::Linear) << where;
+                EXPECT_FALSE(p.split_scales_q) << where;
+                EXPECT_FALSE(p.on_gpu) << where;
+                EXPECT_EQ(p.rope, rope ? RopePlacement::Core : RopePlacement::None) << where;
+                EXPECT_EQ(p.linear.rope, rope ? placement : ops::LinearRope::None) << where;
+                EXPECT_EQ(p.linear.feature_map, map) << where;
+                if (map != Favor) {
+                  EXPECT_EQ(p.linear.features, D) << where;
+                } else if (p.linear.rope == After) {
+                  EXPECT_EQ(p.linear.features % 2, 0) << where;
+                }
+              }
+  EXPECT_EQ(plans, 2 * 3 * 4 * 4 * 2 * 3 * 2);
 }
 
 // Asking cuDNN whether it builds a graph costs a build: the plan asks only

@@ -27,6 +27,7 @@
 #include "core/philox.h"
 #include "models/transformer.h"
 #include "nn/attention.h"
+#include "nn/attention_kind.h"
 #include "nn/feed_forward.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
@@ -512,6 +513,8 @@ struct AttnCase {
   bool training = false;
   std::vector<int32_t> key_lengths;  // empty: none
   int64_t Tq = 4, Tk = 4;
+  std::string kind = "softmax";  // attention.kind
+  nn::LinearKindOptions linear;  // kind linear's settings
 };
 
 void check_attention(const AttnCase& c, uint64_t seed, const std::string& what) {
@@ -523,6 +526,8 @@ void check_attention(const AttnCase& c, uint64_t seed, const std::string& what) 
   cfg.causal = c.causal;
   cfg.rope = c.rope;
   cfg.dropout = c.dropout;
+  cfg.kind = *nn::attention_kind(c.kind);
+  cfg.linear = c.linear;
   nn::MultiHeadAttention attn(store, {"q", "k", "v", "o"}, cfg, c.cross);
   init_store(store, seed);
   // Larger weights make the attention far from uniform, so the softmax matters.
@@ -605,6 +610,78 @@ TEST(GradCheck, SelfAttentionRopeCausalDropout) {
   c.training = true;
   check_attention(c, 75, "self, rope, causal, attention dropout (fixed mask)");
 }
+// attention.kind linear (ops/linear_attention.h through nn/attention_kinds/
+// linear.cpp): the head split leaves q unscaled, the op rotates q and k (or
+// their features) itself, FAVOR+'s projection is the layer's draw.
+AttnCase linear_case(ops::LinearFeatureMap map, ops::LinearRope placement, bool rope, bool causal,
+                     std::vector<int32_t> key_lengths = {}) {
+  AttnCase c;
+  c.kind = "linear";
+  c.linear.feature_map = map;
+  c.linear.rope = placement;
+  c.linear.seed = 5;
+  c.rope = rope;
+  c.causal = causal;
+  c.key_lengths = std::move(key_lengths);
+  c.Tq = c.Tk = 5;
+  // FAVOR+'s stabilizers (the row max for queries, one max over the keys)
+  // are constants for the gradient: they cancel in num / (den + eps) up to
+  // eps only. A causal query that sees a few keys far below the keys' max
+  // has den near the default eps of 1e-6, so the check runs with an eps
+  // that leaves the cancellation exact in float.
+  if (map == ops::LinearFeatureMap::Favor) c.linear.eps = 1e-12f;
+  return c;
+}
+constexpr auto kElu1 = ops::LinearFeatureMap::Elu1;
+constexpr auto kFavor = ops::LinearFeatureMap::Favor;
+constexpr auto kAfter = ops::LinearRope::AfterFeatureMap;
+constexpr auto kBefore = ops::LinearRope::BeforeFeatureMap;
+
+TEST(GradCheck, LinearSelfAttentionElu1) {
+  check_attention(linear_case(kElu1, kAfter, false, false, {5, 3}), 90, "linear elu1, padding");
+}
+TEST(GradCheck, LinearSelfAttentionElu1Causal) {
+  check_attention(linear_case(kElu1, kAfter, false, true), 91, "linear elu1, causal");
+}
+TEST(GradCheck, LinearSelfAttentionElu1RopeAfter) {
+  check_attention(linear_case(kElu1, kAfter, true, false, {4, 5}), 92,
+                  "linear elu1, rope after the feature map, padding");
+}
+TEST(GradCheck, LinearSelfAttentionElu1RopeAfterCausal) {
+  check_attention(linear_case(kElu1, kAfter, true, true), 93,
+                  "linear elu1, rope after the feature map, causal");
+}
+TEST(GradCheck, LinearSelfAttentionElu1RopeBeforeCausal) {
+  check_attention(linear_case(kElu1, kBefore, true, true, {5, 4}), 94,
+                  "linear elu1, rope before the feature map, causal, padding");
+}
+TEST(GradCheck, LinearSelfAttentionFavorRopeAfter) {
+  AttnCase c = linear_case(kFavor, kAfter, true, false, {3, 5});
+  c.linear.features = 6;
+  check_attention(c, 95, "linear favor, rope after the feature map, padding");
+}
+TEST(GradCheck, LinearSelfAttentionFavorRopeAfterCausal) {
+  check_attention(linear_case(kFavor, kAfter, true, true), 96,
+                  "linear favor (default M), rope after the feature map, causal");
+}
+TEST(GradCheck, LinearSelfAttentionFavorRopeBefore) {
+  check_attention(linear_case(kFavor, kBefore, true, false), 97,
+                  "linear favor, rope before the feature map");
+}
+TEST(GradCheck, LinearSelfAttentionFavorRopeBeforeCausal) {
+  AttnCase c = linear_case(kFavor, kBefore, true, true, {5, 2});
+  c.linear.features = 7;
+  check_attention(c, 98, "linear favor, rope before the feature map, causal, padding");
+}
+TEST(GradCheck, LinearCrossAttentionStaysSoftmax) {
+  // A cross-attention given kind linear is softmax attention (translation's
+  // encoder-decoder attention): the key bias keeps its exact zero gradient.
+  AttnCase c = linear_case(kElu1, kAfter, true, false, {5, 2});
+  c.cross = true;
+  c.Tq = 3;
+  check_attention(c, 99, "cross, kind linear asked");
+}
+
 TEST(GradCheck, CrossAttention) {
   AttnCase c;
   c.cross = true;

@@ -5,12 +5,13 @@
 
 namespace rotor::nn {
 
-extern const AttentionKindScheme kSoftmaxAttention;
+extern const AttentionKindScheme kSoftmaxAttention, kLinearAttention;
 
 namespace {
 
 constinit const AttentionKind kRegistered[] = {
     AttentionKind(&kSoftmaxAttention),
+    AttentionKind(&kLinearAttention),
 };
 
 }  // namespace

@@ -153,7 +153,7 @@ AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
 // backward needs D = rowsum(dO o O)).
 void forward(const AttentionPlan& plan, const Tensor& q, const Tensor& k, const Tensor& v,
              const ops::AttentionOptions& options, Tensor& o, std::vector<Tensor>& saved,
-             const Context& ctx) {
+             const Context& ctx, const AttentionCall&) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
   if (plan.core == AttentionCore::Reference) {
     Tensor probs = ctx.empty({B, H, Tq, Tk});  // [B, H, Tq, Tk]
