@@ -1,8 +1,8 @@
 // Task lm end to end through the rotor binary: the tiny causal LM trains,
 // validates (loss, ppl, accuracy and bits per byte over non-overlapping
 // blocks), saves, and a resumed run continues exactly (the same losses as an
-// uninterrupted one, bitwise the same weights); with update_freq and an
-// untied post-LN model too.
+// uninterrupted one, bitwise the same weights); with update_freq, an
+// untied post-LN model, two data-parallel ranks and 16-bit precision too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "checkpoint/safetensors.h"
+#include "support/dp_training.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
 #include "support/tiny_configs.h"
@@ -132,6 +133,34 @@ TEST_F(LmTrain, PostLnUntiedLearned) {
   EXPECT_TRUE(has("lm_head.weight"));
   EXPECT_TRUE(has("model.embed_positions.weight"));
   EXPECT_FALSE(has("model.layer_norm.weight"));
+}
+
+// Data-parallel through the trainer's generic path: two ranks of one block
+// each per update hold the weights of one process accumulating two (no
+// dropout: its masks are keyed by the rank). And 16-bit precision trains.
+TEST_F(LmTrain, DataParallelAndPrecision) {
+  const std::string common = " --set model.dropout=0 --set train.max_updates=2";
+  RunResult r = train("one", common + " --set train.update_freq=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_rotor(dir_,
+                "launch -q -n 2 -- train " + (dir_ / "lm.yaml") +
+                    " --set output_dir=" + (dir_ / "two") + common,
+                "OMP_NUM_THREADS=1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const double diff =
+      rotor::test::max_weight_diff(dir_ / "one/checkpoints/step_2/model.safetensors",
+                                   dir_ / "two/checkpoints/step_2/model.safetensors");
+  EXPECT_LT(diff, 1e-5);
+  EXPECT_EQ(field_by_step(dir_ / "one/metrics.jsonl", "valid", "loss").size(), 1u);
+  for (const char* precision : {"bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    const std::string run = std::string("p_") + precision;
+    r = train(run, common + " --set precision=" + precision);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto losses = field_by_step(dir_ / (run + "/metrics.jsonl"), "train", "loss");
+    ASSERT_EQ(losses.size(), 2u);
+    for (const auto& [step, loss] : losses) EXPECT_TRUE(std::isfinite(std::stod(loss))) << step;
+  }
 }
 
 }  // namespace
