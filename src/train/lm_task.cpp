@@ -5,6 +5,7 @@
 // Validation scores every token of the set once, in non-overlapping blocks
 // (each token sees only the context of its own block), and reports the loss
 // per token, its perplexity and bits per UTF-8 byte of the text.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
