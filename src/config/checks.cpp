@@ -40,7 +40,11 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
     // The size of the model, before anything is allocated: a shape that
     // cannot be held is a config error, not an allocation failure later.
     const double d = m.d_model, ff = m.d_ff, v = c.data.vocab_size, pos = m.max_positions;
-    const double enc = m.encoder_layers * (4 * d * d + 2 * d * ff);
+    // A causal LM's layers (task.model Decoder) are encoder layers with a
+    // causal mask, counted by model.decoder_layers.
+    const bool decoder_only = task.model == ModelFamily::Decoder;
+    const int encoder_layers = decoder_only ? m.decoder_layers : m.encoder_layers;
+    const double enc = encoder_layers * (4 * d * d + 2 * d * ff);
     const int decoder_layers = encoder_decoder ? m.decoder_layers : 0;
     const double dec = decoder_layers * (8 * d * d + 2 * d * ff);
     const double params = enc + dec + 2 * v * d + pos * d;
@@ -49,8 +53,7 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
           "model.d_model",
           fmt::format("the model would have about {:.3g} parameters (d_model {}, d_ff {}, {} + "
                       "{} layers, vocabulary {}), more than rotor can hold",
-                      params, m.d_model, m.d_ff, m.encoder_layers, decoder_layers,
-                      c.data.vocab_size),
+                      params, m.d_model, m.d_ff, encoder_layers, decoder_layers, c.data.vocab_size),
           {"model.d_ff", "model.encoder_layers", "model.decoder_layers", "data.vocab_size"}};
   }
   if (!m.init_from.empty() && task.model != ModelFamily::BertEncoder) {

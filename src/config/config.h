@@ -29,7 +29,7 @@
 
 namespace rotor {
 
-enum class Task { Translation, Mlm, Classification };
+enum class Task { Translation, Mlm, Classification, Lm };
 enum class Precision { FP32, FP16, BF16 };
 enum class LogLevel { Trace, Debug, Info, Warn, Error };
 enum class NormPlacement { Post, Pre };
@@ -49,7 +49,7 @@ struct EnumNames;
     static constexpr std::pair<E, std::string_view> items[] = {__VA_ARGS__}; \
   }
 ROTOR_ENUM_NAMES(Task, {Task::Translation, "translation"}, {Task::Mlm, "mlm"},
-                 {Task::Classification, "classification"});
+                 {Task::Classification, "classification"}, {Task::Lm, "lm"});
 ROTOR_ENUM_NAMES(Precision, {Precision::FP32, "fp32"}, {Precision::FP16, "fp16"},
                  {Precision::BF16, "bf16"});
 ROTOR_ENUM_NAMES(LogLevel, {LogLevel::Trace, "trace"}, {LogLevel::Debug, "debug"},
@@ -137,8 +137,8 @@ std::string enum_choices() {
 }
 
 struct ModelConfig {
-  int encoder_layers = 6;
-  int decoder_layers = 6;  // ignored for task mlm
+  int encoder_layers = 6;  // ignored for task lm
+  int decoder_layers = 6;  // ignored for tasks mlm and classification; task lm's layer count
   int d_model = 512;
   int n_heads = 8;
   int d_ff = 2048;
@@ -151,7 +151,9 @@ struct ModelConfig {
   nn::PositionKind position = nn::PositionKind::Sinusoidal;
   double rope_base = 10000.0;
   int max_positions = 1024;
-  bool share_embeddings = true;  // source, target and output projection share one matrix
+  // Source, target and output projection share one matrix (task lm: the
+  // output projection is the token embedding).
+  bool share_embeddings = true;
   bool scale_embeddings = true;  // token embeddings times sqrt(d_model)
   int type_vocab_size = 2;       // mlm segment embeddings
   double init_std = 0.02;        // mlm (BERT) init; translation uses the fairseq init
@@ -197,7 +199,7 @@ struct DataConfig {
   int max_len = 256;
   double max_len_ratio = 1.5;
   int64_t max_tokens = 4096;  // per batch, padding counted
-  int seq_len = 128;          // mlm block length
+  int seq_len = 128;          // mlm block length; lm block length (inputs, targets shifted by one)
   double mask_prob = 0.15;
   double mask_token_prob = 0.8;
   double random_token_prob = 0.1;

@@ -51,6 +51,15 @@ std::optional<ConfigProblem> mlm_rules(const Config& c) {
   return std::nullopt;
 }
 
+std::optional<ConfigProblem> lm_rules(const Config& c) {
+  if (c.model.decoder_layers < 1)
+    return ConfigProblem{"model.decoder_layers",
+                         fmt::format("task lm counts its causal layers here; got {}, at least 1",
+                                     c.model.decoder_layers),
+                         {"task"}};
+  return std::nullopt;
+}
+
 bool is_column_index(const std::string& s) {
   int64_t i = -1;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), i);
@@ -140,6 +149,13 @@ const std::vector<TaskSpec> kTasks = {
       {ValidMetric::Spearman, true, needs_regression<ValidMetric::Spearman>}},
      {{"data.train", &DataConfig::train, "a GLUE-style TSV file"}},
      classification_rules},
+    {Task::Lm,
+     ModelFamily::Decoder,
+     "data.seq_len",
+     &DataConfig::seq_len,
+     {{ValidMetric::Loss}, {ValidMetric::Accuracy, true}},
+     {{"data.train", &DataConfig::train, "a text file, or a prefix prepared by `rotor prepare`"}},
+     lm_rules},
 };
 
 const TaskMetric* find_metric(const TaskSpec& spec, ValidMetric metric) {

@@ -25,6 +25,7 @@ using ConfigRule = std::optional<ConfigProblem> (*)(const Config&);
 enum class ModelFamily {
   EncoderDecoder,  // models/transformer.h: decoder_layers count; pre- or post-LN
   BertEncoder,     // models/bert.h: post-LN only; model.init_from loads Hugging Face weights
+  Decoder,         // models/decoder_lm.h: decoder_layers causal layers; pre- or post-LN
 };
 
 struct TaskMetric {

@@ -68,6 +68,19 @@ BertOptions bert_options(const Config& c, int64_t vocab_size) {
   return b;
 }
 
+DecoderLmOptions lm_options(const Config& c, int64_t vocab_size) {
+  DecoderLmOptions o;
+  o.vocab_size = vocab_size;
+  o.pad_id = 0;  // SentencePiece models trained by rotor reserve id 0 for <pad>
+  o.num_layers = c.model.decoder_layers;
+  o.layer = layer_options(c);
+  o.position = c.model.position;
+  o.max_positions = c.model.max_positions;
+  o.scale_embeddings = c.model.scale_embeddings;
+  o.share_embeddings = c.model.share_embeddings;
+  return o;
+}
+
 BertClassifierOptions bert_classifier_options(const Config& c, int64_t vocab_size) {
   BertClassifierOptions k;
   k.encoder = bert_options(c, vocab_size);

@@ -1,7 +1,7 @@
 // The one place where an experiment config becomes model options: the
 // encoder-decoder of task translation, the BERT/RoFormer encoder of task mlm
-// and its classifier of task classification, and that encoder as Hugging
-// Face's config.json states it. Everything that builds or describes a model
+// and its classifier of task classification, the causal LM of task lm, and
+// that encoder as Hugging Face's config.json states it. Everything that builds or describes a model
 // from a config (training, the bench, decoding, prediction, export, import)
 // goes through these functions; nothing else reads the model.* keys for it.
 #pragma once
@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "models/bert.h"
 #include "models/bert_classifier.h"
+#include "models/decoder_lm.h"
 #include "models/transformer.h"
 
 namespace rotor::models {
@@ -22,6 +23,11 @@ TransformerOptions transformer_options(const Config& config, int64_t vocab_size)
 // The masked-LM model of `config`. Throws rotor::Error for a config that
 // BERT/RoFormer cannot express (pre-LN).
 BertOptions bert_options(const Config& config, int64_t vocab_size);
+
+// The decoder-only causal LM of task lm: model.decoder_layers causal layers,
+// the output projection tied to the token embedding with
+// model.share_embeddings.
+DecoderLmOptions lm_options(const Config& config, int64_t vocab_size);
 
 // The sequence classifier of task classification: the encoder of
 // bert_options, data.labels.size() classes (or one output with

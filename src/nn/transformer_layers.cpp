@@ -26,8 +26,9 @@ Init ffn_init(const LayerOptions& c) {
 }
 }  // namespace
 
-EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const LayerOptions& c)
-    : attn_(s, n.attention, attention_options(c, false, c.rope), false),
+EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const LayerOptions& c,
+                           bool causal)
+    : attn_(s, n.attention, attention_options(c, causal, c.rope), false),
       attn_res_(s, n.attention_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
       ffn_(s, n.fc1, n.fc2, c.d_model, c.d_ff, c.activation, c.activation_dropout, ffn_init(c)),
       ffn_res_(s, n.final_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),

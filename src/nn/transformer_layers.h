@@ -45,7 +45,10 @@ struct EncoderLayerNames {
 
 class EncoderLayer {
  public:
-  EncoderLayer(ParameterStore& store, const EncoderLayerNames& names, const LayerOptions& c);
+  // causal: each position attends to itself and the positions before it (the
+  // layer of a decoder-only LM, models/decoder_lm.h).
+  EncoderLayer(ParameterStore& store, const EncoderLayerNames& names, const LayerOptions& c,
+               bool causal = false);
   // x [B, T, d], lengths i32 [B] -> [B, T, d]
   Tensor forward(const Tensor& x, const Tensor& lengths, const Context& ctx);
   Tensor backward(const Tensor& dy);

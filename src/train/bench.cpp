@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 
+#include "config/tasks.h"
 #include "core/allocator.h"
 #include "core/cuda_context.h"
 #include "core/error.h"
@@ -255,8 +256,12 @@ nlohmann::ordered_json bench_json(const BenchResult& r, const Config& c,
   using Value = json_io::Json;
   const auto& m = c.model;
   Value model = Value::object();
-  model["encoder_layers"] = m.encoder_layers;
-  model["decoder_layers"] = c.task == Task::Translation ? m.decoder_layers : 0;
+  // The layers the task's model has (config/tasks.h): the causal LM's are
+  // counted by model.decoder_layers, the BERT/RoFormer encoder's by
+  // model.encoder_layers.
+  const ModelFamily family = task_spec(c.task).model;
+  model["encoder_layers"] = family == ModelFamily::Decoder ? 0 : m.encoder_layers;
+  model["decoder_layers"] = family == ModelFamily::BertEncoder ? 0 : m.decoder_layers;
   model["d_model"] = m.d_model;
   model["n_heads"] = m.n_heads;
   model["d_ff"] = m.d_ff;

@@ -29,6 +29,7 @@ constexpr TaskFactory kFactories[] = {
     {Task::Translation, make_translation_task},
     {Task::Mlm, make_mlm_task},
     {Task::Classification, make_classification_task},
+    {Task::Lm, make_lm_task},
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // What the training loop needs from a job, whatever its model and data: the
-// translation task (encoder-decoder, label-smoothed loss over target tokens)
-// and the masked-LM task (encoder, loss over masked tokens). The loop in
+// translation task (encoder-decoder, label-smoothed loss over target tokens),
+// the masked-LM task (encoder, loss over masked tokens), classification and
+// the causal LM (decoder-only, loss over next tokens). The loop in
 // trainer.cpp owns the schedule, logging and checkpoints; train/step.h the
 // optimizer and the data-parallel exchange.
 #pragma once
@@ -41,6 +42,10 @@ struct ValidationResult {
   TaskSums sums;
   // bleu, chrf (translation); f1, mcc, pearson, spearman (classification)
   std::vector<std::pair<ValidMetric, double>> scores;
+  // Further measures a task reports by name, logged and recorded with the
+  // others (task lm: bpb, bits per UTF-8 byte of the text).
+  std::vector<std::pair<std::string, double>> measures;
+  std::string how;      // how the set was evaluated, for the log line ("" = the usual)
   int64_t decoded = 0;  // sentences decoded for the scores
   double decode_seconds = 0;
   // The value of `metric` (loss and accuracy per token); NaN when not measured.
@@ -83,5 +88,7 @@ std::unique_ptr<TrainingTask> make_mlm_task(const Config& config, Device device,
                                             int world_size = 1);
 std::unique_ptr<TrainingTask> make_classification_task(const Config& config, Device device,
                                                        int rank = 0, int world_size = 1);
+std::unique_ptr<TrainingTask> make_lm_task(const Config& config, Device device, int rank = 0,
+                                           int world_size = 1);
 
 }  // namespace rotor::train

@@ -258,4 +258,12 @@ models::MlmBatch to_model_batch(const data::MlmHostBatch& b, Device device) {
   return m;
 }
 
+models::LmBatch to_model_batch(const data::LmHostBatch& b, Device device) {
+  models::LmBatch m;
+  m.input_ids = b.input_ids;
+  m.targets = b.targets;
+  m.tokens = b.tokens;
+  return m.to(device);
+}
+
 }  // namespace rotor::train

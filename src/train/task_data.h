@@ -10,11 +10,13 @@
 #include "data/batcher.h"
 #include "data/classification.h"
 #include "data/corpus.h"
+#include "data/lm.h"
 #include "data/mlm.h"
 #include "data/prepared.h"
 #include "data/sentencepiece.h"
 #include "models/bert.h"
 #include "models/bert_classifier.h"
+#include "models/decoder_lm.h"
 #include "models/transformer.h"
 
 namespace rotor::train {
@@ -84,5 +86,6 @@ models::TranslationBatch to_model_batch(const data::Batch& batch, Device device)
 models::MlmBatch to_model_batch(const data::MlmHostBatch& batch, Device device);
 models::ClassificationBatch to_model_batch(const data::ClassificationHostBatch& batch,
                                            Device device);
+models::LmBatch to_model_batch(const data::LmHostBatch& batch, Device device);
 
 }  // namespace rotor::train

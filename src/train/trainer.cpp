@@ -247,6 +247,9 @@ ValidationResult evaluate(TrainingTask& task, EvalSplit split, Device device,
       v.has_correct ? fmt::format(" | acc {:.3f}", per_token(v.correct, v.tokens)) : "";
   for (const auto& [metric, value] : r.scores)
     extra += fmt::format(" | {} {:.2f}", to_string(metric), value);
+  for (const auto& [measure, value] : r.measures)
+    extra += fmt::format(" | {} {:.4f}", measure, value);
+  if (!r.how.empty()) extra += " | " + r.how;
   if (r.decoded > 0)
     extra += fmt::format(" | decoded {} sentences in {:.1f}s", r.decoded, r.decode_seconds);
   const char* name = split == EvalSplit::Valid ? "valid" : "test";
@@ -262,6 +265,7 @@ ValidationResult evaluate(TrainingTask& task, EvalSplit split, Device device,
       .add("tokens_per_s", static_cast<double>(v.all_tokens) / std::max(seconds, 1e-9));
   if (v.has_correct) rec.add("accuracy", per_token(v.correct, v.tokens));
   for (const auto& [metric, value] : r.scores) rec.add(to_string(metric), value);
+  for (const auto& [measure, value] : r.measures) rec.add(measure, value);
   if (r.decoded > 0) rec.add("decoded", r.decoded).add("decode_seconds", r.decode_seconds);
   metrics.write(rec);
   return r;

@@ -195,9 +195,9 @@ TEST(Config, BadEnumNamesChoices) {
   EXPECT_EQ(load_error("model:\n  position: rotary\n"),
             "configs/x.yaml:2: model.position: expected one of sinusoidal | learned | rope | none, "
             "got \"rotary\"");
-  EXPECT_EQ(
-      load_error("task: lm\n"),
-      "configs/x.yaml:1: task: expected one of translation | mlm | classification, got \"lm\"");
+  EXPECT_EQ(load_error("task: gpt\n"),
+            "configs/x.yaml:1: task: expected one of translation | mlm | classification | lm, "
+            "got \"gpt\"");
   EXPECT_EQ(load_error("device: gpu\n"),
             "configs/x.yaml:1: device: expected auto, cpu, cuda or cuda:N, got \"gpu\"");
   EXPECT_EQ(load_error("device: cuda:x\n"),

@@ -51,16 +51,19 @@ struct Entry {
   const char* extra = "";   // --set overrides of both runs (and config "mlm" for the mlm config)
   const char* expect = "";  // Rejected: the message
   const char* env = "";     // environment of the run
-  const char* config = "translation.yaml";  // or mlm.yaml, classification.yaml
+  const char* config = "translation.yaml";  // or mlm.yaml, classification.yaml, lm.yaml
 };
 
 constexpr const char* kMlmConfig = "mlm.yaml";
 constexpr const char* kClsConfig = "classification.yaml";
+constexpr const char* kLmConfig = "lm.yaml";
 
 // clang-format off
 const Entry kEntries[] = {
   {"task", "mlm", Shows::LogHas, "--set data.train=mlm.txt --set data.valid=mlm_valid.txt",
    "task mlm"},
+  {"task", "lm", Shows::LogHas,
+   "--set data.train=mlm.txt --set data.valid=mlm_valid.txt --set data.seq_len=16", "task lm"},
   {"output_dir", "other", Shows::Files},
   {"seed", "9", Shows::Metrics},
   {"device", "cuda:0", Shows::Rejected, "", "cuda"},  // no GPU here; on one, the log says cuda:0
@@ -82,6 +85,11 @@ const Entry kEntries[] = {
   {"model.max_positions", "300", Shows::Log, "--set model.position=learned"},  // the table, not the figures
   {"model.share_embeddings", "false", Shows::Metrics},
   {"model.scale_embeddings", "false", Shows::Metrics},
+  // Task lm's layers, norm placement, tied output and embedding scale.
+  {"model.decoder_layers", "2", Shows::Metrics, "", "", "", kLmConfig},
+  {"model.norm", "post", Shows::Metrics, "", "", "", kLmConfig},
+  {"model.share_embeddings", "false", Shows::Metrics, "", "", "", kLmConfig},
+  {"model.scale_embeddings", "false", Shows::Metrics, "", "", "", kLmConfig},
   {"model.type_vocab_size", "0", Shows::Metrics, "", "", "", kMlmConfig},
   {"model.init_std", "0.05", Shows::Metrics, "", "", "", kMlmConfig},
   {"model.init_from", "no_such_hf_dir", Shows::Rejected, "", "no_such_hf_dir", "", kMlmConfig},
@@ -110,6 +118,7 @@ const Entry kEntries[] = {
   {"data.max_len_ratio", "1.0", Shows::Metrics},
   {"data.max_tokens", "128", Shows::Metrics},
   {"data.seq_len", "16", Shows::Metrics, "", "", "", kMlmConfig},
+  {"data.seq_len", "8", Shows::Metrics, "", "", "", kLmConfig},  // task lm's block length
   {"data.mask_prob", "0.3", Shows::Metrics, "", "", "", kMlmConfig},
   {"data.mask_token_prob", "0.5", Shows::Metrics, "", "", "", kMlmConfig},
   {"data.random_token_prob", "0.2", Shows::Metrics, "", "", "", kMlmConfig},
@@ -209,6 +218,7 @@ class ConfigAudit : public ::testing::Test {
         .set("train.save_interval", "3")
         .write(b + "/translation.yaml");
     rotor::test::tiny_mlm().write(b + "/mlm.yaml");
+    rotor::test::tiny_lm("mlm.txt", "mlm_valid.txt").write(b + "/lm.yaml");
     rotor::test::write_mlm_text(b + "/data", b + "/mlm.txt", b + "/mlm_valid.txt", 10);
     ASSERT_EQ(sh(b, std::string(ROTOR_BINARY) +
                         " spm-train --input data/train.en --input data/train.de --model-prefix "
@@ -327,7 +337,7 @@ std::vector<std::string> dumped_keys(const std::string& config) {
 TEST_F(ConfigAudit, EveryKeyHasAnEntry) {
   std::set<std::string> audited;
   for (const auto& e : kEntries) audited.insert(e.key);
-  for (const char* config : {"translation.yaml", "mlm.yaml", "classification.yaml"})
+  for (const char* config : {"translation.yaml", "mlm.yaml", "classification.yaml", "lm.yaml"})
     for (const auto& key : dumped_keys(base_->path() + "/" + config))
       EXPECT_TRUE(audited.count(key)) << "config key " << key << " has no entry in kEntries";
 }

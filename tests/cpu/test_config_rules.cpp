@@ -22,7 +22,7 @@ using rotor::test::run_rotor;
 using rotor::test::TempDir;
 using Keys = std::vector<std::pair<std::string, std::string>>;  // key path -> YAML value
 
-enum class Base { Translation, Mlm, Classification };
+enum class Base { Translation, Mlm, Classification, Lm };
 
 // The keys of each base config, in the order they are written; DIR stands
 // for the directory of the data.
@@ -55,6 +55,11 @@ Keys base_keys(Base base) {
               {"data.train", "DIR/mlm.txt"},
               {"data.seq_len", "16"},
               {"train.batch_size", "2"}};
+      break;
+    case Base::Lm:
+      task = {{"task", "lm"},         {"model.decoder_layers", "1"},
+              {"model.norm", "pre"},  {"data.train", "DIR/mlm.txt"},
+              {"data.seq_len", "16"}, {"train.batch_size", "2"}};
       break;
     case Base::Classification:
       task = {{"task", "classification"},     {"data.train", "DIR/cls.tsv"},
@@ -192,6 +197,16 @@ const Rule kRules[] = {
    "2 counts validations without improvement, but data.valid is empty"},
   {"max_len_b_negative", Base::Translation, {{"decode.max_len_b", "-1000"}}, "", "decode.max_len_b",
    "decode.max_len_b", "expected an integer from 0 to 1000000"},
+  {"lm_without_layers", Base::Lm, {{"model.decoder_layers", "0"}}, "", "model.decoder_layers",
+   "model.decoder_layers", "task lm counts its causal layers here; got 0"},
+  {"learned_positions_lm", Base::Lm, {{"model.position", "learned"}, {"model.max_positions", "8"}},
+   "", "data.seq_len", "data.seq_len", "16 exceeds model.max_positions = 8"},
+  {"init_from_lm", Base::Lm, {}, "model.init_from=DIR/hf", "model.init_from", "",
+   "initializes a BERT/RoFormer encoder (task mlm or classification); task lm has none"},
+  {"bleu_for_lm", Base::Lm, {{"train.best_metric", "bleu"}}, "", "train.best_metric",
+   "train.best_metric", "bleu is a score of task translation; task lm has none"},
+  {"huge_lm", Base::Lm, {{"model.d_ff", "2000000000"}, {"model.decoder_layers", "4"}}, "",
+   "model.d_model", "model.d_model", "more than rotor can hold"},
   {"lr_beyond_float", Base::Mlm, {{"optim.lr", "1.0e+300"}}, "", "optim.lr", "optim.lr",
    "beyond the range of a 32-bit float"},
 };
@@ -240,7 +255,7 @@ TempDir* ConfigRules::dir_ = nullptr;
 // Each base config trains with the data: what stops a row is its rule.
 TEST_F(ConfigRules, BaseConfigsTrain) {
   ASSERT_NE(dir_, nullptr);
-  for (Base base : {Base::Translation, Base::Mlm, Base::Classification}) {
+  for (Base base : {Base::Translation, Base::Mlm, Base::Classification, Base::Lm}) {
     const std::string name = "base" + std::to_string(static_cast<int>(base));
     Keys keys = base_keys(base);
     for (auto& [key, value] : keys)

@@ -4,9 +4,11 @@
 // built from a config do what its traits say -- a parameter table where it
 // learns one, something added to the embeddings where it adds, q and k
 // rotated where it rotates, the Hugging Face family it names -- and its
-// config rule is the one validate() applies.
+// config rule is the one validate() applies. The models: the BERT/RoFormer
+// encoder, the encoder-decoder and the causal LM.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "models/bert.h"
+#include "models/decoder_lm.h"
 #include "models/model_config.h"
 #include "models/transformer.h"
 #include "nn/layers.h"
@@ -134,6 +137,25 @@ TEST(Positions, ModelsDoWhatTheTraitsSay) {
       EXPECT_EQ(store.find("model.encoder.embed_positions.weight") != nullptr, k->learned_table);
       EXPECT_EQ(store.find("model.decoder.embed_positions.weight") != nullptr, k->learned_table);
     }
+    const Config lmc = config_with(name, "lm");
+    const models::DecoderLmOptions l = models::lm_options(lmc, 40);
+    EXPECT_EQ(l.position, k);
+    EXPECT_EQ(l.layer.rope, k->rotates_qk);
+    {
+      nn::ParameterStore store;
+      models::DecoderLM model(l, store);
+      EXPECT_EQ(store.find("model.embed_positions.weight") != nullptr, k->learned_table);
+      store.allocate(Device::cpu());
+      store.initialize(3);
+      // A run of one token: attention mixes equal values whatever it
+      // weighs (rotated or not, up to rounding), so the positions differ
+      // exactly where the encoding adds to the embeddings.
+      const std::vector<float> lg =
+          model.forward_logits(Tensor::from_ints({7, 7, 7, 7}, {1, 4}), nn::Context{}).to_floats();
+      bool differ = false;
+      for (int64_t v = 0; v < 40; ++v) differ = differ || std::abs(lg[v] - lg[3 * 40 + v]) > 1e-4f;
+      EXPECT_EQ(differ, k->adds_to_embeddings());
+    }
     // The position layer adds something exactly where the encoding adds.
     nn::ParameterStore store;
     nn::PositionEncoding pe(store, "p", k, 8, 4, 0.5);
@@ -158,21 +180,23 @@ TEST(Positions, ModelsDoWhatTheTraitsSay) {
 TEST(Positions, TheirRulesAreTheConfigChecks) {
   nn::PositionShape odd_head{18, 2, 32, 16, "data.seq_len"};
   nn::PositionShape too_long{16, 2, 8, 16, "data.seq_len"};
-  for (nn::PositionKind k : nn::position_kinds()) {
-    SCOPED_TRACE(std::string(k.name()));
-    const std::string yaml =
-        "task: mlm\nmodel:\n  d_model: 18\n  n_heads: 2\n  position: " + std::string(k.name()) +
-        "\n  max_positions: 8\n" + "data:\n  seq_len: 16\n";
-    std::optional<nn::PositionProblem> p;
-    if (k->check) p = k->check(odd_head);
-    if (!p && k->check) p = k->check(too_long);
-    if (!p) {
-      EXPECT_NO_THROW(load_config_from_string(yaml, "configs/x.yaml"));
-      continue;
+  for (const std::string task : {"mlm", "lm"})
+    for (nn::PositionKind k : nn::position_kinds()) {
+      SCOPED_TRACE(task + " " + std::string(k.name()));
+      const std::string yaml =
+          "task: " + task +
+          "\nmodel:\n  d_model: 18\n  n_heads: 2\n  position: " + std::string(k.name()) +
+          "\n  max_positions: 8\n" + "data:\n  seq_len: 16\n";
+      std::optional<nn::PositionProblem> p;
+      if (k->check) p = k->check(odd_head);
+      if (!p && k->check) p = k->check(too_long);
+      if (!p) {
+        EXPECT_NO_THROW(load_config_from_string(yaml, "configs/x.yaml"));
+        continue;
+      }
+      const std::string e = load_error(yaml);
+      EXPECT_NE(e.find(p->key + ": " + p->message), std::string::npos) << e;
     }
-    const std::string e = load_error(yaml);
-    EXPECT_NE(e.find(p->key + ": " + p->message), std::string::npos) << e;
-  }
   ASSERT_TRUE(nn::PositionKind::Rope->check);
   const auto rope = nn::PositionKind::Rope->check(odd_head);
   ASSERT_TRUE(rope);

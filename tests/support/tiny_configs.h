@@ -1,7 +1,7 @@
 // The tiny experiments the end-to-end tests train through the rotor binary
-// (a RoFormer translator, masked LM and classifier of one layer, d_model 32),
-// written once here: each test takes one and states only what it changes
-// (docs/testing.md, "Shared support"). A config is an ordered list of
+// (a RoFormer translator, masked LM, classifier and causal LM of one layer,
+// d_model 32), written once here: each test takes one and states only what
+// it changes (docs/testing.md, "Shared support"). A config is an ordered list of
 // `key` / `section.key` entries rendered as two-level YAML, so that a test
 // can override, add or drop a key and ask on which line a key stands (the
 // config errors name it).
@@ -170,6 +170,38 @@ inline TinyConfig tiny_mlm(const std::string& train = "mlm.txt",
       .set("optim.name", "adamw")
       .set("optim.lr", "1.0e-3")
       .set("optim.warmup_updates", "1");
+}
+
+// A causal LM (task lm: one pre-LN causal layer, rope, tied output) on the
+// text lines of TRAIN and VALID (write_mlm_text): 4 updates of 4 blocks of 16
+// tokens, validated and saved every 2.
+inline TinyConfig tiny_lm(const std::string& train = "lm.txt",
+                          const std::string& valid = "lm_valid.txt",
+                          const std::string& run = "run") {
+  return {{"task", "lm"},
+          {"output_dir", run},
+          {"seed", "5"},
+          {"device", "cpu"},
+          {"model.decoder_layers", "1"},
+          {"model.d_model", "32"},
+          {"model.n_heads", "2"},
+          {"model.d_ff", "64"},
+          {"model.dropout", "0.1"},
+          {"model.norm", "pre"},
+          {"model.position", "rope"},
+          {"model.max_positions", "64"},
+          {"data.train", train},
+          {"data.valid", valid},
+          {"data.vocab_size", "150"},
+          {"data.seq_len", "16"},
+          {"train.max_updates", "4"},
+          {"train.batch_size", "4"},
+          {"train.log_interval", "1"},
+          {"train.valid_interval", "2"},
+          {"train.save_interval", "2"},
+          {"optim.name", "adamw"},
+          {"optim.lr", "1.0e-3"},
+          {"optim.warmup_updates", "1"}};
 }
 
 // A sentence-pair classifier (columns s1, s2, label; labels no / yes) on the

@@ -1,0 +1,100 @@
+// The decoder-only causal Transformer language model of task lm (GPT-style;
+// fairseq's transformer_lm): token embedding (times sqrt(d) with
+// scale_embeddings) plus positions through nn::PositionEncoding -> dropout
+// -> num_layers causal self-attention layers (nn::EncoderLayer with the
+// causal mask; RoPE inside attention when the encoding rotates q and k) ->
+// a final LayerNorm (pre-LN) -> the output projection, tied to the token
+// embedding (share_embeddings) or its own matrix. No biases in the
+// projection. fairseq's init: embeddings N(0, d^-1/2) with the pad row zero,
+// Xavier-uniform layers.
+//
+// Parameter names (Hugging Face BART's decoder-side spelling):
+//   model.embed_tokens.weight                    [V, d]
+//   model.embed_positions.weight                 [max_positions, d]  (learned only)
+//   model.layers.{i}.self_attn.{q,k,v,out}_proj.{weight,bias}
+//   model.layers.{i}.{self_attn_layer_norm,final_layer_norm}.{weight,bias}
+//   model.layers.{i}.{fc1,fc2}.{weight,bias}
+//   model.layer_norm.{weight,bias}               (pre-LN only)
+//   lm_head.weight                               [V, d]  (without share_embeddings)
+//
+// Position t of the output depends on the tokens 0..t only: the loss of a
+// block of inputs x_0..x_{T-1} is the cross-entropy of targets x_1..x_T.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/layers.h"
+#include "nn/transformer_layers.h"
+
+namespace rotor::models {
+
+struct DecoderLmOptions {
+  int64_t vocab_size = 0;
+  int pad_id = 0;
+  int64_t num_layers = 6;
+  nn::LayerOptions layer;  // post_norm false: pre-LN with a final LayerNorm
+  nn::PositionKind position = nn::PositionKind::Rope;
+  int64_t max_positions = 1024;
+  bool scale_embeddings = true;
+  bool share_embeddings = true;  // the output projection is the token embedding
+};
+
+// Blocks of the token stream, right-padded with pad_id (tensors on the
+// model's device).
+struct LmBatch {
+  Tensor input_ids;    // i32 [B, T]
+  Tensor targets;      // i32 [B, T]: the next token of each input, pad_id where none
+  int64_t tokens = 0;  // non-pad targets: the loss's normalizer
+  LmBatch to(Device device) const;
+};
+
+struct LmSums {
+  double loss = 0;           // -log p(target), summed over the targets
+  int64_t tokens = 0;        // targets scored
+  int64_t correct = 0;       // targets that are the argmax of their row
+  bool has_correct = false;  // counted when !ctx.training (a host copy of the logits)
+};
+
+class DecoderLM {
+ public:
+  DecoderLM(const DecoderLmOptions& options, nn::ParameterStore& store);
+
+  // Forward and loss; keeps what backward needs. Returns host sums.
+  LmSums forward_loss(const LmBatch& batch, const nn::Context& ctx);
+  // Backward of forward_loss: d(loss_sum * loss_scale); accumulates into the
+  // store's gradients and reports each part to ctx.grad_ready.
+  void backward(float loss_scale);
+
+  // Inference: ids i32 [B, T] -> logits f32/ctx.dtype [B, T, V]. Overwrites
+  // what the layers saved for a backward.
+  Tensor forward_logits(const Tensor& input_ids, const nn::Context& ctx);
+
+  const DecoderLmOptions& options() const { return options_; }
+
+ private:
+  Tensor hidden(const Tensor& ids, const nn::Context& ctx);      // [B*T, d], final norm applied
+  Tensor logits(const Tensor& h, const nn::Context& ctx) const;  // [N, d] -> [N, V]
+  nn::Parameter* output_table() const;
+
+  DecoderLmOptions options_;
+  nn::ParameterStore* store_;
+  std::unique_ptr<nn::Embedding> embedding_;
+  std::unique_ptr<nn::PositionEncoding> position_;
+  std::unique_ptr<nn::Dropout> drop_;
+  std::vector<std::unique_ptr<nn::EncoderLayer>> layers_;
+  std::unique_ptr<nn::LayerNorm> norm_;  // pre-LN only
+  nn::Parameter* head_ = nullptr;        // lm_head.weight without share_embeddings
+  struct Ranges {
+    nn::ParamRange embedding, position, norm, head;
+    std::vector<nn::ParamRange> layers;
+  } ranges_;
+
+  // Saved by forward_loss for backward.
+  LmBatch batch_;
+  Tensor out_, lse_;  // [B*T, d], f32 [B*T]
+  int64_t B_ = 0, T_ = 0;
+  nn::Context ctx_;
+};
+
+}  // namespace rotor::models

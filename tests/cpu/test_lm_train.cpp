@@ -1,0 +1,166 @@
+// Task lm end to end through the rotor binary: the tiny causal LM trains,
+// validates (loss, ppl, accuracy and bits per byte over non-overlapping
+// blocks), saves, and a resumed run continues exactly (the same losses as an
+// uninterrupted one, bitwise the same weights); with update_freq, an
+// untied post-LN model, two data-parallel ranks and 16-bit precision too.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+
+#include "checkpoint/safetensors.h"
+#include "support/dp_training.h"
+#include "support/run_rotor.h"
+#include "support/test_util.h"
+#include "support/tiny_configs.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using rotor::test::run_rotor;
+using rotor::test::RunResult;
+using rotor::test::slurp;
+using rotor::test::TempDir;
+
+class LmTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto r = run_rotor(dir_, rotor::test::synth_args(dir_ / "data", {300, 10, 10, 5}));
+    ASSERT_EQ(r.code, 0) << r.err;
+    rotor::test::write_mlm_text(dir_ / "data", dir_ / "lm.txt", dir_ / "lm_valid.txt", 10);
+    rotor::test::tiny_lm(dir_ / "lm.txt", dir_ / "lm_valid.txt", "unused").write(dir_ / "lm.yaml");
+  }
+  RunResult train(const std::string& run, const std::string& extra = "") {
+    return run_rotor(
+        dir_, "train " + (dir_ / "lm.yaml") + " --set output_dir=" + (dir_ / run) + " " + extra,
+        "OMP_NUM_THREADS=1");
+  }
+  TempDir dir_;
+};
+
+// The JSON text of `key` in the records of metrics.jsonl whose split is
+// `split`, by step.
+std::map<int64_t, std::string> field_by_step(const std::string& path, const std::string& split,
+                                             const std::string& key) {
+  auto field = [](const std::string& line, const std::string& k) {
+    size_t p = line.find("\"" + k + "\":");
+    if (p == std::string::npos) return std::string();
+    p = line.find_first_not_of(' ', p + k.size() + 3);
+    return line.substr(p, line.find_first_of(",}", p) - p);
+  };
+  std::map<int64_t, std::string> out;
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);)
+    if (field(line, "split") == "\"" + split + "\"" && !field(line, key).empty())
+      out[std::stoll(field(line, "step"))] = field(line, key);
+  return out;
+}
+
+void expect_same_weights(const std::string& a, const std::string& b) {
+  rotor::checkpoint::SafetensorsFile fa(a), fb(b);
+  ASSERT_EQ(fa.names(), fb.names());
+  for (const auto& name : fa.names()) {
+    rotor::Tensor ta = fa.load(name), tb = fb.load(name);
+    ASSERT_EQ(ta.nbytes(), tb.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(ta.raw(), tb.raw(), ta.nbytes()), 0) << name << " differs";
+  }
+}
+
+TEST_F(LmTrain, TrainsValidatesAndResumesExactly) {
+  const std::string opts = " --set train.update_freq=2";
+  RunResult r = train("full", opts);
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The validation line: loss, perplexity, accuracy, bits per byte, and how.
+  const std::string log = r.out + r.err;
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(log, m,
+                        std::regex("valid at update 4 \\| loss ([0-9.]+) \\| ppl ([0-9.]+) "
+                                   "\\| acc [0-9.]+ \\| bpb ([0-9.]+) \\| "
+                                   "non-overlapping blocks of 16 tokens \\| ([0-9]+) tokens")))
+      << log;
+  const double loss = std::stod(m[1]), ppl = std::stod(m[2]), bpb = std::stod(m[3]);
+  EXPECT_NEAR(ppl, std::exp(loss), 0.01 * ppl);
+  // Total nats over the UTF-8 bytes of the validation text, in bits.
+  const double tokens = std::stod(m[4]);
+  const double bytes = static_cast<double>(fs::file_size(dir_ / "lm_valid.txt"));
+  EXPECT_NEAR(bpb, loss * tokens / (std::log(2.0) * bytes), 1e-3 * bpb);
+  const auto bpbs = field_by_step(dir_ / "full/metrics.jsonl", "valid", "bpb");
+  const auto valid = field_by_step(dir_ / "full/metrics.jsonl", "valid", "loss");
+  ASSERT_EQ(bpbs.size(), 2u);  // updates 2 and 4
+  ASSERT_EQ(valid.size(), 2u);
+  EXPECT_LT(std::stod(valid.at(4)), std::stod(valid.at(2)));  // it learns
+  // bits per byte = nats per token * tokens / (ln 2 * bytes): the same ratio
+  // at both validations (the same tokens and bytes).
+  EXPECT_NEAR(std::stod(bpbs.at(4)) / std::stod(bpbs.at(2)),
+              std::stod(valid.at(4)) / std::stod(valid.at(2)), 1e-3);
+  for (const char* f : {"model.safetensors", "trainer_state.json", "config.yaml", "spm.model"})
+    EXPECT_TRUE(fs::exists(dir_ / ("full/checkpoints/step_4/" + std::string(f)))) << f;
+  EXPECT_TRUE(fs::exists(dir_ / "full/checkpoints/best/model.safetensors"));
+
+  // 2 updates, then --resume to 4: the same losses and weights.
+  r = train("split", opts + " --set train.max_updates=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = train("split", opts + " --resume");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto full = field_by_step(dir_ / "full/metrics.jsonl", "train", "loss");
+  const auto split = field_by_step(dir_ / "split/metrics.jsonl", "train", "loss");
+  ASSERT_EQ(full.size(), 4u);
+  EXPECT_EQ(full, split);
+  EXPECT_EQ(field_by_step(dir_ / "split/metrics.jsonl", "valid", "bpb"), bpbs);
+  expect_same_weights(dir_ / "full/checkpoints/step_4/model.safetensors",
+                      dir_ / "split/checkpoints/step_4/model.safetensors");
+}
+
+// Post-LN, an untied output projection and learned positions train too, and
+// the checkpoint holds lm_head.weight and the position table.
+TEST_F(LmTrain, PostLnUntiedLearned) {
+  RunResult r = train("untied",
+                      "--set model.norm=post --set model.share_embeddings=false --set "
+                      "model.position=learned --set train.max_updates=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  rotor::checkpoint::SafetensorsFile f(dir_ / "untied/checkpoints/step_2/model.safetensors");
+  const auto names = f.names();
+  auto has = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  EXPECT_TRUE(has("lm_head.weight"));
+  EXPECT_TRUE(has("model.embed_positions.weight"));
+  EXPECT_FALSE(has("model.layer_norm.weight"));
+}
+
+// Data-parallel through the trainer's generic path: two ranks of one block
+// each per update hold the weights of one process accumulating two (no
+// dropout: its masks are keyed by the rank). And 16-bit precision trains.
+TEST_F(LmTrain, DataParallelAndPrecision) {
+  const std::string common = " --set model.dropout=0 --set train.max_updates=2";
+  RunResult r = train("one", common + " --set train.update_freq=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_rotor(dir_,
+                "launch -q -n 2 -- train " + (dir_ / "lm.yaml") +
+                    " --set output_dir=" + (dir_ / "two") + common,
+                "OMP_NUM_THREADS=1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const double diff =
+      rotor::test::max_weight_diff(dir_ / "one/checkpoints/step_2/model.safetensors",
+                                   dir_ / "two/checkpoints/step_2/model.safetensors");
+  EXPECT_LT(diff, 1e-5);
+  EXPECT_EQ(field_by_step(dir_ / "one/metrics.jsonl", "valid", "loss").size(), 1u);
+  for (const char* precision : {"bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    const std::string run = std::string("p_") + precision;
+    r = train(run, common + " --set precision=" + precision);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto losses = field_by_step(dir_ / (run + "/metrics.jsonl"), "train", "loss");
+    ASSERT_EQ(losses.size(), 2u);
+    for (const auto& [step, loss] : losses) EXPECT_TRUE(std::isfinite(std::stod(loss))) << step;
+  }
+}
+
+}  // namespace
