@@ -157,7 +157,7 @@ void DecoderLM::backward(float loss_scale) {
 }
 
 Tensor DecoderLM::forward_logits(const Tensor& input_ids, const Context& ctx) {
-  Tensor h = hidden(input_ids, ctx);
+  Tensor h = hidden(input_ids, ctx);  // [B*T, d]
   return logits(h, ctx).view({B_, T_, options_.vocab_size});
 }
 
