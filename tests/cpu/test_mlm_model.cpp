@@ -10,60 +10,24 @@
 #include "models/model_config.h"
 #include "nn/transformer_layers.h"
 #include "ops/reduce.h"
+#include "support/model_gradcheck.h"
 #include "support/test_util.h"
 
 namespace rotor {
 namespace {
 
+using test::jitter;
+
 constexpr double kStep = 5e-3;
 
-// Perturbs the store's values so that LN gains and biases are not 1 / 0.
-void jitter(nn::ParameterStore& store, uint64_t seed, float amount) {
-  std::vector<float> v = store.values().to_floats();
-  std::vector<float> n = test::random_floats(v.size(), seed, -amount, amount);
-  for (size_t i = 0; i < v.size(); ++i) v[i] += n[i];
-  store.values().copy_from(Tensor::from_floats(v, {static_cast<int64_t>(v.size())}));
-}
-
-// Checks a few elements of every parameter (and `extra` tensors) against
-// central differences of `objective`; `analytic` gradients are already in the store.
-void check_params(nn::ParameterStore& store, const std::function<double()>& objective,
-                  int per_param = 6) {
-  const std::vector<float> grads = store.grads().to_floats();
-  float* values = store.values().data<float>();
-  int checked = 0;
-  for (const auto& p : store.parameters()) {
-    const int64_t n = shape_numel(p->shape);
-    double max_abs = 0;
-    for (int64_t i = 0; i < n; ++i)
-      max_abs = std::max(max_abs, std::abs(static_cast<double>(grads[p->offset + i])));
-    // Without rotation the key bias only shifts all of a query's scores by one
-    // constant, which softmax cancels: rotor gives it exactly zero gradient.
-    const bool key_bias = p->name.find("attention.self.key.bias") != std::string::npos;
-    // (Its elements are still checked below: the finite differences are ~0.)
-    if (!key_bias) {
-      EXPECT_GT(max_abs, 0.0) << p->name << " got no gradient";
-    }
-    PhiloxRng rng(7, p->offset);
-    for (int k = 0; k < per_param; ++k) {
-      int64_t i = static_cast<int64_t>(rng.below(static_cast<uint64_t>(n)));
-      // Prefer elements with a gradient (the embedding pad row and unused rows have none).
-      for (int tries = 0; tries < 20 && grads[p->offset + i] == 0.0f; ++tries)
-        i = static_cast<int64_t>(rng.below(static_cast<uint64_t>(n)));
-      float& w = values[p->offset + i];
-      const float w0 = w;
-      w = w0 + static_cast<float>(kStep);
-      const double fp = objective();
-      w = w0 - static_cast<float>(kStep);
-      const double fm = objective();
-      w = w0;
-      const double numeric = (fp - fm) / (2 * kStep);
-      const double an = grads[p->offset + i];
-      EXPECT_NEAR(an, numeric, 2e-3 + 2e-2 * std::abs(an)) << p->name << "[" << i << "]";
-      ++checked;
-    }
-  }
-  EXPECT_GT(checked, 0);
+// Every parameter but the key bias gets a gradient: without rotation the key
+// bias only shifts all of a query's scores by one constant, which softmax
+// cancels (rotor gives it exactly zero gradient; its elements are still
+// checked, against finite differences of ~0).
+int check_params(nn::ParameterStore& store, const std::function<double()>& objective) {
+  return test::check_model_gradients(store, objective, [](const std::string& name) {
+    return name.find("attention.self.key.bias") != std::string::npos;
+  });
 }
 
 nn::LayerOptions tiny_layer(bool rope) {
@@ -108,7 +72,7 @@ TEST_P(BertLayerGrad, MatchesFiniteDifferences) {
   objective();
   Tensor dx = layer.backward(w);
   const std::vector<float> dxv = dx.to_floats();
-  check_params(store, objective);
+  EXPECT_GT(check_params(store, objective), 0);
   // The input gradient.
   float* xv = x.data<float>();
   for (int64_t i = 0; i < B * T * d; i += 7) {
@@ -187,7 +151,7 @@ TEST_P(MlmModelGrad, MatchesFiniteDifferences) {
   EXPECT_LE(s.correct, 5);
   EXPECT_TRUE(std::isfinite(s.loss));
   model.backward(1.0f);
-  check_params(store, objective);
+  EXPECT_GT(check_params(store, objective), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Positions, MlmModelGrad,

@@ -21,10 +21,7 @@ struct Case {
   float dropout;
 };
 
-Vec to_double(const Tensor& t) {
-  auto f = t.to_floats();
-  return {f.begin(), f.end()};
-}
+using test::to_double;
 
 // out [B, H, Tq, D] and probs (pre-dropout) [B, H, Tq, Tk] in double.
 void attention_ref(const Case& c, const AttentionOptions& o, const Vec& q, const Vec& k,

@@ -17,24 +17,8 @@ namespace {
 
 using Vec = std::vector<double>;
 
-Vec to_double(const Tensor& t) {
-  auto f = t.to_floats();
-  return {f.begin(), f.end()};
-}
-
-Vec fd_grad(const std::function<double(const Vec&)>& f, Vec x, double h = 1e-6) {
-  Vec g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double o = x[i];
-    x[i] = o + h;
-    const double fp = f(x);
-    x[i] = o - h;
-    const double fm = f(x);
-    x[i] = o;
-    g[i] = (fp - fm) / (2 * h);
-  }
-  return g;
-}
+using test::fd_grad;
+using test::to_double;
 
 // Per-row smoothed loss and nll, straight from the definition -sum_j q_j log p_j.
 void ce_ref(const Vec& x, const std::vector<int32_t>& t, int64_t V, double eps, int ignore,

@@ -15,25 +15,8 @@ namespace {
 
 using Vec = std::vector<double>;
 
-Vec to_double(const Tensor& t) {
-  auto f = t.to_floats();
-  return {f.begin(), f.end()};
-}
-
-// Central differences of the scalar f at x, in double.
-Vec fd_grad(const std::function<double(const Vec&)>& f, Vec x, double h = 1e-6) {
-  Vec g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double o = x[i];
-    x[i] = o + h;
-    const double fp = f(x);
-    x[i] = o - h;
-    const double fm = f(x);
-    x[i] = o;
-    g[i] = (fp - fm) / (2 * h);
-  }
-  return g;
-}
+using test::fd_grad;
+using test::to_double;
 
 double dot(const Vec& a, const Vec& b) {
   double s = 0;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,8 @@
 namespace rotor::test {
 
 // Skips the current test with a one-line reason when no GPU answers.
-#define ROTOR_REQUIRE_GPU()                                                            \
-  do {                                                                                 \
+#define ROTOR_REQUIRE_GPU()                                                                  \
+  do {                                                                                       \
     if (::rotor::cuda_device_count() == 0) GTEST_SKIP() << "no GPU found: GPU test skipped"; \
   } while (0)
 
@@ -42,11 +43,11 @@ inline std::string shared_data_dir() {
   return fs::exists(p) ? fs::canonical(p).string() : std::string();
 }
 
-#define ROTOR_REQUIRE_SHARED_DATA(sub)                                                   \
-  do {                                                                                   \
-    if (::rotor::test::shared_data_dir().empty() ||                                     \
-        !std::filesystem::exists(::rotor::test::shared_data_dir() + "/" + (sub)))        \
-      GTEST_SKIP() << "../shared/data/" << (sub) << " absent: test skipped";             \
+#define ROTOR_REQUIRE_SHARED_DATA(sub)                                            \
+  do {                                                                            \
+    if (::rotor::test::shared_data_dir().empty() ||                               \
+        !std::filesystem::exists(::rotor::test::shared_data_dir() + "/" + (sub))) \
+      GTEST_SKIP() << "../shared/data/" << (sub) << " absent: test skipped";      \
   } while (0)
 
 // A fresh temporary directory, removed when the object dies.
@@ -71,7 +72,30 @@ class TempDir {
 };
 
 // Uniform values in [lo, hi) from a Philox test stream.
-inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+// A tensor's values in double, for the references the ops are held against.
+inline std::vector<double> to_double(const Tensor& t) {
+  const std::vector<float> f = t.to_floats();
+  return {f.begin(), f.end()};
+}
+
+// Central differences of the scalar f at x, in double.
+inline std::vector<double> fd_grad(const std::function<double(const std::vector<double>&)>& f,
+                                   std::vector<double> x, double h = 1e-6) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double o = x[i];
+    x[i] = o + h;
+    const double fp = f(x);
+    x[i] = o - h;
+    const double fm = f(x);
+    x[i] = o;
+    g[i] = (fp - fm) / (2 * h);
+  }
+  return g;
+}
+
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
   std::vector<float> v(n);
   PhiloxRng rng(seed, static_cast<uint64_t>(RngPurpose::Test));
   for (auto& x : v) x = lo + (hi - lo) * rng.uniform();
@@ -79,7 +103,8 @@ inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0
 }
 
 inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  return Tensor::from_floats(random_floats(static_cast<size_t>(shape_numel(shape)), seed, lo, hi), shape);
+  return Tensor::from_floats(random_floats(static_cast<size_t>(shape_numel(shape)), seed, lo, hi),
+                             shape);
 }
 
 // max |a - b| / max(1, |b|) over elements: a relative error robust near 0.
