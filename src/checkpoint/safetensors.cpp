@@ -219,6 +219,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         }
         continue;
       }
+      // What the writer refuses (check_name) is not read either: a file
+      // rotor reads, it can write back.
+      if (name.empty()) fail("a tensor name is empty");
       if (!value.is_object())
         fail("tensor \"{}\": expected an object, got {}", name, json_io::type_name(value));
       SafetensorsEntry e;

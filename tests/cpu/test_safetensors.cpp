@@ -3,11 +3,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "core/philox.h"
 #include "support/test_util.h"
-#include "checkpoint/safetensors.h"
 
 namespace rotor {
 namespace {
@@ -168,6 +168,9 @@ TEST(Safetensors, CorruptFilesAreClearErrors) {
   has(open_error(make_file(R"({"t":{"dtype":"F32","shape":[2]}})", data8)),
       "missing \"data_offsets\"");
   has(open_error(make_file(R"({"t":[1]})", data8)), "expected an object");
+  // A name the writer refuses (found by fuzz_safetensors: read, then not written back).
+  has(open_error(make_file(R"({"":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data8)),
+      "a tensor name is empty");
   has(open_error(make_file(R"({"__metadata__":{"k":1},)" + ok_entry + "}", data8)),
       "__metadata__.k: expected a string");
   has(open_error(make_file(

@@ -61,6 +61,8 @@ def safetensors_seeds():
     overlap = safetensors([("a", "F32", [1]), ("b", "F32", [1])])
     write(t, "overlapping", overlap.replace(b'"data_offsets":[4,8]', b'"data_offsets":[0,4]'))
     write(t, "not_json", struct.pack("<Q", 8) + b"{nope:1}")
+    # A name the writer refuses: the reader must refuse it too (a finding).
+    write(t, "empty_tensor_name", safetensors([("", "U8", [4])]))
 
 
 # ---- config: YAML, lines starting with "--set " are overrides ----------------
