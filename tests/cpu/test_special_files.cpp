@@ -17,7 +17,8 @@
 // The check is a shell test of what must hold afterwards (a FIFO still a
 // FIFO, a link still pointing where it did and its target holding the
 // output). NUL's inode, type and device numbers are compared before and
-// after every case, and no temporary file may be left behind.
+// after every case, no file of the world may change or go, and no temporary
+// file may be left behind.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -222,7 +223,10 @@ TEST_P(SpecialFiles, WrittenOrRefusedNeverReplaced) {
   std::string nul = dir / "NUL";
   if (::mknod(nul.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) nul = "/dev/null";
   const std::string before = node_identity(nul);
+  const auto world = rotor::test::snapshot(dir.path());
   const Outcome o = sh(dir.path(), replace_all(c.script, "NUL", nul));
+  // The world's files are inputs of every row: none is changed or removed.
+  rotor::test::expect_unchanged(world, rotor::test::snapshot(dir.path()));
   EXPECT_EQ(o.code, c.code) << c.script << "\nstderr: " << o.err;
   if (*c.message)
     rotor::test::expect_error_line(o.err, c.message);
