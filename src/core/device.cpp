@@ -23,9 +23,13 @@ Device parse_device(std::string_view s) {
   ROTOR_FAIL("unknown device '{}' (expected auto, cpu, cuda or cuda:N)", s);
 }
 
-int cuda_device_count() { return cuda::device_count(); }
+int cuda_device_count() {
+  return cuda::device_count();
+}
 
-Device resolve_device(std::string_view s) { return resolve_device(s, cuda_device_count()); }
+Device resolve_device(std::string_view s) {
+  return resolve_device(s, cuda_device_count());
+}
 
 Device resolve_device(std::string_view s, int n) {
   if (s == "auto") return n > 0 ? Device::cuda(0) : Device::cpu();

@@ -93,12 +93,14 @@ void finalize(int exit_code) {
 #endif
 }
 
-void Communicator::abort(const std::string& message, int code) { fatal(rank(), message, code); }
+void Communicator::abort(const std::string& message, int code) {
+  fatal(rank(), message, code);
+}
 
 void LocalCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out_shard) {
   if (in.numel() != out_shard.numel())
-    ROTOR_FAIL("reduce_scatter: input of {} elements is not world size 1 x shard of {}",
-               in.numel(), out_shard.numel());
+    ROTOR_FAIL("reduce_scatter: input of {} elements is not world size 1 x shard of {}", in.numel(),
+               out_shard.numel());
   if (in.raw() != out_shard.raw()) out_shard.copy_from(in);
 }
 

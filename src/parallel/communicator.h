@@ -52,12 +52,18 @@ class Handle {
   explicit Handle(std::unique_ptr<Work> w) : work_(std::move(w)) {}
   Handle(Handle&&) noexcept = default;
   Handle& operator=(Handle&& o) noexcept {
-    if (this != &o) { wait(); work_ = std::move(o.work_); }
+    if (this != &o) {
+      wait();
+      work_ = std::move(o.work_);
+    }
     return *this;
   }
   ~Handle() { wait(); }
   void wait() {
-    if (work_) { auto w = std::move(work_); w->wait(); }
+    if (work_) {
+      auto w = std::move(work_);
+      w->wait();
+    }
   }
   bool done() { return !work_ || work_->done(); }
   bool pending() const { return work_ != nullptr; }
