@@ -36,16 +36,9 @@ if here=$(git -C "$src" describe --always --dirty 2>/dev/null); then
   [[ $commit == "$here" ]] || fail "share/rotor/COMMIT says $commit, the checkout is at $here"
 fi
 
-# The libraries the GPU machine provides (the same list as scripts/install/bundle.sh).
-provided() {
-  case $1 in
-    linux-vdso.so* | ld-linux*.so* | libc.so.* | libm.so.* | libdl.so.* | librt.so.* | \
-      libpthread.so.* | libutil.so.* | libresolv.so.* | libmvec.so.*) return 0 ;;
-    libcuda.so.* | libnvidia-*.so* | libcudart.so.* | libcublas.so.* | libcublasLt.so.* | \
-      libnvrtc*.so* | libnvJitLink.so.* | libcudnn*.so.* | libnccl.so.*) return 0 ;;
-  esac
-  return 1
-}
+# The libraries the GPU machine provides: provided NAME.
+# shellcheck source=../install/provided_libs.sh
+source "$src/scripts/install/provided_libs.sh"
 
 elves=()
 while IFS= read -r -d '' f; do

@@ -30,16 +30,9 @@ command -v patchelf >/dev/null || {
   exit 1
 }
 
-# Libraries the target machine must provide.
-provided() {
-  case $1 in
-    linux-vdso.so* | ld-linux*.so* | libc.so.* | libm.so.* | libdl.so.* | librt.so.* | \
-      libpthread.so.* | libutil.so.* | libresolv.so.* | libmvec.so.*) return 0 ;;
-    libcuda.so.* | libnvidia-*.so* | libcudart.so.* | libcublas.so.* | libcublasLt.so.* | \
-      libnvrtc*.so* | libnvJitLink.so.* | libcudnn*.so.* | libnccl.so.*) return 0 ;;
-  esac
-  return 1
-}
+# Libraries the target machine must provide: provided NAME.
+# shellcheck source=provided_libs.sh
+source "$(dirname "$0")/provided_libs.sh"
 
 # "name path" lines of the libraries `ldd` resolves for $1.
 resolved() { ldd "$1" | sed -n 's/^[[:space:]]*\([^ ]*\) => \(\/[^ ]*\) (0x.*/\1 \2/p'; }
