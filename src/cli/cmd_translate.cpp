@@ -4,14 +4,7 @@
 // N lines "sentence_index<TAB>rank<TAB>score<TAB>hypothesis" per line in.
 // Without --input it reads standard input as it arrives and writes each
 // batch's translations at once, so that it answers line by line in a pipe.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -19,20 +12,16 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/errors.h"
-#include "cli/line_stream.h"
+#include "cli/text_lines.h"
 #include "config/config.h"
 #include "core/device.h"
-#include "core/io.h"
 #include "data/sentencepiece.h"
 #include "decode/beam_search.h"
-#include "eval/text_io.h"
 #include "models/model_config.h"
 #include "nn/parameters.h"
 #include "nn/position.h"
 
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr const char* kCmd = "translate";
 
@@ -63,80 +52,9 @@ void check_ranges(const TranslateArgs& a) {
     check_output_file(kCmd, "--output", *a.output, {a.input.value_or("-")});
 }
 
-bool is_std(const std::optional<std::string>& path) {
-  return !path || *path == "-";
-}
-
-// Where translations go: standard output (flushed after every batch) or a
-// file that appears whole when everything is translated.
-class Sink {
- public:
-  explicit Sink(const std::optional<std::string>& path) {
-    if (!is_std(path)) file_ = std::make_unique<rotor::AtomicFileWriter>(*path);
-  }
-  void write(const std::string& text) {
-    if (file_) return file_->write(text);
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
-      ROTOR_FAIL("cannot write standard output: {}", std::strerror(errno));
-  }
-  void finish() {
-    if (file_) file_->commit();
-  }
-
- private:
-  std::unique_ptr<rotor::AtomicFileWriter> file_;
-};
-
-// Source lines, batch by batch: a whole file read (and checked) up front, or
-// a stream whose lines are taken as they come.
-class Source {
- public:
-  explicit Source(const std::optional<std::string>& input) {
-    std::error_code ec;
-    if (!is_std(input) && fs::is_regular_file(*input, ec)) {
-      lines_ = rotor::eval::read_lines(*input);
-      rotor::cli::check_utf8(lines_, *input);
-      return;
-    }
-    if (!is_std(input)) {  // a FIFO or a device: read as it comes
-      fd_ = ::open(input->c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd_ < 0)
-        ROTOR_FAIL("{}: --input {}: cannot open: {}", kCmd, *input, std::strerror(errno));
-    }
-    name_ = is_std(input) ? "<stdin>" : *input;
-    stream_ = std::make_unique<rotor::cli::LineStream>(fd_ >= 0 ? fd_ : STDIN_FILENO, name_);
-  }
-  ~Source() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  std::vector<std::string> next(size_t max) {
-    std::vector<std::string> out;
-    if (stream_) {
-      out = stream_->next_batch(max);
-      rotor::cli::check_utf8(out, name_, streamed_ + 1);
-      streamed_ += static_cast<int64_t>(out.size());
-    } else {
-      const size_t end = std::min(lines_.size(), next_ + max);
-      out.assign(lines_.begin() + static_cast<std::ptrdiff_t>(next_),
-                 lines_.begin() + static_cast<std::ptrdiff_t>(end));
-      next_ = end;
-    }
-    for (auto& l : out)  // "\r\n" line ends (Windows text) are not part of the sentence
-      if (!l.empty() && l.back() == '\r') l.pop_back();
-    return out;
-  }
-
- private:
-  std::vector<std::string> lines_;
-  size_t next_ = 0;
-  int fd_ = -1;
-  std::unique_ptr<rotor::cli::LineStream> stream_;
-  std::string name_;
-  int64_t streamed_ = 0;  // lines read from the stream so far
-};
-
 int run_translate(const TranslateArgs& a) {
   using namespace rotor;
+  using cli::is_std;
   check_ranges(a);
   const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
   if (!is_std(a.output) && cli::inside(*a.output, dir))
@@ -156,7 +74,7 @@ int run_translate(const TranslateArgs& a) {
     ROTOR_FAIL("{}: --nbest {} exceeds the beam size {}{}; give --beam {} or more", kCmd, nbest,
                so.beam, a.beam ? "" : " (decode.beam of the checkpoint)", nbest);
   const Device device = resolve_device(a.device);
-  Source source(a.input);  // a whole file is read and checked before the model loads
+  cli::LineSource source(a.input, kCmd);  // a whole file is read and checked before the model loads
 
   data::Tokenizer tok;
   nn::ParameterStore store;
@@ -180,8 +98,8 @@ int run_translate(const TranslateArgs& a) {
   // sources are never cut.
   const models::TransformerOptions& mo = model->options();
   const bool table = nn::has_position_table(mo.position);
-  const std::string input_name = is_std(a.input) ? "<stdin>" : *a.input;
-  Sink sink(a.output);
+  const std::string& input_name = source.name();
+  cli::TextSink sink(a.output);
   int64_t first = 0;  // index of the batch's first sentence in the input
   for (;;) {
     const std::vector<std::string> lines = source.next(static_cast<size_t>(a.batch_size));

@@ -7,6 +7,7 @@
 #include "models/transformer.h"  // bart_encoder_layer_names
 #include "nn/position.h"
 #include "ops/cross_entropy.h"
+#include "ops/decode.h"
 #include "ops/gemm.h"
 #include "ops/reduce.h"
 
@@ -159,6 +160,80 @@ void DecoderLM::backward(float loss_scale) {
 Tensor DecoderLM::forward_logits(const Tensor& input_ids, const Context& ctx) {
   Tensor h = hidden(input_ids, ctx);  // [B*T, d]
   return logits(h, ctx).view({B_, T_, options_.vocab_size});
+}
+
+Tensor DecoderLM::prefill(LmDecodeState& state, const Tensor& ids,
+                          const std::vector<int64_t>& lengths, int64_t max_length,
+                          const Context& ctx) {
+  ROTOR_CHECK(ids.dim() == 2 && ids.dtype() == DType::I32,
+              "language model prefill: ids must be i32 [B, T], got {}", ids.str());
+  const int64_t B = ids.size(0), T = ids.size(1), d = options_.layer.d_model;
+  ROTOR_CHECK(static_cast<int64_t>(lengths.size()) == B,
+              "language model prefill: {} lengths for {} rows", lengths.size(), B);
+  std::vector<int32_t> last(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    ROTOR_CHECK(lengths[b] >= 1 && lengths[b] <= T,
+                "language model prefill: row {} has {} tokens of {}", b, lengths[b], T);
+    last[static_cast<size_t>(b)] = static_cast<int32_t>(b * T + lengths[b] - 1);
+  }
+  state = LmDecodeState{};
+  state.layers.resize(layers_.size());
+  state.lengths = lengths;
+  state.max_length = max_length;
+  Tensor x = embedding_->apply(ids, ctx).view({B, T, d});  // [B, T, d]
+  position_->add(x, 0, ctx);
+  for (size_t i = 0; i < layers_.size(); ++i)
+    x = layers_[i]->prefill(x, state.layers[i], max_length, ctx);
+  Tensor h = ctx.empty({B, d});  // [B, d]: each row's last prompt position
+  ops::index_select(x.view({B * T, d}), Tensor::from_ints(last, {B}, ctx.device), h);
+  if (norm_) h = norm_->apply(h, ctx);
+  return logits(h, ctx);
+}
+
+Tensor DecoderLM::decode_step(LmDecodeState& state, const Tensor& tokens, const Context& ctx) {
+  ROTOR_CHECK(tokens.dim() == 1 && tokens.dtype() == DType::I32,
+              "language model step: tokens must be i32 [B], got {}", tokens.str());
+  const int64_t B = tokens.size(0), d = options_.layer.d_model;
+  ROTOR_CHECK(
+      static_cast<int64_t>(state.lengths.size()) == B && state.layers.size() == layers_.size(),
+      "language model step: {} tokens for a state of {} rows (prefill first)", B,
+      state.lengths.size());
+  Tensor x = embedding_->apply(tokens, ctx).view({B, 1, d});  // [B, 1, d]
+  if (position_->kind()->adds_to_embeddings())
+    for (int64_t b = 0; b < B; ++b) {
+      Tensor row = x.narrow(b, 1);  // [1, 1, d]
+      position_->add(row, state.lengths[b], ctx);
+    }
+  for (size_t i = 0; i < layers_.size(); ++i)
+    x = layers_[i]->step(x, state.layers[i], state.lengths, ctx);
+  for (int64_t& n : state.lengths) ++n;
+  Tensor h = x.view({B, d});  // [B, d]
+  if (norm_) h = norm_->apply(h, ctx);
+  return logits(h, ctx);
+}
+
+void DecoderLM::keep_rows(LmDecodeState& state, const std::vector<int32_t>& rows,
+                          const Context& ctx) const {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  Tensor index = Tensor::from_ints(rows, {n}, ctx.device);  // i32 [B']
+  auto gather = [&](Tensor& t) {
+    Shape s = t.shape();
+    s[0] = n;
+    Tensor out = Tensor::empty(s, t.dtype(), t.device());  // [B', H, max_length, D]
+    ops::index_select(t, index, out);
+    t = out;
+  };
+  std::vector<int64_t> lengths;
+  for (int32_t r : rows) {
+    ROTOR_CHECK(r >= 0 && static_cast<size_t>(r) < state.lengths.size(),
+                "language model keep_rows: row {} of {}", r, state.lengths.size());
+    lengths.push_back(state.lengths[static_cast<size_t>(r)]);
+  }
+  for (auto& c : state.layers) {
+    gather(c.k);
+    gather(c.v);
+  }
+  state.lengths = std::move(lengths);
 }
 
 }  // namespace rotor::models

@@ -56,6 +56,16 @@ struct LmSums {
   bool has_correct = false;  // counted when !ctx.training (a host copy of the logits)
 };
 
+// Incremental decoding (DecoderLM::prefill, decode_step): per layer the
+// cache of rotated keys and values, [B, H, max_length, D]; per row the tokens
+// cached so far, which is also the position of its next token (every row's
+// positions start at 0).
+struct LmDecodeState {
+  std::vector<nn::MultiHeadAttention::Cache> layers;
+  std::vector<int64_t> lengths;
+  int64_t max_length = 0;  // cache slots per row
+};
+
 class DecoderLM {
  public:
   DecoderLM(const DecoderLmOptions& options, nn::ParameterStore& store);
@@ -69,6 +79,21 @@ class DecoderLM {
   // Inference: ids i32 [B, T] -> logits f32/ctx.dtype [B, T, V]. Overwrites
   // what the layers saved for a backward.
   Tensor forward_logits(const Tensor& input_ids, const nn::Context& ctx);
+
+  // Incremental decoding through the key/value cache; ids on the model's
+  // device, logits f32/ctx.dtype [B, V], nothing kept for a backward.
+  // prefill: prompts ids i32 [B, T] right padded, row b's first lengths[b]
+  // (1..T) real, into a new state of max_length >= T cache slots per row ->
+  // the logits at each row's last prompt token (of its next token).
+  Tensor prefill(LmDecodeState& state, const Tensor& ids, const std::vector<int64_t>& lengths,
+                 int64_t max_length, const nn::Context& ctx);
+  // tokens i32 [B]: each row's next token, at position state.lengths[b] (below
+  // max_length, and below max_positions with a position table) -> the logits
+  // of the token after it; the lengths advance by one.
+  Tensor decode_step(LmDecodeState& state, const Tensor& tokens, const nn::Context& ctx);
+  // Keeps rows `index` (i32 [B'], host values `rows`) of the state's caches.
+  void keep_rows(LmDecodeState& state, const std::vector<int32_t>& rows,
+                 const nn::Context& ctx) const;
 
   const DecoderLmOptions& options() const { return options_; }
 

@@ -238,4 +238,110 @@ Tensor MultiHeadAttention::step(const Tensor& x, const Tensor& memory, const Ten
   return out_->apply(merged.view({B, d}), ctx).view({B, 1, d});
 }
 
+Tensor MultiHeadAttention::prefill(const Tensor& x, Cache& cache, int64_t max_length,
+                                   const Context& ctx) {
+  const int64_t d = options_.d_model, H = options_.n_heads, D = head_dim_;
+  ROTOR_CHECK(!cross_ && options_.causal, "attention prefill: causal self-attention only");
+  ROTOR_CHECK(options_.kind->cached_decode, "attention kind {} has no incremental decoding step",
+              options_.kind.name());
+  ROTOR_CHECK(x.dim() == 3 && x.size(2) == d, "attention prefill: x must be [B, T, {}], got {}", d,
+              x.str());
+  const int64_t B = x.size(0), T = x.size(1);
+  ROTOR_CHECK(T >= 1 && T <= max_length, "attention prefill: {} positions into a cache of {}", T,
+              max_length);
+  // The planned core of forward, with RoPE always in the head split: the
+  // cache keeps keys rotated at their positions.
+  AttentionCase c;
+  c.kind = options_.kind;
+  c.impl = options_.impl;
+  c.rope = options_.rope;
+  c.rope_in_kernel = false;
+  c.causal = true;
+  c.dtype = ctx.dtype;
+  c.B = B;
+  c.H = H;
+  c.Tq = c.Tk = T;
+  c.D = D;
+  c.linear = options_.linear;
+  const AttentionPlan plan = plan_for(c, ctx.device);
+  ROTOR_CHECK(plan.rope != RopePlacement::Core, "attention prefill: the plan rotates in the core");
+  Tensor q = ctx.empty({B, H, T, D});                 // [B, H, T, D]
+  Tensor k = ctx.empty({B, H, T, D});                 // [B, H, T, D]
+  Tensor v = ctx.empty({B, H, T, D});                 // [B, H, T, D]
+  Tensor qkv = qkv_->apply(x.view({B * T, d}), ctx);  // [B*T, 3d]
+  std::vector<Tensor> parts{q, k, v};
+  ops::split_heads_forward(qkv.view({B, T, 3 * d}), parts,
+                           split_options(true, 0, plan.rope, plan.split_scales_q));
+  cache.k = ctx.zeros({B, H, max_length, D});
+  cache.v = ctx.zeros({B, H, max_length, D});
+  cache.length = T;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      Tensor kd = cache.k.select(b).select(h).narrow(0, T);  // [T, D]
+      Tensor vd = cache.v.select(b).select(h).narrow(0, T);  // [T, D]
+      kd.copy_from(k.select(b).select(h));
+      vd.copy_from(v.select(b).select(h));
+    }
+  ops::AttentionOptions ao;
+  ao.scale = 1.0f;  // as in forward: q is pre-scaled by the split where the plan says
+  ao.causal = true;
+  ao.flash_kernel = plan.kernel;
+  AttentionCall call{layer_id_, 0};
+  call.draw = trained_draw_ >= 0 ? static_cast<uint64_t>(trained_draw_)
+                                 : feature_draw(options_.linear.feature_redraw, ctx.update);
+  Tensor o = ctx.empty({B, H, T, D});  // [B, H, T, D]
+  std::vector<Tensor> saved;
+  plan.kind->forward(plan, q, k, v, ao, o, saved, ctx, call);
+  Tensor merged = ctx.empty({B, T, d});  // [B, T, d]
+  ops::merge_heads_forward(o, merged);
+  return out_->apply(merged.view({B * T, d}), ctx).view({B, T, d});
+}
+
+Tensor MultiHeadAttention::step_rows(const Tensor& x, Cache& cache,
+                                     const std::vector<int64_t>& positions, const Context& ctx) {
+  const int64_t d = options_.d_model, H = options_.n_heads, D = head_dim_;
+  ROTOR_CHECK(!cross_ && options_.causal, "attention step_rows: causal self-attention only");
+  ROTOR_CHECK(x.dim() == 3 && x.size(1) == 1 && x.size(2) == d,
+              "attention step_rows: x must be [B, 1, {}], got {}", d, x.str());
+  const int64_t B = x.size(0);
+  ROTOR_CHECK(cache.k.defined() && cache.k.size(0) == B,
+              "attention step_rows: {} rows against a cache of {}", B,
+              cache.k.defined() ? cache.k.str() : std::string("none (prefill first)"));
+  ROTOR_CHECK(static_cast<int64_t>(positions.size()) == B,
+              "attention step_rows: {} positions for {} rows", positions.size(), B);
+  const int64_t slots = cache.k.size(2);
+  bool same = true;
+  for (int64_t p : positions) {
+    ROTOR_CHECK(p >= 0 && p < slots, "attention step_rows: position {} outside the {} cached slots",
+                p, slots);
+    same = same && p == positions[0];
+    cache.length = std::max(cache.length, p + 1);
+  }
+  Tensor qkv = qkv_->apply(x.view({B, d}), ctx);  // [B, 3d]
+  Tensor q = ctx.empty({B, H, 1, D});             // [B, H, 1, D]
+  Tensor k = ctx.empty({B, H, 1, D});             // [B, H, 1, D]
+  Tensor v = ctx.empty({B, H, 1, D});             // [B, H, 1, D]
+  Tensor o = ctx.empty({B, H, 1, D});             // [B, H, 1, D]
+  // Rows at one position go together; otherwise each row on its own (the
+  // projections above and below stay batched).
+  const int64_t groups = same ? 1 : B, rows = same ? B : 1;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t p = positions[static_cast<size_t>(g * rows)];
+    std::vector<Tensor> parts{q.narrow(g * rows, rows), k.narrow(g * rows, rows),
+                              v.narrow(g * rows, rows)};
+    // [rows, 1, 3d]
+    Tensor x_g = qkv.narrow(g * rows, rows).view({rows, 1, 3 * d});
+    ops::split_heads_forward(x_g, parts, split_options(true, p));
+    Tensor kc = cache.k.narrow(g * rows, rows);  // [rows, H, slots, D]
+    Tensor vc = cache.v.narrow(g * rows, rows);  // [rows, H, slots, D]
+    ops::kv_cache_write(parts[1], kc, p);
+    ops::kv_cache_write(parts[2], vc, p);
+    Tensor o_g = o.narrow(g * rows, rows);  // [rows, H, 1, D]
+    ops::decode_attention(parts[0], kc, vc, p + 1, o_g);
+  }
+  Tensor merged = ctx.empty({B, 1, d});  // [B, 1, d]
+  ops::merge_heads_forward(o, merged);
+  return out_->apply(merged.view({B, d}), ctx).view({B, 1, d});
+}
+
 }  // namespace rotor::nn

@@ -72,6 +72,21 @@ class MultiHeadAttention {
   Tensor step(const Tensor& x, const Tensor& memory, const Tensor& key_lengths, Cache& cache,
               int64_t position, int64_t max_length, const Context& ctx);
 
+  // Incremental decoding of a decoder-only model's causal self-attention, one
+  // position per row (models/decoder_lm.h). prefill: the prompts x [B, T, d],
+  // right padded, each row at positions 0..T-1, attend as in forward (nothing
+  // is kept for a backward); their keys, rotated at their positions, and
+  // values fill slots 0..T-1 of a new cache of max_length >= T slots.
+  // Returns [B, T, d].
+  Tensor prefill(const Tensor& x, Cache& cache, int64_t max_length, const Context& ctx);
+  // x [B, 1, d]: row b's new token at positions[b] (its own sequence's
+  // position, below the cache's slots). Its key is rotated once, there, and
+  // cached at slot positions[b]; its query attends to slots 0..positions[b],
+  // so whatever a row's slots beyond hold (a shorter prompt's padding) is
+  // never seen before it is overwritten. Returns [B, 1, d].
+  Tensor step_rows(const Tensor& x, Cache& cache, const std::vector<int64_t>& positions,
+                   const Context& ctx);
+
   const MultiHeadAttentionOptions& options() const { return options_; }
 
  private:

@@ -55,6 +55,30 @@ Tensor EncoderLayer::backward(const Tensor& dy) {
   return attn_res_.begin_backward(dh).view({B_, T_, d_});
 }
 
+Tensor EncoderLayer::prefill(const Tensor& x, MultiHeadAttention::Cache& cache, int64_t max_length,
+                             const Context& ctx) {
+  const int64_t B = x.size(0), T = x.size(1);
+  Tensor x2 = x.view({B * T, d_});            // [B*T, d]
+  Tensor h = attn_res_.apply_begin(x2, ctx);  // [B*T, d]
+  // [B*T, d]
+  Tensor a = attn_.prefill(h.view({B, T, d_}), cache, max_length, ctx).view({B * T, d_});
+  Tensor y = attn_res_.apply_end(x2, a, ctx);                // [B*T, d]
+  Tensor f = ffn_.apply(ffn_res_.apply_begin(y, ctx), ctx);  // [B*T, d]
+  return ffn_res_.apply_end(y, f, ctx).view({B, T, d_});
+}
+
+Tensor EncoderLayer::step(const Tensor& x, MultiHeadAttention::Cache& cache,
+                          const std::vector<int64_t>& positions, const Context& ctx) {
+  const int64_t B = x.size(0);
+  Tensor x2 = x.view({B, d_});                // [B, d]
+  Tensor h = attn_res_.apply_begin(x2, ctx);  // [B, d]
+  // [B, d]
+  Tensor a = attn_.step_rows(h.view({B, 1, d_}), cache, positions, ctx).view({B, d_});
+  Tensor y = attn_res_.apply_end(x2, a, ctx);                // [B, d]
+  Tensor f = ffn_.apply(ffn_res_.apply_begin(y, ctx), ctx);  // [B, d]
+  return ffn_res_.apply_end(y, f, ctx).view({B, 1, d_});
+}
+
 DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerOptions& c)
     : self_attn_(s, names(p + ".self_attn"), attention_options(c, true, c.rope), false),
       self_res_(s, p + ".self_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout,

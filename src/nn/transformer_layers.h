@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nn/attention.h"
 #include "nn/feed_forward.h"
@@ -52,6 +53,15 @@ class EncoderLayer {
   // x [B, T, d], lengths i32 [B] -> [B, T, d]
   Tensor forward(const Tensor& x, const Tensor& lengths, const Context& ctx);
   Tensor backward(const Tensor& dy);
+
+  // Incremental decoding of a causal layer (MultiHeadAttention::prefill and
+  // step_rows); nothing is kept for a backward. prefill: x [B, T, d] ->
+  // [B, T, d], filling `cache` (max_length slots per row). step: x [B, 1, d],
+  // row b at positions[b] -> [B, 1, d].
+  Tensor prefill(const Tensor& x, MultiHeadAttention::Cache& cache, int64_t max_length,
+                 const Context& ctx);
+  Tensor step(const Tensor& x, MultiHeadAttention::Cache& cache,
+              const std::vector<int64_t>& positions, const Context& ctx);
 
  private:
   MultiHeadAttention attn_;
