@@ -5,6 +5,8 @@
 #include <unordered_map>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/hf_lm.h"
+#include "config/tasks.h"
 #include "core/io.h"
 #include "core/json_io.h"
 #include "models/bert.h"
@@ -24,7 +26,7 @@ models::HfEncoderOptions require_encoder(const Config& c) {
   if (c.task != Task::Mlm && c.task != Task::Classification)
     ROTOR_FAIL(
         "export --format hf: the checkpoint's task is {}; tasks mlm and classification "
-        "export to a Hugging Face BERT/RoFormer",
+        "export to a Hugging Face BERT/RoFormer, task lm to GPT-NeoX/GPT-2",
         to_string(c.task));
   if (c.attention.kind != nn::AttentionKind::Softmax)
     ROTOR_FAIL(
@@ -168,6 +170,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   const std::string cfg_path = dir + "/config.yaml";
   if (!fs::exists(cfg_path)) ROTOR_FAIL("export: {} is missing", cfg_path);
   const Config c = load_config(cfg_path);
+  if (task_spec(c.task).model == ModelFamily::Decoder) return export_hf_lm(c, dir, output_dir);
   const models::HfEncoderOptions m = require_encoder(c);
   const NamedTensors weights = load_safetensors(dir + "/model.safetensors");
   // Before anything is written: non-finite weights are never saved.

@@ -30,6 +30,8 @@
 //                            rare inputs: check tokenizer(text) against rotor's
 //                            ids for your data, or convert the tokenizer yourself.
 //
+// A task-lm checkpoint exports as GPT-NeoX or GPT-2 (checkpoint/hf_lm.h).
+//
 // Hugging Face's GELU "gelu_new" is rotor's tanh approximation. RoFormer's
 // rotary layout (interleaved pairs, theta_i = 10000^(-2i/d)) is rotor's, so
 // rope_base must be 10000.

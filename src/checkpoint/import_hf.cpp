@@ -2,13 +2,13 @@
 
 #include <cmath>
 #include <filesystem>
-#include <map>
-#include <memory>
 #include <set>
 
 #include "checkpoint/export_hf.h"
-#include "checkpoint/hf_index.h"
+#include "checkpoint/hf_lm.h"
+#include "checkpoint/hf_weights.h"
 #include "checkpoint/safetensors.h"
+#include "config/tasks.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "core/json_io.h"
@@ -27,65 +27,6 @@ bool starts_with(const std::string& s, const std::string& p) {
   return s.rfind(p, 0) == 0;
 }
 
-// The tensors of a Hugging Face directory, by name, over one file or the
-// shards an index lists.
-class HfWeights {
- public:
-  explicit HfWeights(const std::string& dir) {
-    const fs::path single = fs::path(dir) / "model.safetensors";
-    const fs::path index = fs::path(dir) / "model.safetensors.index.json";
-    std::error_code ec;
-    if (fs::exists(single, ec)) {
-      open(single.string());
-    } else if (fs::exists(index, ec)) {
-      const HfShardIndex idx =
-          parse_hf_index(read_file(index.string(), json_io::kMaxJsonFileBytes), index.string());
-      std::map<std::string, size_t> file_of;
-      for (const auto& s : idx.shards) {
-        file_of[s] = files_.size();
-        files_.push_back(std::make_unique<SafetensorsFile>((fs::path(dir) / s).string()));
-      }
-      const auto tensors_of = [&](const std::string& s) {
-        std::vector<std::string> names;
-        for (const auto& e : files_[file_of.at(s)]->entries()) names.push_back(e.name);
-        return names;
-      };
-      const auto path_of = [&](const std::string& s) { return files_[file_of.at(s)]->path(); };
-      for (const auto& [name, shard] : match_hf_shards(idx, tensors_of, path_of))
-        where_[name] = file_of.at(shard);
-    } else if (fs::exists(fs::path(dir) / "pytorch_model.bin", ec) ||
-               fs::exists(fs::path(dir) / "pytorch_model.bin.index.json", ec)) {
-      ROTOR_FAIL(
-          "model.init_from {}: only pytorch_model.bin (a pickle, which runs code when it is "
-          "loaded) is there; rotor reads model.safetensors: convert it where you trust the file, "
-          "e.g. AutoModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True)",
-          dir);
-    } else {
-      ROTOR_FAIL("model.init_from {}: no model.safetensors (nor model.safetensors.index.json)",
-                 dir);
-    }
-  }
-  const SafetensorsEntry* find(const std::string& name, const SafetensorsFile** file) const {
-    auto it = where_.find(name);
-    if (it == where_.end()) return nullptr;
-    *file = files_[it->second].get();
-    return (*file)->find(name);
-  }
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (const auto& [name, i] : where_) out.push_back(name);
-    return out;
-  }
-
- private:
-  void open(const std::string& path) {
-    files_.push_back(std::make_unique<SafetensorsFile>(path));
-    for (const auto& e : files_.back()->entries()) where_[e.name] = files_.size() - 1;
-  }
-  std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  std::map<std::string, size_t> where_;
-};
-
 // The names a rotor parameter may have in a Hugging Face file, preferred first.
 std::vector<std::string> hf_names(const std::string& name) {
   std::vector<std::string> out{name};
@@ -98,13 +39,6 @@ std::vector<std::string> hf_names(const std::string& name) {
   swap_suffix("LayerNorm.bias", "LayerNorm.beta");
   if (name == "cls.predictions.bias") out.push_back("cls.predictions.decoder.bias");
   return out;
-}
-
-std::vector<float> as_f32(const SafetensorsFile& file, const SafetensorsEntry& e) {
-  if (e.dtype != DType::F32 && e.dtype != DType::F16 && e.dtype != DType::BF16)
-    ROTOR_FAIL("{}: {} is {}, expected a floating-point tensor", file.path(), e.name,
-               dtype_name(e.dtype));
-  return file.load(e.name).to_floats();
 }
 
 }  // namespace
@@ -187,6 +121,7 @@ std::string HfImportResult::summary(const std::string& dir) const {
 }
 
 HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterStore& store) {
+  if (task_spec(c.task).model == ModelFamily::Decoder) return import_hf_lm(dir, c, store);
   if (c.task != Task::Mlm && c.task != Task::Classification)
     ROTOR_FAIL("model.init_from: task {} has no BERT/RoFormer encoder", to_string(c.task));
   if (!fs::is_directory(dir))
@@ -222,7 +157,7 @@ HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterS
     if (e->shape != p->shape)
       ROTOR_FAIL("{}: {} has shape {}, the model expects {}", file->path(), e->name,
                  shape_str(e->shape), shape_str(p->shape));
-    const std::vector<float> v = as_f32(*file, *e);
+    const std::vector<float> v = hf_floats(*file, *e);
     for (size_t i = 0; i < v.size(); ++i)
       if (!std::isfinite(v[i]))
         ROTOR_FAIL("{}: {} holds a non-finite value ({} at element {})", file->path(), e->name,
@@ -236,7 +171,7 @@ HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterS
   if (m.type_vocab_size == 0) {
     const SafetensorsFile* file = nullptr;
     if (const SafetensorsEntry* e = weights.find(types, &file)) {
-      for (float v : as_f32(*file, *e))
+      for (float v : hf_floats(*file, *e))
         if (v != 0.0f)
           ROTOR_FAIL("{}: {} is not zero, but model.type_vocab_size is 0 (set it to {})",
                      file->path(), types, e->shape.empty() ? 1 : e->shape[0]);
@@ -253,7 +188,7 @@ HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterS
     if (e->shape != want)
       ROTOR_FAIL("{}: {} has shape {}, expected {}", tfile->path(), table, shape_str(e->shape),
                  shape_str(want));
-    const std::vector<float> got = as_f32(*tfile, *e);
+    const std::vector<float> got = hf_floats(*tfile, *e);
     const std::vector<float> ref = roformer_sinusoid(want[0], want[1]).to_floats();
     for (size_t i = 0; i < got.size(); ++i)
       if (!(std::abs(got[i] - ref[i]) <= 1e-5f))

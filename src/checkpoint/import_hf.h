@@ -25,6 +25,8 @@
 // BF16 weights are widened to F32; Hugging Face's legacy LayerNorm names
 // (gamma, beta) are read too. Tensors the model has no place for (an NSP
 // head, the tied decoder copy, RoFormer's sinusoid table) are skipped.
+//
+// Task lm reads a GPT-NeoX or GPT-2 directory instead (checkpoint/hf_lm.h).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

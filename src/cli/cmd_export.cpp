@@ -1,5 +1,7 @@
 // `rotor export --checkpoint CKPT --format hf --output DIR`: write a Hugging
-// Face BertForMaskedLM / RoFormerForMaskedLM directory (train/export_hf.h).
+// Face BertForMaskedLM / RoFormerForMaskedLM (or sequence classifier)
+// directory (checkpoint/export_hf.h), or for task lm a GPTNeoXForCausalLM /
+// GPT2LMHeadModel one (checkpoint/hf_lm.h).
 #include <cstdio>
 
 #include "checkpoint/checkpoint.h"

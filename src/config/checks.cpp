@@ -56,15 +56,24 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                       params, m.d_model, m.d_ff, encoder_layers, decoder_layers, c.data.vocab_size),
           {"model.d_ff", "model.encoder_layers", "model.decoder_layers", "data.vocab_size"}};
   }
-  if (!m.init_from.empty() && task.model != ModelFamily::BertEncoder) {
-    std::string tasks;
-    for (const auto& t : task_table())
-      if (t.model == ModelFamily::BertEncoder)
-        tasks += (tasks.empty() ? "" : " or ") + std::string(to_string(t.task));
+  if (!m.init_from.empty() && hf_init_target(task.model) == nullptr) {
+    // "TARGET (task A or B), ..." in the order of the task table.
+    std::vector<std::pair<std::string, std::string>> targets;
+    for (const auto& t : task_table()) {
+      const char* target = hf_init_target(t.model);
+      if (!target) continue;
+      auto it = std::find_if(targets.begin(), targets.end(),
+                             [&](const auto& e) { return e.first == target; });
+      if (it == targets.end())
+        targets.emplace_back(target, to_string(t.task));
+      else
+        it->second += " or " + std::string(to_string(t.task));
+    }
+    std::string what;
+    for (const auto& [target, tasks] : targets)
+      what += fmt::format("{}{} (task {})", what.empty() ? "" : ", ", target, tasks);
     return ConfigProblem{"model.init_from",
-                         fmt::format("initializes a BERT/RoFormer encoder (task {}); task {} has "
-                                     "none",
-                                     tasks, to_string(c.task)),
+                         fmt::format("initializes {}; task {} has none", what, to_string(c.task)),
                          {"task"}};
   }
   // cuDNN's attention runs on a GPU only; device auto may still find none,

@@ -166,6 +166,18 @@ const TaskMetric* find_metric(const TaskSpec& spec, ValidMetric metric) {
 
 }  // namespace
 
+const char* hf_init_target(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::BertEncoder:
+      return "a BERT/RoFormer encoder";
+    case ModelFamily::Decoder:
+      return "a GPT-NeoX/GPT-2 causal LM";
+    case ModelFamily::EncoderDecoder:
+      break;
+  }
+  return nullptr;
+}
+
 const std::vector<TaskSpec>& task_table() {
   return kTasks;
 }

@@ -28,6 +28,11 @@ enum class ModelFamily {
   Decoder,         // models/decoder_lm.h: decoder_layers causal layers; pre- or post-LN
 };
 
+// What model.init_from (a Hugging Face directory) initializes in a model of
+// `family` ("a BERT/RoFormer encoder"), or nullptr where it has no such
+// counterpart.
+const char* hf_init_target(ModelFamily family);
+
 struct TaskMetric {
   ValidMetric metric;
   // Reported by every validation, whether train.valid_metrics lists it or not.

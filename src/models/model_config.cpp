@@ -113,4 +113,26 @@ HfEncoderOptions hf_encoder_options(const Config& c) {
   return h;
 }
 
+HfLmOptions hf_lm_options(const Config& c) {
+  const ModelConfig& m = c.model;
+  HfLmOptions h;
+  h.position = m.position;
+  h.model_type = std::string(m.position->hf.causal_lm);
+  h.rope_base = m.rope_base;
+  h.d_model = m.d_model;
+  h.num_layers = m.decoder_layers;
+  h.n_heads = m.n_heads;
+  h.d_ff = m.d_ff;
+  h.max_positions = m.max_positions;
+  h.activation = m.activation;
+  h.post_norm = m.norm == NormPlacement::Post;
+  h.scale_embeddings = m.scale_embeddings;
+  h.share_embeddings = m.share_embeddings;
+  h.dropout = m.dropout;
+  h.attention_dropout = m.attention_dropout;
+  h.activation_dropout = m.activation_dropout;
+  h.layer_norm_eps = m.layer_norm_eps;
+  return h;
+}
+
 }  // namespace rotor::models

@@ -1,9 +1,9 @@
 // The one place where an experiment config becomes model options: the
 // encoder-decoder of task translation, the BERT/RoFormer encoder of task mlm
 // and its classifier of task classification, the causal LM of task lm, and
-// that encoder as Hugging Face's config.json states it. Everything that builds or describes a model
-// from a config (training, the bench, decoding, prediction, export, import)
-// goes through these functions; nothing else reads the model.* keys for it.
+// these models as Hugging Face's config.json states them. Everything that builds or describes a
+// model from a config (training, the bench, decoding, prediction, export, import) goes through
+// these functions; nothing else reads the model.* keys for it.
 #pragma once
 
 #include <cstdint>
@@ -49,5 +49,19 @@ struct HfEncoderOptions {
   double layer_norm_eps = 0, init_std = 0;
 };
 HfEncoderOptions hf_encoder_options(const Config& config);
+
+// The causal LM of task lm with the config's values as written, for what a
+// Hugging Face GPT-NeoX / GPT-2 config.json holds (checkpoint/hf_lm.h).
+struct HfLmOptions {
+  nn::PositionKind position = nn::PositionKind::Rope;
+  std::string model_type;  // position's Hugging Face causal LM: "gpt_neox", "gpt2" or ""
+  double rope_base = 10000.0;
+  int64_t d_model = 0, num_layers = 0, n_heads = 0, d_ff = 0, max_positions = 0;
+  ops::Activation activation = ops::Activation::GELU;
+  bool post_norm = false, scale_embeddings = true, share_embeddings = true;
+  double dropout = 0, attention_dropout = 0, activation_dropout = 0;
+  double layer_norm_eps = 0;
+};
+HfLmOptions hf_lm_options(const Config& config);
 
 }  // namespace rotor::models

@@ -32,8 +32,8 @@ struct PositionProblem {
   std::vector<std::string> related;
 };
 
-// How the BERT/RoFormer encoder (tasks mlm and classification) under an
-// encoding maps onto Hugging Face.
+// How the models under an encoding map onto Hugging Face: the BERT/RoFormer
+// encoder (tasks mlm and classification) and the causal LM (task lm).
 struct HfPositions {
   // "bert" or "roformer": the prefix of the parameter names, the classifier's
   // head, and the model_type `rotor export --format hf` writes.
@@ -46,6 +46,11 @@ struct HfPositions {
   // encoding adds no parameter table, so the export writes the table it adds
   // (its fixed_table) or zeros.
   std::string_view export_note;
+  // The Hugging Face model_type the decoder-only LM (task lm) under this
+  // encoding exports as and model.init_from reads into it: "gpt_neox"
+  // (rotary) or "gpt2" (a learned table); "" where Hugging Face has no causal
+  // LM with these positions (checkpoint/hf_lm.h).
+  std::string_view causal_lm;
 };
 
 struct PositionScheme {

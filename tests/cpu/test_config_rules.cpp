@@ -201,8 +201,10 @@ const Rule kRules[] = {
    "model.decoder_layers", "task lm counts its causal layers here; got 0"},
   {"learned_positions_lm", Base::Lm, {{"model.position", "learned"}, {"model.max_positions", "8"}},
    "", "data.seq_len", "data.seq_len", "16 exceeds model.max_positions = 8"},
-  {"init_from_lm", Base::Lm, {}, "model.init_from=DIR/hf", "model.init_from", "",
-   "initializes a BERT/RoFormer encoder (task mlm or classification); task lm has none"},
+  {"init_from_translation_lists", Base::Translation, {}, "model.init_from=DIR/hf",
+   "model.init_from", "",
+   "initializes a BERT/RoFormer encoder (task mlm or classification), a GPT-NeoX/GPT-2 causal LM "
+   "(task lm); task translation has none"},
   {"bleu_for_lm", Base::Lm, {{"train.best_metric", "bleu"}}, "", "train.best_metric",
    "train.best_metric", "bleu is a score of task translation; task lm has none"},
   {"huge_lm", Base::Lm, {{"model.d_ff", "2000000000"}, {"model.decoder_layers", "4"}}, "",

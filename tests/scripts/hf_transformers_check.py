@@ -17,8 +17,21 @@
    transformers initialize `rotor train` (model.init_from); after one update
    at a negligible learning rate, rotor's logits must equal transformers'.
 
-Usage: hf_transformers_check.py --rotor BIN. Exits 0 when every comparison
-holds, 1 otherwise.
+4. Causal LMs (task lm): a tiny rotary model (tied, scaled embeddings: the
+   export unties them) and a learned-position one (untied) are trained by
+   `rotor train`, exported and loaded with AutoModelForCausalLM
+   (GPTNeoXForCausalLM / GPT2LMHeadModel); their logits on ragged token-id
+   sequences, one by one and batched with right padding, must equal rotor's
+   (reference_lm_logits) within 1e-5 of the largest logit. The exported
+   tokenizer (LlamaTokenizer, use_fast=False) must give rotor's
+   SentencePiece ids, and config.json's eos_token_id the end-of-text id.
+5. A GPTNeoXForCausalLM and a GPT2LMHeadModel (tied, as transformers saves
+   it) made by transformers initialize `rotor train` (task lm,
+   model.init_from); after one update at a negligible learning rate rotor's
+   logits must equal transformers'.
+
+Usage: hf_transformers_check.py --rotor BIN --lm-logits BIN [--only mlm|lm].
+Exits 0 when every comparison holds, 1 otherwise.
 """
 import argparse
 import os
@@ -32,10 +45,13 @@ import numpy as np
 import sentencepiece as spm
 import torch
 from safetensors.torch import load_file
-from transformers import (AutoModelForMaskedLM, AutoModelForSequenceClassification, BertConfig,
-                          BertForMaskedLM, RoFormerConfig, RoFormerForMaskedLM)
+from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM,
+                          AutoModelForSequenceClassification, AutoTokenizer, BertConfig,
+                          BertForMaskedLM, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig,
+                          GPTNeoXForCausalLM, RoFormerConfig, RoFormerForMaskedLM)
 
 TOL = 1e-4
+LM_TOL = 1e-5
 D, HEADS, FF, LAYERS, POS = 32, 4, 64, 2, 64
 
 
@@ -62,13 +78,13 @@ model:
 {extra}"""
 
 
-def compare(name, ours, theirs, mask=None):
+def compare(name, ours, theirs, mask=None, tol=TOL):
     ours, theirs = torch.as_tensor(ours, dtype=torch.float32), theirs.float()
     if mask is not None:
         ours, theirs = ours[mask], theirs[mask]
     scale = max(1.0, theirs.abs().max().item())
     diff = (ours - theirs).abs().max().item()
-    ok = diff <= TOL * scale
+    ok = diff <= tol * scale
     print(f"{'ok  ' if ok else 'FAIL'} {name}: max |rotor - transformers| = {diff:.3g} "
           f"(largest logit {theirs.abs().max().item():.3g})")
     return ok
@@ -225,9 +241,145 @@ optim:
                      spm.SentencePieceProcessor(model_file=spm_model))
 
 
+def lm_yaml(position, out, extra):
+    return f"""task: lm
+device: cpu
+seed: 3
+output_dir: {out}
+model:
+  decoder_layers: {LAYERS}
+  d_model: {D}
+  n_heads: {HEADS}
+  d_ff: {FF}
+  activation: gelu
+  norm: pre
+  layer_norm_eps: 1.0e-5
+  position: {position}
+  max_positions: {POS}
+{extra}"""
+
+
+def check_lm(lm_logits, tmp, name, ckpt, hf_dir):
+    """reference_lm_logits of `ckpt` against transformers on `hf_dir`."""
+    model = AutoModelForCausalLM.from_pretrained(hf_dir).eval()
+    rng = random.Random(9)
+    V = model.config.vocab_size
+    seqs = [[rng.randrange(1, V) for _ in range(n)] for n in (7, 30, 1, 19)]
+    with open(f"{tmp}/lm_ids.txt", "w") as f:
+        f.write("".join(" ".join(map(str, s)) + "\n" for s in seqs))
+    out = f"{tmp}/lm_logits_{name}.safetensors"
+    r = subprocess.run([lm_logits, ckpt, f"{tmp}/lm_ids.txt", out], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        sys.exit(f"reference_lm_logits failed ({r.returncode}):\n{r.stderr}")
+    ours = load_file(out)["logits"]
+    ok = True
+    arch = type(model).__name__
+    with torch.no_grad():
+        for i, s in enumerate(seqs):  # one by one
+            theirs = model(input_ids=torch.tensor([s])).logits[0]
+            ok &= compare(f"{arch} ({name}), sequence {i} ({len(s)} tokens)", ours[i, :len(s)],
+                          theirs, tol=LM_TOL)
+        T = max(len(s) for s in seqs)  # batched, right-padded with <pad>
+        ids = torch.zeros(len(seqs), T, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, s in enumerate(seqs):
+            ids[i, :len(s)] = torch.tensor(s)
+            mask[i, :len(s)] = 1
+        theirs = model(input_ids=ids, attention_mask=mask).logits
+    ok &= compare(f"{arch} ({name}), batch with padding", ours, theirs, mask.bool(), tol=LM_TOL)
+    return ok
+
+
+def check_lm_export(rotor, lm_logits, tmp, position):
+    """Train, export and compare a tiny causal LM; the tokenizer and eos id too."""
+    share = "true" if position == "rope" else "false"
+    out = f"{tmp}/lm_{position}"
+    with open(f"{out}.yaml", "w") as f:
+        f.write(lm_yaml(position, out, f"""  share_embeddings: {share}
+  scale_embeddings: true
+data:
+  train: {tmp}/data/train.en
+  spm_model: {tmp}/spm_lm.model
+  vocab_size: 200
+  seq_len: 32
+train:
+  max_updates: 30
+  batch_size: 8
+  save_interval: 30
+optim:
+  name: adamw
+  lr: 3.0e-3
+  warmup_updates: 5
+"""))
+    run(rotor, "train", f"{out}.yaml")
+    sp = spm.SentencePieceProcessor(model_file=f"{tmp}/spm_lm.model")
+    hf_dir = f"{tmp}/hf_lm_{position}"
+    run(rotor, "export", "--checkpoint", out, "--format", "hf", "--output", hf_dir)
+    ok = check_lm(lm_logits, tmp, f"{position}, exported", out, hf_dir)
+    tok = AutoTokenizer.from_pretrained(hf_dir, use_fast=False)
+    texts = ["three hundred twenty-one", "siebenundsiebzigtausend und neun", "nine"]
+    for t in texts:
+        theirs = tok(t, add_special_tokens=False).input_ids
+        if theirs != sp.encode(t):
+            print(f"FAIL tokenizer ({position}): {t!r} -> {theirs}, rotor {sp.encode(t)}")
+            ok = False
+    cfg = AutoModelForCausalLM.from_pretrained(hf_dir).config
+    if cfg.eos_token_id != sp.eos_id() or tok.eos_token_id != sp.eos_id():
+        print(f"FAIL eos_token_id ({position}): config {cfg.eos_token_id}, tokenizer "
+              f"{tok.eos_token_id}, rotor {sp.eos_id()}")
+        ok = False
+    else:
+        print(f"ok   tokenizer and eos_token_id ({position})")
+    return ok
+
+
+def check_lm_import(rotor, lm_logits, tmp, position, spm_model, vocab):
+    """A causal LM saved by transformers initializes rotor: the same logits."""
+    torch.manual_seed(6)
+    if position == "rope":
+        model = GPTNeoXForCausalLM(GPTNeoXConfig(
+            vocab_size=vocab, hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+            intermediate_size=FF, hidden_act="gelu_new", rotary_pct=1.0, rotary_emb_base=10000,
+            max_position_embeddings=POS, layer_norm_eps=1e-5, use_parallel_residual=False,
+            tie_word_embeddings=False))
+        share = "false"
+    else:  # GPT-2 ties its output to the input table by default
+        model = GPT2LMHeadModel(GPT2Config(
+            vocab_size=vocab, n_embd=D, n_layer=LAYERS, n_head=HEADS, n_inner=FF,
+            activation_function="gelu_new", n_positions=POS, layer_norm_epsilon=1e-5))
+        share = "true"
+    with torch.no_grad():  # biases and norms away from 0 and 1, so that each one counts
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    hf_dir = f"{tmp}/made_by_hf_lm_{position}"
+    model.save_pretrained(hf_dir, safe_serialization=True)
+    shutil.copy(spm_model, f"{hf_dir}/spiece.model")
+    out = f"{tmp}/imported_lm_{position}"
+    with open(f"{out}.yaml", "w") as f:
+        f.write(lm_yaml(position, out, f"""  share_embeddings: {share}
+  scale_embeddings: false
+  init_from: {hf_dir}
+data:
+  train: {tmp}/data/train.en
+  seq_len: 32
+train:
+  max_updates: 1
+  batch_size: 4
+optim:
+  lr: 1.0e-30
+  warmup_updates: 0
+  schedule: constant
+"""))
+    run(rotor, "train", f"{out}.yaml")
+    return check_lm(lm_logits, tmp, f"{position}, made by transformers", out, hf_dir)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rotor", required=True)
+    ap.add_argument("--lm-logits", required=True)
+    ap.add_argument("--only", choices=("mlm", "lm"))
     args = ap.parse_args()
     rotor = args.rotor
     torch.set_num_threads(1)
@@ -235,7 +387,14 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         run(rotor, "synth", "numbers-en-de", "--output", f"{tmp}/data", "--train", "2000",
             "--valid", "100", "--test", "20", "--test-long", "5", "--seed", "3")
-        for position in ("learned", "rope"):
+        if args.only != "mlm":
+            for position in ("rope", "learned"):
+                ok &= check_lm_export(rotor, args.lm_logits, tmp, position)
+            vocab = spm.SentencePieceProcessor(model_file=f"{tmp}/spm_lm.model").get_piece_size()
+            for position in ("rope", "learned"):
+                ok &= check_lm_import(rotor, args.lm_logits, tmp, position, f"{tmp}/spm_lm.model",
+                                      vocab)
+        for position in ("learned", "rope") if args.only != "lm" else ():
             with open(f"{tmp}/mlm_{position}.yaml", "w") as f:
                 f.write(model_yaml(position, f"""task: mlm
 output_dir: {tmp}/mlm_{position}

@@ -16,7 +16,10 @@ extern const PositionScheme kLearnedPositions;
 constinit const PositionScheme kLearnedPositions{
     .name = "learned",
     .learned_table = true,
-    .hf = {.family = "bert", .imports = "learned absolute positions", .export_note = ""},
+    .hf = {.family = "bert",
+           .imports = "learned absolute positions",
+           .export_note = "",
+           .causal_lm = "gpt2"},
     .check = check,
 };
 

@@ -9,7 +9,8 @@ constinit const PositionScheme kNonePositions{
     .name = "none",
     .hf = {.family = "bert",
            .imports = "",
-           .export_note = "position none exported as a zero position_embeddings table"},
+           .export_note = "position none exported as a zero position_embeddings table",
+           .causal_lm = ""},
 };
 
 }  // namespace rotor::nn

@@ -26,7 +26,10 @@ extern const PositionScheme kRopePositions;
 constinit const PositionScheme kRopePositions{
     .name = "rope",
     .rotates_qk = true,
-    .hf = {.family = "roformer", .imports = "rotary positions", .export_note = ""},
+    .hf = {.family = "roformer",
+           .imports = "rotary positions",
+           .export_note = "",
+           .causal_lm = "gpt_neox"},
     .check = check,
 };
 

@@ -35,7 +35,8 @@ constinit const PositionScheme kSinusoidalPositions{
     .fixed_table = sinusoid,
     .hf = {.family = "bert",
            .imports = "",
-           .export_note = "sinusoidal positions exported as a fixed position_embeddings table"},
+           .export_note = "sinusoidal positions exported as a fixed position_embeddings table",
+           .causal_lm = ""},
     .check = check,
 };
 

@@ -1,0 +1,135 @@
+// `rotor export --format hf` of a task-lm checkpoint (checkpoint/hf_lm.h):
+//
+//   config.json              GPTNeoXConfig or GPT2Config (hf_lm_config)
+//   model.safetensors        the GPT-NeoX / GPT-2 tensors
+//   spiece.model             the run's SentencePiece model (checkpoint spm.model):
+//                            the name model.init_from reads, as for the masked LM
+//   tokenizer.model          the same file under the name LlamaTokenizer reads;
+//   tokenizer_config.json    LlamaTokenizer (a plain SentencePiece tokenizer) with
+//   special_tokens_map.json  rotor's <s> </s> <unk> <pad>, adding no token of its
+//                            own (add_bos_token and add_eos_token false) and
+//                            legacy true: SentencePiece's own encoding, rotor's
+//                            ids (the slow tokenizer, use_fast=False; the fast
+//                            one is converted by transformers and may differ).
+//
+// A checkpoint without spm.model (a run whose tokens are not SentencePiece
+// pieces) gets no tokenizer files; the export says so.
+#include <filesystem>
+#include <unordered_map>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/hf_lm.h"
+#include "core/io.h"
+#include "core/json_io.h"
+#include "models/decoder_lm.h"
+#include "nn/position.h"
+
+namespace fs = std::filesystem;
+
+namespace rotor::checkpoint {
+
+namespace {
+
+void write_tokenizer(const std::string& dir, const std::string& output_dir, int64_t max_positions,
+                     HfExportResult& r) {
+  const std::string spm = dir + "/spm.model";
+  if (!fs::exists(spm)) {
+    r.notes.push_back(
+        "tokenizer: the checkpoint has no spm.model (its tokens are not SentencePiece pieces); "
+        "none written: give transformers the ids rotor uses");
+    return;
+  }
+  const std::string model = read_file(spm);
+  atomic_write_file(output_dir + "/spiece.model", model);
+  atomic_write_file(output_dir + "/tokenizer.model", model);
+  json_io::Json tc = json_io::Json::object();
+  tc["tokenizer_class"] = "LlamaTokenizer";
+  tc["add_bos_token"] = false;
+  tc["add_eos_token"] = false;
+  tc["legacy"] = true;
+  tc["bos_token"] = "<s>";
+  tc["eos_token"] = "</s>";
+  tc["unk_token"] = "<unk>";
+  tc["pad_token"] = "<pad>";
+  tc["clean_up_tokenization_spaces"] = false;
+  tc["model_max_length"] = max_positions;
+  atomic_write_file(output_dir + "/tokenizer_config.json", tc.dump(2) + "\n");
+  json_io::Json st = json_io::Json::object();
+  for (const char* k : {"bos_token", "eos_token", "unk_token", "pad_token"}) st[k] = tc.at(k);
+  atomic_write_file(output_dir + "/special_tokens_map.json", st.dump(2) + "\n");
+  r.files.insert(r.files.end(), {"spiece.model", "tokenizer.model", "tokenizer_config.json",
+                                 "special_tokens_map.json"});
+  r.notes.push_back(
+      "tokenizer: LlamaTokenizer over tokenizer.model (rotor's SentencePiece model, also as "
+      "spiece.model), no special tokens added; load it with use_fast=False for rotor's ids");
+}
+
+}  // namespace
+
+NamedTensors hf_lm_state_dict(const Config& c, const NamedTensors& weights) {
+  const models::HfLmOptions m = require_hf_lm(c, "export --format hf");
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : weights) by_name[name] = &t;
+  const std::string word = "model.embed_tokens.weight";
+  if (!by_name.count(word))
+    ROTOR_FAIL("export: the weights have no {} (is this a task-lm checkpoint?)", word);
+  const int64_t vocab = by_name.at(word)->size(0);
+  // Every parameter the config's model registers, with its shape.
+  nn::ParameterStore store;
+  { models::DecoderLM model(models::lm_options(c, vocab), store); }
+  for (const auto& p : store.parameters()) {
+    auto f = by_name.find(p->name);
+    if (f == by_name.end()) ROTOR_FAIL("export: the weights lack parameter {}", p->name);
+    if (f->second->shape() != p->shape)
+      ROTOR_FAIL("export: parameter {} has shape {} but the config needs {}", p->name,
+                 shape_str(f->second->shape()), shape_str(p->shape));
+  }
+  const HfLmEmbeddingNames e = hf_lm_embedding_names(m);
+  NamedTensors out;
+  // The input table times rotor's scale, in f32: the product the model computes.
+  std::vector<float> table = by_name.at(word)->to_floats();
+  const float scale = hf_lm_embedding_scale(m);
+  std::vector<float> input = table;
+  for (float& x : input) x *= scale;
+  out.emplace_back(e.input, Tensor::from_floats(input, {vocab, m.d_model}));
+  if (!e.positions.empty())
+    out.emplace_back(e.positions, *by_name.at("model.embed_positions.weight"));
+  for (const HfLmLink& link : hf_lm_links(m)) {
+    std::vector<Tensor> parts;
+    for (const auto& n : link.rotor) parts.push_back(*by_name.at(n));
+    out.emplace_back(link.hf, hf_lm_forward(link, parts, m.n_heads));
+  }
+  out.emplace_back(e.output, m.share_embeddings ? Tensor::from_floats(table, {vocab, m.d_model})
+                                                : *by_name.at("lm_head.weight"));
+  return out;
+}
+
+HfExportResult export_hf_lm(const Config& c, const std::string& dir,
+                            const std::string& output_dir) {
+  const models::HfLmOptions m = require_hf_lm(c, "export --format hf");
+  const NamedTensors weights = load_safetensors(dir + "/model.safetensors");
+  // Before anything is written: non-finite weights are never saved.
+  require_finite(weights, dir + "/model.safetensors",
+                 "the run that saved it diverged; not exporting it");
+  const NamedTensors hf = hf_lm_state_dict(c, weights);
+  const int64_t vocab = hf.front().second.size(0);  // the input table comes first
+
+  HfExportResult r;
+  r.model_type = m.model_type;
+  ensure_directory(output_dir);
+  atomic_write_file(output_dir + "/config.json", hf_lm_config(c, vocab).dump(2) + "\n");
+  r.files.push_back("config.json");
+  save_safetensors(output_dir + "/model.safetensors", hf, {{"format", "pt"}});
+  r.files.push_back("model.safetensors");
+  write_tokenizer(dir, output_dir, m.max_positions, r);
+  if (m.scale_embeddings)
+    r.notes.push_back(
+        "model.scale_embeddings: the input table is stored times sqrt(d_model), untied from the "
+        "output projection (tie_word_embeddings false)");
+  if (m.activation_dropout > 0)
+    r.notes.push_back(
+        "model.activation_dropout has no Hugging Face GPT-NeoX/GPT-2 equivalent; dropped");
+  return r;
+}
+
+}  // namespace rotor::checkpoint

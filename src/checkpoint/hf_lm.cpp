@@ -1,0 +1,219 @@
+// The causal LM's Hugging Face mapping and config.json (checkpoint/hf_lm.h);
+// export_hf_lm.cpp and import_hf_lm.cpp move the tensors.
+#include "checkpoint/hf_lm.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/json_io.h"
+#include "data/sentencepiece.h"  // kPadId, kBosId, kEosId
+#include "nn/position.h"
+
+namespace rotor::checkpoint {
+
+namespace {
+
+using json_io::Json;
+
+// rotor's row of a head's query or key for GPT-NeoX's row j (of head_dim D):
+// the first half holds the pairs' first elements, the second their seconds.
+int64_t neox_source_row(int64_t j, int64_t D) {
+  return j < D / 2 ? 2 * j : 2 * (j - D / 2) + 1;
+}
+
+int64_t columns(const Shape& s) {
+  return s.size() == 2 ? s[1] : 1;
+}
+
+std::vector<float> transposed(const std::vector<float>& v, int64_t rows, int64_t cols) {
+  std::vector<float> t(v.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      t[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
+  return t;
+}
+
+}  // namespace
+
+models::HfLmOptions require_hf_lm(const Config& c, const std::string& what) {
+  ROTOR_CHECK(c.task == Task::Lm, "{}: task {} is not lm", what, to_string(c.task));
+  if (c.attention.kind != nn::AttentionKind::Softmax)
+    ROTOR_FAIL(
+        "{}: attention.kind is {}, and Hugging Face GPT-NeoX/GPT-2 compute softmax attention", what,
+        to_string(c.attention.kind));
+  const models::HfLmOptions m = models::hf_lm_options(c);
+  if (m.model_type.empty())
+    ROTOR_FAIL(
+        "{}: model.position is {}; Hugging Face has no causal LM with these positions (rope: "
+        "GPT-NeoX, learned: GPT-2)",
+        what, m.position.name());
+  if (m.post_norm)
+    ROTOR_FAIL(
+        "{}: model.norm is post; Hugging Face GPT-NeoX and GPT-2 are pre-LN with a final "
+        "LayerNorm (model.norm: pre)",
+        what);
+  return m;
+}
+
+nlohmann::ordered_json hf_lm_config(const Config& c, int64_t vocab_size) {
+  const models::HfLmOptions m = require_hf_lm(c, "export --format hf");
+  const std::string act = m.activation == ops::Activation::GELU ? "gelu_new" : "relu";
+  // fairseq's embedding init, N(0, d^-1/2), as the range a fresh model would draw from.
+  const double init = std::pow(static_cast<double>(m.d_model), -0.5);
+  Json j = Json::object();
+  if (m.model_type == "gpt_neox") {
+    j["architectures"] = Json::array({"GPTNeoXForCausalLM"});
+    j["model_type"] = "gpt_neox";
+    j["vocab_size"] = vocab_size;
+    j["hidden_size"] = m.d_model;
+    j["num_hidden_layers"] = m.num_layers;
+    j["num_attention_heads"] = m.n_heads;
+    j["intermediate_size"] = m.d_ff;
+    j["hidden_act"] = act;
+    j["rotary_pct"] = 1.0;
+    j["rotary_emb_base"] = m.rope_base;
+    j["rope_scaling"] = nullptr;
+    j["use_parallel_residual"] = false;
+    j["max_position_embeddings"] = m.max_positions;
+    j["hidden_dropout"] = m.dropout;
+    j["attention_dropout"] = m.attention_dropout;
+    j["layer_norm_eps"] = m.layer_norm_eps;
+  } else {
+    j["architectures"] = Json::array({"GPT2LMHeadModel"});
+    j["model_type"] = "gpt2";
+    j["vocab_size"] = vocab_size;
+    j["n_embd"] = m.d_model;
+    j["n_layer"] = m.num_layers;
+    j["n_head"] = m.n_heads;
+    j["n_inner"] = m.d_ff;
+    j["activation_function"] = act;
+    j["n_positions"] = m.max_positions;
+    j["resid_pdrop"] = m.dropout;
+    j["embd_pdrop"] = m.dropout;
+    j["attn_pdrop"] = m.attention_dropout;
+    j["layer_norm_epsilon"] = m.layer_norm_eps;
+    j["scale_attn_weights"] = true;
+    j["scale_attn_by_inverse_layer_idx"] = false;
+    j["reorder_and_upcast_attn"] = false;
+  }
+  j["initializer_range"] = init;
+  j["bos_token_id"] = data::kBosId;
+  j["eos_token_id"] = data::kEosId;
+  j["pad_token_id"] = data::kPadId;
+  j["tie_word_embeddings"] = false;
+  j["use_cache"] = true;
+  j["torch_dtype"] = "float32";
+  return j;
+}
+
+std::vector<HfLmLink> hf_lm_links(const models::HfLmOptions& m) {
+  const bool neox = m.model_type == "gpt_neox";
+  std::vector<HfLmLink> out;
+  const auto both = [&](const std::string& hf, const std::string& rotor, HfLmOp weight_op) {
+    out.push_back({hf + ".weight", {rotor + ".weight"}, weight_op});
+    out.push_back({hf + ".bias", {rotor + ".bias"}, HfLmOp::Copy});
+  };
+  for (int64_t i = 0; i < m.num_layers; ++i) {
+    const std::string r = "model.layers." + std::to_string(i) + ".";
+    const auto qkv = [&](const char* s) {
+      return std::vector<std::string>{r + "self_attn.q_proj." + s, r + "self_attn.k_proj." + s,
+                                      r + "self_attn.v_proj." + s};
+    };
+    if (neox) {
+      const std::string h = "gpt_neox.layers." + std::to_string(i) + ".";
+      both(h + "input_layernorm", r + "self_attn_layer_norm", HfLmOp::Copy);
+      out.push_back({h + "attention.query_key_value.weight", qkv("weight"), HfLmOp::FuseNeox});
+      out.push_back({h + "attention.query_key_value.bias", qkv("bias"), HfLmOp::FuseNeox});
+      both(h + "attention.dense", r + "self_attn.out_proj", HfLmOp::Copy);
+      both(h + "post_attention_layernorm", r + "final_layer_norm", HfLmOp::Copy);
+      both(h + "mlp.dense_h_to_4h", r + "fc1", HfLmOp::Copy);
+      both(h + "mlp.dense_4h_to_h", r + "fc2", HfLmOp::Copy);
+    } else {
+      const std::string h = "transformer.h." + std::to_string(i) + ".";
+      both(h + "ln_1", r + "self_attn_layer_norm", HfLmOp::Copy);
+      out.push_back({h + "attn.c_attn.weight", qkv("weight"), HfLmOp::FuseGpt2});
+      out.push_back({h + "attn.c_attn.bias", qkv("bias"), HfLmOp::FuseGpt2});
+      both(h + "attn.c_proj", r + "self_attn.out_proj", HfLmOp::Transpose);
+      both(h + "ln_2", r + "final_layer_norm", HfLmOp::Copy);
+      both(h + "mlp.c_fc", r + "fc1", HfLmOp::Transpose);
+      both(h + "mlp.c_proj", r + "fc2", HfLmOp::Transpose);
+    }
+  }
+  both(neox ? "gpt_neox.final_layer_norm" : "transformer.ln_f", "model.layer_norm", HfLmOp::Copy);
+  return out;
+}
+
+HfLmEmbeddingNames hf_lm_embedding_names(const models::HfLmOptions& m) {
+  if (m.model_type == "gpt_neox") return {"gpt_neox.embed_in.weight", "embed_out.weight", ""};
+  return {"transformer.wte.weight", "lm_head.weight", "transformer.wpe.weight"};
+}
+
+float hf_lm_embedding_scale(const models::HfLmOptions& m) {
+  // As models/decoder_lm.cpp computes it.
+  return m.scale_embeddings ? std::sqrt(static_cast<float>(m.d_model)) : 1.0f;
+}
+
+Tensor hf_lm_forward(const HfLmLink& link, const std::vector<Tensor>& rotor, int64_t n_heads) {
+  const Shape& s = rotor.at(0).shape();
+  switch (link.op) {
+    case HfLmOp::Copy:
+      return Tensor::from_floats(rotor[0].to_floats(), s);
+    case HfLmOp::Transpose:
+      return Tensor::from_floats(transposed(rotor[0].to_floats(), s[0], s[1]), {s[1], s[0]});
+    case HfLmOp::FuseNeox:
+    case HfLmOp::FuseGpt2: {
+      const int64_t d = s[0], C = columns(s), D = d / n_heads;
+      std::vector<std::vector<float>> part;
+      for (const Tensor& t : rotor) part.push_back(t.to_floats());
+      std::vector<float> fused(static_cast<size_t>(3 * d * C));
+      for (int64_t p = 0; p < 3; ++p)
+        for (int64_t row = 0; row < d; ++row) {
+          int64_t to = p * d + row, from = row;  // GPT-2: [q | k | v]
+          if (link.op == HfLmOp::FuseNeox) {
+            const int64_t h = row / D, j = row % D;
+            to = (h * 3 + p) * D + j;
+            from = h * D + (p < 2 ? neox_source_row(j, D) : j);
+          }
+          std::copy_n(part[static_cast<size_t>(p)].begin() + from * C, C, fused.begin() + to * C);
+        }
+      if (link.op == HfLmOp::FuseGpt2 && s.size() == 2)
+        return Tensor::from_floats(transposed(fused, 3 * d, C), {C, 3 * d});
+      return Tensor::from_floats(fused, s.size() == 2 ? Shape{3 * d, C} : Shape{3 * d});
+    }
+  }
+  ROTOR_FAIL("unknown Hugging Face tensor op");
+}
+
+std::vector<Tensor> hf_lm_backward(const HfLmLink& link, const Tensor& hf,
+                                   const std::vector<Shape>& shapes, int64_t n_heads) {
+  const Shape& s = shapes.at(0);
+  std::vector<float> v = hf.to_floats();
+  switch (link.op) {
+    case HfLmOp::Copy:
+      return {Tensor::from_floats(v, s)};
+    case HfLmOp::Transpose:
+      return {Tensor::from_floats(transposed(v, s[1], s[0]), s)};
+    case HfLmOp::FuseNeox:
+    case HfLmOp::FuseGpt2: {
+      const int64_t d = s[0], C = columns(s), D = d / n_heads;
+      if (link.op == HfLmOp::FuseGpt2 && s.size() == 2) v = transposed(v, C, 3 * d);
+      std::vector<std::vector<float>> part(3, std::vector<float>(static_cast<size_t>(d * C)));
+      for (int64_t p = 0; p < 3; ++p)
+        for (int64_t row = 0; row < d; ++row) {
+          int64_t from = p * d + row, to = row;
+          if (link.op == HfLmOp::FuseNeox) {
+            const int64_t h = row / D, j = row % D;
+            from = (h * 3 + p) * D + j;
+            to = h * D + (p < 2 ? neox_source_row(j, D) : j);
+          }
+          std::copy_n(v.begin() + from * C, C, part[static_cast<size_t>(p)].begin() + to * C);
+        }
+      std::vector<Tensor> out;
+      for (size_t p = 0; p < 3; ++p) out.push_back(Tensor::from_floats(part[p], shapes.at(p)));
+      return out;
+    }
+  }
+  ROTOR_FAIL("unknown Hugging Face tensor op");
+}
+
+}  // namespace rotor::checkpoint

@@ -1,0 +1,232 @@
+// model.init_from for task lm: a Hugging Face GPTNeoXForCausalLM or
+// GPT2LMHeadModel directory (checkpoint/hf_lm.h) initializes the causal LM.
+//
+// config.json is checked before any weight is read: model_type (gpt_neox for
+// model.position rope, gpt2 for learned), vocab_size (the tokenizer's), the
+// sizes, the activation (gelu_new / gelu_pytorch_tanh for gelu; gelu, the
+// erf one, with a note), the LayerNorm epsilon; GPT-NeoX's
+// use_parallel_residual false, rotary_pct 1, rotary_emb_base =
+// model.rope_base and no rope_scaling; GPT-2's n_positions =
+// model.max_positions and its standard attention scaling. A mismatch is one
+// line naming both values. Every parameter comes from the directory (there is
+// no head to keep fresh); tensors the model has no place for are listed as
+// unused.
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "checkpoint/hf_lm.h"
+#include "checkpoint/hf_weights.h"
+#include "core/error.h"
+#include "core/json_io.h"
+#include "nn/position.h"
+
+namespace fs = std::filesystem;
+
+namespace rotor::checkpoint {
+
+namespace {
+
+using json_io::Json;
+
+// The float x whose product with `scale` (in f32, as the model computes it)
+// is y, when there is one; otherwise the nearest quotient.
+float unscale(float y, float scale) {
+  const float x = y / scale;
+  if (x * scale == y) return x;
+  for (const float c : {std::nextafter(x, -INFINITY), std::nextafter(x, INFINITY)})
+    if (c * scale == y) return c;
+  return x;
+}
+
+}  // namespace
+
+void check_hf_lm_config(const Json& j, const Config& c, int64_t vocab, const std::string& where,
+                        std::vector<std::string>* notes) {
+  const models::HfLmOptions m = require_hf_lm(c, "model.init_from");
+  const std::string type = json_io::get_string(j, "model_type", where);
+  if (type != m.model_type) {
+    for (nn::PositionKind k : nn::position_kinds())
+      if (k->hf.causal_lm == type)
+        ROTOR_FAIL(
+            "{}: model_type {} has {} positions, but model.position is {} (set "
+            "model.position: {})",
+            where, type, k.name(), m.position.name(), k.name());
+    ROTOR_FAIL("{}: model_type is {}; task lm initializes from gpt_neox (rope) or gpt2 (learned)",
+               where, type);
+  }
+  const bool neox = type == "gpt_neox";
+  auto has = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
+  auto int_or = [&](const char* key, int64_t fallback) {
+    return has(key) ? json_io::get_int(j, key, where) : fallback;
+  };
+  auto bool_or = [&](const char* key, bool fallback) {
+    return has(key) ? json_io::get_bool(j, key, where) : fallback;
+  };
+  auto same = [&](const char* key, int64_t hf, int64_t ours, const std::string& what) {
+    if (hf != ours) ROTOR_FAIL("{}: {} is {}, but {} is {}", where, key, hf, what, ours);
+  };
+  same("vocab_size", json_io::get_int(j, "vocab_size", where), vocab,
+       "the tokenizer's vocabulary size");
+  // Hugging Face's defaults where a key is absent (GPTNeoXConfig, GPT2Config).
+  const char* hidden_key = neox ? "hidden_size" : "n_embd";
+  const int64_t hidden = int_or(hidden_key, neox ? 6144 : 768);
+  same(hidden_key, hidden, m.d_model, "model.d_model");
+  same(neox ? "num_hidden_layers" : "n_layer",
+       int_or(neox ? "num_hidden_layers" : "n_layer", neox ? 44 : 12), m.num_layers,
+       "model.decoder_layers");
+  same(neox ? "num_attention_heads" : "n_head",
+       int_or(neox ? "num_attention_heads" : "n_head", neox ? 64 : 12), m.n_heads, "model.n_heads");
+  same(neox ? "intermediate_size" : "n_inner",
+       int_or(neox ? "intermediate_size" : "n_inner", neox ? 24576 : 4 * hidden), m.d_ff,
+       "model.d_ff");
+  const char* act_key = neox ? "hidden_act" : "activation_function";
+  const std::string act = has(act_key) ? json_io::get_string(j, act_key, where)
+                                       : std::string(neox ? "gelu" : "gelu_new");
+  const bool gelu = act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh";
+  if (!(gelu && m.activation == ops::Activation::GELU) &&
+      !(act == "relu" && m.activation == ops::Activation::ReLU))
+    ROTOR_FAIL("{}: {} is {}, but model.activation is {}", where, act_key, act,
+               to_string(m.activation));
+  if (act == "gelu" && notes)
+    notes->push_back(fmt::format(
+        "{} gelu (erf) runs as rotor's tanh GELU (gelu_new): outputs differ by up to ~1e-3 per "
+        "activation",
+        act_key));
+  const char* eps_key = neox ? "layer_norm_eps" : "layer_norm_epsilon";
+  const double eps = has(eps_key) ? json_io::get_double(j, eps_key, where) : 1e-5;
+  if (std::abs(eps - m.layer_norm_eps) > 1e-6 * std::abs(m.layer_norm_eps))
+    ROTOR_FAIL("{}: {} is {}, but model.layer_norm_eps is {}", where, eps_key, eps,
+               m.layer_norm_eps);
+  if (neox) {
+    if (bool_or("use_parallel_residual", true))
+      ROTOR_FAIL(
+          "{}: use_parallel_residual is true (x + attn(ln1(x)) + mlp(ln2(x))); rotor's layer "
+          "adds attention and then the MLP (use_parallel_residual false)",
+          where);
+    const double pct = has("rotary_pct") ? json_io::get_double(j, "rotary_pct", where) : 0.25;
+    if (pct != 1.0)
+      ROTOR_FAIL("{}: rotary_pct is {}; rotor rotates every feature of a head (1.0)", where, pct);
+    const double base =
+        has("rotary_emb_base") ? json_io::get_double(j, "rotary_emb_base", where) : 10000.0;
+    if (base != m.rope_base)
+      ROTOR_FAIL("{}: rotary_emb_base is {}, but model.rope_base is {}", where, base, m.rope_base);
+    if (has("rope_scaling"))
+      ROTOR_FAIL("{}: rope_scaling is set; rotor's rotary angles are unscaled", where);
+    if (bool_or("attention_bias", true) == false)
+      ROTOR_FAIL("{}: attention_bias is false; rotor's attention has biases", where);
+  } else {
+    same("n_positions", int_or("n_positions", 1024), m.max_positions, "model.max_positions");
+    if (!bool_or("scale_attn_weights", true) || bool_or("scale_attn_by_inverse_layer_idx", false))
+      ROTOR_FAIL(
+          "{}: the attention scores are not scaled by 1/sqrt(head_dim) alone "
+          "(scale_attn_weights, scale_attn_by_inverse_layer_idx)",
+          where);
+    if (bool_or("add_cross_attention", false))
+      ROTOR_FAIL("{}: add_cross_attention is true; task lm has no encoder", where);
+  }
+}
+
+HfImportResult import_hf_lm(const std::string& dir, const Config& c, nn::ParameterStore& store) {
+  if (!fs::is_directory(dir))
+    ROTOR_FAIL(
+        "model.init_from {}: not a directory (a Hugging Face model directory with "
+        "config.json and model.safetensors)",
+        dir);
+  const models::HfLmOptions m = require_hf_lm(c, "model.init_from");
+  nn::Parameter* word = store.find("model.embed_tokens.weight");
+  ROTOR_CHECK(word != nullptr && store.allocated(), "import_hf_lm: the store holds no causal LM");
+  HfImportResult r;
+  r.model_type = m.model_type;
+  const std::string cfg = (fs::path(dir) / "config.json").string();
+  if (!fs::exists(cfg)) ROTOR_FAIL("model.init_from {}: no config.json", dir);
+  const Json hf_config = json_io::load(cfg);
+  check_hf_lm_config(hf_config, c, word->shape[0], cfg, &r.notes);
+  const bool tied = hf_config.contains("tie_word_embeddings")
+                        ? json_io::get_bool(hf_config, "tie_word_embeddings", cfg)
+                        : m.model_type == "gpt2";  // the families' defaults
+
+  const HfWeights weights(dir);
+  std::set<std::string> used;
+  // The values of Hugging Face tensor NAME, which must have shape `shape`.
+  const auto read = [&](const std::string& name, const Shape& shape) {
+    const SafetensorsFile* file = nullptr;
+    const SafetensorsEntry* e = weights.find(name, &file);
+    if (!e)
+      ROTOR_FAIL("model.init_from {}: the weights lack {} (is it a {} model of this size?)", dir,
+                 name, m.model_type);
+    if (e->shape != shape)
+      ROTOR_FAIL("{}: {} has shape {}, the model expects {}", file->path(), name,
+                 shape_str(e->shape), shape_str(shape));
+    std::vector<float> v = hf_floats(*file, *e);
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        ROTOR_FAIL("{}: {} holds a non-finite value ({} at element {})", file->path(), name, v[i],
+                   i);
+    used.insert(name);
+    return Tensor::from_floats(v, shape);
+  };
+  const auto set = [&](const std::string& name, const Tensor& value) {
+    nn::Parameter* p = store.find(name);
+    ROTOR_CHECK(p != nullptr, "import_hf_lm: the model has no parameter {}", name);
+    p->value.copy_from(value);
+    ++r.loaded;
+  };
+  const auto shape_of = [&](const std::string& name) {
+    const nn::Parameter* p = store.find(name);
+    ROTOR_CHECK(p != nullptr, "import_hf_lm: the model has no parameter {}", name);
+    return p->shape;
+  };
+
+  for (const HfLmLink& link : hf_lm_links(m)) {
+    std::vector<Shape> shapes;
+    for (const auto& n : link.rotor) shapes.push_back(shape_of(n));
+    Shape hf_shape = hf_lm_forward(
+                         link,
+                         [&] {
+                           std::vector<Tensor> zeros;
+                           for (const auto& s : shapes) zeros.push_back(Tensor::zeros(s));
+                           return zeros;
+                         }(),
+                         m.n_heads)
+                         .shape();
+    const std::vector<Tensor> parts =
+        hf_lm_backward(link, read(link.hf, hf_shape), shapes, m.n_heads);
+    for (size_t i = 0; i < parts.size(); ++i) set(link.rotor[i], parts[i]);
+  }
+  const HfLmEmbeddingNames e = hf_lm_embedding_names(m);
+  if (!e.positions.empty())
+    set("model.embed_positions.weight",
+        read(e.positions, shape_of("model.embed_positions.weight")));
+  // The token tables: rotor's one (times the scale on input) or two.
+  const Shape table_shape = word->shape;
+  const std::vector<float> input = read(e.input, table_shape).to_floats();
+  const std::vector<float> output = tied ? input : read(e.output, table_shape).to_floats();
+  const float scale = hf_lm_embedding_scale(m);
+  if (m.share_embeddings) {
+    for (size_t i = 0; i < input.size(); ++i) {
+      const float want = output[i] * scale;
+      if (!(std::abs(input[i] - want) <= 1e-5f * std::max(1.0f, std::abs(want))))
+        ROTOR_FAIL(
+            "{}: {} is not {} times {} (element {}: {} instead of {}); model.share_embeddings "
+            "ties rotor's input and output tables: set it to false{}",
+            dir, e.input, scale, tied ? e.input + " (tie_word_embeddings)" : e.output, i, input[i],
+            want, tied && scale != 1.0f ? ", or model.scale_embeddings to false" : "");
+    }
+    set(word->name, Tensor::from_floats(output, table_shape));
+  } else {
+    std::vector<float> table = input;
+    if (scale != 1.0f)
+      for (float& x : table) x = unscale(x, scale);
+    set(word->name, Tensor::from_floats(table, table_shape));
+    set("lm_head.weight", Tensor::from_floats(output, table_shape));
+  }
+  ROTOR_CHECK(r.loaded == static_cast<int64_t>(store.parameters().size()),
+              "import_hf_lm: {} of the model's {} parameters mapped", r.loaded,
+              store.parameters().size());
+  for (const auto& name : weights.names())
+    if (!used.count(name) && !(tied && name == e.output)) r.unused.push_back(name);
+  return r;
+}
+
+}  // namespace rotor::checkpoint
