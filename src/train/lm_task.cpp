@@ -4,9 +4,9 @@
 // epoch; the decoder-only model; the cross-entropy of every next token.
 // Validation scores every token of the set once, in non-overlapping blocks
 // (each token sees only the context of its own block), and reports the loss
-// per token, its perplexity and bits per UTF-8 byte of the text.
+// per token, its perplexity and bits per UTF-8 byte of the text
+// (train/scoring.h, shared with `rotor eval`).
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 
 #include "core/logging.h"
@@ -14,16 +14,13 @@
 #include "data/sentencepiece.h"
 #include "models/decoder_lm.h"
 #include "models/model_config.h"
+#include "train/scoring.h"
 #include "train/task.h"
 #include "train/task_data.h"
 
 namespace rotor::train {
 
 namespace {
-
-TaskSums to_sums(const models::LmSums& s, const models::LmBatch& b) {
-  return {s.loss, s.loss, s.tokens, b.tokens, s.correct, s.has_correct};
-}
 
 struct EvalSet {
   std::shared_ptr<const data::LmBlocks> blocks;
@@ -39,9 +36,13 @@ class LmTask : public TrainingTask {
     auto open = [&](const std::string& key, bool eval) {
       auto corpus = open_corpus(prepared_prefix(c, key, spm_path_), tokenizer_);
       EvalSet set;
-      set.blocks =
-          std::make_shared<const data::LmBlocks>(corpus, c.data.seq_len, tokenizer_.eos_id(), eval);
-      if (eval) set.bytes = text_bytes(key, *corpus);
+      if (!eval) {
+        set.blocks = std::make_shared<const data::LmBlocks>(corpus, c.data.seq_len,
+                                                            tokenizer_.eos_id(), false);
+        return set;
+      }
+      set.blocks = lm_eval_blocks(corpus, c.data.seq_len, tokenizer_);
+      set.bytes = text_bytes(key, *corpus);
       return set;
     };
     train_ = open("train", false).blocks;
@@ -79,24 +80,10 @@ class LmTask : public TrainingTask {
   ValidationResult evaluate(EvalSplit split, Device device) override {
     const EvalSet& es = set(split);
     ROTOR_CHECK(es.blocks != nullptr, "evaluate: no such data set");
-    data::LmBatcherOptions bo;
-    bo.batch_size = config_.train.batch_size;
-    bo.shuffle = false;
-    bo.drop_last = false;
-    data::LmBatcher batcher(es.blocks, bo);
     nn::Context ctx;
     ctx.training = false;
     ctx.device = device;
-    ValidationResult r;
-    for (int64_t i = 0, n = batcher.batches_in_epoch(); i < n; ++i) {
-      models::LmBatch b = to_model_batch(batcher.next(), device);
-      r.sums.add(to_sums(model_->forward_loss(b, ctx), b));
-    }
-    // Bits per byte: the total negative log-likelihood in bits over the
-    // bytes of the text it scores.
-    r.measures.emplace_back("bpb", r.sums.nll / (std::log(2.0) * static_cast<double>(es.bytes)));
-    r.how = fmt::format("non-overlapping blocks of {} tokens", config_.data.seq_len);
-    return r;
+    return score_lm(*model_, es.blocks, es.bytes, config_.train.batch_size, ctx);
   }
 
   data::BatchPosition position() const override { return batcher_->position(); }

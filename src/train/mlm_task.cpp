@@ -1,12 +1,13 @@
 // The masked-LM task: a monolingual corpus packed into blocks of seq_len
 // tokens, masked anew every epoch from Philox, the BERT/RoFormer encoder with
 // its MLM head, the loss over masked tokens. Validation uses fixed masks so
-// that runs compare.
+// that runs compare (train/scoring.h, shared with `rotor eval`).
 #include "core/logging.h"
 #include "data/mlm.h"
 #include "data/sentencepiece.h"
 #include "models/bert.h"
 #include "models/model_config.h"
+#include "train/scoring.h"
 #include "train/task.h"
 #include "train/task_data.h"
 
@@ -14,20 +15,14 @@ namespace rotor::train {
 
 namespace {
 
-TaskSums to_sums(const models::MlmSums& s, const models::MlmBatch& b) {
-  return {s.loss, s.loss, s.tokens, b.tokens, s.correct, s.has_correct};
-}
-
 class MlmTask : public TrainingTask {
  public:
   MlmTask(const Config& c, Device device, int rank, int world_size) : config_(c), device_(device) {
     if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
     spm_path_ = ensure_tokenizer(c);
     tokenizer_ = data::Tokenizer::load(spm_path_);
-    auto special = data::MlmSpecialIds::from_tokenizer(tokenizer_);
-    masking_ = data::MaskingOptions{c.data.mask_prob,         c.data.mask_token_prob,
-                                    c.data.random_token_prob, static_cast<uint64_t>(c.seed),
-                                    tokenizer_.vocab_size(),  special};
+    masking_ = mlm_masking(c, tokenizer_);
+    const data::MlmSpecialIds& special = masking_.special;
     auto open = [&](const std::string& key) {
       auto corpus = open_corpus(prepared_prefix(c, key, spm_path_), tokenizer_);
       return std::make_shared<const data::PackedBlocks>(corpus, c.data.seq_len, special.cls,
@@ -67,21 +62,10 @@ class MlmTask : public TrainingTask {
 
   ValidationResult evaluate(EvalSplit split, Device device) override {
     ROTOR_CHECK(blocks(split) != nullptr, "evaluate: no such data set");
-    data::MlmBatcherOptions bo;
-    bo.batch_size = config_.train.batch_size;
-    bo.shuffle = false;
-    bo.fixed_masking = true;  // the same masks in every evaluation of every run
-    bo.drop_last = false;
-    data::MlmBatcher batcher(blocks(split), data::Masker(masking_), bo);
     nn::Context ctx;
     ctx.training = false;
     ctx.device = device;
-    ValidationResult r;
-    for (int64_t i = 0, n = batcher.batches_in_epoch(); i < n; ++i) {
-      models::MlmBatch b = to_model_batch(batcher.next(), device);
-      r.sums.add(to_sums(model_->forward_loss(b, ctx), b));
-    }
-    return r;
+    return score_mlm(*model_, blocks(split), masking_, config_.train.batch_size, ctx);
   }
 
   data::BatchPosition position() const override { return batcher_->position(); }

@@ -135,6 +135,14 @@ const Case kCases[] = {
    "/dev/zero: a line longer than 16777216 bytes", ""},
   {"predict_input_fifo", "mkfifo in.tsv && R predict --checkpoint run --input in.tsv", 1,
    "in.tsv: is a FIFO", "test -p in.tsv"},
+  {"eval_input_fifo", "mkfifo in.txt && R eval --checkpoint mlmrun --input in.txt", 1,
+   "in.txt: is a FIFO", "test -p in.txt"},
+  {"eval_input_dev_zero", "R eval --checkpoint mlmrun --input /dev/zero", 1,
+   "/dev/zero: is a character device", ""},
+  // eval binarizes its input under TMPDIR and removes what it wrote there.
+  {"eval_leaves_no_scratch", "mkdir tmp && TMPDIR=$PWD/tmp R eval --checkpoint mlmrun "
+   "--input mlm.txt --json --device cpu > out.json", 0, "",
+   "test -z \"$(ls -A tmp)\" && grep -q masked_tokens out.json"},
   {"prepare_src_dev_zero", "R prepare --spm small.model --src /dev/zero --output-prefix o", 1,
    "/dev/zero: is a character device", "! test -e o.bin"},
   {"spm_train_input_fifo", "mkfifo in.txt && R spm-train --input in.txt --model-prefix p "

@@ -1,9 +1,11 @@
 // Dumps what tests/reference/transformer_reference.py checks against an
-// independent PyTorch model (docs/design.md, Tests: a tiny EncoderDecoder's initial
-// weights, its logits, label-smoothed loss and every gradient on a fixed padded
+// independent PyTorch model (docs/design.md, Tests): a tiny EncoderDecoder's
+// (--model seq2seq, the default) or decoder-only causal LM's (--model lm)
+// initial weights, its logits, loss and every gradient on a fixed padded
 // batch, and its weights after three AdamW steps.
 //
 //   reference_dump_transformer --position rope --norm post --out OUT.safetensors
+//   reference_dump_transformer --model lm --position rope --norm pre --out OUT.safetensors
 //
 // Tensors written (all F32 unless noted):
 //   NAME                 every parameter's initial value (Hugging Face names)
@@ -11,17 +13,22 @@
 //   NAME.after3          the value after three optimizer steps
 //   logits               [B*T, V]
 //   loss_sum, nll_sum    [1]: label-smoothed loss and NLL summed over target tokens
+//                        (lm: both the cross-entropy summed over the targets)
 //   step_loss_sum        [3]: loss_sum before each of the three steps
-//   batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out   (I32)
+//   batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out   (I32; seq2seq)
+//   batch.input_ids, batch.targets                              (I32; lm)
 // The metadata records the configuration, so the reference builds the same model.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/safetensors.h"
 #include "config/config.h"
+#include "models/decoder_lm.h"
 #include "models/transformer.h"
 #include "optim/optimizer.h"
 
@@ -33,8 +40,9 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "reference_dump_transformer: %s\n"
-               "usage: reference_dump_transformer --position sinusoidal|learned|rope|none "
-               "--norm post|pre [--activation relu|gelu] [--seed N] --out FILE\n",
+               "usage: reference_dump_transformer [--model seq2seq|lm] "
+               "--position sinusoidal|learned|rope|none --norm post|pre [--activation relu|gelu] "
+               "[--optimizer adam|adamw] [--share-embeddings true|false] [--seed N] --out FILE\n",
                why.c_str());
   std::exit(2);
 }
@@ -74,103 +82,102 @@ models::TranslationBatch make_batch() {
   return batch;
 }
 
-int run(int argc, char** argv) {
-  std::string position, norm, activation = "relu", optimizer_name = "adamw", share = "true", out;
-  uint64_t seed = 1234;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (i + 1 >= argc) usage("missing value for " + a);
-    std::string v = argv[++i];
-    if (a == "--position")
-      position = v;
-    else if (a == "--norm")
-      norm = v;
-    else if (a == "--activation")
-      activation = v;
-    else if (a == "--optimizer")
-      optimizer_name = v;
-    else if (a == "--share-embeddings")
-      share = v;
-    else if (a == "--seed")
-      seed = std::stoull(v);
-    else if (a == "--out")
-      out = v;
-    else
-      usage("unknown option " + a);
+// The LM's fixed batch: B = 3 blocks of the token stream, right-padded with
+// pad 0: inputs are a block's tokens but the last, targets all but the first
+// (pad where an input has no next token). Token 9 occurs as an input and a
+// target, and twice in one block.
+models::LmBatch make_lm_batch() {
+  constexpr int B = 3, T = 7;
+  const std::vector<std::vector<int32_t>> blocks = {
+      {5, 9, 14, 22, 9, 31, 8, 3}, {12, 7, 19, 3, 9}, {33, 4, 27}};
+  std::vector<int32_t> input(B * T, 0), target(B * T, 0);
+  models::LmBatch batch;
+  for (int b = 0; b < B; ++b) {
+    const auto& x = blocks[static_cast<size_t>(b)];
+    for (size_t i = 0; i + 1 < x.size(); ++i) {
+      input[b * T + static_cast<int>(i)] = x[i];
+      target[b * T + static_cast<int>(i)] = x[i + 1];
+    }
+    batch.tokens += static_cast<int64_t>(x.size()) - 1;
   }
-  if (position.empty() || out.empty()) usage("--position and --out are required");
-  if (norm != "post" && norm != "pre") usage("--norm must be post or pre");
-  if (activation != "relu" && activation != "gelu") usage("--activation must be relu or gelu");
-  if (optimizer_name != "adam" && optimizer_name != "adamw")
-    usage("--optimizer must be adam or adamw");
-  if (share != "true" && share != "false") usage("--share-embeddings must be true or false");
+  batch.input_ids = Tensor::from_ints(input, {B, T});
+  batch.targets = Tensor::from_ints(target, {B, T});
+  return batch;
+}
 
-  const float label_smoothing = 0.1f, layer_norm_eps = 1e-5f;
-  const double lr = 1e-3, beta1 = 0.9, beta2 = 0.98, adam_eps = 1e-9, weight_decay = 0.01;
-  constexpr int kSteps = 3;
+struct Args {
+  std::string model = "seq2seq", position, norm, activation = "relu", optimizer = "adamw",
+              share = "true", out;
+  uint64_t seed = 1234;
+};
 
-  models::TransformerOptions config;
-  config.vocab_size = 37;
-  config.pad_id = 0;
-  config.encoder_layers = 2;
-  config.decoder_layers = 2;
-  config.max_positions = 32;
-  config.position = enum_from_string<nn::PositionKind>(position).value();
-  config.scale_embeddings = true;
-  config.share_embeddings = share == "true";
-  config.layer.d_model = 16;
-  config.layer.n_heads = 2;
-  config.layer.d_ff = 24;
-  config.layer.activation = activation == "gelu" ? ops::Activation::GELU : ops::Activation::ReLU;
-  config.layer.dropout = config.layer.attention_dropout = config.layer.activation_dropout = 0.0f;
-  config.layer.post_norm = norm == "post";
-  config.layer.layer_norm_eps = layer_norm_eps;
+constexpr float kLabelSmoothing = 0.1f, kLayerNormEps = 1e-5f;
+constexpr double kLr = 1e-3, kBeta1 = 0.9, kBeta2 = 0.98, kAdamEps = 1e-9, kWeightDecay = 0.01;
+constexpr int kSteps = 3;
 
-  nn::ParameterStore store;
-  models::EncoderDecoder model(config, store);
-  store.allocate(Device::cpu());
-  store.initialize(seed);
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
 
+nn::LayerOptions layer_options(const Args& a) {
+  nn::LayerOptions layer;
+  layer.d_model = 16;
+  layer.n_heads = 2;
+  layer.d_ff = 24;
+  layer.activation = a.activation == "gelu" ? ops::Activation::GELU : ops::Activation::ReLU;
+  layer.dropout = layer.attention_dropout = layer.activation_dropout = 0.0f;
+  layer.post_norm = a.norm == "post";
+  layer.layer_norm_eps = kLayerNormEps;
+  return layer;
+}
+
+// What one model under test does: its logits, a forward with the loss sums
+// (loss, nll; what backward needs kept) and the backward of the loss sum.
+struct ModelCalls {
+  std::function<Tensor(const nn::Context&)> logits;
+  std::function<std::pair<double, double>(const nn::Context&)> loss;
+  std::function<void()> backward;
+};
+
+// Initial weights, logits, loss sums and gradients; three optimizer steps,
+// each on a fresh forward/backward of the same batch with gradients
+// normalized by the target-token count as the trainer does; the weights
+// after them. Written with `batch` and `meta` (plus the common keys) to a.out.
+int dump(const Args& a, nn::ParameterStore& store, const ModelCalls& m, int64_t tokens,
+         NamedTensors batch, Metadata meta) {
   nn::Context ctx;
   ctx.training = true;
-  ctx.seed = seed;
-  const models::TranslationBatch batch = make_batch();
-
+  ctx.seed = a.seed;
   NamedTensors tensors;
   for (const auto& p : store.parameters()) tensors.emplace_back(p->name, snapshot(p->value));
-
-  Tensor logits = snapshot(model.forward_logits(batch, ctx));
+  Tensor logits = snapshot(m.logits(ctx));
   store.zero_grad();
-  models::LossSums sums = model.forward_loss(batch, label_smoothing, ctx);
-  model.backward(1.0f);
+  const auto [loss, nll] = m.loss(ctx);
+  m.backward();
   tensors.emplace_back("logits", logits);
-  tensors.emplace_back("loss_sum", Tensor::from_floats({static_cast<float>(sums.loss)}, {1}));
-  tensors.emplace_back("nll_sum", Tensor::from_floats({static_cast<float>(sums.nll)}, {1}));
+  tensors.emplace_back("loss_sum", Tensor::from_floats({static_cast<float>(loss)}, {1}));
+  tensors.emplace_back("nll_sum", Tensor::from_floats({static_cast<float>(nll)}, {1}));
   for (const auto& p : store.parameters())
     tensors.emplace_back(p->name + ".grad", snapshot(p->grad));
-  tensors.emplace_back("batch.src", batch.src);
-  tensors.emplace_back("batch.src_lengths", batch.src_lengths);
-  tensors.emplace_back("batch.tgt_in", batch.tgt_in);
-  tensors.emplace_back("batch.tgt_out", batch.tgt_out);
+  for (auto& t : batch) tensors.push_back(std::move(t));
 
-  // Three AdamW steps, each on a fresh forward/backward of the same batch,
-  // gradients normalized by the target-token count as the trainer does.
   optim::OptimizerOptions oo;
-  oo.beta1 = beta1;
-  oo.beta2 = beta2;
-  oo.eps = adam_eps;
-  oo.weight_decay = weight_decay;
-  oo.decoupled = optimizer_name == "adamw";
+  oo.beta1 = kBeta1;
+  oo.beta2 = kBeta2;
+  oo.eps = kAdamEps;
+  oo.weight_decay = kWeightDecay;
+  oo.decoupled = a.optimizer == "adamw";
   oo.clip_norm = 0.0;
   optim::Optimizer optimizer(store, oo);
   std::vector<float> step_losses;
   for (int s = 0; s < kSteps; ++s) {
     store.zero_grad();
     ctx.step = static_cast<uint64_t>(s);
-    models::LossSums st = model.forward_loss(batch, label_smoothing, ctx);
-    step_losses.push_back(static_cast<float>(st.loss));
-    model.backward(1.0f);
-    optim::StepInfo info = optimizer.step(lr, 1.0 / static_cast<double>(st.tokens));
+    step_losses.push_back(static_cast<float>(m.loss(ctx).first));
+    m.backward();
+    optim::StepInfo info = optimizer.step(kLr, 1.0 / static_cast<double>(tokens));
     if (info.skipped) {
       std::fprintf(stderr, "reference_dump_transformer: step %d skipped (non-finite gradients)\n",
                    s + 1);
@@ -181,38 +188,132 @@ int run(int argc, char** argv) {
   for (const auto& p : store.parameters())
     tensors.emplace_back(p->name + ".after3", snapshot(p->value));
 
-  auto num = [](double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%.17g", v);
-    return std::string(buf);
-  };
-  Metadata meta = {
-      {"position", position},
-      {"norm", norm},
-      {"activation", activation},
-      {"optimizer", optimizer_name},
-      {"share_embeddings", share},
-      {"vocab_size", std::to_string(config.vocab_size)},
-      {"pad_id", std::to_string(config.pad_id)},
-      {"d_model", std::to_string(config.layer.d_model)},
-      {"n_heads", std::to_string(config.layer.n_heads)},
-      {"d_ff", std::to_string(config.layer.d_ff)},
-      {"encoder_layers", std::to_string(config.encoder_layers)},
-      {"decoder_layers", std::to_string(config.decoder_layers)},
-      {"max_positions", std::to_string(config.max_positions)},
-      {"rope_base", num(config.layer.rope_base)},
-      {"layer_norm_eps", num(layer_norm_eps)},
-      {"label_smoothing", num(label_smoothing)},
-      {"tgt_tokens", std::to_string(batch.tgt_tokens)},
-      {"lr", num(lr)},
-      {"beta1", num(beta1)},
-      {"beta2", num(beta2)},
-      {"adam_eps", num(adam_eps)},
-      {"weight_decay", num(weight_decay)},
+  const nn::LayerOptions layer = layer_options(a);
+  const Metadata common = {
+      {"model", a.model},
+      {"position", a.position},
+      {"norm", a.norm},
+      {"activation", a.activation},
+      {"optimizer", a.optimizer},
+      {"share_embeddings", a.share},
+      {"d_model", std::to_string(layer.d_model)},
+      {"n_heads", std::to_string(layer.n_heads)},
+      {"d_ff", std::to_string(layer.d_ff)},
+      {"rope_base", num(layer.rope_base)},
+      {"layer_norm_eps", num(kLayerNormEps)},
+      {"tgt_tokens", std::to_string(tokens)},
+      {"lr", num(kLr)},
+      {"beta1", num(kBeta1)},
+      {"beta2", num(kBeta2)},
+      {"adam_eps", num(kAdamEps)},
+      {"weight_decay", num(kWeightDecay)},
       {"steps", std::to_string(kSteps)},
   };
-  save_safetensors(out, tensors, meta);
+  meta.insert(meta.end(), common.begin(), common.end());
+  save_safetensors(a.out, tensors, meta);
   return 0;
+}
+
+int run_seq2seq(const Args& a) {
+  models::TransformerOptions config;
+  config.vocab_size = 37;
+  config.pad_id = 0;
+  config.encoder_layers = 2;
+  config.decoder_layers = 2;
+  config.max_positions = 32;
+  config.position = enum_from_string<nn::PositionKind>(a.position).value();
+  config.scale_embeddings = true;
+  config.share_embeddings = a.share == "true";
+  config.layer = layer_options(a);
+
+  nn::ParameterStore store;
+  models::EncoderDecoder model(config, store);
+  store.allocate(Device::cpu());
+  store.initialize(a.seed);
+  const models::TranslationBatch batch = make_batch();
+  ModelCalls m;
+  m.logits = [&](const nn::Context& ctx) { return model.forward_logits(batch, ctx); };
+  m.loss = [&](const nn::Context& ctx) {
+    const models::LossSums s = model.forward_loss(batch, kLabelSmoothing, ctx);
+    return std::make_pair(s.loss, s.nll);
+  };
+  m.backward = [&] { model.backward(1.0f); };
+  return dump(a, store, m, batch.tgt_tokens,
+              {{"batch.src", batch.src},
+               {"batch.src_lengths", batch.src_lengths},
+               {"batch.tgt_in", batch.tgt_in},
+               {"batch.tgt_out", batch.tgt_out}},
+              {{"vocab_size", std::to_string(config.vocab_size)},
+               {"pad_id", std::to_string(config.pad_id)},
+               {"encoder_layers", std::to_string(config.encoder_layers)},
+               {"decoder_layers", std::to_string(config.decoder_layers)},
+               {"max_positions", std::to_string(config.max_positions)},
+               {"label_smoothing", num(kLabelSmoothing)}});
+}
+
+int run_lm(const Args& a) {
+  models::DecoderLmOptions config;
+  config.vocab_size = 37;
+  config.pad_id = 0;
+  config.num_layers = 2;
+  config.max_positions = 32;
+  config.position = enum_from_string<nn::PositionKind>(a.position).value();
+  config.scale_embeddings = true;
+  config.share_embeddings = a.share == "true";
+  config.layer = layer_options(a);
+
+  nn::ParameterStore store;
+  models::DecoderLM model(config, store);
+  store.allocate(Device::cpu());
+  store.initialize(a.seed);
+  const models::LmBatch batch = make_lm_batch();
+  ModelCalls m;
+  m.logits = [&](const nn::Context& ctx) { return model.forward_logits(batch.input_ids, ctx); };
+  m.loss = [&](const nn::Context& ctx) {
+    const models::LmSums s = model.forward_loss(batch, ctx);
+    return std::make_pair(s.loss, s.loss);
+  };
+  m.backward = [&] { model.backward(1.0f); };
+  return dump(a, store, m, batch.tokens,
+              {{"batch.input_ids", batch.input_ids}, {"batch.targets", batch.targets}},
+              {{"vocab_size", std::to_string(config.vocab_size)},
+               {"pad_id", std::to_string(config.pad_id)},
+               {"layers", std::to_string(config.num_layers)},
+               {"max_positions", std::to_string(config.max_positions)}});
+}
+
+int run(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string opt = argv[i];
+    if (i + 1 >= argc) usage("missing value for " + opt);
+    std::string v = argv[++i];
+    if (opt == "--model")
+      a.model = v;
+    else if (opt == "--position")
+      a.position = v;
+    else if (opt == "--norm")
+      a.norm = v;
+    else if (opt == "--activation")
+      a.activation = v;
+    else if (opt == "--optimizer")
+      a.optimizer = v;
+    else if (opt == "--share-embeddings")
+      a.share = v;
+    else if (opt == "--seed")
+      a.seed = std::stoull(v);
+    else if (opt == "--out")
+      a.out = v;
+    else
+      usage("unknown option " + opt);
+  }
+  if (a.position.empty() || a.out.empty()) usage("--position and --out are required");
+  if (a.model != "seq2seq" && a.model != "lm") usage("--model must be seq2seq or lm");
+  if (a.norm != "post" && a.norm != "pre") usage("--norm must be post or pre");
+  if (a.activation != "relu" && a.activation != "gelu") usage("--activation must be relu or gelu");
+  if (a.optimizer != "adam" && a.optimizer != "adamw") usage("--optimizer must be adam or adamw");
+  if (a.share != "true" && a.share != "false") usage("--share-embeddings must be true or false");
+  return a.model == "lm" ? run_lm(a) : run_seq2seq(a);
 }
 
 }  // namespace

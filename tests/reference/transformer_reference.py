@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""An independent PyTorch reference for rotor's encoder-decoder Transformer.
+"""An independent PyTorch reference for rotor's encoder-decoder Transformer and decoder-only LM.
 
 docs/design.md, Tests: "tests/reference: an independent PyTorch implementation of a
 tiny model; logits, loss, every gradient and the weights after a few Adam steps
 must match."
 
-The model below is written from the math (Vaswani et al. 2017; RoFormer,
-Su et al. 2021, eq. 34; fairseq's label smoothing; PyTorch's AdamW), not from
-rotor's code: it shares nothing with rotor but the parameter names (Hugging
-Face BART/Marian) and the batch. The script
+The models below are written from the math (Vaswani et al. 2017; RoFormer,
+Su et al. 2021, eq. 34; fairseq's label smoothing; PyTorch's AdamW; a
+GPT-style causal LM: Radford et al. 2018/2019), not from rotor's code: they
+share nothing with rotor but the parameter names (Hugging Face BART/Marian)
+and the batch. --model seq2seq (the default) checks the encoder-decoder
+(label-smoothed loss over the target tokens), --model lm the decoder-only
+causal language model (cross-entropy of every next token). The script
 
   1. runs rotor's dump tool (tests/reference/dump_transformer.cpp), which
      writes a tiny model's initial weights, logits, loss sums, gradients and
@@ -151,13 +154,16 @@ def gelu_tanh(x):
 
 class Block(nn.Module):
     """One Transformer layer: self-attention, [cross-attention], feed-forward,
-    each wrapped post-LN  y = LN(x + f(x))  or pre-LN  y = x + f(LN(x))."""
+    each wrapped post-LN  y = LN(x + f(x))  or pre-LN  y = x + f(LN(x)).
+    The self-attention is causal in a decoder (with cross-attention) and in
+    a decoder-only LM's layer (causal=True, no cross-attention)."""
 
-    def __init__(self, cfg, decoder):
+    def __init__(self, cfg, decoder, causal=None):
         super().__init__()
         d, eps = cfg["d_model"], cfg["layer_norm_eps"]
         self.pre, self.decoder, self.act = cfg["norm"] == "pre", decoder, cfg["activation"]
-        self.self_attn = Attention(d, cfg["n_heads"], cfg["rope"], decoder, cfg["rope_base"])
+        causal = decoder if causal is None else causal
+        self.self_attn = Attention(d, cfg["n_heads"], cfg["rope"], causal, cfg["rope_base"])
         self.self_attn_layer_norm = nn.LayerNorm(d, eps=eps)
         if decoder:  # cross-attention never rotates
             self.encoder_attn = Attention(d, cfg["n_heads"], False, False, cfg["rope_base"])
@@ -251,6 +257,48 @@ class Seq2Seq(nn.Module):
         return y.reshape(B * T, d) @ out.t()  # [B*T, V]
 
 
+class LmInner(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.embed_tokens = nn.Embedding(cfg["vocab_size"], d)
+        if cfg["position"] == "learned":
+            self.embed_positions = nn.Embedding(cfg["max_positions"], d)
+        self.layers = nn.ModuleList([Block(cfg, False, causal=True) for _ in range(cfg["layers"])])
+        if cfg["norm"] == "pre":
+            self.layer_norm = nn.LayerNorm(d, eps=cfg["layer_norm_eps"])
+
+
+class CausalLM(nn.Module):
+    """A decoder-only language model: h_0 = sqrt(d) E[x_t] (+ the position's
+    row for learned or sinusoidal positions; RoPE rotates q and k inside
+    attention), L layers of causal self-attention and feed-forward, a final
+    LayerNorm when pre-LN, logits_t = h_t W^T with W = E (tied) or its own
+    matrix, no bias. Position t's logits predict x_{t+1}."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.model = LmInner(cfg)
+        if not cfg["share_embeddings"]:
+            self.lm_head = nn.Linear(cfg["d_model"], cfg["vocab_size"], bias=False)
+
+    def forward(self, ids):
+        cfg, m = self.cfg, self.model
+        B, T = ids.shape
+        x = F.embedding(ids, m.embed_tokens.weight, padding_idx=cfg["pad_id"]) * math.sqrt(cfg["d_model"])
+        if cfg["position"] == "sinusoidal":
+            x = x + sinusoidal_table(T, cfg["d_model"])[None]
+        elif cfg["position"] == "learned":
+            x = x + m.embed_positions.weight[:T][None]
+        for layer in m.layers:  # right padding: the causal mask hides pads from real tokens
+            x = layer(x, None)
+        if cfg["norm"] == "pre":
+            x = m.layer_norm(x)
+        out = m.embed_tokens.weight if cfg["share_embeddings"] else self.lm_head.weight
+        return x.reshape(B * T, -1) @ out.t()  # [B*T, V]
+
+
 def label_smoothed_loss(logits, target, eps, pad):
     """fairseq's label_smoothed_nll_loss, summed over non-pad rows:
     loss = (1 - eps - eps/(V-1)) * nll + eps/(V-1) * sum_j -log p_j."""
@@ -310,7 +358,7 @@ def run(args):
     self_check()
     with tempfile.TemporaryDirectory(prefix="rotor_ref_") as tmp:
         out = args.keep or os.path.join(tmp, "dump.safetensors")
-        cmd = [args.dump_tool, "--position", args.position, "--norm", args.norm,
+        cmd = [args.dump_tool, "--model", args.model, "--position", args.position, "--norm", args.norm,
                "--activation", args.activation, "--optimizer", args.optimizer,
                "--share-embeddings", "true" if args.share_embeddings else "false",
                "--seed", str(args.seed), "--out", out]
@@ -323,12 +371,14 @@ def run(args):
            "rope": meta["position"] == "rope", "rope_base": float(meta["rope_base"]),
            "layer_norm_eps": float(meta["layer_norm_eps"]),
            "share_embeddings": meta["share_embeddings"] == "true"}
-    for key in ("vocab_size", "pad_id", "d_model", "n_heads", "d_ff", "encoder_layers",
-                "decoder_layers", "max_positions", "tgt_tokens", "steps"):
+    lm = meta["model"] == "lm"
+    layer_keys = ("layers",) if lm else ("encoder_layers", "decoder_layers")
+    for key in ("vocab_size", "pad_id", "d_model", "n_heads", "d_ff", "max_positions",
+                "tgt_tokens", "steps") + layer_keys:
         cfg[key] = int(meta[key])
-    eps_ls = float(meta["label_smoothing"])
+    eps_ls = 0.0 if lm else float(meta["label_smoothing"])  # lm: plain cross-entropy
     torch.manual_seed(0)
-    model = Seq2Seq(cfg).to(DT)
+    model = (CausalLM if lm else Seq2Seq)(cfg).to(DT)
 
     # Load the initial weights by name; the name sets must agree exactly.
     params = dict(model.named_parameters())
@@ -344,25 +394,31 @@ def run(args):
             p.copy_(torch.from_numpy(t[n].astype(np.float64)))
     pad = cfg["pad_id"]
     for n in ("model.shared.weight", "model.encoder.embed_tokens.weight",
-              "model.decoder.embed_tokens.weight"):
+              "model.decoder.embed_tokens.weight", "model.embed_tokens.weight"):
         if n in t and np.any(t[n][pad] != 0):
             raise Mismatch(f"{n}: the pad row is not zero at initialization")
 
-    src = torch.from_numpy(t["batch.src"].astype(np.int64))
-    src_lengths = torch.from_numpy(t["batch.src_lengths"].astype(np.int64))
-    tgt_in = torch.from_numpy(t["batch.tgt_in"].astype(np.int64))
-    tgt_out = torch.from_numpy(t["batch.tgt_out"].astype(np.int64)).reshape(-1)
+    def batch(name):
+        return torch.from_numpy(t["batch." + name].astype(np.int64))
+
+    if lm:  # targets: each input's next token, pad where there is none
+        ids, tgt_out = batch("input_ids"), batch("targets").reshape(-1)
+        forward = lambda: model(ids)  # noqa: E731
+    else:
+        src, src_lengths, tgt_in = batch("src"), batch("src_lengths"), batch("tgt_in")
+        tgt_out = batch("tgt_out").reshape(-1)
+        forward = lambda: model(src, src_lengths, tgt_in)  # noqa: E731
     tokens = int((tgt_out != pad).sum())
     if tokens != cfg["tgt_tokens"]:
         raise Mismatch(f"target tokens: rotor counts {cfg['tgt_tokens']}, the batch has {tokens}")
 
     report = []
     # ---- forward, loss, gradients ----
-    logits = model(src, src_lengths, tgt_in)
+    logits = forward()
     loss, nll = label_smoothed_loss(logits, tgt_out, eps_ls, pad)
     loss.backward()
     lg = logits.detach().numpy()
-    check(report, "logits", t["logits"], lg, 1e-5 * max(1.0, float(np.abs(lg).max())))
+    check(report, "logits", t["logits"].reshape(lg.shape), lg, 1e-5 * max(1.0, float(np.abs(lg).max())))
     for name, ref in (("loss_sum", loss), ("nll_sum", nll)):
         r = float(ref)
         check(report, name, t[name], np.array([r]), 1e-5 * abs(r))
@@ -397,7 +453,7 @@ def run(args):
     step_losses = []
     for _ in range(cfg["steps"]):
         opt.zero_grad()
-        logits = model(src, src_lengths, tgt_in)
+        logits = forward()
         loss, _ = label_smoothed_loss(logits, tgt_out, eps_ls, pad)
         step_losses.append(float(loss))
         (loss / tokens).backward()
@@ -443,7 +499,7 @@ def run(args):
         if "[zero-grad]" in name:
             kind = "after3[zero-grad]"
         worst[kind] = max(worst.get(kind, (0.0, 0.0, "")), (err / tol if tol else 0.0, err, name))
-    print(f"PASS position={cfg['position']} norm={cfg['norm']} activation={cfg['activation']} "
+    print(f"PASS model={meta['model']} position={cfg['position']} norm={cfg['norm']} activation={cfg['activation']} "
           f"optimizer={meta['optimizer']} share_embeddings={meta['share_embeddings']}: "
           f"{len(params)} parameters, loss_sum {float(t['loss_sum'][0]):.6f} (ref {step_losses[0]:.6f})")
     for kind, (ratio, err, name) in sorted(worst.items()):
@@ -456,6 +512,7 @@ def run(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dump-tool", required=True, help="path of reference_dump_transformer")
+    ap.add_argument("--model", default="seq2seq", choices=["seq2seq", "lm"])
     ap.add_argument("--position", required=True, choices=["sinusoidal", "learned", "rope", "none"])
     ap.add_argument("--norm", default="post", choices=["post", "pre"])
     ap.add_argument("--activation", default="relu", choices=["relu", "gelu"])
@@ -473,7 +530,7 @@ def main():
     try:
         run(args)
     except Mismatch as e:
-        print(f"FAIL position={args.position} norm={args.norm} activation={args.activation}: {e}")
+        print(f"FAIL model={args.model} position={args.position} norm={args.norm} activation={args.activation}: {e}")
         return 1
     return 0
 

@@ -1,0 +1,309 @@
+// `rotor eval --checkpoint RUN[:best] --input FILE [--block-size N | --lengths L1,L2,...]
+//  [--batch-size N] [--device auto] [--json]`
+// Scores a text file with a language-model checkpoint exactly as the run's
+// validation scores its validation set (train/scoring.h): the file is
+// binarized with the run's tokenizer as the trainer binarizes raw text, then
+//   task lm:  non-overlapping blocks of N tokens (default data.seq_len), an
+//             end-of-text token after every line; loss (nats per token),
+//             perplexity, bits per UTF-8 byte of the file, accuracy;
+//   task mlm: packed blocks of N tokens with the fixed validation masks of
+//             the run's seed; masked-LM loss, perplexity and accuracy.
+// --lengths scores the file once per block length (loss against length);
+// where a model has a position table (learned, sinusoidal positions) the
+// lengths past it are not scored: the command says so and stops there.
+// Output: a table, or with --json one JSON object on standard output.
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "cli/args.h"
+#include "cli/command.h"
+#include "cli/errors.h"
+#include "config/config.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/json_io.h"
+#include "data/corpus.h"
+#include "data/mlm.h"
+#include "data/prepare.h"
+#include "data/sentencepiece.h"
+#include "eval/text_io.h"
+#include "models/bert.h"
+#include "models/decoder_lm.h"
+#include "models/model_config.h"
+#include "nn/parameters.h"
+#include "nn/position.h"
+#include "train/scoring.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using rotor::json_io::Json;
+
+constexpr const char* kCmd = "eval";
+constexpr int64_t kMaxLength = int64_t{1} << 20;
+
+struct EvalArgs {
+  std::string checkpoint, input, lengths, device = "auto";
+  std::optional<int64_t> block_size, batch_size;
+  bool json = false;
+};
+
+// "128,256,512": strictly increasing lengths from `lo`.
+std::vector<int64_t> parse_lengths(const std::string& text, int64_t lo) {
+  std::vector<int64_t> out;
+  size_t i = 0;
+  while (i <= text.size()) {
+    const size_t comma = std::min(text.find(',', i), text.size());
+    int64_t v = 0;
+    const auto r = std::from_chars(text.data() + i, text.data() + comma, v);
+    if (r.ec != std::errc() || r.ptr != text.data() + comma)
+      ROTOR_FAIL("{}: --lengths must be integers separated by commas (128,256,512), got \"{}\"",
+                 kCmd, text);
+    rotor::cli::check_int(kCmd, "--lengths", v, lo, kMaxLength);
+    if (!out.empty() && v <= out.back())
+      ROTOR_FAIL("{}: --lengths must increase, got {} after {}", kCmd, v, out.back());
+    out.push_back(v);
+    i = comma + 1;
+  }
+  return out;
+}
+
+// A temporary directory removed with everything in it when the object goes.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/rotor-eval-XXXXXX";
+    if (!::mkdtemp(tmpl.data()))
+      ROTOR_FAIL("{}: cannot create {}: {}", kCmd, tmpl, std::strerror(errno));
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The text of `input` binarized as the trainer binarizes a raw data.valid
+// (data/prepared.h: empty lines dropped, nothing cut), in memory: the files
+// are gone once mapped.
+std::shared_ptr<const rotor::data::MmapCorpus> binarize(const std::string& input,
+                                                        const std::string& spm,
+                                                        const rotor::data::Tokenizer& tok) {
+  using namespace rotor;
+  const std::vector<std::string> lines = eval::read_lines(input);
+  cli::check_utf8(lines, input);
+  bool text = false;
+  for (const std::string& l : lines) text = text || !(l.empty() || l == "\r");
+  if (!text) ROTOR_FAIL("{}: --input {}: no text (the file is empty)", kCmd, input);
+  ScratchDir scratch;
+  data::PrepareOptions o;
+  o.spm_model = spm;
+  o.src = input;
+  o.output_prefix = scratch.path() + "/text";
+  o.max_len = 0;
+  o.max_len_ratio = 0;
+  o.min_len = 1;
+  data::prepare_corpus(o);
+  auto corpus = std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(o.output_prefix));
+  corpus->check_ids(static_cast<uint64_t>(tok.vocab_size()), "of the tokenizer " + spm);
+  return corpus;
+}
+
+struct Row {
+  int64_t length = 0;
+  rotor::train::ValidationResult result;
+};
+
+double per_token(double sum, int64_t tokens) {
+  return sum / static_cast<double>(std::max<int64_t>(tokens, 1));
+}
+
+double measure(const rotor::train::ValidationResult& r, const std::string& name) {
+  for (const auto& [m, v] : r.measures)
+    if (m == name) return v;
+  return std::nan("");
+}
+
+Json row_json(const Row& row, bool lm) {
+  const auto& s = row.result.sums;
+  Json j;
+  j["length"] = row.length;
+  j[lm ? "tokens" : "masked_tokens"] = s.tokens;
+  j["loss"] = per_token(s.loss, s.tokens);
+  j["ppl"] = std::exp(per_token(s.nll, s.tokens));
+  if (lm) j["bpb"] = measure(row.result, "bpb");
+  if (s.has_correct) j["accuracy"] = per_token(static_cast<double>(s.correct), s.tokens);
+  return j;
+}
+
+void print_table(const std::vector<Row>& rows, bool lm) {
+  std::printf("%8s %12s %10s %12s%s%s\n", "length", lm ? "tokens" : "masked", "loss", "ppl",
+              lm ? "        bpb" : "", "   accuracy");
+  for (const Row& row : rows) {
+    const auto& s = row.result.sums;
+    std::printf("%8lld %12lld %10.6f %12.4f", static_cast<long long>(row.length),
+                static_cast<long long>(s.tokens), per_token(s.loss, s.tokens),
+                std::exp(per_token(s.nll, s.tokens)));
+    if (lm) std::printf(" %10.6f", measure(row.result, "bpb"));
+    if (s.has_correct) std::printf(" %10.6f", per_token(static_cast<double>(s.correct), s.tokens));
+    std::printf("\n");
+  }
+}
+
+int run_eval(const EvalArgs& a) {
+  using namespace rotor;
+  cli::check_nonempty(kCmd, "--checkpoint", a.checkpoint);
+  cli::check_nonempty(kCmd, "--input", a.input);
+  cli::check_input_file(kCmd, "--input", a.input);
+  if (a.block_size && !a.lengths.empty())
+    ROTOR_FAIL("{}: give --block-size or --lengths, not both", kCmd);
+  if (a.batch_size) cli::check_int(kCmd, "--batch-size", *a.batch_size, 1, 100'000);
+  const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
+  const Config cfg = load_config(dir + "/config.yaml");
+  const bool lm = cfg.task == Task::Lm;
+  if (!lm && cfg.task != Task::Mlm)
+    ROTOR_FAIL("{}: {} is a task-{} checkpoint; eval scores task-lm and task-mlm models", kCmd, dir,
+               to_string(cfg.task));
+  const int64_t shortest = lm ? 1 : 2;  // a masked-LM block is [CLS] and a token
+  std::vector<int64_t> lengths;
+  if (!a.lengths.empty()) {
+    lengths = parse_lengths(a.lengths, shortest);
+  } else {
+    if (a.block_size) cli::check_int(kCmd, "--block-size", *a.block_size, shortest, kMaxLength);
+    lengths.push_back(a.block_size.value_or(cfg.data.seq_len));
+  }
+  // A position table has no rows past model.max_positions.
+  const int64_t table = nn::has_position_table(cfg.model.position) ? cfg.model.max_positions : 0;
+  std::string stopped;
+  if (table > 0 && lengths.back() > table) {
+    const std::string why = fmt::format(
+        "the model's {} position table has model.max_positions = {} rows; it cannot score "
+        "blocks of more than {} tokens",
+        cfg.model.position->name, table, table);
+    if (lengths.front() > table)
+      ROTOR_FAIL("{}: {} {}: {}", kCmd, a.lengths.empty() ? "--block-size" : "--lengths",
+                 lengths.front(), why);
+    size_t keep = 0;
+    while (lengths[keep] <= table) ++keep;
+    stopped = fmt::format("stopped at length {}: {}", lengths[keep], why);
+    lengths.resize(keep);
+  }
+  const Device device = resolve_device(a.device);
+  const std::string spm = dir + "/spm.model";
+  const data::Tokenizer tok = data::Tokenizer::load(spm);
+  std::shared_ptr<const data::MmapCorpus> corpus;
+  {
+    cli::Activity activity(fmt::format("{}: reading {}", kCmd, a.input));
+    corpus = binarize(a.input, spm, tok);
+  }
+  const int64_t bytes = static_cast<int64_t>(fs::file_size(a.input));
+
+  nn::ParameterStore store;
+  std::unique_ptr<models::DecoderLM> lm_model;
+  std::unique_ptr<models::BertForMaskedLM> mlm_model;
+  {
+    cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
+    if (lm)
+      lm_model =
+          std::make_unique<models::DecoderLM>(models::lm_options(cfg, tok.vocab_size()), store);
+    else
+      mlm_model = std::make_unique<models::BertForMaskedLM>(
+          models::bert_options(cfg, tok.vocab_size()), store);
+    store.allocate(device);
+    checkpoint::load_weights(dir, store);
+  }
+  nn::Context ctx;
+  ctx.training = false;
+  ctx.device = device;
+  // Random attention features (attention.feature_map: favor) are those of
+  // the checkpoint's last training update, as its validation used.
+  if (cfg.attention.kind != nn::AttentionKind::Softmax) {
+    const int64_t done = checkpoint::load_trainer_state(dir).step;
+    ctx.update = static_cast<uint64_t>(std::max<int64_t>(done - 1, 0));
+  }
+  const int64_t batch_size = a.batch_size.value_or(cfg.train.batch_size);
+  const data::MaskingOptions masking = lm ? data::MaskingOptions{} : train::mlm_masking(cfg, tok);
+  std::vector<Row> rows;
+  for (const int64_t length : lengths) {
+    cli::Activity activity(fmt::format("{}: scoring {} in blocks of {}", kCmd, a.input, length));
+    Row row{length, {}};
+    if (lm) {
+      row.result = train::score_lm(*lm_model, train::lm_eval_blocks(corpus, length, tok), bytes,
+                                   batch_size, ctx);
+    } else {
+      auto blocks = std::make_shared<const data::PackedBlocks>(corpus, length, masking.special.cls,
+                                                               masking.special.sep);
+      row.result = train::score_mlm(*mlm_model, blocks, masking, batch_size, ctx);
+    }
+    rows.push_back(std::move(row));
+  }
+
+  const std::string how = lm ? "non-overlapping blocks" : "packed blocks, fixed validation masks";
+  if (a.json) {
+    Json j;
+    j["checkpoint"] = dir;
+    j["task"] = std::string(to_string(cfg.task));
+    j["input"] = a.input;
+    j["bytes"] = bytes;
+    j["how"] = how;
+    if (a.lengths.empty()) {
+      const Json row = row_json(rows.front(), lm);
+      for (auto it = row.begin(); it != row.end(); ++it) j[it.key()] = *it;
+    } else {
+      j["lengths"] = Json::array();
+      for (const Row& row : rows) j["lengths"].push_back(row_json(row, lm));
+      if (!stopped.empty()) j["stopped"] = stopped;
+    }
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s: %s (task %s) on %s, %lld bytes: %s\n", kCmd, dir.c_str(),
+                std::string(to_string(cfg.task)).c_str(), a.input.c_str(),
+                static_cast<long long>(bytes), how.c_str());
+    print_table(rows, lm);
+  }
+  if (!stopped.empty()) std::fprintf(stderr, "%s: %s\n", kCmd, stopped.c_str());
+  return 0;
+}
+
+}  // namespace
+
+ROTOR_COMMAND("eval", "Score a text file with a language-model checkpoint (loss, ppl, bpb)", 18,
+              [](CLI::App& app) {
+                auto a = std::make_shared<EvalArgs>();
+                app.add_option("--checkpoint", a->checkpoint,
+                               "Task-lm or task-mlm checkpoint or run directory (RUN:best for "
+                               "its best)")
+                    ->required();
+                app.add_option("--input", a->input, "Text file, one line per document or sentence")
+                    ->required();
+                app.add_option_function<int64_t>(
+                    "--block-size", [a](const int64_t& v) { a->block_size = v; },
+                    "Tokens per block (default: the run's data.seq_len)");
+                app.add_option("--lengths", a->lengths,
+                               "Score once per block length, increasing: 128,256,512");
+                app.add_option_function<int64_t>(
+                    "--batch-size", [a](const int64_t& v) { a->batch_size = v; },
+                    "Blocks per batch (default: the run's train.batch_size, as validation)");
+                app.add_option("--device", a->device, "auto | cpu | cuda | cuda:N");
+                app.add_flag("--json", a->json, "One JSON object on standard output");
+                return [a] { return run_eval(*a); };
+              });

@@ -1,0 +1,78 @@
+#include "train/scoring.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/logging.h"
+#include "train/task_data.h"
+
+namespace rotor::train {
+
+TaskSums to_sums(const models::LmSums& s, const models::LmBatch& b) {
+  return {s.loss, s.loss, s.tokens, b.tokens, s.correct, s.has_correct};
+}
+
+TaskSums to_sums(const models::MlmSums& s, const models::MlmBatch& b) {
+  return {s.loss, s.loss, s.tokens, b.tokens, s.correct, s.has_correct};
+}
+
+std::shared_ptr<const data::LmBlocks> lm_eval_blocks(std::shared_ptr<const data::MmapCorpus> corpus,
+                                                     int64_t block_size,
+                                                     const data::Tokenizer& tokenizer) {
+  return std::make_shared<const data::LmBlocks>(std::move(corpus), block_size, tokenizer.eos_id(),
+                                                /*keep_partial=*/true);
+}
+
+std::string lm_scoring_how(int64_t block_size) {
+  return fmt::format("non-overlapping blocks of {} tokens", block_size);
+}
+
+ValidationResult score_lm(models::DecoderLM& model, std::shared_ptr<const data::LmBlocks> blocks,
+                          int64_t text_bytes, int64_t batch_size, const nn::Context& ctx) {
+  ROTOR_CHECK(blocks != nullptr, "score_lm: no blocks");
+  const int64_t block_size = blocks->seq_len();
+  data::LmBatcherOptions bo;
+  bo.batch_size = batch_size;
+  bo.shuffle = false;
+  bo.drop_last = false;
+  data::LmBatcher batcher(std::move(blocks), bo);
+  ValidationResult r;
+  for (int64_t i = 0, n = batcher.batches_in_epoch(); i < n; ++i) {
+    models::LmBatch b = to_model_batch(batcher.next(), ctx.device);
+    r.sums.add(to_sums(model.forward_loss(b, ctx), b));
+  }
+  // Bits per byte: the total negative log-likelihood in bits over the bytes
+  // of the text it scores.
+  const double bytes = static_cast<double>(std::max<int64_t>(text_bytes, 1));
+  r.measures.emplace_back("bpb", r.sums.nll / (std::log(2.0) * bytes));
+  r.how = lm_scoring_how(block_size);
+  return r;
+}
+
+data::MaskingOptions mlm_masking(const Config& c, const data::Tokenizer& tokenizer) {
+  return data::MaskingOptions{
+      c.data.mask_prob,         c.data.mask_token_prob,
+      c.data.random_token_prob, static_cast<uint64_t>(c.seed),
+      tokenizer.vocab_size(),   data::MlmSpecialIds::from_tokenizer(tokenizer)};
+}
+
+ValidationResult score_mlm(models::BertForMaskedLM& model,
+                           std::shared_ptr<const data::PackedBlocks> blocks,
+                           const data::MaskingOptions& masking, int64_t batch_size,
+                           const nn::Context& ctx) {
+  ROTOR_CHECK(blocks != nullptr, "score_mlm: no blocks");
+  data::MlmBatcherOptions bo;
+  bo.batch_size = batch_size;
+  bo.shuffle = false;
+  bo.fixed_masking = true;  // the same masks in every evaluation of every run
+  bo.drop_last = false;
+  data::MlmBatcher batcher(std::move(blocks), data::Masker(masking), bo);
+  ValidationResult r;
+  for (int64_t i = 0, n = batcher.batches_in_epoch(); i < n; ++i) {
+    models::MlmBatch b = to_model_batch(batcher.next(), ctx.device);
+    r.sums.add(to_sums(model.forward_loss(b, ctx), b));
+  }
+  return r;
+}
+
+}  // namespace rotor::train

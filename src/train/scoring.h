@@ -1,0 +1,60 @@
+// How the language-model tasks score a whole evaluation set, written once for
+// their validation (lm_task.cpp, mlm_task.cpp) and `rotor eval`
+// (cli/cmd_eval.cpp), so that the command reproduces a run's validation loss.
+//
+//   lm:  every block of an evaluation LmBlocks set (non-overlapping blocks,
+//        the last one shorter) in order, `batch_size` blocks per batch; the
+//        loss is the next-token cross-entropy per target, and bits per byte
+//        the total negative log-likelihood in bits over the text's UTF-8
+//        bytes.
+//   mlm: every packed block in order, masked with the fixed validation masks
+//        (data/mlm.h: round kFixedMaskingRound, seeded by the run's seed).
+//
+// `ctx` is the evaluation context (training false, its device; its update
+// picks the random attention features a model that has not trained in this
+// process uses).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "data/lm.h"
+#include "data/mlm.h"
+#include "data/sentencepiece.h"
+#include "models/bert.h"
+#include "models/decoder_lm.h"
+#include "nn/context.h"
+#include "train/task.h"
+
+namespace rotor::train {
+
+// A batch's loss sums as the trainer counts them (training and evaluation).
+TaskSums to_sums(const models::LmSums& sums, const models::LmBatch& batch);
+TaskSums to_sums(const models::MlmSums& sums, const models::MlmBatch& batch);
+
+// The causal-LM blocks of an evaluation set: keep_partial, so that every
+// target of the corpus is scored once.
+std::shared_ptr<const data::LmBlocks> lm_eval_blocks(std::shared_ptr<const data::MmapCorpus> corpus,
+                                                     int64_t block_size,
+                                                     const data::Tokenizer& tokenizer);
+
+// How score_lm reads a set, for the log and `rotor eval`.
+std::string lm_scoring_how(int64_t block_size);
+
+// sums (loss = nll per target summed, tokens = targets, correct), the
+// measure "bpb" over `text_bytes` (at least 1) and `how`.
+ValidationResult score_lm(models::DecoderLM& model, std::shared_ptr<const data::LmBlocks> blocks,
+                          int64_t text_bytes, int64_t batch_size, const nn::Context& ctx);
+
+// The masking of task mlm: data.mask_prob and its companions, the run's seed.
+data::MaskingOptions mlm_masking(const Config& config, const data::Tokenizer& tokenizer);
+
+// sums (loss over the masked tokens, tokens = masked tokens, correct).
+ValidationResult score_mlm(models::BertForMaskedLM& model,
+                           std::shared_ptr<const data::PackedBlocks> blocks,
+                           const data::MaskingOptions& masking, int64_t batch_size,
+                           const nn::Context& ctx);
+
+}  // namespace rotor::train
