@@ -6,10 +6,12 @@
 // valid and test splits; checkpoints/best follows ap and holds labels.txt;
 // `rotor predict` writes per-label probabilities whose scores are the test
 // record's; --resume refuses a changed label vocabulary; bad rows are one
-// line naming the file and the row.
+// line naming the file and the row. configs/multilabel/tiny.yaml trains on
+// the data of scripts/data/make_multilabel_tsv.py.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -231,6 +233,31 @@ TEST_F(MultilabelTrain, BadRowsAreOneLine) {
   ASSERT_NE(r.code, 0);
   EXPECT_NE(r.err.find("train_bad.tsv:2: an empty label in \"ant,,bee\""), std::string::npos)
       << r.err;
+}
+
+TEST_F(MultilabelTrain, ShippedTinyConfigTrains) {
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
+  const std::string src = ROTOR_SOURCE_DIR, bin = ROTOR_BINARY;
+  RunResult r = rotor::test::run_in(
+      dir_.path(), "python3 " + src +
+                       "/scripts/data/make_multilabel_tsv.py --output data/multilabel --train 300 "
+                       "--valid 60 --test 40 && " +
+                       bin +
+                       " spm-train --input data/multilabel/words.txt --model-prefix "
+                       "data/multilabel/spm --vocab-size 80 --user-defined-symbols "
+                       "'[MASK],[CLS],[SEP]'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = rotor::test::run_in(dir_.path(), bin + " train " + src +
+                                           "/configs/multilabel/tiny.yaml --set output_dir=run "
+                                           "--set train.max_updates=20 --set "
+                                           "train.valid_interval=20 --set train.save_interval=20");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<Json> valid = records("run", "valid"), test = records("run", "test");
+  ASSERT_EQ(valid.size(), 1u);
+  ASSERT_EQ(test.size(), 1u);
+  EXPECT_TRUE(valid[0].contains("ap") && valid[0].contains("auroc_macro")) << valid[0].dump();
+  EXPECT_EQ(slurp(dir_ / "run/checkpoints/best/labels.txt"),
+            "ant\nbee\ncow\ndog\neel\nfox\npair\n");
 }
 
 }  // namespace
