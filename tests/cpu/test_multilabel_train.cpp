@@ -5,9 +5,10 @@
 // metrics.jsonl holds ap, auroc and their micro and macro averages for the
 // valid and test splits; checkpoints/best follows ap and holds labels.txt;
 // `rotor predict` writes per-label probabilities whose scores are the test
-// record's; --resume refuses a changed label vocabulary; bad rows are one
-// line naming the file and the row. configs/multilabel/tiny.yaml trains on
-// the data of scripts/data/make_multilabel_tsv.py.
+// record's; `rotor average` keeps labels.txt; --resume refuses a changed label
+// vocabulary; bad rows are one line naming the file and the row.
+// configs/multilabel/tiny.yaml trains on the data of
+// scripts/data/make_multilabel_tsv.py.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -208,6 +209,14 @@ TEST_F(MultilabelTrain, LearnsBeatsTheFrequencyBaselineAndPredicts) {
   EXPECT_NEAR(m.ap, test.back().at("ap").get<double>(), 1e-4);
   EXPECT_NEAR(m.auroc_macro, test.back().at("auroc_macro").get<double>(), 1e-4);
   EXPECT_NE(r.err.find("| ap "), std::string::npos) << r.err;  // scored: the input has labels
+
+  // An average of checkpoints keeps the vocabulary, and predicts alike.
+  r = run("average --last 2 --run " + (dir_ / "run") + " --output " + (dir_ / "avg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(slurp(dir_ / "avg/labels.txt"), "ant\nbee\ncow\ndog\n");
+  r = run("predict --checkpoint " + (dir_ / "avg") + " --input " + (dir_ / "test.tsv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "index\tprediction\tp_ant\tp_bee\tp_cow\tp_dog");
 
   // --resume with another label vocabulary is refused before anything changes.
   r = run("train " + (dir_ / "ml.yaml") +
