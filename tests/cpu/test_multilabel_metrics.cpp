@@ -6,7 +6,8 @@
 // (no positive; for ROC AUC no positive or no negative: it raises, or for AP
 // scores 0 with a warning) are left out of rotor's means, so their
 // references were computed by scikit-learn on the matrix without them, as
-// each comment says.
+// each comment says. tests/scripts/multilabel_metrics_reference.py prints
+// them all again.
 #include <gtest/gtest.h>
 
 #include <cmath>
