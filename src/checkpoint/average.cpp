@@ -131,6 +131,8 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
   const std::string config_yaml = read_file(last + "/config.yaml", kMaxConfigBytes);
   const bool has_spm = fs::exists(last + "/spm.model");
   const std::string spm = has_spm ? read_file(last + "/spm.model") : std::string();
+  const bool has_labels = fs::exists(last + "/" + kLabelsFile);
+  const std::string labels = has_labels ? read_file(last + "/" + kLabelsFile) : std::string();
   files.clear();
 
   const fs::path parent = fs::path(output).parent_path();
@@ -140,6 +142,7 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
     atomic_write_file(tmp + "/trainer_state.json", state.dump(2, ' ', false, kReplace) + "\n");
     atomic_write_file(tmp + "/config.yaml", config_yaml);
     if (has_spm) atomic_write_file(tmp + "/spm.model", spm);
+    if (has_labels) atomic_write_file(tmp + "/" + kLabelsFile, labels);
   });
   return dirs;
 }

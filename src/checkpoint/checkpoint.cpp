@@ -136,6 +136,7 @@ void write_checkpoint_files(const std::string& tmp, const CheckpointContents& c)
   atomic_write_file(tmp + "/trainer_state.json", state_json(c.state));
   atomic_write_file(tmp + "/config.yaml", c.config_yaml);
   if (!c.spm_model.empty()) atomic_write_file(tmp + "/spm.model", read_file(c.spm_model));
+  for (const auto& [name, contents] : c.files) atomic_write_file(tmp + "/" + name, contents);
 }
 
 }  // namespace
@@ -255,8 +256,7 @@ TrainerState load_trainer_state(const std::string& dir) {
   const auto count = [&](const char* key, int64_t fallback, int64_t lo = 0,
                          int64_t hi = INT64_MAX) {
     const int64_t x = v.contains(key) ? get_int(v, key, path) : fallback;
-    if (x < lo || x > hi)
-      ROTOR_FAIL("{}: \"{}\" is {}, outside [{}, {}]", path, key, x, lo, hi);
+    if (x < lo || x > hi) ROTOR_FAIL("{}: \"{}\" is {}, outside [{}, {}]", path, key, x, lo, hi);
     return x;
   };
   TrainerState s;

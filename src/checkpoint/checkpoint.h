@@ -5,6 +5,7 @@
 //   trainer_state.json     step, data position, RNG seed, loss scale, ...
 //   config.yaml            the resolved config
 //   spm.model              the tokenizer, so a checkpoint stands alone
+//   labels.txt             task multilabel: its label vocabulary, a label a line
 // Each directory is written under a temporary name, fsync'ed and renamed; the
 // symlink OUTPUT_DIR/checkpoint_last is then swapped to point at it, and all
 // but the newest keep_last step_N directories are pruned. Pruning renames a
@@ -52,7 +53,12 @@ struct CheckpointContents {
   TrainerState state;
   std::string config_yaml;
   std::string spm_model;  // path of the tokenizer to copy in ("" = none)
+  // Files a task adds (name in the directory, contents): kLabelsFile.
+  std::vector<std::pair<std::string, std::string>> files;
 };
+
+// Task multilabel's label vocabulary in a checkpoint.
+inline constexpr const char* kLabelsFile = "labels.txt";
 
 // Writes OUTPUT_DIR/checkpoints/step_<state.step>, repoints checkpoint_last
 // and prunes to keep_last. Returns the checkpoint directory.

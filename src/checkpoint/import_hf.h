@@ -1,5 +1,5 @@
 // `model.init_from: DIR`: a local Hugging Face BERT/RoFormer directory
-// initializes rotor's model (task mlm or classification), the reverse of
+// initializes rotor's model (task mlm, classification or multilabel), the reverse of
 // checkpoint/export_hf.h:
 //
 //   DIR/config.json        checked against the rotor config before any weight

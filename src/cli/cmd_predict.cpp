@@ -9,6 +9,17 @@
 //
 // --scores adds the raw outputs (logit_<label> columns). When the input has
 // labels, the scores (accuracy and GLUE's, 0-100) go to standard error.
+//
+// A task-multilabel checkpoint (its label vocabulary in labels.txt) writes
+// each label's probability, the sigmoid of its logit, and as the prediction
+// the labels of probability >= 0.5 joined by data.label_separator (empty
+// when none):
+//
+//   index<TAB>prediction<TAB>p_<label 1><TAB>p_<label 2>...
+//   0<TAB>asthma,copd<TAB>0.913<TAB>0.0412...
+//
+// With labels in the input, ap, auroc and their micro and macro averages
+// ([0, 1]) go to standard error.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -53,10 +64,14 @@ int run_predict(const PredictArgs& a) {
   if (!to_stdout && cli::inside(*a.output, dir))
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
                dir);
-  const Config cfg = load_config(dir + "/config.yaml");
-  if (cfg.task != Task::Classification)
-    ROTOR_FAIL("{}: {} is a task-{} checkpoint; predict runs task-classification models", kCmd, dir,
-               to_string(cfg.task));
+  Config cfg = load_config(dir + "/config.yaml");
+  if (cfg.task != Task::Classification && cfg.task != Task::Multilabel)
+    ROTOR_FAIL(
+        "{}: {} is a task-{} checkpoint; predict runs task-classification and task-multilabel "
+        "models",
+        kCmd, dir, to_string(cfg.task));
+  const bool multilabel = cfg.task == Task::Multilabel;
+  if (multilabel) cfg.data.labels = train::read_labels_file(dir + "/" + checkpoint::kLabelsFile);
   const Device device = resolve_device(a.device);
   const data::Tokenizer tok = data::Tokenizer::load(dir + "/spm.model");
   const data::ClassificationSet set =
@@ -80,15 +95,28 @@ int run_predict(const PredictArgs& a) {
   const bool regression = cfg.data.regression;
   const size_t C = static_cast<size_t>(out.num_labels);
   std::string text = "index\tprediction";
+  if (multilabel)
+    for (size_t k = 0; k < C; ++k) text += "\tp_" + cfg.data.labels[k];
   if (a.scores)
     for (size_t k = 0; k < C; ++k)
       text += "\tlogit_" + (regression ? std::string("value") : cfg.data.labels[k]);
   text += "\n";
   for (int64_t i = 0; i < set.size(); ++i) {
     const size_t n = static_cast<size_t>(i);
-    text += std::to_string(i) + "\t" +
-            (regression ? fmt::format("{:.6g}", out.logits[n])
-                        : cfg.data.labels[static_cast<size_t>(out.predicted[n])]);
+    if (multilabel) {
+      std::string predicted, probabilities;
+      for (size_t k = 0; k < C; ++k) {
+        const double p = train::sigmoid(out.logits[n * C + k]);
+        if (p >= 0.5)
+          predicted += (predicted.empty() ? "" : cfg.data.label_separator) + cfg.data.labels[k];
+        probabilities += fmt::format("\t{:.6g}", p);
+      }
+      text += std::to_string(i) + "\t" + predicted + probabilities;
+    } else {
+      text += std::to_string(i) + "\t" +
+              (regression ? fmt::format("{:.6g}", out.logits[n])
+                          : cfg.data.labels[static_cast<size_t>(out.predicted[n])]);
+    }
     if (a.scores)
       for (size_t k = 0; k < C; ++k) text += fmt::format("\t{:.9g}", out.logits[n * C + k]);
     text += "\n";
@@ -111,8 +139,18 @@ int run_predict(const PredictArgs& a) {
       summary += fmt::format(" | accuracy {:.2f}",
                              100.0 * static_cast<double>(s.correct) /
                                  static_cast<double>(std::max<int64_t>(s.tokens, 1)));
-    for (const auto& [metric, value] : train::glue_scores(out, set, regression))
-      summary += fmt::format(" | {} {:.2f}", to_string(metric), value);
+    if (multilabel) {
+      std::vector<std::pair<ValidMetric, double>> scores;
+      std::vector<std::pair<std::string, double>> measures;
+      train::multilabel_scores(out, set, scores, measures);
+      for (const auto& [metric, value] : scores)
+        summary += fmt::format(" | {} {:.4f}", to_string(metric), value);
+      for (const auto& [name, value] : measures)
+        summary += fmt::format(" | {} {:.4f}", name, value);
+    } else {
+      for (const auto& [metric, value] : train::glue_scores(out, set, regression))
+        summary += fmt::format(" | {} {:.2f}", to_string(metric), value);
+    }
   }
   std::fprintf(stderr, "%s\n", summary.c_str());
   return 0;
@@ -120,7 +158,8 @@ int run_predict(const PredictArgs& a) {
 
 }  // namespace
 
-ROTOR_COMMAND("predict", "Classify a TSV file with a task-classification checkpoint", 14,
+ROTOR_COMMAND("predict",
+              "Classify a TSV file with a task-classification or task-multilabel checkpoint", 14,
               [](CLI::App& app) {
                 auto a = std::make_shared<PredictArgs>();
                 app.add_option("--checkpoint", a->checkpoint,
@@ -132,7 +171,8 @@ ROTOR_COMMAND("predict", "Classify a TSV file with a task-classification checkpo
                     ->required();
                 app.add_option_function<std::string>(
                     "--output", [a](const std::string& v) { a->output = v; },
-                    "Predictions, index<TAB>prediction lines (default or -: standard output)");
+                    "Predictions, index<TAB>prediction lines (multilabel: and p_<label> "
+                    "columns; default or -: standard output)");
                 app.add_flag("--scores", a->scores, "Add the raw outputs (logit_<label> columns)");
                 app.add_option("--batch-size", a->batch_size, "Examples per batch (default 32)");
                 app.add_option("--device", a->device, "auto | cpu | cuda | cuda:N");

@@ -29,7 +29,7 @@
 
 namespace rotor {
 
-enum class Task { Translation, Mlm, Classification, Lm };
+enum class Task { Translation, Mlm, Classification, Lm, Multilabel };
 enum class Precision { FP32, FP16, BF16 };
 enum class LogLevel { Trace, Debug, Info, Warn, Error };
 enum class NormPlacement { Post, Pre };
@@ -37,8 +37,10 @@ enum class SpmModelType { Bpe, Unigram };
 enum class OptimizerName { Adam, AdamW };
 // What a validation reports (train.valid_metrics) and what the best
 // checkpoint and early stopping follow (train.best_metric). f1, mcc, pearson
-// and spearman are GLUE's scores of task classification, on its 0-100 scale.
-enum class ValidMetric { Loss, Accuracy, Bleu, Chrf, F1, Mcc, Pearson, Spearman };
+// and spearman are GLUE's scores of task classification, on its 0-100 scale;
+// ap and auroc are task multilabel's average precision and ROC AUC averaged
+// over examples (eval/multilabel_metrics.h), in [0, 1].
+enum class ValidMetric { Loss, Accuracy, Bleu, Chrf, F1, Mcc, Pearson, Spearman, Ap, Auroc };
 
 // The spelling of every enum value in YAML.
 template <class E>
@@ -49,7 +51,8 @@ struct EnumNames;
     static constexpr std::pair<E, std::string_view> items[] = {__VA_ARGS__}; \
   }
 ROTOR_ENUM_NAMES(Task, {Task::Translation, "translation"}, {Task::Mlm, "mlm"},
-                 {Task::Classification, "classification"}, {Task::Lm, "lm"});
+                 {Task::Classification, "classification"}, {Task::Lm, "lm"},
+                 {Task::Multilabel, "multilabel"});
 ROTOR_ENUM_NAMES(Precision, {Precision::FP32, "fp32"}, {Precision::FP16, "fp16"},
                  {Precision::BF16, "bf16"});
 ROTOR_ENUM_NAMES(LogLevel, {LogLevel::Trace, "trace"}, {LogLevel::Debug, "debug"},
@@ -72,7 +75,8 @@ ROTOR_ENUM_NAMES(OptimizerName, {OptimizerName::Adam, "adam"}, {OptimizerName::A
 ROTOR_ENUM_NAMES(ValidMetric, {ValidMetric::Loss, "loss"}, {ValidMetric::Accuracy, "accuracy"},
                  {ValidMetric::Bleu, "bleu"}, {ValidMetric::Chrf, "chrf"}, {ValidMetric::F1, "f1"},
                  {ValidMetric::Mcc, "mcc"}, {ValidMetric::Pearson, "pearson"},
-                 {ValidMetric::Spearman, "spearman"});
+                 {ValidMetric::Spearman, "spearman"}, {ValidMetric::Ap, "ap"},
+                 {ValidMetric::Auroc, "auroc"});
 ROTOR_ENUM_NAMES(optim::ScheduleKind, {optim::ScheduleKind::InverseSqrt, "inverse_sqrt"},
                  {optim::ScheduleKind::Linear, "linear"},
                  {optim::ScheduleKind::Constant, "constant"});
@@ -209,12 +213,17 @@ struct DataConfig {
   // header is false. sentence2_column "" = single sentences; labels lists
   // the class labels as written in the label column (class i = labels[i]);
   // regression: true reads the label column as a number instead.
+  // Task multilabel reads the same layout, its label column a list of
+  // labels separated by label_separator (one character; "" in the column:
+  // no labels); labels, when given, is its label vocabulary, else the sorted
+  // labels of data.train (data/tsv.h).
   std::string sentence1_column = "sentence";
   std::string sentence2_column;
   std::string label_column = "label";
   bool header = true;
   std::vector<std::string> labels;
   bool regression = false;
+  std::string label_separator = ",";
   bool operator==(const DataConfig&) const = default;
 };
 
@@ -234,11 +243,13 @@ struct TrainConfig {
   // validation set with the decode settings (translation); accuracy is the
   // masked-token accuracy (mlm, always reported there). Task classification
   // always reports what applies: accuracy, f1 (two labels) and mcc, or
-  // pearson and spearman (regression).
+  // pearson and spearman (regression); task multilabel always reports ap and
+  // auroc (and their micro and macro averages, by name).
   std::vector<ValidMetric> valid_metrics = {ValidMetric::Loss};
   int64_t valid_max_sentences = 0;  // bleu/chrf decode at most this many (0 = all)
   // The metric that picks checkpoints/best and that train.patience follows
-  // (lower is better for loss, higher for the others).
+  // (lower is better for loss, higher for the others; task multilabel's
+  // configs set ap).
   ValidMetric best_metric = ValidMetric::Loss;
   // Initial fp16 loss scale. The loss gradient is per token, not divided by
   // the batch's tokens before the backward (the optimizer does that), so the

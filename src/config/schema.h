@@ -106,6 +106,7 @@ void visit_config(C& c, V& v) {
     v.boolean("header", d.header);
     v.string_list("labels", d.labels);
     v.boolean("regression", d.regression);
+    v.string("label_separator", d.label_separator);
   });
   v.section("train", [&] {
     auto& t = c.train;

@@ -66,8 +66,8 @@ bool is_column_index(const std::string& s) {
   return r.ec == std::errc() && r.ptr == s.data() + s.size() && i >= 0;
 }
 
-// The TSV columns and labels (data/classification.h reads them).
-std::optional<ConfigProblem> classification_rules(const Config& c) {
+// The TSV columns (data/tsv.h reads them), tasks classification and multilabel.
+std::optional<ConfigProblem> tsv_rules(const Config& c) {
   const DataConfig& d = c.data;
   if (d.sentence1_column.empty())
     return ConfigProblem{"data.sentence1_column", "empty; name the column of the (first) sentence"};
@@ -92,6 +92,30 @@ std::optional<ConfigProblem> classification_rules(const Config& c) {
                                          *name),
                              {"data.header"}};
   }
+  const int need = d.sentence2_column.empty() ? 3 : 5;  // [CLS] a [SEP] (b [SEP])
+  if (d.seq_len < need)
+    return ConfigProblem{
+        "data.seq_len",
+        fmt::format("{} tokens cannot hold [CLS] a [SEP]{} with a token of each sentence; at "
+                    "least {}",
+                    d.seq_len, d.sentence2_column.empty() ? "" : " b [SEP]", need)};
+  return std::nullopt;
+}
+
+std::optional<ConfigProblem> distinct_labels(const DataConfig& d) {
+  for (size_t i = 0; i < d.labels.size(); ++i) {
+    if (d.labels[i].empty()) return ConfigProblem{"data.labels", "an empty label"};
+    for (size_t j = 0; j < i; ++j)
+      if (d.labels[j] == d.labels[i])
+        return ConfigProblem{"data.labels", fmt::format("\"{}\" is listed twice", d.labels[i])};
+  }
+  return std::nullopt;
+}
+
+// The TSV columns and class labels (data/classification.h reads them).
+std::optional<ConfigProblem> classification_rules(const Config& c) {
+  if (auto problem = tsv_rules(c)) return problem;
+  const DataConfig& d = c.data;
   if (d.regression && !d.labels.empty())
     return ConfigProblem{
         "data.labels",
@@ -104,19 +128,32 @@ std::optional<ConfigProblem> classification_rules(const Config& c) {
                     "column {}), or data.regression: true; got {}",
                     d.label_column, d.labels.size()),
         {"data.regression", "task"}};
-  for (size_t i = 0; i < d.labels.size(); ++i) {
-    if (d.labels[i].empty()) return ConfigProblem{"data.labels", "an empty label"};
-    for (size_t j = 0; j < i; ++j)
-      if (d.labels[j] == d.labels[i])
-        return ConfigProblem{"data.labels", fmt::format("\"{}\" is listed twice", d.labels[i])};
-  }
-  const int need = d.sentence2_column.empty() ? 3 : 5;  // [CLS] a [SEP] (b [SEP])
-  if (d.seq_len < need)
-    return ConfigProblem{
-        "data.seq_len",
-        fmt::format("{} tokens cannot hold [CLS] a [SEP]{} with a token of each sentence; at "
-                    "least {}",
-                    d.seq_len, d.sentence2_column.empty() ? "" : " b [SEP]", need)};
+  return distinct_labels(d);
+}
+
+// The TSV columns, the label lists' separator and the label vocabulary
+// (data/tsv.h reads them).
+std::optional<ConfigProblem> multilabel_rules(const Config& c) {
+  if (auto problem = tsv_rules(c)) return problem;
+  const DataConfig& d = c.data;
+  if (d.regression)
+    return ConfigProblem{"data.regression",
+                         "task multilabel reads lists of labels, not numbers; set it false",
+                         {"task"}};
+  const std::string& s = d.label_separator;
+  if (s.size() != 1 || s[0] == '\t' || s[0] == '\n' || s[0] == '\r' ||
+      static_cast<unsigned char>(s[0]) >= 0x80)
+    return ConfigProblem{"data.label_separator",
+                         fmt::format("\"{}\" is not one ASCII character other than a tab or a "
+                                     "line break (e.g. \",\" or \" \")",
+                                     s)};
+  if (auto problem = distinct_labels(d)) return problem;
+  for (const auto& label : d.labels)
+    if (label.find(s[0]) != std::string::npos || label.front() == ' ' || label.back() == ' ')
+      return ConfigProblem{
+          "data.labels",
+          fmt::format("\"{}\" holds the separator \"{}\" or starts or ends with a space", label, s),
+          {"data.label_separator"}};
   return std::nullopt;
 }
 
@@ -156,6 +193,13 @@ const std::vector<TaskSpec> kTasks = {
      {{ValidMetric::Loss}, {ValidMetric::Accuracy, true}},
      {{"data.train", &DataConfig::train, "a text file, or a prefix prepared by `rotor prepare`"}},
      lm_rules},
+    {Task::Multilabel,
+     ModelFamily::BertEncoder,
+     "data.seq_len",
+     &DataConfig::seq_len,
+     {{ValidMetric::Loss}, {ValidMetric::Ap, true}, {ValidMetric::Auroc, true}},
+     {{"data.train", &DataConfig::train, "a TSV file with a column of label lists"}},
+     multilabel_rules},
 };
 
 const TaskMetric* find_metric(const TaskSpec& spec, ValidMetric metric) {

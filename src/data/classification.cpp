@@ -84,10 +84,17 @@ ClassificationSet read_classification_tsv(const std::string& path, const TsvForm
   ClassificationSet set;
   set.path = path;
   set.has_labels = rows.has_labels;
+  set.multilabel = f.multilabel;
+  set.num_labels = static_cast<int64_t>(f.labels.size());
   set.examples.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows.has_labels && f.regression) set.examples[i].target = rows.targets[i];
-    if (rows.has_labels && !f.regression) set.examples[i].label = rows.labels[i];
+    if (!rows.has_labels) continue;
+    if (f.multilabel)
+      set.examples[i].label_set = rows.label_sets[i];
+    else if (f.regression)
+      set.examples[i].target = rows.targets[i];
+    else
+      set.examples[i].label = rows.labels[i];
   }
   const bool pair = !f.sentence2.empty();
   std::vector<std::vector<int32_t>> a, b;
@@ -115,6 +122,8 @@ ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
   std::vector<int32_t> ids(static_cast<size_t>(B * T), kPadId), types(ids.size(), 0);
   std::vector<int32_t> lengths(static_cast<size_t>(B)), labels;
   std::vector<float> targets;
+  const int64_t C = set.num_labels;
+  if (set.multilabel) targets.assign(static_cast<size_t>(B * C), 0.0f);
   ClassificationHostBatch batch;
   batch.indices = indices;
   for (int64_t r = 0; r < B; ++r) {
@@ -123,7 +132,9 @@ ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
     std::copy(ex.types.begin(), ex.types.end(), types.begin() + r * T);
     lengths[static_cast<size_t>(r)] = static_cast<int32_t>(ex.ids.size());
     batch.tokens += static_cast<int64_t>(ex.ids.size());
-    if (regression)
+    if (set.multilabel)
+      for (int32_t k : ex.label_set) targets[static_cast<size_t>(r * C + k)] = 1.0f;
+    else if (regression)
       targets.push_back(ex.target);
     else
       labels.push_back(ex.label);
@@ -131,8 +142,11 @@ ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
   batch.input_ids = Tensor::from_ints(ids, {B, T});
   batch.token_type_ids = Tensor::from_ints(types, {B, T});
   batch.lengths = Tensor::from_ints(lengths, {B});
-  if (set.has_labels && regression) batch.targets = Tensor::from_floats(targets, {B});
-  if (set.has_labels && !regression) batch.labels = Tensor::from_ints(labels, {B});
+  if (set.has_labels && set.multilabel) batch.targets = Tensor::from_floats(targets, {B, C});
+  if (set.has_labels && !set.multilabel && regression)
+    batch.targets = Tensor::from_floats(targets, {B});
+  if (set.has_labels && !set.multilabel && !regression)
+    batch.labels = Tensor::from_ints(labels, {B});
   return batch;
 }
 

@@ -7,8 +7,9 @@
 //
 // truncated to max_len tokens by removing tokens from the end of the longer
 // sentence, one at a time (Hugging Face's "longest_first"; on a tie from b).
-// Labels are class indices (the label's position in the label list) or, for
-// regression, numbers. A file without the label column (GLUE's test sets)
+// Labels are class indices (the label's position in the label list), for
+// regression numbers, or for task multilabel sets of label indices (a
+// multi-hot row per example in the batch). A file without the label column (GLUE's test sets)
 // reads without labels when labels are not required.
 #pragma once
 
@@ -43,13 +44,16 @@ struct ClassificationExample {
   std::vector<int32_t> ids, types;  // packed, at most max_len
   int32_t label = -1;               // class index (classification with labels)
   float target = 0;                 // regression value (regression with labels)
+  std::vector<int32_t> label_set;   // multilabel: sorted label indices (maybe none)
 };
 
 struct ClassificationSet {
   std::string path;
   std::vector<ClassificationExample> examples;
   bool has_labels = false;
-  int64_t truncated = 0;  // examples cut to max_len
+  bool multilabel = false;  // label sets of num_labels labels
+  int64_t num_labels = 0;   // the format's labels (classes, or a multilabel vocabulary)
+  int64_t truncated = 0;    // examples cut to max_len
   int64_t size() const { return static_cast<int64_t>(examples.size()); }
 };
 
@@ -65,7 +69,8 @@ struct ClassificationHostBatch {
   Tensor token_type_ids;         // i32 [B, T]
   Tensor lengths;                // i32 [B]: non-pad tokens per row
   Tensor labels;                 // i32 [B]: class indices, or undefined
-  Tensor targets;                // f32 [B]: regression values, or undefined
+  Tensor targets;                // f32 [B]: regression values; multilabel f32 [B, C]
+                                 // multi-hot rows; or undefined
   int64_t tokens = 0;            // non-pad tokens
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
 };

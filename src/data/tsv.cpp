@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "core/error.h"
 #include "data/utf8.h"
@@ -72,10 +73,37 @@ std::string header_list(const std::vector<std::string_view>& header) {
   return s;
 }
 
-}  // namespace
+std::string_view trim_spaces(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
 
-TsvRows parse_classification_tsv(std::string_view text, const std::string& path, const TsvFormat& f,
-                                 bool require_labels) {
+// The labels of a multilabel field (TsvFormat::multilabel says how).
+std::vector<std::string_view> split_label_list(std::string_view field, char sep,
+                                               const std::string& path, size_t line) {
+  std::vector<std::string_view> out;
+  if (trim_spaces(field).empty()) return out;
+  size_t start = 0;
+  for (size_t i = 0; i <= field.size(); ++i) {
+    if (i < field.size() && field[i] != sep) continue;
+    const std::string_view label = trim_spaces(field.substr(start, i - start));
+    start = i + 1;
+    if (!label.empty())
+      out.push_back(label);
+    else if (sep != ' ')
+      ROTOR_FAIL(
+          "{}:{}: an empty label in \"{}\" (labels separated by \"{}\", "
+          "data.label_separator)",
+          path, line, field, sep);
+  }
+  return out;
+}
+
+// parse_classification_tsv; with `vocabulary`, a multilabel file's labels go
+// there instead of being looked up.
+TsvRows parse_rows(std::string_view text, const std::string& path, const TsvFormat& f,
+                   bool require_labels, std::set<std::string, std::less<>>* vocabulary) {
   // A UTF-8 byte-order mark (Windows editors write one) is not part of the header.
   std::string_view body = text;
   if (body.substr(0, 3) == "\xEF\xBB\xBF") body.remove_prefix(3);
@@ -127,7 +155,25 @@ TsvRows parse_classification_tsv(std::string_view text, const std::string& path,
                  fields.size(), needed - 1);
     if (rows.has_labels) {
       const std::string_view label = fields[static_cast<size_t>(cl)];
-      if (f.regression) {
+      if (f.multilabel) {
+        std::vector<int32_t> set;
+        for (const std::string_view l : split_label_list(label, f.label_separator, path, i + 1)) {
+          if (vocabulary) {
+            if (vocabulary->find(l) == vocabulary->end()) vocabulary->emplace(l);
+            continue;
+          }
+          const auto it = std::find(f.labels.begin(), f.labels.end(), l);
+          if (it == f.labels.end())
+            ROTOR_FAIL(
+                "{}:{}: label \"{}\" is not one of the run's {} labels (data.labels, or else "
+                "the labels of data.train)",
+                path, i + 1, l, f.labels.size());
+          set.push_back(static_cast<int32_t>(it - f.labels.begin()));
+        }
+        std::sort(set.begin(), set.end());
+        set.erase(std::unique(set.begin(), set.end()), set.end());
+        rows.label_sets.push_back(std::move(set));
+      } else if (f.regression) {
         const std::optional<float> v = parse_target(label);
         if (!v)
           ROTOR_FAIL(
@@ -150,6 +196,21 @@ TsvRows parse_classification_tsv(std::string_view text, const std::string& path,
   }
   if (rows.size() == 0) ROTOR_FAIL("{}: no examples", path);
   return rows;
+}
+
+}  // namespace
+
+TsvRows parse_classification_tsv(std::string_view text, const std::string& path, const TsvFormat& f,
+                                 bool require_labels) {
+  return parse_rows(text, path, f, require_labels, nullptr);
+}
+
+std::vector<std::string> label_vocabulary(std::string_view text, const std::string& path,
+                                          const TsvFormat& f) {
+  ROTOR_CHECK(f.multilabel, "label_vocabulary: not a multilabel format");
+  std::set<std::string, std::less<>> vocabulary;
+  parse_rows(text, path, f, /*require_labels=*/true, &vocabulary);
+  return {vocabulary.begin(), vocabulary.end()};
 }
 
 }  // namespace rotor::data

@@ -20,6 +20,13 @@ struct TsvFormat {
   bool header = true;
   std::vector<std::string> labels;  // class i is labels[i]; empty with regression
   bool regression = false;
+  // The label column holds a list of labels from `labels` (task
+  // multilabel), separated by label_separator: each label trimmed of spaces,
+  // a field of spaces or nothing an empty list, the same label twice counted
+  // once. With separator ' ' any run of spaces separates; with another, an
+  // empty label between separators ("a,,b", "a,") is an error.
+  bool multilabel = false;
+  char label_separator = ',';
   int64_t max_len = 128;  // tokens per example, specials included
 };
 
@@ -27,19 +34,27 @@ struct TsvFormat {
 struct TsvRows {
   std::vector<std::string_view> s1, s2;  // s2 empty for single sentences
   bool has_labels = false;
-  std::vector<int32_t> labels;  // class indices (classification with labels)
-  std::vector<float> targets;   // regression values (regression with labels)
+  std::vector<int32_t> labels;                   // class indices (classification with labels)
+  std::vector<float> targets;                    // regression values (regression with labels)
+  std::vector<std::vector<int32_t>> label_sets;  // multilabel: sorted label indices
   size_t size() const { return s1.size(); }
 };
 
 // Parses `text`, the contents of the file `path` (named in errors). Errors are
 // a rotor::Error naming PATH:LINE: invalid UTF-8, a line whose fields are not
 // as many as the header's (without a header: fewer than the columns it
-// needs), a label not in format.labels, a regression label that is not a
+// needs), a label not in format.labels, an empty label in a list, a regression label that is not a
 // number a float holds ("+0.5" is one, 1e300 is not), a missing column (the
 // header's columns are listed), no examples. Without the label column the
 // rows have no labels, which is an error when `require_labels`.
 TsvRows parse_classification_tsv(std::string_view text, const std::string& path,
                                  const TsvFormat& format, bool require_labels);
+
+// Task multilabel's label vocabulary when data.labels names none: the
+// distinct labels of the label column of `text` (the training file), sorted
+// by their bytes. format.labels is ignored; the file's errors are
+// parse_classification_tsv's.
+std::vector<std::string> label_vocabulary(std::string_view text, const std::string& path,
+                                          const TsvFormat& format);
 
 }  // namespace rotor::data

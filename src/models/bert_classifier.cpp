@@ -22,8 +22,9 @@ ClassificationBatch ClassificationBatch::to(Device device) const {
 BertForSequenceClassification::BertForSequenceClassification(const BertClassifierOptions& c,
                                                              nn::ParameterStore& store)
     : options_(c), store_(&store), encoder_(c.encoder, store) {
-  ROTOR_CHECK(c.num_labels >= 1 && (!c.regression || c.num_labels == 1), "classifier: {} labels{}",
-              c.num_labels, c.regression ? " for regression" : "");
+  ROTOR_CHECK(
+      c.num_labels >= 1 && (!c.regression || c.num_labels == 1) && !(c.regression && c.multilabel),
+      "classifier: {} labels{}", c.num_labels, c.regression ? " for regression" : "");
   const int64_t d = c.encoder.layer.d_model, C = c.num_labels;
   const Init w = Init::normal(c.encoder.init_std);
   const size_t mark = nn::ParamRange::mark(store);
@@ -95,7 +96,20 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
   ClassificationSums sums;
   labels_ = lse_ = Tensor();
   residuals_.clear();
-  if (options_.regression && batch.targets.defined()) {
+  if (options_.multilabel && batch.targets.defined()) {
+    const std::vector<float> t = batch.targets.to_floats();
+    ROTOR_CHECK(static_cast<int64_t>(t.size()) == B_ * C, "classifier: {} targets for {} x {}",
+                t.size(), B_, C);
+    residuals_.resize(t.size());
+    for (size_t i = 0; i < t.size(); ++i) {
+      const double z = lg[i], y = t[i];
+      const double e = std::exp(-std::abs(z));  // in (0, 1]: no overflow
+      sums.loss += (std::max(z, 0.0) - z * y + std::log1p(e)) / static_cast<double>(C);
+      const double sigmoid = z >= 0 ? 1 / (1 + e) : e / (1 + e);
+      residuals_[i] = static_cast<float>((sigmoid - y) / static_cast<double>(C));
+    }
+    sums.examples = B_;
+  } else if (options_.regression && batch.targets.defined()) {
     const std::vector<float> t = batch.targets.to_floats();
     ROTOR_CHECK(static_cast<int64_t>(t.size()) == B_, "classifier: {} targets for {} rows",
                 t.size(), B_);
@@ -128,7 +142,11 @@ void BertForSequenceClassification::backward(float loss_scale) {
   ROTOR_CHECK(lse_.defined() || !residuals_.empty(),
               "classifier backward without a loss (the batch had no labels)");
   Tensor dlogits;  // [B, C]
-  if (options_.regression) {
+  if (options_.multilabel) {
+    std::vector<float> g(residuals_.size());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = loss_scale * residuals_[i];
+    dlogits = Tensor::from_floats(g, logits_.shape(), logits_.dtype(), logits_.device());
+  } else if (options_.regression) {
     // d(r^2)/dy = 2 r.
     std::vector<float> g(residuals_.size());
     for (size_t i = 0; i < g.size(); ++i) g[i] = 2.0f * loss_scale * residuals_[i];

@@ -15,9 +15,14 @@
 //   bert.pooler.dense.{weight [d, d], bias [d]}, classifier.{weight [C, d], bias [C]}
 //   classifier.dense.{weight [d, d], bias [d]}, classifier.out_proj.{weight [C, d], bias [C]}
 //
-// The loss is Hugging Face's: cross-entropy over C classes, or for
-// regression (C = 1) the squared error; summed over the batch here, and the
-// trainer divides by the examples of the update (the mean, as Hugging Face).
+// The loss is Hugging Face's: cross-entropy over C classes, for regression
+// (C = 1) the squared error, or for multi-label classification (C labels,
+// each present or not: problem_type "multi_label_classification") binary
+// cross-entropy on each logit, averaged over the C labels,
+//   loss_b = 1/C sum_c [max(z, 0) - z y + log(1 + exp(-|z|))],  z = logit, y in {0, 1}
+// (the stable form of -y log s(z) - (1 - y) log(1 - s(z))). It is summed over
+// the batch here, and the trainer divides by the examples of the update (the
+// mean, as Hugging Face: PyTorch's BCEWithLogitsLoss for multi-label).
 #pragma once
 
 #include <memory>
@@ -31,6 +36,7 @@ struct BertClassifierOptions {
   BertOptions encoder;
   int64_t num_labels = 2;   // C; 1 with regression
   bool regression = false;  // squared error on one output instead of cross-entropy
+  bool multilabel = false;  // binary cross-entropy on each of C outputs
   float dropout = 0.1f;     // the head's dropout (Hugging Face: hidden_dropout_prob)
   // True for RoFormer's head (dense + activation), false for BERT's pooler.
   bool roformer_head() const { return encoder.position->hf.family == "roformer"; }
@@ -42,7 +48,8 @@ struct ClassificationBatch {
   Tensor token_type_ids;  // i32 [B, T], or undefined (segment 0)
   Tensor lengths;         // i32 [B]
   Tensor labels;          // i32 [B] class indices, or undefined (no loss)
-  Tensor targets;         // f32 [B] regression values, or undefined (no loss)
+  Tensor targets;         // f32 [B] regression values, f32 [B, C] multi-label 0/1, or
+                          // undefined (no loss)
   int64_t tokens = 0;     // non-pad tokens
   ClassificationBatch to(Device device) const;
 };
@@ -85,7 +92,8 @@ class BertForSequenceClassification {
   Tensor cls_rows_;               // i32 [B]: flat indices b * T of the [CLS] states
   std::vector<float> pooled_;     // BERT: tanh output [B * d] (its derivative is 1 - y^2)
   Tensor logits_, labels_, lse_;  // [B, C], i32 [B], f32 [B]
-  std::vector<float> residuals_;  // regression: prediction - target [B]
+  std::vector<float> residuals_;  // regression: prediction - target [B]; multilabel:
+                                  // (sigmoid - target) / C [B * C], d loss_b / d z
   nn::Context ctx_;
 };
 

@@ -85,7 +85,10 @@ BertClassifierOptions bert_classifier_options(const Config& c, int64_t vocab_siz
   BertClassifierOptions k;
   k.encoder = bert_options(c, vocab_size);
   k.regression = c.data.regression;
+  k.multilabel = c.task == Task::Multilabel;
   k.num_labels = c.data.regression ? 1 : static_cast<int64_t>(c.data.labels.size());
+  if (k.num_labels < 1 && k.multilabel)
+    ROTOR_FAIL("data.labels: task multilabel needs its label vocabulary");
   if (k.num_labels < 1)
     ROTOR_FAIL("data.labels: task classification needs the class labels (or data.regression)");
   k.dropout = static_cast<float>(c.model.dropout);

@@ -29,9 +29,11 @@ BertOptions bert_options(const Config& config, int64_t vocab_size);
 // model.share_embeddings.
 DecoderLmOptions lm_options(const Config& config, int64_t vocab_size);
 
-// The sequence classifier of task classification: the encoder of
-// bert_options, data.labels.size() classes (or one output with
-// data.regression), the head's dropout model.dropout.
+// The sequence classifier of tasks classification and multilabel: the
+// encoder of bert_options, data.labels.size() classes (or one output with
+// data.regression; task multilabel: data.labels is its label vocabulary,
+// which the task fills in when the config names none), the head's dropout
+// model.dropout.
 BertClassifierOptions bert_classifier_options(const Config& config, int64_t vocab_size);
 
 // The BERT/RoFormer encoder of tasks mlm and classification with the

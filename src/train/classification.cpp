@@ -1,9 +1,11 @@
 #include "train/classification.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "eval/glue_metrics.h"
+#include "eval/multilabel_metrics.h"
 #include "train/task_data.h"
 
 namespace rotor::train {
@@ -33,7 +35,7 @@ ClassificationOutputs classify(models::BertForSequenceClassification& model,
     t.has_correct = s.has_correct;
     out.sums.add(t);
   }
-  if (!regression) {
+  if (!regression && !model.options().multilabel) {
     const size_t C = static_cast<size_t>(out.num_labels);
     for (size_t i = 0; i < out.logits.size(); i += C)
       out.predicted.push_back(static_cast<int32_t>(
@@ -64,6 +66,30 @@ std::vector<std::pair<ValidMetric, double>> glue_scores(const ClassificationOutp
       ValidMetric::Mcc,
       100.0 * eval::matthews_corrcoef(o.predicted, gold, static_cast<int32_t>(o.num_labels)));
   return scores;
+}
+
+double sigmoid(double z) {
+  const double e = std::exp(-std::abs(z));
+  return z >= 0 ? 1 / (1 + e) : e / (1 + e);
+}
+
+void multilabel_scores(const ClassificationOutputs& o, const data::ClassificationSet& set,
+                       std::vector<std::pair<ValidMetric, double>>& scores,
+                       std::vector<std::pair<std::string, double>>& measures) {
+  if (!set.has_labels || set.size() == 0) return;
+  const size_t C = static_cast<size_t>(o.num_labels);
+  std::vector<double> p(o.logits.size());
+  for (size_t i = 0; i < p.size(); ++i) p[i] = sigmoid(o.logits[i]);
+  std::vector<uint8_t> truth(p.size(), 0);
+  for (size_t n = 0; n < set.examples.size(); ++n)
+    for (int32_t k : set.examples[n].label_set) truth[n * C + static_cast<size_t>(k)] = 1;
+  const eval::MultilabelScores m = eval::multilabel_scores(p, truth, o.num_labels);
+  scores.emplace_back(ValidMetric::Ap, m.ap);
+  scores.emplace_back(ValidMetric::Auroc, m.auroc);
+  measures.emplace_back("ap_micro", m.ap_micro);
+  measures.emplace_back("ap_macro", m.ap_macro);
+  measures.emplace_back("auroc_micro", m.auroc_micro);
+  measures.emplace_back("auroc_macro", m.auroc_macro);
 }
 
 }  // namespace rotor::train

@@ -1,9 +1,10 @@
 // Task classification's model run over a whole data set, shared by the
-// training task (validation, data.test) and `rotor predict`, and the GLUE
-// scores of its predictions.
+// training tasks classification and multilabel (validation, data.test) and
+// `rotor predict`, and the GLUE and multi-label scores of its predictions.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,5 +34,17 @@ ClassificationOutputs classify(models::BertForSequenceClassification& model,
 std::vector<std::pair<ValidMetric, double>> glue_scores(const ClassificationOutputs& outputs,
                                                         const data::ClassificationSet& set,
                                                         bool regression);
+
+// Task multilabel's scores of the outputs (sigmoid of the logits) against the
+// set's label sets (eval/multilabel_metrics.h), in [0, 1]: ap and auroc
+// averaged over examples into `scores`; ap_micro, ap_macro, auroc_micro and
+// auroc_macro into `measures`. NaN where no example (or label) defines one.
+// Nothing without labels.
+void multilabel_scores(const ClassificationOutputs& outputs, const data::ClassificationSet& set,
+                       std::vector<std::pair<ValidMetric, double>>& scores,
+                       std::vector<std::pair<std::string, double>>& measures);
+
+// The sigmoid of a logit, computed without overflow.
+double sigmoid(double logit);
 
 }  // namespace rotor::train

@@ -26,10 +26,9 @@ struct TaskFactory {
   std::unique_ptr<TrainingTask> (*make)(const Config&, Device, int rank, int world_size);
 };
 constexpr TaskFactory kFactories[] = {
-    {Task::Translation, make_translation_task},
-    {Task::Mlm, make_mlm_task},
-    {Task::Classification, make_classification_task},
-    {Task::Lm, make_lm_task},
+    {Task::Translation, make_translation_task},       {Task::Mlm, make_mlm_task},
+    {Task::Classification, make_classification_task}, {Task::Lm, make_lm_task},
+    {Task::Multilabel, make_multilabel_task},
 };
 
 }  // namespace

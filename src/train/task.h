@@ -1,7 +1,7 @@
 // What the training loop needs from a job, whatever its model and data: the
 // translation task (encoder-decoder, label-smoothed loss over target tokens),
-// the masked-LM task (encoder, loss over masked tokens), classification and
-// the causal LM (decoder-only, loss over next tokens). The loop in
+// the masked-LM task (encoder, loss over masked tokens), classification,
+// multi-label classification and the causal LM (decoder-only, loss over next tokens). The loop in
 // trainer.cpp owns the schedule, logging and checkpoints; train/step.h the
 // optimizer and the data-parallel exchange.
 #pragma once
@@ -40,7 +40,8 @@ struct TaskSums {
 // scores of decoded translations when train.valid_metrics asks for them.
 struct ValidationResult {
   TaskSums sums;
-  // bleu, chrf (translation); f1, mcc, pearson, spearman (classification)
+  // bleu, chrf (translation); f1, mcc, pearson, spearman (classification);
+  // ap, auroc (multilabel)
   std::vector<std::pair<ValidMetric, double>> scores;
   // Further measures a task reports by name, logged and recorded with the
   // others (task lm: bpb, bits per UTF-8 byte of the text).
@@ -62,6 +63,9 @@ class TrainingTask {
   virtual nn::ParameterStore& params() = 0;
   virtual std::string tokenizer_path() const = 0;
   virtual int64_t vocab_size() const = 0;
+  // Files every checkpoint holds besides the weights, state, config and
+  // tokenizer (name, contents): task multilabel's labels.txt.
+  virtual std::vector<std::pair<std::string, std::string>> checkpoint_files() const { return {}; }
   // Forward and backward (loss gradient scaled by ctx.loss_scale: 1, or the
   // fp16 loss scale; accumulated) of the next micro-batch of the training
   // stream, computed in ctx.dtype.
@@ -90,5 +94,7 @@ std::unique_ptr<TrainingTask> make_classification_task(const Config& config, Dev
                                                        int rank = 0, int world_size = 1);
 std::unique_ptr<TrainingTask> make_lm_task(const Config& config, Device device, int rank = 0,
                                            int world_size = 1);
+std::unique_ptr<TrainingTask> make_multilabel_task(const Config& config, Device device,
+                                                   int rank = 0, int world_size = 1);
 
 }  // namespace rotor::train

@@ -3,8 +3,10 @@
 #include <filesystem>
 #include <span>
 
+#include "checkpoint/checkpoint.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/io.h"
 #include "nn/position.h"
 
 namespace fs = std::filesystem;
@@ -49,11 +51,11 @@ void check_data(const Config& c) {
         "model.init_from: {} not found (the tokenizer of the pretrained model; set "
         "data.spm_model)",
         spm);
-  if (!fs::exists(spm) && c.task == Task::Classification)
+  if (!fs::exists(spm) && (c.task == Task::Classification || c.task == Task::Multilabel))
     ROTOR_FAIL(
-        "data.spm_model: {} not found; task classification reads the tokenizer of its "
+        "data.spm_model: {} not found; task {} reads the tokenizer of its "
         "encoder (data.spm_model, or the spiece.model of model.init_from)",
-        spm);
+        spm, to_string(c.task));
   if (!fs::exists(spm) && train.is_prepared())
     ROTOR_FAIL("data.spm_model: {} not found (it can only be trained from raw text)", spm);
   // A prefix prepared with another tokenizer, before the run touches anything.
@@ -120,6 +122,17 @@ std::string prepared_prefix(const Config& c, const std::string& key, const std::
 
 void check_resumable_data(const Config& c, const std::string& checkpoint_dir) {
   if (c.task == Task::Classification) return;  // reads its TSV files as they are
+  if (c.task == Task::Multilabel) {            // the same, with the same label vocabulary
+    const std::string saved = checkpoint_dir + "/" + checkpoint::kLabelsFile;
+    const std::vector<std::string> was = read_labels_file(saved), now = multilabel_vocabulary(c);
+    if (was != now)
+      ROTOR_FAIL(
+          "--resume: the label vocabulary ({} labels, from {}) differs from {} ({} labels), "
+          "the one {} was trained with",
+          now.size(), c.data.labels.empty() ? "data.train " + c.data.train : "data.labels", saved,
+          was.size(), checkpoint_dir);
+    return;
+  }
   const std::string spm = tokenizer_path(c);
   const std::string saved = checkpoint_dir + "/spm.model";
   std::error_code ec;
@@ -230,8 +243,47 @@ data::TsvFormat tsv_format(const Config& c) {
   f.header = c.data.header;
   f.labels = c.data.labels;
   f.regression = c.data.regression;
+  f.multilabel = c.task == Task::Multilabel;
+  if (c.data.label_separator.size() == 1) f.label_separator = c.data.label_separator[0];
   f.max_len = c.data.seq_len;
   return f;
+}
+
+std::vector<std::string> multilabel_vocabulary(const Config& c) {
+  if (!c.data.labels.empty()) return c.data.labels;
+  const std::string text = read_file(c.data.train, kMaxTsvBytes);
+  std::vector<std::string> labels = data::label_vocabulary(text, c.data.train, tsv_format(c));
+  if (labels.empty())
+    ROTOR_FAIL(
+        "data.train {}: no example has a label in column {} (data.label_column); task "
+        "multilabel builds its label vocabulary from them (or set data.labels)",
+        c.data.train, c.data.label_column);
+  return labels;
+}
+
+std::string labels_file_text(const std::vector<std::string>& labels) {
+  std::string text;
+  for (const auto& l : labels) text += l + "\n";
+  return text;
+}
+
+std::vector<std::string> read_labels_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    ROTOR_FAIL("{}: missing (a task-multilabel checkpoint holds its label vocabulary there)", path);
+  const std::string text = read_file(path, kMaxConfigBytes);
+  std::vector<std::string> labels;
+  size_t line = 0;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    ++line;
+    labels.push_back(text.substr(start, end - start));
+    if (labels.back().empty()) ROTOR_FAIL("{}:{}: an empty label", path, line);
+    start = end + 1;
+  }
+  if (labels.empty()) ROTOR_FAIL("{}: no labels", path);
+  return labels;
 }
 
 models::ClassificationBatch to_model_batch(const data::ClassificationHostBatch& b, Device device) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "data/batcher.h"
@@ -77,9 +78,20 @@ struct TranslationData {
 // split's key, the file and the sentence otherwise, before training.
 TranslationData load_translation_data(const Config& config, bool need_train = true);
 
-// The TSV layout of task classification (data.sentence1_column, ...), its
-// examples at most data.seq_len tokens.
+// The TSV layout of tasks classification and multilabel
+// (data.sentence1_column, ...), its examples at most data.seq_len tokens.
+// Task multilabel's labels are its label vocabulary (multilabel_vocabulary).
 data::TsvFormat tsv_format(const Config& config);
+
+// Task multilabel's label vocabulary: data.labels, or else the sorted
+// labels of data.train (an error when it has none).
+std::vector<std::string> multilabel_vocabulary(const Config& config);
+
+// checkpoint::kLabelsFile: a label a line, each ending in "\n".
+std::string labels_file_text(const std::vector<std::string>& labels);
+// Reads one back; a missing file, an empty line or no label is a
+// rotor::Error naming the file (and the line).
+std::vector<std::string> read_labels_file(const std::string& path);
 
 // Batches of the data layer as model inputs on `device`.
 models::TranslationBatch to_model_batch(const data::Batch& batch, Device device);

@@ -245,8 +245,11 @@ ValidationResult evaluate(TrainingTask& task, EvalSplit split, Device device,
   const double ppl = std::exp(per_token(v.nll, v.tokens));
   std::string extra =
       v.has_correct ? fmt::format(" | acc {:.3f}", per_token(v.correct, v.tokens)) : "";
-  for (const auto& [metric, value] : r.scores)
-    extra += fmt::format(" | {} {:.2f}", to_string(metric), value);
+  for (const auto& [metric, value] : r.scores) {
+    const bool unit = metric == ValidMetric::Ap || metric == ValidMetric::Auroc;  // in [0, 1]
+    extra += unit ? fmt::format(" | {} {:.4f}", to_string(metric), value)
+                  : fmt::format(" | {} {:.2f}", to_string(metric), value);
+  }
   for (const auto& [measure, value] : r.measures)
     extra += fmt::format(" | {} {:.4f}", measure, value);
   if (!r.how.empty()) extra += " | " + r.how;
@@ -322,6 +325,7 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
     cc.state = state;
     cc.config_yaml = config_yaml;
     cc.spm_model = task.tokenizer_path();
+    cc.files = task.checkpoint_files();
     return cc;
   };
   auto require_finite = [&] {

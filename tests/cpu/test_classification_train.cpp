@@ -278,7 +278,7 @@ TEST_F(ClassificationTrain, BadInputsAreOneLine) {
            "train.tsv:5: label \"odd\" is not one of data.labels [even, odd2]");
   // Commands given the other task's checkpoint.
   one_line(run("predict --checkpoint " + (dir_ / "mlm") + " --input " + (dir_ / "valid.tsv")),
-           "predict runs task-classification models");
+           "predict runs task-classification and task-multilabel models");
   write("ids.txt", "5 7 999\n");
   one_line(run("mlm-logits --checkpoint " + (dir_ / "mlm") + " --input " + (dir_ / "ids.txt") +
                " --input-format ids --output " + (dir_ / "x.npy")),

@@ -1,11 +1,10 @@
 // The sequence classifier (models/bert_classifier.h): finite-difference
 // gradient checks of the whole model and its heads (BERT's pooler + tanh and
-// classifier; RoFormer's dense + GELU and out_proj; cross-entropy and squared
-// error; dropout on with fixed masks), in fp32 the robust way (central
-// differences on the loss, tolerance 2e-3 + 2e-2 |analytic|, every parameter
-// with a nonzero gradient); the loss against one computed here from the
-// logits; Hugging Face's parameter names; the grad_ready reports; batches
-// without labels.
+// classifier; RoFormer's dense + GELU and out_proj; cross-entropy, squared
+// error and multi-label binary cross-entropy; dropout on with fixed masks), in fp32 the robust way
+// (central differences on the loss, tolerance 2e-3 + 2e-2 |analytic|, every parameter with a
+// nonzero gradient); the loss against one computed here from the logits; Hugging Face's parameter
+// names; the grad_ready reports; batches without labels.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -21,7 +20,7 @@ namespace {
 
 using test::jitter;
 
-models::BertClassifierOptions tiny(bool roformer, bool regression) {
+models::BertClassifierOptions tiny(bool roformer, bool regression, bool multilabel = false) {
   models::BertClassifierOptions c;
   c.encoder.vocab_size = 40;
   c.encoder.num_layers = 2;
@@ -34,13 +33,15 @@ models::BertClassifierOptions tiny(bool roformer, bool regression) {
   c.encoder.max_positions = 16;
   c.encoder.init_std = 0.3;
   c.regression = regression;
+  c.multilabel = multilabel;
   c.num_labels = regression ? 1 : 3;
   c.dropout = 0.1f;
   return c;
 }
 
-// Three rows ([CLS] a [SEP] b [SEP], padded), token types, labels or targets.
-models::ClassificationBatch tiny_batch(bool regression) {
+// Three rows ([CLS] a [SEP] b [SEP], padded), token types, labels or targets
+// (multilabel: two labels, none, one).
+models::ClassificationBatch tiny_batch(bool regression, bool multilabel = false) {
   models::ClassificationBatch b;
   const int64_t B = 3, T = 7;
   b.input_ids = Tensor::from_ints(
@@ -48,7 +49,9 @@ models::ClassificationBatch tiny_batch(bool regression) {
   b.token_type_ids =
       Tensor::from_ints({0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {B, T});
   b.lengths = Tensor::from_ints({7, 5, 5}, {B});
-  if (regression)
+  if (multilabel)
+    b.targets = Tensor::from_floats({1, 0, 1, 0, 0, 0, 0, 1, 0}, {B, 3});
+  else if (regression)
     b.targets = Tensor::from_floats({0.5f, -1.25f, 2.0f}, {B});
   else
     b.labels = Tensor::from_ints({2, 0, 1}, {B});
@@ -59,6 +62,7 @@ models::ClassificationBatch tiny_batch(bool regression) {
 struct HeadCase {
   bool roformer, regression;
   const char* name;
+  bool multilabel = false;
 };
 
 class ClassifierGrad : public ::testing::TestWithParam<HeadCase> {};
@@ -66,7 +70,8 @@ class ClassifierGrad : public ::testing::TestWithParam<HeadCase> {};
 TEST_P(ClassifierGrad, MatchesFiniteDifferences) {
   const HeadCase hc = GetParam();
   nn::ParameterStore store;
-  models::BertForSequenceClassification model(tiny(hc.roformer, hc.regression), store);
+  models::BertForSequenceClassification model(tiny(hc.roformer, hc.regression, hc.multilabel),
+                                              store);
   store.allocate(Device::cpu());
   store.initialize(1);
   jitter(store, 2, 0.1f);
@@ -74,7 +79,7 @@ TEST_P(ClassifierGrad, MatchesFiniteDifferences) {
       store.find(model.options().encoder.prefix() + ".embeddings.word_embeddings.weight");
   ASSERT_NE(word, nullptr);
   for (int64_t j = 0; j < 16; ++j) word->value.data<float>()[j] = 0.0f;  // the pad row
-  const models::ClassificationBatch batch = tiny_batch(hc.regression);
+  const models::ClassificationBatch batch = tiny_batch(hc.regression, hc.multilabel);
   nn::Context ctx;
   ctx.training = true;  // dropout on: the same masks in every call (same step)
   ctx.seed = 3;
@@ -84,7 +89,7 @@ TEST_P(ClassifierGrad, MatchesFiniteDifferences) {
   std::vector<float> logits;
   const models::ClassificationSums s = model.forward_loss(batch, ctx, &logits);
   EXPECT_EQ(s.examples, 3);
-  EXPECT_EQ(s.has_correct, !hc.regression);
+  EXPECT_EQ(s.has_correct, !hc.regression && !hc.multilabel);
   // The loss from the logits, computed here.
   const int64_t C = model.options().num_labels;
   ASSERT_EQ(static_cast<int64_t>(logits.size()), 3 * C);
@@ -92,6 +97,14 @@ TEST_P(ClassifierGrad, MatchesFiniteDifferences) {
   int64_t correct = 0;
   for (int64_t b = 0; b < 3; ++b) {
     const float* row = logits.data() + b * C;
+    if (hc.multilabel) {  // -y log s(z) - (1 - y) log(1 - s(z)), averaged over the labels
+      for (int64_t k = 0; k < C; ++k) {
+        const double z = row[k], y = batch.targets.to_floats()[static_cast<size_t>(b * C + k)];
+        const double p = 1 / (1 + std::exp(-z));
+        expect += -(y * std::log(p) + (1 - y) * std::log(1 - p)) / static_cast<double>(C);
+      }
+      continue;
+    }
     if (hc.regression) {
       const double r = row[0] - batch.targets.to_floats()[static_cast<size_t>(b)];
       expect += r * r;
@@ -119,7 +132,9 @@ INSTANTIATE_TEST_SUITE_P(Heads, ClassifierGrad,
                          ::testing::Values(HeadCase{false, false, "bert_classes"},
                                            HeadCase{false, true, "bert_regression"},
                                            HeadCase{true, false, "roformer_classes"},
-                                           HeadCase{true, true, "roformer_regression"}),
+                                           HeadCase{true, true, "roformer_regression"},
+                                           HeadCase{false, false, "bert_multilabel", true},
+                                           HeadCase{true, false, "roformer_multilabel", true}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Classifier, HuggingFaceHeadNames) {
@@ -174,6 +189,39 @@ TEST(Classifier, LossScaleScalesAndEveryParameterIsReportedOnce) {
     for (size_t i = 1; i < ranges.size(); ++i) EXPECT_EQ(ranges[i].second, ranges[i - 1].first);
     EXPECT_EQ(ranges.back().first, 0);
   }
+}
+
+// Binary cross-entropy stays finite and exact where the logits are far out
+// (a naive log(sigmoid) gives inf at |z| ~ 90 in float, log(0) in double at
+// ~750): the loss from logits of +-800 against one computed here, and
+// gradients of (sigmoid - y) / C, 0 or +-1/3 per example.
+TEST(Classifier, MultilabelLossIsStableForLargeLogits) {
+  nn::ParameterStore store;
+  models::BertForSequenceClassification model(tiny(true, false, true), store);
+  store.allocate(Device::cpu());
+  store.initialize(6);
+  nn::Parameter* bias = store.find("classifier.out_proj.bias");
+  nn::Parameter* weight = store.find("classifier.out_proj.weight");
+  ASSERT_TRUE(bias && weight);
+  for (int64_t i = 0; i < 3 * 16; ++i) weight->value.data<float>()[i] = 0.0f;
+  const float zs[3] = {800.0f, -800.0f, 800.0f};
+  for (int k = 0; k < 3; ++k) bias->value.data<float>()[k] = zs[k];
+  const models::ClassificationBatch batch = tiny_batch(false, true);  // rows 101, 000, 010
+  nn::Context ctx;
+  std::vector<float> logits;
+  store.zero_grad();
+  const models::ClassificationSums s = model.forward_loss(batch, ctx, &logits);
+  ASSERT_TRUE(std::isfinite(s.loss));
+  // Wrong by 800 each: row 0 none, row 1 labels 0 and 2, row 2 labels 0, 1 and 2.
+  EXPECT_NEAR(s.loss, 800.0 * (0 + 2 + 3) / 3.0, 1e-9);
+  model.backward(1.0f);
+  const std::vector<float> g = bias->grad.to_floats();
+  // Summed over the rows: labels 0 and 2 are 1/3 too high in rows 1 and 2,
+  // label 1 is 1/3 too low in row 2.
+  EXPECT_NEAR(g[0], 2.0f / 3, 1e-6);
+  EXPECT_NEAR(g[1], -1.0f / 3, 1e-6);
+  EXPECT_NEAR(g[2], 2.0f / 3, 1e-6);
+  for (float v : store.grads().to_floats()) ASSERT_TRUE(std::isfinite(v));
 }
 
 TEST(Classifier, BatchWithoutLabelsGivesLogitsOnly) {

@@ -196,7 +196,8 @@ TEST(Config, BadEnumNamesChoices) {
             "configs/x.yaml:2: model.position: expected one of sinusoidal | learned | rope | none, "
             "got \"rotary\"");
   EXPECT_EQ(load_error("task: gpt\n"),
-            "configs/x.yaml:1: task: expected one of translation | mlm | classification | lm, "
+            "configs/x.yaml:1: task: expected one of translation | mlm | classification | lm | "
+            "multilabel, "
             "got \"gpt\"");
   EXPECT_EQ(load_error("device: gpu\n"),
             "configs/x.yaml:1: device: expected auto, cpu, cuda or cuda:N, got \"gpu\"");

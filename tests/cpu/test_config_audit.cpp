@@ -64,6 +64,8 @@ const Entry kEntries[] = {
    "task mlm"},
   {"task", "lm", Shows::LogHas,
    "--set data.train=mlm.txt --set data.valid=mlm_valid.txt --set data.seq_len=16", "task lm"},
+  // The pair labels as lists of one label each.
+  {"task", "multilabel", Shows::LogHas, "", "task multilabel", "", kClsConfig},
   {"output_dir", "other", Shows::Files},
   {"seed", "9", Shows::Metrics},
   {"device", "cuda:0", Shows::Rejected, "", "cuda"},  // no GPU here; on one, the log says cuda:0
@@ -131,6 +133,9 @@ const Entry kEntries[] = {
   {"data.regression", "true", Shows::LogHas,
    "--set data.label_column=score --set data.labels=[] --set train.best_metric=loss", "pearson", "",
    kClsConfig},
+  // tags holds "yes/three": one label with ",", two with "/".
+  {"data.label_separator", "/", Shows::Metrics,
+   "--set task=multilabel --set data.label_column=tags --set data.labels=[]", "", "", kClsConfig},
   {"train.max_updates", "2", Shows::Metrics},
   {"train.max_epochs", "2", Shows::Metrics, "--set data.max_tokens=4096 --set train.max_updates=5"},
   {"train.batch_size", "2", Shows::Metrics, "", "", "", kMlmConfig},
@@ -225,7 +230,8 @@ class ConfigAudit : public ::testing::Test {
                         "spm100 --vocab-size 100"),
               0);
     // Sentence pairs: is s2 the translation of s1 (yes) or of another line (no)?
-    // s3 is s1 reversed word by word; flipped and score are other labels.
+    // s3 is s1 reversed word by word; flipped, score and tags (multilabel)
+    // are other labels.
     rotor::test::tiny_classification().write(b + "/classification.yaml");
     ASSERT_EQ(sh(b, std::string(ROTOR_BINARY) +
                         " spm-train --input data/train.en --input data/train.de --model-prefix "
@@ -241,7 +247,7 @@ class ConfigAudit : public ::testing::Test {
     }
     for (const char* split : {"train", "valid"}) {
       std::ofstream tsv(b + "/cls_" + split + ".tsv");
-      tsv << "s1\ts2\ts3\tlabel\tflipped\tscore\n";
+      tsv << "s1\ts2\ts3\tlabel\tflipped\tscore\ttags\n";
       const size_t first = std::string(split) == "train" ? 0 : 200,
                    n = std::string(split) == "train" ? 200 : 40;
       for (size_t i = first; i < first + n && i < src.size(); ++i) {
@@ -253,7 +259,8 @@ class ConfigAudit : public ::testing::Test {
           reversed += (reversed.empty() ? "" : " ") + *it;
         tsv << src[i] << "\t" << tgt[match ? i : (i + 7) % src.size()] << "\t" << reversed << "\t"
             << (match ? "yes" : "no") << "\t" << (match ? "no" : "yes") << "\t"
-            << (match ? 4.5 : 0.5) << "\n";
+            << (match ? 4.5 : 0.5) << "\t" << (match ? "yes/" : "no/")
+            << (i % 3 == 0 ? "three" : "rest") << "\n";
       }
     }
   }

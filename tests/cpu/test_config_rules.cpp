@@ -22,7 +22,7 @@ using rotor::test::run_rotor;
 using rotor::test::TempDir;
 using Keys = std::vector<std::pair<std::string, std::string>>;  // key path -> YAML value
 
-enum class Base { Translation, Mlm, Classification, Lm };
+enum class Base { Translation, Mlm, Classification, Lm, Multilabel };
 
 // The keys of each base config, in the order they are written; DIR stands
 // for the directory of the data.
@@ -66,6 +66,11 @@ Keys base_keys(Base base) {
               {"data.sentence1_column", "s"}, {"data.label_column", "label"},
               {"data.labels", "[even, odd]"}, {"data.seq_len", "16"},
               {"train.batch_size", "2"}};
+      break;
+    case Base::Multilabel:
+      task = {{"task", "multilabel"},         {"data.train", "DIR/ml.tsv"},
+              {"data.sentence1_column", "s"}, {"data.label_column", "codes"},
+              {"data.seq_len", "16"},         {"train.batch_size", "2"}};
       break;
   }
   task.insert(task.end(), common.begin(), common.end());
@@ -203,8 +208,17 @@ const Rule kRules[] = {
    "", "data.seq_len", "data.seq_len", "16 exceeds model.max_positions = 8"},
   {"init_from_translation_lists", Base::Translation, {}, "model.init_from=DIR/hf",
    "model.init_from", "",
-   "initializes a BERT/RoFormer encoder (task mlm or classification), a GPT-NeoX/GPT-2 causal LM "
-   "(task lm); task translation has none"},
+   "initializes a BERT/RoFormer encoder (task mlm or classification or multilabel), a GPT-NeoX/GPT-2 "
+   "causal LM (task lm); task translation has none"},
+  {"multilabel_separator", Base::Multilabel, {{"data.label_separator", "\"ab\""}}, "",
+   "data.label_separator", "data.label_separator", "\"ab\" is not one ASCII character"},
+  {"multilabel_regression", Base::Multilabel, {{"data.regression", "true"}}, "", "data.regression",
+   "data.regression", "task multilabel reads lists of labels, not numbers"},
+  {"multilabel_label_with_separator", Base::Multilabel, {{"data.labels", "[odd, \"a,b\"]"}}, "",
+   "data.labels", "data.labels", "\"a,b\" holds the separator \",\""},
+  {"ap_for_classification", Base::Classification, {{"train.best_metric", "ap"}}, "",
+   "train.best_metric", "train.best_metric", "ap is a score of task multilabel; task classification "
+   "has none"},
   {"bleu_for_lm", Base::Lm, {{"train.best_metric", "bleu"}}, "", "train.best_metric",
    "train.best_metric", "bleu is a score of task translation; task lm has none"},
   {"huge_lm", Base::Lm, {{"model.d_ff", "2000000000"}, {"model.decoder_layers", "4"}}, "",
@@ -221,7 +235,8 @@ void PrintTo(const Rule& r, std::ostream* os) {
 class ConfigRules : public ::testing::TestWithParam<Rule> {
  public:
   // The data every row reads, made once: the numbers task (translation), its
-  // English side as a text (mlm) and as a TSV (classification), a tokenizer.
+  // English side as a text (mlm) and as TSVs (classification, multilabel), a
+  // tokenizer.
   static void SetUpTestSuite() {
     dir_ = new TempDir();
     const std::string d = dir_->path();
@@ -229,15 +244,18 @@ class ConfigRules : public ::testing::TestWithParam<Rule> {
                                   "/data --train 120 --valid 10 --test 10 --seed 2");
     ASSERT_EQ(r.code, 0) << r.err;
     std::ifstream en(d + "/data/train.en");
-    std::ofstream text(d + "/mlm.txt"), tsv(d + "/cls.tsv");
+    std::ofstream text(d + "/mlm.txt"), tsv(d + "/cls.tsv"), ml(d + "/ml.tsv");
     tsv << "s\tlabel\n";
+    ml << "s\tcodes\n";
     int i = 0;
     for (std::string line; std::getline(en, line); ++i) {
       text << line << "\n";
       tsv << line << "\t" << (i % 2 ? "odd" : "even") << "\n";
+      ml << line << "\t" << (i % 2 ? "odd" : "even") << (i % 3 ? "" : ",three") << "\n";
     }
     text.close();
     tsv.close();
+    ml.close();
     fs::create_directory(d + "/hf");
     r = run_rotor(*dir_, "spm-train --input " + d + "/data/train.en --input " + d +
                              "/data/train.de --model-prefix " + d +
@@ -257,7 +275,8 @@ TempDir* ConfigRules::dir_ = nullptr;
 // Each base config trains with the data: what stops a row is its rule.
 TEST_F(ConfigRules, BaseConfigsTrain) {
   ASSERT_NE(dir_, nullptr);
-  for (Base base : {Base::Translation, Base::Mlm, Base::Classification, Base::Lm}) {
+  for (Base base :
+       {Base::Translation, Base::Mlm, Base::Classification, Base::Lm, Base::Multilabel}) {
     const std::string name = "base" + std::to_string(static_cast<int>(base));
     Keys keys = base_keys(base);
     for (auto& [key, value] : keys)
