@@ -45,6 +45,8 @@ struct CorpusSource {
 // Cleaning while binarizing (token counts; 0 disables a limit). Empty lines
 // are always dropped.
 struct CleanOptions {
+  // Every line keeps its line break (PrepareOptions::keep_line_ends).
+  bool keep_line_ends = false;
   int64_t max_len = 0;
   double max_len_ratio = 0;
   std::string max_len_key;  // what sets max_len, for the log ("data.max_len")
@@ -74,6 +76,9 @@ void check_prepared_tokenizer(const CorpusSource& source, const std::string& spm
 // leaves nothing behind), the fingerprint last.
 std::string ensure_prepared(const CorpusSource& source, const std::string& spm,
                             const std::string& out_prefix, const CleanOptions& clean);
+
+// Writes the byte tokenizer with `symbols` to `path` unless it holds it.
+void ensure_byte_tokenizer(const std::string& path, const std::vector<std::string>& symbols);
 
 // Trains the tokenizer `spm_path` (PREFIX.model) from the raw text of
 // `train` when it does not exist yet, or when `owned` and its fingerprint no

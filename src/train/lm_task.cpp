@@ -2,9 +2,13 @@
 // end-of-text token, the tokenizer's </s>, after every line) cut into blocks
 // of data.seq_len inputs with their next tokens as targets, shuffled per
 // epoch; the decoder-only model; the cross-entropy of every next token.
+// With a byte tokenizer (data.tokenizer bytes) the stream is the text's
+// bytes exactly: line breaks are byte tokens and no end-of-text token is
+// added (the corpus keeps them, task_data.cpp).
 // Validation scores every token of the set once, in non-overlapping blocks
 // (each token sees only the context of its own block), and reports the loss
-// per token, its perplexity and bits per UTF-8 byte of the text.
+// per token, its perplexity and bits per UTF-8 byte of the text: for bytes
+// exactly the bits per scored byte (every byte of the set but the first).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -27,7 +31,7 @@ TaskSums to_sums(const models::LmSums& s, const models::LmBatch& b) {
 
 struct EvalSet {
   std::shared_ptr<const data::LmBlocks> blocks;
-  int64_t bytes = 0;  // UTF-8 bytes of its text
+  int64_t bytes = 0;  // UTF-8 bytes of its text (bytes: those scored)
 };
 
 class LmTask : public TrainingTask {
@@ -36,12 +40,17 @@ class LmTask : public TrainingTask {
     if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
     spm_path_ = ensure_tokenizer(c);
     tokenizer_ = data::Tokenizer::load(spm_path_);
+    // A byte stream has its line breaks: no end-of-text token between lines.
+    const int32_t end_of_text = tokenizer_.is_bytes() ? -1 : tokenizer_.eos_id();
     auto open = [&](const std::string& key, bool eval) {
       auto corpus = open_corpus(prepared_prefix(c, key, spm_path_), tokenizer_);
       EvalSet set;
       set.blocks =
-          std::make_shared<const data::LmBlocks>(corpus, c.data.seq_len, tokenizer_.eos_id(), eval);
-      if (eval) set.bytes = text_bytes(key, *corpus);
+          std::make_shared<const data::LmBlocks>(corpus, c.data.seq_len, end_of_text, eval);
+      // One byte per target token: bits per byte are exact.
+      if (eval)
+        set.bytes = tokenizer_.is_bytes() ? std::max<int64_t>(set.blocks->target_tokens(), 1)
+                                          : text_bytes(key, *corpus);
       return set;
     };
     train_ = open("train", false).blocks;
