@@ -115,10 +115,23 @@ void check_prepared_tokenizer(const CorpusSource& s, const std::string& spm) {
                s.key, s.path, f->file_path("tokenizer"), recorded, spm, now);
 }
 
+void check_prepared_line_ends(const CorpusSource& s) {
+  const std::optional<Fingerprint> f = Fingerprint::load(fingerprint_path(s.path));
+  if (!f) return;  // made by other tools: taken as it is
+  const json_io::Json settings = f->to_json()["settings"];
+  for (const char* key : {"--keep-line-ends", "keep_line_ends"})
+    if (settings.contains(key) && settings[key] == true) return;
+  ROTOR_FAIL(
+      "{}: {} was prepared without its line breaks, and a byte language model reads the text "
+      "with them (rotor prepare --keep-line-ends, or name the raw text)",
+      s.key, s.path);
+}
+
 std::string ensure_prepared(const CorpusSource& s, const std::string& spm,
                             const std::string& out_prefix, const CleanOptions& clean) {
   if (s.is_prepared()) {
     check_prepared_tokenizer(s, spm);
+    if (clean.keep_line_ends) check_prepared_line_ends(s);
     return s.path;
   }
   s.check_exists();

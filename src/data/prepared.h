@@ -43,7 +43,7 @@ struct CorpusSource {
 };
 
 // Cleaning while binarizing (token counts; 0 disables a limit). Empty lines
-// are always dropped.
+// are always dropped (with keep_line_ends no line is empty).
 struct CleanOptions {
   // Every line keeps its line break (PrepareOptions::keep_line_ends).
   bool keep_line_ends = false;
@@ -68,6 +68,11 @@ std::vector<std::string> prepared_files(const CorpusSource& source, const std::s
 // records another tokenizer than `spm` (compared by content). A prefix without
 // a fingerprint (older rotor, other tools) is accepted.
 void check_prepared_tokenizer(const CorpusSource& source, const std::string& spm);
+
+// A rotor::Error naming the key when the prepared prefix of `source` records
+// that its lines lost their line breaks (prepared without --keep-line-ends);
+// one without a fingerprint is accepted.
+void check_prepared_line_ends(const CorpusSource& source);
 
 // The prepared prefix of `source`: its own path when it is prepared (its
 // tokenizer checked as above); else `out_prefix`, binarized from its raw text

@@ -112,17 +112,19 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
+TokenizerKind Tokenizer::kind_of_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(64, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return is_bytes_text(head) ? TokenizerKind::Bytes : TokenizerKind::SentencePiece;
+}
+
 Tokenizer Tokenizer::load(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) ROTOR_FAIL("tokenizer {}: no such file", path);
-  {
-    std::ifstream in(path, std::ios::binary);
-    std::string head(64, '\0');
-    in.read(head.data(), static_cast<std::streamsize>(head.size()));
-    head.resize(static_cast<size_t>(in.gcount()));
-    if (is_bytes_text(head)) return load_bytes(path, read_file(path));
-  }
+  if (kind_of_file(path) == TokenizerKind::Bytes) return load_bytes(path, read_file(path));
   Tokenizer t;
   t.sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
   auto status = t.sp_->Load(path);

@@ -61,6 +61,9 @@ class Tokenizer {
   // read from a file (path() is ""). Throws on an empty, repeated or reserved
   // symbol, or one holding a line break.
   static Tokenizer bytes(std::vector<std::string> symbols);
+  // The kind of tokenizer file PATH holds, from its first line only (Bytes
+  // for a byte tokenizer's description, else SentencePiece); no validation.
+  static TokenizerKind kind_of_file(const std::string& path);
 
   bool loaded() const { return loaded_; }
   TokenizerKind kind() const { return kind_; }

@@ -60,6 +60,11 @@ void check_data(const Config& c) {
         spm);
   if (!bytes && !fs::exists(spm) && train.is_prepared())
     ROTOR_FAIL("data.spm_model: {} not found (it can only be trained from raw text)", spm);
+  // A byte LM's prefix that lost its line breaks, before the run touches anything.
+  if (c.task == Task::Lm && bytes)
+    for (const char* key : {"train", "valid", "test"})
+      if (const data::CorpusSource s = corpus_source(c, key); s.is_prepared())
+        data::check_prepared_line_ends(s);
   // A prefix prepared with another tokenizer, before the run touches anything.
   if (fs::exists(spm))
     for (const char* key : {"train", "valid", "test"}) {

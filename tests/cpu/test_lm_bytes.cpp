@@ -139,4 +139,33 @@ TEST_F(LmBytes, ConflictingKeysAreOneLineErrors) {
   }
 }
 
+// `rotor prepare` takes the byte tokenizer's file; a byte LM reads a prepared
+// corpus only when its lines kept their line breaks (--keep-line-ends), and
+// then scores the same bytes as from the raw text.
+TEST_F(LmBytes, PreparedCorpusNeedsItsLineBreaks) {
+  std::ofstream(dir_ / "tok.bytes") << "rotor-byte-tokenizer 1\n";
+  for (const char* split : {"train", "valid"}) {
+    const std::string args = std::string("prepare --spm ") + (dir_ / "tok.bytes") + " --src " +
+                             (dir_ / (std::string(split) + ".txt")) + " --max-len 0 ";
+    RunResult r =
+        run_rotor(dir_, args + "--output-prefix " + (dir_ / (std::string("lines_") + split)));
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run_rotor(dir_, args + "--keep-line-ends --output-prefix " +
+                            (dir_ / (std::string("bytes_") + split)));
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  RunResult r = train("lines", "--set data.train=" + (dir_ / "lines_train") +
+                                   " --set data.valid=" + (dir_ / "lines_valid"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("was prepared without its line breaks"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = train("bytes", "--set train.max_updates=2 --set data.train=" + (dir_ / "bytes_train") +
+                         " --set data.valid=" + (dir_ / "bytes_valid"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string tokens =
+      std::to_string(static_cast<long long>(fs::file_size(dir_ / "valid.txt")) - 1) + " tokens";
+  EXPECT_NE((r.out + r.err).find("blocks of 16 tokens | " + tokens), std::string::npos)
+      << r.out + r.err;
+}
+
 }  // namespace
