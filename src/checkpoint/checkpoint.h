@@ -4,7 +4,9 @@
 //   optimizer.safetensors  the Adam moments (exp_avg, exp_avg_sq), flat
 //   trainer_state.json     step, data position, RNG seed, loss scale, ...
 //   config.yaml            the resolved config
-//   spm.model              the tokenizer, so a checkpoint stands alone
+//   spm.model              the tokenizer, so a checkpoint stands alone: a
+//                          SentencePiece model, or a byte tokenizer's file
+//                          (data/sentencepiece.h; Tokenizer::load reads both)
 //   labels.txt             task multilabel: its label vocabulary, a label a line
 // Each directory is written under a temporary name, fsync'ed and renamed; the
 // symlink OUTPUT_DIR/checkpoint_last is then swapped to point at it, and all

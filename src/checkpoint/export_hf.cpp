@@ -9,6 +9,7 @@
 #include "config/tasks.h"
 #include "core/io.h"
 #include "core/json_io.h"
+#include "data/sentencepiece.h"
 #include "models/bert.h"
 #include "models/model_config.h"
 #include "nn/layers.h"
@@ -188,7 +189,12 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   r.files.push_back("model.safetensors");
 
   const std::string spm = dir + "/spm.model";
-  if (fs::exists(spm)) {
+  if (fs::exists(spm) && data::Tokenizer::kind_of_file(spm) == data::TokenizerKind::Bytes) {
+    // A byte tokenizer is no SentencePiece model: nothing would read it.
+    r.notes.push_back(
+        "tokenizer: UTF-8 bytes (data.tokenizer bytes; id = 4 + user-defined symbols + byte "
+        "value); no Hugging Face tokenizer file written");
+  } else if (fs::exists(spm)) {
     atomic_write_file(output_dir + "/spiece.model", read_file(spm));
     json_io::Json tc = json_io::Json::object();
     tc["tokenizer_class"] = "AlbertTokenizer";

@@ -107,7 +107,8 @@ class ScratchDir {
 // are gone once mapped.
 std::shared_ptr<const rotor::data::MmapCorpus> binarize(const std::string& input,
                                                         const std::string& spm,
-                                                        const rotor::data::Tokenizer& tok) {
+                                                        const rotor::data::Tokenizer& tok,
+                                                        bool keep_line_ends) {
   using namespace rotor;
   const std::vector<std::string> lines = eval::read_lines(input);
   cli::check_utf8(lines, input);
@@ -122,6 +123,9 @@ std::shared_ptr<const rotor::data::MmapCorpus> binarize(const std::string& input
   o.max_len = 0;
   o.max_len_ratio = 0;
   o.min_len = 1;
+  // A byte LM's text is one byte stream, line breaks included (as training
+  // reads it: train/task_data.cpp).
+  o.keep_line_ends = keep_line_ends;
   data::prepare_corpus(o);
   auto corpus = std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(o.output_prefix));
   corpus->check_ids(static_cast<uint64_t>(tok.vocab_size()), "of the tokenizer " + spm);
@@ -213,7 +217,7 @@ int run_eval(const EvalArgs& a) {
   std::shared_ptr<const data::MmapCorpus> corpus;
   {
     cli::Activity activity(fmt::format("{}: reading {}", kCmd, a.input));
-    corpus = binarize(a.input, spm, tok);
+    corpus = binarize(a.input, spm, tok, lm && tok.is_bytes());
   }
   const int64_t bytes = static_cast<int64_t>(fs::file_size(a.input));
 
@@ -247,8 +251,9 @@ int run_eval(const EvalArgs& a) {
     cli::Activity activity(fmt::format("{}: scoring {} in blocks of {}", kCmd, a.input, length));
     Row row{length, {}};
     if (lm) {
-      row.result = train::score_lm(*lm_model, train::lm_eval_blocks(corpus, length, tok), bytes,
-                                   batch_size, ctx);
+      auto blocks = train::lm_eval_blocks(corpus, length, tok);
+      const int64_t scored = train::lm_scored_bytes(tok, *blocks, [&] { return bytes; });
+      row.result = train::score_lm(*lm_model, std::move(blocks), scored, batch_size, ctx);
     } else {
       auto blocks = std::make_shared<const data::PackedBlocks>(corpus, length, masking.special.cls,
                                                                masking.special.sep);

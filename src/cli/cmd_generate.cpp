@@ -113,7 +113,11 @@ int run_generate(const GenerateArgs& a) {
   }
   decode::GenerateOptions go;
   go.max_new_tokens = a.max_new_tokens;
-  go.eos_id = tok.eos_id();
+  // Where a document starts and a continuation ends: </s> in a SentencePiece
+  // LM's stream; a byte LM's stream has no </s> but its line breaks, so its
+  // prompts start after one and its continuations end at the next.
+  const int32_t boundary = tok.is_bytes() ? tok.encode("\n").at(0) : tok.eos_id();
+  go.eos_id = boundary;
   go.pad_id = tok.pad_id();
   go.bos_id = tok.bos_id();
   go.sampling.greedy = a.greedy;
@@ -150,7 +154,7 @@ int run_generate(const GenerateArgs& a) {
     std::vector<std::vector<int32_t>> prompts;
     std::vector<uint64_t> rows;
     for (int64_t i = 0; i < B; ++i) {
-      std::vector<int32_t> x{tok.eos_id()};
+      std::vector<int32_t> x{boundary};
       const std::vector<int32_t> ids = tok.encode(lines[static_cast<size_t>(i)]);
       x.insert(x.end(), ids.begin(), ids.end());
       if (table && static_cast<int64_t>(x.size()) > mo.max_positions)

@@ -46,6 +46,7 @@ int run_prepare(const rotor::data::PrepareOptions& o) {
       .setting("--min-len", o.min_len)
       .setting("--max-len-ratio", o.max_len_ratio)
       .setting("--append-eos", o.append_eos);
+  if (o.keep_line_ends) f.setting("--keep-line-ends", true);  // absent: as before the option
   f.file("tokenizer", o.spm_model).file("--src", o.src);
   if (!o.tgt.empty()) f.file("--tgt", o.tgt);
   const std::string fp = rotor::data::fingerprint_path(o.output_prefix);
@@ -65,10 +66,12 @@ int run_prepare(const rotor::data::PrepareOptions& o) {
 
 }  // namespace
 
-ROTOR_COMMAND("prepare", "Encode text with a SentencePiece model and binarize it", 21,
-              [](CLI::App& sub) {
+ROTOR_COMMAND("prepare", "Encode text with a tokenizer (SentencePiece or bytes) and binarize it",
+              21, [](CLI::App& sub) {
                 auto o = std::make_shared<rotor::data::PrepareOptions>();
-                sub.add_option("--spm", o->spm_model, "SentencePiece model")->required();
+                sub.add_option("--spm", o->spm_model,
+                               "Tokenizer: a SentencePiece model or a byte tokenizer file")
+                    ->required();
                 sub.add_option("--src", o->src, "Source (or monolingual) text")->required();
                 auto* tgt = sub.add_option("--tgt", o->tgt, "Target text, line-aligned with --src");
                 sub.add_option("--output-prefix", o->output_prefix,
@@ -83,6 +86,9 @@ ROTOR_COMMAND("prepare", "Encode text with a SentencePiece model and binarize it
                     ->capture_default_str();
                 sub.add_option("--threads", o->num_threads, "Encoding threads (0 = all cores)");
                 sub.add_flag("--append-eos", o->append_eos, "Store </s> after every sentence");
+                sub.add_flag("--keep-line-ends", o->keep_line_ends,
+                             "Keep every line's line break (a byte LM's corpus: the file's "
+                             "bytes exactly)");
                 return [=] {
                   // An empty --tgt is a mistake (a variable that expanded to
                   // nothing), not a request for a monolingual corpus.

@@ -144,6 +144,32 @@ std::optional<ConfigProblem> attention_problem(const Config& c) {
   return std::nullopt;
 }
 
+// data.tokenizer bytes has no SentencePiece model: the keys of one, set to
+// anything but their defaults, are a mistake.
+std::optional<ConfigProblem> tokenizer_problem(const Config& c) {
+  const DataConfig& d = c.data;
+  if (d.tokenizer != TokenizerType::Bytes) return std::nullopt;
+  const DataConfig defaults;
+  if (d.vocab_size != defaults.vocab_size)
+    return ConfigProblem{"data.vocab_size",
+                         fmt::format("{} sizes a SentencePiece model; data.tokenizer bytes has a "
+                                     "fixed vocabulary (256 bytes after the special ids): leave "
+                                     "data.vocab_size out",
+                                     d.vocab_size),
+                         {"data.tokenizer"}};
+  const std::pair<bool, const char*> keys[] = {
+      {!d.spm_model.empty(), "data.spm_model"},
+      {d.spm_model_type != defaults.spm_model_type, "data.spm_model_type"},
+      {d.character_coverage != defaults.character_coverage, "data.character_coverage"},
+  };
+  for (const auto& [set, key] : keys)
+    if (set)
+      return ConfigProblem{key,
+                           "a key of the SentencePiece tokenizer, and data.tokenizer is bytes",
+                           {"data.tokenizer"}};
+  return std::nullopt;
+}
+
 // What validations report and what the best checkpoint follows.
 std::optional<ConfigProblem> metrics_problem(const Config& c) {
   const TrainConfig& t = c.train;
@@ -179,6 +205,7 @@ std::optional<ConfigProblem> find_problem(const Config& c) {
   const TaskSpec& task = task_spec(c.task);
   if (auto p = model_problem(c, task)) return p;
   if (auto p = attention_problem(c)) return p;
+  if (auto p = tokenizer_problem(c)) return p;
   if (task.rules)
     if (auto p = task.rules(c)) return p;
   if (auto p = metrics_problem(c)) return p;

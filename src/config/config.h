@@ -34,6 +34,8 @@ enum class Precision { FP32, FP16, BF16 };
 enum class LogLevel { Trace, Debug, Info, Warn, Error };
 enum class NormPlacement { Post, Pre };
 enum class SpmModelType { Bpe, Unigram };
+// data.tokenizer: a SentencePiece model (trained or named), or UTF-8 bytes.
+enum class TokenizerType { SentencePiece, Bytes };
 enum class OptimizerName { Adam, AdamW };
 // What a validation reports (train.valid_metrics) and what the best
 // checkpoint and early stopping follow (train.best_metric). f1, mcc, pearson
@@ -71,6 +73,8 @@ ROTOR_ENUM_NAMES(ops::LinearFeatureMap, {ops::LinearFeatureMap::Elu1, "elu1"},
 ROTOR_ENUM_NAMES(ops::LinearRope, {ops::LinearRope::AfterFeatureMap, "after_feature_map"},
                  {ops::LinearRope::BeforeFeatureMap, "before_feature_map"});
 ROTOR_ENUM_NAMES(SpmModelType, {SpmModelType::Bpe, "bpe"}, {SpmModelType::Unigram, "unigram"});
+ROTOR_ENUM_NAMES(TokenizerType, {TokenizerType::SentencePiece, "sentencepiece"},
+                 {TokenizerType::Bytes, "bytes"});
 ROTOR_ENUM_NAMES(OptimizerName, {OptimizerName::Adam, "adam"}, {OptimizerName::AdamW, "adamw"});
 ROTOR_ENUM_NAMES(ValidMetric, {ValidMetric::Loss, "loss"}, {ValidMetric::Accuracy, "accuracy"},
                  {ValidMetric::Bleu, "bleu"}, {ValidMetric::Chrf, "chrf"}, {ValidMetric::F1, "f1"},
@@ -196,6 +200,11 @@ struct DataConfig {
   std::string train;
   std::string valid;
   std::string test;
+  // bytes: UTF-8 bytes (260 ids, 263 for mlm and classification with
+  // [MASK] [CLS] [SEP]); no SentencePiece model is trained or read, and the
+  // SentencePiece keys below must stay at their defaults. Task lm then reads
+  // its text as one byte stream, line breaks included (docs/design.md).
+  TokenizerType tokenizer = TokenizerType::SentencePiece;
   std::string spm_model;  // "" -> OUTPUT_DIR/spm.model, trained when missing
   int vocab_size = 8000;
   SpmModelType spm_model_type = SpmModelType::Bpe;

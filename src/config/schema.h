@@ -88,6 +88,7 @@ void visit_config(C& c, V& v) {
     v.string("train", d.train);
     v.string("valid", d.valid);
     v.string("test", d.test);
+    v.enumeration("tokenizer", d.tokenizer);
     v.string("spm_model", d.spm_model);
     v.integer("vocab_size", d.vocab_size, kPositive);
     v.enumeration("spm_model_type", d.spm_model_type);

@@ -11,9 +11,10 @@ LmBlocks::LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, in
     : corpus_(std::move(corpus)), seq_len_(seq_len), eos_(eos_id) {
   ROTOR_CHECK(corpus_, "LmBlocks needs a corpus");
   if (seq_len < 1) ROTOR_FAIL("data.seq_len: {} tokens; a block needs at least 1", seq_len);
-  uint64_t n = 0;  // stream length
+  const uint64_t sep = eos_ >= 0 ? 1 : 0;  // the end-of-text token after a sentence
+  uint64_t n = 0;                          // stream length
   for (size_t j = 0; j < corpus_->size(); ++j)
-    if (const int64_t Lj = content_length(j); Lj > 0) n += static_cast<uint64_t>(Lj + 1);
+    if (const int64_t Lj = content_length(j); Lj > 0) n += static_cast<uint64_t>(Lj) + sep;
   // Stream tokens with a next token: n - 1 targets in all.
   const uint64_t L = static_cast<uint64_t>(seq_len);
   const uint64_t targets = n > 0 ? n - 1 : 0;
@@ -22,15 +23,14 @@ LmBlocks::LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, in
   target_tokens_ = static_cast<int64_t>(keep_partial ? targets : blocks * L);
   if (blocks == 0)
     ROTOR_FAIL(
-        "language-model corpus {} has {} tokens (with an end-of-text token per line), too few "
-        "for one block of data.seq_len {} + 1",
-        corpus_->prefix(), n, seq_len);
+        "language-model corpus {} has {} tokens{}, too few for one block of data.seq_len {} + 1",
+        corpus_->prefix(), n, sep ? " (with an end-of-text token per line)" : "", seq_len);
   starts_.reserve(blocks);
   uint64_t g = 0;  // stream position of the current sentence's first token
   for (size_t j = 0; j < corpus_->size() && starts_.size() < blocks; ++j) {
     const int64_t Lj = content_length(j);
     if (Lj == 0) continue;
-    const uint64_t end = g + static_cast<uint64_t>(Lj) + 1;  // the sentence and its </s>
+    const uint64_t end = g + static_cast<uint64_t>(Lj) + sep;  // the sentence and its </s>
     for (uint64_t next = starts_.size() * L; next < end && starts_.size() < blocks; next += L)
       starts_.push_back({j, next - g});
     g = end;
@@ -58,7 +58,7 @@ void LmBlocks::block_into(int64_t i, std::vector<int32_t>& out) const {
     out.insert(out.end(), toks.begin() + static_cast<int64_t>(off),
                toks.begin() + static_cast<int64_t>(off) + take);
     remaining -= take;
-    if (remaining == 0) break;
+    if (remaining == 0 || eos_ < 0) continue;
     out.push_back(eos_);
     --remaining;
   }

@@ -7,7 +7,9 @@
 //   s_0 </s> s_1 </s> s_2 </s> ...
 // every sentence (line) followed by the end-of-text token, the tokenizer's
 // </s> (a trailing </s> stored by `rotor prepare --append-eos` is that
-// token, not a second one; empty sentences are skipped). Block i holds the
+// token, not a second one; empty sentences are skipped). An eos_id < 0
+// means no end-of-text token: the sentences follow one another directly (a
+// byte LM's corpus, whose sentences keep their line breaks). Block i holds the
 // stream's tokens [i * L, i * L + L + 1) for L = seq_len: inputs are the
 // first L, targets the last L (each input's next token). Blocks therefore
 // overlap by one token and their inputs do not: every token but the first

@@ -29,10 +29,12 @@ std::string PrepareStats::summary() const {
 
 namespace {
 
-// Reads lines one at a time, stripping "\r\n" and checking UTF-8.
+// Reads lines one at a time, stripping "\r\n" (or keeping the line break)
+// and checking UTF-8 (or not).
 class LineReader {
  public:
-  explicit LineReader(const std::string& path) : path_(path) {
+  LineReader(const std::string& path, bool keep_line_ends, bool check_utf8)
+      : path_(path), keep_line_ends_(keep_line_ends), check_utf8_(check_utf8) {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) ROTOR_FAIL("prepare: {}: no such file", path);
     // Read twice on a line-count mismatch, and a device never ends.
@@ -44,7 +46,12 @@ class LineReader {
   bool next(std::string& line) {
     if (!std::getline(in_, line)) return false;
     ++line_no_;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (keep_line_ends_) {
+      if (!in_.eof()) line.push_back('\n');  // the last line may have none
+    } else if (!line.empty() && line.back() == '\r') {
+      line.pop_back();
+    }
+    if (!check_utf8_) return true;
     size_t bad = find_invalid_utf8(line);
     if (bad != std::string_view::npos)
       ROTOR_FAIL("prepare: {}:{}: invalid UTF-8 at byte {} of the line", path_, line_no_, bad + 1);
@@ -61,6 +68,7 @@ class LineReader {
 
  private:
   std::string path_;
+  bool keep_line_ends_, check_utf8_;
   std::ifstream in_;
   int64_t line_no_ = 0;
 };
@@ -99,10 +107,11 @@ PrepareStats prepare_corpus(const PrepareOptions& o) {
     ROTOR_FAIL("prepare: --min-len, --max-len and --max-len-ratio must not be negative");
   if (o.max_len > 0 && o.min_len > o.max_len)
     ROTOR_FAIL("prepare: --min-len {} exceeds --max-len {}", o.min_len, o.max_len);
-  LineReader src(o.src);
-  std::optional<LineReader> tgt;
-  if (parallel) tgt.emplace(o.tgt);
   const Tokenizer tok = Tokenizer::load(o.spm_model);
+  const bool check_utf8 = !tok.is_bytes();
+  LineReader src(o.src, o.keep_line_ends, check_utf8);
+  std::optional<LineReader> tgt;
+  if (parallel) tgt.emplace(o.tgt, o.keep_line_ends, check_utf8);
   const int threads = o.num_threads > 0
                           ? o.num_threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

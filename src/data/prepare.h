@@ -23,8 +23,12 @@ struct PrepareOptions {
   int64_t max_len = 250;
   int64_t min_len = 1;
   double max_len_ratio = 1.5;
-  int num_threads = 0;         // 0 = hardware threads
-  bool append_eos = false;     // store </s> (id 3) after every sentence
+  int num_threads = 0;      // 0 = hardware threads
+  bool append_eos = false;  // store </s> (id 3) after every sentence
+  // Every line keeps its line break ("\n", and a "\r" before it), so that
+  // the sentences together are the file's bytes exactly (task lm with a byte
+  // tokenizer reads them as one stream, without end-of-text tokens).
+  bool keep_line_ends = false;
   size_t chunk_lines = 65536;  // lines encoded per parallel round (bounded memory)
 };
 
@@ -43,7 +47,8 @@ struct PrepareStats {
 
 // Throws rotor::Error (one line naming the file, and the line where one
 // applies) on a missing file, mismatched line counts, an empty corpus (or
-// nothing left after cleaning) and invalid UTF-8. Outputs appear atomically.
+// nothing left after cleaning) and invalid UTF-8 (a byte tokenizer takes any
+// bytes, and checks none). Outputs appear atomically.
 PrepareStats prepare_corpus(const PrepareOptions& options);
 
 }  // namespace rotor::data

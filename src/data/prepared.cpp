@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/io.h"
 #include "core/logging.h"
 #include "data/prepare.h"
 
@@ -82,6 +83,8 @@ Fingerprint data_fingerprint(const CorpusSource& s, const std::string& spm,
   f.setting("data.src_lang", s.src_lang).setting("data.tgt_lang", s.tgt_lang);
   f.setting("data.max_len", clean.max_len).setting("data.max_len_ratio", clean.max_len_ratio);
   f.setting("min_len", 1).setting("append_eos", false);
+  // Recorded only when set, so that the corpora of earlier runs stay valid.
+  if (clean.keep_line_ends) f.setting("keep_line_ends", true);
   f.file("tokenizer", spm);
   const std::vector<std::string> raw = s.raw_files(), names = raw_names(s);
   for (size_t i = 0; i < raw.size(); ++i) f.file(names[i], raw[i]);
@@ -112,10 +115,23 @@ void check_prepared_tokenizer(const CorpusSource& s, const std::string& spm) {
                s.key, s.path, f->file_path("tokenizer"), recorded, spm, now);
 }
 
+void check_prepared_line_ends(const CorpusSource& s) {
+  const std::optional<Fingerprint> f = Fingerprint::load(fingerprint_path(s.path));
+  if (!f) return;  // made by other tools: taken as it is
+  const json_io::Json settings = f->to_json()["settings"];
+  for (const char* key : {"--keep-line-ends", "keep_line_ends"})
+    if (settings.contains(key) && settings[key] == true) return;
+  ROTOR_FAIL(
+      "{}: {} was prepared without its line breaks, and a byte language model reads the text "
+      "with them (rotor prepare --keep-line-ends, or name the raw text)",
+      s.key, s.path);
+}
+
 std::string ensure_prepared(const CorpusSource& s, const std::string& spm,
                             const std::string& out_prefix, const CleanOptions& clean) {
   if (s.is_prepared()) {
     check_prepared_tokenizer(s, spm);
+    if (clean.keep_line_ends) check_prepared_line_ends(s);
     return s.path;
   }
   s.check_exists();
@@ -137,6 +153,7 @@ std::string ensure_prepared(const CorpusSource& s, const std::string& spm,
   o.max_len = clean.max_len;
   o.max_len_ratio = clean.max_len_ratio;
   o.min_len = 1;
+  o.keep_line_ends = clean.keep_line_ends;
   const PrepareStats stats = prepare_corpus(o);
   now.save(fp);
   log().info("binarized {} -> {}: {}", s.path, out_prefix, stats.summary());
@@ -144,6 +161,15 @@ std::string ensure_prepared(const CorpusSource& s, const std::string& spm,
     log().warn("{}: dropped {} sentence pairs of more than {} = {} tokens", s.key,
                stats.dropped_long, clean.max_len_key, clean.max_len);
   return out_prefix;
+}
+
+void ensure_byte_tokenizer(const std::string& path, const std::vector<std::string>& symbols) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec) && read_file(path) == byte_tokenizer_text(symbols)) return;
+  if (!fs::path(path).parent_path().empty()) fs::create_directories(fs::path(path).parent_path());
+  write_byte_tokenizer(path, symbols);
+  log().info("byte tokenizer {}: {} ids (UTF-8 bytes{})", path, 260 + symbols.size(),
+             symbols.empty() ? std::string() : fmt::format(", with {}", fmt::join(symbols, " ")));
 }
 
 void ensure_tokenizer(const std::string& spm_path, const CorpusSource& train, SpmTrainOptions o,

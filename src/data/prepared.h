@@ -43,8 +43,10 @@ struct CorpusSource {
 };
 
 // Cleaning while binarizing (token counts; 0 disables a limit). Empty lines
-// are always dropped.
+// are always dropped (with keep_line_ends no line is empty).
 struct CleanOptions {
+  // Every line keeps its line break (PrepareOptions::keep_line_ends).
+  bool keep_line_ends = false;
   int64_t max_len = 0;
   double max_len_ratio = 0;
   std::string max_len_key;  // what sets max_len, for the log ("data.max_len")
@@ -67,6 +69,11 @@ std::vector<std::string> prepared_files(const CorpusSource& source, const std::s
 // a fingerprint (older rotor, other tools) is accepted.
 void check_prepared_tokenizer(const CorpusSource& source, const std::string& spm);
 
+// A rotor::Error naming the key when the prepared prefix of `source` records
+// that its lines lost their line breaks (prepared without --keep-line-ends);
+// one without a fingerprint is accepted.
+void check_prepared_line_ends(const CorpusSource& source);
+
 // The prepared prefix of `source`: its own path when it is prepared (its
 // tokenizer checked as above); else `out_prefix`, binarized from its raw text
 // with the tokenizer `spm` unless an earlier run made it with the same
@@ -74,6 +81,9 @@ void check_prepared_tokenizer(const CorpusSource& source, const std::string& spm
 // leaves nothing behind), the fingerprint last.
 std::string ensure_prepared(const CorpusSource& source, const std::string& spm,
                             const std::string& out_prefix, const CleanOptions& clean);
+
+// Writes the byte tokenizer with `symbols` to `path` unless it holds it.
+void ensure_byte_tokenizer(const std::string& path, const std::vector<std::string>& symbols);
 
 // Trains the tokenizer `spm_path` (PREFIX.model) from the raw text of
 // `train` when it does not exist yet, or when `owned` and its fingerprint no

@@ -112,19 +112,31 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
+TokenizerKind Tokenizer::kind_of_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(64, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return is_bytes_text(head) ? TokenizerKind::Bytes : TokenizerKind::SentencePiece;
+}
+
 Tokenizer Tokenizer::load(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) ROTOR_FAIL("SentencePiece model {}: no such file", path);
+  if (!fs::is_regular_file(path, ec)) ROTOR_FAIL("tokenizer {}: no such file", path);
+  if (kind_of_file(path) == TokenizerKind::Bytes) return load_bytes(path, read_file(path));
   Tokenizer t;
   t.sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
   auto status = t.sp_->Load(path);
   if (!status.ok()) {
     const std::string why = library_text(status);
-    ROTOR_FAIL("SentencePiece model {}: cannot load it, not a valid model{}", path,
-               why.empty() ? std::string() : " (" + why + ")");
+    ROTOR_FAIL(
+        "tokenizer {}: cannot load it, not a valid model (neither SentencePiece nor a byte "
+        "tokenizer){}",
+        path, why.empty() ? std::string() : " (" + why + ")");
   }
   t.path_ = path;
+  t.loaded_ = true;
   // The whole framework relies on the fixed reserved ids (see the header).
   const auto& sp = *t.sp_;
   if (sp.pad_id() != kPadId || sp.unk_id() != kUnkId || sp.bos_id() != kBosId ||
@@ -136,8 +148,13 @@ Tokenizer Tokenizer::load(const std::string& path) {
   return t;
 }
 
+void Tokenizer::require_loaded() const {
+  ROTOR_CHECK(loaded_, "tokenizer used before load()");
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
-  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  require_loaded();
+  if (is_bytes()) return encode_bytes(text);
   std::vector<int> ids;
   auto status = sp_->Encode(text, &ids);
   if (!status.ok()) ROTOR_FAIL("SentencePiece encode failed: {}", status.ToString());
@@ -145,7 +162,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
 }
 
 std::vector<std::string> Tokenizer::encode_pieces(std::string_view text) const {
-  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  require_loaded();
+  if (is_bytes()) {
+    std::vector<std::string> pieces;
+    for (int32_t id : encode_bytes(text)) pieces.push_back(bytes_piece(id));
+    return pieces;
+  }
   std::vector<std::string> pieces;
   auto status = sp_->Encode(text, &pieces);
   if (!status.ok()) ROTOR_FAIL("SentencePiece encode failed: {}", status.ToString());
@@ -153,7 +175,8 @@ std::vector<std::string> Tokenizer::encode_pieces(std::string_view text) const {
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
-  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  require_loaded();
+  if (is_bytes()) return decode_bytes(ids);
   const int n = sp_->GetPieceSize();
   std::vector<int> v;
   v.reserve(ids.size());
@@ -168,23 +191,27 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
 }
 
 int32_t Tokenizer::vocab_size() const {
-  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  require_loaded();
+  if (is_bytes()) return 4 + static_cast<int32_t>(symbols_.size()) + 256;
   return sp_->GetPieceSize();
 }
 
 std::string Tokenizer::id_to_piece(int32_t id) const {
   if (id < 0 || id >= vocab_size())
     ROTOR_FAIL("token id {} out of range [0, {})", id, vocab_size());
+  if (is_bytes()) return bytes_piece(id);
   return sp_->IdToPiece(id);
 }
 
 int32_t Tokenizer::piece_to_id(std::string_view piece) const {
-  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  require_loaded();
+  if (is_bytes()) return bytes_piece_id(piece);
   return sp_->PieceToId(piece);
 }
 
 bool Tokenizer::is_unknown(int32_t id) const {
-  ROTOR_CHECK(sp_, "tokenizer used before load()");
+  require_loaded();
+  if (is_bytes()) return id == kUnkId;
   return sp_->IsUnknown(id);
 }
 

@@ -1,4 +1,6 @@
-// SentencePiece tokenizer: loading, encoding and decoding, and training.
+// The tokenizer of a run: a SentencePiece model, or UTF-8 bytes
+// (data.tokenizer: bytes); loading, encoding and decoding, and training
+// SentencePiece models.
 //
 // Reserved ids are FIXED for every model rotor trains (the trainer is told so)
 // and checked when a model is loaded, so the batcher, the models and the
@@ -9,6 +11,18 @@
 //   3 </s>   end of sentence (appended to the source and the decoder output)
 // User-defined symbols (e.g. [MASK],[CLS],[SEP]) follow in the given order:
 // ids 4, 5, 6, ...; they are never split by encode.
+//
+// A byte tokenizer has the same reserved ids and user-defined symbols, then
+// one id per byte value: byte b is id 4 + symbols + b (vocab_size 260 +
+// symbols). Any byte string encodes (one id per byte, symbols aside), and
+// decoding replaces invalid UTF-8 by U+FFFD. It is described by a small text
+// file (write_byte_tokenizer), which a run and its checkpoints keep where a
+// SentencePiece run keeps its model, so that Tokenizer::load restores either
+// kind from the same place:
+//   rotor-byte-tokenizer 1
+//   symbol [MASK]
+//   symbol [CLS]
+//   ...
 #pragma once
 
 #include <cstdint>
@@ -29,6 +43,8 @@ inline constexpr int32_t kUnkId = 1;
 inline constexpr int32_t kBosId = 2;
 inline constexpr int32_t kEosId = 3;
 
+enum class TokenizerKind { SentencePiece, Bytes };
+
 class Tokenizer {
  public:
   Tokenizer();
@@ -36,12 +52,27 @@ class Tokenizer {
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
 
-  // Loads PATH (a .model file). Throws rotor::Error naming the file when it is
-  // missing, not a SentencePiece model, or uses other reserved ids than above.
+  // Loads PATH: a SentencePiece model, or a byte tokenizer's description
+  // (told apart by the file's first line). Throws rotor::Error naming the
+  // file when it is missing, neither, uses other reserved ids than above, or
+  // (bytes) has a bad line.
   static Tokenizer load(const std::string& path);
+  // A byte tokenizer with these user-defined symbols (ids 4, 5, ...), not
+  // read from a file (path() is ""). Throws on an empty, repeated or reserved
+  // symbol, or one holding a line break.
+  static Tokenizer bytes(std::vector<std::string> symbols);
+  // The kind of tokenizer file PATH holds, from its first line only (Bytes
+  // for a byte tokenizer's description, else SentencePiece); no validation.
+  static TokenizerKind kind_of_file(const std::string& path);
 
-  bool loaded() const { return sp_ != nullptr; }
+  bool loaded() const { return loaded_; }
+  TokenizerKind kind() const { return kind_; }
+  bool is_bytes() const { return kind_ == TokenizerKind::Bytes; }
   const std::string& path() const { return path_; }
+  // Bytes: the id of byte value b (0..255).
+  int32_t byte_id(unsigned char b) const;
+  // Bytes: the user-defined symbols (ids 4, 5, ...).
+  const std::vector<std::string>& symbols() const { return symbols_; }
 
   // Thread-safe (const): prepare encodes from several threads at once.
   std::vector<int32_t> encode(std::string_view text) const;
@@ -60,9 +91,27 @@ class Tokenizer {
   int32_t eos_id() const { return kEosId; }
 
  private:
+  void require_loaded() const;
+  // The byte mode (data/byte_tokenizer.cpp).
+  static bool is_bytes_text(std::string_view head);  // a description's first bytes
+  static Tokenizer load_bytes(const std::string& path, const std::string& text);
+  std::vector<int32_t> encode_bytes(std::string_view text) const;
+  std::string decode_bytes(std::span<const int32_t> ids) const;
+  std::string bytes_piece(int32_t id) const;
+  int32_t bytes_piece_id(std::string_view piece) const;
+
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   std::string path_;
+  bool loaded_ = false;
+  TokenizerKind kind_ = TokenizerKind::SentencePiece;
+  std::vector<std::string> symbols_;  // bytes: the user-defined symbols, ids 4, 5, ...
 };
+
+// The text of a byte tokenizer's description (what Tokenizer::load reads).
+std::string byte_tokenizer_text(const std::vector<std::string>& symbols);
+// Writes it to PATH atomically; rotor::Error (naming PATH) on a bad symbol
+// or a failed write.
+void write_byte_tokenizer(const std::string& path, const std::vector<std::string>& symbols);
 
 struct SpmTrainOptions {
   std::vector<std::string> inputs;  // one joint model over all of them

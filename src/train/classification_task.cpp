@@ -20,7 +20,7 @@ class ClassificationTask : public TrainingTask {
   ClassificationTask(const Config& c, Device device, int rank, int world_size)
       : config_(c), device_(device) {
     if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
-    spm_path_ = train::tokenizer_path(c);
+    spm_path_ = train::fixed_tokenizer(c);
     tokenizer_ = data::Tokenizer::load(spm_path_);
     const data::TsvFormat format = tsv_format(c);
     auto read = [&](const std::string& path) {

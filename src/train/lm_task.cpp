@@ -2,10 +2,14 @@
 // end-of-text token, the tokenizer's </s>, after every line) cut into blocks
 // of data.seq_len inputs with their next tokens as targets, shuffled per
 // epoch; the decoder-only model; the cross-entropy of every next token.
+// With a byte tokenizer (data.tokenizer bytes) the stream is the text's
+// bytes exactly: line breaks are byte tokens and no end-of-text token is
+// added (the corpus keeps them, task_data.cpp).
 // Validation scores every token of the set once, in non-overlapping blocks
 // (each token sees only the context of its own block), and reports the loss
 // per token, its perplexity and bits per UTF-8 byte of the text
-// (train/scoring.h, shared with `rotor eval`).
+// (train/scoring.h, shared with `rotor eval`): for bytes exactly the
+// bits per scored byte (every byte of the set but the first).
 #include <algorithm>
 #include <filesystem>
 
@@ -24,7 +28,7 @@ namespace {
 
 struct EvalSet {
   std::shared_ptr<const data::LmBlocks> blocks;
-  int64_t bytes = 0;  // UTF-8 bytes of its text
+  int64_t bytes = 0;  // UTF-8 bytes of its text (bytes: those scored)
 };
 
 class LmTask : public TrainingTask {
@@ -38,11 +42,12 @@ class LmTask : public TrainingTask {
       EvalSet set;
       if (!eval) {
         set.blocks = std::make_shared<const data::LmBlocks>(corpus, c.data.seq_len,
-                                                            tokenizer_.eos_id(), false);
+                                                            lm_end_of_text(tokenizer_), false);
         return set;
       }
       set.blocks = lm_eval_blocks(corpus, c.data.seq_len, tokenizer_);
-      set.bytes = text_bytes(key, *corpus);
+      set.bytes =
+          lm_scored_bytes(tokenizer_, *set.blocks, [&] { return text_bytes(key, *corpus); });
       return set;
     };
     train_ = open("train", false).blocks;

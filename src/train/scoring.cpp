@@ -16,11 +16,20 @@ TaskSums to_sums(const models::MlmSums& s, const models::MlmBatch& b) {
   return {s.loss, s.loss, s.tokens, b.tokens, s.correct, s.has_correct};
 }
 
+int32_t lm_end_of_text(const data::Tokenizer& tokenizer) {
+  return tokenizer.is_bytes() ? -1 : tokenizer.eos_id();
+}
+
+int64_t lm_scored_bytes(const data::Tokenizer& tokenizer, const data::LmBlocks& blocks,
+                        const std::function<int64_t()>& text_bytes) {
+  return std::max<int64_t>(tokenizer.is_bytes() ? blocks.target_tokens() : text_bytes(), 1);
+}
+
 std::shared_ptr<const data::LmBlocks> lm_eval_blocks(std::shared_ptr<const data::MmapCorpus> corpus,
                                                      int64_t block_size,
                                                      const data::Tokenizer& tokenizer) {
-  return std::make_shared<const data::LmBlocks>(std::move(corpus), block_size, tokenizer.eos_id(),
-                                                /*keep_partial=*/true);
+  return std::make_shared<const data::LmBlocks>(std::move(corpus), block_size,
+                                                lm_end_of_text(tokenizer), /*keep_partial=*/true);
 }
 
 std::string lm_scoring_how(int64_t block_size) {

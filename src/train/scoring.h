@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,15 @@ namespace rotor::train {
 // A batch's loss sums as the trainer counts them (training and evaluation).
 TaskSums to_sums(const models::LmSums& sums, const models::LmBatch& batch);
 TaskSums to_sums(const models::MlmSums& sums, const models::MlmBatch& batch);
+
+// The token between the lines of a causal-LM stream: the tokenizer's </s>,
+// or none (-1) for bytes, whose stream keeps its line breaks as bytes.
+int32_t lm_end_of_text(const data::Tokenizer& tokenizer);
+
+// The bytes bits per byte divide by: for bytes exactly the scored ones (one
+// per target), otherwise text_bytes() (the raw text's UTF-8 bytes); at least 1.
+int64_t lm_scored_bytes(const data::Tokenizer& tokenizer, const data::LmBlocks& blocks,
+                        const std::function<int64_t()>& text_bytes);
 
 // The causal-LM blocks of an evaluation set: keep_partial, so that every
 // target of the corpus is scored once.

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "checkpoint/checkpoint.h"
+#include "config/tasks.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/io.h"
@@ -14,6 +15,8 @@ namespace fs = std::filesystem;
 namespace rotor::train {
 
 std::string tokenizer_path(const Config& c) {
+  if (c.data.tokenizer == TokenizerType::Bytes)
+    return (fs::path(c.output_dir) / "tokenizer.bytes").string();
   if (!c.data.spm_model.empty()) return c.data.spm_model;
   if (!c.model.init_from.empty()) return (fs::path(c.model.init_from) / "spiece.model").string();
   return (fs::path(c.output_dir) / "spm.model").string();
@@ -46,18 +49,24 @@ void check_data(const Config& c) {
         "config.json, model.safetensors and spiece.model",
         c.model.init_from);
   const std::string spm = tokenizer_path(c);
-  if (!fs::exists(spm) && c.data.spm_model.empty() && !c.model.init_from.empty())
+  const bool bytes = c.data.tokenizer == TokenizerType::Bytes;  // written by the run, never missing
+  if (!bytes && !fs::exists(spm) && c.data.spm_model.empty() && !c.model.init_from.empty())
     ROTOR_FAIL(
         "model.init_from: {} not found (the tokenizer of the pretrained model; set "
         "data.spm_model)",
         spm);
-  if (!fs::exists(spm) && (c.task == Task::Classification || c.task == Task::Multilabel))
+  if (!bytes && !fs::exists(spm) && (c.task == Task::Classification || c.task == Task::Multilabel))
     ROTOR_FAIL(
         "data.spm_model: {} not found; task {} reads the tokenizer of its "
         "encoder (data.spm_model, or the spiece.model of model.init_from)",
         spm, to_string(c.task));
-  if (!fs::exists(spm) && train.is_prepared())
+  if (!bytes && !fs::exists(spm) && train.is_prepared())
     ROTOR_FAIL("data.spm_model: {} not found (it can only be trained from raw text)", spm);
+  // A byte LM's prefix that lost its line breaks, before the run touches anything.
+  if (c.task == Task::Lm && bytes)
+    for (const char* key : {"train", "valid", "test"})
+      if (const data::CorpusSource s = corpus_source(c, key); s.is_prepared())
+        data::check_prepared_line_ends(s);
   // A prefix prepared with another tokenizer, before the run touches anything.
   if (fs::exists(spm))
     for (const char* key : {"train", "valid", "test"}) {
@@ -82,8 +91,17 @@ data::SpmTrainOptions spm_options(const Config& c) {
   return o;
 }
 
+// The user-defined symbols of a byte tokenizer: those of BERT for the tasks
+// that build one.
+std::vector<std::string> byte_symbols(const Config& c) {
+  if (task_spec(c.task).model == ModelFamily::BertEncoder) return {"[MASK]", "[CLS]", "[SEP]"};
+  return {};
+}
+
 data::CleanOptions clean_options(const Config& c, const std::string& key) {
   data::CleanOptions clean;
+  // A byte LM reads its text as one byte stream: line breaks are tokens.
+  clean.keep_line_ends = c.task == Task::Lm && c.data.tokenizer == TokenizerType::Bytes;
   // Masked-LM blocks are packed from the stream: every non-empty line counts.
   if (c.task == Task::Translation && key == "train") {
     clean.max_len = c.data.max_len;
@@ -111,8 +129,16 @@ std::string data_prefix(const Config& c, const std::string& key) {
 
 std::string ensure_tokenizer(const Config& c) {
   const std::string spm = tokenizer_path(c);
+  if (c.data.tokenizer == TokenizerType::Bytes) {
+    data::ensure_byte_tokenizer(spm, byte_symbols(c));
+    return spm;
+  }
   data::ensure_tokenizer(spm, corpus_source(c, "train"), spm_options(c), owns_tokenizer(c));
   return spm;
+}
+
+std::string fixed_tokenizer(const Config& c) {
+  return c.data.tokenizer == TokenizerType::Bytes ? ensure_tokenizer(c) : tokenizer_path(c);
 }
 
 std::string prepared_prefix(const Config& c, const std::string& key, const std::string& spm) {
@@ -137,6 +163,18 @@ void check_resumable_data(const Config& c, const std::string& checkpoint_dir) {
   const std::string saved = checkpoint_dir + "/spm.model";
   std::error_code ec;
   if (fs::exists(saved, ec)) {
+    // The kind first: a byte run's tokenizer file is the run's to write.
+    const bool saved_bytes = data::Tokenizer::load(saved).is_bytes();
+    const bool bytes = c.data.tokenizer == TokenizerType::Bytes;
+    if (saved_bytes != bytes)
+      ROTOR_FAIL("--resume: {} was trained with data.tokenizer {}, the config says {}",
+                 checkpoint_dir, saved_bytes ? "bytes" : "sentencepiece",
+                 to_string(c.data.tokenizer));
+    if (bytes && read_file(saved) != data::byte_tokenizer_text(byte_symbols(c)))
+      ROTOR_FAIL("--resume: the byte tokenizer {} has other symbols than task {} uses", saved,
+                 to_string(c.task));
+  }
+  if (fs::exists(saved, ec) && c.data.tokenizer != TokenizerType::Bytes) {
     if (!fs::exists(spm, ec))
       ROTOR_FAIL("--resume: the tokenizer {} is missing; {} was trained with {} (copy it back)",
                  spm, checkpoint_dir, saved);
@@ -145,7 +183,8 @@ void check_resumable_data(const Config& c, const std::string& checkpoint_dir) {
                  saved, checkpoint_dir);
   }
   const data::CorpusSource train = corpus_source(c, "train");
-  if (owns_tokenizer(c) && fs::exists(spm, ec) && !train.is_prepared()) {
+  if (c.data.tokenizer != TokenizerType::Bytes && owns_tokenizer(c) && fs::exists(spm, ec) &&
+      !train.is_prepared()) {
     const std::string why = data::stale_reason(data::fingerprint_path(spm),
                                                data::tokenizer_fingerprint(train, spm_options(c)));
     if (!why.empty()) refuse_resume(spm, why);

@@ -22,9 +22,10 @@
 
 namespace rotor::train {
 
-// The tokenizer path a config uses: data.spm_model, else the spiece.model of
-// model.init_from (the tokenizer `rotor export` writes beside the weights),
-// else OUTPUT_DIR/spm.model.
+// The tokenizer path a config uses: for data.tokenizer bytes the byte
+// tokenizer's description OUTPUT_DIR/tokenizer.bytes; else data.spm_model,
+// else the spiece.model of model.init_from (the tokenizer `rotor export`
+// writes beside the weights), else OUTPUT_DIR/spm.model.
 std::string tokenizer_path(const Config& config);
 
 // data.<key> ("train", "valid") as the task reads it: parallel
@@ -37,8 +38,13 @@ data::CorpusSource corpus_source(const Config& config, const std::string& key);
 void check_data(const Config& config);
 
 // The tokenizer of the config, trained from the raw training text when
-// missing (for mlm with [MASK] [CLS] [SEP] as ids 4, 5, 6). Returns its path.
+// missing (for mlm with [MASK] [CLS] [SEP] as ids 4, 5, 6); a byte
+// tokenizer is written (never trained). Returns its path.
 std::string ensure_tokenizer(const Config& config);
+
+// The tokenizer of a task that never trains one (classification): the
+// existing tokenizer_path(), or the byte tokenizer, written when missing.
+std::string fixed_tokenizer(const Config& config);
 
 // Before a resumed run writes anything: the tokenizer is the one the
 // checkpoint `checkpoint_dir` holds a copy of, and the tokenizer the run owns

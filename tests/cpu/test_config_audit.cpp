@@ -112,6 +112,9 @@ const Entry kEntries[] = {
   {"data.train", "data/test", Shows::Metrics},
   {"data.valid", "data/test", Shows::Metrics},
   {"data.test", "data/test", Shows::Metrics},
+  // No SentencePiece model: a byte tokenizer (the lm config's vocab_size goes back to its default).
+  {"data.tokenizer", "bytes", Shows::LogHas, "--set data.vocab_size=8000",
+   "byte tokenizer", "", kLmConfig},
   {"data.spm_model", "spm100.model", Shows::Metrics},
   {"data.vocab_size", "100", Shows::Metrics},
   {"data.spm_model_type", "unigram", Shows::Metrics},
