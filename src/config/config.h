@@ -320,6 +320,9 @@ class KeyOrigins {
   // "FILE:LINE"; the file alone when none was (all defaults); "" for a config
   // built in code.
   std::string locate(const std::vector<std::string>& keys) const;
+  // Whether the file or a --set wrote `key` ("train.best_metric") or a
+  // section holding it; false for a config built in code.
+  bool written(const std::string& key) const;
   friend bool operator==(const KeyOrigins&, const KeyOrigins&) { return true; }
 
  private:

@@ -299,6 +299,7 @@ Config load_config_from_string(const std::string& text, const std::string& origi
   Config config;
   loader.load(root, config);
   config.origins = loader.origins();
+  apply_task_defaults(config);
   validate(config);
   return config;
 }

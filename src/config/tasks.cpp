@@ -60,6 +60,11 @@ std::optional<ConfigProblem> lm_rules(const Config& c) {
   return std::nullopt;
 }
 
+// Pre-LN, as GPT-2, GPT-NeoX and fairseq's transformer_lm train.
+void lm_defaults(Config& c, const KeyOrigins& written) {
+  if (!written.written("model.norm")) c.model.norm = NormPlacement::Pre;
+}
+
 bool is_column_index(const std::string& s) {
   int64_t i = -1;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), i);
@@ -133,6 +138,12 @@ std::optional<ConfigProblem> classification_rules(const Config& c) {
 
 // The TSV columns, the label lists' separator and the label vocabulary
 // (data/tsv.h reads them).
+// The best checkpoint by validation AP (BEHRT's measure), not the loss.
+void multilabel_defaults(Config& c, const KeyOrigins& written) {
+  if (!written.written("train.best_metric") && !c.data.valid.empty())
+    c.train.best_metric = ValidMetric::Ap;
+}
+
 std::optional<ConfigProblem> multilabel_rules(const Config& c) {
   if (auto problem = tsv_rules(c)) return problem;
   const DataConfig& d = c.data;
@@ -192,14 +203,16 @@ const std::vector<TaskSpec> kTasks = {
      &DataConfig::seq_len,
      {{ValidMetric::Loss}, {ValidMetric::Accuracy, true}},
      {{"data.train", &DataConfig::train, "a text file, or a prefix prepared by `rotor prepare`"}},
-     lm_rules},
+     lm_rules,
+     lm_defaults},
     {Task::Multilabel,
      ModelFamily::BertEncoder,
      "data.seq_len",
      &DataConfig::seq_len,
      {{ValidMetric::Loss}, {ValidMetric::Ap, true}, {ValidMetric::Auroc, true}},
      {{"data.train", &DataConfig::train, "a TSV file with a column of label lists"}},
-     multilabel_rules},
+     multilabel_rules,
+     multilabel_defaults},
 };
 
 const TaskMetric* find_metric(const TaskSpec& spec, ValidMetric metric) {
@@ -220,6 +233,11 @@ const char* hf_init_target(ModelFamily family) {
       break;
   }
   return nullptr;
+}
+
+void apply_task_defaults(Config& config) {
+  const TaskSpec& spec = task_spec(config.task);
+  if (spec.defaults) spec.defaults(config, config.origins);
 }
 
 const std::vector<TaskSpec>& task_table() {

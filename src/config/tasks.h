@@ -58,7 +58,13 @@ struct TaskSpec {
   std::vector<TaskMetric> metrics;  // what a validation can report, loss first
   std::vector<RequiredData> required_data;
   ConfigRule rules = nullptr;  // the task's own cross-field rules
+  // The task's own defaults: sets the keys the config did not write
+  // (origins.written) where the task wants another value than Config{}'s.
+  void (*defaults)(Config&, const KeyOrigins&) = nullptr;
 };
+
+// Applies task_spec(config.task).defaults (load_config, before validate).
+void apply_task_defaults(Config& config);
 
 // Every task, in the order of EnumNames<Task>.
 const std::vector<TaskSpec>& task_table();

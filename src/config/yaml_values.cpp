@@ -36,6 +36,10 @@ std::string KeyOrigins::locate(const std::vector<std::string>& keys) const {
   return data_->origin;
 }
 
+bool KeyOrigins::written(const std::string& key) const {
+  return data_ && (data_->override_for(key) || data_->lines.count(key) > 0);
+}
+
 namespace config_detail {
 
 // ---- key paths ---------------------------------------------------------------

@@ -378,3 +378,39 @@ TEST(Config, LoadConfigFileErrors) {
 
 }  // namespace
 }  // namespace rotor
+
+namespace rotor {
+namespace {
+
+// A task's own defaults (config/tasks.h, TaskSpec::defaults) apply to the
+// keys a config did not write, and never override one it did, whether in the
+// file or by --set.
+TEST(TaskDefaults, LmIsPreLnUnlessTheConfigSaysOtherwise) {
+  EXPECT_EQ(load_config_from_string("task: lm\n").model.norm, NormPlacement::Pre);
+  EXPECT_EQ(load_config_from_string("task: lm\nmodel:\n  norm: post\n").model.norm,
+            NormPlacement::Post);
+  EXPECT_EQ(load_config_from_string("task: lm\n", "x", {"model.norm=post"}).model.norm,
+            NormPlacement::Post);
+  // Other tasks keep Config{}'s post-LN.
+  EXPECT_EQ(load_config_from_string("task: translation\n").model.norm, NormPlacement::Post);
+  // A dumped config writes every key: it reads back equal.
+  const Config c = load_config_from_string("task: lm\n");
+  EXPECT_EQ(load_config_from_string(dump_config(c)), c);
+}
+
+TEST(TaskDefaults, MultilabelPicksTheBestCheckpointByAp) {
+  const std::string base = "task: multilabel\ndata:\n  valid: v.tsv\n";
+  EXPECT_EQ(load_config_from_string(base).train.best_metric, ValidMetric::Ap);
+  EXPECT_EQ(load_config_from_string(base + "train:\n  best_metric: auroc\n").train.best_metric,
+            ValidMetric::Auroc);
+  EXPECT_EQ(load_config_from_string(base, "x", {"train.best_metric=loss"}).train.best_metric,
+            ValidMetric::Loss);
+  // Without a validation set there is no AP to pick by.
+  EXPECT_EQ(load_config_from_string("task: multilabel\n").train.best_metric, ValidMetric::Loss);
+  EXPECT_EQ(
+      load_config_from_string("task: classification\ndata:\n  valid: v.tsv\n").train.best_metric,
+      ValidMetric::Loss);
+}
+
+}  // namespace
+}  // namespace rotor
