@@ -9,8 +9,10 @@ machine.
 
 Peers: task translation (post-norm, sinusoidal positions) -> MarianMTModel;
 task mlm with position rope -> RoFormerForMaskedLM, with learned positions ->
-BertForMaskedLM (SDPA attention). Other models have no Hugging Face twin and
-are reported absent, with the reason.
+BertForMaskedLM (SDPA attention); task lm (pre-norm) with position rope ->
+GPTNeoXForCausalLM (sequential residual, every dimension rotated), with
+learned positions -> GPT2LMHeadModel. Other models have no Hugging Face twin
+and are reported absent, with the reason.
 
 Each micro-batch of the bench JSON (sequences x src_len [x tgt_len]) is
 replayed with random token ids; update_freq micro-batches make one update:
@@ -19,7 +21,8 @@ forward, loss, backward, gradient clipping (train.clip_norm), fused AdamW
 bf16/fp16 as autocast over fp32 weights (fp16 with a GradScaler), fp32 plain.
 Losses: label-smoothed cross-entropy over every target token (translation),
 cross-entropy over the masked positions (mlm, as many as the JSON's tokens),
-both divided by the update's tokens as rotor does.
+cross-entropy over every next token (lm), all divided by the update's tokens
+as rotor does.
 
 Before timing, every distinct batch shape runs once (torch.compile compiles
 what it needs there, with dynamic shapes when there are several; eager warms
@@ -57,6 +60,13 @@ def peer_name(bench):
         if m["position"] == "learned":
             return "BertForMaskedLM", None
         return "BertForMaskedLM", f"no Hugging Face masked LM with {m['position']} positions"
+    if task == "lm":
+        peer = "GPTNeoXForCausalLM" if m["position"] == "rope" else "GPT2LMHeadModel"
+        if m["norm"] != "pre":
+            return peer, "no Hugging Face causal LM with post-norm layers"
+        if m["position"] not in ("rope", "learned"):
+            return peer, f"no Hugging Face causal LM with {m['position']} positions"
+        return peer, None
     return task, f"no peer for task {task}"
 
 
@@ -79,6 +89,26 @@ def build_model(bench, transformers):
             pad_token_id=1, eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=2)
         return transformers.MarianMTModel(cfg)
     seq = max(b["src_len"] for b in bench["batches"])
+    if bench["task"] == "lm":
+        L = m["decoder_layers"]
+        tie = bool(m["share_embeddings"])
+        if m["position"] == "rope":
+            cfg = transformers.GPTNeoXConfig(
+                vocab_size=V, hidden_size=d, num_hidden_layers=L, num_attention_heads=H,
+                intermediate_size=ff, hidden_act=hf_act(m["activation"]), rotary_pct=1.0,
+                rotary_emb_base=m.get("rope_base", m.get("rope_theta", 10000.0)),
+                max_position_embeddings=max(m["max_positions"], seq),
+                layer_norm_eps=m["layer_norm_eps"], use_parallel_residual=False,
+                hidden_dropout=m["dropout"], attention_dropout=m["attention_dropout"],
+                tie_word_embeddings=tie, bos_token_id=2, eos_token_id=3)
+            return transformers.GPTNeoXForCausalLM(cfg)
+        cfg = transformers.GPT2Config(
+            vocab_size=V, n_embd=d, n_layer=L, n_head=H, n_inner=ff,
+            activation_function=hf_act(m["activation"]),
+            n_positions=max(m["max_positions"], seq), layer_norm_epsilon=m["layer_norm_eps"],
+            resid_pdrop=m["dropout"], embd_pdrop=m["dropout"], attn_pdrop=m["attention_dropout"],
+            tie_word_embeddings=tie, bos_token_id=2, eos_token_id=3)
+        return transformers.GPT2LMHeadModel(cfg)
     common = dict(vocab_size=V, hidden_size=d, num_hidden_layers=m["encoder_layers"],
                   num_attention_heads=H, intermediate_size=ff, hidden_act=hf_act(m["activation"]),
                   hidden_dropout_prob=m["dropout"],
@@ -106,6 +136,8 @@ def make_inputs(bench, batch, torch, device, gen):
         tgt = torch.randint(4, V, (B, T + 1), generator=gen).to(device)
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids),
                 "decoder_input_ids": tgt[:, :-1]}, tgt[:, 1:]
+    if bench["task"] == "lm":  # the next token of every input
+        return {"input_ids": ids}, torch.randint(4, V, (B, S), generator=gen).to(device)
     labels = torch.full((B, S), -100, dtype=torch.long)
     masked = max(1, min(batch["tokens"], B * S))
     flat = torch.randperm(B * S, generator=gen)[:masked]

@@ -7,10 +7,10 @@
 #   2. bench_attention against PyTorch SDPA + rotary (scripts/bench/attention_peer.py),
 #      rotor's kernel and cuDNN;
 #   3. `rotor bench train` against its Hugging Face peers (scripts/bench/train_peer.py:
-#      MarianMTModel, RoFormerForMaskedLM, BertForMaskedLM; eager and torch.compile)
-#      replaying the same batch shapes: Transformer-base translation on Multi30k
-#      (max_tokens 6250) in bf16 and fp32, RoFormer- and BERT-base masked LM 64 x 512
-#      on WikiText-2 in bf16;
+#      MarianMTModel, RoFormerForMaskedLM, BertForMaskedLM, GPTNeoXForCausalLM; eager
+#      and torch.compile) replaying the same batch shapes: Transformer-base translation
+#      on Multi30k (max_tokens 6250) in bf16 and fp32, RoFormer- and BERT-base masked
+#      LM 64 x 512 and the 12 x 768 RoPE causal LM 16 x 1024 (bytes) on WikiText-2 in bf16;
 #   4. scripts/gpu/launch_check.sh: `rotor launch -n 1` (NCCL at world size 1)
 #      against the plain run (equal losses) and the launcher's cost in step time;
 # and prints one markdown table (also in OUT/table.md).
@@ -218,6 +218,7 @@ if ((cpu)); then
   cpu_sets="device=cpu precision=fp32 train.log_interval=1000"
   rows+=("Transformer (quickstart size) MT, CPU fp32|configs/quickstart/numbers_sinusoidal.yaml|3|1|eager|$cpu_sets data.train=$synth/train data.valid=$synth/valid output_dir=$out/mt_cpu data.spm_model=$out/mt_cpu_spm.model")
   rows+=("RoFormer-tiny MLM, CPU fp32|configs/mlm/roformer_tiny.yaml|2|1|eager|$cpu_sets data.train=$synth/train.en data.valid=$synth/valid.en output_dir=$out/mlm_cpu data.spm_model=$out/mlm_cpu_spm.model data.vocab_size=150 data.seq_len=64 train.batch_size=8")
+  rows+=("Causal LM (char tiny), CPU fp32|configs/lm/wikitext2_char_tiny.yaml|2|1|eager|$cpu_sets data.train=$synth/train.en data.valid=$synth/valid.en data.test= output_dir=$out/lm_cpu train.batch_size=4")
   peer_device=cpu
 else
   modes=eager
@@ -232,6 +233,9 @@ else
   rows+=("RoFormer-base MLM 64x512, bf16, rotor core, RoPE in split|configs/mlm/roformer_base.yaml|20|3||$mlm precision=bf16 attention.impl=rotor output_dir=$out/mlm_rope_split")
   rows+=("RoFormer-base MLM 64x512, bf16, rotor core, RoPE in kernel|configs/mlm/roformer_base.yaml|20|3||$mlm precision=bf16 attention.impl=rotor attention.rope_in_kernel=true output_dir=$out/mlm_rope_kernel")
   rows+=("BERT-base MLM 64x512, bf16|configs/mlm/bert_base.yaml|20|3|$modes|$mlm precision=bf16 output_dir=$out/mlm_bert_bf16")
+  # The paper's section 4.4 causal LM (12x768, bytes) at 1024 tokens, 16 sequences an update.
+  lm="data.train=$data/wikitext-2/test.txt data.valid=$data/wikitext-2/valid.txt data.test= train.batch_size=16"
+  rows+=("RoPE causal LM 12x768 16x1024 bytes, bf16|configs/lm/enwik8_paper.yaml|20|3|$modes|$lm precision=bf16 output_dir=$out/lm_rope_bf16")
   peer_device=cuda
   if ((!dry)) && wants train && [[ ! -f $data/multi30k/train.en || ! -f $data/wikitext-2/test.txt ]]; then
     echo "measure.sh: $data lacks multi30k/train.en or wikitext-2/test.txt (--data DIR)" >&2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gpu/measure.sh on a machine without a GPU: its argument checks, the
 # commands of a GPU run (--dry-run), and the CPU fallback (--cpu: rotor bench
-# train of two tiny configs, the Hugging Face peers on PyTorch's CPU where
+# train of three tiny configs, the Hugging Face peers on PyTorch's CPU where
 # torch and transformers import, else marked absent), whose markdown table
 # must have its header and one row per config with rotor's time in it; and
 # scripts/bench/perf_table.py on missing and absent peers.
@@ -25,7 +25,7 @@ done
 bash scripts/gpu/measure.sh --dry-run --build "$build" --out "$tmp/dry" >"$tmp/dry.txt" 2>&1
 for want in "ctest --test-dir $build -L gpu" "bench_attention --dtype bf16 --impl rotor" \
   "rotor bench train configs/wmt14_en_de/transformer_base.yaml" "configs/mlm/roformer_base.yaml" \
-  "configs/mlm/bert_base.yaml" "train_peer.py --bench $tmp/dry/train1.rotor.json --mode eager" \
+  "configs/mlm/bert_base.yaml" "configs/lm/enwik8_paper.yaml" "train_peer.py --bench $tmp/dry/train1.rotor.json --mode eager" \
   "--mode compile" "precision=fp32"; do
   grep -qF -- "$want" "$tmp/dry.txt" || fail "--dry-run does not run '$want'"
 done
@@ -36,7 +36,7 @@ bash scripts/gpu/measure.sh --cpu --build "$build" --out "$tmp/cpu" >"$tmp/cpu.t
 grep -q '^| model, precision | rotor ms | peer | peer ms | peer/rotor |' "$tmp/cpu.txt" ||
   { cat "$tmp/cpu.txt" >&2; fail "no table header"; }
 rows=$(grep -cE '^\| [^|]*CPU fp32 \| [0-9]+\.[0-9] \| ' "$tmp/cpu.txt" || true)
-((rows == 2)) || { cat "$tmp/cpu.txt" >&2; fail "expected 2 rows with rotor's time, got $rows"; }
+((rows == 3)) || { cat "$tmp/cpu.txt" >&2; fail "expected 3 rows with rotor's time, got $rows"; }
 grep -q 'gpu tests: not run' "$tmp/cpu.txt" || fail "the CPU fallback should not run the gpu tests"
 cmp -s <(sed -n '/^| model/,$p' "$tmp/cpu.txt") <(sed -n '/^| model/,$p' "$tmp/cpu/table.md") ||
   fail "table.md differs from the printed table"
