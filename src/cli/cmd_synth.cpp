@@ -1,11 +1,14 @@
 // `rotor synth TASK`: write a synthetic data set. Tasks: numbers-en-de
-// (English number words -> German number words, see src/data/synth_numbers.h).
+// (English number words -> German number words, see src/data/synth_numbers.h)
+// and ehr (a cohort of patients with visits of diagnosis codes, see
+// src/data/synth_ehr.h).
 #include <cstdint>
 #include <cstdio>
 
 #include "cli/args.h"
 #include "cli/command.h"
 #include "core/error.h"
+#include "data/synth_ehr.h"
 #include "data/synth_numbers.h"
 
 namespace {
@@ -14,20 +17,40 @@ struct SynthArgs {
   std::string task;
   rotor::data::SynthNumbersOptions numbers;
   int64_t seed = 1;
+  int64_t patients = 1000;
+  std::string format = "csv";
 };
 
+int run_synth_ehr(const SynthArgs& a) {
+  using namespace rotor::cli;
+  check_int("synth", "--patients", a.patients, 1, 10'000'000);
+  if (a.format != "csv" && a.format != "jsonl")
+    ROTOR_FAIL("synth: --format must be csv or jsonl, got '{}'", a.format);
+  rotor::data::SynthEhrOptions o;
+  o.output_dir = a.numbers.output_dir;
+  o.patients = a.patients;
+  o.seed = static_cast<uint64_t>(a.seed);
+  o.format = a.format;
+  const auto files = rotor::data::write_synth_ehr(o);
+  std::printf("synth ehr: wrote %lld patients to", static_cast<long long>(a.patients));
+  for (const auto& f : files) std::printf(" %s", f.c_str());
+  std::printf(" (seed %llu)\n", static_cast<unsigned long long>(o.seed));
+  return 0;
+}
+
 int run_synth(const SynthArgs& a) {
-  if (a.task != "numbers-en-de")
-    ROTOR_FAIL("synth: unknown task '{}' (available: numbers-en-de)", a.task);
+  if (a.task != "numbers-en-de" && a.task != "ehr")
+    ROTOR_FAIL("synth: unknown task '{}' (available: numbers-en-de, ehr)", a.task);
   using namespace rotor::cli;
   check_output_dir("synth", "--output", a.numbers.output_dir, {});
+  check_int("synth", "--seed", a.seed, 0, INT64_MAX);
+  if (a.task == "ehr") return run_synth_ehr(a);
   // Bounded here so that their sum cannot overflow; synth_numbers_splits
   // checks what the task allows (90000 distinct numbers in train+valid+test).
   check_int("synth", "--train", a.numbers.train, 1, 90'000);
   check_int("synth", "--valid", a.numbers.valid, 0, 90'000);
   check_int("synth", "--test", a.numbers.test, 0, 90'000);
   check_int("synth", "--test-long", a.numbers.test_long, 0, 1'000'000);
-  check_int("synth", "--seed", a.seed, 0, INT64_MAX);
   rotor::data::SynthNumbersOptions o = a.numbers;
   o.seed = static_cast<uint64_t>(a.seed);
   auto splits = rotor::data::write_synth_numbers(o);
@@ -41,18 +64,21 @@ int run_synth(const SynthArgs& a) {
 
 }  // namespace
 
-ROTOR_COMMAND("synth", "Write a synthetic data set (numbers-en-de)", 22, [](CLI::App& sub) {
+ROTOR_COMMAND("synth", "Write a synthetic data set (numbers-en-de, ehr)", 22, [](CLI::App& sub) {
   auto a = std::make_shared<SynthArgs>();
   auto& o = a->numbers;
-  sub.add_option("task", a->task, "Task: numbers-en-de")->required();
+  sub.add_option("task", a->task, "Task: numbers-en-de or ehr")->required();
   sub.add_option("--output", o.output_dir, "Output directory (created)")->required();
   // Read as a signed number: CLI11 would wrap "-1" around into 2^64 - 1.
   sub.add_option_function<int64_t>(
       "--seed", [a](const int64_t& seed) { a->seed = seed; }, "Random seed (default 1)");
-  sub.add_option("--train", o.train, "Training pairs")->capture_default_str();
-  sub.add_option("--valid", o.valid, "Validation pairs")->capture_default_str();
-  sub.add_option("--test", o.test, "Test pairs")->capture_default_str();
-  sub.add_option("--test-long", o.test_long, "Longer-than-training test pairs")
+  sub.add_option("--train", o.train, "numbers-en-de: training pairs")->capture_default_str();
+  sub.add_option("--valid", o.valid, "numbers-en-de: validation pairs")->capture_default_str();
+  sub.add_option("--test", o.test, "numbers-en-de: test pairs")->capture_default_str();
+  sub.add_option("--test-long", o.test_long, "numbers-en-de: longer-than-training test pairs")
+      ->capture_default_str();
+  sub.add_option("--patients", a->patients, "ehr: patients in the cohort")->capture_default_str();
+  sub.add_option("--format", a->format, "ehr: csv (events.csv, patients.csv) or jsonl")
       ->capture_default_str();
   return [a] { return run_synth(*a); };
 });

@@ -31,6 +31,26 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                                   c.data.*task.length, task.length_key, encoder_decoder ? 1 : 0};
     if (auto p = m.position->check(shape)) return ConfigProblem{p->key, p->message, p->related};
   }
+  if (c.data.format == DataFormat::Ehr && c.task != Task::Mlm)
+    return ConfigProblem{
+        "data.format",
+        fmt::format("ehr data feeds task mlm; task {} reads text", to_string(c.task)),
+        {"task"}};
+  if (c.data.format != DataFormat::Ehr && m.position_source == PositionSource::Visit)
+    return ConfigProblem{"model.position_source",
+                         "visit positions need EHR data (data.format: ehr)",
+                         {"data.format"}};
+  if (c.data.format != DataFormat::Ehr && m.age_vocab_size > 0)
+    return ConfigProblem{"model.age_vocab_size",
+                         "an age embedding needs EHR data (data.format: ehr)",
+                         {"data.format"}};
+  if (m.position_source == PositionSource::Visit && m.position->rotates_qk &&
+      c.attention.kind != nn::AttentionKind::Softmax)
+    return ConfigProblem{"model.position_source",
+                         fmt::format("visit positions rotate q and k in the head split; attention "
+                                     "kind {} rotates in its own core",
+                                     c.attention.kind.name()),
+                         {"attention.kind", "model.position"}};
   if (task.model == ModelFamily::BertEncoder && m.norm != NormPlacement::Post)
     return ConfigProblem{"model.norm",
                          fmt::format("task {} builds BERT/RoFormer, which are post-LN; got {}",

@@ -36,6 +36,11 @@ enum class NormPlacement { Post, Pre };
 enum class SpmModelType { Bpe, Unigram };
 // data.tokenizer: a SentencePiece model (trained or named), or UTF-8 bytes.
 enum class TokenizerType { SentencePiece, Bytes };
+// What data.train/valid/test name: text (raw or `rotor prepare`d), or EHR
+// patient sequences made by `rotor prepare-ehr` (data/ehr.h).
+enum class DataFormat { Text, Ehr };
+// What positions count (model.position_source): tokens, or visits as in BEHRT.
+enum class PositionSource { Token, Visit };
 enum class OptimizerName { Adam, AdamW };
 // What a validation reports (train.valid_metrics) and what the best
 // checkpoint and early stopping follow (train.best_metric). f1, mcc, pearson
@@ -75,6 +80,9 @@ ROTOR_ENUM_NAMES(ops::LinearRope, {ops::LinearRope::AfterFeatureMap, "after_feat
 ROTOR_ENUM_NAMES(SpmModelType, {SpmModelType::Bpe, "bpe"}, {SpmModelType::Unigram, "unigram"});
 ROTOR_ENUM_NAMES(TokenizerType, {TokenizerType::SentencePiece, "sentencepiece"},
                  {TokenizerType::Bytes, "bytes"});
+ROTOR_ENUM_NAMES(DataFormat, {DataFormat::Text, "text"}, {DataFormat::Ehr, "ehr"});
+ROTOR_ENUM_NAMES(PositionSource, {PositionSource::Token, "token"},
+                 {PositionSource::Visit, "visit"});
 ROTOR_ENUM_NAMES(OptimizerName, {OptimizerName::Adam, "adam"}, {OptimizerName::AdamW, "adamw"});
 ROTOR_ENUM_NAMES(ValidMetric, {ValidMetric::Loss, "loss"}, {ValidMetric::Accuracy, "accuracy"},
                  {ValidMetric::Bleu, "bleu"}, {ValidMetric::Chrf, "chrf"}, {ValidMetric::F1, "f1"},
@@ -163,8 +171,14 @@ struct ModelConfig {
   // output projection is the token embedding).
   bool share_embeddings = true;
   bool scale_embeddings = true;  // token embeddings times sqrt(d_model)
-  int type_vocab_size = 2;       // mlm segment embeddings
-  double init_std = 0.02;        // mlm (BERT) init; translation uses the fairseq init
+  int type_vocab_size = 2;       // mlm segment embeddings (EHR: the visit segment, 0/1)
+  // EHR (data.format ehr): an age embedding of this many age ids (at least
+  // the prepared data's age_vocab_size); 0 = none.
+  int age_vocab_size = 0;
+  // token: position t is the t-th token; visit: the visit index (BEHRT; [CLS]
+  // shares 0 with the first visit), for sinusoidal, learned and rope; EHR only.
+  PositionSource position_source = PositionSource::Token;
+  double init_std = 0.02;  // mlm (BERT) init; translation uses the fairseq init
   // A local Hugging Face BERT/RoFormer directory (config.json and
   // model.safetensors) whose weights initialize the encoder of task mlm or
   // classification (and whichever head it holds); "" = random init.
@@ -205,7 +219,8 @@ struct DataConfig {
   // SentencePiece keys below must stay at their defaults. Task lm then reads
   // its text as one byte stream, line breaks included (docs/design.md).
   TokenizerType tokenizer = TokenizerType::SentencePiece;
-  std::string spm_model;  // "" -> OUTPUT_DIR/spm.model, trained when missing
+  std::string spm_model;                 // "" -> OUTPUT_DIR/spm.model, trained when missing
+  DataFormat format = DataFormat::Text;  // ehr: train/valid/test are rotor prepare-ehr splits
   int vocab_size = 8000;
   SpmModelType spm_model_type = SpmModelType::Bpe;
   double character_coverage = 1.0;

@@ -68,6 +68,8 @@ void visit_config(C& c, V& v) {
     v.boolean("share_embeddings", m.share_embeddings);
     v.boolean("scale_embeddings", m.scale_embeddings);
     v.integer("type_vocab_size", m.type_vocab_size, kNonNegative);
+    v.integer("age_vocab_size", m.age_vocab_size, kNonNegative);
+    v.enumeration("position_source", m.position_source);
     v.floating("init_std", m.init_std, kPositiveF);
     v.string("init_from", m.init_from);
   });
@@ -90,6 +92,7 @@ void visit_config(C& c, V& v) {
     v.string("test", d.test);
     v.enumeration("tokenizer", d.tokenizer);
     v.string("spm_model", d.spm_model);
+    v.enumeration("format", d.format);
     v.integer("vocab_size", d.vocab_size, kPositive);
     v.enumeration("spm_model_type", d.spm_model_type);
     v.floating("character_coverage", d.character_coverage, kUnitOpenBottom);

@@ -122,6 +122,8 @@ struct MlmHostBatch {
   Tensor input_ids;           // i32 [B, T]: masked inputs, right-padded with pad
   Tensor token_type_ids;      // i32 [B, T], or undefined = every token in segment 0
   Tensor lengths;             // i32 [B]: non-pad tokens per row
+  Tensor age_ids;             // i32 [B, T] (EHR, data/ehr_mlm.h), or undefined
+  Tensor position_ids;        // i32 [B, T]: visit indices (EHR), or undefined
   Tensor masked_positions;    // i32 [M]: flat indices b * T + t of the tokens to predict
   Tensor masked_targets;      // i32 [M]: their original ids
   int64_t tokens = 0;         // non-pad tokens

@@ -30,6 +30,8 @@ MlmBatch MlmBatch::to(Device device) const {
   move(b.input_ids);
   move(b.token_type_ids);
   move(b.lengths);
+  move(b.age_ids);
+  move(b.position_ids);
   move(b.masked_positions);
   move(b.masked_targets);
   return b;
@@ -56,6 +58,9 @@ BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
     token_type_ =
         std::make_unique<nn::Embedding>(store, p + ".embeddings.token_type_embeddings.weight",
                                         c.type_vocab_size, d, -1, Init::normal(c.init_std));
+  if (c.age_vocab_size > 0)
+    age_ = std::make_unique<nn::Embedding>(store, p + ".embeddings.age_embeddings.weight",
+                                           c.age_vocab_size, d, -1, Init::normal(c.init_std));
   emb_norm_ = std::make_unique<nn::LayerNorm>(store, p + ".embeddings.LayerNorm", d,
                                               c.layer.layer_norm_eps);
   emb_drop_ = std::make_unique<nn::Dropout>(store, c.layer.dropout);
@@ -72,6 +77,11 @@ BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
 
 Tensor BertEncoder::forward(const Tensor& ids, const Tensor& types, const Tensor& lengths,
                             const Context& ctx) {
+  return forward(EncoderInputs{ids, types, lengths, Tensor(), Tensor()}, ctx);
+}
+
+Tensor BertEncoder::forward(const EncoderInputs& in, const Context& ctx) {
+  const Tensor& ids = in.input_ids;  // i32 [B, T]
   ROTOR_CHECK(ids.dim() == 2 && ids.dtype() == DType::I32,
               "BERT: input ids must be i32 [B, T], got {}", ids.str());
   B_ = ids.size(0);
@@ -79,17 +89,36 @@ Tensor BertEncoder::forward(const Tensor& ids, const Tensor& types, const Tensor
   const int64_t N = B_ * T_, d = options_.layer.d_model;
   ids_ = ids.view({N});
   Tensor x = word_->forward(ids_, ctx);  // [N, d]
-  types_ = Tensor();
+  types_ = ages_ = positions_ = Tensor();
+  host_positions_.clear();
   if (token_type_) {
-    types_ = types.defined() ? types.view({N}) : Tensor::zeros({N}, DType::I32, ctx.device);
+    types_ = in.token_type_ids.defined() ? in.token_type_ids.view({N})
+                                         : Tensor::zeros({N}, DType::I32, ctx.device);
     Tensor t = token_type_->forward(types_, ctx);  // [N, d]
     ops::add(x, t, x);
   }
+  if (age_) {
+    if (!in.age_ids.defined())
+      ROTOR_FAIL("model.age_vocab_size {} needs age ids: EHR data (data.format ehr)",
+                 options_.age_vocab_size);
+    ages_ = in.age_ids.view({N});
+    Tensor a = age_->forward(ages_, ctx);  // [N, d]
+    ops::add(x, a, x);
+  }
   Tensor x3 = x.view({B_, T_, d});  // [B, T, d]
-  position_->add(x3, 0, ctx);
+  if (options_.visit_positions) {
+    if (!in.position_ids.defined())
+      ROTOR_FAIL("model.position_source visit needs visit positions: EHR data (data.format ehr)");
+    positions_ = in.position_ids.view({N});
+    position_->add_at(x3, positions_, ctx);
+    if (options_.position->rotates_qk) host_positions_ = positions_.to_ints();
+  } else {
+    position_->add(x3, 0, ctx);
+  }
   x = emb_norm_->forward(x, ctx);
   x = emb_drop_->forward(x, ctx).view({B_, T_, d});
-  for (auto& layer : layers_) x = layer->forward(x, lengths, ctx);
+  const std::vector<int32_t>* rope_positions = host_positions_.empty() ? nullptr : &host_positions_;
+  for (auto& layer : layers_) x = layer->forward(x, in.lengths, ctx, rope_positions);
   return x;  // [B, T, d]
 }
 
@@ -102,11 +131,15 @@ void BertEncoder::backward(const Tensor& dh, const Context& ctx) {
   }
   Tensor g = emb_drop_->backward(dx.view({N, d}));  // [N, d]
   g = emb_norm_->backward(g);                       // [N, d]
-  position_->backward(g.view({B_, T_, d}), 0);
+  if (positions_.defined())
+    position_->backward_at(g, positions_);
+  else
+    position_->backward(g.view({B_, T_, d}), 0);
   word_->backward(ids_, g);
   if (token_type_) token_type_->backward(types_, g);
+  if (age_) age_->backward(ages_, g);
   ctx.report_grads_ready(*store_, embeddings_range_);
-  ids_ = types_ = Tensor();
+  ids_ = types_ = ages_ = positions_ = Tensor();
 }
 
 BertForMaskedLM::BertForMaskedLM(const BertOptions& c, nn::ParameterStore& store)
@@ -123,9 +156,13 @@ BertForMaskedLM::BertForMaskedLM(const BertOptions& c, nn::ParameterStore& store
 
 Tensor BertForMaskedLM::encode(const Tensor& ids, const Tensor& types, const Tensor& lengths,
                                const Context& ctx) {
-  B_ = ids.size(0);
-  T_ = ids.size(1);
-  return encoder_.forward(ids, types, lengths, ctx);
+  return encode(EncoderInputs{ids, types, lengths, Tensor(), Tensor()}, ctx);
+}
+
+Tensor BertForMaskedLM::encode(const EncoderInputs& in, const Context& ctx) {
+  B_ = in.input_ids.size(0);
+  T_ = in.input_ids.size(1);
+  return encoder_.forward(in, ctx);
 }
 
 Tensor BertForMaskedLM::head_logits(const Tensor& h, const Context& ctx) const {
@@ -142,7 +179,10 @@ MlmSums BertForMaskedLM::forward_loss(const MlmBatch& batch, const Context& ctx)
   batch_ = batch;
   ctx_ = ctx;
   const int64_t d = options_.layer.d_model;
-  Tensor h = encode(batch.input_ids, batch.token_type_ids, batch.lengths, ctx);  // [B, T, d]
+  // [B, T, d]
+  Tensor h = encode(EncoderInputs{batch.input_ids, batch.token_type_ids, batch.lengths,
+                                  batch.age_ids, batch.position_ids},
+                    ctx);
   const int64_t N = B_ * T_;
   const int64_t M = batch.masked_positions.defined() ? batch.masked_positions.numel() : 0;
   ROTOR_CHECK(M == batch.masked_tokens, "MlmBatch: masked_tokens {} but {} masked positions",
@@ -219,7 +259,11 @@ void BertForMaskedLM::backward(float loss_scale) {
 
 Tensor BertForMaskedLM::forward_logits(const Tensor& input_ids, const Tensor& token_type_ids,
                                        const Tensor& lengths, const Context& ctx) {
-  Tensor h = encode(input_ids, token_type_ids, lengths, ctx);  // [B, T, d]
+  return forward_logits(EncoderInputs{input_ids, token_type_ids, lengths, Tensor(), Tensor()}, ctx);
+}
+
+Tensor BertForMaskedLM::forward_logits(const EncoderInputs& in, const Context& ctx) {
+  Tensor h = encode(in, ctx);  // [B, T, d]
   const int64_t N = B_ * T_, d = options_.layer.d_model;
   Tensor t = transform_->apply(h.view({N, d}), ctx);  // [N, d]
   t = transform_norm_->apply(t, ctx);

@@ -71,11 +71,26 @@ struct BertOptions {
   nn::LayerOptions layer = bert_base_layer();
   nn::PositionKind position = nn::PositionKind::Learned;
   int64_t max_positions = 512;
-  int64_t type_vocab_size = 2;  // 0: no token type embedding
-  double init_std = 0.02;       // embeddings and every weight
+  int64_t type_vocab_size = 2;  // 0: no token type embedding (EHR: the visit segment)
+  // EHR inputs (BEHRT): an age embedding table of this many age ids summed at
+  // the input (P.embeddings.age_embeddings.weight [age_vocab_size, d]); 0: none.
+  int64_t age_vocab_size = 0;
+  // Positions count visits (model.position_source visit): the batch's
+  // position ids index the position table or rotate q and k, instead of the
+  // token index.
+  bool visit_positions = false;
+  double init_std = 0.02;  // embeddings and every weight
   // The Hugging Face family of the position encoding ("roformer" for rope,
   // else "bert"): the prefix of the parameter names.
   std::string prefix() const { return std::string(position->hf.family); }
+};
+
+// The inputs of the encoder: ids i32 [B, T]; token types (segments) i32
+// [B, T] or undefined (segment 0); lengths i32 [B] or undefined (no
+// padding); age ids i32 [B, T] (with age_vocab_size > 0); position ids i32
+// [B, T] (with visit_positions: BEHRT's visit indices; else unused).
+struct EncoderInputs {
+  Tensor input_ids, token_type_ids, lengths, age_ids, position_ids;  // [B, T] each, lengths [B]
 };
 
 // The BERT/RoFormer encoder: embeddings and layers (the `bert.` or
@@ -90,6 +105,9 @@ class BertEncoder {
   // what backward needs.
   Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids, const Tensor& lengths,
                  const nn::Context& ctx);
+  // The same with every input (EncoderInputs); a rotor::Error when the
+  // options need age or position ids the inputs lack.
+  Tensor forward(const EncoderInputs& inputs, const nn::Context& ctx);
   // dh [B, T, d] of the last forward -> parameter gradients (accumulated).
   // Reports the layers, then the embeddings, to ctx.grad_ready (the word
   // embedding last: a tied head must have added its gradient before).
@@ -102,14 +120,15 @@ class BertEncoder {
  private:
   BertOptions options_;
   nn::ParameterStore* store_;
-  std::unique_ptr<nn::Embedding> word_, token_type_;
+  std::unique_ptr<nn::Embedding> word_, token_type_, age_;
   std::unique_ptr<nn::PositionEncoding> position_;
   std::unique_ptr<nn::LayerNorm> emb_norm_;
   std::unique_ptr<nn::Dropout> emb_drop_;
   std::vector<std::unique_ptr<nn::EncoderLayer>> layers_;
   nn::ParamRange embeddings_range_;
   std::vector<nn::ParamRange> layer_ranges_;
-  Tensor ids_, types_;  // i32 [B*T], saved for backward
+  Tensor ids_, types_, ages_, positions_;  // i32 [B*T], saved for backward
+  std::vector<int32_t> host_positions_;    // positions_ on the host (RoPE)
   int64_t B_ = 0, T_ = 0;
 };
 
@@ -118,6 +137,8 @@ struct MlmBatch {
   Tensor input_ids;           // i32 [B, T]: masked inputs, right-padded with pad_id
   Tensor token_type_ids;      // i32 [B, T], or undefined = every token in segment 0
   Tensor lengths;             // i32 [B]: non-pad tokens per row (key padding)
+  Tensor age_ids;             // i32 [B, T] (EHR), or undefined
+  Tensor position_ids;        // i32 [B, T]: visit indices (EHR), or undefined
   Tensor masked_positions;    // i32 [M]: flat indices b * T + t of the tokens to predict
   Tensor masked_targets;      // i32 [M]: their original ids
   int64_t tokens = 0;         // non-pad tokens
@@ -150,6 +171,9 @@ class BertForMaskedLM {
   // The final hidden states [B, T, d] (before the MLM head).
   Tensor encode(const Tensor& input_ids, const Tensor& token_type_ids, const Tensor& lengths,
                 const nn::Context& ctx);
+  Tensor encode(const EncoderInputs& inputs, const nn::Context& ctx);
+  // Logits f32 [B, T, V] of every input (EncoderInputs).
+  Tensor forward_logits(const EncoderInputs& inputs, const nn::Context& ctx);
 
   const BertOptions& options() const { return options_; }
 

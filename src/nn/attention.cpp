@@ -66,7 +66,7 @@ const AttentionPlan& MultiHeadAttention::plan_for(const AttentionCase& c, const 
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
-                                   const Context& ctx) {
+                                   const Context& ctx, const std::vector<int32_t>* positions) {
   const int64_t d = options_.d_model, H = options_.n_heads, D = head_dim_;
   B_ = x.size(0);
   Tq_ = x.size(1);
@@ -89,7 +89,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.kind = options_.kind;
   c.impl = options_.impl;
   c.rope = options_.rope && !cross_;
-  c.rope_in_kernel = options_.rope_in_kernel;
+  // Explicit positions are rotated in the head split (the cores count tokens).
+  const bool explicit_positions = positions && c.rope;
+  c.rope_in_kernel = options_.rope_in_kernel && !explicit_positions;
   c.causal = options_.causal;
   c.key_padding = key_lengths.defined();
   c.dropout = attn_options_.dropout > 0.0f;
@@ -101,6 +103,15 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.D = D;
   c.linear = options_.linear;
   plan_ = plan_for(c, q_h_.device());
+  positions_.clear();
+  if (explicit_positions) {
+    if (plan_.rope == RopePlacement::Core)
+      ROTOR_FAIL(
+          "attention {}: explicit (visit) positions need RoPE in the head split, but the {} core "
+          "rotates itself",
+          options_.kind.name(), plan_.str());
+    positions_ = *positions;
+  }
   // Random features (FAVOR+) are redrawn by the update in training and
   // frozen in evaluation at the last training forward's draw.
   AttentionCall call{layer_id_, 0};
@@ -120,8 +131,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   if (!cross_) {
     Tensor qkv = qkv_->forward(x.view({B_ * Tq_, d}), ctx);  // [B*T, 3d]
     std::vector<Tensor> parts{q_h_, k_h_, v_h_};
-    ops::split_heads_forward(qkv.view({B_, Tq_, 3 * d}), parts,
-                             split_options(true, 0, plan_.rope, plan_.split_scales_q));
+    ops::SplitHeadsOptions so = split_options(true, 0, plan_.rope, plan_.split_scales_q);
+    if (!positions_.empty()) so.positions = &positions_;
+    ops::split_heads_forward(qkv.view({B_, Tq_, 3 * d}), parts, so);
   } else {
     Tensor q = q_->forward(x.view({B_ * Tq_, d}), ctx);  // [B*Tq, d]
     std::vector<Tensor> qp{q_h_};
@@ -154,8 +166,9 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   saved_.clear();
   if (!cross_) {
     Tensor dqkv = Tensor::empty({B_, Tq_, 3 * d}, dt, dev);  // [B, Tq, 3d]
-    ops::split_heads_backward({dq, dk, dv}, dqkv,
-                              split_options(true, 0, plan_.rope, plan_.split_scales_q));
+    ops::SplitHeadsOptions so = split_options(true, 0, plan_.rope, plan_.split_scales_q);
+    if (!positions_.empty()) so.positions = &positions_;
+    ops::split_heads_backward({dq, dk, dv}, dqkv, so);
     Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});  // [B, Tq, d]
     if (!options_.rope && plan_.kind->shift_invariant) {
       // Without rotation the key bias adds q.b_k to all of a query's scores,

@@ -56,9 +56,12 @@ class MultiHeadAttention {
 
   // Self: x [B, T, d], memory unused, key_lengths i32 [B] of x (or undefined).
   // Cross: x [B, Tq, d], memory [B, Tk, d], key_lengths of memory.
-  // Returns [B, Tq, d].
+  // Returns [B, Tq, d]. `positions` (self-attention with RoPE; host i32
+  // [B*T], or null: token t at position t) are the positions q and k are
+  // rotated at (BEHRT's visit positions); the rotation then stays in the
+  // head split.
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
-                 const Context& ctx);
+                 const Context& ctx, const std::vector<int32_t>* positions = nullptr);
   // Returns dx; for cross-attention adds the memory gradient into d_memory.
   Tensor backward(const Tensor& dy, Tensor* d_memory);
 
@@ -96,6 +99,8 @@ class MultiHeadAttention {
   ops::SplitHeadsOptions split_options(bool self_qkv, int64_t offset,
                                        RopePlacement rope = RopePlacement::HeadSplit,
                                        bool scale_q = true) const;
+  // The explicit positions of the last forward (empty: none), for backward.
+  std::vector<int32_t> positions_;
   // The plan of this call (nn/attention_plan.h), asked once per case; its
   // why is logged once per process.
   const AttentionPlan& plan_for(const AttentionCase& c, const Device& device);

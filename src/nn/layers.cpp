@@ -1,5 +1,7 @@
 #include "nn/layers.h"
 
+#include <algorithm>
+
 #include "nn/position.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
@@ -144,6 +146,29 @@ void PositionEncoding::backward(const Tensor& dx, int64_t offset) {
   // f32 [T*d]
   Tensor grad = table_->grad.narrow(offset, T).view({T * dim_});
   ops::sum_rows(dx.view({B, T * dim_}), grad, true);
+}
+
+void PositionEncoding::add_at(Tensor& x, const Tensor& positions, const Context& ctx) const {
+  if (!kind_->adds_to_embeddings()) return;
+  const int64_t N = x.size(0) * x.size(1);
+  ROTOR_CHECK(positions.numel() == N, "{} positions for {} tokens", positions.numel(), N);
+  Tensor table = rows(max_positions_, 0, ctx);  // [max_positions, d]
+  Tensor pos = ctx.empty({N, dim_});            // [N, d]
+  try {
+    ops::embedding_forward(positions.view({N}), table, 1.0f, pos);
+  } catch (const Error&) {
+    const std::vector<int32_t> p = positions.to_ints();
+    ROTOR_FAIL("position {} is not below model.max_positions = {}",
+               *std::max_element(p.begin(), p.end()), max_positions_);
+  }
+  Tensor flat = x.view({N, dim_});  // [N, d]
+  ops::add(flat, pos, flat);
+}
+
+void PositionEncoding::backward_at(const Tensor& dx, const Tensor& positions) {
+  if (!table_) return;
+  const int64_t N = positions.numel();
+  ops::embedding_backward(positions.view({N}), dx.view({N, dim_}), 1.0f, table_->grad, -1);
 }
 
 }  // namespace rotor::nn

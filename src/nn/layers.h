@@ -73,6 +73,11 @@ class PositionEncoding {
   void add(Tensor& x, int64_t offset, const Context& ctx) const;
   // Accumulates the learned table's gradient from dx [B, T, d].
   void backward(const Tensor& dx, int64_t offset);
+  // Explicit positions (model.position_source visit): x [B, T, d] +=
+  // pos[positions[b*T + t]], positions i32 [B*T] on x's device; a position
+  // at or beyond max_positions is a rotor::Error. And its backward.
+  void add_at(Tensor& x, const Tensor& positions, const Context& ctx) const;
+  void backward_at(const Tensor& dx, const Tensor& positions);
   PositionKind kind() const { return kind_; }
 
  private:

@@ -34,13 +34,15 @@ EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const 
       ffn_res_(s, n.final_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
       d_(c.d_model) {}
 
-Tensor EncoderLayer::forward(const Tensor& x, const Tensor& lengths, const Context& ctx) {
+Tensor EncoderLayer::forward(const Tensor& x, const Tensor& lengths, const Context& ctx,
+                             const std::vector<int32_t>* positions) {
   B_ = x.size(0);
   T_ = x.size(1);
   Tensor x2 = x.view({B_ * T_, d_});    // [B*T, d]
   Tensor h = attn_res_.begin(x2, ctx);  // [B*T, d]
   // [B*T, d]
-  Tensor a = attn_.forward(h.view({B_, T_, d_}), Tensor(), lengths, ctx).view({B_ * T_, d_});
+  Tensor a =
+      attn_.forward(h.view({B_, T_, d_}), Tensor(), lengths, ctx, positions).view({B_ * T_, d_});
   Tensor y = attn_res_.end(x2, a, ctx);  // [B*T, d]
   Tensor h2 = ffn_res_.begin(y, ctx);    // [B*T, d]
   Tensor f = ffn_.forward(h2, ctx);      // [B*T, d]

@@ -50,8 +50,10 @@ class EncoderLayer {
   // layer of a decoder-only LM, models/decoder_lm.h).
   EncoderLayer(ParameterStore& store, const EncoderLayerNames& names, const LayerOptions& c,
                bool causal = false);
-  // x [B, T, d], lengths i32 [B] -> [B, T, d]
-  Tensor forward(const Tensor& x, const Tensor& lengths, const Context& ctx);
+  // x [B, T, d], lengths i32 [B] -> [B, T, d]; `positions` (host i32 [B*T]
+  // or null) are RoPE's explicit positions (MultiHeadAttention::forward).
+  Tensor forward(const Tensor& x, const Tensor& lengths, const Context& ctx,
+                 const std::vector<int32_t>* positions = nullptr);
   Tensor backward(const Tensor& dy);
 
   // Incremental decoding of a causal layer (MultiHeadAttention::prefill and

@@ -2,6 +2,8 @@
 // arithmetic is core/rope.h, shared with kernels/heads.cu.
 #include "ops/heads.h"
 
+#include <algorithm>
+
 #include "core/rope.h"
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
@@ -34,6 +36,13 @@ Dims check_split(const Tensor& packed, const std::vector<Tensor>& parts, const S
     ROTOR_FAIL("{}: RoPE rotates pairs and needs an even head dim, got {}", op, d.D);
   if (o.rope_parts > 0 && !(o.rope_base > 0.0f))
     ROTOR_FAIL("{}: rope_base must be > 0, got {}", op, o.rope_base);
+  if (o.positions) {
+    if (static_cast<int64_t>(o.positions->size()) != d.B * packed.size(1))
+      ROTOR_FAIL("{}: {} explicit positions for [B, T] = [{}, {}]", op, o.positions->size(), d.B,
+                 packed.size(1));
+    for (int32_t p : *o.positions)
+      if (p < 0) ROTOR_FAIL("{}: negative explicit position {}", op, p);
+  }
   for (const Tensor& p : parts) {
     check_shape(p, {d.B, d.H, d.T, d.D}, op);
     if (p.dtype() != packed.dtype())
@@ -43,14 +52,26 @@ Dims check_split(const Tensor& packed, const std::vector<Tensor>& parts, const S
   return d;
 }
 
-// cos/sin of every (t, i): [T, D/2], shared by all batch rows, heads and parts.
+// cos/sin of every (position, i): [P, D/2], shared by all batch rows, heads
+// and parts; positions t + position_offset for t < T, or 0..max of the
+// explicit positions.
 std::vector<rope::Rotation> rotation_table(const Dims& d, const SplitHeadsOptions& o) {
   const int64_t half = d.D / 2;
-  std::vector<rope::Rotation> table(static_cast<size_t>(d.T * half));
-  for (int64_t t = 0; t < d.T; ++t)
+  int64_t rows = d.T, offset = o.position_offset;
+  if (o.positions) {
+    rows = 1 + *std::max_element(o.positions->begin(), o.positions->end());
+    offset = 0;
+  }
+  std::vector<rope::Rotation> table(static_cast<size_t>(rows * half));
+  for (int64_t t = 0; t < rows; ++t)
     for (int64_t i = 0; i < half; ++i)
-      table[t * half + i] = rope::rotation(t + o.position_offset, i, d.D, o.rope_base);
+      table[t * half + i] = rope::rotation(t + offset, i, d.D, o.rope_base);
   return table;
+}
+
+// The row of the rotation table of token t of row b.
+inline int64_t row_position(const SplitHeadsOptions& o, int64_t b, int64_t t, int64_t T) {
+  return o.positions ? (*o.positions)[static_cast<size_t>(b * T + t)] : t;
 }
 
 // Calls f(p, packed, split, rotations, scale) for every head row (b, t, p, h):
@@ -68,7 +89,7 @@ void for_each_head_row(const Dims& d, const SplitHeadsOptions& o, F f) {
       for (int64_t h = 0; h < d.H; ++h)
         for (int64_t t = 0; t < d.T; ++t)
           f(p, (((b * d.T + t) * d.P + p) * d.H + h) * d.D, ((b * d.H + h) * d.T + t) * d.D,
-            rotations ? rotations + t * half : nullptr, s);
+            rotations ? rotations + row_position(o, b, t, d.T) * half : nullptr, s);
   }
 }
 
@@ -149,6 +170,15 @@ void check_merge(const Tensor& split, const Tensor& merged, const char* op) {
 
 void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts, const SplitHeadsOptions& o) {
   const Dims d = check_split(x, parts, o, "split_heads_forward");
+  if (o.positions && !x.device().is_cpu()) {
+    // Explicit positions: on the host, then back (see heads.h).
+    std::vector<Tensor> host;
+    for (const Tensor& p : parts)
+      host.push_back(Tensor::empty(p.shape(), p.dtype(), Device::cpu()));
+    split_heads_forward(x.to(Device::cpu()), host, o);
+    for (size_t i = 0; i < parts.size(); ++i) parts[i].copy_from(host[i]);
+    return;
+  }
   ROTOR_DISPATCH_CUDA(x, split_heads_forward(x, parts, o));
   detail::F32Compute f;
   std::vector<Tensor> parts32;
@@ -160,6 +190,14 @@ void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts, const Spli
 void split_heads_backward(const std::vector<Tensor>& dparts, Tensor& dx,
                           const SplitHeadsOptions& o) {
   const Dims d = check_split(dx, dparts, o, "split_heads_backward");
+  if (o.positions && !dx.device().is_cpu()) {
+    std::vector<Tensor> host;
+    for (const Tensor& p : dparts) host.push_back(p.to(Device::cpu()));
+    Tensor dx_host = Tensor::empty(dx.shape(), dx.dtype(), Device::cpu());
+    split_heads_backward(host, dx_host, o);
+    dx.copy_from(dx_host);
+    return;
+  }
   ROTOR_DISPATCH_CUDA(dx, split_heads_backward(dparts, dx, o));
   detail::F32Compute f;
   std::vector<Tensor> dparts32;

@@ -2,7 +2,8 @@
 // (docs/design.md, The attention block): the projection output [B, T, P*H*D]
 // is split into P <= 3 parts laid out [B, H, T, D]; queries and keys are
 // rotated (RoFormer eq. 34, interleaved pairs, core/rope.h) at positions
-// t + position_offset and the queries scaled. The backward rotates the
+// t + position_offset (or at explicit per-token positions) and the queries
+// scaled. The backward rotates the
 // gradients back. No separate RoPE pass exists.
 #pragma once
 
@@ -18,6 +19,11 @@ struct SplitHeadsOptions {
   int rope_parts = 0;  // the first rope_parts parts are rotated (2: q and k)
   float rope_base = 10000.0f;
   int64_t position_offset = 0;
+  // Explicit positions, host i32 [B*T] (row b's token t at positions[b*T + t],
+  // each >= 0), instead of t + position_offset: BEHRT's visit positions
+  // (model.position_source visit). On a GPU the split then runs on the host
+  // (copies there and back): correct, not fast.
+  const std::vector<int32_t>* positions = nullptr;
   float part0_scale = 1.0f;  // multiplies part 0 after rotation (1/sqrt(D) for queries)
 };
 

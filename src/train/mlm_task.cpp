@@ -1,8 +1,12 @@
 // The masked-LM task: a monolingual corpus packed into blocks of seq_len
 // tokens, masked anew every epoch from Philox, the BERT/RoFormer encoder with
 // its MLM head, the loss over masked tokens. Validation uses fixed masks so
-// that runs compare (train/scoring.h, shared with `rotor eval`).
+// that runs compare (train/scoring.h, shared with `rotor eval`). With
+// data.format ehr the rows are patients of a `rotor prepare-ehr` directory
+// (data/ehr_mlm.h) with their segments, ages and visit positions; the
+// vocabulary is the directory's vocab.txt.
 #include "core/logging.h"
+#include "data/ehr_mlm.h"
 #include "data/mlm.h"
 #include "data/sentencepiece.h"
 #include "models/bert.h"
@@ -19,8 +23,13 @@ class MlmTask : public TrainingTask {
  public:
   MlmTask(const Config& c, Device device, int rank, int world_size) : config_(c), device_(device) {
     if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
+    if (c.data.format == DataFormat::Ehr) {
+      open_ehr(c, rank, world_size);
+      return;
+    }
     spm_path_ = ensure_tokenizer(c);
     tokenizer_ = data::Tokenizer::load(spm_path_);
+    vocab_size_ = tokenizer_.vocab_size();
     masking_ = mlm_masking(c, tokenizer_);
     const data::MlmSpecialIds& special = masking_.special;
     auto open = [&](const std::string& key) {
@@ -47,10 +56,11 @@ class MlmTask : public TrainingTask {
 
   nn::ParameterStore& params() override { return store_; }
   std::string tokenizer_path() const override { return spm_path_; }
-  int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
+  int64_t vocab_size() const override { return vocab_size_; }
 
   TaskSums train_micro_batch(const nn::Context& ctx) override {
-    models::MlmBatch b = to_model_batch(batcher_->next(), device_);
+    models::MlmBatch b =
+        to_model_batch(ehr_batcher_ ? ehr_batcher_->next() : batcher_->next(), device_);
     if (ctx.phase_hook) ctx.phase_hook->forward_begins(b.input_ids.size(0), b.input_ids.size(1), 0);
     models::MlmSums s = model_->forward_loss(b, ctx);
     if (ctx.phase_hook) ctx.phase_hook->backward_begins();
@@ -58,18 +68,40 @@ class MlmTask : public TrainingTask {
     return to_sums(s, b);
   }
 
-  bool has_split(EvalSplit split) const override { return blocks(split) != nullptr; }
+  bool has_split(EvalSplit split) const override {
+    return ehr_batcher_ ? ehr_split(split) != nullptr : blocks(split) != nullptr;
+  }
 
   ValidationResult evaluate(EvalSplit split, Device device) override {
-    ROTOR_CHECK(blocks(split) != nullptr, "evaluate: no such data set");
+    ROTOR_CHECK(has_split(split), "evaluate: no such data set");
     nn::Context ctx;
     ctx.training = false;
     ctx.device = device;
-    return score_mlm(*model_, blocks(split), masking_, config_.train.batch_size, ctx);
+    if (!ehr_batcher_)
+      return score_mlm(*model_, blocks(split), masking_, config_.train.batch_size, ctx);
+    data::MlmBatcherOptions bo;
+    bo.batch_size = config_.train.batch_size;
+    bo.shuffle = false;
+    bo.fixed_masking = true;  // the same masks in every evaluation of every run
+    bo.drop_last = false;
+    data::EhrMlmBatcher ehr(ehr_split(split), config_.data.seq_len, data::Masker(masking_), bo);
+    ValidationResult r;
+    for (int64_t i = 0, n = ehr.batches_in_epoch(); i < n; ++i) {
+      models::MlmBatch b = to_model_batch(ehr.next(), device);
+      r.sums.add(to_sums(model_->forward_loss(b, ctx), b));
+    }
+    return r;
   }
 
-  data::BatchPosition position() const override { return batcher_->position(); }
-  void set_position(data::BatchPosition p) override { batcher_->set_position(p); }
+  data::BatchPosition position() const override {
+    return ehr_batcher_ ? ehr_batcher_->position() : batcher_->position();
+  }
+  void set_position(data::BatchPosition p) override {
+    if (ehr_batcher_)
+      ehr_batcher_->set_position(p);
+    else
+      batcher_->set_position(p);
+  }
 
  private:
   Config config_;
@@ -80,8 +112,53 @@ class MlmTask : public TrainingTask {
   std::shared_ptr<const data::PackedBlocks> blocks(EvalSplit split) const {
     return split == EvalSplit::Valid ? valid_blocks_ : test_blocks_;
   }
+  std::shared_ptr<const data::EhrSplit> ehr_split(EvalSplit split) const {
+    return split == EvalSplit::Valid ? valid_ehr_ : test_ehr_;
+  }
 
+  // data.format ehr: the splits, the vocabulary of the prepared directory,
+  // the model with its age and segment embeddings.
+  void open_ehr(const Config& c, int rank, int world_size) {
+    auto open = [&](const std::string& prefix) {
+      auto s = std::make_shared<const data::EhrSplit>(data::EhrSplit::open(prefix));
+      const data::EhrMeta& m = s->meta();
+      if (c.model.age_vocab_size > 0 && m.age_vocab_size > c.model.age_vocab_size)
+        ROTOR_FAIL("model.age_vocab_size: {} holds {} age ids, fewer than the {} of {}",
+                   c.model.age_vocab_size, c.model.age_vocab_size, m.age_vocab_size, prefix);
+      if (train_ehr_ && m.vocab_size != vocab_size_)
+        ROTOR_FAIL("{}: a vocabulary of {} codes, data.train's has {}: not one prepare-ehr output",
+                   prefix, m.vocab_size, vocab_size_);
+      return s;
+    };
+    train_ehr_ = open(c.data.train);
+    vocab_size_ = train_ehr_->meta().vocab_size;
+    if (!c.data.valid.empty()) valid_ehr_ = open(c.data.valid);
+    if (!c.data.test.empty()) test_ehr_ = open(c.data.test);
+    masking_ = data::MaskingOptions{c.data.mask_prob,
+                                    c.data.mask_token_prob,
+                                    c.data.random_token_prob,
+                                    static_cast<uint64_t>(c.seed),
+                                    static_cast<int32_t>(vocab_size_),
+                                    data::MlmSpecialIds::standard()};
+    model_ =
+        std::make_unique<models::BertForMaskedLM>(models::bert_options(c, vocab_size_), store_);
+    store_.allocate(device_);
+    data::MlmBatcherOptions bo;
+    bo.batch_size = c.train.batch_size;
+    bo.seed = static_cast<uint64_t>(c.seed);
+    bo.rank = rank;
+    bo.world_size = world_size;
+    ehr_batcher_ = std::make_unique<data::EhrMlmBatcher>(train_ehr_, c.data.seq_len,
+                                                         data::Masker(masking_), bo);
+    if (ehr_batcher_->batches_in_epoch() == 0)
+      ROTOR_FAIL("data.train {}: {} patients, fewer than one batch of {}", c.data.train,
+                 train_ehr_->size(), c.train.batch_size);
+  }
+
+  int64_t vocab_size_ = 0;
   std::shared_ptr<const data::PackedBlocks> train_blocks_, valid_blocks_, test_blocks_;
+  std::shared_ptr<const data::EhrSplit> train_ehr_, valid_ehr_, test_ehr_;
+  std::unique_ptr<data::EhrMlmBatcher> ehr_batcher_;
   nn::ParameterStore store_;
   std::unique_ptr<models::BertForMaskedLM> model_;
   std::unique_ptr<data::MlmBatcher> batcher_;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/io.h"
+#include "data/ehr.h"
 #include "nn/position.h"
 
 namespace fs = std::filesystem;
@@ -34,6 +35,23 @@ data::CorpusSource corpus_source(const Config& c, const std::string& key) {
 }
 
 void check_data(const Config& c) {
+  if (c.data.format == DataFormat::Ehr) {
+    // Splits of `rotor prepare-ehr` (data/ehr.h), read as they are.
+    if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
+    const std::pair<const char*, const std::string*> splits[] = {
+        {"train", &c.data.train}, {"valid", &c.data.valid}, {"test", &c.data.test}};
+    for (const auto& [key, p] : splits) {
+      const std::string& path = *p;
+      if (path.empty()) continue;
+      if (!data::is_ehr_split(path) || !fs::exists(path + ".idx"))
+        ROTOR_FAIL(
+            "data.{}: {} is not a split of a rotor prepare-ehr directory (DIR/{} with "
+            "DIR/ehr.json and DIR/{}.idx; data.format is ehr)",
+            key, path, key, key);
+      data::EhrMeta::load(data::ehr_dir_of(path));
+    }
+    return;
+  }
   const data::CorpusSource train = corpus_source(c, "train");
   if (train.path.empty()) ROTOR_FAIL("data.train is required for training");
   train.check_exists();
@@ -147,8 +165,9 @@ std::string prepared_prefix(const Config& c, const std::string& key, const std::
 }
 
 void check_resumable_data(const Config& c, const std::string& checkpoint_dir) {
-  if (c.task == Task::Classification) return;  // reads its TSV files as they are
-  if (c.task == Task::Multilabel) {            // the same, with the same label vocabulary
+  // Classification reads its TSV files, EHR runs their prepared splits, as they are.
+  if (c.task == Task::Classification || c.data.format == DataFormat::Ehr) return;
+  if (c.task == Task::Multilabel) {  // the same, with the same label vocabulary
     const std::string saved = checkpoint_dir + "/" + checkpoint::kLabelsFile;
     const std::vector<std::string> was = read_labels_file(saved), now = multilabel_vocabulary(c);
     if (was != now)
@@ -342,6 +361,8 @@ models::MlmBatch to_model_batch(const data::MlmHostBatch& b, Device device) {
   m.input_ids = on_device(b.input_ids);
   m.token_type_ids = on_device(b.token_type_ids);
   m.lengths = on_device(b.lengths);
+  m.age_ids = on_device(b.age_ids);
+  m.position_ids = on_device(b.position_ids);
   m.masked_positions = on_device(b.masked_positions);
   m.masked_targets = on_device(b.masked_targets);
   m.tokens = b.tokens;

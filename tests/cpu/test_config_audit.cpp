@@ -56,6 +56,7 @@ struct Entry {
 
 constexpr const char* kMlmConfig = "mlm.yaml";
 constexpr const char* kClsConfig = "classification.yaml";
+constexpr const char* kEhrConfig = "ehr.yaml";  // task mlm on rotor prepare-ehr splits
 constexpr const char* kLmConfig = "lm.yaml";
 
 // clang-format off
@@ -94,6 +95,9 @@ const Entry kEntries[] = {
   {"model.scale_embeddings", "false", Shows::Metrics, "", "", "", kLmConfig},
   {"model.type_vocab_size", "0", Shows::Metrics, "", "", "", kMlmConfig},
   {"model.init_std", "0.05", Shows::Metrics, "", "", "", kMlmConfig},
+  {"model.age_vocab_size", "128", Shows::Metrics, "", "", "", kEhrConfig},
+  {"model.position_source", "visit", Shows::Metrics, "", "", "", kEhrConfig},
+  {"model.position_source", "visit", Shows::Rejected, "", "visit positions need EHR data"},
   {"model.init_from", "no_such_hf_dir", Shows::Rejected, "", "no_such_hf_dir", "", kMlmConfig},
   {"attention.impl", "rotor", Shows::Metrics},
   {"attention.rope_in_kernel", "true", Shows::LogHas, "--set attention.impl=rotor",
@@ -116,6 +120,8 @@ const Entry kEntries[] = {
   {"data.tokenizer", "bytes", Shows::LogHas, "--set data.vocab_size=8000",
    "byte tokenizer", "", kLmConfig},
   {"data.spm_model", "spm100.model", Shows::Metrics},
+  {"data.format", "ehr", Shows::Rejected, "", "ehr data feeds task mlm"},
+  {"data.format", "text", Shows::Rejected, "", "it can only be trained from raw text", "", kEhrConfig},
   {"data.vocab_size", "100", Shows::Metrics},
   {"data.spm_model_type", "unigram", Shows::Metrics},
   {"data.character_coverage", "0.98", Shows::Metrics},
@@ -226,6 +232,14 @@ class ConfigAudit : public ::testing::Test {
         .set("train.save_interval", "3")
         .write(b + "/translation.yaml");
     rotor::test::tiny_mlm().write(b + "/mlm.yaml");
+    ASSERT_EQ(sh(b, std::string(ROTOR_BINARY) +
+                        " synth ehr --patients 120 --seed 3 --output ehr_synth && " + ROTOR_BINARY +
+                        " prepare-ehr --events ehr_synth/events.csv --patients "
+                        "ehr_synth/patients.csv --output ehr"),
+              0);
+    rotor::test::tiny_mlm("ehr/train", "ehr/valid")
+        .set("data.format", "ehr")
+        .write(b + "/ehr.yaml");
     rotor::test::tiny_lm("mlm.txt", "mlm_valid.txt").write(b + "/lm.yaml");
     rotor::test::write_mlm_text(b + "/data", b + "/mlm.txt", b + "/mlm_valid.txt", 10);
     ASSERT_EQ(sh(b, std::string(ROTOR_BINARY) +
