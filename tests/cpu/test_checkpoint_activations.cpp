@@ -4,7 +4,8 @@
 //     (the recompute draws the same masks), rope and learned positions,
 //     softmax and linear attention (FAVOR+ with a redraw every update: the
 //     recompute uses the same features), in f32 and bf16; over two
-//     micro-batches accumulating into the same gradients;
+//     micro-batches accumulating into the same gradients, reported to
+//     Context::grad_ready at the same points;
 //   - the memory a forward and backward hold above what was held before
 //     (the allocator's statistics) grows with the layers much more slowly
 //     with checkpointing than without, and is lower for a model of several
@@ -21,6 +22,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/safetensors.h"
@@ -84,11 +86,13 @@ Config tiny_config(const Case& k, bool checkpoint, int layers = 3) {
   return c;
 }
 
-// What one training micro-batch (or two) left: the summed loss and every
-// gradient of the flat buffer.
+// What one training micro-batch (or two) left: the summed loss, every
+// gradient of the flat buffer, and the ranges the backward reported to
+// Context::grad_ready (data-parallel bucketing) in their order.
 struct Outcome {
   double loss = 0;
   std::vector<float> grads;
+  std::vector<std::pair<int64_t, int64_t>> ready;
 };
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
@@ -141,6 +145,7 @@ Outcome train(const Case& k, bool checkpoint, uint64_t first_step, int micro_bat
   ctx.dtype = k.dtype;
   ctx.update = 2;
   Outcome out;
+  ctx.grad_ready = [&out](int64_t begin, int64_t end) { out.ready.emplace_back(begin, end); };
   const Tensor lengths = Tensor::from_ints({8, 5}, {2});  // i32 [B]
   for (int m = 0; m < micro_batches; ++m) {
     ctx.step = first_step + static_cast<uint64_t>(m);
@@ -216,6 +221,9 @@ TEST_P(CheckpointGrads, AreBitwiseThoseWithout) {
       first = i;
   EXPECT_EQ(differ, 0u) << "first at " << first << ": " << plain.grads[first] << " vs "
                         << ckpt.grads[first];
+  // The layers report their gradients as final at the same points.
+  EXPECT_FALSE(plain.ready.empty());
+  EXPECT_EQ(plain.ready, ckpt.ready);
 }
 
 const nn::PositionKind kRope = nn::PositionKind::Rope, kLearned = nn::PositionKind::Learned;
