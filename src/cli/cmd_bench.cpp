@@ -1,5 +1,8 @@
-// `rotor bench train CONFIG [--steps N] [--warmup W] [--set k=v]... [--json FILE]`:
-// the training throughput of a config (train/bench.h). `bench` groups the
+// `rotor bench train CONFIG [--steps N] [--warmup W] [--set k=v]... [--json FILE]
+// [--compare-checkpointing]`: the training throughput of a config
+// (train/bench.h); with --compare-checkpointing, run without and with
+// train.checkpoint_activations, the memory it saves and the time it costs.
+// `bench` groups the
 // benchmarks; kernel benchmarks live in bench/ (CUDA builds).
 #include <cstdio>
 #include <memory>
@@ -20,6 +23,7 @@ struct BenchTrainArgs {
   int64_t warmup = 3;
   std::string json;
   bool json_given = false;
+  bool compare_checkpointing = false;
 };
 
 int run_bench_train(const BenchTrainArgs& a) {
@@ -31,6 +35,17 @@ int run_bench_train(const BenchTrainArgs& a) {
   train::BenchOptions o;
   o.steps = a.steps;
   o.warmup = a.warmup;
+  if (a.compare_checkpointing) {
+    const train::CheckpointComparison r = train::run_checkpoint_comparison(cfg, o);
+    if (a.json_given) {
+      const json_io::Json j = train::checkpoint_comparison_json(r, cfg, a.config);
+      atomic_write_file(a.json,
+                        j.dump(2, ' ', false, json_io::Json::error_handler_t::replace) + "\n");
+    }
+    const std::string text = train::format_checkpoint_comparison(r, a.config);
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
   const train::BenchResult r = train::run_train_bench(cfg, o);
   if (a.json_given) {
     // A config path that is not UTF-8 is written with U+FFFD for its bad bytes.
@@ -64,6 +79,9 @@ ROTOR_COMMAND("bench", "Benchmarks: `rotor bench train CONFIG` (training through
                       args->json_given = true;
                     },
                     "Also write the figures as JSON to FILE");
+                train->add_flag("--compare-checkpointing", args->compare_checkpointing,
+                                "Run without and with train.checkpoint_activations: the "
+                                "activation memory it saves, the update time it costs");
                 return [args, train]() -> int {
                   if (train->parsed()) return run_bench_train(*args);
                   return 0;

@@ -131,6 +131,7 @@ void visit_config(C& c, V& v) {
     v.floating("loss_scale", t.loss_scale, kPositiveF);
     v.integer("scale_window", t.scale_window, kPositive);
     v.integer("max_nonfinite", t.max_nonfinite, kPositive);
+    v.boolean("checkpoint_activations", t.checkpoint_activations);
   });
   v.section("optim", [&] {
     auto& o = c.optim;

@@ -7,7 +7,9 @@ namespace rotor::models {
 
 namespace {
 
-// The layer options both models read the same way.
+// The layer options every model reads the same way (train.checkpoint_activations
+// included: it is how the layers keep their activations, a training option
+// that changes no result).
 nn::LayerOptions layer_options(const Config& c) {
   const ModelConfig& m = c.model;
   nn::LayerOptions l;
@@ -32,6 +34,7 @@ nn::LayerOptions layer_options(const Config& c) {
   l.linear_attention.rope = a.linear_rope;
   l.linear_attention.eps = static_cast<float>(a.linear_eps);
   l.linear_attention.seed = static_cast<uint64_t>(c.seed);
+  l.checkpoint = c.train.checkpoint_activations;
   return l;
 }
 

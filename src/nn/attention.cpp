@@ -198,6 +198,14 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   return dx;
 }
 
+void MultiHeadAttention::release() {
+  q_h_ = k_h_ = v_h_ = Tensor();
+  saved_.clear();
+  attn_options_.key_lengths = Tensor();
+  for (Linear* l : {qkv_.get(), q_.get(), kv_.get(), out_.get()})
+    if (l) l->release();
+}
+
 Tensor MultiHeadAttention::step(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
                                 Cache& cache, int64_t position, int64_t max_length,
                                 const Context& ctx) {

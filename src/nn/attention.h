@@ -90,6 +90,10 @@ class MultiHeadAttention {
   Tensor step_rows(const Tensor& x, Cache& cache, const std::vector<int64_t>& positions,
                    const Context& ctx);
 
+  // Drops what forward saved for the backward (activation checkpointing);
+  // a forward with the same inputs and Context saves it again, bit for bit.
+  void release();
+
   const MultiHeadAttentionOptions& options() const { return options_; }
 
  private:

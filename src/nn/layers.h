@@ -15,6 +15,8 @@ class LayerNorm {
   Tensor forward(const Tensor& x, const Context& ctx);  // x [N, dim]
   Tensor backward(const Tensor& dy);                    // -> dx [N, dim]
   Tensor apply(const Tensor& x, const Context& ctx) const;
+  // Drops what forward saved for the backward (activation checkpointing).
+  void release() { x_ = mean_ = rstd_ = Tensor(); }
 
  private:
   Parameter *gamma_, *beta_;

@@ -1,7 +1,7 @@
 // Linear layer y = x W^T + b, W [out, in] as in PyTorch and Hugging Face.
 // Several parameters may form one fused layer (the QKV projection,
-// docs/design.md, "The attention block"): their weights are registered back to back, so the flat buffer
-// holds them as one [sum(out), in] matrix while each keeps its own name.
+// docs/design.md, "The attention block"): their weights are registered back to back, so the flat
+// buffer holds them as one [sum(out), in] matrix while each keeps its own name.
 #pragma once
 
 #include <string>
@@ -28,6 +28,8 @@ class Linear {
   Tensor backward(const Tensor& dy, bool need_dx = true);
   // Forward without saving anything (decoding).
   Tensor apply(const Tensor& x, const Context& ctx) const;
+  // Drops what forward saved for the backward (activation checkpointing).
+  void release() { x_ = pre_ = Tensor(); }
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }

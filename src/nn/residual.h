@@ -27,6 +27,8 @@ class Residual {
   // Inference without saving state.
   Tensor apply_begin(const Tensor& x, const Context& ctx) const;
   Tensor apply_end(const Tensor& x, const Tensor& fx, const Context& ctx) const;
+  // Drops what begin and end saved for the backward (activation checkpointing).
+  void release() { norm_.release(); }
 
  private:
   LayerNorm norm_;

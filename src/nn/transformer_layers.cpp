@@ -32,10 +32,35 @@ EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const 
       attn_res_(s, n.attention_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
       ffn_(s, n.fc1, n.fc2, c.d_model, c.d_ff, c.activation, c.activation_dropout, ffn_init(c)),
       ffn_res_(s, n.final_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+      checkpoint_(c.checkpoint),
       d_(c.d_model) {}
 
 Tensor EncoderLayer::forward(const Tensor& x, const Tensor& lengths, const Context& ctx,
                              const std::vector<int32_t>* positions) {
+  Tensor y = run(x, lengths, ctx, positions);  // [B, T, d]
+  if (!checkpoint_.applies(ctx)) {
+    checkpoint_.drop();
+    checkpoint_positions_.reset();
+    return y;
+  }
+  release();
+  checkpoint_.keep({x, lengths}, ctx);
+  if (positions)
+    checkpoint_positions_ = *positions;
+  else
+    checkpoint_positions_.reset();
+  return y;
+}
+
+void EncoderLayer::release() {
+  attn_.release();
+  attn_res_.release();
+  ffn_.release();
+  ffn_res_.release();
+}
+
+Tensor EncoderLayer::run(const Tensor& x, const Tensor& lengths, const Context& ctx,
+                         const std::vector<int32_t>* positions) {
   B_ = x.size(0);
   T_ = x.size(1);
   Tensor x2 = x.view({B_ * T_, d_});    // [B*T, d]
@@ -50,6 +75,12 @@ Tensor EncoderLayer::forward(const Tensor& x, const Tensor& lengths, const Conte
 }
 
 Tensor EncoderLayer::backward(const Tensor& dy) {
+  if (checkpoint_.pending()) {
+    run(checkpoint_.input(0), checkpoint_.input(1), checkpoint_.context(),
+        checkpoint_positions_ ? &*checkpoint_positions_ : nullptr);
+    checkpoint_.drop();
+    checkpoint_positions_.reset();
+  }
   Tensor g = ffn_res_.end_backward(dy.view({B_ * T_, d_}));  // [B*T, d]
   g = ffn_res_.begin_backward(ffn_.backward(g));
   Tensor ga = attn_res_.end_backward(g);                                           // [B*T, d]
@@ -91,10 +122,32 @@ DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerO
       ffn_(s, p + ".fc1", p + ".fc2", c.d_model, c.d_ff, c.activation, c.activation_dropout,
            ffn_init(c)),
       ffn_res_(s, p + ".final_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+      checkpoint_(c.checkpoint),
       d_(c.d_model) {}
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
                              const Context& ctx) {
+  Tensor y = run(x, memory, memory_lengths, ctx);  // [B, T, d]
+  if (!checkpoint_.applies(ctx)) {
+    checkpoint_.drop();
+    return y;
+  }
+  release();
+  checkpoint_.keep({x, memory, memory_lengths}, ctx);
+  return y;
+}
+
+void DecoderLayer::release() {
+  self_attn_.release();
+  self_res_.release();
+  cross_attn_.release();
+  cross_res_.release();
+  ffn_.release();
+  ffn_res_.release();
+}
+
+Tensor DecoderLayer::run(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
+                         const Context& ctx) {
   B_ = x.size(0);
   T_ = x.size(1);
   Tensor x2 = x.view({B_ * T_, d_});  // [B*T, d]
@@ -114,6 +167,10 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor
 }
 
 Tensor DecoderLayer::backward(const Tensor& dy, Tensor& d_memory) {
+  if (checkpoint_.pending()) {
+    run(checkpoint_.input(0), checkpoint_.input(1), checkpoint_.input(2), checkpoint_.context());
+    checkpoint_.drop();
+  }
   Tensor g = ffn_res_.end_backward(dy.view({B_ * T_, d_}));  // [B*T, d]
   g = ffn_res_.begin_backward(ffn_.backward(g));
   Tensor gc = cross_res_.end_backward(g);  // [B*T, d]

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "nn/attention.h"
+#include "nn/checkpoint.h"
 #include "nn/feed_forward.h"
 #include "nn/residual.h"
 
@@ -36,6 +37,10 @@ struct LayerOptions {
   // nullopt: fairseq's init (Xavier-uniform weights, q/k/v with gain 1/sqrt(2),
   // zero biases). A value: BERT's, every weight N(0, std), biases zero.
   std::optional<double> normal_init_std;
+  // Activation checkpointing (nn/checkpoint.h; config key
+  // train.checkpoint_activations): a training forward keeps only the layer's
+  // inputs, the backward recomputes the rest. The gradients are unchanged.
+  bool checkpoint = false;
 };
 
 // The parameter names of one encoder layer.
@@ -54,6 +59,7 @@ class EncoderLayer {
   // or null) are RoPE's explicit positions (MultiHeadAttention::forward).
   Tensor forward(const Tensor& x, const Tensor& lengths, const Context& ctx,
                  const std::vector<int32_t>* positions = nullptr);
+  // With checkpointing, first recomputes the forward from its saved inputs.
   Tensor backward(const Tensor& dy);
 
   // Incremental decoding of a causal layer (MultiHeadAttention::prefill and
@@ -66,10 +72,17 @@ class EncoderLayer {
               const std::vector<int64_t>& positions, const Context& ctx);
 
  private:
+  // The forward proper, saving what backward needs; release() drops that.
+  Tensor run(const Tensor& x, const Tensor& lengths, const Context& ctx,
+             const std::vector<int32_t>* positions);
+  void release();
+
   MultiHeadAttention attn_;
   Residual attn_res_;
   FeedForward ffn_;
   Residual ffn_res_;
+  LayerCheckpoint checkpoint_;
+  std::optional<std::vector<int32_t>> checkpoint_positions_;  // the forward's explicit positions
   int64_t B_ = 0, T_ = 0, d_;
 };
 
@@ -79,7 +92,8 @@ class DecoderLayer {
   // x [B, T, d] (causal), memory [B, S, d] with lengths i32 [B].
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
                  const Context& ctx);
-  // Returns dx and adds the memory gradient into d_memory.
+  // Returns dx and adds the memory gradient into d_memory. With
+  // checkpointing, first recomputes the forward from its saved inputs.
   Tensor backward(const Tensor& dy, Tensor& d_memory);
 
   struct State {
@@ -90,12 +104,18 @@ class DecoderLayer {
               int64_t position, int64_t max_length, const Context& ctx);
 
  private:
+  // The forward proper, saving what backward needs; release() drops that.
+  Tensor run(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
+             const Context& ctx);
+  void release();
+
   MultiHeadAttention self_attn_;
   Residual self_res_;
   MultiHeadAttention cross_attn_;
   Residual cross_res_;
   FeedForward ffn_;
   Residual ffn_res_;
+  LayerCheckpoint checkpoint_;
   int64_t B_ = 0, T_ = 0, d_;
 };
 

@@ -36,13 +36,37 @@ size_t max_rss_bytes() {
   return static_cast<size_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
+// The activation peak (BenchResult::activation_peak_bytes): the allocator's
+// high-water mark is reset where each micro-batch's forward begins and read
+// where its backward ends; the run's overall peak is kept across the resets.
+struct MemoryWatch {
+  explicit MemoryWatch(Device d) : device(d) {}
+  void forward_begins() {
+    peak = std::max(peak, peak_bytes(device));
+    start = bytes_in_use(device);
+    base = std::max(base, start);
+    reset_peak_bytes(device);
+  }
+  void backward_ends() {
+    const size_t p = peak_bytes(device);
+    peak = std::max(peak, p);
+    activations = std::max(activations, p > start ? p - start : 0);
+  }
+  size_t overall() const { return std::max(peak, peak_bytes(device)); }
+
+  Device device;
+  size_t peak = 0, activations = 0, base = 0, start = 0;
+};
+
 // Splits wall-clock time into phases at the marks of the update step and
 // the task. With `sync`, every mark first waits for the device, so that a
-// phase's GPU work is charged to that phase.
+// phase's GPU work is charged to that phase. With a `memory` watch, each
+// micro-batch's activation peak is taken too.
 class PhaseClock : public StepPhases {
  public:
-  PhaseClock(Device device, bool sync, std::vector<BenchBatch>* batches)
-      : device_(device), sync_(sync), batches_(batches) {}
+  PhaseClock(Device device, bool sync, std::vector<BenchBatch>* batches,
+             MemoryWatch* memory = nullptr)
+      : device_(device), sync_(sync), batches_(batches), memory_(memory) {}
 
   void update_begins() override {
     wait();
@@ -53,6 +77,7 @@ class PhaseClock : public StepPhases {
     lap(phases.data);
     batch_ = BenchBatch{sequences, src_len, tgt_len, 0, 0};
     ++marks_;
+    if (memory_) memory_->forward_begins();
   }
   void backward_begins() override {
     lap(phases.forward);
@@ -60,6 +85,7 @@ class PhaseClock : public StepPhases {
   }
   void micro_batch_ends(const TaskSums& s) override {
     lap(phases.backward);
+    if (memory_) memory_->backward_ends();
     if (marks_ != 2) ROTOR_FAIL("the task does not mark its phases (nn::PhaseHook)");
     marks_ = 0;
     if (batches_) {
@@ -85,6 +111,7 @@ class PhaseClock : public StepPhases {
   Device device_;
   bool sync_;
   std::vector<BenchBatch>* batches_;
+  MemoryWatch* memory_;
   Clock::time_point last_;
   BenchBatch batch_;  // the shape of the current micro-batch
   int64_t marks_ = 0;
@@ -125,6 +152,7 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   r.warmup = opts.warmup;
   r.update_freq = c.train.update_freq;
   r.phase_sync = device.is_cuda();
+  r.checkpoint_activations = c.train.checkpoint_activations;
 
   // The bench times its --steps whatever train.max_updates says; the data
   // must last for them.
@@ -145,7 +173,8 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
 
   // Throughput: no synchronization inside an update (on the CPU there is
   // nothing to synchronize, so this pass gives the phases too).
-  PhaseClock clock(device, false, &r.batches);
+  MemoryWatch memory(device);
+  PhaseClock clock(device, false, &r.batches, &memory);
   std::vector<double> step_ms;
   if (device.is_cuda()) cuda::synchronize(device.index);
   const auto t0 = Clock::now();
@@ -165,7 +194,7 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   if (r.phase_sync) {
     // The phase split: the same number of updates, the device synchronized
     // at every mark.
-    PhaseClock synced(device, true, nullptr);
+    PhaseClock synced(device, true, nullptr, &memory);
     step_ms.clear();
     for (int64_t i = 0; i < opts.steps; ++i) {
       const double before = synced.phases.total();
@@ -179,9 +208,21 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   r.phase_step_ms = r.phases_ms.total();
   r.step_ms_min = *std::min_element(step_ms.begin(), step_ms.end());
   r.step_ms_max = *std::max_element(step_ms.begin(), step_ms.end());
-  r.peak_bytes = peak_bytes(device);
+  r.peak_bytes = memory.overall();
+  r.activation_peak_bytes = memory.activations;
+  r.base_bytes = memory.base;
   r.max_rss_bytes = max_rss_bytes();
   return r;
+}
+
+CheckpointComparison run_checkpoint_comparison(const Config& c, const BenchOptions& opts) {
+  CheckpointComparison out;
+  Config off = c, on = c;
+  off.train.checkpoint_activations = false;
+  on.train.checkpoint_activations = true;
+  out.off = run_train_bench(off, opts);
+  out.on = run_train_bench(on, opts);
+  return out;
 }
 
 namespace {
@@ -248,6 +289,49 @@ std::string format_bench(const BenchResult& r, const std::string& config_path) {
       "memory: peak {:.1f} MiB held by rotor's {} allocator | process max RSS {:.1f} MiB\n",
       mib(r.peak_bytes), r.device.rfind("cuda", 0) == 0 ? "CUDA pool" : "CPU",
       mib(r.max_rss_bytes));
+  out += fmt::format(
+      "activations: peak {:.1f} MiB in a micro-batch's forward and backward, above the {:.1f} MiB "
+      "held when it began (train.checkpoint_activations {})\n",
+      mib(r.activation_peak_bytes), mib(r.base_bytes), r.checkpoint_activations ? "on" : "off");
+  return out;
+}
+
+std::string format_checkpoint_comparison(const CheckpointComparison& c,
+                                         const std::string& config_path) {
+  std::string out = "--- train.checkpoint_activations: false\n";
+  out += format_bench(c.off, config_path);
+  out += "--- train.checkpoint_activations: true\n";
+  out += format_bench(c.on, config_path);
+  const auto change = [](double on, double off) {
+    return off > 0 ? fmt::format("{:+.1f}%", 100.0 * (on - off) / off) : std::string("n/a");
+  };
+  out += "--- activation checkpointing (off -> on)\n";
+  out += fmt::format("  activation peak  {:9.1f} MiB -> {:9.1f} MiB ({})\n",
+                     mib(c.off.activation_peak_bytes), mib(c.on.activation_peak_bytes),
+                     change(static_cast<double>(c.on.activation_peak_bytes),
+                            static_cast<double>(c.off.activation_peak_bytes)));
+  out += fmt::format(
+      "  peak memory      {:9.1f} MiB -> {:9.1f} MiB ({})\n", mib(c.off.peak_bytes),
+      mib(c.on.peak_bytes),
+      change(static_cast<double>(c.on.peak_bytes), static_cast<double>(c.off.peak_bytes)));
+  out += fmt::format("  update time      {:9.2f} ms  -> {:9.2f} ms  ({})\n", c.off.step_ms,
+                     c.on.step_ms, change(c.on.step_ms, c.off.step_ms));
+  out += fmt::format("  backward         {:9.2f} ms  -> {:9.2f} ms  ({})\n",
+                     c.off.phases_ms.backward, c.on.phases_ms.backward,
+                     change(c.on.phases_ms.backward, c.off.phases_ms.backward));
+  return out;
+}
+
+nlohmann::ordered_json checkpoint_comparison_json(const CheckpointComparison& c,
+                                                  const Config& config,
+                                                  const std::string& config_path) {
+  Config off = config, on = config;
+  off.train.checkpoint_activations = false;
+  on.train.checkpoint_activations = true;
+  json_io::Json out = json_io::Json::object();
+  out["compare"] = "train.checkpoint_activations";
+  out["off"] = bench_json(c.off, off, config_path);
+  out["on"] = bench_json(c.on, on, config_path);
   return out;
 }
 
@@ -292,6 +376,7 @@ nlohmann::ordered_json bench_json(const BenchResult& r, const Config& c,
   train["eps"] = c.optim.eps;
   train["weight_decay"] = c.optim.weight_decay;
   train["lr"] = c.optim.lr;
+  train["checkpoint_activations"] = c.train.checkpoint_activations;
 
   Value phases = Value::object();
   auto phase = [&](const char* name, double ms) {
@@ -339,6 +424,8 @@ nlohmann::ordered_json bench_json(const BenchResult& r, const Config& c,
   out["phase_step_ms"] = r.phase_step_ms;
   out["phases"] = std::move(phases);
   out["peak_bytes"] = static_cast<int64_t>(r.peak_bytes);
+  out["activation_peak_bytes"] = static_cast<int64_t>(r.activation_peak_bytes);
+  out["base_bytes"] = static_cast<int64_t>(r.base_bytes);
   out["peak_bytes_source"] =
       r.device.rfind("cuda", 0) == 0 ? "rotor CUDA pool allocator" : "rotor CPU allocator";
   out["max_rss_bytes"] = static_cast<int64_t>(r.max_rss_bytes);

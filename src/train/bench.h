@@ -4,8 +4,13 @@
 // raw text into OUTPUT_DIR when needed, model.init_from, the precision and
 // the update step), runs `warmup` updates,
 // then `steps` timed updates (forward, backward, optimizer step) and reports
-// tokens/s, the mean update time split into phases, and peak memory. It
-// writes no checkpoint, log file or metrics.
+// tokens/s, the mean update time split into phases, and peak memory: of the
+// whole run, and of the activations (the most a micro-batch's forward and
+// backward held above what was held when its forward began: the weights,
+// gradients, moments and the batch). It writes no checkpoint, log file or
+// metrics. run_checkpoint_comparison runs it without and with
+// train.checkpoint_activations, for the memory that saves and the time it
+// costs.
 //
 // The phase split comes from nn::PhaseHook marks that the tasks place at the
 // start of the forward and of the backward. On a GPU, reading a phase's end
@@ -61,8 +66,13 @@ struct BenchResult {
   BenchPhases phases_ms;
   double phase_step_ms = 0;
 
-  size_t peak_bytes = 0;     // held by rotor's allocator on the device (the CUDA pool on a GPU)
-  size_t max_rss_bytes = 0;  // process maximum resident set size
+  bool checkpoint_activations = false;  // train.checkpoint_activations
+  size_t peak_bytes = 0;  // held by rotor's allocator on the device (the CUDA pool on a GPU)
+  // The activation peak: over the micro-batches of the run, the most held
+  // during forward and backward above what was held when the forward began
+  // (that base: the largest seen at a forward's start).
+  size_t activation_peak_bytes = 0, base_bytes = 0;
+  size_t max_rss_bytes = 0;         // process maximum resident set size
   std::vector<BenchBatch> batches;  // the throughput pass's micro-batches, in order
   std::vector<double> losses;       // the throughput pass's updates: loss per token
 
@@ -74,6 +84,21 @@ struct BenchResult {
 
 // Runs the benchmark of `config` (validated for training). Throws rotor::Error.
 BenchResult run_train_bench(const Config& config, const BenchOptions& options);
+
+// The bench of `config` without, then with train.checkpoint_activations
+// (whatever the config says), each as run_train_bench runs it.
+struct CheckpointComparison {
+  BenchResult off, on;
+};
+CheckpointComparison run_checkpoint_comparison(const Config& config, const BenchOptions& options);
+// The two reports and a summary: the activation peak each way and what
+// checkpointing saves, the update time each way and what it costs.
+std::string format_checkpoint_comparison(const CheckpointComparison& result,
+                                         const std::string& config_path);
+// {"compare": "train.checkpoint_activations", "off": bench_json, "on": bench_json}
+nlohmann::ordered_json checkpoint_comparison_json(const CheckpointComparison& result,
+                                                  const Config& config,
+                                                  const std::string& config_path);
 
 // The report for people (several lines, ending with a newline), and the
 // figures for scripts (scripts/bench/train_peer.py reads the model, the

@@ -49,6 +49,10 @@ void Session::build(const std::function<void(Session&)>& resume) {
     log().info("{}", checkpoint::import_hf(c.model.init_from, c, store).summary(c.model.init_from));
   log().info("model: {} parameters, {} positions, vocabulary {}", store.numel(),
              to_string(c.model.position), task_->vocab_size());
+  if (c.train.checkpoint_activations)
+    log().info(
+        "activation checkpointing: each layer keeps its input only and recomputes its "
+        "activations in the backward (train.checkpoint_activations)");
   precision_ = std::make_unique<PrecisionPolicy>(c, device_, store);  // 16-bit copy, fp16 scaler
   // A signal is agreed over the ranks by the caller of Scheduler::signals
   // (the trainer, after every update); the bench never asks.

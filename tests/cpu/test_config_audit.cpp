@@ -163,6 +163,9 @@ const Entry kEntries[] = {
   {"train.loss_scale", "1024", Shows::Metrics, "--set precision=fp16"},
   {"train.scale_window", "1", Shows::Metrics, "--set precision=fp16"},
   {"train.max_nonfinite", "1", Shows::Rejected, "", "train.max_nonfinite", "ROTOR_TEST_NAN_GRAD_AT=2"},
+  // The same figures by design (tests/cpu/test_checkpoint_activations.cpp
+  // compares them bit for bit); the log says the layers recompute.
+  {"train.checkpoint_activations", "true", Shows::LogHas, "", "activation checkpointing"},
   {"optim.name", "adamw", Shows::Metrics, "--set optim.weight_decay=0.5"},
   {"optim.lr", "0.01", Shows::Metrics},
   {"optim.betas", "[0.8,0.9]", Shows::Metrics},
