@@ -5,6 +5,7 @@
 #include "core/rope.h"
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
+#include "ops/rope_rows.h"
 
 namespace rotor::ops {
 
@@ -32,8 +33,7 @@ Dims check_split(const Tensor& packed, const std::vector<Tensor>& parts, const S
     ROTOR_FAIL("{}: rope_parts must be in [0, {}], got {}", op, d.P, o.rope_parts);
   if (o.rope_parts > 0 && d.D % 2 != 0)
     ROTOR_FAIL("{}: RoPE rotates pairs and needs an even head dim, got {}", op, d.D);
-  if (o.rope_parts > 0 && !(o.rope_base > 0.0f))
-    ROTOR_FAIL("{}: rope_base must be > 0, got {}", op, o.rope_base);
+  if (o.rope_parts > 0) check_rope_params(o.rope, d.D, op);
   for (const Tensor& p : parts) {
     check_shape(p, {d.B, d.H, d.T, d.D}, op);
     if (p.dtype() != packed.dtype())
@@ -43,23 +43,15 @@ Dims check_split(const Tensor& packed, const std::vector<Tensor>& parts, const S
   return d;
 }
 
-// cos/sin of every (t, i): [T, D/2], shared by all batch rows, heads and parts.
-std::vector<rope::Rotation> rotation_table(const Dims& d, const SplitHeadsOptions& o) {
-  const int64_t half = d.D / 2;
-  std::vector<rope::Rotation> table(static_cast<size_t>(d.T * half));
-  for (int64_t t = 0; t < d.T; ++t)
-    for (int64_t i = 0; i < half; ++i)
-      table[t * half + i] = rope::rotation(t + o.position_offset, i, d.D, o.rope_base);
-  return table;
-}
-
 // Calls f(p, packed, split, rotations, scale) for every head row (b, t, p, h):
 // its offsets in [B, T, P, H, D] and in [B, H, T, D], the rotations of its
-// position ([D/2]; null when part p is not rotated) and its scale.
+// position ([R/2], ops/rope_rows.h: shared by all batch rows, heads and
+// parts; null when part p is not rotated) and its scale.
 template <class F>
 void for_each_head_row(const Dims& d, const SplitHeadsOptions& o, F f) {
-  const auto table = o.rope_parts > 0 ? rotation_table(d, o) : std::vector<rope::Rotation>();
-  const int64_t half = d.D / 2;
+  const auto table = o.rope_parts > 0 ? rope_table(o.rope, d.D, o.position_offset, d.T)
+                                      : std::vector<rope::Rotation>();
+  const int64_t half = rope::rotated_dims(o.rope, d.D) / 2;
   for (int64_t p = 0; p < d.P; ++p) {
     const rope::Rotation* rotations = p < o.rope_parts ? table.data() : nullptr;
     const float s = p == 0 ? o.part0_scale : 1.0f;
@@ -78,6 +70,7 @@ void split_f32(const Tensor& x, std::vector<Tensor>& parts, const Dims& d,
   const float* xp = x.data<float>();
   std::vector<float*> out;
   for (Tensor& p : parts) out.push_back(p.data<float>());
+  const int64_t rotated = rope::rotated_dims(o.rope, d.D);
   for_each_head_row(
       d, o, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
         const float* src = xp + packed;
@@ -86,11 +79,13 @@ void split_f32(const Tensor& x, std::vector<Tensor>& parts, const Dims& d,
           for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
           return;
         }
-        for (int64_t i = 0; i < d.D / 2; ++i) {
-          float y0, y1;
-          rope::rotate(src[2 * i], src[2 * i + 1], r[i], y0, y1);
-          dst[2 * i] = y0 * s;
-          dst[2 * i + 1] = y1 * s;
+        for (int64_t j = 0; j < d.D / 2; ++j) {
+          int64_t a, b;
+          rope::slot_dims(o.rope.layout, rotated, j, a, b);
+          float y0 = src[a], y1 = src[b];  // past R: unchanged
+          if (2 * j < rotated) rope::rotate(src[a], src[b], r[j], y0, y1);
+          dst[a] = y0 * s;
+          dst[b] = y1 * s;
         }
       });
 }
@@ -101,6 +96,7 @@ void split_back_f32(const std::vector<Tensor>& dparts, Tensor& dx, const Dims& d
   float* dxp = dx.data<float>();
   std::vector<const float*> in;
   for (const Tensor& p : dparts) in.push_back(p.data<float>());
+  const int64_t rotated = rope::rotated_dims(o.rope, d.D);
   for_each_head_row(
       d, o, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
         const float* src = in[static_cast<size_t>(p)] + split;
@@ -109,8 +105,16 @@ void split_back_f32(const std::vector<Tensor>& dparts, Tensor& dx, const Dims& d
           for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
           return;
         }
-        for (int64_t i = 0; i < d.D / 2; ++i)
-          rope::rotate_back(src[2 * i] * s, src[2 * i + 1] * s, r[i], dst[2 * i], dst[2 * i + 1]);
+        for (int64_t j = 0; j < d.D / 2; ++j) {
+          int64_t a, b;
+          rope::slot_dims(o.rope.layout, rotated, j, a, b);
+          if (2 * j < rotated) {
+            rope::rotate_back(src[a] * s, src[b] * s, r[j], dst[a], dst[b]);
+          } else {
+            dst[a] = src[a] * s;
+            dst[b] = src[b] * s;
+          }
+        }
       });
 }
 

@@ -38,20 +38,21 @@ struct LmCase {
 };
 
 Config lm_config(const LmCase& k, const std::string& norm = "pre") {
-  return load_config_from_string(test::tiny_lm()
-                                     .set("model.decoder_layers", std::to_string(L))
-                                     .set("model.d_model", std::to_string(k.d))
-                                     .set("model.n_heads", std::to_string(H))
-                                     .set("model.d_ff", std::to_string(FF))
-                                     .set("model.activation", "gelu")
-                                     .set("model.norm", norm)
-                                     .set("model.position", k.position)
-                                     .set("model.max_positions", std::to_string(P))
-                                     .set("model.share_embeddings", k.share ? "true" : "false")
-                                     .set("model.scale_embeddings", k.scale ? "true" : "false")
-                                     .set("model.rope_base", "5000")
-                                     .set("data.seq_len", "8")
-                                     .text());
+  return load_config_from_string(
+      test::tiny_lm()
+          .set("model.decoder_layers", std::to_string(L))
+          .set("model.d_model", std::to_string(k.d))
+          .set("model.n_heads", std::to_string(H))
+          .set("model.d_ff", std::to_string(FF))
+          .set("model.activation", "gelu")
+          .set("model.norm", norm)
+          .set("model.position", k.position)
+          .set("model.max_positions", std::to_string(P))
+          .set("model.share_embeddings", k.share ? "true" : "false")
+          .set("model.scale_embeddings", k.scale ? "true" : "false")
+          .set("model.rope", std::string(k.position) == "rope" ? "{theta: 5000}" : "{}")
+          .set("data.seq_len", "8")
+          .text());
 }
 
 // The model of `c`, allocated, every value distinct (the init moved by noise).
@@ -328,8 +329,10 @@ TEST(LmHfImport, ConfigMismatchesAreOneLine) {
   };
   const Row rows[] = {
       {"use_parallel_residual", true, "use_parallel_residual is true"},
-      {"rotary_pct", 0.25, "rotary_pct is 0.25"},
-      {"rotary_emb_base", 10000.0, "rotary_emb_base is 10000, but model.rope_base is 5000"},
+      {"rotary_pct", 0.25, "rotary_pct is 0.25, but model.rope.fraction is 1"},
+      {"rotary_emb_base", 10000.0, "rotary_emb_base is 10000, but model.rope.theta is 5000"},
+      {"rope_scaling", json_io::Json{{"type", "linear"}, {"factor", 2.0}},
+       "rope_scaling is linear x2, but model.rope.scaling is none"},
       {"hidden_size", 32, "hidden_size is 32, but model.d_model is 16"},
       {"num_hidden_layers", 3, "num_hidden_layers is 3, but model.decoder_layers is 2"},
       {"vocab_size", 41, "vocab_size is 41, but the tokenizer's vocabulary size is 40"},
