@@ -70,7 +70,9 @@ models::HfLmOptions require_hf_lm(const Config& c, const std::string& what) {
           "{}: model.rope.scaling is {}; Hugging Face GPT-NeoX scales rotary angles linear or "
           "dynamic only",
           what, to_string(s));
-    if (s == rope::Scaling::DynamicNtk && m.rope.original_max_positions != m.max_positions)
+    const int original =
+        m.rope.original_max_positions > 0 ? m.rope.original_max_positions : m.max_positions;
+    if (s == rope::Scaling::DynamicNtk && original != m.max_positions)
       ROTOR_FAIL(
           "{}: model.rope.original_max_positions is {}, but Hugging Face GPT-NeoX's dynamic "
           "scaling starts at max_position_embeddings = model.max_positions = {}",

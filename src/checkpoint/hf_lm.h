@@ -9,8 +9,8 @@
 //                              rotary_emb_base = model.rope.theta, rope_scaling
 //                              {type linear|dynamic, factor} for
 //                              model.rope.scaling linear | dynamic_ntk (dynamic
-//                              with original_max_positions = max_positions, as
-//                              Hugging Face reads it); ntk and yarn have no
+//                              with original_max_positions 0 or max_positions,
+//                              as Hugging Face reads it); ntk and yarn have no
 //                              GPT-NeoX (4.36) counterpart: one line. GPT-NeoX
 //                              rotates the halves (i, i + R/2) of the first R
 //                              dims of a head: model.rope.layout half is that,

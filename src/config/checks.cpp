@@ -55,12 +55,6 @@ std::optional<ConfigProblem> rope_problem(const ModelConfig& m) {
     return ConfigProblem{"model.rope.factor",
                          fmt::format("{} scales nothing: model.rope.scaling is none", r.factor),
                          {"model.rope.scaling"}};
-  if (uses_context && r.original_max_positions == 0)
-    return ConfigProblem{"model.rope.original_max_positions",
-                         fmt::format("model.rope.scaling {} needs the context length the model was "
-                                     "trained at (> 0)",
-                                     to_string(r.scaling)),
-                         {"model.rope.scaling"}};
   if (!uses_context && r.original_max_positions != 0)
     return ConfigProblem{"model.rope.original_max_positions",
                          fmt::format("{} is read by model.rope.scaling dynamic_ntk and yarn only, "

@@ -152,7 +152,9 @@ struct RopeConfig {
   rope::Layout layout = rope::Layout::Interleaved;  // pairs (2i, 2i+1) or (i, i + R/2)
   rope::Scaling scaling = rope::Scaling::None;      // context scaling
   double factor = 1.0;                              // its s (>= 1)
-  int original_max_positions = 0;                   // the trained context (dynamic_ntk, yarn)
+  // The trained context of dynamic_ntk and yarn; 0: model.max_positions (as
+  // Hugging Face reads max_position_embeddings).
+  int original_max_positions = 0;
   bool operator==(const RopeConfig&) const = default;
 };
 

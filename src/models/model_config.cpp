@@ -14,7 +14,8 @@ rope::Params rope_params(const ModelConfig& m) {
   p.layout = m.rope.layout;
   p.scaling = m.rope.scaling;
   p.factor = m.rope.factor;
-  p.original_max = m.rope.original_max_positions;
+  p.original_max =
+      m.rope.original_max_positions > 0 ? m.rope.original_max_positions : m.max_positions;
   return p;
 }
 
@@ -23,8 +24,8 @@ std::string rope_summary(const ModelConfig& m) {
   std::string scaling = "no scaling";
   if (r.scaling != rope::Scaling::None) {
     scaling = fmt::format("{} x{}", to_string(r.scaling), r.factor);
-    if (r.original_max_positions > 0)
-      scaling += fmt::format(" of {} positions", r.original_max_positions);
+    if (r.scaling == rope::Scaling::DynamicNtk || r.scaling == rope::Scaling::Yarn)
+      scaling += fmt::format(" of {} positions", rope_params(m).original_max);
   }
   return fmt::format("theta {}, fraction {}, layout {}, {}", r.theta, r.fraction,
                      to_string(r.layout), scaling);

@@ -18,7 +18,8 @@
 namespace rotor::models {
 
 // model.rope as the rotation's settings (core/rope.h), whatever the position
-// encoding (only model.position rope reads them).
+// encoding (only model.position rope reads them); original_max_positions 0
+// becomes model.max_positions.
 rope::Params rope_params(const ModelConfig& model);
 // "theta 10000, fraction 1, layout interleaved, no scaling" (scaling:
 // "linear x4", "yarn x4 of 128 positions"), for logs.
