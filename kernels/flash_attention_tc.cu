@@ -219,13 +219,15 @@ __device__ __forceinline__ void rope_tile(T* tile, const float2* table, int64_t 
 
 #endif  // ROTOR_TC_BODY
 
-// table[t * D/2 + i] = (cos, sin) of pair i at position t (core/rope.h, double angles).
-__global__ void tc_rope_table_kernel(float2* table, int64_t positions, int64_t D, double base) {
+// table[t * D/2 + i] = (cos, sin) of pair i at position t (core/rope.h, double
+// angles; `rope` resolved at the call's length, every dimension rotated).
+__global__ void tc_rope_table_kernel(float2* table, int64_t positions, int64_t D,
+                                     rope::Params rope) {
   const int64_t half = D / 2, total = positions * half;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = e / half, i = e - t * half;
-    const rope::Rotation r = rope::rotation(t, i, D, base);
+    const rope::Rotation r = rope::rotation(rope, t, i, D);
     table[e] = make_float2(r.cos, r.sin);
   }
 }
@@ -672,10 +674,12 @@ cudaError_t fill_rope_table(const FlashParams& p, const FlashRope& r, void* tabl
                             cudaStream_t stream) {
   if (!r.enabled) return cudaSuccess;
   if (!table || r.q_offset < 0 || r.k_offset < 0) return cudaErrorInvalidValue;
+  if (!rope::interleaved_full(r.params, p.D)) return cudaErrorInvalidValue;
   const int64_t n = rope_positions(p, r) * (p.D / 2);
   if (n == 0) return cudaSuccess;
+  const rope::Params at = rope::at_length(r.params, p.D, rope_positions(p, r));
   tc_rope_table_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<float2*>(table),
-                                                             rope_positions(p, r), p.D, r.base);
+                                                             rope_positions(p, r), p.D, at);
   return cudaGetLastError();
 }
 

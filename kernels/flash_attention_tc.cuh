@@ -5,7 +5,8 @@
 // element index, lse per query, zero output and lse = -inf for a query with no
 // visible key -- for f16 and bf16 storage, head dims 32, 64 and 128, with fp32
 // accumulation (mma.sync m16n8k16). Optionally rotates q and k by RoPE inside
-// the kernel (src/core/rope.h, interleaved pairs) and rotates dq and dk back.
+// the kernel (src/core/rope.h: interleaved pairs over the whole head, any
+// scaling) and rotates dq and dk back.
 // CPU twin: src/ops/flash_attention.cpp.
 #pragma once
 
@@ -15,15 +16,18 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/rope.h"
 #include "kernels/flash_attention.cuh"  // FlashParams
 
 namespace rotor::kernels {
 
 // Rotary position embedding applied by the kernel: q row i at position
-// q_offset + i, k row j at k_offset + j.
+// q_offset + i, k row j at k_offset + j, with the settings `params`
+// (interleaved pairs over the whole head, rope::interleaved_full; dynamic_ntk
+// is resolved at length max(q_offset + Tq, k_offset + Tk)).
 struct FlashRope {
   bool enabled = false;
-  double base = 10000.0;
+  rope::Params params{};
   int64_t q_offset = 0, k_offset = 0;
 };
 

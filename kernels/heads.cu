@@ -1,15 +1,17 @@
-// Head split with RoPE fused in (RoFormer eq. 34, interleaved pairs) and the
-// head merge. The rotation is core/rope.h, the very code of the CPU path:
-// angles in double, their cosine and sine rounded to float. They are computed
-// once per call into a table of [T, D/2] (cos, sin) pairs (small: it stays in
-// L2), so the split itself is a pure bandwidth kernel.
+// Head split with RoPE fused in (RoFormer eq. 34 under model.rope's
+// settings) and the head merge. The rotation is core/rope.h, the very code of
+// the CPU path: angles in double, their cosine and sine rounded to float.
+// They are computed once per call into a table of [T, R/2] (cos, sin) pairs
+// (small: it stays in L2), so the split itself is a pure bandwidth kernel.
 //
 // Vector path (D a whole number of 16-byte vectors, pointers aligned): grid
 // (tiles of positions t, part x head, batch), block (the D/N vectors of a
 // head row, rows of t). A thread moves one 16-byte vector: one LDG.E.128 from
 // [B, T, P, H, D] and one STG.E.128 into [B, H, T, D], its rotation factors
-// from the table, and no integer division. Otherwise one thread per rotation
-// pair, angles computed in place.
+// from the table, and no integer division; it rotates interleaved pairs over
+// the whole head. Otherwise (the half layout, a fraction < 1, no table) one
+// thread per slot of two dimensions (rope::slot_dims), its factors from the
+// table or computed in place.
 #include "core/rope.h"
 #include "kernels/common.cuh"
 #include "kernels/heads.cuh"
@@ -35,14 +37,15 @@ __device__ __forceinline__ T* part_ptr(const PartPtrs& parts, int64_t p) {
 constexpr int64_t kMaxBlocks = 65535 * 8;
 constexpr int kVecThreads = 256;
 
-// table[t * D/2 + i] = (cos, sin) of pair i at position t + offset.
-__global__ void rope_table_kernel(float2* table, int64_t T, int64_t D, double base,
+// table[t * R/2 + i] = (cos, sin) of pair i at position t + offset (rope
+// resolved at the call's length).
+__global__ void rope_table_kernel(float2* table, int64_t T, int64_t R, rope::Params rope,
                                   int64_t offset) {
-  const int64_t half = D / 2, total = T * half;
+  const int64_t half = R / 2, total = T * half;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = e / half, i = e - t * half;
-    const rope::Rotation r = rope::rotation(t + offset, i, D, base);
+    const rope::Rotation r = rope::rotation(rope, t + offset, i, R);
     table[e] = make_float2(r.cos, r.sin);
   }
 }
@@ -100,11 +103,13 @@ __global__ void split_heads_vec_kernel(const T* __restrict__ x_or_null, PartPtrs
   }
 }
 
-// The scalar path: one thread per (b, t, p, h, pair), angles computed here.
+// The scalar path: one thread per (b, t, p, h, slot), the factors from the
+// table ([T, R/2]) or, without one, computed here.
 template <class T, bool kBackward>
 __global__ void split_heads_kernel(const T* __restrict__ x_or_null, PartPtrs parts,
                                    T* __restrict__ dx_or_null, HeadsShape s, int rope_parts,
-                                   double base, int64_t offset, float scale0) {
+                                   rope::Params rope, const float2* __restrict__ table,
+                                   int64_t offset, float scale0) {
   const int64_t half = s.D / 2;
   const int64_t total = s.B * s.T * s.P * s.H * half;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -117,21 +122,33 @@ __global__ void split_heads_kernel(const T* __restrict__ x_or_null, PartPtrs par
     r /= s.P;
     const int64_t t = r % s.T;
     const int64_t b = r / s.T;
-    const int64_t packed = (((b * s.T + t) * s.P + p) * s.H + h) * s.D + 2 * i;  // [B,T,P,H,D]
-    const int64_t split = ((b * s.H + h) * s.T + t) * s.D + 2 * i;               // [B,H,T,D]
+    const int64_t R = rope::rotated_dims(rope, s.D);
+    int64_t da, db;  // the slot's two dimensions
+    rope::slot_dims(rope.layout, R, i, da, db);
+    const int64_t packed = (((b * s.T + t) * s.P + p) * s.H + h) * s.D;  // [B,T,P,H,D]
+    const int64_t split = ((b * s.H + h) * s.T + t) * s.D;               // [B,H,T,D]
     const float sc = p == 0 ? scale0 : 1.0f;
-    const rope::Rotation rot =
-        p < rope_parts ? rope::rotation(t + offset, i, s.D, base) : rope::Rotation{1.0f, 0.0f};
+    const bool rotated = p < rope_parts && 2 * i < R;
+    rope::Rotation rot{1.0f, 0.0f};
+    if (rotated) {
+      if (table) {
+        const float2 cs = table[t * (R / 2) + i];
+        rot = rope::Rotation{cs.x, cs.y};
+      } else {
+        rot = rope::rotation(rope, t + offset, i, R);
+      }
+    }
     T* part = part_ptr<T>(parts, p);
-    float y0, y1;
     if (!kBackward) {
-      rope::rotate(to_f32(x_or_null[packed]), to_f32(x_or_null[packed + 1]), rot, y0, y1);
-      part[split] = from_f32<T>(y0 * sc);
-      part[split + 1] = from_f32<T>(y1 * sc);
+      float y0 = to_f32(x_or_null[packed + da]), y1 = to_f32(x_or_null[packed + db]);
+      if (rotated) rope::rotate(y0, y1, rot, y0, y1);
+      part[split + da] = from_f32<T>(y0 * sc);
+      part[split + db] = from_f32<T>(y1 * sc);
     } else {
-      rope::rotate_back(to_f32(part[split]) * sc, to_f32(part[split + 1]) * sc, rot, y0, y1);
-      dx_or_null[packed] = from_f32<T>(y0);
-      dx_or_null[packed + 1] = from_f32<T>(y1);
+      float y0 = to_f32(part[split + da]) * sc, y1 = to_f32(part[split + db]) * sc;
+      if (rotated) rope::rotate_back(y0, y1, rot, y0, y1);
+      dx_or_null[packed + da] = from_f32<T>(y0);
+      dx_or_null[packed + db] = from_f32<T>(y1);
     }
   }
 }
@@ -191,21 +208,22 @@ bool split_vec_ok(const void* x, PartPtrs parts, int P, HeadsShape s) {
 }
 
 cudaError_t split_any(const void* x, PartPtrs parts, void* dx, HeadsShape s, DType dtype, int rot,
-                      float base, int64_t off, float scale0, bool backward, void* workspace,
+                      rope::Params rope, int64_t off, float scale0, bool backward, void* workspace,
                       size_t workspace_bytes, cudaStream_t stream) {
   if (s.B * s.T * s.P * s.H * s.D == 0) return cudaSuccess;
-  const double base_d = static_cast<double>(base);
-  const size_t table_bytes = split_heads_workspace(s, rot);
+  const rope::Params at = rope::at_length(rope, s.D, off + s.T);
+  const int64_t R = rope::rotated_dims(at, s.D);
+  const size_t table_bytes = split_heads_workspace(s, rot, at);
   bool table_ready = false;
   if (table_bytes > 0 && workspace && workspace_bytes >= table_bytes) {
-    rope_table_kernel<<<grid_for(s.T * (s.D / 2)), kThreads, 0, stream>>>(
-        static_cast<float2*>(workspace), s.T, s.D, base_d, off);
+    rope_table_kernel<<<grid_for(s.T * (R / 2)), kThreads, 0, stream>>>(
+        static_cast<float2*>(workspace), s.T, R, at, off);
     table_ready = true;
   }
-  const float2* table = static_cast<const float2*>(workspace);
+  const float2* table = table_ready ? static_cast<const float2*>(workspace) : nullptr;
   ROTOR_FLOAT_SWITCH(
       dtype, T, dim3 grid, block;
-      const bool vec = (rot == 0 || table_ready) &&
+      const bool vec = (rot == 0 || (table_ready && rope::interleaved_full(at, s.D))) &&
                        split_vec_ok<T>(backward ? dx : x, parts, static_cast<int>(s.P), s) &&
                        vec_launch(s.D / Vec<T>::N, s.T, s.P * s.H, s.B, grid, block);
       if (vec) {
@@ -219,38 +237,38 @@ cudaError_t split_any(const void* x, PartPtrs parts, void* dx, HeadsShape s, DTy
         const unsigned g = grid_for(s.B * s.T * s.P * s.H * (s.D / 2), kThreads, kMaxBlocks);
         if (backward)
           split_heads_kernel<T, true><<<g, kThreads, 0, stream>>>(
-              nullptr, parts, static_cast<T*>(dx), s, rot, base_d, off, scale0);
+              nullptr, parts, static_cast<T*>(dx), s, rot, at, table, off, scale0);
         else
           split_heads_kernel<T, false><<<g, kThreads, 0, stream>>>(
-              static_cast<const T*>(x), parts, nullptr, s, rot, base_d, off, scale0);
+              static_cast<const T*>(x), parts, nullptr, s, rot, at, table, off, scale0);
       });
   return cudaGetLastError();
 }
 
 }  // namespace
 
-size_t split_heads_workspace(HeadsShape s, int rope_parts) {
+size_t split_heads_workspace(HeadsShape s, int rope_parts, const rope::Params& rope) {
   if (rope_parts <= 0 || s.T <= 0 || s.D < 2) return 0;
-  return static_cast<size_t>(s.T * (s.D / 2)) * sizeof(float2);
+  return static_cast<size_t>(s.T * (rope::rotated_dims(rope, s.D) / 2)) * sizeof(float2);
 }
 
 cudaError_t split_heads_forward(const void* x, void* const parts[3], HeadsShape s, DType dtype,
-                                int rope_parts, float rope_base, int64_t position_offset,
+                                int rope_parts, rope::Params rope, int64_t position_offset,
                                 float part0_scale, void* workspace, size_t workspace_bytes,
                                 cudaStream_t stream) {
   PartPtrs pp{{parts[0], parts[1], parts[2]}};
-  return split_any(x, pp, nullptr, s, dtype, rope_parts, rope_base, position_offset, part0_scale,
-                   false, workspace, workspace_bytes, stream);
+  return split_any(x, pp, nullptr, s, dtype, rope_parts, rope, position_offset, part0_scale, false,
+                   workspace, workspace_bytes, stream);
 }
 
 cudaError_t split_heads_backward(const void* const dparts[3], void* dx, HeadsShape s, DType dtype,
-                                 int rope_parts, float rope_base, int64_t position_offset,
+                                 int rope_parts, rope::Params rope, int64_t position_offset,
                                  float part0_scale, void* workspace, size_t workspace_bytes,
                                  cudaStream_t stream) {
   PartPtrs pp{
       {const_cast<void*>(dparts[0]), const_cast<void*>(dparts[1]), const_cast<void*>(dparts[2])}};
-  return split_any(nullptr, pp, dx, s, dtype, rope_parts, rope_base, position_offset, part0_scale,
-                   true, workspace, workspace_bytes, stream);
+  return split_any(nullptr, pp, dx, s, dtype, rope_parts, rope, position_offset, part0_scale, true,
+                   workspace, workspace_bytes, stream);
 }
 
 cudaError_t merge_heads(const void* src, void* dst, int64_t B, int64_t H, int64_t T, int64_t D,

@@ -160,7 +160,7 @@ Timing run_shape(const Shape4& s, DType dt, Impl impl, bool causal, int iters,
     so.part0_scale = 1.0f;
     ao.scale = 1.0f / std::sqrt(static_cast<float>(s.D));
     ao.rope = true;
-    ao.rope_base = so.rope_base;
+    ao.rope_params = so.rope;
   }
   if (impl == Impl::Cudnn) {
     std::string why;

@@ -35,11 +35,12 @@ models::HfEncoderOptions require_encoder(const Config& c) {
         "softmax attention",
         to_string(c.attention.kind));
   models::HfEncoderOptions m = models::hf_encoder_options(c);
-  if (m.position->rotates_qk && m.rope_base != 10000.0)
+  const std::string off = models::rope_off_default(m.rope);
+  if (m.position->rotates_qk && !off.empty())
     ROTOR_FAIL(
-        "export --format hf: model.rope_base is {}, but Hugging Face RoFormer fixes the "
-        "rotary base at 10000",
-        m.rope_base);
+        "export --format hf: {}, but Hugging Face RoFormer rotates interleaved pairs of every "
+        "dimension with base 10000, unscaled",
+        off);
   return m;
 }
 

@@ -33,8 +33,9 @@
 // A task-lm checkpoint exports as GPT-NeoX or GPT-2 (checkpoint/hf_lm.h).
 //
 // Hugging Face's GELU "gelu_new" is rotor's tanh approximation. RoFormer's
-// rotary layout (interleaved pairs, theta_i = 10000^(-2i/d)) is rotor's, so
-// rope_base must be 10000.
+// rotary layout (interleaved pairs of every dimension, theta_i =
+// 10000^(-2i/d), unscaled) is model.rope's default, which the export and
+// model.init_from require.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

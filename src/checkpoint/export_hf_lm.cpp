@@ -97,7 +97,7 @@ NamedTensors hf_lm_state_dict(const Config& c, const NamedTensors& weights) {
   for (const HfLmLink& link : hf_lm_links(m)) {
     std::vector<Tensor> parts;
     for (const auto& n : link.rotor) parts.push_back(*by_name.at(n));
-    out.emplace_back(link.hf, hf_lm_forward(link, parts, m.n_heads));
+    out.emplace_back(link.hf, hf_lm_forward(link, parts, m));
   }
   out.emplace_back(e.output, m.share_embeddings ? Tensor::from_floats(table, {vocab, m.d_model})
                                                 : *by_name.at("lm_head.weight"));

@@ -16,9 +16,20 @@ namespace {
 using json_io::Json;
 
 // rotor's row of a head's query or key for GPT-NeoX's row j (of head_dim D):
-// the first half holds the pairs' first elements, the second their seconds.
-int64_t neox_source_row(int64_t j, int64_t D) {
-  return j < D / 2 ? 2 * j : 2 * (j - D / 2) + 1;
+// under the interleaved layout the first half of the R rotated rows holds the
+// pairs' first elements, the second their seconds; the half layout is
+// GPT-NeoX's own, and rows >= R are not rotated.
+int64_t neox_source_row(int64_t j, int64_t D, const RopeConfig& r) {
+  rope::Params p;
+  p.fraction = r.fraction;
+  const int64_t R = rope::rotated_dims(p, D);
+  if (r.layout == rope::Layout::Half || j >= R) return j;
+  return j < R / 2 ? 2 * j : 2 * (j - R / 2) + 1;
+}
+
+// Whether model.rope scales the angles (a factor of 1 changes nothing).
+bool scaled(const RopeConfig& r) {
+  return r.scaling != rope::Scaling::None && r.factor != 1.0;
 }
 
 int64_t columns(const Shape& s) {
@@ -52,6 +63,21 @@ models::HfLmOptions require_hf_lm(const Config& c, const std::string& what) {
         "{}: model.norm is post; Hugging Face GPT-NeoX and GPT-2 are pre-LN with a final "
         "LayerNorm (model.norm: pre)",
         what);
+  if (m.position->rotates_qk && scaled(m.rope)) {
+    const rope::Scaling s = m.rope.scaling;
+    if (s != rope::Scaling::Linear && s != rope::Scaling::DynamicNtk)
+      ROTOR_FAIL(
+          "{}: model.rope.scaling is {}; Hugging Face GPT-NeoX scales rotary angles linear or "
+          "dynamic only",
+          what, to_string(s));
+    const int original =
+        m.rope.original_max_positions > 0 ? m.rope.original_max_positions : m.max_positions;
+    if (s == rope::Scaling::DynamicNtk && original != m.max_positions)
+      ROTOR_FAIL(
+          "{}: model.rope.original_max_positions is {}, but Hugging Face GPT-NeoX's dynamic "
+          "scaling starts at max_position_embeddings = model.max_positions = {}",
+          what, m.rope.original_max_positions, m.max_positions);
+  }
   return m;
 }
 
@@ -70,9 +96,12 @@ nlohmann::ordered_json hf_lm_config(const Config& c, int64_t vocab_size) {
     j["num_attention_heads"] = m.n_heads;
     j["intermediate_size"] = m.d_ff;
     j["hidden_act"] = act;
-    j["rotary_pct"] = 1.0;
-    j["rotary_emb_base"] = m.rope_base;
+    j["rotary_pct"] = m.rope.fraction;
+    j["rotary_emb_base"] = m.rope.theta;
     j["rope_scaling"] = nullptr;
+    if (scaled(m.rope))
+      j["rope_scaling"] = {{"type", m.rope.scaling == rope::Scaling::Linear ? "linear" : "dynamic"},
+                           {"factor", m.rope.factor}};
     j["use_parallel_residual"] = false;
     j["max_position_embeddings"] = m.max_positions;
     j["hidden_dropout"] = m.dropout;
@@ -153,7 +182,9 @@ float hf_lm_embedding_scale(const models::HfLmOptions& m) {
   return m.scale_embeddings ? std::sqrt(static_cast<float>(m.d_model)) : 1.0f;
 }
 
-Tensor hf_lm_forward(const HfLmLink& link, const std::vector<Tensor>& rotor, int64_t n_heads) {
+Tensor hf_lm_forward(const HfLmLink& link, const std::vector<Tensor>& rotor,
+                     const models::HfLmOptions& m) {
+  const int64_t n_heads = m.n_heads;
   const Shape& s = rotor.at(0).shape();
   switch (link.op) {
     case HfLmOp::Copy:
@@ -172,7 +203,7 @@ Tensor hf_lm_forward(const HfLmLink& link, const std::vector<Tensor>& rotor, int
           if (link.op == HfLmOp::FuseNeox) {
             const int64_t h = row / D, j = row % D;
             to = (h * 3 + p) * D + j;
-            from = h * D + (p < 2 ? neox_source_row(j, D) : j);
+            from = h * D + (p < 2 ? neox_source_row(j, D, m.rope) : j);
           }
           std::copy_n(part[static_cast<size_t>(p)].begin() + from * C, C, fused.begin() + to * C);
         }
@@ -185,7 +216,8 @@ Tensor hf_lm_forward(const HfLmLink& link, const std::vector<Tensor>& rotor, int
 }
 
 std::vector<Tensor> hf_lm_backward(const HfLmLink& link, const Tensor& hf,
-                                   const std::vector<Shape>& shapes, int64_t n_heads) {
+                                   const std::vector<Shape>& shapes, const models::HfLmOptions& m) {
+  const int64_t n_heads = m.n_heads;
   const Shape& s = shapes.at(0);
   std::vector<float> v = hf.to_floats();
   switch (link.op) {
@@ -204,7 +236,7 @@ std::vector<Tensor> hf_lm_backward(const HfLmLink& link, const Tensor& hf,
           if (link.op == HfLmOp::FuseNeox) {
             const int64_t h = row / D, j = row % D;
             from = (h * 3 + p) * D + j;
-            to = h * D + (p < 2 ? neox_source_row(j, D) : j);
+            to = h * D + (p < 2 ? neox_source_row(j, D, m.rope) : j);
           }
           std::copy_n(v.begin() + from * C, C, part[static_cast<size_t>(p)].begin() + to * C);
         }

@@ -5,13 +5,20 @@
 //
 //   model.position rope     -> GPTNeoXForCausalLM, use_parallel_residual false
 //                              (x + attn(ln1(x)), then + mlp(ln2(.)): rotor's
-//                              pre-LN layer), rotary_pct 1.0, rotary_emb_base =
-//                              model.rope_base. GPT-NeoX rotates the halves of a
-//                              head (i, i + D/2) where rotor rotates interleaved
-//                              pairs (2i, 2i + 1), at the same angles: the query
-//                              and key rows of each head are permuted (rotor's
-//                              row 2i -> i, 2i + 1 -> D/2 + i) and q, k, v fused
-//                              into query_key_value, [heads, 3, D] rows.
+//                              pre-LN layer), rotary_pct = model.rope.fraction,
+//                              rotary_emb_base = model.rope.theta, rope_scaling
+//                              {type linear|dynamic, factor} for
+//                              model.rope.scaling linear | dynamic_ntk (dynamic
+//                              with original_max_positions 0 or max_positions,
+//                              as Hugging Face reads it); ntk and yarn have no
+//                              GPT-NeoX (4.36) counterpart: one line. GPT-NeoX
+//                              rotates the halves (i, i + R/2) of the first R
+//                              dims of a head: model.rope.layout half is that,
+//                              its rows copied; under layout interleaved (pairs
+//                              (2i, 2i + 1), the same angles) the query and key
+//                              rows of each head are permuted (rotor's row 2i ->
+//                              i, 2i + 1 -> R/2 + i, rows >= R kept). q, k, v
+//                              are fused into query_key_value, [heads, 3, D] rows.
 //   model.position learned  -> GPT2LMHeadModel: Conv1D weights stored [in, out]
 //                              (rotor's [out, in] transposed), c_attn = [q | k | v]
 //                              columns.
@@ -99,10 +106,12 @@ struct HfLmEmbeddingNames {
 HfLmEmbeddingNames hf_lm_embedding_names(const models::HfLmOptions& m);
 
 // The Hugging Face tensor of `link` from rotor's tensors (in link.rotor's
-// order), and back: rotor's tensors of the given shapes from it.
-Tensor hf_lm_forward(const HfLmLink& link, const std::vector<Tensor>& rotor, int64_t n_heads);
+// order), and back: rotor's tensors of the given shapes from it (m: the heads
+// and the rotation's layout).
+Tensor hf_lm_forward(const HfLmLink& link, const std::vector<Tensor>& rotor,
+                     const models::HfLmOptions& m);
 std::vector<Tensor> hf_lm_backward(const HfLmLink& link, const Tensor& hf,
-                                   const std::vector<Shape>& shapes, int64_t n_heads);
+                                   const std::vector<Shape>& shapes, const models::HfLmOptions& m);
 
 // rotor's embedding scale: sqrt(d_model) as the model multiplies by it, or 1.
 float hf_lm_embedding_scale(const models::HfLmOptions& m);

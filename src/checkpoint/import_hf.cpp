@@ -57,6 +57,12 @@ void check_hf_config(const Json& j, const Config& c, int64_t vocab, const std::s
   if (m.position != *reader)
     ROTOR_FAIL("{}: model_type {} has {}, but model.position is {} (set model.position: {})", where,
                type, (*reader)->hf.imports, m.position.name(), reader->name());
+  if (const std::string off = models::rope_off_default(m.rope);
+      m.position->rotates_qk && !off.empty())
+    ROTOR_FAIL(
+        "{}: {}, but Hugging Face RoFormer rotates interleaved pairs of every dimension with "
+        "base 10000, unscaled",
+        where, off);
   auto int_or = [&](const char* key, int64_t fallback) {
     return j.contains(key) && !j.at(key).is_null() ? json_io::get_int(j, key, where) : fallback;
   };

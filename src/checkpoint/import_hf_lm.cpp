@@ -5,8 +5,9 @@
 // model.position rope, gpt2 for learned), vocab_size (the tokenizer's), the
 // sizes, the activation (gelu_new / gelu_pytorch_tanh for gelu; gelu, the
 // erf one, with a note), the LayerNorm epsilon; GPT-NeoX's
-// use_parallel_residual false, rotary_pct 1, rotary_emb_base =
-// model.rope_base and no rope_scaling; GPT-2's n_positions =
+// use_parallel_residual false, rotary_pct = model.rope.fraction,
+// rotary_emb_base = model.rope.theta and rope_scaling as model.rope.scaling
+// (null, or linear / dynamic with its factor); GPT-2's n_positions =
 // model.max_positions and its standard attention scaling. A mismatch is one
 // line naming both values. Every parameter comes from the directory (there is
 // no head to keep fresh); tensors the model has no place for are listed as
@@ -37,6 +38,31 @@ float unscale(float y, float scale) {
   for (const float c : {std::nextafter(x, -INFINITY), std::nextafter(x, INFINITY)})
     if (c * scale == y) return c;
   return x;
+}
+
+// rope_scaling (null, or {type, factor}) against model.rope: the same angles.
+void check_rope_scaling(const Json& j, const RopeConfig& r, const std::string& where) {
+  const bool ours = r.scaling != rope::Scaling::None && r.factor != 1.0;
+  const std::string mine =
+      ours ? fmt::format("{} x{}", to_string(r.scaling), r.factor) : std::string("none");
+  if (!j.contains("rope_scaling") || j.at("rope_scaling").is_null()) {
+    if (ours) ROTOR_FAIL("{}: rope_scaling is null, but model.rope.scaling is {}", where, mine);
+    return;
+  }
+  const Json& s = j.at("rope_scaling");
+  const bool typed = s.is_object() && s.contains("type") && s.at("type").is_string() &&
+                     s.contains("factor") && s.at("factor").is_number();
+  if (!typed)
+    ROTOR_FAIL("{}: rope_scaling must be null or {{\"type\": ..., \"factor\": ...}}, got {}", where,
+               s.dump());
+  const std::string type = s.at("type").get<std::string>();
+  const double factor = s.at("factor").get<double>();
+  const char* want = r.scaling == rope::Scaling::Linear       ? "linear"
+                     : r.scaling == rope::Scaling::DynamicNtk ? "dynamic"
+                                                              : "";
+  if (!ours || type != want || factor != r.factor)
+    ROTOR_FAIL("{}: rope_scaling is {} x{}, but model.rope.scaling is {}", where, type, factor,
+               mine);
 }
 
 }  // namespace
@@ -105,14 +131,15 @@ void check_hf_lm_config(const Json& j, const Config& c, int64_t vocab, const std
           "adds attention and then the MLP (use_parallel_residual false)",
           where);
     const double pct = has("rotary_pct") ? json_io::get_double(j, "rotary_pct", where) : 0.25;
-    if (pct != 1.0)
-      ROTOR_FAIL("{}: rotary_pct is {}; rotor rotates every feature of a head (1.0)", where, pct);
+    if (pct != m.rope.fraction)
+      ROTOR_FAIL("{}: rotary_pct is {}, but model.rope.fraction is {}", where, pct,
+                 m.rope.fraction);
     const double base =
         has("rotary_emb_base") ? json_io::get_double(j, "rotary_emb_base", where) : 10000.0;
-    if (base != m.rope_base)
-      ROTOR_FAIL("{}: rotary_emb_base is {}, but model.rope_base is {}", where, base, m.rope_base);
-    if (has("rope_scaling"))
-      ROTOR_FAIL("{}: rope_scaling is set; rotor's rotary angles are unscaled", where);
+    if (base != m.rope.theta)
+      ROTOR_FAIL("{}: rotary_emb_base is {}, but model.rope.theta is {}", where, base,
+                 m.rope.theta);
+    check_rope_scaling(j, m.rope, where);
     if (bool_or("attention_bias", true) == false)
       ROTOR_FAIL("{}: attention_bias is false; rotor's attention has biases", where);
   } else {
@@ -188,10 +215,9 @@ HfImportResult import_hf_lm(const std::string& dir, const Config& c, nn::Paramet
                            for (const auto& s : shapes) zeros.push_back(Tensor::zeros(s));
                            return zeros;
                          }(),
-                         m.n_heads)
+                         m)
                          .shape();
-    const std::vector<Tensor> parts =
-        hf_lm_backward(link, read(link.hf, hf_shape), shapes, m.n_heads);
+    const std::vector<Tensor> parts = hf_lm_backward(link, read(link.hf, hf_shape), shapes, m);
     for (size_t i = 0; i < parts.size(); ++i) set(link.rotor[i], parts[i]);
   }
   const HfLmEmbeddingNames e = hf_lm_embedding_names(m);

@@ -30,6 +30,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/errors.h"
+#include "cli/inference_config.h"
 #include "config/config.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -58,6 +59,7 @@ struct EvalArgs {
   std::string checkpoint, input, lengths, device = "auto";
   std::optional<int64_t> block_size, batch_size;
   bool json = false;
+  std::vector<std::string> sets;  // --set model.rope.*=...
 };
 
 // "128,256,512": strictly increasing lengths from `lo`.
@@ -182,7 +184,7 @@ int run_eval(const EvalArgs& a) {
     ROTOR_FAIL("{}: give --block-size or --lengths, not both", kCmd);
   if (a.batch_size) cli::check_int(kCmd, "--batch-size", *a.batch_size, 1, 100'000);
   const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
-  const Config cfg = load_config(dir + "/config.yaml");
+  const Config cfg = cli::load_inference_config(kCmd, dir, a.sets);
   const bool lm = cfg.task == Task::Lm;
   if (!lm && cfg.task != Task::Mlm)
     ROTOR_FAIL("{}: {} is a task-{} checkpoint; eval scores task-lm and task-mlm models", kCmd, dir,
@@ -310,5 +312,6 @@ ROTOR_COMMAND("eval", "Score a text file with a language-model checkpoint (loss,
                     "Blocks per batch (default: the run's train.batch_size, as validation)");
                 app.add_option("--device", a->device, "auto | cpu | cuda | cuda:N");
                 app.add_flag("--json", a->json, "One JSON object on standard output");
+                app.add_option("--set", a->sets, rotor::cli::kInferenceSetHelp);
                 return [a] { return run_eval(*a); };
               });

@@ -16,6 +16,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/errors.h"
+#include "cli/inference_config.h"
 #include "cli/text_lines.h"
 #include "config/config.h"
 #include "core/device.h"
@@ -38,6 +39,7 @@ struct GenerateArgs {
   std::optional<int64_t> top_k;
   int64_t seed = 1;
   bool greedy = false;
+  std::vector<std::string> sets;  // --set model.rope.*=...
 };
 
 void check_args(const GenerateArgs& a) {
@@ -85,7 +87,7 @@ int run_generate(const GenerateArgs& a) {
   using namespace rotor;
   check_args(a);
   const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
-  const Config cfg = load_config(dir + "/config.yaml");
+  const Config cfg = cli::load_inference_config(kCmd, dir, a.sets);
   if (cfg.task != Task::Lm)
     ROTOR_FAIL("{}: {} is a task-{} checkpoint; generate runs task-lm models", kCmd, dir,
                to_string(cfg.task));
@@ -215,5 +217,6 @@ ROTOR_COMMAND("generate", "Continue text with a trained language model (task lm)
                 app.add_flag("--greedy", a->greedy, "Take the most likely token at every step");
                 app.add_option("--batch-size", a->batch_size, "Prompts per batch (default 16)");
                 app.add_option("--device", a->device, "auto | cpu | cuda | cuda:N");
+                app.add_option("--set", a->sets, rotor::cli::kInferenceSetHelp);
                 return [a] { return run_generate(*a); };
               });

@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/errors.h"
+#include "cli/inference_config.h"
 #include "cli/text_lines.h"
 #include "config/config.h"
 #include "core/device.h"
@@ -33,6 +34,7 @@ struct TranslateArgs {
   std::optional<int64_t> beam, max_len_b, nbest;
   std::optional<double> lenpen, max_len_a;
   int64_t batch_size = 64;
+  std::vector<std::string> sets;  // --set model.rope.*=...
 };
 
 // The ranges of the options (no work done yet). --max-len-a beyond 1000 can
@@ -60,7 +62,7 @@ int run_translate(const TranslateArgs& a) {
   if (!is_std(a.output) && cli::inside(*a.output, dir))
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
                dir);
-  Config cfg = load_config(dir + "/config.yaml");
+  Config cfg = cli::load_inference_config(kCmd, dir, a.sets);
   if (cfg.task != Task::Translation)
     ROTOR_FAIL("{}: {} is a task-{} checkpoint; translate runs task-translation models", kCmd, dir,
                to_string(cfg.task));
@@ -176,5 +178,6 @@ ROTOR_COMMAND(
           "sentence_index, rank, score, hypothesis");
       app.add_option("--batch-size", a->batch_size, "Sentences per batch (default 64)");
       app.add_option("--device", a->device, "auto | cpu | cuda | cuda:N");
+      app.add_option("--set", a->sets, rotor::cli::kInferenceSetHelp);
       return [a] { return run_translate(*a); };
     });

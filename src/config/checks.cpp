@@ -13,6 +13,57 @@
 namespace rotor {
 namespace {
 
+// model.rope's keys: set only under a rotating position encoding, each one
+// doing something, and a whole even number of rotated dimensions.
+std::optional<ConfigProblem> rope_problem(const ModelConfig& m) {
+  const RopeConfig& r = m.rope;
+  const RopeConfig defaults;
+  if (!m.position->rotates_qk) {
+    const std::pair<bool, const char*> keys[] = {
+        {r.theta != defaults.theta, "model.rope.theta"},
+        {r.fraction != defaults.fraction, "model.rope.fraction"},
+        {r.layout != defaults.layout, "model.rope.layout"},
+        {r.scaling != defaults.scaling, "model.rope.scaling"},
+        {r.factor != defaults.factor, "model.rope.factor"},
+        {r.original_max_positions != defaults.original_max_positions,
+         "model.rope.original_max_positions"},
+    };
+    for (const auto& [set, key] : keys)
+      if (set)
+        return ConfigProblem{
+            key,
+            fmt::format("a setting of model.position rope, and model.position is {}",
+                        to_string(m.position)),
+            {"model.position"}};
+    return std::nullopt;
+  }
+  const int64_t head = m.d_model / m.n_heads;
+  rope::Params p;
+  p.fraction = r.fraction;
+  const int64_t rotated = rope::rotated_dims(p, head);
+  const bool ntk = r.scaling == rope::Scaling::Ntk || r.scaling == rope::Scaling::DynamicNtk;
+  if (rotated < 2 || rotated % 2 != 0 || (ntk && rotated < 4))
+    return ConfigProblem{
+        "model.rope.fraction",
+        fmt::format("rotates int({} x {}) = {} dimensions of each head; RoPE rotates pairs, so the "
+                    "count must be even and at least {}",
+                    head, r.fraction, rotated, ntk ? "4 under NTK scaling" : "2"),
+        {"model.d_model", "model.n_heads", "model.rope.scaling"}};
+  const bool uses_context =
+      r.scaling == rope::Scaling::DynamicNtk || r.scaling == rope::Scaling::Yarn;
+  if (r.scaling == rope::Scaling::None && r.factor != defaults.factor)
+    return ConfigProblem{"model.rope.factor",
+                         fmt::format("{} scales nothing: model.rope.scaling is none", r.factor),
+                         {"model.rope.scaling"}};
+  if (!uses_context && r.original_max_positions != 0)
+    return ConfigProblem{"model.rope.original_max_positions",
+                         fmt::format("{} is read by model.rope.scaling dynamic_ntk and yarn only, "
+                                     "and model.rope.scaling is {}",
+                                     r.original_max_positions, to_string(r.scaling)),
+                         {"model.rope.scaling"}};
+  return std::nullopt;
+}
+
 // The model's shape, the positions and the attention core, whatever the task
 // (the family of the task's model decides what applies).
 std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task) {
@@ -31,6 +82,7 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                                   c.data.*task.length, task.length_key, encoder_decoder ? 1 : 0};
     if (auto p = m.position->check(shape)) return ConfigProblem{p->key, p->message, p->related};
   }
+  if (auto p = rope_problem(m)) return p;
   if (c.data.format == DataFormat::Ehr && c.task != Task::Mlm)
     return ConfigProblem{
         "data.format",

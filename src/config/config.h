@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/rope.h"
 #include "nn/kinds.h"
 #include "ops/gemm.h"
 #include "ops/linear_attention.h"
@@ -77,6 +78,12 @@ ROTOR_ENUM_NAMES(ops::LinearFeatureMap, {ops::LinearFeatureMap::Elu1, "elu1"},
 // op's placement without RoPE, not a choice).
 ROTOR_ENUM_NAMES(ops::LinearRope, {ops::LinearRope::AfterFeatureMap, "after_feature_map"},
                  {ops::LinearRope::BeforeFeatureMap, "before_feature_map"});
+// model.rope.layout and model.rope.scaling (core/rope.h).
+ROTOR_ENUM_NAMES(rope::Layout, {rope::Layout::Interleaved, "interleaved"},
+                 {rope::Layout::Half, "half"});
+ROTOR_ENUM_NAMES(rope::Scaling, {rope::Scaling::None, "none"}, {rope::Scaling::Linear, "linear"},
+                 {rope::Scaling::Ntk, "ntk"}, {rope::Scaling::DynamicNtk, "dynamic_ntk"},
+                 {rope::Scaling::Yarn, "yarn"});
 ROTOR_ENUM_NAMES(SpmModelType, {SpmModelType::Bpe, "bpe"}, {SpmModelType::Unigram, "unigram"});
 ROTOR_ENUM_NAMES(TokenizerType, {TokenizerType::SentencePiece, "sentencepiece"},
                  {TokenizerType::Bytes, "bytes"});
@@ -152,6 +159,21 @@ std::string enum_choices() {
   return out;
 }
 
+// model.rope: rotary position embedding's settings under model.position rope
+// (core/rope.h; docs/design.md, "RoPE parameters"). The deprecated key
+// model.rope_base still sets theta.
+struct RopeConfig {
+  double theta = 10000.0;  // the base of theta_i = theta^(-2i/R)
+  double fraction = 1.0;   // of each head's dimensions rotated, the first R = int(D fraction)
+  rope::Layout layout = rope::Layout::Interleaved;  // pairs (2i, 2i+1) or (i, i + R/2)
+  rope::Scaling scaling = rope::Scaling::None;      // context scaling
+  double factor = 1.0;                              // its s (>= 1)
+  // The trained context of dynamic_ntk and yarn; 0: model.max_positions (as
+  // Hugging Face reads max_position_embeddings).
+  int original_max_positions = 0;
+  bool operator==(const RopeConfig&) const = default;
+};
+
 struct ModelConfig {
   int encoder_layers = 6;  // ignored for task lm
   int decoder_layers = 6;  // ignored for tasks mlm and classification; task lm's layer count
@@ -165,7 +187,7 @@ struct ModelConfig {
   NormPlacement norm = NormPlacement::Post;
   double layer_norm_eps = 1e-5;
   nn::PositionKind position = nn::PositionKind::Sinusoidal;
-  double rope_base = 10000.0;
+  RopeConfig rope;
   int max_positions = 1024;
   // Source, target and output projection share one matrix (task lm: the
   // output projection is the token embedding).

@@ -31,6 +31,8 @@ class Dumper {
     line(name, std::to_string(v));
   }
   void floating(const char* name, const double& v, const FloatRange&) { line(name, yaml_float(v)); }
+  // A deprecated spelling is read, never written (its new key is).
+  void deprecated_floating(const char*, const char*, const double&, const FloatRange&) {}
   void float_pair(const char* name, const std::array<double, 2>& v, const FloatRange&) {
     line(name, "[" + yaml_float(v[0]) + ", " + yaml_float(v[1]) + "]");
   }

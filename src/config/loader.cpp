@@ -60,6 +60,19 @@ class Loader {
     out = to_double(e->value, *e, e->path, range);
   }
 
+  // `name`, the deprecated spelling of `key` (a full path, already visited):
+  // it sets `out` unless `key` is written too, which is an error.
+  void deprecated_floating(const char* name, const char* key, double& out,
+                           const FloatRange& range) {
+    const Entry* e = lookup(name);
+    if (!e) return;
+    if (origins_->lines.count(key))
+      fail_value(*e, fmt::format("the deprecated spelling of {}, which is set too: keep only {}",
+                                 key, key));
+    out = to_double(e->value, *e, e->path, range);
+    origins_->lines[key] = e->line0;
+  }
+
   void float_pair(const char* name, std::array<double, 2>& out, const FloatRange& range) {
     const Entry* e = lookup(name);
     if (!e) return;

@@ -34,6 +34,7 @@ constexpr FloatRange kNonNegativeF{0, kInf, false, true, "a number >= 0"};
 constexpr FloatRange kUnit{0, 1, false, false, "a number in [0, 1]"};
 constexpr FloatRange kUnitOpenTop{0, 1, false, true, "a number in [0, 1)"};
 constexpr FloatRange kUnitOpenBottom{0, 1, true, false, "a number in (0, 1]"};
+constexpr FloatRange kAtLeastOne{1, kInf, false, true, "a number >= 1"};
 // The decode keys take what `rotor translate` takes on its command line.
 constexpr IntRange kBeam{1, "an integer from 1 to 1024", 1024};
 constexpr IntRange kMaxLenB{0, "an integer from 0 to 1000000", 1'000'000};
@@ -63,7 +64,16 @@ void visit_config(C& c, V& v) {
     v.enumeration("norm", m.norm);
     v.floating("layer_norm_eps", m.layer_norm_eps, kPositiveF);
     v.enumeration("position", m.position);
-    v.floating("rope_base", m.rope_base, kPositiveF);
+    v.section("rope", [&] {
+      v.floating("theta", m.rope.theta, kPositiveF);
+      v.floating("fraction", m.rope.fraction, kUnitOpenBottom);
+      v.enumeration("layout", m.rope.layout);
+      v.enumeration("scaling", m.rope.scaling);
+      v.floating("factor", m.rope.factor, kAtLeastOne);
+      v.integer("original_max_positions", m.rope.original_max_positions, kNonNegative);
+    });
+    // Read (never dumped): the old spelling of model.rope.theta.
+    v.deprecated_floating("rope_base", "model.rope.theta", m.rope.theta, kPositiveF);
     v.integer("max_positions", m.max_positions, kPositions);
     v.boolean("share_embeddings", m.share_embeddings);
     v.boolean("scale_embeddings", m.scale_embeddings);

@@ -1,9 +1,44 @@
 #include "models/model_config.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "nn/position.h"
 
 namespace rotor::models {
+
+rope::Params rope_params(const ModelConfig& m) {
+  rope::Params p;
+  p.base = m.rope.theta;
+  p.fraction = m.rope.fraction;
+  p.layout = m.rope.layout;
+  p.scaling = m.rope.scaling;
+  p.factor = m.rope.factor;
+  p.original_max =
+      m.rope.original_max_positions > 0 ? m.rope.original_max_positions : m.max_positions;
+  return p;
+}
+
+std::string rope_summary(const ModelConfig& m) {
+  const RopeConfig& r = m.rope;
+  std::string scaling = "no scaling";
+  if (r.scaling != rope::Scaling::None) {
+    scaling = fmt::format("{} x{}", to_string(r.scaling), r.factor);
+    if (r.scaling == rope::Scaling::DynamicNtk || r.scaling == rope::Scaling::Yarn)
+      scaling += fmt::format(" of {} positions", rope_params(m).original_max);
+  }
+  return fmt::format("theta {}, fraction {}, layout {}, {}", r.theta, r.fraction,
+                     to_string(r.layout), scaling);
+}
+
+std::string rope_off_default(const RopeConfig& r) {
+  const RopeConfig d;
+  if (r.theta != d.theta) return fmt::format("model.rope.theta is {}", r.theta);
+  if (r.fraction != d.fraction) return fmt::format("model.rope.fraction is {}", r.fraction);
+  if (r.layout != d.layout) return fmt::format("model.rope.layout is {}", to_string(r.layout));
+  if (r.scaling != d.scaling) return fmt::format("model.rope.scaling is {}", to_string(r.scaling));
+  return "";
+}
 
 namespace {
 
@@ -23,7 +58,7 @@ nn::LayerOptions layer_options(const Config& c) {
   l.post_norm = m.norm == NormPlacement::Post;
   l.layer_norm_eps = static_cast<float>(m.layer_norm_eps);
   l.rope = m.position->rotates_qk;
-  l.rope_base = static_cast<float>(m.rope_base);
+  l.rope_params = rope_params(m);
   l.impl = c.attention.impl;
   l.rope_in_kernel = c.attention.rope_in_kernel;
   const AttentionConfig& a = c.attention;
@@ -105,7 +140,7 @@ HfEncoderOptions hf_encoder_options(const Config& c) {
   HfEncoderOptions h;
   h.position = m.position;
   h.prefix = std::string(m.position->hf.family);
-  h.rope_base = m.rope_base;
+  h.rope = m.rope;
   h.d_model = m.d_model;
   h.num_layers = m.encoder_layers;
   h.n_heads = m.n_heads;
@@ -126,7 +161,7 @@ HfLmOptions hf_lm_options(const Config& c) {
   HfLmOptions h;
   h.position = m.position;
   h.model_type = std::string(m.position->hf.causal_lm);
-  h.rope_base = m.rope_base;
+  h.rope = m.rope;
   h.d_model = m.d_model;
   h.num_layers = m.decoder_layers;
   h.n_heads = m.n_heads;

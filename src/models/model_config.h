@@ -17,6 +17,17 @@
 
 namespace rotor::models {
 
+// model.rope as the rotation's settings (core/rope.h), whatever the position
+// encoding (only model.position rope reads them); original_max_positions 0
+// becomes model.max_positions.
+rope::Params rope_params(const ModelConfig& model);
+// "theta 10000, fraction 1, layout interleaved, no scaling" (scaling:
+// "linear x4", "yarn x4 of 128 positions"), for logs.
+std::string rope_summary(const ModelConfig& model);
+// "model.rope.theta is 500": the first key of model.rope off its default, or
+// "" (RoFormer's rotation: theta 10000, every dimension, interleaved, unscaled).
+std::string rope_off_default(const RopeConfig& rope);
+
 // The translation model of `config` for a vocabulary of `vocab_size` pieces.
 TransformerOptions transformer_options(const Config& config, int64_t vocab_size);
 
@@ -43,7 +54,7 @@ BertClassifierOptions bert_classifier_options(const Config& config, int64_t voca
 struct HfEncoderOptions {
   nn::PositionKind position = nn::PositionKind::Learned;
   std::string prefix;  // position's Hugging Face family: "bert" or "roformer"
-  double rope_base = 10000.0;
+  RopeConfig rope;
   int64_t d_model = 0, num_layers = 0, n_heads = 0, d_ff = 0;
   int64_t max_positions = 0, type_vocab_size = 0;
   ops::Activation activation = ops::Activation::GELU;
@@ -57,7 +68,7 @@ HfEncoderOptions hf_encoder_options(const Config& config);
 struct HfLmOptions {
   nn::PositionKind position = nn::PositionKind::Rope;
   std::string model_type;  // position's Hugging Face causal LM: "gpt_neox", "gpt2" or ""
-  double rope_base = 10000.0;
+  RopeConfig rope;
   int64_t d_model = 0, num_layers = 0, n_heads = 0, d_ff = 0, max_positions = 0;
   ops::Activation activation = ops::Activation::GELU;
   bool post_norm = false, scale_embeddings = true, share_embeddings = true;

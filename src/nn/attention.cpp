@@ -43,7 +43,7 @@ ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t 
   ops::SplitHeadsOptions o;
   o.n_heads = options_.n_heads;
   o.rope_parts = (self_qkv && options_.rope && rope == RopePlacement::HeadSplit) ? 2 : 0;
-  o.rope_base = options_.rope_base;
+  o.rope = options_.rope_params;
   o.position_offset = offset;
   o.part0_scale = scale_q ? 1.0f / std::sqrt(static_cast<float>(head_dim_)) : 1.0f;
   return o;
@@ -92,6 +92,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   // Explicit positions are rotated in the head split (the cores count tokens).
   const bool explicit_positions = positions && c.rope;
   c.rope_in_kernel = options_.rope_in_kernel && !explicit_positions;
+  c.rope_interleaved_full = rope::interleaved_full(options_.rope_params, D);
   c.causal = options_.causal;
   c.key_padding = key_lengths.defined();
   c.dropout = attn_options_.dropout > 0.0f;
@@ -125,7 +126,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   attn_options_.flash_kernel = plan_.kernel;
   if (plan_.rope == RopePlacement::Core) {
     attn_options_.rope = true;
-    attn_options_.rope_base = options_.rope_base;
+    attn_options_.rope_params = options_.rope_params;
     attn_options_.rope_q_offset = attn_options_.rope_k_offset = 0;
   }
   if (!cross_) {

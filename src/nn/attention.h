@@ -29,7 +29,7 @@ struct MultiHeadAttentionOptions {
   int64_t n_heads = 8;
   bool causal = false;
   bool rope = false;
-  float rope_base = 10000.0f;
+  rope::Params rope_params{};                   // model.rope's settings (core/rope.h)
   float dropout = 0.0f;                         // on the attention probabilities
   AttentionKind kind = AttentionKind::Softmax;  // its plan rule and core (nn/attention_kind.h)
   AttentionImpl impl = AttentionImpl::Auto;

@@ -76,6 +76,9 @@ struct AttentionCase {
   AttentionImpl impl = AttentionImpl::Auto;     // attention.impl
   bool rope = false;            // q and k are rotated: self-attention under model.position rope
   bool rope_in_kernel = false;  // attention.rope_in_kernel: rotate inside the core where it can
+  // model.rope rotates interleaved pairs over the whole head
+  // (rope::interleaved_full), all that the tensor-core kernel can rotate.
+  bool rope_interleaved_full = true;
   bool causal = false;
   bool key_padding = false;  // key lengths given
   bool dropout = false;      // attention dropout in this call (training)
@@ -84,8 +87,8 @@ struct AttentionCase {
   LinearKindOptions linear;  // kind linear's
 
   auto key() const {
-    return std::tuple(kind, impl, rope, rope_in_kernel, causal, key_padding, dropout, dtype, B, H,
-                      Tq, Tk, D, linear.key());
+    return std::tuple(kind, impl, rope, rope_in_kernel, rope_interleaved_full, causal, key_padding,
+                      dropout, dtype, B, H, Tq, Tk, D, linear.key());
   }
   bool operator<(const AttentionCase& o) const { return key() < o.key(); }
   bool operator==(const AttentionCase& o) const { return key() == o.key(); }

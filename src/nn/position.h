@@ -61,7 +61,7 @@ struct PositionScheme {
   bool learned_table = false;
   Tensor (*fixed_table)(int64_t max_positions, int64_t dim) = nullptr;
   // Self-attention rotates q and k by their positions (RoFormer eq. 34,
-  // base model.rope_base); cross-attention never does.
+  // model.rope's settings); cross-attention never does.
   bool rotates_qk = false;
   HfPositions hf;
   // Its own config rule, or nullptr.

@@ -13,7 +13,7 @@ MultiHeadAttentionOptions attention_options(const LayerOptions& c, bool causal, 
   a.n_heads = c.n_heads;
   a.causal = causal;
   a.rope = rope;
-  a.rope_base = c.rope_base;
+  a.rope_params = c.rope_params;
   a.dropout = c.attention_dropout;
   a.kind = c.attention_kind;
   a.impl = c.impl;

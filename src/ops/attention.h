@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "core/rope.h"
 #include "core/tensor.h"
 
 namespace rotor::ops {
@@ -27,16 +28,18 @@ struct AttentionOptions {
   float dropout = 0.0f;  // on the probabilities, Philox element index = flat [B,H,Tq,Tk] index
   uint64_t seed = 0;
   uint64_t stream = 0;
-  // RoPE inside the attention kernel (src/core/rope.h conventions, interleaved
-  // pairs): q row i is rotated at position rope_q_offset + i and k row j at
-  // rope_k_offset + j before the product, and the backward rotates dq and dk
-  // back (rope::rotate_back) before writing them, so the caller passes
-  // unrotated q and k. Honored by the flash core only: on the CPU and by
-  // rotor's tensor-core kernel (flash_kernel TensorCore); every other path
-  // (attention_forward/backward, cuDNN, the portable and Volta CUDA kernels)
-  // fails with an error when it is set.
+  // RoPE inside the attention kernel (src/core/rope.h, the settings
+  // rope_params): q row i is rotated at position rope_q_offset + i and k row
+  // j at rope_k_offset + j before the product (dynamic_ntk resolved at length
+  // max(rope_q_offset + Tq, rope_k_offset + Tk), one base for q and k), and
+  // the backward rotates dq and dk back (rope::rotate_back) before writing
+  // them, so the caller passes unrotated q and k. Honored by the flash core
+  // only: on the CPU (any settings) and by rotor's tensor-core kernel
+  // (flash_kernel TensorCore; interleaved pairs over the whole head); every
+  // other path (attention_forward/backward, cuDNN, the portable and Volta
+  // CUDA kernels) fails with an error when it is set.
   bool rope = false;
-  float rope_base = 10000.0f;
+  rope::Params rope_params{};
   int64_t rope_q_offset = 0, rope_k_offset = 0;
   // The CUDA kernel of flash_attention_forward/backward (ignored elsewhere).
   FlashKernel flash_kernel = FlashKernel::Portable;

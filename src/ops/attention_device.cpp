@@ -93,6 +93,9 @@ std::string flash_kernel_unsupported(FlashKernel kernel, const FlashCase& c,
   if (c.rope && kernel != FlashKernel::TensorCore)
     return fmt::format(
         "RoPE inside the kernel is rotor's tensor-core kernel's alone, not the {} one's", name);
+  if (c.rope && !c.rope_interleaved_full)
+    return "rotor's tc flash kernel rotates interleaved pairs over the whole head, not "
+           "model.rope.layout half or a model.rope.fraction below 1";
   switch (kernel) {
     case FlashKernel::Portable:
       return "";

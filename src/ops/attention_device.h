@@ -37,6 +37,9 @@ struct FlashCase {
   DType dtype = DType::F32;
   int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0;
   bool rope = false;  // AttentionOptions::rope: RoPE inside the kernel
+  // Its settings rotate interleaved pairs over the whole head
+  // (rope::interleaved_full): what the tensor-core kernel's fragments hold.
+  bool rope_interleaved_full = true;
 };
 
 // The head dims every CUDA flash kernel is instantiated for, and the most

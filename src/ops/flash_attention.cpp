@@ -19,6 +19,7 @@
 #include "ops/attention_device.h"
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
+#include "ops/rope_rows.h"
 
 namespace rotor::ops {
 
@@ -43,43 +44,38 @@ void check_supported(const Tensor& q, const Tensor& k, const AttentionOptions& o
   if (o.rope && (q.size(3) % 2 != 0 || o.rope_q_offset < 0 || o.rope_k_offset < 0))
     ROTOR_FAIL("{}: rope needs an even head dim and offsets >= 0 (D {}, offsets {}, {})", op,
                q.size(3), o.rope_q_offset, o.rope_k_offset);
+  if (o.rope) check_rope_params(o.rope_params, q.size(3), op);
   if (!q.is_cuda()) return;
-  const FlashCase c{q.dtype(), q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), o.rope};
+  const FlashCase c{
+      q.dtype(), q.size(0), q.size(1), q.size(2),
+      k.size(2), q.size(3), o.rope,    !o.rope || rope::interleaved_full(o.rope_params, q.size(3))};
   const std::string why = flash_kernel_unsupported(o.flash_kernel, c, attention_device(q.device()));
   if (!why.empty()) ROTOR_FAIL("{}: {}", op, why);
 }
 
-// x f32 [B, H, T, D] on the CPU rotated by RoPE (back: by minus the angle), row t
-// at position offset + t, with the factors of core/rope.h.
-void rope_rows(const float* x, float* y, const Shape& shape, int64_t offset, float base,
+// The settings of a call's rotation: dynamic_ntk resolved at its length,
+// one for q and k (rope::at_length).
+rope::Params call_rope(const AttentionOptions& o, const Tensor& q, const Tensor& k) {
+  const int64_t length = std::max(o.rope_q_offset + q.size(2), o.rope_k_offset + k.size(2));
+  return rope::at_length(o.rope_params, q.size(3), length);
+}
+
+// x f32 [B, H, T, D] on the CPU rotated by RoPE (back: by the transpose), row
+// t at position offset + t, with the factors of core/rope.h.
+void rope_rows(const float* x, float* y, const Shape& shape, int64_t offset, const rope::Params& p,
                bool back) {
-  const int64_t T = shape[2], D = shape[3], half = D / 2;
-  std::vector<rope::Rotation> table(static_cast<size_t>(T * half));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t i = 0; i < half; ++i)
-      table[t * half + i] = rope::rotation(offset + t, i, D, static_cast<double>(base));
+  const int64_t T = shape[2], D = shape[3], half = rope::rotated_dims(p, D) / 2;
+  const std::vector<rope::Rotation> table = rope_table(p, D, offset, T);
   const int64_t rows = shape[0] * shape[1] * T;
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const rope::Rotation* rot = table.data() + (r % T) * half;
-    const float* xr = x + r * D;
-    float* yr = y + r * D;
-    for (int64_t i = 0; i < half; ++i) {
-      float y0, y1;
-      if (back)
-        rope::rotate_back(xr[2 * i], xr[2 * i + 1], rot[i], y0, y1);
-      else
-        rope::rotate(xr[2 * i], xr[2 * i + 1], rot[i], y0, y1);
-      yr[2 * i] = y0;
-      yr[2 * i + 1] = y1;
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    rope_row(p, D, table.data() + (r % T) * half, x + r * D, y + r * D, back);
 }
 
 // A rotated copy of x (f32, CPU).
-Tensor rope_copy(const Tensor& x, int64_t offset, float base) {
+Tensor rope_copy(const Tensor& x, int64_t offset, const rope::Params& p) {
   Tensor y = Tensor::zeros(x.shape(), DType::F32, x.device());
-  rope_rows(x.data<float>(), y.data<float>(), x.shape(), offset, base, false);
+  rope_rows(x.data<float>(), y.data<float>(), x.shape(), offset, p, false);
   return y;
 }
 
@@ -113,8 +109,9 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   if (options.rope) {  // rotate copies of q and k, then the plain flash core
     AttentionOptions o = options;
     o.rope = false;
-    flash_attention_forward(rope_copy(q, options.rope_q_offset, options.rope_base),
-                            rope_copy(k, options.rope_k_offset, options.rope_base), v, o, out, lse);
+    const rope::Params p = call_rope(options, q, k);
+    flash_attention_forward(rope_copy(q, options.rope_q_offset, p),
+                            rope_copy(k, options.rope_k_offset, p), v, o, out, lse);
     return;
   }
   const auto key_len = key_lengths_host(d, options, "flash_attention_forward");
@@ -205,13 +202,12 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   if (options.rope) {  // the gradients of the rotated q and k, rotated back
     AttentionOptions o = options;
     o.rope = false;
-    flash_attention_backward(rope_copy(q, options.rope_q_offset, options.rope_base),
-                             rope_copy(k, options.rope_k_offset, options.rope_base), v, out, lse,
-                             dout, o, dq, dk, dv);
-    rope_rows(dq.data<float>(), dq.data<float>(), dq.shape(), options.rope_q_offset,
-              options.rope_base, true);
-    rope_rows(dk.data<float>(), dk.data<float>(), dk.shape(), options.rope_k_offset,
-              options.rope_base, true);
+    const rope::Params p = call_rope(options, q, k);
+    flash_attention_backward(rope_copy(q, options.rope_q_offset, p),
+                             rope_copy(k, options.rope_k_offset, p), v, out, lse, dout, o, dq, dk,
+                             dv);
+    rope_rows(dq.data<float>(), dq.data<float>(), dq.shape(), options.rope_q_offset, p, true);
+    rope_rows(dk.data<float>(), dk.data<float>(), dk.shape(), options.rope_k_offset, p, true);
     return;
   }
   const auto key_len = key_lengths_host(d, options, "flash_attention_backward");

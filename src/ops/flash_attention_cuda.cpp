@@ -45,7 +45,7 @@ kernels::FlashParams params_of(const Tensor& q, const Tensor& k, const Tensor& v
 kernels::FlashRope rope_of(const AttentionOptions& o) {
   kernels::FlashRope r;
   r.enabled = o.rope;
-  r.base = static_cast<double>(o.rope_base);
+  r.params = o.rope_params;
   r.q_offset = o.rope_q_offset;
   r.k_offset = o.rope_k_offset;
   return r;

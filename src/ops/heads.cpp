@@ -7,6 +7,7 @@
 #include "core/rope.h"
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
+#include "ops/rope_rows.h"
 
 namespace rotor::ops {
 
@@ -34,8 +35,7 @@ Dims check_split(const Tensor& packed, const std::vector<Tensor>& parts, const S
     ROTOR_FAIL("{}: rope_parts must be in [0, {}], got {}", op, d.P, o.rope_parts);
   if (o.rope_parts > 0 && d.D % 2 != 0)
     ROTOR_FAIL("{}: RoPE rotates pairs and needs an even head dim, got {}", op, d.D);
-  if (o.rope_parts > 0 && !(o.rope_base > 0.0f))
-    ROTOR_FAIL("{}: rope_base must be > 0, got {}", op, o.rope_base);
+  if (o.rope_parts > 0) check_rope_params(o.rope, d.D, op);
   if (o.positions) {
     if (static_cast<int64_t>(o.positions->size()) != d.B * packed.size(1))
       ROTOR_FAIL("{}: {} explicit positions for [B, T] = [{}, {}]", op, o.positions->size(), d.B,
@@ -52,21 +52,13 @@ Dims check_split(const Tensor& packed, const std::vector<Tensor>& parts, const S
   return d;
 }
 
-// cos/sin of every (position, i): [P, D/2], shared by all batch rows, heads
+// cos/sin of every (position, i): [P, R/2], shared by all batch rows, heads
 // and parts; positions t + position_offset for t < T, or 0..max of the
-// explicit positions.
+// explicit positions (the length dynamic scaling sees: 1 + the largest).
 std::vector<rope::Rotation> rotation_table(const Dims& d, const SplitHeadsOptions& o) {
-  const int64_t half = d.D / 2;
-  int64_t rows = d.T, offset = o.position_offset;
-  if (o.positions) {
-    rows = 1 + *std::max_element(o.positions->begin(), o.positions->end());
-    offset = 0;
-  }
-  std::vector<rope::Rotation> table(static_cast<size_t>(rows * half));
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t i = 0; i < half; ++i)
-      table[t * half + i] = rope::rotation(t + offset, i, d.D, o.rope_base);
-  return table;
+  if (!o.positions) return rope_table(o.rope, d.D, o.position_offset, d.T);
+  const int64_t rows = 1 + *std::max_element(o.positions->begin(), o.positions->end());
+  return rope_table(o.rope, d.D, 0, rows);
 }
 
 // The row of the rotation table of token t of row b.
@@ -76,11 +68,12 @@ inline int64_t row_position(const SplitHeadsOptions& o, int64_t b, int64_t t, in
 
 // Calls f(p, packed, split, rotations, scale) for every head row (b, t, p, h):
 // its offsets in [B, T, P, H, D] and in [B, H, T, D], the rotations of its
-// position ([D/2]; null when part p is not rotated) and its scale.
+// position ([R/2], ops/rope_rows.h: shared by all batch rows, heads and
+// parts; null when part p is not rotated) and its scale.
 template <class F>
 void for_each_head_row(const Dims& d, const SplitHeadsOptions& o, F f) {
   const auto table = o.rope_parts > 0 ? rotation_table(d, o) : std::vector<rope::Rotation>();
-  const int64_t half = d.D / 2;
+  const int64_t half = rope::rotated_dims(o.rope, d.D) / 2;
   for (int64_t p = 0; p < d.P; ++p) {
     const rope::Rotation* rotations = p < o.rope_parts ? table.data() : nullptr;
     const float s = p == 0 ? o.part0_scale : 1.0f;
@@ -99,6 +92,7 @@ void split_f32(const Tensor& x, std::vector<Tensor>& parts, const Dims& d,
   const float* xp = x.data<float>();
   std::vector<float*> out;
   for (Tensor& p : parts) out.push_back(p.data<float>());
+  const int64_t rotated = rope::rotated_dims(o.rope, d.D);
   for_each_head_row(
       d, o, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
         const float* src = xp + packed;
@@ -107,11 +101,13 @@ void split_f32(const Tensor& x, std::vector<Tensor>& parts, const Dims& d,
           for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
           return;
         }
-        for (int64_t i = 0; i < d.D / 2; ++i) {
-          float y0, y1;
-          rope::rotate(src[2 * i], src[2 * i + 1], r[i], y0, y1);
-          dst[2 * i] = y0 * s;
-          dst[2 * i + 1] = y1 * s;
+        for (int64_t j = 0; j < d.D / 2; ++j) {
+          int64_t a, b;
+          rope::slot_dims(o.rope.layout, rotated, j, a, b);
+          float y0 = src[a], y1 = src[b];  // past R: unchanged
+          if (2 * j < rotated) rope::rotate(src[a], src[b], r[j], y0, y1);
+          dst[a] = y0 * s;
+          dst[b] = y1 * s;
         }
       });
 }
@@ -122,6 +118,7 @@ void split_back_f32(const std::vector<Tensor>& dparts, Tensor& dx, const Dims& d
   float* dxp = dx.data<float>();
   std::vector<const float*> in;
   for (const Tensor& p : dparts) in.push_back(p.data<float>());
+  const int64_t rotated = rope::rotated_dims(o.rope, d.D);
   for_each_head_row(
       d, o, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
         const float* src = in[static_cast<size_t>(p)] + split;
@@ -130,8 +127,16 @@ void split_back_f32(const std::vector<Tensor>& dparts, Tensor& dx, const Dims& d
           for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
           return;
         }
-        for (int64_t i = 0; i < d.D / 2; ++i)
-          rope::rotate_back(src[2 * i] * s, src[2 * i + 1] * s, r[i], dst[2 * i], dst[2 * i + 1]);
+        for (int64_t j = 0; j < d.D / 2; ++j) {
+          int64_t a, b;
+          rope::slot_dims(o.rope.layout, rotated, j, a, b);
+          if (2 * j < rotated) {
+            rope::rotate_back(src[a] * s, src[b] * s, r[j], dst[a], dst[b]);
+          } else {
+            dst[a] = src[a] * s;
+            dst[b] = src[b] * s;
+          }
+        }
       });
 }
 

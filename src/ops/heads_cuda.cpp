@@ -20,11 +20,11 @@ void split_heads_forward(const Tensor& x, std::vector<Tensor>& parts, const Spli
   void* ptrs[3] = {nullptr, nullptr, nullptr};  // the public op allows at most 3 parts
   for (size_t i = 0; i < parts.size(); ++i) ptrs[i] = parts[i].raw();
   const kernels::HeadsShape hs = shape_of(x, parts.size(), o.n_heads);
-  const size_t bytes = kernels::split_heads_workspace(hs, o.rope_parts);
+  const size_t bytes = kernels::split_heads_workspace(hs, o.rope_parts, o.rope);
   cuda_glue::Scratch table(bytes, s.index());
-  ROTOR_CUDA_CHECK(kernels::split_heads_forward(x.raw(), ptrs, hs, x.dtype(), o.rope_parts,
-                                                o.rope_base, o.position_offset, o.part0_scale,
-                                                table.get(), bytes, s.stream()));
+  ROTOR_CUDA_CHECK(kernels::split_heads_forward(x.raw(), ptrs, hs, x.dtype(), o.rope_parts, o.rope,
+                                                o.position_offset, o.part0_scale, table.get(),
+                                                bytes, s.stream()));
 }
 
 void split_heads_backward(const std::vector<Tensor>& dparts, Tensor& dx,
@@ -33,10 +33,10 @@ void split_heads_backward(const std::vector<Tensor>& dparts, Tensor& dx,
   const void* ptrs[3] = {nullptr, nullptr, nullptr};
   for (size_t i = 0; i < dparts.size(); ++i) ptrs[i] = dparts[i].raw();
   const kernels::HeadsShape hs = shape_of(dx, dparts.size(), o.n_heads);
-  const size_t bytes = kernels::split_heads_workspace(hs, o.rope_parts);
+  const size_t bytes = kernels::split_heads_workspace(hs, o.rope_parts, o.rope);
   cuda_glue::Scratch table(bytes, s.index());
   ROTOR_CUDA_CHECK(kernels::split_heads_backward(ptrs, dx.raw(), hs, dx.dtype(), o.rope_parts,
-                                                 o.rope_base, o.position_offset, o.part0_scale,
+                                                 o.rope, o.position_offset, o.part0_scale,
                                                  table.get(), bytes, s.stream()));
 }
 

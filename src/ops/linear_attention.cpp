@@ -19,6 +19,7 @@
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 #include "ops/linear_attention_common.h"
+#include "ops/rope_rows.h"
 
 namespace rotor::ops {
 
@@ -72,14 +73,14 @@ Dims check_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
     ROTOR_FAIL("{}: eps must be finite and > 0, got {}", op, o.eps);
   if (!(std::isfinite(o.qk_scale) && o.qk_scale >= 0.0f))
     ROTOR_FAIL("{}: qk_scale must be finite and >= 0 (0: D^(-1/4)), got {}", op, o.qk_scale);
-  if (o.rope != LinearRope::None && !(std::isfinite(o.rope_base) && o.rope_base > 0.0f))
-    ROTOR_FAIL("{}: rope_base must be finite and > 0, got {}", op, o.rope_base);
   if (o.rope == LinearRope::AfterFeatureMap && d.M % 2 != 0)
     ROTOR_FAIL("{}: rope after_feature_map rotates pairs of features: M = {} must be even", op,
                d.M);
   if (o.rope == LinearRope::BeforeFeatureMap && d.D % 2 != 0)
     ROTOR_FAIL("{}: rope before_feature_map rotates pairs of q and k: D = {} must be even", op,
                d.D);
+  if (o.rope != LinearRope::None)
+    check_rope_params(o.rope_params, o.rope == LinearRope::AfterFeatureMap ? d.M : d.D, op);
   return d;
 }
 
@@ -142,8 +143,8 @@ Features make_features(const Head& h, const float* q, const float* k, Arena& w) 
   detail::features_forward(h.qs, q, d.Tq, FavorStabilizer::Row, f.xq, f.phq);
   detail::features_forward(h.ks, k, h.key_len, FavorStabilizer::Global, f.xk, f.phk);
   if (h.after) {
-    detail::rotate_rows(f.phq, f.aq, d.Tq, d.M, h.o.rope_q_offset, h.o.rope_base, false);
-    detail::rotate_rows(f.phk, f.bk, h.key_len, d.M, h.o.rope_k_offset, h.o.rope_base, false);
+    detail::rotate_rows(f.phq, f.aq, d.Tq, d.M, h.o.rope_q_offset, h.qs.rope, false);
+    detail::rotate_rows(f.phk, f.bk, h.key_len, d.M, h.o.rope_k_offset, h.qs.rope, false);
   }
   return f;
 }
@@ -283,8 +284,8 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   }
   key_grads_from_state(h, f, v, 0, next, U, y, db, dphk, dv);
   if (h.after) {  // d phi += R^T d(R phi)
-    detail::rotate_rows(da, da, d.Tq, M, h.o.rope_q_offset, h.o.rope_base, true);
-    detail::rotate_rows(db, db, h.key_len, M, h.o.rope_k_offset, h.o.rope_base, true);
+    detail::rotate_rows(da, da, d.Tq, M, h.o.rope_q_offset, h.qs.rope, true);
+    detail::rotate_rows(db, db, h.key_len, M, h.o.rope_k_offset, h.qs.rope, true);
     for (int64_t i = 0; i < d.Tq * M; ++i) dphq[i] += da[i];
     for (int64_t i = 0; i < h.key_len * M; ++i) dphk[i] += db[i];
   }
@@ -306,8 +307,10 @@ void for_each_head(const Dims& d, const LinearAttentionOptions& o, const Tensor&
   const float scale = o.qk_scale > 0.0f ? o.qk_scale : std::pow(static_cast<float>(d.D), -0.25f);
   const float* W = projection.defined() ? projection.data<float>() : nullptr;
   const bool before = o.rope == LinearRope::BeforeFeatureMap;
-  detail::FeatureMapSpec qs{o.feature_map,  d.D, d.M, scale, W, before, o.rope_base,
-                            o.rope_q_offset};
+  // One rotation for q and k, resolved at the call's length.
+  const rope::Params rp = rope::at_length(o.rope_params, after ? d.M : d.D,
+                                          std::max(o.rope_q_offset + d.Tq, o.rope_k_offset + d.Tk));
+  detail::FeatureMapSpec qs{o.feature_map, d.D, d.M, scale, W, before, rp, o.rope_q_offset};
   detail::FeatureMapSpec ks = qs;
   ks.pos0 = o.rope_k_offset;
   const int64_t per = head_floats(d, C, after, backward);

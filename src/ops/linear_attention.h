@@ -40,6 +40,7 @@
 
 #include <cstdint>
 
+#include "core/rope.h"
 #include "core/tensor.h"
 
 namespace rotor::ops {
@@ -57,7 +58,10 @@ struct LinearAttentionOptions {
   int64_t chunk = 64;  // causal: query rows per chunk (>= 1)
   float eps = 1e-6f;   // added to the denominator (> 0)
   LinearRope rope = LinearRope::None;
-  float rope_base = 10000.0f;
+  // The rotation's settings, applied to rows of features (M wide after the
+  // feature map, D before it); dynamic_ntk resolved at length
+  // max(rope_q_offset + Tq, rope_k_offset + Tk), one base for q and k.
+  rope::Params rope_params{};
   int64_t rope_q_offset = 0, rope_k_offset = 0;
 };
 

@@ -21,8 +21,8 @@ struct FeatureMapSpec {
   float scale;          // multiplies x (after the rotation, which commutes with it)
   const float* W;       // Favor: [M, D]
   bool rotate = false;  // rotate x before phi (LinearRope::BeforeFeatureMap)
-  double base = 10000.0;
-  int64_t pos0 = 0;  // position of row 0
+  rope::Params rope{};  // resolved at the call's length (rope::at_length)
+  int64_t pos0 = 0;     // position of row 0
 };
 
 // x [n, D] -> xs [n, D] = scale (R x or x), phi [n, M].
@@ -32,9 +32,10 @@ void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorS
 // held constant.
 void features_backward(const FeatureMapSpec& s, const float* xs, const float* phi, float* dphi,
                        int64_t n, float* dx);
-// out row r = R_{pos0 + r} in row r (back: the transpose) for rows of an even
-// `width`, theta_i = base^(-2i/width); in may equal out.
-void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t pos0, double base,
-                 bool back);
+// out row r = R_{pos0 + r} in row r (back: the transpose) for rows of
+// `width` under the settings p (core/rope.h with head dim `width`; p resolved
+// at the call's length); in may equal out.
+void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t pos0,
+                 const rope::Params& p, bool back);
 
 }  // namespace rotor::ops::detail

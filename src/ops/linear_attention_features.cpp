@@ -10,6 +10,7 @@
 #include "core/rope.h"
 #include "ops/dispatch.h"
 #include "ops/linear_attention_common.h"
+#include "ops/rope_rows.h"
 
 namespace rotor::ops {
 
@@ -29,34 +30,19 @@ void lin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
               c, static_cast<int>(ldc));
 }
 
-void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t pos0, double base,
-                 bool back) {
-  // Pair by pair, so that theta_i is computed once; the angles are those of
-  // rope::rotation (position times rope::frequency, in double).
-  for (int64_t i = 0; i < width / 2; ++i) {
-    const double theta = rope::frequency(i, width, base);
-    for (int64_t r = 0; r < n; ++r) {
-      const double angle = static_cast<double>(pos0 + r) * theta;
-      const rope::Rotation rot{static_cast<float>(std::cos(angle)),
-                               static_cast<float>(std::sin(angle))};
-      const float* x = in + r * width + 2 * i;
-      float* y = out + r * width + 2 * i;
-      float y0, y1;
-      if (back)
-        rope::rotate_back(x[0], x[1], rot, y0, y1);
-      else
-        rope::rotate(x[0], x[1], rot, y0, y1);
-      y[0] = y0;
-      y[1] = y1;
-    }
-  }
+void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t pos0,
+                 const rope::Params& p, bool back) {
+  const std::vector<rope::Rotation> table = rope_table(p, width, pos0, n);
+  const int64_t half = rope::rotated_dims(p, width) / 2;
+  for (int64_t r = 0; r < n; ++r)
+    rope_row(p, width, table.data() + r * half, in + r * width, out + r * width, back);
 }
 
 void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorStabilizer stab,
                       float* xs, float* phi) {
   const int64_t D = s.D, M = s.M;
   if (s.rotate)
-    rotate_rows(x, xs, n, D, s.pos0, s.base, false);
+    rotate_rows(x, xs, n, D, s.pos0, s.rope, false);
   else
     std::copy(x, x + n * D, xs);
   for (int64_t i = 0; i < n * D; ++i) xs[i] *= s.scale;
@@ -116,7 +102,7 @@ void features_backward(const FeatureMapSpec& s, const float* xs, const float* ph
     }
   }
   for (int64_t i = 0; i < n * D; ++i) dx[i] *= s.scale;
-  if (s.rotate) rotate_rows(dx, dx, n, D, s.pos0, s.base, true);
+  if (s.rotate) rotate_rows(dx, dx, n, D, s.pos0, s.rope, true);
 }
 
 }  // namespace detail

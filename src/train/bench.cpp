@@ -353,7 +353,12 @@ nlohmann::ordered_json bench_json(const BenchResult& r, const Config& c,
   model["activation"] = to_string(m.activation);
   model["norm"] = to_string(m.norm);
   model["position"] = to_string(m.position);
-  model["rope_base"] = m.rope_base;
+  model["rope"]["theta"] = m.rope.theta;
+  model["rope"]["fraction"] = m.rope.fraction;
+  model["rope"]["layout"] = to_string(m.rope.layout);
+  model["rope"]["scaling"] = to_string(m.rope.scaling);
+  model["rope"]["factor"] = m.rope.factor;
+  model["rope"]["original_max_positions"] = m.rope.original_max_positions;
   model["max_positions"] = m.max_positions;
   model["share_embeddings"] = m.share_embeddings;
   model["scale_embeddings"] = m.scale_embeddings;

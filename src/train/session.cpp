@@ -5,6 +5,7 @@
 #include "checkpoint/import_hf.h"
 #include "core/cuda_context.h"
 #include "core/logging.h"
+#include "models/model_config.h"
 #include "parallel/data_parallel.h"
 #include "parallel/environment.h"
 #include "parallel/signals.h"
@@ -47,8 +48,10 @@ void Session::build(const std::function<void(Session&)>& resume) {
   store.initialize(static_cast<uint64_t>(c.seed));
   if (!c.model.init_from.empty())  // pretrained weights; a resumed checkpoint overrides them
     log().info("{}", checkpoint::import_hf(c.model.init_from, c, store).summary(c.model.init_from));
-  log().info("model: {} parameters, {} positions, vocabulary {}", store.numel(),
-             to_string(c.model.position), task_->vocab_size());
+  log().info("model: {} parameters, {} positions{}, vocabulary {}", store.numel(),
+             to_string(c.model.position),
+             c.model.position->rotates_qk ? " (" + models::rope_summary(c.model) + ")" : "",
+             task_->vocab_size());
   if (c.train.checkpoint_activations)
     log().info(
         "activation checkpointing: each layer keeps its input only and recomputes its "

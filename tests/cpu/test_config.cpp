@@ -80,7 +80,7 @@ train:
   EXPECT_EQ(c.model.activation, ops::Activation::GELU);
   EXPECT_EQ(c.model.norm, NormPlacement::Pre);
   EXPECT_EQ(c.model.position, nn::PositionKind::Rope);
-  EXPECT_EQ(c.model.rope_base, 10000.0);
+  EXPECT_EQ(c.model.rope.theta, 10000.0);  // the deprecated spelling model.rope_base
   EXPECT_FALSE(c.model.share_embeddings);
   EXPECT_EQ(c.attention.impl, nn::AttentionImpl::Reference);
   EXPECT_EQ(c.data.train, "data/wiki.txt");
@@ -102,7 +102,7 @@ TEST(Config, DumpLoadRoundTrip) {
   c.model.position = nn::PositionKind::Learned;
   c.model.dropout = 0.3;
   c.model.layer_norm_eps = 1e-12;
-  c.model.rope_base = 10000.0;
+  c.model.rope.theta = 10000.0;
   c.data.src_lang = "yes";  // a string that YAML would read as a boolean unquoted
   c.data.tgt_lang = "123";
   c.data.valid = "";

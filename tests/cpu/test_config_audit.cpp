@@ -84,7 +84,15 @@ const Entry kEntries[] = {
   {"model.norm", "pre", Shows::Metrics},
   {"model.layer_norm_eps", "0.01", Shows::Metrics},
   {"model.position", "sinusoidal", Shows::Metrics},
-  {"model.rope_base", "100", Shows::Metrics},
+  {"model.rope_base", "100", Shows::Metrics},  // the deprecated spelling of model.rope.theta
+  {"model.rope.theta", "100", Shows::Metrics},
+  {"model.rope.fraction", "0.5", Shows::Metrics},
+  {"model.rope.layout", "half", Shows::Metrics},
+  // A scaling by 1 changes no angle: the log names it.
+  {"model.rope.scaling", "yarn", Shows::LogHas, "", "layout interleaved, yarn x1 of 256 positions"},
+  {"model.rope.factor", "4", Shows::Metrics, "--set model.rope.scaling=linear"},
+  {"model.rope.original_max_positions", "8", Shows::Metrics,
+   "--set model.rope.scaling=dynamic_ntk --set model.rope.factor=4"},
   {"model.max_positions", "300", Shows::Log, "--set model.position=learned"},  // the table, not the figures
   {"model.share_embeddings", "false", Shows::Metrics},
   {"model.scale_embeddings", "false", Shows::Metrics},
@@ -346,17 +354,20 @@ std::vector<std::string> dumped_keys(const std::string& config) {
                                  .c_str());
   EXPECT_EQ(WEXITSTATUS(rc), 0);
   std::vector<std::string> keys;
-  std::string section;
+  std::vector<std::string> sections;  // the open sections, outermost first
   std::istringstream in(slurp(out));
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] == '#') continue;
-    const std::string name =
-        line.substr(line.find_first_not_of(' '), line.find(':') - line.find_first_not_of(' '));
-    const bool nested = line[0] == ' ';
-    const bool opens = line.back() == ':';
-    if (!nested) section = opens ? name : "";
-    if (opens && !nested) continue;
-    keys.push_back(nested ? section + "." + name : name);
+    const size_t indent = line.find_first_not_of(' ');
+    const std::string name = line.substr(indent, line.find(':') - indent);
+    sections.resize(std::min(sections.size(), indent / 2));
+    std::string path;
+    for (const auto& s : sections) path += s + ".";
+    if (line.back() == ':') {
+      sections.push_back(name);
+      continue;
+    }
+    keys.push_back(path + name);
   }
   return keys;
 }

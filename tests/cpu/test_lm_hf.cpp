@@ -38,20 +38,21 @@ struct LmCase {
 };
 
 Config lm_config(const LmCase& k, const std::string& norm = "pre") {
-  return load_config_from_string(test::tiny_lm()
-                                     .set("model.decoder_layers", std::to_string(L))
-                                     .set("model.d_model", std::to_string(k.d))
-                                     .set("model.n_heads", std::to_string(H))
-                                     .set("model.d_ff", std::to_string(FF))
-                                     .set("model.activation", "gelu")
-                                     .set("model.norm", norm)
-                                     .set("model.position", k.position)
-                                     .set("model.max_positions", std::to_string(P))
-                                     .set("model.share_embeddings", k.share ? "true" : "false")
-                                     .set("model.scale_embeddings", k.scale ? "true" : "false")
-                                     .set("model.rope_base", "5000")
-                                     .set("data.seq_len", "8")
-                                     .text());
+  return load_config_from_string(
+      test::tiny_lm()
+          .set("model.decoder_layers", std::to_string(L))
+          .set("model.d_model", std::to_string(k.d))
+          .set("model.n_heads", std::to_string(H))
+          .set("model.d_ff", std::to_string(FF))
+          .set("model.activation", "gelu")
+          .set("model.norm", norm)
+          .set("model.position", k.position)
+          .set("model.max_positions", std::to_string(P))
+          .set("model.share_embeddings", k.share ? "true" : "false")
+          .set("model.scale_embeddings", k.scale ? "true" : "false")
+          .set("model.rope", std::string(k.position) == "rope" ? "{theta: 5000}" : "{}")
+          .set("data.seq_len", "8")
+          .text());
 }
 
 // The model of `c`, allocated, every value distinct (the init moved by noise).
@@ -312,6 +313,68 @@ TEST(LmHfExport, RefusesWhatHuggingFaceCannotHold) {
         << position;
 }
 
+// model.rope as GPT-NeoX holds it: rotary_pct, rotary_emb_base and
+// rope_scaling written; a half-layout model exports its q/k rows as they are,
+// and an interleaved model exported and imported into the half layout
+// computes the same logits.
+TEST(LmHfExport, HalfLayoutAndPartialRotation) {
+  Config inter = lm_config({"rope", true, true, 32});  // head dim 16, tied: bitwise
+  inter.model.rope.fraction = 0.5;
+  inter.model.rope.scaling = rope::Scaling::Linear;
+  inter.model.rope.factor = 2.0;
+  Config half = inter;
+  half.model.rope.layout = rope::Layout::Half;
+  const Tensor ids = Tensor::from_ints({5, 9, 3, 17, 22, 1, 38, 4, 30, 12, 2, 7}, {2, 6});
+
+  test::TempDir a;
+  nn::ParameterStore original;
+  auto model = build(inter, original, 1);
+  export_model(inter, a, 1);
+  const json_io::Json j = json_io::load(a / "hf/config.json");
+  EXPECT_DOUBLE_EQ(j.at("rotary_pct").get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(j.at("rotary_emb_base").get<double>(), 5000.0);
+  EXPECT_EQ(j.at("rope_scaling").at("type").get<std::string>(), "linear");
+  EXPECT_DOUBLE_EQ(j.at("rope_scaling").at("factor").get<double>(), 2.0);
+  // Imported into the half layout: the rows as GPT-NeoX holds them, the same
+  // attention scores up to the order of the sums.
+  nn::ParameterStore store;
+  auto imported = build(half, store, 99);
+  checkpoint::import_hf(a / "hf", half, store);
+  const std::vector<float> want = model->forward_logits(ids, nn::Context{}).to_floats();
+  EXPECT_LT(test::max_rel_error(imported->forward_logits(ids, nn::Context{}).to_floats(), want),
+            1e-5);
+  // A half model round-trips bitwise, and the interleaved model read from its
+  // export computes its logits.
+  test::TempDir b;
+  nn::ParameterStore half_store;
+  auto half_model = build(half, half_store, 3);
+  const std::vector<float> values = export_model(half, b, 3);
+  nn::ParameterStore back;
+  auto again = build(half, back, 7);
+  checkpoint::import_hf(b / "hf", half, back);
+  EXPECT_EQ(back.values().to_floats(), values);
+  nn::ParameterStore inter_back;
+  auto inter_model = build(inter, inter_back, 8);
+  checkpoint::import_hf(b / "hf", inter, inter_back);
+  EXPECT_LT(test::max_rel_error(inter_model->forward_logits(ids, nn::Context{}).to_floats(),
+                                half_model->forward_logits(ids, nn::Context{}).to_floats()),
+            1e-5);
+}
+
+TEST(LmHfExport, RefusesScalingGptNeoXCannotHold) {
+  Config c = lm_config({"rope", true, true, 16});
+  c.model.rope.scaling = rope::Scaling::Yarn;
+  c.model.rope.factor = 4.0;
+  c.model.rope.original_max_positions = 8;
+  EXPECT_NE(export_error(c).find("model.rope.scaling is yarn"), std::string::npos)
+      << export_error(c);
+  c.model.rope.scaling = rope::Scaling::DynamicNtk;
+  EXPECT_NE(export_error(c).find("model.rope.original_max_positions is 8"), std::string::npos)
+      << export_error(c);
+  c.model.rope.original_max_positions = P;
+  EXPECT_EQ(export_error(c), "no error");
+}
+
 // Rewrites config.json's KEY.
 void set_key(const std::string& dir, const std::string& key, const json_io::Json& value) {
   json_io::Json j = json_io::load(dir + "/config.json");
@@ -328,8 +391,10 @@ TEST(LmHfImport, ConfigMismatchesAreOneLine) {
   };
   const Row rows[] = {
       {"use_parallel_residual", true, "use_parallel_residual is true"},
-      {"rotary_pct", 0.25, "rotary_pct is 0.25"},
-      {"rotary_emb_base", 10000.0, "rotary_emb_base is 10000, but model.rope_base is 5000"},
+      {"rotary_pct", 0.25, "rotary_pct is 0.25, but model.rope.fraction is 1"},
+      {"rotary_emb_base", 10000.0, "rotary_emb_base is 10000, but model.rope.theta is 5000"},
+      {"rope_scaling", json_io::Json{{"type", "linear"}, {"factor", 2.0}},
+       "rope_scaling is linear x2, but model.rope.scaling is none"},
       {"hidden_size", 32, "hidden_size is 32, but model.d_model is 16"},
       {"num_hidden_layers", 3, "num_hidden_layers is 3, but model.decoder_layers is 2"},
       {"vocab_size", 41, "vocab_size is 41, but the tokenizer's vocabulary size is 40"},

@@ -189,7 +189,7 @@ TEST(MlmExport, Errors) {
   EXPECT_THROW(checkpoint::export_hf(tmp / "ckpt", tmp / "hf"), Error);
   // RoFormer with another rotary base.
   Config rope = load_config_from_string(mlm_yaml("rope"));
-  rope.model.rope_base = 500.0;
+  rope.model.rope.theta = 500.0;
   write_checkpoint(tmp / "rope", rope);
   EXPECT_THROW(checkpoint::export_hf(tmp / "rope", tmp / "hf2"), Error);
   EXPECT_THROW(checkpoint::export_hf(tmp / "missing", tmp / "hf3"), Error);

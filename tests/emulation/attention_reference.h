@@ -27,7 +27,7 @@ struct AttentionShape {
   uint64_t seed, stream;  // of the dropout draw
   bool rope = false;
   int64_t q_offset = 0, k_offset = 0;  // RoPE positions of the first query / key
-  double rope_base = 10000.0;
+  rotor::rope::Params rope_params{};   // interleaved pairs over the whole head
 };
 
 struct AttentionResult {
@@ -35,13 +35,14 @@ struct AttentionResult {
 };
 
 // Rotates the [rows, D] head vectors of x (row r at position pos0 + r % T)
-// by RoPE (back: by the inverse), in double with rope::rotation's factors.
-inline void rotate_rows(std::vector<double>& x, int64_t T, int D, int64_t pos0, double base,
-                        bool back) {
+// by RoPE (back: by the transpose), in double with rope::rotation's factors
+// (`p` resolved at the call's length).
+inline void rotate_rows(std::vector<double>& x, int64_t T, int D, int64_t pos0,
+                        const rotor::rope::Params& p, bool back) {
   for (size_t r = 0; r < x.size() / D; ++r)
     for (int i = 0; i < D / 2; ++i) {
       const rotor::rope::Rotation c =
-          rotor::rope::rotation(pos0 + static_cast<int64_t>(r) % T, i, D, base);
+          rotor::rope::rotation(p, pos0 + static_cast<int64_t>(r) % T, i, D);
       const double s = back ? -c.sin : c.sin, x0 = x[r * D + 2 * i], x1 = x[r * D + 2 * i + 1];
       x[r * D + 2 * i] = x0 * c.cos - x1 * s;
       x[r * D + 2 * i + 1] = x1 * c.cos + x0 * s;
@@ -53,9 +54,11 @@ inline AttentionResult reference_attention(const AttentionShape& c, std::vector<
                                            std::vector<double> k, const std::vector<double>& v,
                                            const std::vector<double>& dout) {
   const int D = c.D;
+  const rotor::rope::Params rp =
+      rotor::rope::at_length(c.rope_params, D, std::max(c.q_offset + c.Tq, c.k_offset + c.Tk));
   if (c.rope) {
-    rotate_rows(q, c.Tq, D, c.q_offset, c.rope_base, false);
-    rotate_rows(k, c.Tk, D, c.k_offset, c.rope_base, false);
+    rotate_rows(q, c.Tq, D, c.q_offset, rp, false);
+    rotate_rows(k, c.Tk, D, c.k_offset, rp, false);
   }
   const double keep = c.dropout > 0 ? 1.0 / (1.0 - static_cast<double>(c.dropout)) : 1.0;
   const size_t nq = q.size(), nk = k.size();
@@ -108,8 +111,8 @@ inline AttentionResult reference_attention(const AttentionShape& c, std::vector<
     }
   }
   if (c.rope) {
-    rotate_rows(r.dq, c.Tq, D, c.q_offset, c.rope_base, true);
-    rotate_rows(r.dk, c.Tk, D, c.k_offset, c.rope_base, true);
+    rotate_rows(r.dq, c.Tq, D, c.q_offset, rp, true);
+    rotate_rows(r.dk, c.Tk, D, c.k_offset, rp, true);
   }
   return r;
 }

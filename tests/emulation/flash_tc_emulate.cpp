@@ -209,7 +209,8 @@ struct Launch {
     const int64_t n = positions * (p.D / 2);
     table.assign(static_cast<size_t>(n), make_float2(NAN, NAN));
     emu::run_serial(rotor::kernels::grid_for(n), rotor::kernels::kThreads, [&] {
-      rotor::kernels::tc_rope_table_kernel(table.data(), positions, p.D, r.base);
+      rotor::kernels::tc_rope_table_kernel(table.data(), positions, p.D,
+                                           rotor::rope::at_length(r.params, p.D, positions));
     });
   }
 
@@ -319,7 +320,7 @@ bool run_case(const Case& c, uint32_t seed) {
   };
   const emu::AttentionShape shape{c.B,         c.H,       c.Tq,       c.Tk,       D,
                                   c.causal,    c.lengths, c.dropout,  p.scale,    p.seed,
-                                  p.stream_id, c.rope,    c.q_offset, c.k_offset, r.base};
+                                  p.stream_id, c.rope,    c.q_offset, c.k_offset, r.params};
   const emu::AttentionResult ref =
       emu::reference_attention(shape, dbl(q), dbl(k), dbl(v), dbl(dout));
 

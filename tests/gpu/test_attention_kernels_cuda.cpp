@@ -84,7 +84,7 @@ AttentionOptions options_for(const Case& c, const OpEnv& e, Kernel kernel) {
   o.seed = 97531;
   o.stream = rng_stream(11, 2, RngPurpose::AttentionDropout, 0);
   o.rope = c.rope;
-  o.rope_base = 10000.0f;
+  o.rope_params = rope::Params{};
   o.rope_q_offset = c.q_offset;
   o.rope_k_offset = c.k_offset;
   o.flash_kernel = flash_kernel_of(kernel);
@@ -98,7 +98,7 @@ std::vector<float> rotate_rows(std::vector<float> v, int64_t T, int64_t D, int64
   const int64_t rows = static_cast<int64_t>(v.size()) / D;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < D / 2; ++i) {
-      const rope::Rotation rot = rope::rotation(offset + r % T, i, D, 10000.0);
+      const rope::Rotation rot = rope::rotation(rope::Params{}, offset + r % T, i, D);
       float& x0 = v[r * D + 2 * i];
       float& x1 = v[r * D + 2 * i + 1];
       float y0, y1;

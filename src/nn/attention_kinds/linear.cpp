@@ -82,7 +82,7 @@ ops::LinearAttentionOptions op_options(const AttentionPlan& plan,
   l.key_lengths = options.key_lengths;
   l.eps = plan.linear.eps;
   l.rope = plan.linear.rope;
-  l.rope_base = options.rope_base;
+  l.rope_params = options.rope_params;
   l.rope_q_offset = options.rope_q_offset;
   l.rope_k_offset = options.rope_k_offset;
   return l;

@@ -19,7 +19,7 @@ namespace {
 using ops::FlashKernel;
 
 ops::FlashCase flash_case(const AttentionCase& c, bool rope) {
-  return {c.dtype, c.B, c.H, c.Tq, c.Tk, c.D, rope};
+  return {c.dtype, c.B, c.H, c.Tq, c.Tk, c.D, rope, c.rope_interleaved_full};
 }
 
 // The fastest of rotor's CUDA kernels that runs the case, or nullopt with the

@@ -1,6 +1,6 @@
 // model.position: rope -- rotary position embedding (RoFormer): nothing is
 // added to the embeddings; self-attention rotates q and k by their positions
-// (base model.rope_base), in the head split or inside the core as the
+// (model.rope: theta, fraction, layout, scaling), in the head split or inside the core as the
 // attention plan says (nn/attention_plan.h).
 #include <fmt/format.h>
 

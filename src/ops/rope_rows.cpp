@@ -1,0 +1,62 @@
+#include "ops/rope_rows.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace rotor::ops {
+
+void check_rope_params(const rope::Params& p, int64_t head_dim, const char* op) {
+  if (!(std::isfinite(p.base) && p.base > 0.0))
+    ROTOR_FAIL("{}: the RoPE base must be finite and > 0, got {}", op, p.base);
+  if (!(p.fraction > 0.0 && p.fraction <= 1.0))
+    ROTOR_FAIL("{}: the RoPE fraction must be in (0, 1], got {}", op, p.fraction);
+  const int64_t r = rope::rotated_dims(p, head_dim);
+  if (r < 2 || r % 2 != 0)
+    ROTOR_FAIL("{}: RoPE rotates pairs: {} of a head dim of {} rotates {} dimensions", op,
+               p.fraction, head_dim, r);
+  if (!(std::isfinite(p.factor) && p.factor >= 1.0))
+    ROTOR_FAIL("{}: the RoPE scaling factor must be finite and >= 1, got {}", op, p.factor);
+  const bool ntk = p.scaling == rope::Scaling::Ntk || p.scaling == rope::Scaling::DynamicNtk;
+  if (ntk && r < 4)
+    ROTOR_FAIL("{}: NTK scaling raises the base to R/(R-2) and needs R >= 4 rotated dims, got {}",
+               op, r);
+  const bool needs_context =
+      p.scaling == rope::Scaling::DynamicNtk || p.scaling == rope::Scaling::Yarn;
+  if (needs_context && p.original_max <= 0)
+    ROTOR_FAIL("{}: this RoPE scaling needs the original context length (> 0), got {}", op,
+               p.original_max);
+}
+
+std::vector<rope::Rotation> rope_table(const rope::Params& p, int64_t head_dim, int64_t pos0,
+                                       int64_t T) {
+  const rope::Params at = rope::at_length(p, head_dim, pos0 + T);
+  const int64_t r = rope::rotated_dims(at, head_dim), half = r / 2;
+  std::vector<rope::Rotation> table(static_cast<size_t>(T * half));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < half; ++i) table[t * half + i] = rope::rotation(at, pos0 + t, i, r);
+  return table;
+}
+
+void rope_row(const rope::Params& p, int64_t head_dim, const rope::Rotation* r, const float* x,
+              float* y, bool back) {
+  const int64_t rotated = rope::rotated_dims(p, head_dim);
+  for (int64_t j = 0; j < head_dim / 2; ++j) {
+    int64_t a, b;
+    rope::slot_dims(p.layout, rotated, j, a, b);
+    if (2 * j >= rotated) {
+      y[a] = x[a];
+      y[b] = x[b];
+      continue;
+    }
+    float y0, y1;
+    if (back)
+      rope::rotate_back(x[a], x[b], r[j], y0, y1);
+    else
+      rope::rotate(x[a], x[b], r[j], y0, y1);
+    y[a] = y0;
+    y[b] = y1;
+  }
+}
+
+}  // namespace rotor::ops
