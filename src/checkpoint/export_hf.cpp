@@ -35,6 +35,9 @@ models::HfEncoderOptions require_encoder(const Config& c) {
         "softmax attention",
         to_string(c.attention.kind));
   models::HfEncoderOptions m = models::hf_encoder_options(c);
+  if (!m.position->hf.no_export.empty())
+    ROTOR_FAIL("export --format hf: model.position is {}: {}", m.position.name(),
+               m.position->hf.no_export);
   if (m.position->rotates_qk && m.rope_base != 10000.0)
     ROTOR_FAIL(
         "export --format hf: model.rope_base is {}, but Hugging Face RoFormer fixes the "

@@ -23,6 +23,7 @@ nn::LayerOptions layer_options(const Config& c) {
   l.post_norm = m.norm == NormPlacement::Post;
   l.layer_norm_eps = static_cast<float>(m.layer_norm_eps);
   l.rope = m.position->rotates_qk;
+  l.alibi = m.position->alibi;
   l.rope_base = static_cast<float>(m.rope_base);
   l.impl = c.attention.impl;
   l.rope_in_kernel = c.attention.rope_in_kernel;

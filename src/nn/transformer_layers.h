@@ -30,6 +30,7 @@ struct LayerOptions {
   float layer_norm_eps = 1e-5f;
   bool rope = false;
   float rope_base = 10000.0f;
+  bool alibi = false;  // self-attention adds ALiBi's bias (model.position alibi)
   AttentionKind attention_kind = AttentionKind::Softmax;  // nn/attention_kind.h
   AttentionImpl impl = AttentionImpl::Auto;  // attention core (config key attention.impl)
   bool rope_in_kernel = false;               // config key attention.rope_in_kernel

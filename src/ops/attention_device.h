@@ -36,7 +36,8 @@ AttentionDevice attention_device(const Device& device);
 struct FlashCase {
   DType dtype = DType::F32;
   int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0;
-  bool rope = false;  // AttentionOptions::rope: RoPE inside the kernel
+  bool rope = false;   // AttentionOptions::rope: RoPE inside the kernel
+  bool alibi = false;  // AttentionOptions::alibi: a per-head linear bias in the kernel
 };
 
 // The head dims every CUDA flash kernel is instantiated for, and the most
