@@ -84,6 +84,9 @@ const Entry kEntries[] = {
   {"model.norm", "pre", Shows::Metrics},
   {"model.layer_norm_eps", "0.01", Shows::Metrics},
   {"model.position", "sinusoidal", Shows::Metrics},
+  {"model.position", "alibi", Shows::Metrics, "", "", "", kLmConfig},
+  {"model.position", "alibi", Shows::Rejected, "--set attention.kind=linear",
+   "linear attention has no scores to add ALiBi's bias to"},
   {"model.rope_base", "100", Shows::Metrics},
   {"model.max_positions", "300", Shows::Log, "--set model.position=learned"},  // the table, not the figures
   {"model.share_embeddings", "false", Shows::Metrics},
