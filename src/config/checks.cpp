@@ -51,6 +51,11 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                                      "kind {} rotates in its own core",
                                      c.attention.kind.name()),
                          {"attention.kind", "model.position"}};
+  if (m.position_source == PositionSource::Visit && m.position->alibi)
+    return ConfigProblem{"model.position_source",
+                         "visit positions are not read by ALiBi's bias, which counts tokens "
+                         "(model.position alibi)",
+                         {"model.position"}};
   if (m.position->alibi && c.device.rfind("cuda", 0) == 0)
     return ConfigProblem{"model.position",
                          fmt::format("alibi is computed by the CPU attention cores only so far, "
