@@ -35,6 +35,9 @@ models::HfEncoderOptions require_encoder(const Config& c) {
         "softmax attention",
         to_string(c.attention.kind));
   models::HfEncoderOptions m = models::hf_encoder_options(c);
+  if (!m.position->hf.no_export.empty())
+    ROTOR_FAIL("export --format hf: model.position is {}: {}", m.position.name(),
+               m.position->hf.no_export);
   const std::string off = models::rope_off_default(m.rope);
   if (m.position->rotates_qk && !off.empty())
     ROTOR_FAIL(

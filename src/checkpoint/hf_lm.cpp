@@ -53,6 +53,8 @@ models::HfLmOptions require_hf_lm(const Config& c, const std::string& what) {
         "{}: attention.kind is {}, and Hugging Face GPT-NeoX/GPT-2 compute softmax attention", what,
         to_string(c.attention.kind));
   const models::HfLmOptions m = models::hf_lm_options(c);
+  if (!m.position->hf.no_export.empty())
+    ROTOR_FAIL("{}: model.position is {}: {}", what, m.position.name(), m.position->hf.no_export);
   if (m.model_type.empty())
     ROTOR_FAIL(
         "{}: model.position is {}; Hugging Face has no causal LM with these positions (rope: "

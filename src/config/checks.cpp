@@ -103,6 +103,17 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                                      "kind {} rotates in its own core",
                                      c.attention.kind.name()),
                          {"attention.kind", "model.position"}};
+  if (m.position_source == PositionSource::Visit && m.position->alibi)
+    return ConfigProblem{"model.position_source",
+                         "visit positions are not read by ALiBi's bias, which counts tokens "
+                         "(model.position alibi)",
+                         {"model.position"}};
+  if (m.position->alibi && c.device.rfind("cuda", 0) == 0)
+    return ConfigProblem{"model.position",
+                         fmt::format("alibi is computed by the CPU attention cores only so far, "
+                                     "and device is {} (use cpu)",
+                                     c.device),
+                         {"device"}};
   if (task.model == ModelFamily::BertEncoder && m.norm != NormPlacement::Post)
     return ConfigProblem{"model.norm",
                          fmt::format("task {} builds BERT/RoFormer, which are post-LN; got {}",
@@ -181,6 +192,11 @@ std::optional<ConfigProblem> attention_problem(const Config& c) {
                              {"attention.kind"}};
     return std::nullopt;
   }
+  if (c.model.position->alibi)
+    return ConfigProblem{"attention.kind",
+                         "linear attention has no scores to add ALiBi's bias to "
+                         "(model.position alibi); use attention.kind softmax",
+                         {"model.position"}};
   if (a.impl == nn::AttentionImpl::Rotor || a.impl == nn::AttentionImpl::Cudnn)
     return ConfigProblem{
         "attention.impl",

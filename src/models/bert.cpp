@@ -67,6 +67,7 @@ BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
   take(embeddings_range_);
   nn::LayerOptions lc = c.layer;
   lc.rope = c.position->rotates_qk;
+  lc.alibi = c.position->alibi;
   lc.normal_init_std = c.init_std;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     layers_.push_back(std::make_unique<nn::EncoderLayer>(

@@ -44,6 +44,7 @@ DecoderLM::DecoderLM(const DecoderLmOptions& c, nn::ParameterStore& store)
   take(ranges_.position);
   nn::LayerOptions lc = c.layer;
   lc.rope = c.position->rotates_qk;
+  lc.alibi = c.position->alibi;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     layers_.push_back(std::make_unique<nn::EncoderLayer>(
         store, bart_encoder_layer_names("model.layers." + std::to_string(i)), lc, true));

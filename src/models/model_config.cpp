@@ -59,6 +59,7 @@ nn::LayerOptions layer_options(const Config& c) {
   l.layer_norm_eps = static_cast<float>(m.layer_norm_eps);
   l.rope = m.position->rotates_qk;
   l.rope_params = rope_params(m);
+  l.alibi = m.position->alibi;
   l.impl = c.attention.impl;
   l.rope_in_kernel = c.attention.rope_in_kernel;
   const AttentionConfig& a = c.attention;

@@ -15,6 +15,7 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
     : options_(options), cross_(cross) {
   // Cross-attention stays softmax attention (and never rotates).
   if (cross) options_.kind = AttentionKind::Softmax;
+  if (cross) options_.alibi = false;  // ALiBi biases self-attention only
   ROTOR_CHECK(options.d_model % options.n_heads == 0, "n_heads {} does not divide d_model {}",
               options.n_heads, options.d_model);
   head_dim_ = options.d_model / options.n_heads;
@@ -60,7 +61,7 @@ const AttentionPlan& MultiHeadAttention::plan_for(const AttentionCase& c, const 
   // for RoPE inside the core; an explicit impl, or auto on the CPU, says
   // nothing new. A kind other than softmax says what its core runs.
   if ((plan.on_gpu && c.impl == AttentionImpl::Auto) || (c.rope && c.rope_in_kernel) ||
-      c.kind != AttentionKind::Softmax)
+      c.kind != AttentionKind::Softmax || c.alibi)
     log_once(plan.why);
   return plans_.emplace(c, plan).first->second;
 }
@@ -89,6 +90,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.kind = options_.kind;
   c.impl = options_.impl;
   c.rope = options_.rope && !cross_;
+  c.alibi = options_.alibi;
   // Explicit positions are rotated in the head split (the cores count tokens).
   const bool explicit_positions = positions && c.rope;
   c.rope_in_kernel = options_.rope_in_kernel && !explicit_positions;
@@ -124,6 +126,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
                                    : feature_draw(options_.linear.feature_redraw, ctx.update);
   }
   attn_options_.flash_kernel = plan_.kernel;
+  attn_options_.alibi = options_.alibi;
   if (plan_.rope == RopePlacement::Core) {
     attn_options_.rope = true;
     attn_options_.rope_params = options_.rope_params;
@@ -234,7 +237,8 @@ Tensor MultiHeadAttention::step(const Tensor& x, const Tensor& memory, const Ten
     ops::kv_cache_write(k, cache.k, position);
     ops::kv_cache_write(v, cache.v, position);
     cache.length = position + 1;
-    ops::decode_attention(q, cache.k, cache.v, cache.length, o);
+    // ALiBi at the step's position: the query at `position`, key j at j.
+    ops::decode_attention(q, cache.k, cache.v, cache.length, o, options_.alibi);
   } else {
     const int64_t S = memory.size(1);
     if (!cache.k.defined()) {
@@ -278,6 +282,7 @@ Tensor MultiHeadAttention::prefill(const Tensor& x, Cache& cache, int64_t max_le
   c.impl = options_.impl;
   c.rope = options_.rope;
   c.rope_in_kernel = false;
+  c.alibi = options_.alibi;
   c.causal = true;
   c.dtype = ctx.dtype;
   c.B = B;
@@ -307,6 +312,7 @@ Tensor MultiHeadAttention::prefill(const Tensor& x, Cache& cache, int64_t max_le
   ops::AttentionOptions ao;
   ao.scale = 1.0f;  // as in forward: q is pre-scaled by the split where the plan says
   ao.causal = true;
+  ao.alibi = options_.alibi;
   ao.flash_kernel = plan.kernel;
   AttentionCall call{layer_id_, 0};
   call.draw = trained_draw_ >= 0 ? static_cast<uint64_t>(trained_draw_)
@@ -358,8 +364,8 @@ Tensor MultiHeadAttention::step_rows(const Tensor& x, Cache& cache,
     Tensor vc = cache.v.narrow(g * rows, rows);  // [rows, H, slots, D]
     ops::kv_cache_write(parts[1], kc, p);
     ops::kv_cache_write(parts[2], vc, p);
-    Tensor o_g = o.narrow(g * rows, rows);  // [rows, H, 1, D]
-    ops::decode_attention(parts[0], kc, vc, p + 1, o_g);
+    Tensor o_g = o.narrow(g * rows, rows);                                // [rows, H, 1, D]
+    ops::decode_attention(parts[0], kc, vc, p + 1, o_g, options_.alibi);  // ALiBi at position p
   }
   Tensor merged = ctx.empty({B, 1, d});  // [B, 1, d]
   ops::merge_heads_forward(o, merged);

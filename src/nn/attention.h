@@ -4,8 +4,8 @@
 //   -> attention core (masks, dropout)
 //   -> merge heads -> output projection.
 // Cross-attention projects q from the decoder and k, v from the encoder
-// output, never rotates and is always softmax attention (whatever kind the
-// options name, which is self-attention's).
+// output, never rotates, adds no ALiBi bias and is always softmax attention
+// (whatever kind the options name, which is self-attention's).
 #pragma once
 
 #include <map>
@@ -29,7 +29,11 @@ struct MultiHeadAttentionOptions {
   int64_t n_heads = 8;
   bool causal = false;
   bool rope = false;
-  rope::Params rope_params{};                   // model.rope's settings (core/rope.h)
+  rope::Params rope_params{};  // model.rope's settings (core/rope.h)
+  // ALiBi (core/alibi.h): the core adds head h's -slope * distance to the
+  // scores, causal or symmetric as `causal` says; the decoding steps add it at
+  // the query's position. Self-attention only (cross-attention drops it).
+  bool alibi = false;
   float dropout = 0.0f;                         // on the attention probabilities
   AttentionKind kind = AttentionKind::Softmax;  // its plan rule and core (nn/attention_kind.h)
   AttentionImpl impl = AttentionImpl::Auto;

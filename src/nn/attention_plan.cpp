@@ -46,6 +46,7 @@ std::string AttentionPlan::str() const {
     s += fmt::format(" ({}, M {})", ops::linear_feature_map_name(linear.feature_map),
                      linear.features);
   if (rope != RopePlacement::None) s += fmt::format(", RoPE in the {}", rope_placement_name(rope));
+  if (alibi) s += ", ALiBi in the core";
   if (core == AttentionCore::Linear && linear.rope != ops::LinearRope::None)
     s += fmt::format(" ({})", ops::linear_rope_name(linear.rope));
   return s;

@@ -13,7 +13,8 @@
 // Each attention kind (softmax, linear) is its own file with its plan rule
 // and core (nn/attention_kind.h) and rows of that kind in that test; a
 // position bias (ALiBi) is a field of AttentionCase that the rules of the
-// kinds honor (choosing no core that cannot add it) and rows in that test.
+// kinds honor (choosing no core that cannot add it; linear attention
+// refuses it) and rows in that test.
 #pragma once
 
 #include <cstdint>
@@ -79,6 +80,7 @@ struct AttentionCase {
   // model.rope rotates interleaved pairs over the whole head
   // (rope::interleaved_full), all that the tensor-core kernel can rotate.
   bool rope_interleaved_full = true;
+  bool alibi = false;  // ALiBi's bias: only a core that computes it may run the case
   bool causal = false;
   bool key_padding = false;  // key lengths given
   bool dropout = false;      // attention dropout in this call (training)
@@ -87,8 +89,8 @@ struct AttentionCase {
   LinearKindOptions linear;  // kind linear's
 
   auto key() const {
-    return std::tuple(kind, impl, rope, rope_in_kernel, rope_interleaved_full, causal, key_padding,
-                      dropout, dtype, B, H, Tq, Tk, D, linear.key());
+    return std::tuple(kind, impl, rope, rope_in_kernel, rope_interleaved_full, alibi, causal,
+                      key_padding, dropout, dtype, B, H, Tq, Tk, D, linear.key());
   }
   bool operator<(const AttentionCase& o) const { return key() < o.key(); }
   bool operator==(const AttentionCase& o) const { return key() == o.key(); }
@@ -99,6 +101,7 @@ struct AttentionPlan {
   AttentionCore core = AttentionCore::Reference;
   ops::FlashKernel kernel = ops::FlashKernel::Portable;  // of core Rotor on a GPU
   RopePlacement rope = RopePlacement::None;
+  bool alibi = false;  // the core adds ALiBi's bias (only cores that can are chosen)
   bool on_gpu = false;
   // The head split multiplies q by 1/sqrt(D) (softmax); the linear core
   // scales q and k itself (LinearAttentionOptions::qk_scale).

@@ -51,6 +51,9 @@ struct HfPositions {
   // (rotary) or "gpt2" (a learned table); "" where Hugging Face has no causal
   // LM with these positions (checkpoint/hf_lm.h).
   std::string_view causal_lm;
+  // Why `rotor export --format hf` refuses models under this encoding (""
+  // where it exports them).
+  std::string_view no_export;
 };
 
 struct PositionScheme {
@@ -63,6 +66,10 @@ struct PositionScheme {
   // Self-attention rotates q and k by their positions (RoFormer eq. 34,
   // model.rope's settings); cross-attention never does.
   bool rotates_qk = false;
+  // Self-attention adds ALiBi's per-head linear bias to its scores, inside
+  // the core (core/alibi.h, ops::AttentionOptions::alibi); cross-attention
+  // never does.
+  bool alibi = false;
   HfPositions hf;
   // Its own config rule, or nullptr.
   std::optional<PositionProblem> (*check)(const PositionShape&) = nullptr;
@@ -71,7 +78,7 @@ struct PositionScheme {
 };
 
 // Whether the encoding adds rows of a [max_positions, d] table, which bounds a
-// sequence's length (RoPE and none have no such bound).
+// sequence's length (RoPE, ALiBi and none have no such bound).
 inline bool has_position_table(PositionKind k) {
   return k->adds_to_embeddings();
 }

@@ -14,6 +14,7 @@ MultiHeadAttentionOptions attention_options(const LayerOptions& c, bool causal, 
   a.causal = causal;
   a.rope = rope;
   a.rope_params = c.rope_params;
+  a.alibi = c.alibi;  // self-attention only: MultiHeadAttention drops it for cross-attention
   a.dropout = c.attention_dropout;
   a.kind = c.attention_kind;
   a.impl = c.impl;

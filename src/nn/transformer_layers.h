@@ -29,7 +29,8 @@ struct LayerOptions {
   bool post_norm = true;
   float layer_norm_eps = 1e-5f;
   bool rope = false;
-  rope::Params rope_params{};                             // model.rope's settings (core/rope.h)
+  rope::Params rope_params{};  // model.rope's settings (core/rope.h)
+  bool alibi = false;          // self-attention adds ALiBi's bias (model.position alibi)
   AttentionKind attention_kind = AttentionKind::Softmax;  // nn/attention_kind.h
   AttentionImpl impl = AttentionImpl::Auto;  // attention core (config key attention.impl)
   bool rope_in_kernel = false;               // config key attention.rope_in_kernel

@@ -77,6 +77,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       for (int64_t i = 0; i < d.Tq; ++i) {
         float* prow = pb + i * d.Tk;
         const int64_t n = visible_keys(d, options.causal, key_len[b], i);
+        if (options.alibi) {  // the bias of this row, added to the visible scores
+          const detail::AlibiRow bias(d, options, h, i);
+          for (int64_t j = 0; j < n; ++j) prow[j] += bias(j);
+        }
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < n; ++j) mx = std::max(mx, prow[j]);
         double sum = 0.0;
@@ -140,6 +144,8 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   // out = (P o M) V with M the dropout factors, so
   //   dV = (P o M)^T dout,  dP = (dout V^T) o M,  dS = P o (dP - rowsum(dP o P)),
   //   dQ = scale dS K,  dK = scale dS^T Q.  Masked entries have P = 0, hence dS = 0.
+  // ALiBi's bias has no parameter and is constant in q and k: it enters only
+  // through P, which the forward saved.
   // The four products are GEMMs per (batch, head).
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.B; ++b) {

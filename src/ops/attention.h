@@ -41,6 +41,16 @@ struct AttentionOptions {
   bool rope = false;
   rope::Params rope_params{};
   int64_t rope_q_offset = 0, rope_k_offset = 0;
+  // ALiBi (core/alibi.h) computed inside the core, never materialized: head h
+  // of H adds -alibi::slope(h, H) * |p_i - p_j| to the scaled score of query i
+  // and key j, with p_i = alibi_q_offset + i + (Tk - Tq) (the last query
+  // aligned with the last key, as the causal mask aligns them) and
+  // p_j = alibi_k_offset + j. Causal: -slope * (i - j) on the visible keys;
+  // otherwise symmetric. No parameters: the backward only changes through the
+  // softmax. Honored by the CPU cores (attention_forward/backward and the
+  // flash twin); on CUDA every core fails with an error when it is set.
+  bool alibi = false;
+  int64_t alibi_q_offset = 0, alibi_k_offset = 0;
   // The CUDA kernel of flash_attention_forward/backward (ignored elsewhere).
   FlashKernel flash_kernel = FlashKernel::Portable;
 };

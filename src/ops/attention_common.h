@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/alibi.h"
 #include "ops/attention.h"
 
 namespace rotor::ops::detail {
@@ -15,7 +16,8 @@ struct AttentionDims {
 };
 
 // q [B, H, Tq, D], k and v [B, H, Tk, D], one dtype and device; key_lengths
-// i32 [B]; dropout in [0, 1). A rotor::Error naming `op` otherwise.
+// i32 [B]; dropout in [0, 1); alibi on the CPU only. A rotor::Error naming
+// `op` otherwise.
 AttentionDims check_attention_args(const Tensor& q, const Tensor& k, const Tensor& v,
                                    const AttentionOptions& o, const char* op);
 // t has `shape`, q's dtype and q's device.
@@ -31,5 +33,19 @@ inline int64_t visible_keys(const AttentionDims& d, bool causal, int64_t key_len
   if (causal) n = std::min(n, std::max<int64_t>(0, i + (d.Tk - d.Tq) + 1));
   return n;
 }
+
+// ALiBi of one (head, query row) as the cores apply it (AttentionOptions::
+// alibi): bias(j) = -slope * |q_pos - (k_offset + j)|, 0 when alibi is off.
+struct AlibiRow {
+  float slope = 0.0f;
+  int64_t q_pos = 0, k_offset = 0;
+  bool on = false;
+  AlibiRow(const AttentionDims& d, const AttentionOptions& o, int64_t h, int64_t i)
+      : slope(static_cast<float>(alibi::slope(h, d.H))),
+        q_pos(o.alibi_q_offset + i + (d.Tk - d.Tq)),
+        k_offset(o.alibi_k_offset),
+        on(o.alibi) {}
+  float operator()(int64_t j) const { return on ? alibi::bias(slope, q_pos, k_offset + j) : 0.0f; }
+};
 
 }  // namespace rotor::ops::detail

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "core/alibi.h"
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
@@ -36,7 +37,7 @@ void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position) {
 }
 
 void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t length,
-                      Tensor& out) {
+                      Tensor& out, bool alibi) {
   if (k_cache.dim() != 4)
     ROTOR_FAIL("decode_attention: k_cache must be [B, H, Tmax, D], got {}", k_cache.str());
   const int64_t B = k_cache.size(0), H = k_cache.size(1), Tmax = k_cache.size(2),
@@ -54,11 +55,14 @@ void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   // kernels/decode_attention.cu keeps a query in registers: head dims up to 256.
   if (q.is_cuda() && D > 256)
     ROTOR_FAIL("decode_attention: head dim {} above 256 is not supported on CUDA", D);
+  if (alibi && q.is_cuda())
+    ROTOR_FAIL("decode_attention: ALiBi is computed on the CPU only so far, not on {}",
+               q.device().str());
   ROTOR_DISPATCH_CUDA(q, decode_attention(q, k_cache, v_cache, length, out));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
     Tensor out32 = f.output(out);
-    decode_attention(f.input(q), f.input(k_cache), f.input(v_cache), length, out32);
+    decode_attention(f.input(q), f.input(k_cache), f.input(v_cache), length, out32, alibi);
     f.commit();
     return;
   }
@@ -70,11 +74,13 @@ void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   for (int64_t bh = 0; bh < B * H; ++bh) {
     std::vector<double> w(static_cast<size_t>(length));
     const float* qr = qp + bh * D;
+    const float slope = alibi ? static_cast<float>(alibi::slope(bh % H, H)) : 0.0f;
     double mx = -INFINITY;
     for (int64_t j = 0; j < length; ++j) {
       const float* kr = kp + (bh * Tmax + j) * D;
       double s = 0;
       for (int64_t i = 0; i < D; ++i) s += static_cast<double>(qr[i]) * kr[i];
+      if (alibi) s += alibi::bias(slope, length - 1, j);
       w[j] = s;
       mx = std::max(mx, s);
     }

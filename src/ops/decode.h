@@ -12,9 +12,12 @@ namespace rotor::ops {
 void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position);
 // q [B, H, 1, D] (already rotated and scaled) against the first `length` keys
 // and values of the caches [B, H, Tmax, D] -> out [B, H, 1, D]. Every cached
-// key is visible (they are all at or before the query's position).
-void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      int64_t length, Tensor& out);
+// key is visible (they are all at or before the query's position). alibi:
+// head h of H adds -alibi::slope(h, H) * (length - 1 - j) to key j's score
+// (the query sits at position length - 1, core/alibi.h), as the causal
+// forward does; CPU only so far.
+void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t length,
+                      Tensor& out, bool alibi = false);
 // dst[i] = src[index[i]] along the leading dimension; index i32 [M].
 void index_select(const Tensor& src, const Tensor& index, Tensor& dst);
 

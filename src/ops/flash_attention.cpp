@@ -48,7 +48,8 @@ void check_supported(const Tensor& q, const Tensor& k, const AttentionOptions& o
   if (!q.is_cuda()) return;
   const FlashCase c{
       q.dtype(), q.size(0), q.size(1), q.size(2),
-      k.size(2), q.size(3), o.rope,    !o.rope || rope::interleaved_full(o.rope_params, q.size(3))};
+      k.size(2), q.size(3), o.rope,    !o.rope || rope::interleaved_full(o.rope_params, q.size(3)),
+      o.alibi};
   const std::string why = flash_kernel_unsupported(o.flash_kernel, c, attention_device(q.device()));
   if (!why.empty()) ROTOR_FAIL("{}: {}", op, why);
 }
@@ -143,9 +144,10 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
           const int64_t j1 = std::min(n, j0 + kFlashTile);
           if (j1 <= j0) continue;  // this tile is fully masked for query i
           const float* qrow = pq + (bh * d.Tq + i) * d.D;
+          const detail::AlibiRow bias(d, options, bh % d.H, i);
           float tile_max = kNegInf;
           for (int64_t j = j0; j < j1; ++j) {
-            s[j - j0] = dot(qrow, kb + j * d.D, d.D) * options.scale;
+            s[j - j0] = dot(qrow, kb + j * d.D, d.D) * options.scale + bias(j);
             tile_max = std::max(tile_max, s[j - j0]);
           }
           const float m_new = std::max(m[r], tile_max);
@@ -253,8 +255,10 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
           const float* dorow = dob + i * d.D;
           float* dqrow = dqb + i * d.D;
           const uint64_t row_flat = static_cast<uint64_t>((bh * d.Tq + i) * d.Tk);
+          const detail::AlibiRow bias(d, options, bh % d.H, i);
           for (int64_t j = j0; j < n; ++j) {
-            const float p = std::exp(dot(qrow, kb + j * d.D, d.D) * options.scale - lse_i);
+            const float p =
+                std::exp(dot(qrow, kb + j * d.D, d.D) * options.scale + bias(j) - lse_i);
             const float mk = keep_factor(options, keep_scale, row_flat + j);
             const float dp = dot(dorow, vb + j * d.D, d.D) * mk;
             const float ds = p * (dp - delta[i]) * options.scale;

@@ -20,7 +20,7 @@ namespace rotor::ops {
 constexpr int64_t kFlashTile = 64;
 
 // q [B, H, Tq, D], k and v [B, H, Tk, D] -> out [B, H, Tq, D] (dtype of q) and
-// lse f32 [B, H, Tq] = log sum_j exp(scale q_i.k_j) over the visible keys j
+// lse f32 [B, H, Tq] = log sum_j exp(scale q_i.k_j + alibi_ij) over the visible keys j
 // (before dropout). A query with no visible key gets a zero output and
 // lse = -inf. Same AttentionOptions semantics as attention_forward. On CUDA
 // options.flash_kernel is the kernel that runs; one that cannot run the case
@@ -29,7 +29,8 @@ constexpr int64_t kFlashTile = 64;
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                              const AttentionOptions& options, Tensor& out, Tensor& lse);
 
-// Recomputes P = exp(scale q.k - lse) per tile; with D_i = rowsum(dout o out):
+// Recomputes P = exp(scale q.k + alibi - lse) per tile (the ALiBi bias is
+// recomputed in the core too); with D_i = rowsum(dout o out):
 //   dV = (P o M)^T dout,  dS = P o ((dout V^T) o M - D),  dQ = scale dS K,
 //   dK = scale dS^T Q.  Writes dq, dk, dv (shapes of q, k, v).
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,

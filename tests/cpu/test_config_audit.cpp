@@ -84,6 +84,9 @@ const Entry kEntries[] = {
   {"model.norm", "pre", Shows::Metrics},
   {"model.layer_norm_eps", "0.01", Shows::Metrics},
   {"model.position", "sinusoidal", Shows::Metrics},
+  {"model.position", "alibi", Shows::Metrics, "", "", "", kLmConfig},
+  {"model.position", "alibi", Shows::Rejected, "--set attention.kind=linear",
+   "linear attention has no scores to add ALiBi's bias to"},
   {"model.rope_base", "100", Shows::Metrics},  // the deprecated spelling of model.rope.theta
   {"model.rope.theta", "100", Shows::Metrics},
   {"model.rope.fraction", "0.5", Shows::Metrics},

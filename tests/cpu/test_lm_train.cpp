@@ -135,6 +135,27 @@ TEST_F(LmTrain, PostLnUntiedLearned) {
   EXPECT_FALSE(has("model.layer_norm.weight"));
 }
 
+// ALiBi positions (model.position alibi) train: the validation loss falls,
+// the log says the core adds the bias, and no Hugging Face causal LM has it:
+// the export refuses in one line.
+TEST_F(LmTrain, AlibiTrainsAndIsNotExported) {
+  RunResult r = train("alibi", "--set model.position=alibi");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string log = r.out + r.err;
+  EXPECT_NE(log.find("ALiBi's bias computed inside the core"), std::string::npos) << log;
+  const auto valid = field_by_step(dir_ / "alibi/metrics.jsonl", "valid", "loss");
+  ASSERT_EQ(valid.size(), 2u);
+  EXPECT_LT(std::stod(valid.at(4)), std::stod(valid.at(2)));  // it learns
+  r = run_rotor(
+      dir_, "export --checkpoint " + (dir_ / "alibi") + " --format hf --output " + (dir_ / "hf"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("export --format hf: model.position is alibi: Hugging Face BERT, "
+                       "RoFormer, GPT-NeoX and GPT-2 have no ALiBi attention"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "hf/config.json"));
+}
+
 // Data-parallel through the trainer's generic path: two ranks of one block
 // each per update hold the weights of one process accumulating two (no
 // dropout: its masks are keyed by the rank). And 16-bit precision trains.

@@ -26,34 +26,40 @@ namespace rotor {
 namespace {
 
 struct Traits {
-  bool learned_table, fixed_table, rotates_qk;
+  bool learned_table, fixed_table, rotates_qk, alibi;
   std::string hf_family, hf_imports;
   bool export_note;
 };
 
 bool operator==(const Traits& a, const Traits& b) {
   return a.learned_table == b.learned_table && a.fixed_table == b.fixed_table &&
-         a.rotates_qk == b.rotates_qk && a.hf_family == b.hf_family &&
+         a.rotates_qk == b.rotates_qk && a.alibi == b.alibi && a.hf_family == b.hf_family &&
          a.hf_imports == b.hf_imports && a.export_note == b.export_note;
 }
 
 void PrintTo(const Traits& t, std::ostream* os) {
   *os << "{learned " << t.learned_table << ", fixed " << t.fixed_table << ", rotates "
-      << t.rotates_qk << ", hf " << t.hf_family << " imports '" << t.hf_imports << "', note "
-      << t.export_note << "}";
+      << t.rotates_qk << ", alibi " << t.alibi << ", hf " << t.hf_family << " imports '"
+      << t.hf_imports << "', note " << t.export_note << "}";
 }
 
 Traits traits_of(nn::PositionKind k) {
-  return {k->learned_table,          k->fixed_table != nullptr,  k->rotates_qk,
-          std::string(k->hf.family), std::string(k->hf.imports), !k->hf.export_note.empty()};
+  return {k->learned_table,
+          k->fixed_table != nullptr,
+          k->rotates_qk,
+          k->alibi,
+          std::string(k->hf.family),
+          std::string(k->hf.imports),
+          !k->hf.export_note.empty()};
 }
 
 // What each encoding is, by its model.position name (in registry order).
 const std::vector<std::pair<std::string, Traits>> kTable = {
-    {"sinusoidal", {false, true, false, "bert", "", true}},
-    {"learned", {true, false, false, "bert", "learned absolute positions", false}},
-    {"rope", {false, false, true, "roformer", "rotary positions", false}},
-    {"none", {false, false, false, "bert", "", true}},
+    {"sinusoidal", {false, true, false, false, "bert", "", true}},
+    {"learned", {true, false, false, false, "bert", "learned absolute positions", false}},
+    {"rope", {false, false, true, false, "roformer", "rotary positions", false}},
+    {"none", {false, false, false, false, "bert", "", true}},
+    {"alibi", {false, false, false, true, "bert", "", false}},
 };
 
 Config config_with(const std::string& position, const std::string& task = "mlm") {
@@ -118,6 +124,7 @@ TEST(Positions, ModelsDoWhatTheTraitsSay) {
     const models::BertOptions b = models::bert_options(mlm, 40);
     EXPECT_EQ(b.position, k);
     EXPECT_EQ(b.layer.rope, k->rotates_qk);
+    EXPECT_EQ(b.layer.alibi, k->alibi);
     EXPECT_EQ(b.prefix(), k->hf.family);
     EXPECT_EQ(models::hf_encoder_options(mlm).prefix, k->hf.family);
     {
@@ -131,6 +138,7 @@ TEST(Positions, ModelsDoWhatTheTraitsSay) {
     const models::TransformerOptions t = models::transformer_options(mt, 40);
     EXPECT_EQ(t.position, k);
     EXPECT_EQ(t.layer.rope, k->rotates_qk);
+    EXPECT_EQ(t.layer.alibi, k->alibi);
     {
       nn::ParameterStore store;
       models::EncoderDecoder model(t, store);
@@ -141,6 +149,7 @@ TEST(Positions, ModelsDoWhatTheTraitsSay) {
     const models::DecoderLmOptions l = models::lm_options(lmc, 40);
     EXPECT_EQ(l.position, k);
     EXPECT_EQ(l.layer.rope, k->rotates_qk);
+    EXPECT_EQ(l.layer.alibi, k->alibi);
     {
       nn::ParameterStore store;
       models::DecoderLM model(l, store);

@@ -48,6 +48,10 @@ AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
         "attention.impl: {} is a core of softmax attention; attention.kind linear runs its own "
         "(use auto or reference)",
         c.impl == AttentionImpl::Rotor ? "rotor" : "cudnn");
+  if (c.alibi)
+    ROTOR_FAIL(
+        "attention.kind: linear attention has no scores to add ALiBi's bias to (model.position "
+        "alibi); use attention.kind: softmax");
   if (c.dropout)
     ROTOR_FAIL(
         "model.attention_dropout: linear attention has no attention probabilities to drop; set "

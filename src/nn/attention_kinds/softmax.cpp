@@ -19,8 +19,13 @@ namespace {
 using ops::FlashKernel;
 
 ops::FlashCase flash_case(const AttentionCase& c, bool rope) {
-  return {c.dtype, c.B, c.H, c.Tq, c.Tk, c.D, rope, c.rope_interleaved_full};
+  return {c.dtype, c.B, c.H, c.Tq, c.Tk, c.D, rope, c.rope_interleaved_full, c.alibi};
 }
+
+// ALiBi's bias (model.position alibi) is computed by the CPU cores alone so
+// far: the materialized reference and the flash twin.
+constexpr const char* kNoAlibiOnGpu =
+    "ALiBi is computed by the CPU attention cores only so far (no CUDA core adds it)";
 
 // The fastest of rotor's CUDA kernels that runs the case, or nullopt with the
 // portable kernel's reason (the one with the fewest limits) in *why.
@@ -37,6 +42,7 @@ std::optional<FlashKernel> best_flash_kernel(const AttentionCase& c,
 // "" when cuDNN's SDPA serves the case on `dev`, else why not. The layer
 // scales q in the head split, so cuDNN's scale is 1.
 std::string cudnn_unsupported(const AttentionCase& c, const ops::AttentionDevice& dev) {
+  if (c.alibi) return "cuDNN's attention does not add ALiBi's bias";
   ops::CudnnAttentionCase cc;
   cc.dtype = c.dtype;
   cc.B = c.B;
@@ -58,6 +64,7 @@ AttentionPlan choose_core(const AttentionCase& c, const ops::AttentionDevice& de
   p.on_gpu = dev.cuda;
   switch (c.impl) {
     case AttentionImpl::Reference:
+      if (c.alibi && dev.cuda) ROTOR_FAIL("attention.impl: reference: {}", kNoAlibiOnGpu);
       p.core = AttentionCore::Reference;
       p.why = "attention.impl reference: the materialized core";
       return p;
@@ -115,6 +122,9 @@ AttentionPlan choose_core(const AttentionCase& c, const ops::AttentionDevice& de
                         ops::flash_kernel_name(*k), no_cudnn);
     return p;
   }
+  if (c.alibi)
+    ROTOR_FAIL("model.position: alibi on a GPU: {} (flash: {}; cuDNN: {})", kNoAlibiOnGpu, no_flash,
+               no_cudnn);
   p.core = AttentionCore::Reference;
   p.why =
       fmt::format("attention.impl auto: the materialized core ({}; cuDNN: {})", no_flash, no_cudnn);
@@ -124,6 +134,10 @@ AttentionPlan choose_core(const AttentionCase& c, const ops::AttentionDevice& de
 // softmax's rule: the core, then who rotates q and k.
 AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
   AttentionPlan p = choose_core(c, device);
+  if (c.alibi) {
+    p.alibi = true;
+    p.why += "; ALiBi's bias computed inside the core";
+  }
   if (!c.rope) return p;
   p.rope = RopePlacement::HeadSplit;
   if (!c.rope_in_kernel) return p;

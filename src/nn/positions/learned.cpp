@@ -19,7 +19,8 @@ constinit const PositionScheme kLearnedPositions{
     .hf = {.family = "bert",
            .imports = "learned absolute positions",
            .export_note = "",
-           .causal_lm = "gpt2"},
+           .causal_lm = "gpt2",
+           .no_export = ""},
     .check = check,
 };
 

@@ -10,7 +10,8 @@ constinit const PositionScheme kNonePositions{
     .hf = {.family = "bert",
            .imports = "",
            .export_note = "position none exported as a zero position_embeddings table",
-           .causal_lm = ""},
+           .causal_lm = "",
+           .no_export = ""},
 };
 
 }  // namespace rotor::nn

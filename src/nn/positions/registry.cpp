@@ -7,16 +7,16 @@
 
 namespace rotor::nn {
 
-extern const PositionScheme kSinusoidalPositions, kLearnedPositions, kRopePositions, kNonePositions;
+extern const PositionScheme kSinusoidalPositions, kLearnedPositions, kRopePositions, kNonePositions,
+    kAlibiPositions;
 
 namespace {
 
 // In the order model.position's error lists them.
 constinit const PositionKind kRegistered[] = {
-    PositionKind(&kSinusoidalPositions),
-    PositionKind(&kLearnedPositions),
-    PositionKind(&kRopePositions),
-    PositionKind(&kNonePositions),
+    PositionKind(&kSinusoidalPositions), PositionKind(&kLearnedPositions),
+    PositionKind(&kRopePositions),       PositionKind(&kNonePositions),
+    PositionKind(&kAlibiPositions),
 };
 
 }  // namespace

@@ -29,7 +29,8 @@ constinit const PositionScheme kRopePositions{
     .hf = {.family = "roformer",
            .imports = "rotary positions",
            .export_note = "",
-           .causal_lm = "gpt_neox"},
+           .causal_lm = "gpt_neox",
+           .no_export = ""},
     .check = check,
 };
 

@@ -36,7 +36,8 @@ constinit const PositionScheme kSinusoidalPositions{
     .hf = {.family = "bert",
            .imports = "",
            .export_note = "sinusoidal positions exported as a fixed position_embeddings table",
-           .causal_lm = ""},
+           .causal_lm = "",
+           .no_export = ""},
     .check = check,
 };
 
