@@ -193,7 +193,8 @@ TEST(Config, OutOfRangeNamesPathAndLine) {
 
 TEST(Config, BadEnumNamesChoices) {
   EXPECT_EQ(load_error("model:\n  position: rotary\n"),
-            "configs/x.yaml:2: model.position: expected one of sinusoidal | learned | rope | none, "
+            "configs/x.yaml:2: model.position: expected one of sinusoidal | learned | rope | none "
+            "| alibi, "
             "got \"rotary\"");
   EXPECT_EQ(load_error("task: gpt\n"),
             "configs/x.yaml:1: task: expected one of translation | mlm | classification | lm | "
@@ -338,7 +339,7 @@ TEST(Config, SetErrorsNameTheOverride) {
             "list of 1");
   EXPECT_EQ(load_error("", {"model.position=rotary"}),
             "--set model.position=rotary: model.position: expected one of sinusoidal | learned | "
-            "rope | none, got "
+            "rope | none | alibi, got "
             "\"rotary\"");
   EXPECT_EQ(load_error("", {"seed"}),
             "--set seed: expected KEY=VALUE, e.g. --set train.max_updates=1000");
@@ -408,7 +409,8 @@ TEST(TaskDefaults, MultilabelPicksTheBestCheckpointByAp) {
   // Without a validation set there is no AP to pick by.
   EXPECT_EQ(load_config_from_string("task: multilabel\n").train.best_metric, ValidMetric::Loss);
   EXPECT_EQ(
-      load_config_from_string("task: classification\ndata:\n  valid: v.tsv\n").train.best_metric,
+      load_config_from_string("task: classification\ndata:\n  valid: v.tsv\n  labels: [a, b]\n")
+          .train.best_metric,
       ValidMetric::Loss);
 }
 
