@@ -131,8 +131,10 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
   const std::string config_yaml = read_file(last + "/config.yaml", kMaxConfigBytes);
   const bool has_spm = fs::exists(last + "/spm.model");
   const std::string spm = has_spm ? read_file(last + "/spm.model") : std::string();
-  const bool has_labels = fs::exists(last + "/" + kLabelsFile);
-  const std::string labels = has_labels ? read_file(last + "/" + kLabelsFile) : std::string();
+  // The task's files (labels.txt, an EHR run's vocab.txt), as the newest holds them.
+  std::vector<std::pair<std::string, std::string>> task_files;
+  for (const char* name : {kLabelsFile, kEhrVocabFile})
+    if (fs::exists(last + "/" + name)) task_files.emplace_back(name, read_file(last + "/" + name));
   files.clear();
 
   const fs::path parent = fs::path(output).parent_path();
@@ -142,7 +144,7 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
     atomic_write_file(tmp + "/trainer_state.json", state.dump(2, ' ', false, kReplace) + "\n");
     atomic_write_file(tmp + "/config.yaml", config_yaml);
     if (has_spm) atomic_write_file(tmp + "/spm.model", spm);
-    if (has_labels) atomic_write_file(tmp + "/" + kLabelsFile, labels);
+    for (const auto& [name, text] : task_files) atomic_write_file(tmp + "/" + name, text);
   });
   return dirs;
 }

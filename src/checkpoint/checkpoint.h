@@ -8,6 +8,9 @@
 //                          SentencePiece model, or a byte tokenizer's file
 //                          (data/sentencepiece.h; Tokenizer::load reads both)
 //   labels.txt             task multilabel: its label vocabulary, a label a line
+//   vocab.txt              EHR data (data.format ehr): the prepare-ehr
+//                          directory's code vocabulary (data/ehr.h), which
+//                          model.init_from compares with the fine-tuning data's
 // Each directory is written under a temporary name, fsync'ed and renamed; the
 // symlink OUTPUT_DIR/checkpoint_last is then swapped to point at it, and all
 // but the newest keep_last step_N directories are pruned. Pruning renames a
@@ -61,6 +64,8 @@ struct CheckpointContents {
 
 // Task multilabel's label vocabulary in a checkpoint.
 inline constexpr const char* kLabelsFile = "labels.txt";
+// An EHR run's code vocabulary in a checkpoint (a copy of DIR/vocab.txt).
+inline constexpr const char* kEhrVocabFile = "vocab.txt";
 
 // Writes OUTPUT_DIR/checkpoints/step_<state.step>, repoints checkpoint_last
 // and prunes to keep_last. Returns the checkpoint directory.

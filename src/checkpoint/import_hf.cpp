@@ -7,6 +7,7 @@
 #include "checkpoint/export_hf.h"
 #include "checkpoint/hf_lm.h"
 #include "checkpoint/hf_weights.h"
+#include "checkpoint/init_checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "config/tasks.h"
 #include "core/error.h"
@@ -115,8 +116,11 @@ void check_hf_config(const Json& j, const Config& c, int64_t vocab, const std::s
 }
 
 std::string HfImportResult::summary(const std::string& dir) const {
-  std::string s = fmt::format("model.init_from {}: {} parameters from a Hugging Face {}", dir,
-                              loaded, model_type);
+  std::string s =
+      model_type == "rotor"
+          ? fmt::format("model.init_from {}: {} parameters from a rotor checkpoint", dir, loaded)
+          : fmt::format("model.init_from {}: {} parameters from a Hugging Face {}", dir, loaded,
+                        model_type);
   if (!fresh.empty()) {
     s += fmt::format("; {} newly initialized:", fresh.size());
     for (const auto& f : fresh) s += " " + f;
@@ -127,6 +131,7 @@ std::string HfImportResult::summary(const std::string& dir) const {
 }
 
 HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterStore& store) {
+  if (is_rotor_checkpoint(dir)) return import_rotor_checkpoint(dir, c, store);
   if (task_spec(c.task).model == ModelFamily::Decoder) return import_hf_lm(dir, c, store);
   if (c.task != Task::Mlm && c.task != Task::Classification && c.task != Task::Multilabel)
     ROTOR_FAIL("model.init_from: task {} has no BERT/RoFormer encoder", to_string(c.task));

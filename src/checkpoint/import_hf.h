@@ -26,7 +26,9 @@
 // (gamma, beta) are read too. Tensors the model has no place for (an NSP
 // head, the tied decoder copy, RoFormer's sinusoid table) are skipped.
 //
-// Task lm reads a GPT-NeoX or GPT-2 directory instead (checkpoint/hf_lm.h).
+// Task lm reads a GPT-NeoX or GPT-2 directory instead (checkpoint/hf_lm.h);
+// a rotor checkpoint (run directory, RUN:best, checkpoint directory) is read
+// by checkpoint/init_checkpoint.h.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

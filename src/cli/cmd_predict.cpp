@@ -19,10 +19,13 @@
 //   0<TAB>asthma,copd<TAB>0.913<TAB>0.0412...
 //
 // With labels in the input, ap, auroc and their micro and macro averages
-// ([0, 1]) go to standard error.
+// ([0, 1]) go to standard error. A multilabel checkpoint trained on EHR data
+// (data.format ehr) reads a split of a prepare-ehr directory of the same
+// vocabulary as --input (DIR/test; labels optional), its labels the codes.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +39,7 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "data/classification.h"
+#include "data/ehr.h"
 #include "data/sentencepiece.h"
 #include "models/model_config.h"
 #include "nn/parameters.h"
@@ -53,10 +57,31 @@ struct PredictArgs {
   int64_t batch_size = 32;
 };
 
+// A prepare-ehr split as the examples of an EHR multilabel checkpoint, whose
+// vocab.txt it must share; `vocab_size` gets the model's vocabulary size.
+rotor::data::ClassificationSet ehr_input(const rotor::Config& cfg, const std::string& dir,
+                                         const std::string& input, int64_t& vocab_size) {
+  using namespace rotor;
+  if (!data::is_ehr_split(input) || !std::filesystem::exists(input + ".idx"))
+    ROTOR_FAIL(
+        "{}: --input {} is not a split of a rotor prepare-ehr directory (DIR/test with "
+        "DIR/ehr.json); {} was trained on EHR data",
+        kCmd, input, dir);
+  const data::EhrSplit split = data::EhrSplit::open(input);
+  if (data::read_ehr_vocab(data::ehr_dir_of(input)) != data::read_ehr_vocab(dir))
+    ROTOR_FAIL("{}: --input {} numbers its codes differently from {}/vocab.txt", kCmd, input, dir);
+  if (cfg.model.age_vocab_size > 0 && split.meta().age_vocab_size > cfg.model.age_vocab_size)
+    ROTOR_FAIL("{}: --input {} has age ids up to {}, the model's table holds {}", kCmd, input,
+               split.meta().age_vocab_size - 1, cfg.model.age_vocab_size);
+  vocab_size = split.meta().vocab_size;
+  return data::ehr_multilabel_set(split, cfg.data.seq_len, /*require_labels=*/false);
+}
+
 int run_predict(const PredictArgs& a) {
   using namespace rotor;
   cli::check_nonempty(kCmd, "--checkpoint", a.checkpoint);
-  cli::check_input_file(kCmd, "--input", a.input);
+  // EHR checkpoints read a prepare-ehr split (DIR/test), the others a TSV file.
+  if (!data::is_ehr_split(a.input)) cli::check_input_file(kCmd, "--input", a.input);
   const bool to_stdout = !a.output || *a.output == "-";
   if (!to_stdout) cli::check_output_file(kCmd, "--output", *a.output, {a.input});
   cli::check_int(kCmd, "--batch-size", a.batch_size, 1, 100'000);
@@ -73,16 +98,24 @@ int run_predict(const PredictArgs& a) {
   const bool multilabel = cfg.task == Task::Multilabel;
   if (multilabel) cfg.data.labels = train::read_labels_file(dir + "/" + checkpoint::kLabelsFile);
   const Device device = resolve_device(a.device);
-  const data::Tokenizer tok = data::Tokenizer::load(dir + "/spm.model");
-  const data::ClassificationSet set =
-      data::read_classification_tsv(a.input, train::tsv_format(cfg), tok, /*require_labels=*/false);
+  const bool ehr = cfg.data.format == DataFormat::Ehr;
+  int64_t vocab_size = 0;
+  data::ClassificationSet set;
+  if (ehr) {
+    set = ehr_input(cfg, dir, a.input, vocab_size);
+  } else {
+    const data::Tokenizer tok = data::Tokenizer::load(dir + "/spm.model");
+    vocab_size = tok.vocab_size();
+    set = data::read_classification_tsv(a.input, train::tsv_format(cfg), tok,
+                                        /*require_labels=*/false);
+  }
 
   nn::ParameterStore store;
   std::unique_ptr<models::BertForSequenceClassification> model;
   {
     cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
     model = std::make_unique<models::BertForSequenceClassification>(
-        models::bert_classifier_options(cfg, tok.vocab_size()), store);
+        models::bert_classifier_options(cfg, vocab_size), store);
     store.allocate(device);
     checkpoint::load_weights(dir, store);
   }

@@ -83,11 +83,16 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
     if (auto p = m.position->check(shape)) return ConfigProblem{p->key, p->message, p->related};
   }
   if (auto p = rope_problem(m)) return p;
-  if (c.data.format == DataFormat::Ehr && c.task != Task::Mlm)
-    return ConfigProblem{
-        "data.format",
-        fmt::format("ehr data feeds task mlm; task {} reads text", to_string(c.task)),
-        {"task"}};
+  if (c.data.format == DataFormat::Ehr && c.task != Task::Mlm && c.task != Task::Multilabel)
+    return ConfigProblem{"data.format",
+                         fmt::format("ehr data feeds tasks mlm and multilabel; task {} reads text",
+                                     to_string(c.task)),
+                         {"task"}};
+  if (c.data.format == DataFormat::Ehr && !c.data.labels.empty())
+    return ConfigProblem{"data.labels",
+                         "the labels of EHR data are the codes of its vocab.txt; leave "
+                         "data.labels out",
+                         {"data.format"}};
   if (c.data.format != DataFormat::Ehr && m.position_source == PositionSource::Visit)
     return ConfigProblem{"model.position_source",
                          "visit positions need EHR data (data.format: ehr)",

@@ -253,6 +253,9 @@ struct DataConfig {
   double mask_prob = 0.15;
   double mask_token_prob = 0.8;
   double random_token_prob = 0.1;
+  // Random replacements drawn from the whole vocabulary, specials included
+  // (Hugging Face's collator); false keeps them to the maskable ids (data/mlm.h).
+  bool random_token_special = false;
   int prefetch = 2;
   // Task classification: GLUE-style TSV files (tab-separated, no quoting).
   // The columns are named by the header row, or by their 0-based index when

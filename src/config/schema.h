@@ -113,6 +113,7 @@ void visit_config(C& c, V& v) {
     v.floating("mask_prob", d.mask_prob, kUnit);
     v.floating("mask_token_prob", d.mask_token_prob, kUnit);
     v.floating("random_token_prob", d.random_token_prob, kUnit);
+    v.boolean("random_token_special", d.random_token_special);
     v.integer("prefetch", d.prefetch, kNonNegative);
     v.string("sentence1_column", d.sentence1_column);
     v.string("sentence2_column", d.sentence2_column);

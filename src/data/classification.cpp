@@ -120,6 +120,9 @@ ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
   for (int64_t i : indices)
     T = std::max<int64_t>(T, static_cast<int64_t>(set.examples[i].ids.size()));
   std::vector<int32_t> ids(static_cast<size_t>(B * T), kPadId), types(ids.size(), 0);
+  // EHR examples carry ages and visit positions (all of a set or none).
+  const bool ehr = !set.examples[static_cast<size_t>(indices[0])].ages.empty();
+  std::vector<int32_t> ages(ehr ? ids.size() : 0, 0), positions(ages.size(), 0);
   std::vector<int32_t> lengths(static_cast<size_t>(B)), labels;
   std::vector<float> targets;
   const int64_t C = set.num_labels;
@@ -130,6 +133,12 @@ ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
     const ClassificationExample& ex = set.examples[static_cast<size_t>(indices[r])];
     std::copy(ex.ids.begin(), ex.ids.end(), ids.begin() + r * T);
     std::copy(ex.types.begin(), ex.types.end(), types.begin() + r * T);
+    if (ehr) {
+      ROTOR_CHECK(ex.ages.size() == ex.ids.size() && ex.positions.size() == ex.ids.size(),
+                  "classification batch: example {} lacks ages or positions", indices[r]);
+      std::copy(ex.ages.begin(), ex.ages.end(), ages.begin() + r * T);
+      std::copy(ex.positions.begin(), ex.positions.end(), positions.begin() + r * T);
+    }
     lengths[static_cast<size_t>(r)] = static_cast<int32_t>(ex.ids.size());
     batch.tokens += static_cast<int64_t>(ex.ids.size());
     if (set.multilabel)
@@ -142,6 +151,10 @@ ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
   batch.input_ids = Tensor::from_ints(ids, {B, T});
   batch.token_type_ids = Tensor::from_ints(types, {B, T});
   batch.lengths = Tensor::from_ints(lengths, {B});
+  if (ehr) {
+    batch.age_ids = Tensor::from_ints(ages, {B, T});
+    batch.position_ids = Tensor::from_ints(positions, {B, T});
+  }
   if (set.has_labels && set.multilabel) batch.targets = Tensor::from_floats(targets, {B, C});
   if (set.has_labels && !set.multilabel && regression)
     batch.targets = Tensor::from_floats(targets, {B});

@@ -45,6 +45,9 @@ struct ClassificationExample {
   int32_t label = -1;               // class index (classification with labels)
   float target = 0;                 // regression value (regression with labels)
   std::vector<int32_t> label_set;   // multilabel: sorted label indices (maybe none)
+  // EHR patients (data/ehr.h, ehr_multilabel_set): per token the age id and
+  // the visit position; empty for text.
+  std::vector<int32_t> ages, positions;
 };
 
 struct ClassificationSet {
@@ -68,6 +71,8 @@ struct ClassificationHostBatch {
   Tensor input_ids;              // i32 [B, T]: right-padded with <pad>
   Tensor token_type_ids;         // i32 [B, T]
   Tensor lengths;                // i32 [B]: non-pad tokens per row
+  Tensor age_ids, position_ids;  // i32 [B, T]: EHR examples' ages and visit positions, or
+                                 // undefined (text)
   Tensor labels;                 // i32 [B]: class indices, or undefined
   Tensor targets;                // f32 [B]: regression values; multilabel f32 [B, C]
                                  // multi-hot rows; or undefined

@@ -1,8 +1,10 @@
 #include "data/ehr.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/io.h"
 #include "core/json_io.h"
 
 namespace fs = std::filesystem;
@@ -98,6 +100,64 @@ EhrSequence build_ehr_sequence(std::span<const int32_t> tokens, int64_t max_len)
     put(tokens[k], tokens[k + 1], visit);
   }
   return s;
+}
+
+std::vector<std::string> read_ehr_vocab(const std::string& dir) {
+  const std::string path = dir + "/vocab.txt";
+  const std::string text = read_file(path);
+  std::vector<std::string> tokens;
+  size_t line = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    const std::string row = text.substr(at, end - at);
+    ++line;
+    const size_t tab = row.find('\t');
+    if (tab == 0 || tab == std::string::npos)
+      ROTOR_FAIL("{}:{}: expected TOKEN<TAB>COUNT", path, line);
+    tokens.push_back(row.substr(0, tab));
+    at = end + 1;
+  }
+  if (static_cast<int64_t>(tokens.size()) <= kEhrFirstCode)
+    ROTOR_FAIL("{}: {} lines, no code after the {} specials", path, tokens.size(), kEhrFirstCode);
+  return tokens;
+}
+
+std::vector<std::string> ehr_label_names(const std::string& dir) {
+  std::vector<std::string> v = read_ehr_vocab(dir);
+  v.erase(v.begin(), v.begin() + kEhrFirstCode);
+  return v;
+}
+
+ClassificationSet ehr_multilabel_set(const EhrSplit& split, int64_t max_len, bool require_labels) {
+  if (!split.has_labels() && require_labels)
+    ROTOR_FAIL("{}: no labels (prepare-ehr ran without --labels next_visit|window:MONTHS)",
+               split.prefix());
+  ClassificationSet set;
+  set.path = split.prefix();
+  set.multilabel = true;
+  set.has_labels = split.has_labels();
+  set.num_labels = split.meta().vocab_size - kEhrFirstCode;
+  set.examples.reserve(split.size());
+  for (size_t i = 0; i < split.size(); ++i) {
+    EhrSequence s = build_ehr_sequence(split.tokens(i), max_len);
+    ClassificationExample ex;
+    set.truncated += static_cast<int64_t>(split.tokens(i).size() / kEhrChannels) + 1 >
+                     static_cast<int64_t>(s.size());
+    ex.ids = std::move(s.codes);
+    ex.types = std::move(s.segments);
+    ex.ages = std::move(s.ages);
+    ex.positions = std::move(s.positions);
+    for (int32_t id : split.labels(i)) {
+      if (id < kEhrFirstCode || id >= split.meta().vocab_size)
+        ROTOR_FAIL("{}.labels.bin: example {}: label id {} is not a code (ids {} to {})",
+                   split.prefix(), i, id, kEhrFirstCode, split.meta().vocab_size - 1);
+      ex.label_set.push_back(id - kEhrFirstCode);
+    }
+    std::sort(ex.label_set.begin(), ex.label_set.end());
+    ex.label_set.erase(std::unique(ex.label_set.begin(), ex.label_set.end()), ex.label_set.end());
+    set.examples.push_back(std::move(ex));
+  }
+  return set;
 }
 
 }  // namespace rotor::data

@@ -29,6 +29,13 @@
 // and is not stored.
 //
 // A config names a split by its prefix: data.train = DIR/train.
+//
+// Task multilabel on EHR data (next-visit prediction): the label vocabulary is
+// the code vocabulary, every code of vocab.txt (ids 7 .. V-1, label k = code
+// id 7 + k, named by its code), whether or not it occurs as a label: so every
+// prepare-ehr output of one vocabulary has the same labels, and a code that
+// never follows a cut-off in training stays predictable (its AP is left out
+// of the means where no example has it).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "data/classification.h"
 #include "data/corpus.h"
 
 namespace rotor::data {
@@ -100,5 +108,20 @@ struct EhrSequence {
 // `tokens`: 3 int32 per token as stored; max_len >= 2. A rotor::Error for a
 // length that is not a multiple of 3 or an empty patient.
 EhrSequence build_ehr_sequence(std::span<const int32_t> tokens, int64_t max_len);
+
+// The tokens of DIR/vocab.txt (line i is id i), without the counts; a
+// rotor::Error naming the file and line for a malformed one.
+std::vector<std::string> read_ehr_vocab(const std::string& dir);
+// The codes of DIR/vocab.txt (ids kEhrFirstCode ..): task multilabel's labels.
+std::vector<std::string> ehr_label_names(const std::string& dir);
+
+// The examples of a labelled split as a multi-label set (data/classification.h)
+// of vocab_size - kEhrFirstCode labels: ids, types, ages and positions from
+// build_ehr_sequence (at most max_len tokens), label k = code id 7 + k. A
+// rotor::Error naming the split when it holds a label id outside the codes,
+// or when it has no labels (prepared without --labels) and require_labels;
+// without, a set without labels (has_labels false).
+ClassificationSet ehr_multilabel_set(const EhrSplit& split, int64_t max_len,
+                                     bool require_labels = true);
 
 }  // namespace rotor::data

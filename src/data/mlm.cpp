@@ -124,7 +124,7 @@ Masker::Masker(MaskingOptions options) : opt_(std::move(options)), vocab_(opt_.v
   for (int32_t id : s.never_mask)
     if (id >= 0 && id < vocab_) never_[static_cast<size_t>(id)] = 1;
   for (int32_t id = 0; id < vocab_; ++id)
-    if (!never_[static_cast<size_t>(id)]) replacements.push_back(id);
+    if (opt_.random_special || !never_[static_cast<size_t>(id)]) replacements.push_back(id);
   if (replacements.empty()) ROTOR_FAIL("masking: every id of the vocabulary is special");
 }
 

@@ -23,7 +23,9 @@
 // unchanged otherwise; the loss is taken on every selected token. NEVER
 // selected: <pad>, <unk>, <s>, </s>, [CLS], [SEP], [MASK] (and any other id in
 // MlmSpecialIds::never_mask); random replacements are drawn among the other
-// ids only. The random numbers for token t of block b are elements
+// ids only, unless random_special (data.random_token_special: true) draws
+// them from the whole vocabulary, specials included, as Hugging Face's
+// DataCollatorForLanguageModeling does. The random numbers for token t of block b are elements
 // 4 * (b * seq_len + t) + {0, 1, 2} of the Philox stream
 // rng_stream(round, 0, RngPurpose::Masking, 0) under the run's seed: a pure
 // function of (seed, round, block id, position). The batcher uses round =
@@ -91,6 +93,7 @@ struct MaskingOptions {
   uint64_t seed = 1;
   int32_t vocab_size = 0;
   MlmSpecialIds special;
+  bool random_special = false;  // random replacements may be specials (any id < vocab_size)
 };
 
 inline constexpr uint64_t kFixedMaskingRound = 0xFFFFFFFFull;  // validation masks

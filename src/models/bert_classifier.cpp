@@ -14,7 +14,8 @@ using nn::Init;
 
 ClassificationBatch ClassificationBatch::to(Device device) const {
   ClassificationBatch b = *this;
-  for (Tensor* t : {&b.input_ids, &b.token_type_ids, &b.lengths, &b.labels, &b.targets})
+  for (Tensor* t : {&b.input_ids, &b.token_type_ids, &b.lengths, &b.age_ids, &b.position_ids,
+                    &b.labels, &b.targets})
     if (t->defined()) *t = t->to(device);
   return b;
 }
@@ -80,7 +81,9 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
                                                                std::vector<float>* logits_out) {
   ctx_ = ctx;
   // [B, T, d]
-  Tensor h = encoder_.forward(batch.input_ids, batch.token_type_ids, batch.lengths, ctx);
+  Tensor h = encoder_.forward(EncoderInputs{batch.input_ids, batch.token_type_ids, batch.lengths,
+                                            batch.age_ids, batch.position_ids},
+                              ctx);
   B_ = h.size(0);
   T_ = h.size(1);
   const int64_t d = options_.encoder.layer.d_model, C = options_.num_labels;

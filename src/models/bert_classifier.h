@@ -47,6 +47,8 @@ struct ClassificationBatch {
   Tensor input_ids;       // i32 [B, T], right-padded with pad_id
   Tensor token_type_ids;  // i32 [B, T], or undefined (segment 0)
   Tensor lengths;         // i32 [B]
+  Tensor age_ids;         // i32 [B, T] (EHR), or undefined
+  Tensor position_ids;    // i32 [B, T]: visit positions (EHR), or undefined
   Tensor labels;          // i32 [B] class indices, or undefined (no loss)
   Tensor targets;         // f32 [B] regression values, f32 [B, C] multi-label 0/1, or
                           // undefined (no loss)

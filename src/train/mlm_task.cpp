@@ -57,6 +57,9 @@ class MlmTask : public TrainingTask {
   nn::ParameterStore& params() override { return store_; }
   std::string tokenizer_path() const override { return spm_path_; }
   int64_t vocab_size() const override { return vocab_size_; }
+  std::vector<std::pair<std::string, std::string>> checkpoint_files() const override {
+    return ehr_files_;
+  }
 
   TaskSums train_micro_batch(const nn::Context& ctx) override {
     models::MlmBatch b =
@@ -120,18 +123,11 @@ class MlmTask : public TrainingTask {
   // the model with its age and segment embeddings.
   void open_ehr(const Config& c, int rank, int world_size) {
     auto open = [&](const std::string& prefix) {
-      auto s = std::make_shared<const data::EhrSplit>(data::EhrSplit::open(prefix));
-      const data::EhrMeta& m = s->meta();
-      if (c.model.age_vocab_size > 0 && m.age_vocab_size > c.model.age_vocab_size)
-        ROTOR_FAIL("model.age_vocab_size: {} holds {} age ids, fewer than the {} of {}",
-                   c.model.age_vocab_size, c.model.age_vocab_size, m.age_vocab_size, prefix);
-      if (train_ehr_ && m.vocab_size != vocab_size_)
-        ROTOR_FAIL("{}: a vocabulary of {} codes, data.train's has {}: not one prepare-ehr output",
-                   prefix, m.vocab_size, vocab_size_);
-      return s;
+      return open_ehr_split(c, prefix, train_ehr_.get());
     };
     train_ehr_ = open(c.data.train);
     vocab_size_ = train_ehr_->meta().vocab_size;
+    ehr_files_ = ehr_checkpoint_files(c);
     if (!c.data.valid.empty()) valid_ehr_ = open(c.data.valid);
     if (!c.data.test.empty()) test_ehr_ = open(c.data.test);
     masking_ = data::MaskingOptions{c.data.mask_prob,
@@ -140,6 +136,7 @@ class MlmTask : public TrainingTask {
                                     static_cast<uint64_t>(c.seed),
                                     static_cast<int32_t>(vocab_size_),
                                     data::MlmSpecialIds::standard()};
+    masking_.random_special = c.data.random_token_special;
     model_ =
         std::make_unique<models::BertForMaskedLM>(models::bert_options(c, vocab_size_), store_);
     store_.allocate(device_);
@@ -156,6 +153,7 @@ class MlmTask : public TrainingTask {
   }
 
   int64_t vocab_size_ = 0;
+  std::vector<std::pair<std::string, std::string>> ehr_files_;  // EHR: vocab.txt
   std::shared_ptr<const data::PackedBlocks> train_blocks_, valid_blocks_, test_blocks_;
   std::shared_ptr<const data::EhrSplit> train_ehr_, valid_ehr_, test_ehr_;
   std::unique_ptr<data::EhrMlmBatcher> ehr_batcher_;

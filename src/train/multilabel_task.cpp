@@ -5,7 +5,10 @@
 // sorted labels of data.train; every checkpoint holds it (labels.txt), for
 // `rotor predict` and --resume. Validation reports the sample-averaged
 // average precision and ROC AUC (ap, auroc) and their micro and macro
-// averages (eval/multilabel_metrics.h).
+// averages (eval/multilabel_metrics.h). With data.format ehr the examples are
+// the patients of a labelled prepare-ehr directory (next-visit or window
+// labels; data/ehr.h, ehr_multilabel_set), with the ages, segments and visit
+// positions of the EHR masked LM, and the labels are the directory's codes.
 #include "checkpoint/checkpoint.h"
 #include "core/logging.h"
 #include "data/classification.h"
@@ -24,8 +27,27 @@ class MultilabelTask : public TrainingTask {
   MultilabelTask(const Config& c, Device device, int rank, int world_size)
       : config_(c), device_(device) {
     if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
+    if (c.data.format == DataFormat::Ehr) {
+      open_ehr(rank);
+    } else {
+      open_tsv(rank);
+    }
+    model_ = std::make_unique<models::BertForSequenceClassification>(
+        models::bert_classifier_options(config_, vocab_size_), store_);
+    store_.allocate(device);
+    data::ClassificationBatcherOptions bo;
+    bo.batch_size = c.train.batch_size;
+    bo.seed = static_cast<uint64_t>(c.seed);
+    bo.rank = rank;
+    bo.world_size = world_size;
+    batcher_ = std::make_unique<data::ClassificationBatcher>(train_, false, bo);
+  }
+
+  void open_tsv(int rank) {
+    const Config& c = config_;
     spm_path_ = train::tokenizer_path(c);
     tokenizer_ = data::Tokenizer::load(spm_path_);
+    vocab_size_ = tokenizer_.vocab_size();
     config_.data.labels = multilabel_vocabulary(c);
     if (rank == 0)
       log().info("{} labels ({})", config_.data.labels.size(),
@@ -51,22 +73,51 @@ class MultilabelTask : public TrainingTask {
     train_ = read(c.data.train);
     if (!c.data.valid.empty()) valid_ = read(c.data.valid);
     if (!c.data.test.empty()) test_ = read(c.data.test);
-    model_ = std::make_unique<models::BertForSequenceClassification>(
-        models::bert_classifier_options(config_, tokenizer_.vocab_size()), store_);
-    store_.allocate(device);
-    data::ClassificationBatcherOptions bo;
-    bo.batch_size = c.train.batch_size;
-    bo.seed = static_cast<uint64_t>(c.seed);
-    bo.rank = rank;
-    bo.world_size = world_size;
-    batcher_ = std::make_unique<data::ClassificationBatcher>(train_, false, bo);
+  }
+
+  // data.format ehr: the labelled splits, the directory's code vocabulary as
+  // the model's and (its codes) as the labels.
+  void open_ehr(int rank) {
+    const Config& c = config_;
+    std::shared_ptr<const data::EhrSplit> train_split;
+    auto read = [&](const std::string& prefix) {
+      const auto split = open_ehr_split(c, prefix, train_split.get());
+      auto set = std::make_shared<const data::ClassificationSet>(
+          data::ehr_multilabel_set(*split, c.data.seq_len));
+      if (!train_split) train_split = split;
+      if (rank == 0) {
+        int64_t assigned = 0, empty = 0;
+        for (const auto& ex : set->examples) {
+          assigned += static_cast<int64_t>(ex.label_set.size());
+          empty += ex.label_set.empty();
+        }
+        log().info(
+            "{}: {} patients, {:.2f} label codes each, {} without one{}", prefix, set->size(),
+            static_cast<double>(assigned) / static_cast<double>(set->size()), empty,
+            set->truncated
+                ? fmt::format(", {} cut to the newest {} tokens", set->truncated, c.data.seq_len)
+                : "");
+      }
+      return set;
+    };
+    train_ = read(c.data.train);
+    if (!c.data.valid.empty()) valid_ = read(c.data.valid);
+    if (!c.data.test.empty()) test_ = read(c.data.test);
+    vocab_size_ = train_split->meta().vocab_size;
+    ehr_files_ = ehr_checkpoint_files(c);
+    config_.data.labels = data::ehr_label_names(data::ehr_dir_of(c.data.train));
+    if (rank == 0)
+      log().info("{} labels (the codes of {}/vocab.txt)", config_.data.labels.size(),
+                 data::ehr_dir_of(c.data.train));
   }
 
   nn::ParameterStore& params() override { return store_; }
   std::string tokenizer_path() const override { return spm_path_; }
-  int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
+  int64_t vocab_size() const override { return vocab_size_; }
   std::vector<std::pair<std::string, std::string>> checkpoint_files() const override {
-    return {{checkpoint::kLabelsFile, labels_file_text(config_.data.labels)}};
+    auto files = ehr_files_;
+    files.emplace_back(checkpoint::kLabelsFile, labels_file_text(config_.data.labels));
+    return files;
   }
 
   TaskSums train_micro_batch(const nn::Context& ctx) override {
@@ -105,8 +156,10 @@ class MultilabelTask : public TrainingTask {
 
   Config config_;  // data.labels: the label vocabulary
   Device device_;
-  std::string spm_path_;
+  std::string spm_path_;  // "" for EHR data (its vocabulary is the directory's)
   data::Tokenizer tokenizer_;
+  int64_t vocab_size_ = 0;
+  std::vector<std::pair<std::string, std::string>> ehr_files_;  // EHR: vocab.txt
   std::shared_ptr<const data::ClassificationSet> train_, valid_, test_;
   nn::ParameterStore store_;
   std::unique_ptr<models::BertForSequenceClassification> model_;

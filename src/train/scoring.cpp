@@ -59,10 +59,11 @@ ValidationResult score_lm(models::DecoderLM& model, std::shared_ptr<const data::
 }
 
 data::MaskingOptions mlm_masking(const Config& c, const data::Tokenizer& tokenizer) {
-  return data::MaskingOptions{
-      c.data.mask_prob,         c.data.mask_token_prob,
-      c.data.random_token_prob, static_cast<uint64_t>(c.seed),
-      tokenizer.vocab_size(),   data::MlmSpecialIds::from_tokenizer(tokenizer)};
+  data::MaskingOptions m{c.data.mask_prob,         c.data.mask_token_prob,
+                         c.data.random_token_prob, static_cast<uint64_t>(c.seed),
+                         tokenizer.vocab_size(),   data::MlmSpecialIds::from_tokenizer(tokenizer)};
+  m.random_special = c.data.random_token_special;
+  return m;
 }
 
 ValidationResult score_mlm(models::BertForMaskedLM& model,

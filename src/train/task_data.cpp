@@ -4,6 +4,7 @@
 #include <span>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/init_checkpoint.h"
 #include "config/tasks.h"
 #include "core/error.h"
 #include "core/hash.h"
@@ -19,6 +20,8 @@ std::string tokenizer_path(const Config& c) {
   if (c.data.tokenizer == TokenizerType::Bytes)
     return (fs::path(c.output_dir) / "tokenizer.bytes").string();
   if (!c.data.spm_model.empty()) return c.data.spm_model;
+  if (!c.model.init_from.empty() && checkpoint::is_rotor_checkpoint(c.model.init_from))
+    return (fs::path(checkpoint::resolve_checkpoint(c.model.init_from)) / "spm.model").string();
   if (!c.model.init_from.empty()) return (fs::path(c.model.init_from) / "spiece.model").string();
   return (fs::path(c.output_dir) / "spm.model").string();
 }
@@ -344,11 +347,33 @@ std::vector<std::string> read_labels_file(const std::string& path) {
   return labels;
 }
 
+std::shared_ptr<const data::EhrSplit> open_ehr_split(const Config& c, const std::string& prefix,
+                                                     const data::EhrSplit* train) {
+  auto s = std::make_shared<const data::EhrSplit>(data::EhrSplit::open(prefix));
+  const data::EhrMeta& m = s->meta();
+  if (c.model.age_vocab_size > 0 && m.age_vocab_size > c.model.age_vocab_size)
+    ROTOR_FAIL("model.age_vocab_size: {} holds fewer age ids than the {} of {}",
+               c.model.age_vocab_size, m.age_vocab_size, prefix);
+  if (train && (m.vocab_size != train->meta().vocab_size ||
+                data::read_ehr_vocab(data::ehr_dir_of(prefix)) !=
+                    data::read_ehr_vocab(data::ehr_dir_of(train->prefix()))))
+    ROTOR_FAIL("{}: its vocabulary ({} codes) is not data.train's ({}): not one prepare-ehr output",
+               prefix, m.vocab_size, train->meta().vocab_size);
+  return s;
+}
+
+std::vector<std::pair<std::string, std::string>> ehr_checkpoint_files(const Config& c) {
+  if (c.data.format != DataFormat::Ehr) return {};
+  return {{checkpoint::kEhrVocabFile, read_file(data::ehr_dir_of(c.data.train) + "/vocab.txt")}};
+}
+
 models::ClassificationBatch to_model_batch(const data::ClassificationHostBatch& b, Device device) {
   models::ClassificationBatch m;
   m.input_ids = b.input_ids;
   m.token_type_ids = b.token_type_ids;
   m.lengths = b.lengths;
+  m.age_ids = b.age_ids;
+  m.position_ids = b.position_ids;
   m.labels = b.labels;
   m.targets = b.targets;
   m.tokens = b.tokens;

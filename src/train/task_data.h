@@ -11,6 +11,7 @@
 #include "data/batcher.h"
 #include "data/classification.h"
 #include "data/corpus.h"
+#include "data/ehr.h"
 #include "data/lm.h"
 #include "data/mlm.h"
 #include "data/prepared.h"
@@ -25,7 +26,8 @@ namespace rotor::train {
 // The tokenizer path a config uses: for data.tokenizer bytes the byte
 // tokenizer's description OUTPUT_DIR/tokenizer.bytes; else data.spm_model,
 // else the spiece.model of model.init_from (the tokenizer `rotor export`
-// writes beside the weights), else OUTPUT_DIR/spm.model.
+// writes beside the weights; the spm.model of a rotor checkpoint there,
+// checkpoint/init_checkpoint.h), else OUTPUT_DIR/spm.model.
 std::string tokenizer_path(const Config& config);
 
 // data.<key> ("train", "valid") as the task reads it: parallel
@@ -83,6 +85,18 @@ struct TranslationData {
 // prepared corpus may hold longer sentences): a rotor::Error naming the
 // split's key, the file and the sentence otherwise, before training.
 TranslationData load_translation_data(const Config& config, bool need_train = true);
+
+// A split of a prepare-ehr directory (data.format ehr) for the tasks that read
+// them (mlm, multilabel): a rotor::Error when model.age_vocab_size cannot
+// hold its age ids, or, given the training split, when its vocabulary
+// differs from the training split's (not one prepare-ehr output).
+std::shared_ptr<const data::EhrSplit> open_ehr_split(const Config& config,
+                                                     const std::string& prefix,
+                                                     const data::EhrSplit* train = nullptr);
+
+// What an EHR run's checkpoints hold besides the weights: the directory's
+// vocab.txt (checkpoint::kEhrVocabFile). Nothing for text.
+std::vector<std::pair<std::string, std::string>> ehr_checkpoint_files(const Config& config);
 
 // The TSV layout of tasks classification and multilabel
 // (data.sentence1_column, ...), its examples at most data.seq_len tokens.

@@ -129,6 +129,44 @@ TEST(MlmMasking, StatisticsAndSpecialTokens) {
   EXPECT_NEAR(static_cast<double>(unchanged) / selected, 0.1, 0.01);
 }
 
+// data.random_token_special: the random replacements, by default never a
+// special, are drawn from the whole vocabulary with the switch on (each id
+// about as often); selection still skips the specials, and only the random
+// branch changes.
+TEST(MlmMasking, RandomTokenSpecialSwitch) {
+  const MlmSpecialIds sp = MlmSpecialIds::standard();
+  const std::set<int32_t> special(sp.never_mask.begin(), sp.never_mask.end());
+  auto draws = [&](bool random_special) {
+    data::MaskingOptions o = masking();
+    o.mask_prob = 1.0;
+    o.mask_token_prob = 0.0;
+    o.random_token_prob = 1.0;  // every selected token is replaced by a random id
+    o.random_special = random_special;
+    const data::Masker masker(o);
+    std::vector<int64_t> count(static_cast<size_t>(kVocab), 0);
+    for (uint64_t block = 0; block < 200; ++block) {
+      std::vector<int32_t> ids(64, 5);  // [CLS] first, never selected
+      for (size_t t = 1; t < ids.size(); ++t) ids[t] = 10 + static_cast<int32_t>(t % 20);
+      std::vector<int32_t> pos, tgt;
+      masker.mask(ids, 1, block, 64, pos, tgt);
+      EXPECT_EQ(pos.size(), 63u);
+      EXPECT_EQ(ids[0], 5);
+      for (int32_t p : pos) ++count[static_cast<size_t>(ids[static_cast<size_t>(p)])];
+    }
+    return count;
+  };
+  const std::vector<int64_t> off = draws(false), on = draws(true);
+  const double per_id = 200.0 * 63 / kVocab;
+  for (int32_t id = 0; id < kVocab; ++id) {
+    if (special.count(id)) {
+      EXPECT_EQ(off[static_cast<size_t>(id)], 0) << "special " << id << " drawn";
+      EXPECT_GT(on[static_cast<size_t>(id)], per_id / 2) << "special " << id << " never drawn";
+    } else {
+      EXPECT_GT(off[static_cast<size_t>(id)], 0) << id;
+    }
+  }
+}
+
 TEST(MlmMasking, Deterministic) {
   const data::Masker masker(masking());
   std::vector<int32_t> base(64);

@@ -1,0 +1,117 @@
+#include "checkpoint/init_checkpoint.h"
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "config/tasks.h"
+#include "core/error.h"
+#include "data/ehr.h"
+#include "models/model_config.h"
+
+namespace fs = std::filesystem;
+
+namespace rotor::checkpoint {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& p) {
+  return s.rfind(p, 0) == 0;
+}
+
+// The config keys a checkpoint's weights do not show by their shapes.
+void check_same_model(const Config& was, const Config& c, const std::string& where) {
+  auto same = [&](const char* key, const std::string& a, const std::string& b) {
+    if (a != b) ROTOR_FAIL("model.init_from: {} has {} {}, the config {}", where, key, a, b);
+  };
+  if (task_spec(was.task).model != ModelFamily::BertEncoder)
+    ROTOR_FAIL("model.init_from: {} is a task-{} checkpoint, not a BERT/RoFormer encoder", where,
+               to_string(was.task));
+  same("model.position", std::string(was.model.position.name()),
+       std::string(c.model.position.name()));
+  same("model.position_source", std::string(to_string(was.model.position_source)),
+       std::string(to_string(c.model.position_source)));
+  same("model.activation", std::string(to_string(was.model.activation)),
+       std::string(to_string(c.model.activation)));
+  same("model.norm", std::string(to_string(was.model.norm)), std::string(to_string(c.model.norm)));
+  same("data.format", std::string(to_string(was.data.format)),
+       std::string(to_string(c.data.format)));
+  if (c.model.position->rotates_qk && was.model.rope_base != c.model.rope_base)
+    ROTOR_FAIL("model.init_from: {} has model.rope_base {}, the config {}", where,
+               was.model.rope_base, c.model.rope_base);
+}
+
+}  // namespace
+
+bool is_rotor_checkpoint(const std::string& path) {
+  if (path.empty()) return false;
+  std::error_code ec;
+  if (fs::exists(fs::path(path) / "config.json", ec)) return false;  // Hugging Face
+  try {
+    const std::string dir = resolve_checkpoint(path);
+    return fs::exists(fs::path(dir) / "config.yaml", ec) &&
+           fs::exists(fs::path(dir) / "trainer_state.json", ec);
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+HfImportResult import_rotor_checkpoint(const std::string& path, const Config& c,
+                                       nn::ParameterStore& store) {
+  if (task_spec(c.task).model != ModelFamily::BertEncoder)
+    ROTOR_FAIL("model.init_from: task {} has no BERT/RoFormer encoder to start from {}",
+               to_string(c.task), path);
+  const std::string dir = resolve_checkpoint(path);
+  const std::string cfg = dir + "/config.yaml";
+  check_same_model(load_config(cfg), c, cfg);
+  if (c.data.format == DataFormat::Ehr) {
+    const std::string saved = dir + "/" + kEhrVocabFile;
+    if (!fs::exists(saved))
+      ROTOR_FAIL("model.init_from: {} lacks {} (the code vocabulary of its EHR data)", dir,
+                 kEhrVocabFile);
+    const std::string ours = data::ehr_dir_of(c.data.train);
+    if (data::read_ehr_vocab(dir) != data::read_ehr_vocab(ours))
+      ROTOR_FAIL(
+          "model.init_from: {} numbers the codes differently from {}/vocab.txt (prepare both "
+          "from the same patients with the same --min-visits, --min-count and --seed)",
+          saved, ours);
+  }
+  const std::string prefix = models::hf_encoder_options(c).prefix;
+  HfImportResult r;
+  r.model_type = "rotor";
+  const SafetensorsFile file(dir + "/model.safetensors");
+  std::set<std::string> used;
+  for (const auto& p : store.parameters()) {
+    const SafetensorsEntry* e = file.find(p->name);
+    const bool encoder =
+        starts_with(p->name, prefix + ".") && !starts_with(p->name, prefix + ".pooler.");
+    if (!e) {
+      if (encoder)
+        ROTOR_FAIL("{}: the weights lack {} (is it a {} encoder of this size?)", file.path(),
+                   p->name, prefix);
+      r.fresh.push_back(p->name);
+      continue;
+    }
+    if (e->shape != p->shape)
+      ROTOR_FAIL("{}: {} has shape {}, the model expects {}", file.path(), p->name,
+                 shape_str(e->shape), shape_str(p->shape));
+    if (e->dtype != DType::F32)
+      ROTOR_FAIL("{}: {} is {}, expected f32", file.path(), p->name, dtype_name(e->dtype));
+    const Tensor w = file.load(p->name);
+    const float* x = w.data<float>();
+    for (int64_t i = 0, n = w.numel(); i < n; ++i)
+      if (!std::isfinite(x[i]))
+        ROTOR_FAIL("{}: {} holds a non-finite value ({} at element {})", file.path(), p->name, x[i],
+                   i);
+    p->value.copy_from(w);
+    used.insert(p->name);
+    ++r.loaded;
+  }
+  for (const auto& name : file.names())
+    if (!used.count(name)) r.unused.push_back(name);
+  return r;
+}
+
+}  // namespace rotor::checkpoint
