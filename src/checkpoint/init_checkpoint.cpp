@@ -38,9 +38,18 @@ void check_same_model(const Config& was, const Config& c, const std::string& whe
   same("model.norm", std::string(to_string(was.model.norm)), std::string(to_string(c.model.norm)));
   same("data.format", std::string(to_string(was.data.format)),
        std::string(to_string(c.data.format)));
-  if (c.model.position->rotates_qk && was.model.rope_base != c.model.rope_base)
-    ROTOR_FAIL("model.init_from: {} has model.rope_base {}, the config {}", where,
-               was.model.rope_base, c.model.rope_base);
+  // The rotation the weights were trained with: its base, its dimensions and
+  // their order (context scaling may differ: fine-tuning can extend it).
+  if (c.model.position->rotates_qk) {
+    const RopeConfig &a = was.model.rope, &b = c.model.rope;
+    if (a.theta != b.theta)
+      ROTOR_FAIL("model.init_from: {} has model.rope.theta {}, the config {}", where, a.theta,
+                 b.theta);
+    if (a.fraction != b.fraction)
+      ROTOR_FAIL("model.init_from: {} has model.rope.fraction {}, the config {}", where, a.fraction,
+                 b.fraction);
+    same("model.rope.layout", std::string(to_string(a.layout)), std::string(to_string(b.layout)));
+  }
 }
 
 }  // namespace
