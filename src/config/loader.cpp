@@ -12,6 +12,7 @@
 
 #include "config/loading.h"
 #include "config/schema.h"
+#include "config/tasks.h"
 #include "core/error.h"
 #include "core/io.h"
 
