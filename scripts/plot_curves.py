@@ -3,10 +3,12 @@
 
     python3 scripts/plot_curves.py RUN_DIR_OR_METRICS... --output curves.png
         [--label NAME]... [--metric loss] [--title TEXT] [--table STEP,STEP,...]
+        [--ylim LOW,HIGH]
 
 Each run contributes its train curve (solid) and valid curve (dashed, with
 markers) of --metric against the update step. --table prints a Markdown table
 of the valid metric at the given steps (the nearest logged step at or before).
+--ylim fixes the y range, to see close curves past the first updates' loss.
 Needs matplotlib (Debian: python3-matplotlib).
 """
 import argparse
@@ -49,9 +51,18 @@ def main():
     ap.add_argument("--metric", default="loss")
     ap.add_argument("--title", default="")
     ap.add_argument("--table", default="", help="comma-separated steps for a valid-metric table")
+    ap.add_argument("--ylim", default="", help="LOW,HIGH: the y range (default: all points)")
     a = ap.parse_args()
     if a.label and len(a.label) != len(a.runs):
         sys.exit(f"plot_curves: {len(a.label)} labels for {len(a.runs)} runs")
+    ylim = None
+    if a.ylim:
+        try:
+            ylim = [float(v) for v in a.ylim.split(",")]
+        except ValueError:
+            ylim = []
+        if len(ylim) != 2 or not ylim[0] < ylim[1]:
+            sys.exit(f"plot_curves: --ylim {a.ylim}: expected LOW,HIGH with LOW < HIGH")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -76,6 +87,8 @@ def main():
     ax.set_ylabel(a.metric)
     if a.title:
         ax.set_title(a.title)
+    if ylim:
+        ax.set_ylim(*ylim)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
