@@ -53,7 +53,6 @@ Dims check_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) ROTOR_FAIL("{}: q, k, v dtypes differ", op);
   check_same_device(q, k, op);
   check_same_device(q, v, op);
-  if (q.is_cuda()) ROTOR_FAIL("{}: linear attention runs on the CPU only so far", op);
   if (o.key_lengths.defined() &&
       (o.key_lengths.dtype() != DType::I32 || o.key_lengths.numel() != B))
     ROTOR_FAIL("{}: key_lengths must be i32 [{}], got {}", op, B, o.key_lengths.str());
@@ -462,6 +461,7 @@ void linear_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   const Dims d = check_args(q, k, v, projection, options, op);
   check_out(out, {d.B, d.H, d.Tq, d.Dv}, q.dtype(), q, "linear_attention_forward out");
   check_out(den, {d.B, d.H, d.Tq}, DType::F32, q, "linear_attention_forward den");
+  ROTOR_DISPATCH_CUDA(out, linear_attention_forward(q, k, v, projection, options, out, den));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
     Tensor out32 = f.output(out);
@@ -489,6 +489,8 @@ void linear_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
   check_out(dq, q.shape(), q.dtype(), q, "linear_attention_backward dq");
   check_out(dk, k.shape(), q.dtype(), q, "linear_attention_backward dk");
   check_out(dv, v.shape(), q.dtype(), q, "linear_attention_backward dv");
+  ROTOR_DISPATCH_CUDA(
+      dq, linear_attention_backward(q, k, v, projection, out, den, dout, options, dq, dk, dv));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
     Tensor dq32 = f.output(dq), dk32 = f.output(dk), dv32 = f.output(dv);

@@ -38,8 +38,9 @@
 // chunk sees in full come from the running state S, z (fp32), the rest by a
 // [chunk, chunk] masked product inside the chunk; the backward runs the same
 // chunks forward (dq) and backward (suffix states for dk, dv). fp32 compute;
-// f16/bf16 tensors are computed in f32 and rounded once (ops/cpu_f32.h). CPU
-// only for now: a CUDA tensor is an error.
+// f16/bf16 tensors are computed in f32 and rounded once (ops/cpu_f32.h). CUDA
+// tensors go to src/ops/linear_attention_cuda.cpp (fused feature kernels,
+// cuBLASLt GEMMs without causal, chunked kernels with it; f32 states).
 #pragma once
 
 #include <cstdint>
