@@ -329,7 +329,9 @@ TEST(LinearAttention, CausalFutureKeysLeaveEarlierRowsUnchanged) {
             if (m < change) {
               EXPECT_EQ(a[0][i], b[0][i]) << "out h " << h << " row " << m;
               EXPECT_EQ(a[2][i], b[2][i]) << "dq h " << h << " row " << m;
-              if (c == 0) EXPECT_EQ(a[1][h * T + m], b[1][h * T + m]) << "den row " << m;
+              if (c == 0) {
+                EXPECT_EQ(a[1][h * T + m], b[1][h * T + m]) << "den row " << m;
+              }
             } else {
               moved = moved || a[0][i] != b[0][i];
             }
