@@ -15,10 +15,18 @@
 // buffers) is not a tensor: this program counts operator new separately and
 // adds its peak to `peak` (so `peak` is the sum of the two high-water marks,
 // an upper bound of their joint one).
+// With --device cuda the same calls run on the GPU (scripts/gpu/measure.sh):
+// the times wait for the device's stream, `peak` and `kept` are bytes of the
+// stream-ordered pool (the heap counter then only sees host scratch), and
+// --dtype bf16 or f16 gives q, k, v in 16 bits (linear attention's states and
+// sums stay in f32). A softmax core that fails (e.g. the reference's [T, T]
+// matrix past the GPU's memory) prints its error as its row and the run
+// goes on.
 //
 //   bench_linear_attention [--tokens 4096,8192,16384] [--heads H] [--dim D]
 //                          [--features M] [--rope none|after|before] [--causal]
 //                          [--backward] [--iters N] [--no-softmax]
+//                          [--device cpu|cuda] [--dtype f32|bf16|f16]
 #include <malloc.h>
 
 #include <atomic>
@@ -33,9 +41,13 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/cuda_context.h"
+#include "core/device.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ops/attention.h"
+#include "ops/elementwise.h"
 #include "ops/flash_attention.h"
 #include "ops/linear_attention.h"
 
@@ -93,7 +105,7 @@ namespace {
 const char* kUsage =
     "usage: bench_linear_attention [--tokens 4096,8192,16384] [--heads H] [--dim D] "
     "[--features M] [--rope none|after|before] [--causal] [--backward] [--iters N] "
-    "[--no-softmax]\n";
+    "[--no-softmax] [--device cpu|cuda] [--dtype f32|bf16|f16]\n";
 
 struct Args {
   std::vector<int64_t> tokens{4096, 8192, 16384};
@@ -101,6 +113,8 @@ struct Args {
   ops::LinearRope rope = ops::LinearRope::AfterFeatureMap;
   bool causal = false, backward = false, softmax = true;
   int iters = 1;
+  Device device = Device::cpu();
+  DType dtype = DType::F32;
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -152,6 +166,22 @@ Args parse(int argc, char** argv) {
       a.iters = static_cast<int>(positive(flag, next()));
     } else if (flag == "--no-softmax") {
       a.softmax = false;
+    } else if (flag == "--device") {
+      try {
+        a.device = resolve_device(next());
+      } catch (const Error& e) {
+        usage_error(std::string("--device: ") + e.what());
+      }
+    } else if (flag == "--dtype") {
+      const std::string v = next();
+      if (v == "f32")
+        a.dtype = DType::F32;
+      else if (v == "bf16")
+        a.dtype = DType::BF16;
+      else if (v == "f16")
+        a.dtype = DType::F16;
+      else
+        usage_error("--dtype f32|bf16|f16, got '" + v + "'");
     } else {
       usage_error("unknown argument '" + flag + "'");
     }
@@ -159,33 +189,45 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-Tensor uniform(const Shape& shape, uint32_t seed) {
+// Uniform [-1, 1) values of `dtype` on `device`.
+Tensor uniform(const Shape& shape, uint32_t seed, DType dtype, Device device) {
   std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
   uint32_t x = seed * 2654435761u + 1u;
   for (float& e : v) {
     x = x * 1664525u + 1013904223u;
     e = static_cast<float>(x >> 8) / 8388608.0f - 1.0f;  // [-1, 1)
   }
-  return Tensor::from_floats(v, shape);
+  return Tensor::from_floats(v, shape, dtype).to(device);
+}
+
+void wait(Device device) {
+  if (device.is_cuda()) cuda::synchronize(device.index);
 }
 
 // One implementation's call: allocates what it returns into `kept` and runs.
 using Call = std::function<void(std::vector<Tensor>& kept)>;
 
-void measure(const char* name, int64_t T, int iters, const Call& call) {
-  const Device cpu = Device::cpu();
-  const size_t before = bytes_in_use(cpu), heap_before = g_heap.load();
-  reset_peak_bytes(cpu);
+void measure(const char* name, int64_t T, int iters, Device device, const Call& call) {
+  wait(device);
+  const size_t before = bytes_in_use(device), heap_before = g_heap.load();
+  reset_peak_bytes(device);
   g_heap_peak = heap_before;
   double ms = 0.0;
   size_t kept_bytes = 0, peak = 0;
   for (int i = 0; i < iters; ++i) {
     std::vector<Tensor> kept;
     const auto t0 = std::chrono::steady_clock::now();
-    call(kept);
+    try {
+      call(kept);
+      wait(device);
+    } catch (const Error& e) {
+      std::printf("%-22s T=%-6lld failed: %s\n", name, static_cast<long long>(T), e.what());
+      std::fflush(stdout);
+      return;
+    }
     ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (i == 0) {
-      peak = peak_bytes(cpu) - before + (g_heap_peak.load() - heap_before);
+      peak = peak_bytes(device) - before + (g_heap_peak.load() - heap_before);
       for (const Tensor& t : kept) kept_bytes += t.nbytes();
     }
   }
@@ -202,15 +244,18 @@ int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   try {
     const int64_t B = 1, H = a.heads, D = a.dim;
-    std::printf("B=%d H=%lld D=%lld rope=%s causal=%d %s, %d iteration(s)\n", 1,
+    const Device dev = a.device;
+    const DType dt = a.dtype;
+    std::printf("B=%d H=%lld D=%lld rope=%s causal=%d %s, %d iteration(s), %s %s\n", 1,
                 static_cast<long long>(H), static_cast<long long>(D), ops::linear_rope_name(a.rope),
-                a.causal ? 1 : 0, a.backward ? "forward+backward" : "forward", a.iters);
-    const Tensor proj = ops::favor_projection(1, 0, 0, a.features, D);
+                a.causal ? 1 : 0, a.backward ? "forward+backward" : "forward", a.iters,
+                dev.str().c_str(), dtype_name(dt));
+    const Tensor proj = ops::favor_projection(1, 0, 0, a.features, D, dev);
     for (int64_t T : a.tokens) {
-      const Tensor q = uniform({B, H, T, D}, 1), k = uniform({B, H, T, D}, 2),
-                   v = uniform({B, H, T, D}, 3);
+      const Tensor q = uniform({B, H, T, D}, 1, dt, dev), k = uniform({B, H, T, D}, 2, dt, dev),
+                   v = uniform({B, H, T, D}, 3, dt, dev);
       auto grads = [&](std::vector<Tensor>& kept) {
-        for (int i = 0; i < 3; ++i) kept.push_back(Tensor::empty({B, H, T, D}));
+        for (int i = 0; i < 3; ++i) kept.push_back(Tensor::empty({B, H, T, D}, dt, dev));
       };
       for (auto map : {ops::LinearFeatureMap::Elu1, ops::LinearFeatureMap::Favor}) {
         ops::LinearAttentionOptions o;
@@ -222,8 +267,9 @@ int main(int argc, char** argv) {
             std::string("linear ") + ops::linear_feature_map_name(map) +
             (map == ops::LinearFeatureMap::Favor ? " M=" + std::to_string(a.features)
                                                  : std::string());
-        measure(name.c_str(), T, a.iters, [&](std::vector<Tensor>& kept) {
-          Tensor out = Tensor::empty({B, H, T, D}), den = Tensor::empty({B, H, T});
+        measure(name.c_str(), T, a.iters, dev, [&](std::vector<Tensor>& kept) {
+          Tensor out = Tensor::empty({B, H, T, D}, dt, dev),
+                 den = Tensor::empty({B, H, T}, DType::F32, dev);
           ops::linear_attention_forward(q, k, v, p, o, out, den);
           kept = {out, den};
           if (!a.backward) return;
@@ -235,16 +281,22 @@ int main(int argc, char** argv) {
       ops::AttentionOptions so;
       so.scale = 1.0f / std::sqrt(static_cast<float>(D));
       so.causal = a.causal;
-      measure("softmax flash (tiled)", T, a.iters, [&](std::vector<Tensor>& kept) {
-        Tensor out = Tensor::empty({B, H, T, D}), lse = Tensor::empty({B, H, T});
-        ops::flash_attention_forward(q, k, v, so, out, lse);
-        kept = {out, lse};
-        if (!a.backward) return;
-        grads(kept);
-        ops::flash_attention_backward(q, k, v, out, lse, out, so, kept[2], kept[3], kept[4]);
-      });
-      measure("softmax reference", T, a.iters, [&](std::vector<Tensor>& kept) {
-        Tensor out = Tensor::empty({B, H, T, D}), probs = Tensor::empty({B, H, T, T});
+      // On a GPU in 16 bits, the tensor-core kernel (what the plan picks there).
+      if (dev.is_cuda() && dt != DType::F32) so.flash_kernel = ops::FlashKernel::TensorCore;
+      measure(dev.is_cuda() && dt != DType::F32 ? "softmax flash (tc)" : "softmax flash (tiled)", T,
+              a.iters, dev, [&](std::vector<Tensor>& kept) {
+                Tensor out = Tensor::empty({B, H, T, D}, dt, dev),
+                       lse = Tensor::empty({B, H, T}, DType::F32, dev);
+                ops::flash_attention_forward(q, k, v, so, out, lse);
+                kept = {out, lse};
+                if (!a.backward) return;
+                grads(kept);
+                ops::flash_attention_backward(q, k, v, out, lse, out, so, kept[2], kept[3],
+                                              kept[4]);
+              });
+      measure("softmax reference", T, a.iters, dev, [&](std::vector<Tensor>& kept) {
+        Tensor out = Tensor::empty({B, H, T, D}, dt, dev),
+               probs = Tensor::empty({B, H, T, T}, dt, dev);
         ops::attention_forward(q, k, v, so, out, probs);
         kept = {out, probs};
         if (!a.backward) return;

@@ -5,7 +5,8 @@
 #   1. the `gpu` tests (ctest -L gpu in a build tree; the gpu_test_* programs of
 #      an installed tree without ctest);
 #   2. bench_attention against PyTorch SDPA + rotary (scripts/bench/attention_peer.py),
-#      rotor's kernel and cuDNN;
+#      rotor's kernel and cuDNN; bench_linear_attention: linear attention (elu1,
+#      FAVOR+) against the softmax cores from 512 to 32k tokens, time and memory;
 #   3. `rotor bench train` against its Hugging Face peers (scripts/bench/train_peer.py:
 #      MarianMTModel, RoFormerForMaskedLM, BertForMaskedLM, GPTNeoXForCausalLM; eager
 #      and torch.compile) replaying the same batch shapes: Transformer-base translation
@@ -82,12 +83,14 @@ wants() { [[ ",$only," == *",$1,"* ]]; }
 if [[ -n $prefix ]]; then
   rotor=$prefix/bin/rotor
   bench_attention=$prefix/libexec/rotor/bench_attention
+  bench_linear=$prefix/libexec/rotor/bench_linear_attention
   test_dir=$prefix/libexec/rotor/tests
   # The installed test programs find rotor and configs/ here, not in the build.
   export ROTOR_TEST_BINARY=$prefix/bin/rotor ROTOR_TEST_SOURCE_DIR=$prefix/share/rotor
 else
   rotor=$build/rotor
   bench_attention=$build/bench/bench_attention
+  bench_linear=$build/bench/bench_linear_attention
   test_dir=$build/tests
 fi
 # The python3 of the peers: $PYTHON, else the first with torch and
@@ -205,6 +208,15 @@ if wants attention && ((!cpu)); then
   # RoPE in the head split vs in the tensor-core kernel (attention.rope_in_kernel).
   step attention_rope_placement 120 "$bench_attention" --dtype bf16 --rope-placement || true
   ((dry)) || attention_md+=$'\n'"bench_attention --rope-placement (bf16):"$'\n'"$(cat "$out/attention_rope_placement.log")"$'\n'
+  # Linear against softmax attention by length (issue 27): the crossover in time,
+  # memory linear against quadratic (the reference's [T, T] matrix). 8 heads of 64.
+  lin_tokens=512,1024,2048,4096,8192,16384,32768
+  for mode in "" --causal; do
+    name=linear_attention${mode:+_causal}
+    step "$name" 90 "$bench_linear" --device cuda --dtype bf16 --heads 8 --dim 64 --features 64 \
+      --backward --iters 2 --tokens $lin_tokens $mode || true
+    ((dry)) || attention_md+=$'\n'"bench_linear_attention --device cuda --dtype bf16 --heads 8 --backward $mode:"$'\n'"$(cat "$out/$name.log")"$'\n'
+  done
 fi
 
 # ---- 3. one training update against Hugging Face ----------------------------------

@@ -209,11 +209,6 @@ std::optional<ConfigProblem> attention_problem(const Config& c) {
                     "its own (use auto or reference)",
                     to_string(a.impl)),
         {"attention.kind"}};
-  if (c.device.rfind("cuda", 0) == 0)
-    return ConfigProblem{
-        "attention.kind",
-        fmt::format("linear attention has no CUDA path yet, and device is {} (use cpu)", c.device),
-        {"device"}};
   if (c.model.attention_dropout > 0)
     return ConfigProblem{"model.attention_dropout",
                          fmt::format("{} drops attention probabilities, which attention.kind "

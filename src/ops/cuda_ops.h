@@ -11,6 +11,7 @@
 #include "ops/flash_attention.h"
 #include "ops/gemm.h"
 #include "ops/heads.h"
+#include "ops/linear_attention.h"
 
 namespace rotor::ops::cuda_impl {
 
@@ -66,6 +67,15 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                               const Tensor& lse, const Tensor& dout,
                               const AttentionOptions& options, Tensor& dq, Tensor& dk, Tensor& dv);
+
+// Linear attention (src/ops/linear_attention_cuda.cpp, kernels/linear_attention.cu).
+void linear_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& projection, const LinearAttentionOptions& options,
+                              Tensor& out, Tensor& den);
+void linear_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& projection, const Tensor& out, const Tensor& den,
+                               const Tensor& dout, const LinearAttentionOptions& options,
+                               Tensor& dq, Tensor& dk, Tensor& dv);
 
 // Incremental decoding (src/ops/decode_cuda.cpp, kernels/decode_attention.cu).
 void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position);

@@ -8,6 +8,12 @@
 // split the query GEMMs. The backward sweeps the chunks forward (dq, and the
 // in-chunk parts of dk and dv) and then backward with suffix states
 // U = sum a(q) g^T, y = sum dden phi(q) for the keys each chunk sees in full.
+// Causal FAVOR+ (ops/linear_attention.h): key n carries its prefix
+// stabilizer c_n, row m uses c_m = c of the last key it sees, and key n
+// enters row m's sums times exp(c_n - c_m) <= 1: the states S, z are kept at
+// the stabilizer of their last key and rescaled when it grows, U, y at that
+// of their first row and rescaled when it falls. Otherwise every factor is 1
+// and is not applied.
 #include "ops/linear_attention.h"
 
 #include <omp.h>
@@ -47,7 +53,6 @@ Dims check_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) ROTOR_FAIL("{}: q, k, v dtypes differ", op);
   check_same_device(q, k, op);
   check_same_device(q, v, op);
-  if (q.is_cuda()) ROTOR_FAIL("{}: linear attention runs on the CPU only so far", op);
   if (o.key_lengths.defined() &&
       (o.key_lengths.dtype() != DType::I32 || o.key_lengths.numel() != B))
     ROTOR_FAIL("{}: key_lengths must be i32 [{}], got {}", op, B, o.key_lengths.str());
@@ -102,14 +107,18 @@ struct Head {
     const detail::AttentionDims ad{d.B, d.H, d.Tq, d.Tk, d.D};
     return detail::visible_keys(ad, o.causal, key_len, i);
   }
+  // Per-key stabilizers c_n apply (causal FAVOR+).
+  bool prefix() const { return o.causal && o.feature_map == LinearFeatureMap::Favor; }
 };
 
 // Floats of one (batch, head)'s workspace.
-int64_t head_floats(const Dims& d, int64_t C, bool after, bool backward) {
+int64_t head_floats(const Dims& d, int64_t C, bool after, bool prefix, bool backward) {
   const int64_t copies = after ? 2 : 1;  // phi, and its rotation
   int64_t n = (d.Tq + d.Tk) * (d.D + copies * d.M) + d.M * d.Dv + d.M + copies * C * C;
-  if (backward)  // G, dden, da (+ dphi_q), db (+ dphi_k), U, y, dP, Md
+  if (prefix) n += d.Tk + d.Tk * d.M;  // c_n, rescaled key rows
+  if (backward)                        // G, dden, da (+ dphi_q), db (+ dphi_k), U, y, dP, Md
     n += d.Tq * (d.Dv + 1) + (d.Tq + d.Tk) * copies * d.M + d.M * d.Dv + d.M + 2 * C * C;
+  if (backward && prefix) n += d.Tk * d.Dv + C * d.M;  // rescaled v rows, chunk rows of a(q)
   return n;
 }
 
@@ -126,9 +135,16 @@ class Arena {
   float* p_;
 };
 
-// Feature rows of both sides (a = rotated phi after the feature map, else phi).
+// Feature rows of both sides (a = rotated phi after the feature map, else
+// phi); with prefix stabilizers ck [Tk] and a scratch bs [Tk, M] for rescaled
+// key rows (null otherwise).
 struct Features {
-  float *xq, *phq, *aq, *xk, *phk, *bk;
+  float *xq, *phq, *aq, *xk, *phk, *bk, *ck, *bs;
+  // The stabilizer of row i (c of the last key it sees; 0 if it sees none).
+  float row_c(const Head& h, int64_t i) const {
+    const int64_t n = h.visible(i);
+    return n > 0 ? ck[n - 1] : 0.0f;
+  }
 };
 
 Features make_features(const Head& h, const float* q, const float* k, Arena& w) {
@@ -140,8 +156,12 @@ Features make_features(const Head& h, const float* q, const float* k, Arena& w) 
   f.xk = w.take(d.Tk * d.D);
   f.phk = w.take(d.Tk * d.M);
   f.bk = h.after ? w.take(d.Tk * d.M) : f.phk;
+  f.ck = h.prefix() ? w.take(d.Tk) : nullptr;
+  f.bs = h.prefix() ? w.take(d.Tk * d.M) : nullptr;
   detail::features_forward(h.qs, q, d.Tq, FavorStabilizer::Row, f.xq, f.phq);
-  detail::features_forward(h.ks, k, h.key_len, FavorStabilizer::Global, f.xk, f.phk);
+  detail::features_forward(h.ks, k, h.key_len,
+                           h.prefix() ? FavorStabilizer::Prefix : FavorStabilizer::Global, f.xk,
+                           f.phk, f.ck);
   if (h.after) {
     detail::rotate_rows(f.phq, f.aq, d.Tq, d.M, h.o.rope_q_offset, h.qs.rope, false);
     detail::rotate_rows(f.phk, f.bk, h.key_len, d.M, h.o.rope_k_offset, h.qs.rope, false);
@@ -158,13 +178,51 @@ void masked_product(const Head& h, const float* a, const float* b, int64_t ld, i
     for (int64_t j = std::max<int64_t>(0, h.visible(i0 + r) - lo); j < nk; ++j) out[r * nk + j] = 0;
 }
 
-// S += a(k)^T v and z += phi(k) over keys [from, to).
+// Chunk rows [i0, i0 + nq) x keys [lo, lo + nk) of a masked product:
+// entries scaled by exp(c_key - c_row) (prefix stabilizers), times `by_row`
+// (per row, optional) -- the masked entries stay zero.
+void rescale_product(const Head& h, const Features& f, int64_t i0, int64_t nq, int64_t lo,
+                     int64_t nk, float* P, const float* by_row = nullptr) {
+  for (int64_t r = 0; r < nq; ++r) {
+    const int64_t seen = std::min(nk, h.visible(i0 + r) - lo);
+    const float cr = f.row_c(h, i0 + r), m = by_row ? by_row[i0 + r] : 1.0f;
+    for (int64_t j = 0; j < seen; ++j) P[r * nk + j] *= std::exp(f.ck[lo + j] - cr) * m;
+  }
+}
+
+// S += a(k)^T v and z += phi(k) over keys [from, to); with prefix stabilizers
+// S, z are at cS (the c of key from - 1) and move to c_{to - 1}.
 void add_keys(const Head& h, const Features& f, const float* v, int64_t from, int64_t to, float* S,
-              float* z) {
+              float* z, float& cS) {
   const int64_t M = h.d.M, Dv = h.d.Dv;
-  lin_gemm(true, false, M, Dv, to - from, f.bk + from * M, M, v + from * Dv, Dv, 1.0f, S, Dv);
-  for (int64_t n = from; n < to; ++n)
-    for (int64_t j = 0; j < M; ++j) z[j] += f.phk[n * M + j];
+  if (to <= from) return;
+  const float* b = f.bk;
+  if (f.ck) {
+    const float cn = f.ck[to - 1];
+    if (from > 0) {
+      const float r = std::exp(cS - cn);
+      for (int64_t i = 0; i < M * Dv; ++i) S[i] *= r;
+      for (int64_t j = 0; j < M; ++j) z[j] *= r;
+    }
+    for (int64_t n = from; n < to; ++n) {
+      const float e = std::exp(f.ck[n] - cn);
+      for (int64_t j = 0; j < M; ++j) {
+        f.bs[n * M + j] = f.bk[n * M + j] * e;
+        z[j] += f.phk[n * M + j] * e;
+      }
+    }
+    b = f.bs;
+    cS = cn;
+  } else {
+    for (int64_t n = from; n < to; ++n)
+      for (int64_t j = 0; j < M; ++j) z[j] += f.phk[n * M + j];
+  }
+  lin_gemm(true, false, M, Dv, to - from, b + from * M, M, v + from * Dv, Dv, 1.0f, S, Dv);
+}
+
+// The factor of the state S, z (at cS, holding keys [0, lo)) in row i's sums.
+float state_factor(const Head& h, const Features& f, int64_t lo, float cS, int64_t i) {
+  return f.ck && lo > 0 ? std::exp(cS - f.row_c(h, i)) : 1.0f;
 }
 
 void forward_head(const Head& h, const float* q, const float* k, const float* v, float* out,
@@ -179,19 +237,30 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
   std::fill(S, S + M * Dv, 0.0f);
   std::fill(z, z + M, 0.0f);
   int64_t done = 0;  // keys [0, done) are in S and z
+  float cS = 0.0f;
   for (int64_t i0 = 0; i0 < d.Tq; i0 += C) {
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
-    add_keys(h, f, v, done, lo, S, z);
+    add_keys(h, f, v, done, lo, S, z, cS);
     done = lo;
     lin_gemm(false, false, nq, Dv, M, f.aq + i0 * M, M, S, Dv, 0.0f, out + i0 * Dv, Dv);
+    if (f.ck)
+      for (int64_t r = 0; r < nq; ++r) {
+        const float e = state_factor(h, f, lo, cS, i0 + r);
+        for (int64_t c = 0; c < Dv; ++c) out[(i0 + r) * Dv + c] *= e;
+      }
     if (nk > 0) {
       masked_product(h, f.aq, f.bk, M, i0, nq, lo, nk, P);
       if (h.after) masked_product(h, f.phq, f.phk, M, i0, nq, lo, nk, Pd);
+      if (f.ck) {
+        rescale_product(h, f, i0, nq, lo, nk, P);
+        if (h.after) rescale_product(h, f, i0, nq, lo, nk, Pd);
+      }
       lin_gemm(false, false, nq, Dv, nk, P, nk, v + lo * Dv, Dv, 1.0f, out + i0 * Dv, Dv);
     }
     for (int64_t r = 0; r < nq; ++r) {
       double s = 0.0;  // phi(q) . z + the row of Pd
       for (int64_t j = 0; j < M; ++j) s += static_cast<double>(f.phq[(i0 + r) * M + j]) * z[j];
+      if (f.ck) s *= state_factor(h, f, lo, cS, i0 + r);
       for (int64_t j = 0; j < nk; ++j) s += Pd[r * nk + j];
       den[i0 + r] = static_cast<float>(s);
       const float inv = static_cast<float>(1.0 / (s + h.o.eps));
@@ -201,15 +270,31 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
 }
 
 // Keys [from, to), seen in full by the queries summed in U, y: db += v U^T,
-// dv += a(k) U, dphi_k += y.
+// dv += a(k) U, dphi_k += y; with prefix stabilizers key n's terms times
+// exp(c_n - cU) (vs: scratch for the rescaled rows of v).
 void key_grads_from_state(const Head& h, const Features& f, const float* v, int64_t from,
-                          int64_t to, const float* U, const float* y, float* db, float* dphk,
-                          float* dv) {
+                          int64_t to, const float* U, const float* y, float cU, float* vs,
+                          float* db, float* dphk, float* dv) {
   const int64_t M = h.d.M, Dv = h.d.Dv, n = to - from;
-  lin_gemm(false, true, n, M, Dv, v + from * Dv, Dv, U, Dv, 1.0f, db + from * M, M);
-  lin_gemm(false, false, n, Dv, M, f.bk + from * M, M, U, Dv, 1.0f, dv + from * Dv, Dv);
-  for (int64_t r = from; r < to; ++r)
-    for (int64_t j = 0; j < M; ++j) dphk[r * M + j] += y[j];
+  if (n <= 0) return;
+  const float *vv = v, *b = f.bk;
+  if (f.ck) {
+    for (int64_t r = from; r < to; ++r) {
+      const float e = std::exp(f.ck[r] - cU);
+      for (int64_t c = 0; c < Dv; ++c) vs[r * Dv + c] = v[r * Dv + c] * e;
+      for (int64_t j = 0; j < M; ++j) {
+        f.bs[r * M + j] = f.bk[r * M + j] * e;
+        dphk[r * M + j] += y[j] * e;
+      }
+    }
+    vv = vs;
+    b = f.bs;
+  } else {
+    for (int64_t r = from; r < to; ++r)
+      for (int64_t j = 0; j < M; ++j) dphk[r * M + j] += y[j];
+  }
+  lin_gemm(false, true, n, M, Dv, vv + from * Dv, Dv, U, Dv, 1.0f, db + from * M, M);
+  lin_gemm(false, false, n, Dv, M, b + from * M, M, U, Dv, 1.0f, dv + from * Dv, Dv);
 }
 
 void backward_head(const Head& h, const float* q, const float* k, const float* v, const float* out,
@@ -231,6 +316,8 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   float* y = w.take(M);
   float* dP = w.take(C * C);
   float* Md = w.take(C * C);
+  float* vs = f.ck ? w.take(d.Tk * Dv) : nullptr;  // rescaled v rows
+  float* as = f.ck ? w.take(C * M) : nullptr;      // rescaled chunk rows of a(q)
   for (int64_t i = 0; i < d.Tq; ++i) {
     const double s = static_cast<double>(den[i]) + h.o.eps;
     double go = 0.0;
@@ -251,20 +338,32 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   std::fill(dv, dv + d.Tk * Dv, 0.0f);
   // Forward over the chunks: dq's parts, and the in-chunk parts of dk and dv.
   int64_t done = 0;
+  float cS = 0.0f;
   for (int64_t i0 = 0; i0 < d.Tq; i0 += C) {
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
-    add_keys(h, f, v, done, lo, S, z);
+    add_keys(h, f, v, done, lo, S, z, cS);
     done = lo;
     lin_gemm(false, true, nq, M, Dv, G + i0 * Dv, Dv, S, Dv, 1.0f, da + i0 * M, M);
-    for (int64_t r = i0; r < i0 + nq; ++r)
-      for (int64_t j = 0; j < M; ++j) dphq[r * M + j] += dden[r] * z[j];
+    for (int64_t r = i0; r < i0 + nq; ++r) {
+      const float e = state_factor(h, f, lo, cS, r);
+      if (f.ck)  // da's rows hold only the state's part yet
+        for (int64_t j = 0; j < M; ++j) da[r * M + j] *= e;
+      for (int64_t j = 0; j < M; ++j) dphq[r * M + j] += dden[r] * e * z[j];
+    }
     if (nk == 0) continue;
     masked_product(h, f.aq, f.bk, M, i0, nq, lo, nk, P);
     masked_product(h, G, v, Dv, i0, nq, lo, nk, dP);
     for (int64_t r = 0; r < nq; ++r) {
       const int64_t seen = h.visible(i0 + r) - lo;
-      for (int64_t j = 0; j < nk; ++j) Md[r * nk + j] = j < seen ? dden[i0 + r] : 0.0f;
+      for (int64_t j = 0; j < nk; ++j) Md[r * nk + j] = j < seen ? 1.0f : 0.0f;
     }
+    if (f.ck) {
+      rescale_product(h, f, i0, nq, lo, nk, P);
+      rescale_product(h, f, i0, nq, lo, nk, dP);
+      rescale_product(h, f, i0, nq, lo, nk, Md);
+    }
+    for (int64_t r = 0; r < nq; ++r)
+      for (int64_t j = 0; j < nk; ++j) Md[r * nk + j] *= dden[i0 + r];
     lin_gemm(false, false, nq, M, nk, dP, nk, f.bk + lo * M, M, 1.0f, da + i0 * M, M);
     lin_gemm(true, false, nk, M, nq, dP, nk, f.aq + i0 * M, M, 1.0f, db + lo * M, M);
     lin_gemm(true, false, nk, Dv, nq, P, nk, G + i0 * Dv, Dv, 1.0f, dv + lo * Dv, Dv);
@@ -274,15 +373,41 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   // Backward over the chunks: keys [n(i0), next) are seen in full exactly by
   // the chunks after this one, whose sums U and y hold.
   int64_t next = d.Tq > 0 ? h.visible(d.Tq - 1) : 0;
+  float cU = 0.0f;  // prefix stabilizers: the c of U's first row
+  bool u_any = false;
   for (int64_t i0 = d.Tq > 0 ? (d.Tq - 1) / C * C : -1; i0 >= 0; i0 -= C) {
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0);
-    key_grads_from_state(h, f, v, lo, next, U, y, db, dphk, dv);
-    lin_gemm(true, false, M, Dv, nq, f.aq + i0 * M, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
-    for (int64_t r = i0; r < i0 + nq; ++r)
-      for (int64_t j = 0; j < M; ++j) y[j] += dden[r] * f.phq[r * M + j];
+    if (!f.ck || u_any) key_grads_from_state(h, f, v, lo, next, U, y, cU, vs, db, dphk, dv);
     next = lo;
+    if (!f.ck) {
+      lin_gemm(true, false, M, Dv, nq, f.aq + i0 * M, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
+      for (int64_t r = i0; r < i0 + nq; ++r)
+        for (int64_t j = 0; j < M; ++j) y[j] += dden[r] * f.phq[r * M + j];
+      continue;
+    }
+    // Rows that see no key add nothing; the first that sees one has the
+    // chunk's smallest c, U's new reference.
+    int64_t first = i0;
+    while (first < i0 + nq && h.visible(first) == 0) ++first;
+    if (first == i0 + nq) continue;
+    const float c_new = f.row_c(h, first);
+    if (u_any) {
+      const float r = std::exp(c_new - cU);
+      for (int64_t i = 0; i < M * Dv; ++i) U[i] *= r;
+      for (int64_t j = 0; j < M; ++j) y[j] *= r;
+    }
+    for (int64_t r = i0; r < i0 + nq; ++r) {
+      const float e = r < first ? 0.0f : std::exp(c_new - f.row_c(h, r));
+      for (int64_t j = 0; j < M; ++j) {
+        as[(r - i0) * M + j] = f.aq[r * M + j] * e;
+        y[j] += dden[r] * e * f.phq[r * M + j];
+      }
+    }
+    lin_gemm(true, false, M, Dv, nq, as, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
+    cU = c_new;
+    u_any = true;
   }
-  key_grads_from_state(h, f, v, 0, next, U, y, db, dphk, dv);
+  if (!f.ck || u_any) key_grads_from_state(h, f, v, 0, next, U, y, cU, vs, db, dphk, dv);
   if (h.after) {  // d phi += R^T d(R phi)
     detail::rotate_rows(da, da, d.Tq, M, h.o.rope_q_offset, h.qs.rope, true);
     detail::rotate_rows(db, db, h.key_len, M, h.o.rope_k_offset, h.qs.rope, true);
@@ -313,7 +438,8 @@ void for_each_head(const Dims& d, const LinearAttentionOptions& o, const Tensor&
   detail::FeatureMapSpec qs{o.feature_map, d.D, d.M, scale, W, before, rp, o.rope_q_offset};
   detail::FeatureMapSpec ks = qs;
   ks.pos0 = o.rope_k_offset;
-  const int64_t per = head_floats(d, C, after, backward);
+  const bool prefix = o.causal && o.feature_map == LinearFeatureMap::Favor;
+  const int64_t per = head_floats(d, C, after, prefix, backward);
   const int threads = static_cast<int>(
       std::clamp<int64_t>(omp_get_max_threads(), 1, std::max<int64_t>(d.B * d.H, 1)));
   Tensor ws = Tensor::empty({threads, per});  // f32, counted by the allocator's statistics
@@ -335,6 +461,7 @@ void linear_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   const Dims d = check_args(q, k, v, projection, options, op);
   check_out(out, {d.B, d.H, d.Tq, d.Dv}, q.dtype(), q, "linear_attention_forward out");
   check_out(den, {d.B, d.H, d.Tq}, DType::F32, q, "linear_attention_forward den");
+  ROTOR_DISPATCH_CUDA(out, linear_attention_forward(q, k, v, projection, options, out, den));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
     Tensor out32 = f.output(out);
@@ -362,6 +489,8 @@ void linear_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
   check_out(dq, q.shape(), q.dtype(), q, "linear_attention_backward dq");
   check_out(dk, k.shape(), q.dtype(), q, "linear_attention_backward dk");
   check_out(dv, v.shape(), q.dtype(), q, "linear_attention_backward dv");
+  ROTOR_DISPATCH_CUDA(
+      dq, linear_attention_backward(q, k, v, projection, out, den, dout, options, dq, dk, dv));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
     Tensor dq32 = f.output(dq), dk32 = f.output(dk), dv32 = f.output(dv);

@@ -24,9 +24,13 @@
 // Feature maps: Elu1 elu(x) + 1 and Relu max(x, 0) (M = D, no projection);
 // Favor: phi_j(x) = exp(w_j.x - |x|^2/2 - c) / sqrt(M) with the rows w_j of
 // `projection` f32 [M, D] (drawn by favor_projection, never trained) and the
-// stabilizer c of Performer: per query row c = max_j w_j.x, for keys one c =
-// max over the non-padded keys and j of w_j.x. The stabilizers cancel in the
-// ratio (up to eps) and are constants for the gradient.
+// stabilizers of Performer: per query row c = max_j w_j.x; for the keys of
+// query m, c = max over the keys m sees and j of w_j.x -- without causal one
+// constant (every row sees every non-padded key), with causal a running max
+// that no future key moves: key n is stored with its own prefix max c_n and
+// enters row m's sums times exp(c_n - c_m) <= 1 (the chunked sweeps rescale
+// the running state when c grows). The stabilizers cancel in the ratio (up
+// to eps) and are constants for the gradient.
 //
 // Cost per (batch, head): O(T M (D + Dv)) time and O(T M + M Dv) memory. Not
 // causal: S = sum_n a(k_n) v_n^T [M, Dv] and z = sum_n phi(k_n) [M], then one
@@ -34,8 +38,9 @@
 // chunk sees in full come from the running state S, z (fp32), the rest by a
 // [chunk, chunk] masked product inside the chunk; the backward runs the same
 // chunks forward (dq) and backward (suffix states for dk, dv). fp32 compute;
-// f16/bf16 tensors are computed in f32 and rounded once (ops/cpu_f32.h). CPU
-// only for now: a CUDA tensor is an error.
+// f16/bf16 tensors are computed in f32 and rounded once (ops/cpu_f32.h). CUDA
+// tensors go to src/ops/linear_attention_cuda.cpp (fused feature kernels,
+// cuBLASLt GEMMs without causal, chunked kernels with it; f32 states).
 #pragma once
 
 #include <cstdint>
@@ -84,9 +89,10 @@ void linear_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
 
 // The feature map alone, without rotation: x f32 [..., D] -> phi f32 [..., M],
 // x scaled by `scale` (0: D^(-1/4)) first. For Favor, `stabilizer` says which
-// constant is subtracted inside exp: none, each row's max, or the max over
-// all rows (what the op uses for queries and keys respectively).
-enum class FavorStabilizer { None, Row, Global };
+// constant is subtracted inside exp: none, each row's max, the max over all
+// rows, or the running max over rows 0..r (what the op uses for queries, for
+// keys without and with causal respectively).
+enum class FavorStabilizer { None, Row, Global, Prefix };
 void linear_attention_features(const Tensor& x, const Tensor& projection, LinearFeatureMap map,
                                float scale, FavorStabilizer stabilizer, Tensor& phi);
 

@@ -25,9 +25,10 @@ struct FeatureMapSpec {
   int64_t pos0 = 0;     // position of row 0
 };
 
-// x [n, D] -> xs [n, D] = scale (R x or x), phi [n, M].
+// x [n, D] -> xs [n, D] = scale (R x or x), phi [n, M]; c [n] (optional)
+// receives each row's stabilizer (0 for Elu1 and Relu).
 void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorStabilizer stab,
-                      float* xs, float* phi);
+                      float* xs, float* phi, float* c = nullptr);
 // dphi [n, M] (overwritten as scratch) -> dx [n, D] (written), the stabilizer
 // held constant.
 void features_backward(const FeatureMapSpec& s, const float* xs, const float* phi, float* dphi,

@@ -39,7 +39,7 @@ void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t 
 }
 
 void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorStabilizer stab,
-                      float* xs, float* phi) {
+                      float* xs, float* phi, float* c) {
   const int64_t D = s.D, M = s.M;
   if (s.rotate)
     rotate_rows(x, xs, n, D, s.pos0, s.rope, false);
@@ -49,9 +49,11 @@ void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorS
   switch (s.map) {
     case LinearFeatureMap::Elu1:
       for (int64_t i = 0; i < n * D; ++i) phi[i] = xs[i] > 0.0f ? xs[i] + 1.0f : std::exp(xs[i]);
+      if (c) std::fill(c, c + n, 0.0f);
       return;
     case LinearFeatureMap::Relu:
       for (int64_t i = 0; i < n * D; ++i) phi[i] = std::max(xs[i], 0.0f);
+      if (c) std::fill(c, c + n, 0.0f);
       return;
     case LinearFeatureMap::Favor:
       break;
@@ -64,13 +66,17 @@ void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorS
     for (int64_t i = 0; i < n * M; ++i) global = std::max(global, phi[i]);
   }
   const float inv_sqrt_m = static_cast<float>(1.0 / std::sqrt(static_cast<double>(M)));
+  float running = -std::numeric_limits<float>::infinity();  // Prefix: max over rows 0..r
   for (int64_t r = 0; r < n; ++r) {
     float* p = phi + r * M;
     const float* xr = xs + r * D;
     double sq = 0.0;
-    for (int64_t c = 0; c < D; ++c) sq += static_cast<double>(xr[c]) * xr[c];
+    for (int64_t i = 0; i < D; ++i) sq += static_cast<double>(xr[i]) * xr[i];
     float c0 = global;
     if (stab == FavorStabilizer::Row) c0 = *std::max_element(p, p + M);
+    if (stab == FavorStabilizer::Prefix)
+      c0 = running = std::max(running, *std::max_element(p, p + M));
+    if (c) c[r] = c0;
     const float shift = static_cast<float>(0.5 * sq) + c0;
     for (int64_t j = 0; j < M; ++j) p[j] = std::exp(p[j] - shift) * inv_sqrt_m;
   }

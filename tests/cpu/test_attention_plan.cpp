@@ -380,7 +380,7 @@ const std::map<std::string, std::vector<Row>> kRows = {
           8, 8, "error", "not 256"},
      }},
     // Linear attention: one core, the CPU op; under RoPE the op rotates (after
-    // or before the feature map), never the head split; no CUDA path yet.
+    // or before the feature map), never the head split; on a GPU its CUDA path.
     {"linear",
      {
          {"cpu alibi", &M.cpu, Auto, F32, 64, 128, 128, true, false, false, false, 8, 8, "error",
@@ -417,10 +417,12 @@ const std::map<std::string, std::vector<Row>> kRows = {
           "attention.impl: rotor is a core of softmax attention", "", linear_options(Elu1, After)},
          {"cpu dropout", &M.cpu, Auto, F32, 64, 64, 64, false, false, false, false, 8, 8, "error",
           "model.attention_dropout", "", linear_options(Elu1, After), true},
-         {"h100 auto", &M.h100, Auto, BF16, 64, 512, 512, true, false, true, false, 8, 8, "error",
-          "attention.kind: linear attention has no CUDA path yet", "", linear_options(Elu1, After)},
-         {"v100 auto f32", &M.v100, Auto, F32, 64, 64, 64, false, true, false, false, 8, 8, "error",
-          "no CUDA path yet", "", linear_options(Favor, Before)},
+         {"h100 auto", &M.h100, Auto, BF16, 64, 512, 512, true, false, true, false, 8, 8,
+          "linear: linear (elu1, M 64), RoPE in the core (after_feature_map)",
+          "elu1 features (M = 64) on the GPU", "", linear_options(Elu1, After)},
+         {"v100 auto f32", &M.v100, Auto, F32, 64, 64, 64, false, true, false, false, 8, 8,
+          "linear: linear (favor, M 266)", "M = 266) on the GPU (fused feature kernels", "",
+          linear_options(Favor, Before)},
      }}};
 
 // Every row, its kind set from the key of its table.

@@ -170,8 +170,6 @@ const Rule kRules[] = {
   {"linear_with_cudnn", Base::Mlm,
    {{"attention.kind", "linear"}, {"device", "auto"}, {"attention.impl", "cudnn"}}, "",
    "attention.impl", "attention.impl", "cudnn is a core of softmax attention"},
-  {"linear_on_cuda", Base::Mlm, {{"attention.kind", "linear"}}, "device=cuda", "attention.kind",
-   "attention.kind", "linear attention has no CUDA path yet, and device is cuda"},
   {"linear_attention_dropout", Base::Mlm,
    {{"attention.kind", "linear"}, {"model.attention_dropout", "0.1"}}, "",
    "model.attention_dropout", "model.attention_dropout", "attention.kind linear does not have"},

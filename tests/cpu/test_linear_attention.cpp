@@ -58,6 +58,7 @@ double dot(const Vec& a, const Vec& b) {
 }
 
 // The brute force of one (batch, head). q, k, v are the full flat tensors.
+// FAVOR+'s key stabilizer of query m is the max over the keys m sees.
 struct Brute {
   const Case& c;
   const LinearAttentionOptions& o;
@@ -94,18 +95,20 @@ struct Brute {
       p[j] = std::exp(l[j] - dot(x, x) / 2 - stab) / std::sqrt(double(c.M));
     return p;
   }
-  // Stabilizers of head bh: per query row, then one for the keys (last).
+  // Stabilizers of head bh: per query row m, s[m] = max_j w_j.q_m, and
+  // s[Tq + m] = the max over the keys m sees and j of w_j.k (one constant
+  // without causal; a running max with causal).
   Vec stabilizers(int64_t bh, const Vec& q, const Vec& k) const {
-    Vec s(static_cast<size_t>(c.Tq + 1), 0.0);
+    Vec s(static_cast<size_t>(2 * c.Tq), 0.0);
     if (o.feature_map != LinearFeatureMap::Favor) return s;
     for (int64_t m = 0; m < c.Tq; ++m) {
       const Vec l = logits(scaled(&q[(bh * c.Tq + m) * c.D], o.rope_q_offset + m));
       s[m] = *std::max_element(l.begin(), l.end());
-    }
-    s[c.Tq] = -INFINITY;
-    for (int64_t n = 0; n < key_len(bh / c.H); ++n) {
-      const Vec l = logits(scaled(&k[(bh * c.Tk + n) * c.D], o.rope_k_offset + n));
-      s[c.Tq] = std::max(s[c.Tq], *std::max_element(l.begin(), l.end()));
+      s[c.Tq + m] = -INFINITY;
+      for (int64_t n = 0; n < visible(bh / c.H, m); ++n) {
+        const Vec lk = logits(scaled(&k[(bh * c.Tk + n) * c.D], o.rope_k_offset + n));
+        s[c.Tq + m] = std::max(s[c.Tq + m], *std::max_element(lk.begin(), lk.end()));
+      }
     }
     return s;
   }
@@ -121,7 +124,7 @@ struct Brute {
       double den = 0;
       for (int64_t n = 0; n < visible(b, m); ++n) {
         const int64_t pn = o.rope_k_offset + n;
-        const Vec pk = phi(scaled(&k[(bh * c.Tk + n) * c.D], pn), stab[c.Tq]);
+        const Vec pk = phi(scaled(&k[(bh * c.Tk + n) * c.D], pn), stab[c.Tq + m]);
         const double w =
             after ? dot(rotate(pq, pm, o.rope_params.base), rotate(pk, pn, o.rope_params.base))
                   : dot(pq, pk);
@@ -281,6 +284,59 @@ TEST(LinearAttention, PositionShiftKeepsTheNumerator) {
       EXPECT_LT(rel_error(num_at(1000, 1000), ref), 1e-5);
       EXPECT_LT(rel_error(num_at(-37, -37), ref), 1e-5);
       EXPECT_GT(rel_error(num_at(3, 0), ref), 1e-2);  // relative positions changed: it moves
+    }
+}
+
+// Causal: no key or value after row m's last visible key changes row m's
+// output or den, however large -- FAVOR+'s key stabilizer included (a
+// future key with a large logit would move a max over the whole block and,
+// through eps, every earlier output). Bitwise, for several chunk sizes.
+TEST(LinearAttention, CausalFutureKeysLeaveEarlierRowsUnchanged) {
+  const int64_t B = 1, H = 2, T = 11, D = 8, M = 16, change = 7;
+  Tensor q = test::random_tensor({B, H, T, D}, 71), k = test::random_tensor({B, H, T, D}, 72);
+  Tensor v = test::random_tensor({B, H, T, D}, 73), g = test::random_tensor({B, H, T, D}, 74);
+  Tensor proj = ops::favor_projection(4, 0, 0, M, D);
+  auto k2v = k.to_floats(), v2v = v.to_floats();
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t c = 0; c < D; ++c) {  // row `change` of every head: a large key, another value
+      k2v[(h * T + change) * D + c] = 3.0f + 0.5f * float(c % 3);
+      v2v[(h * T + change) * D + c] = -5.0f;
+    }
+  Tensor k2 = Tensor::from_floats(k2v, k.shape()), v2 = Tensor::from_floats(v2v, v.shape());
+  for (int64_t chunk : {1, 3, 4, 64})
+    for (LinearRope rope : {LinearRope::None, LinearRope::AfterFeatureMap}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "chunk " << chunk << " rope " << ops::linear_rope_name(rope));
+      LinearAttentionOptions o;  // default eps
+      o.feature_map = LinearFeatureMap::Favor;
+      o.causal = true;
+      o.chunk = chunk;
+      o.rope = rope;
+      auto run = [&](const Tensor& kk, const Tensor& vv) {
+        Tensor out = Tensor::empty({B, H, T, D}), den = Tensor::empty({B, H, T});
+        ops::linear_attention_forward(q, kk, vv, proj, o, out, den);
+        Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape());
+        Tensor dv = Tensor::empty(v.shape());
+        ops::linear_attention_backward(q, kk, vv, proj, out, den, g, o, dq, dk, dv);
+        return std::vector<std::vector<float>>{out.to_floats(), den.to_floats(), dq.to_floats()};
+      };
+      const auto a = run(k, v), b = run(k2, v2);
+      bool moved = false;
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t m = 0; m < T; ++m)
+          for (int64_t c = 0; c < D; ++c) {
+            const size_t i = static_cast<size_t>((h * T + m) * D + c);
+            if (m < change) {
+              EXPECT_EQ(a[0][i], b[0][i]) << "out h " << h << " row " << m;
+              EXPECT_EQ(a[2][i], b[2][i]) << "dq h " << h << " row " << m;
+              if (c == 0) {
+                EXPECT_EQ(a[1][h * T + m], b[1][h * T + m]) << "den row " << m;
+              }
+            } else {
+              moved = moved || a[0][i] != b[0][i];
+            }
+          }
+      EXPECT_TRUE(moved);  // the change is seen from row `change` on
     }
 }
 

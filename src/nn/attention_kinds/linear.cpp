@@ -1,8 +1,9 @@
 // attention kind linear: linear attention with rotary positions (RoFormer
 // section 3.3 / 4.4, eq. 19), run by ops::linear_attention_forward/backward
 // (ops/linear_attention.h; docs/design.md "Linear attention (ops level)").
-// Its plan rule has one core, the CPU op, and no CUDA path yet: a GPU device
-// is a one-line error naming attention.kind. Under RoPE the op rotates q and
+// Its plan rule has one core, the op, on the CPU or (device.cuda) through
+// its CUDA path (src/ops/linear_attention_cuda.cpp: compiled and emulated on
+// the CPU, not yet run on a GPU; docs/status.md). Under RoPE the op rotates q and
 // k itself (the plan's placement Core) where attention.linear_rope says --
 // after the feature map (eq. 19) or before it -- and never the head split;
 // the split leaves q unscaled, since the op scales q and k by D^(-1/4) each.
@@ -39,10 +40,6 @@ int64_t feature_count(const LinearKindOptions& l, int64_t D, LinearRope rope) {
 }
 
 AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
-  if (device.cuda)
-    ROTOR_FAIL(
-        "attention.kind: linear attention has no CUDA path yet; use device: cpu or "
-        "attention.kind: softmax");
   if (c.impl == AttentionImpl::Rotor || c.impl == AttentionImpl::Cudnn)
     ROTOR_FAIL(
         "attention.impl: {} is a core of softmax attention; attention.kind linear runs its own "
@@ -58,7 +55,7 @@ AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
         "it to 0 with attention.kind linear");
   AttentionPlan p;
   p.core = AttentionCore::Linear;
-  p.on_gpu = false;
+  p.on_gpu = device.cuda;
   p.split_scales_q = false;
   p.linear = c.linear;
   p.linear.rope = c.rope ? c.linear.rope : LinearRope::None;
@@ -68,8 +65,11 @@ AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
         "attention.features: RoPE after the feature map rotates pairs of features: {} must be "
         "even",
         p.linear.features);
-  p.why = fmt::format("attention.kind linear: {} features (M = {}) on the CPU",
-                      ops::linear_feature_map_name(p.linear.feature_map), p.linear.features);
+  p.why = fmt::format("attention.kind linear: {} features (M = {}) {}",
+                      ops::linear_feature_map_name(p.linear.feature_map), p.linear.features,
+                      device.cuda ? "on the GPU (fused feature kernels; cuBLASLt GEMMs, or the "
+                                    "chunked causal kernels)"
+                                  : "on the CPU");
   if (c.rope) {
     p.rope = RopePlacement::Core;
     p.why += fmt::format("; RoPE inside the core, {}", ops::linear_rope_name(p.linear.rope));
