@@ -1,10 +1,11 @@
-// The masks and the dropout draw of every attention kernel (the reference row
-// kernels, kernels/attention_reference.cu, and the three flash kernels,
-// kernels/flash_common.cuh): one definition, so that all of them -- and the
-// CPU implementations they are tested against (src/ops/attention.cpp,
-// src/ops/flash_attention.cpp) -- see the same keys and draw the same mask.
-// M is a parameter struct with B-indexed key_lengths, Tq, Tk, causal,
-// dropout, seed and stream_id (AttentionMask, FlashParams).
+// The masks, the dropout draw and ALiBi's bias of every attention kernel (the
+// reference row kernels, kernels/attention_reference.cu, and the three flash
+// kernels, kernels/flash_common.cuh): one definition, so that all of them --
+// and the CPU implementations they are tested against (src/ops/attention.cpp,
+// src/ops/flash_attention.cpp) -- see the same keys, draw the same mask and
+// add the same bias. M is a parameter struct with B-indexed key_lengths, H,
+// Tq, Tk, causal, dropout, seed, stream_id, alibi, alibi_q_offset and
+// alibi_k_offset (AttentionMask, FlashParams).
 //
 // Only device code that plain C++ can also compile: the CPU emulation of the
 // Volta kernels (tests/emulation/flash_sm70_emulate.cpp) includes it with
@@ -13,6 +14,7 @@
 
 #include <cstdint>
 
+#include "core/alibi.h"
 #include "core/philox.h"
 
 namespace rotor::kernels {
@@ -58,6 +60,28 @@ __device__ __forceinline__ float dropout_draw(const M& m, float keep_scale, uint
 template <class M>
 __device__ __forceinline__ float keep_factor(const M& m, float keep_scale, uint64_t flat) {
   return m.dropout == 0.0f ? 1.0f : dropout_draw(m, keep_scale, flat);
+}
+
+// ALiBi (core/alibi.h), computed in the kernel, never materialized: head h
+// adds -slope_h * |p_i - p_j| to the scaled score of query i and key j, with
+// p_i = alibi_q_offset + i + (Tk - Tq) and p_j = alibi_k_offset + j (the
+// contract of ops::AttentionOptions::alibi). A kernel takes the negated slope
+// once (alibi_neg_slope, times log2(e) where it works in the log2 domain) and
+// the query's distance origin once per row or tile (alibi_origin: p_i minus
+// alibi_k_offset, i.e. the key index at distance 0), and then adds the bias
+// with one FMA per score (alibi_add). Positions are exact in fp32 below 2^24.
+template <class M>
+__device__ __forceinline__ float alibi_neg_slope(const M& m, int64_t h) {
+  return m.alibi ? -static_cast<float>(alibi::slope(h, m.H)) : 0.0f;
+}
+template <class M>
+__device__ __forceinline__ float alibi_origin(const M& m, int64_t i) {
+  return static_cast<float>(m.alibi_q_offset + i + (m.Tk - m.Tq) - m.alibi_k_offset);
+}
+// s + neg_slope * |origin - j| (j: the key index, or origin and j both
+// shifted by the same tile offset).
+__device__ __forceinline__ float alibi_add(float s, float neg_slope, float origin, float j) {
+  return fmaf(neg_slope, fabsf(origin - j), s);
 }
 
 }  // namespace rotor::kernels

@@ -1,6 +1,7 @@
 // Row kernels of the reference attention: one block per (b, h, i) row of the
 // [Tq, Tk] matrix. Only keys 0..n-1 are visible (key padding and the causal
-// mask both cut a prefix), so masking is a row length.
+// mask both cut a prefix), so masking is a row length. ALiBi's bias is added
+// to the scores as the forward reads them (kernels/attention_masks.cuh).
 #include "core/philox.h"
 #include "kernels/attention_masks.cuh"
 #include "kernels/attention_reference.cuh"
@@ -23,16 +24,22 @@ __global__ void attn_softmax_fwd_kernel(const float* scores, T* probs, T* droppe
     const float* sr = scores + r * m.Tk;
     T* pr = probs + r * m.Tk;
     T* dr = dropped ? dropped + r * m.Tk : nullptr;
+    // ALiBi: head (r / Tq) % H, query r % Tq (a zero slope adds nothing).
+    const float neg_slope = alibi_neg_slope(m, (r / m.Tq) % m.H);
+    const float origin = alibi_origin(m, r % m.Tq);
+    auto score = [&](int64_t j) {
+      return alibi_add(sr[j], neg_slope, origin, static_cast<float>(j));
+    };
     float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, sr[j]);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, score(j));
     mx = block_max(mx, scratch);
     float s = 0.0f;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(sr[j] - mx);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(score(j) - mx);
     s = block_sum(s, scratch);
     const float inv = n > 0 ? 1.0f / s : 0.0f;
     const uint64_t flat0 = static_cast<uint64_t>(r * m.Tk);
     for (int64_t j = threadIdx.x; j < m.Tk; j += blockDim.x) {
-      const float p = j < n ? expf(sr[j] - mx) * inv : 0.0f;
+      const float p = j < n ? expf(score(j) - mx) * inv : 0.0f;
       pr[j] = from_f32<T>(p);
       if (dr) dr[j] = from_f32<T>(p == 0.0f ? 0.0f : p * keep_factor(m, keep_scale, flat0 + j));
     }

@@ -18,9 +18,15 @@ struct AttentionMask {
   const int32_t* key_lengths = nullptr;  // optional [B] on the device (clamped to [0, Tk])
   float dropout = 0.0f;
   uint64_t seed = 0, stream_id = 0;
+  // ALiBi added to the scores by the forward row kernel (attention_masks.cuh:
+  // head h's -slope * |p_i - p_j|); the backward needs no change (the bias is
+  // constant in q and k, and the probabilities are saved).
+  bool alibi = false;
+  int64_t alibi_q_offset = 0, alibi_k_offset = 0;
 };
 
-// probs = masked softmax of the (already scaled) f32 scores; dropped =
+// probs = masked softmax of the (already scaled) f32 scores plus ALiBi's bias
+// when mask.alibi; dropped =
 // probs * keep / (1 - p) (may be null when dropout == 0). A row with no
 // visible key gets zeros. probs and dropped have dtype dt.
 cudaError_t attention_softmax_forward(const float* scores, void* probs, void* dropped, DType dt,

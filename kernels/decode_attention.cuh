@@ -16,10 +16,13 @@ cudaError_t kv_cache_write(const void* src, void* cache, int64_t BH, int64_t Tma
                            int64_t position, DType dt, cudaStream_t stream);
 
 // q [BH, D] (rotated and scaled) against k/v cache [BH, Tmax, D], keys
-// 0..length-1 -> out [BH, D]. fp32 arithmetic; D <= 256.
+// 0..length-1 -> out [BH, D]. fp32 arithmetic; D <= 256. alibi_heads > 0:
+// ALiBi with that many heads per batch row -- head h = bh % alibi_heads adds
+// -alibi::slope(h, alibi_heads) * (length - 1 - j) to key j's score (the
+// query at position length - 1; kernels/attention_masks.cuh); 0: no bias.
 cudaError_t decode_attention(const void* q, const void* k_cache, const void* v_cache, void* out,
                              int64_t BH, int64_t Tmax, int64_t D, int64_t length, DType dt,
-                             cudaStream_t stream);
+                             cudaStream_t stream, int64_t alibi_heads = 0);
 
 // dst row i = src row index[i]; rows of row_bytes bytes; index i32 [M] on the
 // device, already validated against the number of source rows.

@@ -9,6 +9,8 @@
 //               (interleaved keys), reduce max and sum with shuffles, write the
 //               probabilities to shared memory and each accumulate D/4 output
 //               columns. Running max m and sum l in fp32; lse = m + log l.
+//               ALiBi's bias (attention_masks.cuh) is added to each visible
+//               score, and again where the backward recomputes it.
 //   backward -- a block owns BK keys of one (b, h) and walks the query tiles
 //               that can see them (the causal mask skips the earlier ones);
 //               each quad owns a key row and accumulates its dK and dV in
@@ -86,6 +88,7 @@ __global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
   const int64_t n_block = visible_keys(p, key_len, last);  // the most any row of the tile sees
   const int64_t n_row = i < p.Tq ? visible_keys(p, key_len, i) : 0;
   const uint64_t row_flat = static_cast<uint64_t>((bh * p.Tq + i) * p.Tk);
+  const float neg_slope = alibi_neg_slope(p, bh % p.H), origin = alibi_origin(p, i);
 
   float m = -INFINITY, l = 0.0f;
   float acc[CPT];
@@ -111,6 +114,7 @@ __global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
 #pragma unroll 8
         for (int c = 0; c < D; ++c) dot = fmaf(qr[c], kr[c], dot);
         s[t] = dot * p.scale;
+        if (p.alibi) s[t] = alibi_add(s[t], neg_slope, origin, static_cast<float>(j0 + jj));
       }
       tile_max = fmaxf(tile_max, s[t]);
     }
@@ -200,6 +204,7 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
   const T* dob = dout + bh * p.Tq * D;
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
   const int64_t key_len = key_length_of(p, b);
+  const float neg_slope = alibi_neg_slope(p, bh % p.H);
 
   float gk[CPT], gv[CPT];
 #pragma unroll
@@ -220,6 +225,8 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
       }
       __syncthreads();
 
+      // ALiBi: query i0 + q4 + 4t is at distance |ob + 4t| from key j.
+      const float ob = alibi_origin(p, i0 + q4 - j);
 #pragma unroll
       for (int t = 0; t < QPT; ++t) {
         const int ii = q4 + 4 * t;
@@ -236,7 +243,9 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
             s = fmaf(qr[c], kr[c], s);
             dp = fmaf(dor[c], vr[c], dp);
           }
-          const float pr = expf(s * p.scale - sL[ii]);
+          s *= p.scale;
+          if (p.alibi) s = alibi_add(s, neg_slope, ob, static_cast<float>(-4 * t));
+          const float pr = expf(s - sL[ii]);
           const float mk =
               keep_factor(p, keep_scale, static_cast<uint64_t>((bh * p.Tq + i) * p.Tk + j));
           pm = pr * mk;

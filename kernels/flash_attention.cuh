@@ -1,6 +1,7 @@
 // Flash-style attention core (docs/design.md, The attention block): online softmax over key
 // tiles, key-padding and causal masks, Tq != Tk, Philox attention dropout with
-// the flat [B, H, Tq, Tk] element index of the reference attention. The
+// the flat [B, H, Tq, Tk] element index of the reference attention, ALiBi's
+// per-head linear bias computed in the kernel. The
 // forward writes the log-sum-exp per query; the backward recomputes the
 // probabilities from it. CPU twin: src/ops/flash_attention.cpp.
 //
@@ -26,6 +27,12 @@ struct FlashParams {
   const int32_t* key_lengths = nullptr;  // optional [B] on the device (clamped to [0, Tk])
   float dropout = 0.0f;
   uint64_t seed = 0, stream_id = 0;
+  // ALiBi (kernels/attention_masks.cuh): head h adds -slope_h * |p_i - p_j|
+  // to the scaled score, p_i = alibi_q_offset + i + (Tk - Tq), p_j =
+  // alibi_k_offset + j; the slope is computed in the kernel from h and H.
+  // The backward recomputes the scores with the same bias.
+  bool alibi = false;
+  int64_t alibi_q_offset = 0, alibi_k_offset = 0;
 };
 
 // True for the head dimensions the kernels are instantiated for.

@@ -10,7 +10,9 @@
 //               the row of the fp32 output accumulator (shared memory, the
 //               warp's 16 x D) and writes P o dropout as fp16 over its scores;
 //               then O += P V (WMMA, accumulator fragments loaded from and
-//               stored back to shared memory).
+//               stored back to shared memory). ALiBi's bias
+//               (attention_masks.cuh) is added to each visible score here and
+//               where the backward recomputes it.
 //   backward -- a block of 8 warps owns 64 keys and walks 32-query tiles (the
 //               causal mask skips the earlier ones). Warp w computes the 16 x 16
 //               blocks S^T and dP^T of keys 16 (w / 2), queries 16 (w % 2),
@@ -128,6 +130,7 @@ __device__ __forceinline__ void fwd_block(const FlashParams& p, __half* __restri
   const int64_t n_block = visible_keys(p, key_len, last);  // the most any row of the block sees
   const int64_t n_row = i < p.Tq ? visible_keys(p, key_len, i) : 0;
   const uint64_t row_flat = static_cast<uint64_t>((bh * p.Tq + i) * p.Tk);
+  const float neg_slope = alibi_neg_slope(p, bh % p.H), origin = alibi_origin(p, i);
   float m = -INFINITY, l = 0.0f;
 
   for (int64_t j0 = 0; j0 < n_block; j0 += BK) {
@@ -159,7 +162,11 @@ __device__ __forceinline__ void fwd_block(const FlashParams& p, __half* __restri
 #pragma unroll
     for (int t = 0; t < KPL; ++t) {
       const int col = 2 * t + h;
-      s[t] = j0 + col < n_row ? sS[r * LDS + col] * p.scale : -INFINITY;
+      s[t] = -INFINITY;
+      if (j0 + col < n_row) {
+        s[t] = sS[r * LDS + col] * p.scale;
+        if (p.alibi) s[t] = alibi_add(s[t], neg_slope, origin, static_cast<float>(j0 + col));
+      }
       tile_max = fmaxf(tile_max, s[t]);
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
@@ -247,6 +254,7 @@ __device__ __forceinline__ void bwd_block(const FlashParams& p, const float* __r
   const __half* dob = dout + bh * p.Tq * D;
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
   const int64_t key_len = key_length_of(p, b);
+  const float neg_slope = alibi_neg_slope(p, bh % p.H);
 
   FragC gk[NC], gv[NC];  // dK, dV: keys 16 kw.., columns qh D/2 + 16 c..
 #pragma unroll
@@ -297,7 +305,9 @@ __device__ __forceinline__ void bwd_block(const FlashParams& p, const float* __r
         const int64_t j = j0 + kr, i = i0 + qc;
         float pm = 0.0f, ds = 0.0f;
         if (i < p.Tq && j < visible_keys(p, key_len, i)) {
-          const float pr = expf(sT[rr * LDT + cc] * p.scale - sL[qc]);
+          float x = sT[rr * LDT + cc] * p.scale;
+          if (p.alibi) x = alibi_add(x, neg_slope, alibi_origin(p, i), static_cast<float>(j));
+          const float pr = expf(x - sL[qc]);
           const float mk =
               keep_factor(p, keep_scale, static_cast<uint64_t>((bh * p.Tq + i) * p.Tk + j));
           pm = pr * mk;

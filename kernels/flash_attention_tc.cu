@@ -39,6 +39,8 @@
 // key any row of the block sees (padding, causal) are never loaded; the
 // per-element mask runs only on tiles that some row does not see entirely.
 // Online softmax in registers in the log2 domain (exp2f; lse converted back).
+// ALiBi's bias (kernels/attention_masks.cuh) is one FMA per score on the
+// fragments, in the log2 domain, forward and backward (where S is recomputed).
 //
 // Backward: a block of 4 warps owns 64 keys, 16 per warp, and walks the query
 // tiles that can see them (32 queries for D = 128, 64 otherwise), Q/dO tiles
@@ -103,7 +105,7 @@ constexpr size_t tc_bwd_smem() {
   using S = TcBwd<D>;
   return sizeof(T) * (static_cast<size_t>(2 * S::BK + 4 * S::BQ) * S::LDS +
                       static_cast<size_t>(S::BK) * S::LDP) +
-         sizeof(float) * 4 * S::BQ;
+         sizeof(float) * (4 * S::BQ + 4);
 }
 
 #if ROTOR_TC_BODY
@@ -257,6 +259,7 @@ __global__ void __launch_bounds__(kTcThreads)
   const T* vb = static_cast<const T*>(p.v) + bh * p.Tk * D;
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
   const float sl2 = p.scale * kLog2e;
+  const float nsl2 = alibi_neg_slope(p, bh % p.H) * kLog2e;  // ALiBi in the log2 domain
 
   const int64_t key_len = key_length_of(p, b);
   const int64_t last = (i0 + BQ < p.Tq ? i0 + BQ : p.Tq) - 1;
@@ -318,14 +321,19 @@ __global__ void __launch_bounds__(kTcThreads)
       }
     }
 
-    // Scale into the log2 domain, mask, online softmax (rows a = g, b = g + 8).
+    // Scale into the log2 domain, add ALiBi's bias, mask, online softmax (rows
+    // a = g, b = g + 8). ALiBi: element (nt, e) is key j0 + 8 nt + 2 tq + (e & 1)
+    // of row a (e < 2) or a + 8, at distance |oa - (8 nt + (e & 1) - 8 (e >> 1))|.
     const bool full = j0 + BK <= n_first;
+    const float oa = alibi_origin(p, row_a - j0 - tq * 2);
     float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float x = s[nt][e] * sl2;
+        if (p.alibi)
+          x = alibi_add(x, nsl2, oa, static_cast<float>(nt * 8 + (e & 1) - (e < 2 ? 0 : 8)));
         if (!full) {
           const int64_t j = j0 + nt * 8 + tq * 2 + (e & 1);
           if (j >= (e < 2 ? n_a : n_b)) x = -INFINITY;
@@ -431,6 +439,9 @@ __global__ void __launch_bounds__(kTcThreads)
   T* sdS = sdO + 2 * BQ * LDS;                           // [BK, LDP] scale * dS^T
   float* sL = reinterpret_cast<float*>(sdS + BK * LDP);  // [2, BQ] lse * log2(e)
   float* sDel = sL + 2 * BQ;                             // [2, BQ] delta
+  // ALiBi: the head's -slope * log2(e), read per tile rather than held in a
+  // register across the loop (D 128 is at the register limit on sm_90).
+  float* sSlope = sDel + 2 * BQ;  // [1] (4 floats reserved)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tq = lane & 3;
@@ -442,6 +453,7 @@ __global__ void __launch_bounds__(kTcThreads)
   const T* dob = dout + bh * p.Tq * D;
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
   const float sl2 = p.scale * kLog2e;
+  if (p.alibi && threadIdx.x == 0) *sSlope = alibi_neg_slope(p, bh % p.H) * kLog2e;
   const int64_t key_len = key_length_of(p, b);
   const int64_t key_a = j0 + warp * 16 + g, key_b = key_a + 8;  // this thread's key rows
 
@@ -521,8 +533,12 @@ __global__ void __launch_bounds__(kTcThreads)
       }
     }
 
-    // P = exp(scale s - lse), dS = P o (dP o M - delta) scale; P o M goes to st, dS to dpt.
+    // P = exp(scale s + alibi - lse), dS = P o (dP o M - delta) scale; P o M goes
+    // to st, dS to dpt. ALiBi: element (nq, e) is query i0 + 8 nq + 2 tq + (e & 1)
+    // and key key_a (e < 2) or key_a + 8, at distance |ob - (8 (e >> 1) - 8 nq - (e & 1))|.
     const bool full = i0 + BQ <= p.Tq && j0 + BK <= visible_keys(p, key_len, i0);
+    const float ob = alibi_origin(p, i0 + tq * 2 - key_a);
+    const float nsl2 = p.alibi ? *sSlope : 0.0f;  // written before the first barrier
 #pragma unroll
     for (int nq = 0; nq < NQ; ++nq) {
 #pragma unroll
@@ -532,7 +548,10 @@ __global__ void __launch_bounds__(kTcThreads)
         const bool vis = full || (i < p.Tq && key < visible_keys(p, key_len, i));
         float pr = 0.0f, ds = 0.0f;
         if (vis) {
-          pr = exp2f(st[nq][e] * sl2 - cL[c]);
+          float x = st[nq][e] * sl2;
+          if (p.alibi)
+            x = alibi_add(x, nsl2, ob, static_cast<float>((e < 2 ? 0 : 8) - nq * 8 - (e & 1)));
+          pr = exp2f(x - cL[c]);
           const float mk = p.dropout > 0.0f ? tc_keep(p, keep_scale, bh, i, key) : 1.0f;
           ds = pr * (dpt[nq][e] * mk - cDel[c]) * p.scale;
           pr *= mk;

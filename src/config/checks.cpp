@@ -113,12 +113,13 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "visit positions are not read by ALiBi's bias, which counts tokens "
                          "(model.position alibi)",
                          {"model.position"}};
-  if (m.position->alibi && c.device.rfind("cuda", 0) == 0)
-    return ConfigProblem{"model.position",
-                         fmt::format("alibi is computed by the CPU attention cores only so far, "
-                                     "and device is {} (use cpu)",
-                                     c.device),
-                         {"device"}};
+  // ALiBi's bias is added inside rotor's attention cores (CPU and CUDA);
+  // cuDNN's attention has no such bias.
+  if (m.position->alibi && c.attention.impl == nn::AttentionImpl::Cudnn)
+    return ConfigProblem{"attention.impl",
+                         "cudnn is cuDNN's attention, which does not add ALiBi's bias "
+                         "(model.position alibi); use auto, rotor or reference",
+                         {"model.position"}};
   if (task.model == ModelFamily::BertEncoder && m.norm != NormPlacement::Post)
     return ConfigProblem{"model.norm",
                          fmt::format("task {} builds BERT/RoFormer, which are post-LN; got {}",

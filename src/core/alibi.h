@@ -22,13 +22,22 @@
 
 namespace rotor::alibi {
 
-// The slope of head `head` of `heads` (as above), in double.
+// The slope of head `head` of `heads` (as above), in double. The exponent
+// -8 n / 2^s is exact and formed without a division: the CUDA kernels call
+// this too (once per thread), where a double division is a subroutine.
 ROTOR_HD double slope(int64_t head, int64_t heads) {
   int64_t m = 1;
-  while (m * 2 <= heads) m *= 2;
-  if (head < m) return std::exp2(-8.0 * static_cast<double>(head + 1) / static_cast<double>(m));
-  const int64_t k = head - m;  // the k-th extra head: slope 2k+1 (1-based) of 2m heads
-  return std::exp2(-8.0 * static_cast<double>(2 * k + 1) / static_cast<double>(2 * m));
+  int shift = 0;  // m = 2^shift
+  while (m * 2 <= heads) {
+    m *= 2;
+    ++shift;
+  }
+  // Head h < m: exponent -8(h+1)/m; the k-th extra head: -8(2k+1)/(2m).
+  const bool extra = head >= m;
+  const int64_t n = extra ? 2 * (head - m) + 1 : head + 1;
+  double inv = 1.0;  // 1 / m or 1 / (2m), exactly
+  for (int i = 0; i < shift + (extra ? 1 : 0); ++i) inv *= 0.5;
+  return std::exp2(-8.0 * static_cast<double>(n) * inv);
 }
 
 // -slope * |q_pos - k_pos| in fp32, the slope rounded to float first: the

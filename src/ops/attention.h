@@ -47,8 +47,10 @@ struct AttentionOptions {
   // aligned with the last key, as the causal mask aligns them) and
   // p_j = alibi_k_offset + j. Causal: -slope * (i - j) on the visible keys;
   // otherwise symmetric. No parameters: the backward only changes through the
-  // softmax. Honored by the CPU cores (attention_forward/backward and the
-  // flash twin); on CUDA every core fails with an error when it is set.
+  // softmax. Honored by every rotor core: on the CPU (attention_forward/
+  // backward and the flash twin) and in every CUDA kernel (the reference row
+  // kernel and the portable, tc and volta flash kernels compute the bias
+  // themselves, kernels/attention_masks.cuh); cuDNN's attention refuses it.
   bool alibi = false;
   int64_t alibi_q_offset = 0, alibi_k_offset = 0;
   // The CUDA kernel of flash_attention_forward/backward (ignored elsewhere).

@@ -22,9 +22,6 @@ AttentionDims check_attention_args(const Tensor& q, const Tensor& k, const Tenso
       ROTOR_FAIL("{}: key_lengths must be i32 [{}], got {}", op, d.B, o.key_lengths.str());
     check_same_device(q, o.key_lengths, op);
   }
-  if (o.alibi && q.is_cuda())
-    ROTOR_FAIL("{}: options.alibi (ALiBi) is computed by the CPU cores only so far, not on {}", op,
-               q.device().str());
   if (!(o.dropout >= 0.0f && o.dropout < 1.0f))
     ROTOR_FAIL("{}: dropout must be in [0, 1), got {}", op, o.dropout);
   return d;

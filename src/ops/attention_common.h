@@ -16,7 +16,7 @@ struct AttentionDims {
 };
 
 // q [B, H, Tq, D], k and v [B, H, Tk, D], one dtype and device; key_lengths
-// i32 [B]; dropout in [0, 1); alibi on the CPU only. A rotor::Error naming
+// i32 [B]; dropout in [0, 1). A rotor::Error naming
 // `op` otherwise.
 AttentionDims check_attention_args(const Tensor& q, const Tensor& k, const Tensor& v,
                                    const AttentionOptions& o, const char* op);

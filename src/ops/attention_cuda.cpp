@@ -1,8 +1,9 @@
 // CUDA glue for the reference attention (src/ops/attention.h). It is the
 // ground truth for the fused kernels, so it stays plain: the scores and the
 // probabilities are materialized ([B, H, Tq, Tk]), the four products run on
-// cuBLASLt and two row kernels do the masked softmax, the Philox attention
-// dropout (flat [B, H, Tq, Tk] element index, as on the CPU) and its backward.
+// cuBLASLt and two row kernels do the masked softmax (adding ALiBi's bias to
+// the scores as it reads them), the Philox attention dropout (flat
+// [B, H, Tq, Tk] element index, as on the CPU) and its backward.
 #if ROTOR_WITH_CUDA
 
 #include "kernels/attention_reference.cuh"
@@ -31,6 +32,9 @@ kernels::AttentionMask mask_of(const Dims& d, const AttentionOptions& o) {
   m.dropout = o.dropout;
   m.seed = o.seed;
   m.stream_id = o.stream;
+  m.alibi = o.alibi;
+  m.alibi_q_offset = o.alibi_q_offset;
+  m.alibi_k_offset = o.alibi_k_offset;
   return m;
 }
 

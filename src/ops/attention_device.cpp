@@ -90,8 +90,6 @@ std::string flash_kernel_unsupported(FlashKernel kernel, const FlashCase& c,
   if (c.B * c.H > kFlashMaxBatchHeads)
     return fmt::format("batch x heads = {} exceeds {} in rotor's flash kernels", c.B * c.H,
                        kFlashMaxBatchHeads);
-  if (c.alibi)
-    return fmt::format("ALiBi is not in rotor's CUDA flash kernels yet (the {} one)", name);
   if (c.rope && kernel != FlashKernel::TensorCore)
     return fmt::format(
         "RoPE inside the kernel is rotor's tensor-core kernel's alone, not the {} one's", name);

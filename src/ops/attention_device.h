@@ -40,7 +40,7 @@ struct FlashCase {
   // Its settings rotate interleaved pairs over the whole head
   // (rope::interleaved_full): what the tensor-core kernel's fragments hold.
   bool rope_interleaved_full = true;
-  bool alibi = false;  // AttentionOptions::alibi: a per-head linear bias in the kernel
+  bool alibi = false;  // AttentionOptions::alibi: a per-head linear bias (every kernel adds it)
 };
 
 // The head dims every CUDA flash kernel is instantiated for, and the most

@@ -172,7 +172,7 @@ bool cudnn_attention_supported(const Tensor& q, const Tensor& k, const Attention
   } else if (options.rope) {
     reason = "options.rope (RoPE inside the kernel) is only in rotor's tensor-core flash kernel";
   } else if (options.alibi) {
-    reason = "options.alibi (ALiBi) is not in cuDNN's attention (rotor's CPU cores add it)";
+    reason = "options.alibi (ALiBi) is not in cuDNN's attention (rotor's cores add it)";
   } else {
     const CudnnAttentionCase c = cudnn_attention_case(q, k, options);
     reason = cudnn_attention_unsupported(c, cudnn_capability(q.device()));

@@ -55,10 +55,7 @@ void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   // kernels/decode_attention.cu keeps a query in registers: head dims up to 256.
   if (q.is_cuda() && D > 256)
     ROTOR_FAIL("decode_attention: head dim {} above 256 is not supported on CUDA", D);
-  if (alibi && q.is_cuda())
-    ROTOR_FAIL("decode_attention: ALiBi is computed on the CPU only so far, not on {}",
-               q.device().str());
-  ROTOR_DISPATCH_CUDA(q, decode_attention(q, k_cache, v_cache, length, out));
+  ROTOR_DISPATCH_CUDA(q, decode_attention(q, k_cache, v_cache, length, out, alibi));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
     Tensor out32 = f.output(out);

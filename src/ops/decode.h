@@ -15,7 +15,7 @@ void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position);
 // key is visible (they are all at or before the query's position). alibi:
 // head h of H adds -alibi::slope(h, H) * (length - 1 - j) to key j's score
 // (the query sits at position length - 1, core/alibi.h), as the causal
-// forward does; CPU only so far.
+// forward does, on the CPU and in the CUDA kernel.
 void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t length,
                       Tensor& out, bool alibi = false);
 // dst[i] = src[index[i]] along the leading dimension; index i32 [M].

@@ -15,12 +15,12 @@ void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position) {
 }
 
 void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t length,
-                      Tensor& out) {
+                      Tensor& out, bool alibi) {
   cuda_glue::DeviceScope s(q);
   const int64_t D = k_cache.size(3);
-  ROTOR_CUDA_CHECK(kernels::decode_attention(q.raw(), k_cache.raw(), v_cache.raw(), out.raw(),
-                                             k_cache.size(0) * k_cache.size(1), k_cache.size(2), D,
-                                             length, q.dtype(), s.stream()));
+  ROTOR_CUDA_CHECK(kernels::decode_attention(
+      q.raw(), k_cache.raw(), v_cache.raw(), out.raw(), k_cache.size(0) * k_cache.size(1),
+      k_cache.size(2), D, length, q.dtype(), s.stream(), alibi ? k_cache.size(1) : 0));
 }
 
 void index_select(const Tensor& src, const Tensor& index, Tensor& dst) {

@@ -39,6 +39,9 @@ kernels::FlashParams params_of(const Tensor& q, const Tensor& k, const Tensor& v
   p.dropout = o.dropout;
   p.seed = o.seed;
   p.stream_id = o.stream;
+  p.alibi = o.alibi;
+  p.alibi_q_offset = o.alibi_q_offset;
+  p.alibi_k_offset = o.alibi_k_offset;
   return p;
 }
 

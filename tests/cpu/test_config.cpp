@@ -227,6 +227,12 @@ TEST(Config, CrossFieldChecks) {
   EXPECT_EQ(load_error("task: mlm\n", {"model.norm=pre"}),
             "--set model.norm=pre: model.norm: task mlm builds BERT/RoFormer, which are post-LN; "
             "got pre");
+  // ALiBi runs in rotor's CUDA cores too; cuDNN's attention has no such bias.
+  EXPECT_EQ(load_config_from_string("device: cuda:0\nmodel:\n  position: alibi\n").device,
+            "cuda:0");
+  EXPECT_EQ(load_error("model:\n  position: alibi\nattention:\n  impl: cudnn\n"),
+            "configs/x.yaml:4: attention.impl: cudnn is cuDNN's attention, which does not add "
+            "ALiBi's bias (model.position alibi); use auto, rotor or reference");
   // fp16 on the CPU is emulated, not an error; an unknown precision is.
   EXPECT_EQ(load_config_from_string("device: cpu\nprecision: fp16\n").precision, Precision::FP16);
   e = load_error("precision: fp8\n");

@@ -2,9 +2,13 @@
 // (flash_tc_emulate.cpp, flash_sm70_emulate.cpp): forward out and lse, and the
 // gradients dq, dk, dv of a given dout, with key lengths, the causal mask
 // aligned to the last key (query i sees keys j <= i + Tk - Tq), attention
-// dropout drawn by philox_uniform on the flat [B, H, Tq, Tk] index, and
+// dropout drawn by philox_uniform on the flat [B, H, Tq, Tk] index,
 // optionally RoPE on q and k (the fp32 cos/sin of src/core/rope.h; the
-// gradients rotated back). Inputs are the kernels' 16-bit inputs as doubles.
+// gradients rotated back) and optionally ALiBi: a materialized bias
+// [H, Tq, Tk] in double, -alibi::slope(h, H) * |p_i - p_j| with the paper's
+// slopes in double, p_i = alibi_q_offset + i + (Tk - Tq), p_j =
+// alibi_k_offset + j (ops::AttentionOptions::alibi), added to the scaled
+// scores. Inputs are the kernels' 16-bit inputs as doubles.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/alibi.h"
 #include "core/philox.h"
 #include "core/rope.h"
 
@@ -28,7 +33,27 @@ struct AttentionShape {
   bool rope = false;
   int64_t q_offset = 0, k_offset = 0;  // RoPE positions of the first query / key
   rotor::rope::Params rope_params{};   // interleaved pairs over the whole head
+  bool alibi = false;
+  int64_t alibi_q_offset = 0,
+          alibi_k_offset = 0;  // ALiBi positions of query 0 (less Tk - Tq), key 0
 };
+
+// ALiBi's bias materialized in double: [H, Tq, Tk] (empty without alibi).
+inline std::vector<double> alibi_bias(const AttentionShape& c) {
+  std::vector<double> bias;
+  if (!c.alibi) return bias;
+  bias.resize(static_cast<size_t>(c.H * c.Tq * c.Tk));
+  for (int64_t h = 0; h < c.H; ++h) {
+    const double slope = rotor::alibi::slope(h, c.H);
+    for (int64_t i = 0; i < c.Tq; ++i)
+      for (int64_t j = 0; j < c.Tk; ++j) {
+        const int64_t pi = c.alibi_q_offset + i + (c.Tk - c.Tq), pj = c.alibi_k_offset + j;
+        bias[static_cast<size_t>((h * c.Tq + i) * c.Tk + j)] =
+            -slope * static_cast<double>(pi > pj ? pi - pj : pj - pi);
+      }
+  }
+  return bias;
+}
 
 struct AttentionResult {
   std::vector<double> out, lse, dq, dk, dv;  // [B, H, Tq, D], [B, H, Tq], [B, H, Tq|Tk, D]
@@ -61,6 +86,7 @@ inline AttentionResult reference_attention(const AttentionShape& c, std::vector<
     rotate_rows(k, c.Tk, D, c.k_offset, rp, false);
   }
   const double keep = c.dropout > 0 ? 1.0 / (1.0 - static_cast<double>(c.dropout)) : 1.0;
+  const std::vector<double> bias = alibi_bias(c);
   const size_t nq = q.size(), nk = k.size();
   AttentionResult r{std::vector<double>(nq, 0), std::vector<double>(c.B * c.H * c.Tq),
                     std::vector<double>(nq, 0), std::vector<double>(nk, 0),
@@ -82,6 +108,7 @@ inline AttentionResult reference_attention(const AttentionShape& c, std::vector<
         double dot = 0;
         for (int d = 0; d < D; ++d) dot += q[qi + d] * k[(bh * c.Tk + j) * D + d];
         s[j] = dot * c.scale;
+        if (c.alibi) s[j] += bias[static_cast<size_t>(((bh % c.H) * c.Tq + i) * c.Tk + j)];
         m = std::max(m, s[j]);
       }
       double sum = 0;

@@ -4,7 +4,7 @@
 # tests/emulation/flash_tc_emulate.cpp emulates its PTX (ldmatrix, mma.sync
 # m16n8k16, cp.async) lane by lane, runs every CUDA thread as a std::thread
 # and compares out, lse, dq, dk, dv with attention in double (head dims 32,
-# 64, 128; f16, bf16; causal, key lengths, dropout, RoPE). Usage:
+# 64, 128; f16, bf16; causal, key lengths, dropout, RoPE, ALiBi). Usage:
 #   bash tests/emulation/check_flash_tc.sh [--out DIR] [--asan]   (default DIR: build-flash-tc)
 # --asan: built with AddressSanitizer (out-of-bounds global or shared memory;
 # ~20 s). A missing barrier shows as NaNs: shared memory starts as NaNs and a

@@ -120,6 +120,8 @@ struct Case {
   bool causal;
   std::vector<int32_t> lengths;
   float dropout;
+  bool alibi = false;  // ALiBi's bias, query 0 at alibi_q + Tk - Tq and key 0 at alibi_k
+  int64_t alibi_q = 0, alibi_k = 0;
 };
 
 std::vector<__half> random_half(size_t n, uint32_t seed, float lo, float hi) {
@@ -164,6 +166,9 @@ bool run_case(const Case& c, uint32_t seed) {
   p.dropout = c.dropout;
   p.seed = 4321;
   p.stream_id = rotor::rng_stream(5, 3, rotor::RngPurpose::AttentionDropout, 0);
+  p.alibi = c.alibi;
+  p.alibi_q_offset = c.alibi_q;
+  p.alibi_k_offset = c.alibi_k;
 
   // The emulated kernels (delta = rowsum(dout o out) as the preprocessing pass computes it).
   std::vector<__half> out(nq), dk(nk), dv(nk);
@@ -190,8 +195,11 @@ bool run_case(const Case& c, uint32_t seed) {
     for (size_t i = 0; i < a.size(); ++i) d[i] = __half2float(a[i]);
     return d;
   };
-  const emu::AttentionShape shape{c.B,       c.H,       c.Tq,    c.Tk,   D,          c.causal,
-                                  c.lengths, c.dropout, p.scale, p.seed, p.stream_id};
+  emu::AttentionShape shape{c.B,       c.H,       c.Tq,    c.Tk,   D,          c.causal,
+                            c.lengths, c.dropout, p.scale, p.seed, p.stream_id};
+  shape.alibi = c.alibi;
+  shape.alibi_q_offset = c.alibi_q;
+  shape.alibi_k_offset = c.alibi_k;
   const emu::AttentionResult ref =
       emu::reference_attention(shape, dbl(q), dbl(k), dbl(v), dbl(dout));
   using emu::max_err;
@@ -201,11 +209,15 @@ bool run_case(const Case& c, uint32_t seed) {
   const double tol = 2e-2;
   const bool ok = e_out <= tol && e_lse <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol;
   std::printf(
-      "  %-4s B%lld H%lld Tq%lld Tk%lld D%d%s%s drop%.1f: err out %.1e lse %.1e dq %.1e dk %.1e dv "
-      "%.1e\n",
+      "  %-4s B%lld H%lld Tq%lld Tk%lld D%d%s%s drop%.1f%s: err out %.1e lse %.1e dq %.1e dk "
+      "%.1e dv %.1e\n",
       ok ? "ok" : "FAIL", static_cast<long long>(c.B), static_cast<long long>(c.H),
       static_cast<long long>(c.Tq), static_cast<long long>(c.Tk), D, c.causal ? " causal" : "",
-      c.lengths.empty() ? "" : " lengths", c.dropout, e_out, e_lse, e_dq, e_dk, e_dv);
+      c.lengths.empty() ? "" : " lengths", c.dropout,
+      c.alibi
+          ? (" alibi q+" + std::to_string(c.alibi_q) + " k+" + std::to_string(c.alibi_k)).c_str()
+          : "",
+      e_out, e_lse, e_dq, e_dk, e_dv);
   return ok;
 }
 
@@ -221,6 +233,12 @@ int main() {
       {1, 1, 1, 1, 64, false, {}, 0.0f},
       {1, 1, 150, 150, 64, true, {140}, 0.0f},  // the backward skips early query tiles
       {1, 1, 100, 100, 128, true, {}, 0.1f},
+      // ALiBi against a materialized bias in double: symmetric and causal, 3 heads
+      // (non-power-of-two slopes), Tq != Tk both ways, padding, dropout, offsets.
+      {1, 3, 70, 70, 64, false, {}, 0.0f, true},
+      {2, 2, 37, 100, 128, true, {100, 20}, 0.0f, true, 4, 1},
+      {1, 3, 100, 40, 64, true, {30}, 0.1f, true},
+      {1, 2, 33, 80, 128, false, {}, 0.0f, true, 0, 6},
   };
   int failed = 0;
   uint32_t seed = 10;

@@ -195,6 +195,8 @@ struct Case {
   float dropout;
   bool rope;
   int64_t q_offset = 0, k_offset = 0;
+  bool alibi = false;  // ALiBi's bias, query 0 at alibi_q + Tk - Tq and key 0 at alibi_k
+  int64_t alibi_q = 0, alibi_k = 0;
 };
 
 // The launches of flash_tc_forward and flash_tc_backward.
@@ -291,6 +293,9 @@ bool run_case(const Case& c, uint32_t seed) {
   p.dropout = c.dropout;
   p.seed = 4321;
   p.stream_id = rotor::rng_stream(5, 3, rotor::RngPurpose::AttentionDropout, 0);
+  p.alibi = c.alibi;
+  p.alibi_q_offset = c.alibi_q;
+  p.alibi_k_offset = c.alibi_k;
   FlashRope r;
   r.enabled = c.rope;
   r.q_offset = c.q_offset;
@@ -318,9 +323,12 @@ bool run_case(const Case& c, uint32_t seed) {
     for (size_t i = 0; i < a.size(); ++i) d[i] = f32(a[i]);
     return d;
   };
-  const emu::AttentionShape shape{c.B,         c.H,       c.Tq,       c.Tk,       D,
-                                  c.causal,    c.lengths, c.dropout,  p.scale,    p.seed,
-                                  p.stream_id, c.rope,    c.q_offset, c.k_offset, r.params};
+  emu::AttentionShape shape{c.B,         c.H,       c.Tq,       c.Tk,       D,
+                            c.causal,    c.lengths, c.dropout,  p.scale,    p.seed,
+                            p.stream_id, c.rope,    c.q_offset, c.k_offset, r.params};
+  shape.alibi = c.alibi;
+  shape.alibi_q_offset = c.alibi_q;
+  shape.alibi_k_offset = c.alibi_k;
   const emu::AttentionResult ref =
       emu::reference_attention(shape, dbl(q), dbl(k), dbl(v), dbl(dout));
 
@@ -333,13 +341,16 @@ bool run_case(const Case& c, uint32_t seed) {
   std::string lengths;
   for (int32_t l : c.lengths) lengths += (lengths.empty() ? " len " : ",") + std::to_string(l);
   std::printf(
-      "  %-4s %s D%-3d B%lld H%lld Tq%-3lld Tk%-3lld%s%s drop%.1f%s: err out %.1e lse %.1e dq "
+      "  %-4s %s D%-3d B%lld H%lld Tq%-3lld Tk%-3lld%s%s drop%.1f%s%s: err out %.1e lse %.1e dq "
       "%.1e dk %.1e dv %.1e\n",
       ok ? "ok" : "FAIL", c.bf16 ? "bf16" : "f16 ", D, static_cast<long long>(c.B),
       static_cast<long long>(c.H), static_cast<long long>(c.Tq), static_cast<long long>(c.Tk),
       c.causal ? " causal" : "", lengths.c_str(), c.dropout,
       c.rope
           ? (" rope q+" + std::to_string(c.q_offset) + " k+" + std::to_string(c.k_offset)).c_str()
+          : "",
+      c.alibi
+          ? (" alibi q+" + std::to_string(c.alibi_q) + " k+" + std::to_string(c.alibi_k)).c_str()
           : "",
       e_out, e_lse, e_dq, e_dk, e_dv);
   std::fflush(stdout);
@@ -354,7 +365,8 @@ bool run_typed(const Case& c, uint32_t seed) {
 }  // namespace
 
 int main() {
-  // B, H, Tq, Tk, D, bf16, causal, key lengths, dropout, rope, q_offset, k_offset.
+  // B, H, Tq, Tk, D, bf16, causal, key lengths, dropout, rope, q_offset, k_offset
+  // (, alibi, alibi_q, alibi_k).
   const std::vector<Case> cases = {
       {1, 2, 65, 65, 32, false, false, {}, 0.0f, false},
       {2, 1, 7, 129, 32, true, true, {0, 100}, 0.0f, true},     // a 0-length row, partial
@@ -370,6 +382,14 @@ int main() {
       {1, 1, 129, 129, 128, false, true, {}, 0.0f, true, 5, 5},
       {1, 1, 7, 65, 128, true, false, {0}, 0.0f, true},  // the only row is empty
       {1, 1, 65, 129, 128, true, true, {}, 0.1f, true, 64, 0},
+      // ALiBi (head h's -slope |p_i - p_j| against a materialized bias in double): 3
+      // heads (the non-power-of-two slopes), symmetric and causal, Tq != Tk both ways,
+      // padding, dropout, position offsets, one query.
+      {1, 3, 65, 65, 64, false, false, {}, 0.0f, false, 0, 0, true},
+      {2, 2, 7, 129, 32, true, true, {0, 100}, 0.0f, false, 0, 0, true},
+      {1, 4, 129, 65, 128, false, true, {40}, 0.1f, false, 0, 0, true, 5, 9},
+      {1, 3, 65, 129, 64, true, false, {100}, 0.0f, false, 0, 0, true, 3, 0},
+      {2, 2, 1, 65, 32, false, true, {65, 30}, 0.0f, false, 0, 0, true, 0, 2},
   };
   int failed = 0;
   uint32_t seed = 10;

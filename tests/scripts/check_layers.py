@@ -27,7 +27,7 @@ ALLOWED = {
             "checkpoint", "parallel", "train"},
 }
 # kernels/ may use these header-only helpers of core/ (host and device code).
-KERNEL_CORE_HEADERS = {"core/dtype.h", "core/philox.h", "core/rope.h"}
+KERNEL_CORE_HEADERS = {"core/alibi.h", "core/dtype.h", "core/philox.h", "core/rope.h"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

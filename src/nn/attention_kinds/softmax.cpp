@@ -22,11 +22,6 @@ ops::FlashCase flash_case(const AttentionCase& c, bool rope) {
   return {c.dtype, c.B, c.H, c.Tq, c.Tk, c.D, rope, c.rope_interleaved_full, c.alibi};
 }
 
-// ALiBi's bias (model.position alibi) is computed by the CPU cores alone so
-// far: the materialized reference and the flash twin.
-constexpr const char* kNoAlibiOnGpu =
-    "ALiBi is computed by the CPU attention cores only so far (no CUDA core adds it)";
-
 // The fastest of rotor's CUDA kernels that runs the case, or nullopt with the
 // portable kernel's reason (the one with the fewest limits) in *why.
 std::optional<FlashKernel> best_flash_kernel(const AttentionCase& c,
@@ -42,7 +37,9 @@ std::optional<FlashKernel> best_flash_kernel(const AttentionCase& c,
 // "" when cuDNN's SDPA serves the case on `dev`, else why not. The layer
 // scales q in the head split, so cuDNN's scale is 1.
 std::string cudnn_unsupported(const AttentionCase& c, const ops::AttentionDevice& dev) {
-  if (c.alibi) return "cuDNN's attention does not add ALiBi's bias";
+  // ALiBi's bias (model.position alibi) is added by rotor's cores alone: the
+  // materialized reference and every flash kernel, on the CPU and on CUDA.
+  if (c.alibi) return "cuDNN's attention does not add ALiBi's bias (model.position alibi)";
   ops::CudnnAttentionCase cc;
   cc.dtype = c.dtype;
   cc.B = c.B;
@@ -64,7 +61,6 @@ AttentionPlan choose_core(const AttentionCase& c, const ops::AttentionDevice& de
   p.on_gpu = dev.cuda;
   switch (c.impl) {
     case AttentionImpl::Reference:
-      if (c.alibi && dev.cuda) ROTOR_FAIL("attention.impl: reference: {}", kNoAlibiOnGpu);
       p.core = AttentionCore::Reference;
       p.why = "attention.impl reference: the materialized core";
       return p;
@@ -122,9 +118,6 @@ AttentionPlan choose_core(const AttentionCase& c, const ops::AttentionDevice& de
                         ops::flash_kernel_name(*k), no_cudnn);
     return p;
   }
-  if (c.alibi)
-    ROTOR_FAIL("model.position: alibi on a GPU: {} (flash: {}; cuDNN: {})", kNoAlibiOnGpu, no_flash,
-               no_cudnn);
   p.core = AttentionCore::Reference;
   p.why =
       fmt::format("attention.impl auto: the materialized core ({}; cuDNN: {})", no_flash, no_cudnn);
