@@ -120,10 +120,18 @@ TsvRows parse_choice_rows(std::string_view text, const std::string& path, const 
   const size_t N = static_cast<size_t>(f.choices);
   TsvRows rows;
   rows.has_labels = true;
+  // The header, else the first example, says whether there is a label column.
   size_t i = first;
   while (i < lines.size() && lines[i].empty()) ++i;
-  if (i < lines.size() && !require_labels && split_tabs(lines[i]).size() == N + 1)
-    rows.has_labels = false;  // context and choices only (a test set)
+  const size_t decides = f.header ? 0 : i;
+  const size_t width = decides < lines.size() ? split_tabs(lines[decides]).size() : N + 2;
+  if (f.header && width != N + 1 && width != N + 2)
+    ROTOR_FAIL("{}:1: the header has {} columns; {} choices need {} (label, context, choices)",
+               path, width, N, N + 2);
+  if (width == N + 1 && require_labels)
+    ROTOR_FAIL("{}:{}: no label column: {} fields, {} choices need {} (label, context, choices)",
+               path, decides + 1, width, N, N + 2);
+  if (width == N + 1) rows.has_labels = false;  // context and choices only (a test set)
   const size_t want = rows.has_labels ? N + 2 : N + 1;
   for (; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;  // blank lines hold no example

@@ -33,8 +33,8 @@ struct TsvFormat {
   // (the first line a header to skip when `header`; the column names and
   // `labels` are not read), the label the 0-based index of the right choice.
   // Without labels (require_labels false) a file may have N + 1 columns,
-  // context<TAB>choice_1...; its first example decides, and every line must
-  // then have as many fields.
+  // context<TAB>choice_1...; its header (else its first example) decides, and
+  // every line must then have as many fields.
   int64_t choices = 0;
 };
 
