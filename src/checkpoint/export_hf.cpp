@@ -29,6 +29,12 @@ models::HfEncoderOptions require_encoder(const Config& c) {
         "export --format hf: the checkpoint's task is {}; tasks mlm and classification "
         "export to a Hugging Face BERT/RoFormer, task lm to GPT-NeoX/GPT-2",
         to_string(c.task));
+  if (c.task == Task::Classification && c.data.choices > 0)
+    ROTOR_FAIL(
+        "export --format hf: the checkpoint is a multiple-choice classifier (data.choices: {}), "
+        "which has no Hugging Face export (its RoFormerForMultipleChoice pools differently); "
+        "its encoder can start another run through model.init_from",
+        c.data.choices);
   if (c.attention.kind != nn::AttentionKind::Softmax)
     ROTOR_FAIL(
         "export --format hf: attention.kind is {}, and Hugging Face BERT/RoFormer compute "

@@ -18,11 +18,23 @@
 //   index<TAB>prediction<TAB>p_<label 1><TAB>p_<label 2>...
 //   0<TAB>asthma,copd<TAB>0.913<TAB>0.0412...
 //
+// A multiple-choice checkpoint (data.choices N) reads label, context and N
+// choices a line (or context and choices only), and writes the index of the
+// choice it picks and each choice's probability, the softmax of the scores:
+//
+//   index<TAB>prediction<TAB>p_0<TAB>...<TAB>p_<N-1>
+//   0<TAB>1<TAB>0.127<TAB>0.873
+//
+// with --scores, the raw scores as logit_0 ... logit_<N-1>; accuracy and
+// loss to standard error when the input has labels.
+//
 // With labels in the input, ap, auroc and their micro and macro averages
 // ([0, 1]) go to standard error. A multilabel checkpoint trained on EHR data
 // (data.format ehr) reads a split of a prepare-ehr directory of the same
 // vocabulary as --input (DIR/test; labels optional), its labels the codes.
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -126,17 +138,29 @@ int run_predict(const PredictArgs& a) {
   }
 
   const bool regression = cfg.data.regression;
+  const bool choices = cfg.data.choices > 0;
   const size_t C = static_cast<size_t>(out.num_labels);
+  // A column's name for output k: the label, or the choice's index.
+  auto name = [&](size_t k) {
+    return choices ? std::to_string(k) : regression ? std::string("value") : cfg.data.labels[k];
+  };
   std::string text = "index\tprediction";
-  if (multilabel)
-    for (size_t k = 0; k < C; ++k) text += "\tp_" + cfg.data.labels[k];
+  if (multilabel || choices)
+    for (size_t k = 0; k < C; ++k) text += "\tp_" + name(k);
   if (a.scores)
-    for (size_t k = 0; k < C; ++k)
-      text += "\tlogit_" + (regression ? std::string("value") : cfg.data.labels[k]);
+    for (size_t k = 0; k < C; ++k) text += "\tlogit_" + name(k);
   text += "\n";
   for (int64_t i = 0; i < set.size(); ++i) {
     const size_t n = static_cast<size_t>(i);
-    if (multilabel) {
+    if (choices) {  // the softmax of the scores, the largest subtracted
+      const float* z = out.logits.data() + n * C;
+      const double top = *std::max_element(z, z + C);
+      double total = 0;
+      for (size_t k = 0; k < C; ++k) total += std::exp(static_cast<double>(z[k]) - top);
+      text += std::to_string(i) + "\t" + std::to_string(out.predicted[n]);
+      for (size_t k = 0; k < C; ++k)
+        text += fmt::format("\t{:.6g}", std::exp(static_cast<double>(z[k]) - top) / total);
+    } else if (multilabel) {
       std::string predicted, probabilities;
       for (size_t k = 0; k < C; ++k) {
         const double p = train::sigmoid(out.logits[n * C + k]);
@@ -205,7 +229,8 @@ ROTOR_COMMAND("predict",
                 app.add_option_function<std::string>(
                     "--output", [a](const std::string& v) { a->output = v; },
                     "Predictions, index<TAB>prediction lines (multilabel: and p_<label> "
-                    "columns; default or -: standard output)");
+                    "columns; multiple choice: p_<choice> columns; default or -: standard "
+                    "output)");
                 app.add_flag("--scores", a->scores, "Add the raw outputs (logit_<label> columns)");
                 app.add_option("--batch-size", a->batch_size, "Examples per batch (default 32)");
                 app.add_option("--device", a->device, "auto | cpu | cuda | cuda:N");

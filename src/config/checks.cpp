@@ -295,6 +295,11 @@ std::optional<ConfigProblem> find_problem(const Config& c) {
   if (auto p = model_problem(c, task)) return p;
   if (auto p = attention_problem(c)) return p;
   if (auto p = tokenizer_problem(c)) return p;
+  if (c.data.choices != 0 && c.task != Task::Classification)
+    return ConfigProblem{"data.choices",
+                         fmt::format("a multiple-choice head is task classification's; task is {}",
+                                     to_string(c.task)),
+                         {"task"}};
   if (task.rules)
     if (auto p = task.rules(c)) return p;
   if (auto p = metrics_problem(c)) return p;

@@ -273,6 +273,12 @@ struct DataConfig {
   std::vector<std::string> labels;
   bool regression = false;
   std::string label_separator = ",";
+  // Task classification as multiple choice (Hugging Face's *ForMultipleChoice):
+  // 0 = off; N >= 2 reads label<TAB>context<TAB>choice_1 ... <TAB>choice_N
+  // (the label the 0-based index of the right choice; the column keys and
+  // data.labels are not read), packs [CLS] context [SEP] choice_i [SEP] for
+  // each i and picks by a softmax over the N scores (data/classification.h).
+  int choices = 0;
   bool operator==(const DataConfig&) const = default;
 };
 

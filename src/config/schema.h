@@ -122,6 +122,7 @@ void visit_config(C& c, V& v) {
     v.string_list("labels", d.labels);
     v.boolean("regression", d.regression);
     v.string("label_separator", d.label_separator);
+    v.integer("choices", d.choices, kNonNegative);
   });
   v.section("train", [&] {
     auto& t = c.train;

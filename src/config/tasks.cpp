@@ -18,11 +18,22 @@ std::string needs_classes(const Config& c, ValidMetric m) {
 std::string accuracy_unavailable(const Config& c) {
   return needs_classes(c, ValidMetric::Accuracy);
 }
+
+// A multiple-choice task's classes are positions, not labels: accuracy only.
+std::string not_for_choices(const Config& c, ValidMetric m) {
+  if (c.data.choices == 0) return "";
+  return fmt::format(
+      "{} scores labels; a multiple-choice task (data.choices: {}) scores accuracy and loss",
+      to_string(m), c.data.choices);
+}
+
 std::string mcc_unavailable(const Config& c) {
+  if (std::string why = not_for_choices(c, ValidMetric::Mcc); !why.empty()) return why;
   return needs_classes(c, ValidMetric::Mcc);
 }
 
 std::string f1_unavailable(const Config& c) {
+  if (std::string why = not_for_choices(c, ValidMetric::F1); !why.empty()) return why;
   if (std::string why = needs_classes(c, ValidMetric::F1); !why.empty()) return why;
   if (c.data.labels.size() == 2) return "";
   return fmt::format("f1 is the F1 of the second label of a two-label task; data.labels has {}",
@@ -117,8 +128,42 @@ std::optional<ConfigProblem> distinct_labels(const DataConfig& d) {
   return std::nullopt;
 }
 
+// Multiple choice (data.choices): the layout is positional, the labels are
+// the choices' indices.
+std::optional<ConfigProblem> choices_rules(const Config& c) {
+  const DataConfig& d = c.data;
+  if (d.choices < 2)
+    return ConfigProblem{
+        "data.choices",
+        fmt::format("{} candidates; a multiple-choice task needs at least 2 (0 = off)", d.choices)};
+  if (d.regression)
+    return ConfigProblem{"data.regression",
+                         "a multiple-choice task (data.choices) picks a candidate; set it false",
+                         {"data.choices"}};
+  if (!d.labels.empty())
+    return ConfigProblem{"data.labels",
+                         fmt::format("with data.choices the label is the 0-based index of the "
+                                     "right choice (0 to {}); leave data.labels out",
+                                     d.choices - 1),
+                         {"data.choices"}};
+  if (!d.sentence2_column.empty())
+    return ConfigProblem{"data.sentence2_column",
+                         "with data.choices the columns are label, context, choice_1 ... "
+                         "choice_N in this order; leave data.sentence2_column out",
+                         {"data.choices"}};
+  if (d.seq_len < 5)  // [CLS] context [SEP] choice [SEP]
+    return ConfigProblem{
+        "data.seq_len",
+        fmt::format("{} tokens cannot hold [CLS] context [SEP] choice [SEP] with a token of "
+                    "each; at least 5",
+                    d.seq_len),
+        {"data.choices"}};
+  return std::nullopt;
+}
+
 // The TSV columns and class labels (data/classification.h reads them).
 std::optional<ConfigProblem> classification_rules(const Config& c) {
+  if (c.data.choices != 0) return choices_rules(c);
   if (auto problem = tsv_rules(c)) return problem;
   const DataConfig& d = c.data;
   if (d.regression && !d.labels.empty())

@@ -75,6 +75,31 @@ void encode_all(const Tokenizer& tok, const std::vector<std::string_view>& texts
   for (auto& th : pool) th.join();
 }
 
+// Multiple choice: each example's N pairs [CLS] context [SEP] choice [SEP].
+void pack_choices(const TsvRows& rows, const Tokenizer& tok, int64_t max_len,
+                  ClassificationSet& set) {
+  std::vector<std::string_view> flat;  // every example's choices, in order
+  for (const auto& c : rows.candidates) flat.insert(flat.end(), c.begin(), c.end());
+  std::vector<std::vector<int32_t>> context, choice;
+  encode_all(tok, rows.s1, context);
+  encode_all(tok, flat, choice);
+  const PairSpecialIds special = PairSpecialIds::from_tokenizer(tok);
+  const size_t N = static_cast<size_t>(set.choices);
+  for (size_t i = 0; i < set.examples.size(); ++i) {
+    ClassificationExample& ex = set.examples[i];
+    ex.choice_ids.resize(N);
+    ex.choice_types.resize(N);
+    bool cut = false;
+    for (size_t k = 0; k < N; ++k) {
+      const std::vector<int32_t>& b = choice[i * N + k];
+      cut = cut || static_cast<int64_t>(context[i].size() + b.size()) + 3 > max_len;
+      pack_example(context[i], b, /*pair=*/true, max_len, special, ex.choice_ids[k],
+                   ex.choice_types[k]);
+    }
+    set.truncated += cut;
+  }
+}
+
 }  // namespace
 
 ClassificationSet read_classification_tsv(const std::string& path, const TsvFormat& f,
@@ -86,6 +111,7 @@ ClassificationSet read_classification_tsv(const std::string& path, const TsvForm
   set.has_labels = rows.has_labels;
   set.multilabel = f.multilabel;
   set.num_labels = static_cast<int64_t>(f.labels.size());
+  set.choices = f.choices;
   set.examples.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!rows.has_labels) continue;
@@ -95,6 +121,10 @@ ClassificationSet read_classification_tsv(const std::string& path, const TsvForm
       set.examples[i].target = rows.targets[i];
     else
       set.examples[i].label = rows.labels[i];
+  }
+  if (f.choices > 0) {
+    pack_choices(rows, tok, f.max_len, set);
+    return set;
   }
   const bool pair = !f.sentence2.empty();
   std::vector<std::vector<int32_t>> a, b;
@@ -111,11 +141,51 @@ ClassificationSet read_classification_tsv(const std::string& path, const TsvForm
   return set;
 }
 
+namespace {
+
+// make_classification_batch of multiple choice: B * N rows.
+ClassificationHostBatch make_choice_batch(const ClassificationSet& set,
+                                          const std::vector<int64_t>& indices) {
+  const int64_t B = static_cast<int64_t>(indices.size()), N = set.choices, R = B * N;
+  int64_t T = 0;
+  for (int64_t i : indices)
+    for (const auto& row : set.examples[static_cast<size_t>(i)].choice_ids)
+      T = std::max<int64_t>(T, static_cast<int64_t>(row.size()));
+  std::vector<int32_t> ids(static_cast<size_t>(R * T), kPadId), types(ids.size(), 0);
+  std::vector<int32_t> lengths(static_cast<size_t>(R)), labels;
+  ClassificationHostBatch batch;
+  batch.indices = indices;
+  for (int64_t b = 0; b < B; ++b) {
+    const ClassificationExample& ex = set.examples[static_cast<size_t>(indices[b])];
+    ROTOR_CHECK(static_cast<int64_t>(ex.choice_ids.size()) == N,
+                "classification batch: example {} has {} choices, not {}", indices[b],
+                ex.choice_ids.size(), N);
+    for (int64_t k = 0; k < N; ++k) {
+      const int64_t r = b * N + k;
+      const std::vector<int32_t>& row = ex.choice_ids[static_cast<size_t>(k)];
+      std::copy(row.begin(), row.end(), ids.begin() + r * T);
+      const std::vector<int32_t>& ty = ex.choice_types[static_cast<size_t>(k)];
+      std::copy(ty.begin(), ty.end(), types.begin() + r * T);
+      lengths[static_cast<size_t>(r)] = static_cast<int32_t>(row.size());
+      batch.tokens += static_cast<int64_t>(row.size());
+    }
+    labels.push_back(ex.label);
+  }
+  batch.input_ids = Tensor::from_ints(ids, {R, T});
+  batch.token_type_ids = Tensor::from_ints(types, {R, T});
+  batch.lengths = Tensor::from_ints(lengths, {R});
+  if (set.has_labels) batch.labels = Tensor::from_ints(labels, {B});
+  return batch;
+}
+
+}  // namespace
+
 ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
                                                   const std::vector<int64_t>& indices,
                                                   bool regression) {
   const int64_t B = static_cast<int64_t>(indices.size());
   ROTOR_CHECK(B > 0, "an empty classification batch");
+  if (set.choices > 0) return make_choice_batch(set, indices);
   int64_t T = 0;
   for (int64_t i : indices)
     T = std::max<int64_t>(T, static_cast<int64_t>(set.examples[i].ids.size()));

@@ -11,6 +11,12 @@
 // regression numbers, or for task multilabel sets of label indices (a
 // multi-hot row per example in the batch). A file without the label column (GLUE's test sets)
 // reads without labels when labels are not required.
+//
+// Multiple choice (TsvFormat::choices = N): each example is a context and N
+// candidates, packed as N pairs [CLS] context [SEP] choice_i [SEP] (types
+// 0/1), each cut to max_len as above; its label is the right choice's index.
+// A batch of B such examples holds B * N rows, example b's choices in rows
+// b * N ... b * N + N - 1, and B labels.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +54,9 @@ struct ClassificationExample {
   // EHR patients (data/ehr.h, ehr_multilabel_set): per token the age id and
   // the visit position; empty for text.
   std::vector<int32_t> ages, positions;
+  // Multiple choice: each choice's packed pair and its types (ids and types
+  // are then empty).
+  std::vector<std::vector<int32_t>> choice_ids, choice_types;
 };
 
 struct ClassificationSet {
@@ -56,7 +65,8 @@ struct ClassificationSet {
   bool has_labels = false;
   bool multilabel = false;  // label sets of num_labels labels
   int64_t num_labels = 0;   // the format's labels (classes, or a multilabel vocabulary)
-  int64_t truncated = 0;    // examples cut to max_len
+  int64_t truncated = 0;    // examples cut to max_len (multiple choice: any of its pairs)
+  int64_t choices = 0;      // N candidates per example, or 0 (data/tsv.h TsvFormat::choices)
   int64_t size() const { return static_cast<int64_t>(examples.size()); }
 };
 
@@ -68,9 +78,10 @@ ClassificationSet read_classification_tsv(const std::string& path, const TsvForm
 // One batch on the CPU (train/task_data.h makes model inputs of it).
 struct ClassificationHostBatch {
   std::vector<int64_t> indices;  // [B] example ids in the set
-  Tensor input_ids;              // i32 [B, T]: right-padded with <pad>
-  Tensor token_type_ids;         // i32 [B, T]
-  Tensor lengths;                // i32 [B]: non-pad tokens per row
+  Tensor input_ids;              // i32 [R, T]: right-padded with <pad>; R = B, or B * N
+                                 // rows of multiple choice
+  Tensor token_type_ids;         // i32 [R, T]
+  Tensor lengths;                // i32 [R]: non-pad tokens per row
   Tensor age_ids, position_ids;  // i32 [B, T]: EHR examples' ages and visit positions, or
                                  // undefined (text)
   Tensor labels;                 // i32 [B]: class indices, or undefined

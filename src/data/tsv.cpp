@@ -100,10 +100,8 @@ std::vector<std::string_view> split_label_list(std::string_view field, char sep,
   return out;
 }
 
-// parse_classification_tsv; with `vocabulary`, a multilabel file's labels go
-// there instead of being looked up.
-TsvRows parse_rows(std::string_view text, const std::string& path, const TsvFormat& f,
-                   bool require_labels, std::set<std::string, std::less<>>* vocabulary) {
+// The lines of a TSV text (a byte-order mark skipped), checked to be UTF-8.
+std::vector<std::string_view> checked_lines(std::string_view text, const std::string& path) {
   // A UTF-8 byte-order mark (Windows editors write one) is not part of the header.
   std::string_view body = text;
   if (body.substr(0, 3) == "\xEF\xBB\xBF") body.remove_prefix(3);
@@ -111,6 +109,62 @@ TsvRows parse_rows(std::string_view text, const std::string& path, const TsvForm
   for (size_t i = 0; i < lines.size(); ++i)
     if (const size_t bad = find_invalid_utf8(lines[i]); bad != std::string_view::npos)
       ROTOR_FAIL("{}:{}: invalid UTF-8 at byte {} of the line", path, i + 1, bad + 1);
+  return lines;
+}
+
+// The multiple-choice layout (TsvFormat::choices).
+TsvRows parse_choice_rows(std::string_view text, const std::string& path, const TsvFormat& f,
+                          bool require_labels) {
+  const std::vector<std::string_view> lines = checked_lines(text, path);
+  const size_t first = f.header ? 1 : 0;
+  const size_t N = static_cast<size_t>(f.choices);
+  TsvRows rows;
+  rows.has_labels = true;
+  // The header, else the first example, says whether there is a label column.
+  size_t i = first;
+  while (i < lines.size() && lines[i].empty()) ++i;
+  const size_t decides = f.header ? 0 : i;
+  const size_t width = decides < lines.size() ? split_tabs(lines[decides]).size() : N + 2;
+  if (f.header && width != N + 1 && width != N + 2)
+    ROTOR_FAIL("{}:1: the header has {} columns; {} choices need {} (label, context, choices)",
+               path, width, N, N + 2);
+  if (width == N + 1 && require_labels)
+    ROTOR_FAIL("{}:{}: no label column: {} fields, {} choices need {} (label, context, choices)",
+               path, decides + 1, width, N, N + 2);
+  if (width == N + 1) rows.has_labels = false;  // context and choices only (a test set)
+  const size_t want = rows.has_labels ? N + 2 : N + 1;
+  for (; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;  // blank lines hold no example
+    const std::vector<std::string_view> fields = split_tabs(lines[i]);
+    if (fields.size() != want)
+      ROTOR_FAIL("{}:{}: {} tab-separated fields, but {} choices need {} ({}context, {} choices)",
+                 path, i + 1, fields.size(), N, want, rows.has_labels ? "label, " : "", N);
+    size_t c = 0;
+    if (rows.has_labels) {
+      const std::string_view label = fields[c++];
+      int64_t k = -1;
+      const auto r = std::from_chars(label.data(), label.data() + label.size(), k);
+      if (label.empty() || r.ec != std::errc() || r.ptr != label.data() + label.size() || k < 0 ||
+          k >= f.choices)
+        ROTOR_FAIL(
+            "{}:{}: label \"{}\" is not the index of a choice, 0 to {} (the first column, "
+            "data.choices: {})",
+            path, i + 1, label, f.choices - 1, f.choices);
+      rows.labels.push_back(static_cast<int32_t>(k));
+    }
+    rows.s1.push_back(fields[c++]);
+    rows.candidates.emplace_back(fields.begin() + static_cast<std::ptrdiff_t>(c), fields.end());
+  }
+  if (rows.size() == 0) ROTOR_FAIL("{}: no examples{}", path, f.header ? " after the header" : "");
+  return rows;
+}
+
+// parse_classification_tsv; with `vocabulary`, a multilabel file's labels go
+// there instead of being looked up.
+TsvRows parse_rows(std::string_view text, const std::string& path, const TsvFormat& f,
+                   bool require_labels, std::set<std::string, std::less<>>* vocabulary) {
+  if (f.choices > 0) return parse_choice_rows(text, path, f, require_labels);
+  const std::vector<std::string_view> lines = checked_lines(text, path);
   TsvRows rows;
   if (lines.empty() || (f.header && lines.size() == 1))
     ROTOR_FAIL("{}: no examples{}", path, f.header ? " after the header" : "");

@@ -28,11 +28,21 @@ struct TsvFormat {
   bool multilabel = false;
   char label_separator = ',';
   int64_t max_len = 128;  // tokens per example, specials included
+  // Multiple choice (data.choices): N >= 2 reads the fixed layout
+  //   label<TAB>context<TAB>choice_1<TAB>...<TAB>choice_N
+  // (the first line a header to skip when `header`; the column names and
+  // `labels` are not read), the label the 0-based index of the right choice.
+  // Without labels (require_labels false) a file may have N + 1 columns,
+  // context<TAB>choice_1...; its header (else its first example) decides, and
+  // every line must then have as many fields.
+  int64_t choices = 0;
 };
 
 // The examples of a TSV text, untokenized: views into the text.
 struct TsvRows {
   std::vector<std::string_view> s1, s2;  // s2 empty for single sentences
+  // Multiple choice: s1 the contexts, candidates[i] the example's N choices.
+  std::vector<std::vector<std::string_view>> candidates;
   bool has_labels = false;
   std::vector<int32_t> labels;                   // class indices (classification with labels)
   std::vector<float> targets;                    // regression values (regression with labels)
@@ -45,7 +55,9 @@ struct TsvRows {
 // as many as the header's (without a header: fewer than the columns it
 // needs), a label not in format.labels, an empty label in a list, a regression label that is not a
 // number a float holds ("+0.5" is one, 1e300 is not), a missing column (the
-// header's columns are listed), no examples. Without the label column the
+// header's columns are listed), no examples; with format.choices, a line
+// without N + 2 fields (N + 1 without labels) or a label that is not an
+// integer from 0 to N - 1. Without the label column the
 // rows have no labels, which is an error when `require_labels`.
 TsvRows parse_classification_tsv(std::string_view text, const std::string& path,
                                  const TsvFormat& format, bool require_labels);

@@ -26,6 +26,9 @@ BertForSequenceClassification::BertForSequenceClassification(const BertClassifie
   ROTOR_CHECK(
       c.num_labels >= 1 && (!c.regression || c.num_labels == 1) && !(c.regression && c.multilabel),
       "classifier: {} labels{}", c.num_labels, c.regression ? " for regression" : "");
+  ROTOR_CHECK(
+      c.choices == 0 || (c.choices >= 2 && c.num_labels == 1 && !c.regression && !c.multilabel),
+      "classifier: {} choices need one score a row ({} labels)", c.choices, c.num_labels);
   const int64_t d = c.encoder.layer.d_model, C = c.num_labels;
   const Init w = Init::normal(c.encoder.init_std);
   const size_t mark = nn::ParamRange::mark(store);
@@ -86,13 +89,20 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
                               ctx);
   B_ = h.size(0);
   T_ = h.size(1);
-  const int64_t d = options_.encoder.layer.d_model, C = options_.num_labels;
+  const int64_t d = options_.encoder.layer.d_model;
   std::vector<int32_t> rows(static_cast<size_t>(B_));
   for (int64_t b = 0; b < B_; ++b) rows[static_cast<size_t>(b)] = static_cast<int32_t>(b * T_);
   cls_rows_ = Tensor::from_ints(rows, {B_}, ctx.device);
   Tensor h_cls = ctx.empty({B_, d});                                     // [B, d]
   ops::embedding_forward(cls_rows_, h.view({B_ * T_, d}), 1.0f, h_cls);  // gather [CLS]
   logits_ = head_forward(h_cls, ctx);                                    // [B, C]
+  int64_t C = options_.num_labels, examples = B_;
+  if (options_.choices > 0) {  // each example's N rows' scores as its logits
+    C = options_.choices;
+    ROTOR_CHECK(B_ % C == 0, "classifier: {} rows are not {} choices an example", B_, C);
+    examples = B_ / C;
+    logits_ = logits_.view({examples, C});  // [B, N]
+  }
   const std::vector<float> lg = logits_.to_floats();
   if (logits_out) *logits_out = lg;
 
@@ -124,15 +134,17 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
     sums.examples = B_;
   } else if (!options_.regression && batch.labels.defined()) {
     labels_ = batch.labels;
-    Tensor loss = Tensor::empty({B_}, DType::F32, ctx.device);  // f32 [B]
-    Tensor nll = Tensor::empty({B_}, DType::F32, ctx.device);   // f32 [B]
-    lse_ = Tensor::empty({B_}, DType::F32, ctx.device);
+    ROTOR_CHECK(labels_.numel() == examples, "classifier: {} labels for {} examples",
+                labels_.numel(), examples);
+    Tensor loss = Tensor::empty({examples}, DType::F32, ctx.device);  // f32 [B]
+    Tensor nll = Tensor::empty({examples}, DType::F32, ctx.device);   // f32 [B]
+    lse_ = Tensor::empty({examples}, DType::F32, ctx.device);
     ops::cross_entropy_forward(logits_, labels_, 0.0f, -1, loss, nll, lse_);
     sums.loss = ops::sum(nll);
-    sums.examples = B_;
+    sums.examples = examples;
     sums.has_correct = true;
     const std::vector<int32_t> y = labels_.to_ints();
-    for (int64_t b = 0; b < B_; ++b) {
+    for (int64_t b = 0; b < examples; ++b) {
       const float* row = lg.data() + b * C;
       sums.correct += std::max_element(row, row + C) - row == y[static_cast<size_t>(b)];
     }
@@ -157,6 +169,7 @@ void BertForSequenceClassification::backward(float loss_scale) {
   } else {
     dlogits = ctx.empty(logits_.shape());
     ops::cross_entropy_backward(logits_, labels_, lse_, 0.0f, -1, loss_scale, dlogits);
+    if (options_.choices > 0) dlogits = dlogits.view({B_, 1});  // [B * N, 1]: a row's score
   }
   Tensor dcls = head_backward(dlogits);  // [B, d]
   ctx.report_grads_ready(*store_, head_range_);

@@ -11,6 +11,14 @@
 //     x      = act(classifier.dense(dropout(h_cls)))   act = the layers' GELU (gelu_new)
 //     logits = classifier.out_proj(dropout(x))         [B, C]
 //
+// Multiple choice (choices = N, Hugging Face's *ForMultipleChoice): the
+// batch holds N rows per example ([CLS] context [SEP] choice_i [SEP]), the
+// head above gives each row one score (C = 1, shared by all choices), and
+// the loss is the cross-entropy over each example's N scores, viewed as
+// logits [B, N]. (BERT's is BertForMultipleChoice exactly; Hugging Face's
+// RoFormerForMultipleChoice pools differently, so rotor keeps its
+// RoFormer head.)
+//
 // Parameter names (after the encoder's):
 //   bert.pooler.dense.{weight [d, d], bias [d]}, classifier.{weight [C, d], bias [C]}
 //   classifier.dense.{weight [d, d], bias [d]}, classifier.out_proj.{weight [C, d], bias [C]}
@@ -38,15 +46,19 @@ struct BertClassifierOptions {
   bool regression = false;  // squared error on one output instead of cross-entropy
   bool multilabel = false;  // binary cross-entropy on each of C outputs
   float dropout = 0.1f;     // the head's dropout (Hugging Face: hidden_dropout_prob)
+  int64_t choices = 0;      // N rows per example scored as one (num_labels 1), or 0
+  // The outputs per example: N choices, else the labels.
+  int64_t outputs() const { return choices > 0 ? choices : num_labels; }
   // True for RoFormer's head (dense + activation), false for BERT's pooler.
   bool roformer_head() const { return encoder.position->hf.family == "roformer"; }
 };
 
 // One batch (tensors on the model's device).
 struct ClassificationBatch {
-  Tensor input_ids;       // i32 [B, T], right-padded with pad_id
-  Tensor token_type_ids;  // i32 [B, T], or undefined (segment 0)
-  Tensor lengths;         // i32 [B]
+  Tensor input_ids;       // i32 [R, T], right-padded with pad_id; R = B, or B * N rows of
+                          // multiple choice
+  Tensor token_type_ids;  // i32 [R, T], or undefined (segment 0)
+  Tensor lengths;         // i32 [R]
   Tensor age_ids;         // i32 [B, T] (EHR), or undefined
   Tensor position_ids;    // i32 [B, T]: visit positions (EHR), or undefined
   Tensor labels;          // i32 [B] class indices, or undefined (no loss)
@@ -68,7 +80,8 @@ class BertForSequenceClassification {
   BertForSequenceClassification(const BertClassifierOptions& options, nn::ParameterStore& store);
 
   // Forward, and the loss when the batch has labels or targets; keeps what
-  // backward needs. `logits`, when given, receives the host logits [B * C].
+  // backward needs. `logits`, when given, receives the host logits [B * C]
+  // (multiple choice: the scores [B * N]).
   ClassificationSums forward_loss(const ClassificationBatch& batch, const nn::Context& ctx,
                                   std::vector<float>* logits = nullptr);
   // Backward of forward_loss: d(loss_sum * loss_scale); accumulates into the
@@ -90,10 +103,10 @@ class BertForSequenceClassification {
   nn::ParamRange head_range_;
 
   // Saved for backward.
-  int64_t B_ = 0, T_ = 0;
+  int64_t B_ = 0, T_ = 0;         // rows (B * N with choices) and their length
   Tensor cls_rows_;               // i32 [B]: flat indices b * T of the [CLS] states
   std::vector<float> pooled_;     // BERT: tanh output [B * d] (its derivative is 1 - y^2)
-  Tensor logits_, labels_, lse_;  // [B, C], i32 [B], f32 [B]
+  Tensor logits_, labels_, lse_;  // [B, C] (choices: [B, N]), i32 [B], f32 [B]
   std::vector<float> residuals_;  // regression: prediction - target [B]; multilabel:
                                   // (sigmoid - target) / C [B * C], d loss_b / d z
   nn::Context ctx_;

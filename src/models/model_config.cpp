@@ -128,6 +128,10 @@ BertClassifierOptions bert_classifier_options(const Config& c, int64_t vocab_siz
   k.regression = c.data.regression;
   k.multilabel = c.task == Task::Multilabel;
   k.num_labels = c.data.regression ? 1 : static_cast<int64_t>(c.data.labels.size());
+  if (c.data.choices > 0 && c.task == Task::Classification) {  // one score per choice
+    k.num_labels = 1;
+    k.choices = c.data.choices;
+  }
   if (k.num_labels < 1 && k.multilabel)
     ROTOR_FAIL("data.labels: task multilabel needs its label vocabulary");
   if (k.num_labels < 1)

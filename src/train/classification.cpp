@@ -15,7 +15,7 @@ ClassificationOutputs classify(models::BertForSequenceClassification& model,
                                Device device) {
   const bool regression = model.options().regression;
   ClassificationOutputs out;
-  out.num_labels = model.options().num_labels;
+  out.num_labels = model.options().outputs();
   out.logits.reserve(static_cast<size_t>(set.size() * out.num_labels));
   nn::Context ctx;
   ctx.training = false;
@@ -50,7 +50,7 @@ std::vector<std::pair<ValidMetric, double>> glue_scores(const ClassificationOutp
                                                         const data::ClassificationSet& set,
                                                         bool regression) {
   std::vector<std::pair<ValidMetric, double>> scores;
-  if (!set.has_labels) return scores;
+  if (!set.has_labels || set.choices > 0) return scores;  // multiple choice: accuracy only
   if (regression) {
     std::vector<double> x(o.logits.begin(), o.logits.end()), y;
     for (const auto& ex : set.examples) y.push_back(ex.target);

@@ -16,7 +16,7 @@
 namespace rotor::train {
 
 struct ClassificationOutputs {
-  int64_t num_labels = 0;          // C (1 for regression)
+  int64_t num_labels = 0;          // C (1 for regression; the choices of multiple choice)
   std::vector<float> logits;       // [N * C], in the set's order
   std::vector<int32_t> predicted;  // [N] argmax (classification); empty for regression
   TaskSums sums;                   // the loss over the examples (when the set has labels)
@@ -30,7 +30,8 @@ ClassificationOutputs classify(models::BertForSequenceClassification& model,
 
 // GLUE's scores of the outputs against the set's labels, on GLUE's 0-100
 // scale: f1 (two labels; of the second) and mcc for classes, pearson and
-// spearman for regression. Accuracy is sums.correct / sums.tokens.
+// spearman for regression, none for multiple choice. Accuracy is
+// sums.correct / sums.tokens.
 std::vector<std::pair<ValidMetric, double>> glue_scores(const ClassificationOutputs& outputs,
                                                         const data::ClassificationSet& set,
                                                         bool regression);

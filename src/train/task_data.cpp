@@ -307,6 +307,7 @@ data::TsvFormat tsv_format(const Config& c) {
   f.multilabel = c.task == Task::Multilabel;
   if (c.data.label_separator.size() == 1) f.label_separator = c.data.label_separator[0];
   f.max_len = c.data.seq_len;
+  f.choices = c.data.choices;
   return f;
 }
 

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Long-document matching triples from a corpus's articles (RoFormer's
+section 4.5, issue 28): each example is a context A and two candidates, B
+from A's article and C from another article; the model picks the one that
+belongs with A.
+
+    make_long_triplets.py --input test.txt --input valid.txt --output DIR
+        [--segment-bytes 1100] [--per-article 8] [--valid 0.1] [--test 0.1]
+        [--seed 1]
+
+Articles start at WikiText's title lines, " = Title = " (one '=' a side;
+" = = Section = = " lines are headings inside an article, dropped with the
+title). An article's text, its lines joined by spaces, is cut at word
+boundaries into consecutive segments of at least --segment-bytes UTF-8 bytes
+(what rotor's byte tokenizer counts as tokens; the default 1100 is over 1024,
+so that a model at 1024 tokens sees more of each segment than one at 512);
+a last, shorter piece is dropped. Articles of two or more segments give up to
+--per-article triples: A and B two different segments of the article, C a
+segment of another article of the same split.
+
+The articles are shuffled (--seed) and split into train, valid and test by
+article: no article, as A, B or C, is in two splits. The right choice's
+position is random, with as many 0s as 1s in each split (one more 0 when the
+count is odd). The same inputs and --seed give the same files.
+
+Writes DIR/{train,valid,test}.tsv for `task: classification` with
+`data.choices: 2`:
+
+    label<TAB>context<TAB>choice_0<TAB>choice_1     (header line)
+    1<TAB>A<TAB>C<TAB>B
+
+and prints a summary per split to standard output.
+"""
+import argparse
+import os
+import random
+import re
+import sys
+
+TITLE = re.compile(r"^ = [^=].* = $")
+HEADING = re.compile(r"^ (= )+.*( =)+ $")
+
+
+def fail(message):
+    print(f"make_long_triplets.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_articles(path):
+    """(title, text) of each article of a WikiText file, in file order."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"{path}: {e}")
+    articles, title, body = [], None, []
+    for number, line in enumerate(lines, 1):
+        if TITLE.match(line):
+            if title is not None:
+                articles.append((title, " ".join(body)))
+            title, body = line.strip(" ="), []
+        elif title is None:
+            if line.strip():
+                fail(f"{path}:{number}: text before the first ' = Title = ' line")
+        elif line.strip() and not HEADING.match(line):
+            body.append(" ".join(line.split()))  # tabs and runs of spaces: one space
+    if title is not None:
+        articles.append((title, " ".join(body)))
+    return articles
+
+
+def segments(text, min_bytes):
+    """Consecutive pieces of `text`, cut between words, each of at least
+    `min_bytes` UTF-8 bytes; the last shorter piece dropped."""
+    out, words, size = [], [], 0
+    for word in text.split(" "):
+        if not word:
+            continue
+        words.append(word)
+        size += len(word.encode("utf-8")) + (1 if len(words) > 1 else 0)
+        if size >= min_bytes:
+            out.append(" ".join(words))
+            words, size = [], 0
+    return out
+
+
+def triples(articles, per_article, rng):
+    """(A, B, C, article of A/B, article of C) for the articles of one split."""
+    pieces = [segs for _, segs in articles]
+    out = []
+    for i, segs in enumerate(pieces):
+        if len(segs) < 2 or len(pieces) < 2:
+            continue
+        pairs = [(a, b) for a in range(len(segs)) for b in range(len(segs)) if a != b]
+        rng.shuffle(pairs)
+        for a, b in pairs[:per_article]:
+            j = rng.choice([k for k in range(len(pieces)) if k != i])
+            out.append((segs[a], segs[b], rng.choice(pieces[j]), i, j))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--input", action="append", required=True, help="a WikiText file (repeatable)")
+    p.add_argument("--output", required=True, help="directory for train/valid/test.tsv")
+    p.add_argument("--segment-bytes", type=int, default=1100,
+                   help="the least UTF-8 bytes of a segment (default 1100; more than 512)")
+    p.add_argument("--per-article", type=int, default=8, help="triples per article (default 8)")
+    p.add_argument("--valid", type=float, default=0.1, help="share of articles (default 0.1)")
+    p.add_argument("--test", type=float, default=0.1, help="share of articles (default 0.1)")
+    p.add_argument("--seed", type=int, default=1)
+    a = p.parse_args()
+    if a.segment_bytes <= 512:
+        fail(f"--segment-bytes {a.segment_bytes}: segments must be longer than 512 bytes")
+    if a.per_article < 1:
+        fail(f"--per-article {a.per_article}: at least 1")
+    if not (0 < a.valid < 1 and 0 < a.test < 1 and a.valid + a.test < 1):
+        fail(f"--valid {a.valid} and --test {a.test}: each in (0, 1), together below 1")
+
+    articles = []
+    for path in a.input:
+        articles += [(t, segments(text, a.segment_bytes)) for t, text in read_articles(path)]
+    articles = [x for x in articles if x[1]]
+    if len(articles) < 6:
+        fail(f"{len(articles)} articles with a segment of {a.segment_bytes} bytes; need at "
+             "least 6 (two a split)")
+    rng = random.Random(a.seed)
+    rng.shuffle(articles)
+    n = len(articles)
+    n_valid = max(2, round(n * a.valid))
+    n_test = max(2, round(n * a.test))
+    if n - n_valid - n_test < 2:
+        fail(f"{n} articles leave fewer than 2 for training")
+    splits = {"test": articles[:n_test], "valid": articles[n_test:n_test + n_valid],
+              "train": articles[n_test + n_valid:]}
+    os.makedirs(a.output, exist_ok=True)
+    for name in ("train", "valid", "test"):
+        rows = triples(splits[name], a.per_article, rng)
+        if not rows:
+            fail(f"split {name}: no article has two segments of {a.segment_bytes} bytes")
+        labels = [i % 2 for i in range(len(rows))]
+        rng.shuffle(labels)
+        path = os.path.join(a.output, name + ".tsv")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write("label\tcontext\tchoice_0\tchoice_1\n")
+            for (context, same, other, _, _), label in zip(rows, labels):
+                choices = [other, same] if label == 1 else [same, other]
+                f.write(f"{label}\t{context}\t{choices[0]}\t{choices[1]}\n")
+        os.replace(path + ".tmp", path)
+        lengths = sorted(len(s.encode("utf-8")) for r in rows for s in r[:3])
+        print(f"{name}: {len(splits[name])} articles, {len(rows)} triples, "
+              f"{sum(labels)} with the right choice second, segment bytes "
+              f"{lengths[0]}..{lengths[-1]} (median {lengths[len(lengths) // 2]}) -> {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,351 @@
+// Task classification as multiple choice (data.choices): the head's
+// gradients against finite differences (BERT's pooler and RoFormer's head,
+// one score a row, cross-entropy over each example's N scores), permuting
+// the choices permutes the scores, the TSV layout (label, context, choices)
+// packed as N pairs cut longest_first, its errors with FILE:LINE, the config
+// rules, and end to end through the rotor binary: two choices learned in a
+// few dozen updates from scratch, `rotor predict` writing the chosen index
+// and the probabilities, the export refused, a bad file one line.
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <string>
+
+#include "config/config.h"
+#include "data/classification.h"
+#include "data/sentencepiece.h"
+#include "models/bert_classifier.h"
+#include "support/model_gradcheck.h"
+#include "support/run_rotor.h"
+#include "support/test_util.h"
+#include "support/tiny_configs.h"
+
+namespace rotor {
+namespace {
+
+// ---- the model --------------------------------------------------------------------
+
+models::BertClassifierOptions tiny(bool roformer, int64_t choices) {
+  models::BertClassifierOptions c;
+  c.encoder.vocab_size = 40;
+  c.encoder.num_layers = 1;
+  c.encoder.layer = models::bert_base_layer();
+  c.encoder.layer.d_model = 16;
+  c.encoder.layer.n_heads = 2;
+  c.encoder.layer.d_ff = 32;
+  c.encoder.layer.layer_norm_eps = 1e-12f;
+  c.encoder.position = roformer ? nn::PositionKind::Rope : nn::PositionKind::Learned;
+  c.encoder.max_positions = 16;
+  c.encoder.init_std = 0.3;
+  c.num_labels = 1;
+  c.choices = choices;
+  c.dropout = 0.1f;
+  return c;
+}
+
+// Two examples of three choices: rows [CLS] context [SEP] choice [SEP],
+// padded; `order` permutes each example's choices (row k holds choice order[k]).
+models::ClassificationBatch choice_batch(const std::vector<int>& order = {0, 1, 2},
+                                         bool labels = true) {
+  const std::vector<std::vector<int32_t>> rows = {
+      {5, 12, 8, 6, 17, 9, 6}, {5, 12, 8, 6, 21, 6},  {5, 12, 8, 6, 30, 31, 6},  // example 0
+      {5, 22, 6, 11, 6},       {5, 22, 6, 13, 14, 6}, {5, 22, 6, 25, 6}};        // example 1
+  const int64_t T = 7;
+  std::vector<int32_t> ids, types, lengths;
+  for (int e = 0; e < 2; ++e)
+    for (int k = 0; k < 3; ++k) {
+      const std::vector<int32_t>& r = rows[static_cast<size_t>(e * 3 + order[k])];
+      const size_t sep = static_cast<size_t>(std::find(r.begin(), r.end(), 6) - r.begin());
+      for (size_t t = 0; t < static_cast<size_t>(T); ++t) {
+        ids.push_back(t < r.size() ? r[t] : 0);
+        types.push_back(t > sep && t < r.size() ? 1 : 0);
+      }
+      lengths.push_back(static_cast<int32_t>(r.size()));
+    }
+  models::ClassificationBatch b;
+  b.input_ids = Tensor::from_ints(ids, {6, T});
+  b.token_type_ids = Tensor::from_ints(types, {6, T});
+  b.lengths = Tensor::from_ints(lengths, {6});
+  if (labels) b.labels = Tensor::from_ints({2, 0}, {2});
+  b.tokens = std::accumulate(lengths.begin(), lengths.end(), 0);
+  return b;
+}
+
+class ChoiceGrad : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ChoiceGrad, MatchesFiniteDifferencesAndTheLossFromTheScores) {
+  const bool roformer = GetParam();
+  nn::ParameterStore store;
+  models::BertForSequenceClassification model(tiny(roformer, 3), store);
+  EXPECT_EQ(model.options().outputs(), 3);
+  store.allocate(Device::cpu());
+  store.initialize(1);
+  test::jitter(store, 2, 0.1f);
+  const models::ClassificationBatch batch = choice_batch();
+  nn::Context ctx;
+  ctx.training = true;  // dropout on, the same masks in every call
+  ctx.seed = 3;
+  ctx.step = 2;
+  store.zero_grad();
+  std::vector<float> scores;
+  const models::ClassificationSums s = model.forward_loss(batch, ctx, &scores);
+  ASSERT_EQ(scores.size(), 6u);  // [B, N]
+  EXPECT_EQ(s.examples, 2);
+  EXPECT_TRUE(s.has_correct);
+  double expect = 0;
+  int64_t correct = 0;
+  const int32_t y[2] = {2, 0};
+  for (int b = 0; b < 2; ++b) {
+    const float* z = scores.data() + b * 3;
+    double total = 0;
+    for (int k = 0; k < 3; ++k) total += std::exp(static_cast<double>(z[k]));
+    expect += std::log(total) - z[y[b]];
+    correct += std::max_element(z, z + 3) - z == y[b];
+  }
+  EXPECT_NEAR(s.loss, expect, 1e-5 * std::max(1.0, expect));
+  EXPECT_EQ(s.correct, correct);
+  model.backward(1.0f);
+  auto objective = [&]() { return model.forward_loss(batch, ctx).loss; };
+  const int checked = test::check_model_gradients(store, objective, [&](const std::string& name) {
+    // The key bias cancels in softmax without rotation; the score's bias
+    // shifts all N scores of an example alike, which the softmax cancels.
+    return (name.find("attention.self.key.bias") != std::string::npos && !roformer) ||
+           name == "classifier.bias" || name == "classifier.out_proj.bias";
+  });
+  EXPECT_GT(checked, 50);
+  // One shared scoring unit: [1, d].
+  const nn::Parameter* w =
+      store.find(roformer ? "classifier.out_proj.weight" : "classifier.weight");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->shape, (Shape{1, 16}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, ChoiceGrad, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "roformer" : "bert"; });
+
+TEST(MultipleChoice, PermutingTheChoicesPermutesTheScores) {
+  for (bool roformer : {false, true}) {
+    nn::ParameterStore store;
+    models::BertForSequenceClassification model(tiny(roformer, 3), store);
+    store.allocate(Device::cpu());
+    store.initialize(4);
+    test::jitter(store, 5, 0.1f);
+    nn::Context ctx;  // inference
+    std::vector<float> a, b;
+    model.forward_loss(choice_batch({0, 1, 2}, false), ctx, &a);
+    const std::vector<int> order = {2, 0, 1};
+    model.forward_loss(choice_batch(order, false), ctx, &b);
+    for (int e = 0; e < 2; ++e)
+      for (int k = 0; k < 3; ++k)
+        EXPECT_NEAR(b[static_cast<size_t>(e * 3 + k)], a[static_cast<size_t>(e * 3 + order[k])],
+                    1e-5)
+            << roformer << " " << e << " " << k;
+    // The scores differ between choices (the test would pass on constants).
+    EXPECT_GT(std::abs(a[0] - a[1]) + std::abs(a[1] - a[2]), 1e-4);
+  }
+}
+
+// ---- the data -----------------------------------------------------------------------
+
+class ChoiceTsv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::ofstream(dir_ / "tok.bytes") << data::byte_tokenizer_text({"[MASK]", "[CLS]", "[SEP]"});
+    tok_ = data::Tokenizer::load(dir_ / "tok.bytes");
+  }
+  std::string write(const std::string& text) {
+    std::ofstream(dir_ / "mc.tsv") << text;
+    return dir_ / "mc.tsv";
+  }
+  data::TsvFormat format(int64_t choices, int64_t max_len = 64) {
+    data::TsvFormat f;
+    f.choices = choices;
+    f.max_len = max_len;
+    return f;
+  }
+  std::string error(const std::string& text, bool require_labels = true) {
+    try {
+      data::read_classification_tsv(write(text), format(2), tok_, require_labels);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+  test::TempDir dir_;
+  data::Tokenizer tok_;
+};
+
+TEST_F(ChoiceTsv, PacksEachChoiceAsAPairCutLongestFirst) {
+  const std::string p =
+      write("label\tcontext\tc1\tc2\tc3\n1\tabcdefgh\txy\tz\tuvw\n\n0\tq\tr\ts\tt\n");
+  const data::ClassificationSet s = data::read_classification_tsv(p, format(3, 8), tok_, true);
+  ASSERT_EQ(s.size(), 2);
+  EXPECT_EQ(s.choices, 3);
+  EXPECT_EQ(s.examples[0].label, 1);
+  EXPECT_EQ(s.examples[1].label, 0);
+  const data::PairSpecialIds sp = data::PairSpecialIds::from_tokenizer(tok_);
+  const char* choices[3] = {"xy", "z", "uvw"};
+  for (int k = 0; k < 3; ++k) {
+    std::vector<int32_t> ids, types;
+    data::pack_example(tok_.encode("abcdefgh"), tok_.encode(choices[k]), true, 8, sp, ids, types);
+    EXPECT_EQ(s.examples[0].choice_ids[static_cast<size_t>(k)], ids) << k;
+    EXPECT_EQ(s.examples[0].choice_types[static_cast<size_t>(k)], types) << k;
+    EXPECT_EQ(ids.size(), 8u);  // the context, the longer side, was cut
+  }
+  EXPECT_EQ(s.truncated, 1);
+  // The batch: B * N rows, example b's choices in rows 3b .. 3b + 2; B labels.
+  const data::ClassificationHostBatch b = data::make_classification_batch(s, {1, 0}, false);
+  EXPECT_EQ(b.input_ids.shape(), (Shape{6, 8}));
+  EXPECT_EQ(b.labels.to_ints(), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(b.lengths.to_ints(), (std::vector<int32_t>{5, 5, 5, 8, 8, 8}));
+  const std::vector<int32_t> ids = b.input_ids.to_ints();
+  EXPECT_EQ(std::vector<int32_t>(ids.begin() + 24, ids.begin() + 32), s.examples[0].choice_ids[0]);
+  EXPECT_EQ(b.size(), 2);
+}
+
+TEST_F(ChoiceTsv, FilesWithoutLabelsReadForPrediction) {
+  const std::string p = write("context\tc1\tc2\nabc\td\te\n");
+  const data::ClassificationSet s = data::read_classification_tsv(p, format(2), tok_, false);
+  EXPECT_FALSE(s.has_labels);
+  EXPECT_EQ(s.size(), 1);
+  EXPECT_FALSE(data::make_classification_batch(s, {0}, false).labels.defined());
+}
+
+TEST_F(ChoiceTsv, ErrorsNameFileAndLine) {
+  EXPECT_NE(error("label\tcontext\tc1\tc2\n0\ta\tb\tc\n0\ta\tb\n")
+                .find("mc.tsv:3: 3 tab-separated fields, but 2 choices need 4"),
+            std::string::npos);
+  EXPECT_NE(error("label\tcontext\tc1\tc2\n2\ta\tb\tc\n")
+                .find("mc.tsv:2: label \"2\" is not the index of a choice, 0 to 1"),
+            std::string::npos);
+  EXPECT_NE(error("label\tcontext\tc1\tc2\n-1\ta\tb\tc\n").find("mc.tsv:2: label \"-1\""),
+            std::string::npos);
+  EXPECT_NE(error("label\tcontext\tc1\tc2\nB\ta\tb\tc\n").find("mc.tsv:2: label \"B\""),
+            std::string::npos);
+  // Three choices in a file for two: the header says so.
+  EXPECT_NE(error("label\tcontext\tc1\tc2\tc3\n0\ta\tb\tc\td\n")
+                .find("mc.tsv:1: the header has 5 columns; 2 choices need 4"),
+            std::string::npos);
+  EXPECT_NE(error("context\tc1\tc2\na\tb\tc\n").find("mc.tsv:1: no label column"),
+            std::string::npos);
+  EXPECT_NE(error("label\tcontext\tc1\tc2\n").find("mc.tsv: no examples"), std::string::npos);
+}
+
+// ---- the config ---------------------------------------------------------------------
+
+std::string config_error(const std::vector<std::string>& sets) {
+  const std::string yaml =
+      test::tiny_encoder("classification", "run").set("data.choices", "2").text();
+  try {
+    load_config_from_string(yaml, "mc.yaml", sets);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(MultipleChoiceConfig, Rules) {
+  EXPECT_EQ(config_error({}), "no error");
+  EXPECT_NE(config_error({"data.choices=1"}).find("data.choices: 1 candidates"), std::string::npos);
+  EXPECT_NE(config_error({"data.choices=-1"}).find("data.choices"), std::string::npos);
+  EXPECT_NE(config_error({"task=mlm"}).find("mc.yaml:"), std::string::npos);
+  EXPECT_NE(config_error({"task=mlm"})
+                .find("data.choices: a multiple-choice head is task classification's; task is mlm"),
+            std::string::npos);
+  EXPECT_NE(config_error({"data.labels=[a, b]"}).find("leave data.labels out"), std::string::npos);
+  EXPECT_NE(config_error({"data.regression=true"}).find("data.regression"), std::string::npos);
+  EXPECT_NE(config_error({"data.sentence2_column=s2"}).find("data.sentence2_column"),
+            std::string::npos);
+  EXPECT_NE(config_error({"data.seq_len=4"}).find("at least 5"), std::string::npos);
+  EXPECT_NE(config_error({"data.valid=v.tsv", "train.best_metric=mcc"})
+                .find("a multiple-choice task (data.choices: 2) scores accuracy"),
+            std::string::npos);
+  EXPECT_EQ(config_error({"data.valid=v.tsv", "train.best_metric=accuracy"}), "no error");
+  const Config c = load_config_from_string(
+      test::tiny_encoder("classification", "run").set("data.choices", "4").text());
+  EXPECT_EQ(c.data.choices, 4);
+  EXPECT_EQ(load_config_from_string(dump_config(c)), c);
+}
+
+// ---- end to end ---------------------------------------------------------------------
+
+// Two choices, the right one starting "yes", the other "no": learned from
+// scratch in 60 updates.
+TEST(MultipleChoiceTrain, LearnsPredictsAndRefusesTheExport) {
+  test::TempDir dir;
+  for (const auto& [split, n] : {std::pair<std::string, int>{"train", 200}, {"valid", 40}}) {
+    std::ofstream out(dir / split + ".tsv");
+    out << "label\tcontext\tchoice_0\tchoice_1\n";
+    const char* words[] = {"apple", "river", "stone", "cloud", "violet"};
+    for (int i = 0; i < n; ++i) {
+      const int right = (i * 7 + (split == "valid")) % 3 % 2;
+      const std::string context = std::string(words[i % 5]) + " " + words[(i * 3) % 5];
+      const std::string good = std::string("yes ") + words[(i * 2) % 5];
+      const std::string bad = std::string("no ") + words[(i + 1) % 5];
+      out << right << "\t" << context << "\t" << (right == 0 ? good : bad) << "\t"
+          << (right == 1 ? good : bad) << "\n";
+    }
+  }
+  test::tiny_encoder("classification", dir / "run")
+      .set("data.tokenizer", "bytes")
+      .set("data.train", dir / "train.tsv")
+      .set("data.valid", dir / "valid.tsv")
+      .set("data.choices", "2")
+      .set("data.seq_len", "48")
+      .set("train.max_updates", "60")
+      .set("train.batch_size", "8")
+      .set("train.valid_interval", "60")
+      .set("train.save_interval", "60")
+      .set("optim.name", "adamw")
+      .set("optim.lr", "5.0e-3")
+      .set("optim.warmup_updates", "4")
+      .write(dir / "mc.yaml");
+  auto run = [&](const std::string& args) {
+    return test::run_rotor(dir, args, "OMP_NUM_THREADS=1");
+  };
+  auto r = run("train " + (dir / "mc.yaml"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream metrics(test::slurp(dir / "run/metrics.jsonl"));
+  std::string line, valid;
+  while (std::getline(metrics, line))
+    if (line.find("\"split\":\"valid\"") != std::string::npos ||
+        line.find("\"split\": \"valid\"") != std::string::npos)
+      valid = line;
+  ASSERT_FALSE(valid.empty());
+  EXPECT_NE(valid.find("\"accuracy\":1"), std::string::npos) << valid;
+  EXPECT_EQ(valid.find("mcc"), std::string::npos) << valid;
+
+  r = run("predict --checkpoint " + (dir / "run") + " --input " + (dir / "valid.tsv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("predict: 40 examples | loss "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("| accuracy 100.00"), std::string::npos) << r.err;
+  std::istringstream pred(r.out);
+  std::getline(pred, line);
+  EXPECT_EQ(line, "index\tprediction\tp_0\tp_1");
+  std::getline(pred, line);  // example 0: the right choice is 1 for the valid split
+  std::istringstream fields(line);
+  int index = -1, chosen = -1;
+  double p0 = 0, p1 = 0;
+  fields >> index >> chosen >> p0 >> p1;
+  EXPECT_EQ(index, 0);
+  EXPECT_EQ(chosen, 1);
+  EXPECT_NEAR(p0 + p1, 1.0, 1e-5);
+  EXPECT_GT(p1, 0.5);
+
+  r = run("export --checkpoint " + (dir / "run") + " --format hf --output " + (dir / "hf"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("a multiple-choice classifier (data.choices: 2), which has no Hugging Face "
+                       "export"),
+            std::string::npos)
+      << r.err;
+  std::ofstream(dir / "bad.tsv") << "label\tcontext\tc0\tc1\n0\ta\tb\tc\n1\ta\tb\n";
+  r = run("predict --checkpoint " + (dir / "run") + " --input " + (dir / "bad.tsv"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("bad.tsv:3: 3 tab-separated fields, but 2 choices need 4"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace rotor
