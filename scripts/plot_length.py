@@ -66,7 +66,7 @@ def main():
         sys.exit("plot_length: matplotlib is missing (apt-get install python3-matplotlib)")
 
     lengths = sorted({n for _, points, _ in runs for n in points})
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(9.5, 5))
     markers = "osD^vP*Xh<>"
     for i, (label, points, _) in enumerate(runs):
         xs = sorted(points)
@@ -76,11 +76,11 @@ def main():
     ax.set_xticks(lengths)
     ax.set_xticklabels([str(n) for n in lengths])
     ax.set_xlabel("evaluation length (tokens per block)")
-    ax.set_ylabel(a.metric)
+    ax.set_ylabel({"loss": "loss (nats per token)", "bpb": "bits per byte"}.get(a.metric, a.metric))
     if a.title:
         ax.set_title(a.title)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: lines cross anywhere
     fig.tight_layout()
     fig.savefig(a.output, dpi=120)
     print(f"wrote {a.output}")
