@@ -1,16 +1,22 @@
 // `rotor bleu`: corpus BLEU of a hypothesis file against one or more
-// references, compatible with sacreBLEU 2.x (see src/eval/bleu.h).
+// references, compatible with sacreBLEU 2.x (see src/eval/bleu.h); with
+// `--by-length SOURCE`, BLEU and chrF per bucket of source length
+// (src/eval/length_buckets.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/json_io.h"
 #include "eval/bleu.h"
+#include "eval/length_buckets.h"
 #include "eval/text_io.h"
 
 namespace {
@@ -29,6 +35,10 @@ struct BleuArgs {
   bool json = false;
   bool score_only = false;
   int width = 2;
+  std::string by_length;  // the source file of --by-length
+  std::string buckets = rotor::eval::kDefaultLengthEdges;
+  std::string length_unit = "words";
+  bool buckets_given = false, length_unit_given = false;
 };
 
 std::string hyp_name(const std::string& path) {
@@ -51,6 +61,77 @@ void read_corpus(const std::string& hyp_path, const std::vector<std::string>& re
                  hyps.size(), ref_paths[k], refs[k].size());
 }
 
+rotor::json_io::Json bucket_json(const rotor::eval::LengthBucket& b, bool range) {
+  rotor::json_io::Json j;
+  if (range) {
+    j["from"] = b.lo;
+    j["to"] = b.hi < 0 ? rotor::json_io::Json() : rotor::json_io::Json(b.hi);  // exclusive
+  }
+  j["lines"] = b.lines;
+  const bool empty = b.lines == 0;
+  const auto num = [empty](double v) {
+    return empty ? rotor::json_io::Json() : rotor::json_io::Json(v);
+  };
+  j["mean_length"] = num(static_cast<double>(b.source_length) / std::max<int64_t>(b.lines, 1));
+  j["bleu"] = num(b.bleu.score);
+  j["chrf"] = num(b.chrf.score);
+  j["bp"] = num(b.bleu.bp);
+  j["ratio"] = num(b.bleu.ratio);
+  j["hyp_len"] = b.bleu.hyp_len;
+  j["ref_len"] = b.bleu.ref_len;
+  return j;
+}
+
+// `--by-length SOURCE`: a table (or one JSON object) of BLEU and chrF per
+// bucket of source length, then the whole corpus.
+void print_by_length(const BleuArgs& a, const rotor::eval::BleuOptions& opts,
+                     const std::vector<std::string>& hyps,
+                     const std::vector<std::vector<std::string>>& refs) {
+  using namespace rotor::eval;
+  const std::vector<int64_t> edges = parse_length_edges(a.buckets);
+  const LengthUnit unit = parse_length_unit(a.length_unit);
+  const std::vector<std::string> sources = read_lines(a.by_length);
+  rotor::cli::check_utf8(sources, a.by_length);
+  if (sources.size() != hyps.size())
+    ROTOR_FAIL("bleu: --by-length source {} has {} lines but hypothesis {} has {} lines",
+               a.by_length, sources.size(), hyp_name(a.hyp), hyps.size());
+  ChrfOptions chrf;
+  chrf.lowercase = opts.lowercase;
+  const LengthScores s = score_by_length(sources, hyps, refs, edges, unit, opts, chrf);
+  const int nrefs = static_cast<int>(refs.size());
+  if (a.json) {
+    rotor::json_io::Json j;
+    j["source"] = a.by_length;
+    j["unit"] = length_unit_name(unit);
+    j["buckets"] = rotor::json_io::Json::array();
+    for (const LengthBucket& b : s.buckets) j["buckets"].push_back(bucket_json(b, true));
+    j["all"] = bucket_json(s.all, false);
+    j["bleu_signature"] = bleu_signature(opts, nrefs);
+    j["chrf_signature"] = chrf_signature(chrf, nrefs);
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  fmt::print("BLEU and {} by source length ({} of {}):\n", chrf_name(chrf), length_unit_name(unit),
+             a.by_length);
+  fmt::print("{:>10} {:>8} {:>9} {:>8} {:>8} {:>7}\n", "length", "lines", "mean len", "BLEU",
+             chrf_name(chrf), "ratio");
+  const int w = a.width;
+  std::vector<std::pair<std::string, const LengthBucket*>> rows;
+  for (const LengthBucket& b : s.buckets) rows.emplace_back(bucket_name(b), &b);
+  rows.emplace_back("all", &s.all);
+  for (const auto& [name, b] : rows) {
+    if (b->lines == 0) {
+      fmt::print("{:>10} {:>8} {:>9} {:>8} {:>8} {:>7}\n", name, 0, "-", "-", "-", "-");
+      continue;
+    }
+    fmt::print("{:>10} {:>8} {:>9.2f} {:>8.{}f} {:>8.{}f} {:>7.3f}\n", name, b->lines,
+               static_cast<double>(b->source_length) / b->lines, b->bleu.score, w, b->chrf.score, w,
+               b->bleu.ratio);
+  }
+  fmt::print("BLEU {}\n{} {}\n", bleu_signature(opts, nrefs), chrf_name(chrf),
+             chrf_signature(chrf, nrefs));
+}
+
 int run_bleu(const BleuArgs& a) {
   using namespace rotor::eval;
   using namespace rotor::cli;
@@ -58,6 +139,16 @@ int run_bleu(const BleuArgs& a) {
     check_input_file("bleu", "--ref", r, /*allow_stdin=*/false, /*allow_fifo=*/true);
   check_input_file("bleu", "hypothesis", a.hyp, /*allow_stdin=*/true);
   check_int("bleu", "--width", a.width, 0, 10);
+  if (a.by_length.empty() && (a.buckets_given || a.length_unit_given))
+    ROTOR_FAIL("bleu: --buckets and --length-unit apply to --by-length SOURCE");
+  if (!a.by_length.empty()) {
+    check_input_file("bleu", "--by-length", a.by_length, /*allow_stdin=*/false,
+                     /*allow_fifo=*/true);
+    if (a.score_only)
+      ROTOR_FAIL("bleu: --score-only prints one score; --by-length prints one per bucket");
+    parse_length_edges(a.buckets);
+    parse_length_unit(a.length_unit);
+  }
   if (a.smooth_value_given) check_real("bleu", "--smooth-value", a.smooth_value, 0, 1000);
   BleuOptions opts;
   opts.tokenize = parse_tokenizer(a.tokenize);
@@ -75,6 +166,10 @@ int run_bleu(const BleuArgs& a) {
   std::vector<std::string> hyps;
   std::vector<std::vector<std::string>> refs;
   read_corpus(a.hyp, a.refs, hyps, refs);
+  if (!a.by_length.empty()) {
+    print_by_length(a, opts, hyps, refs);
+    return 0;
+  }
   const BleuResult r = corpus_bleu(hyps, refs, opts);
   const std::string sig = bleu_signature(opts, static_cast<int>(refs.size()));
   if (a.json) {
@@ -126,5 +221,23 @@ ROTOR_COMMAND(
       sub.add_option("--width,-w", a->width, "Decimals of the score, 0 to 10 (default 2)");
       sub.add_flag("--json", a->json, "Print the figures as JSON");
       sub.add_flag("--score-only,-b", a->score_only, "Print only the score");
+      sub.add_option("--by-length", a->by_length,
+                     "Source file (one line per hypothesis line): BLEU and chrF per bucket of "
+                     "source length, then the whole corpus");
+      sub.add_option_function<std::string>(
+          "--buckets",
+          [a](const std::string& v) {
+            a->buckets = v;
+            a->buckets_given = true;
+          },
+          "Lower edges of the --by-length buckets, increasing (default 0,10,20,30,40,50,60: "
+          "[0,10) ... [60,inf))");
+      sub.add_option_function<std::string>(
+          "--length-unit",
+          [a](const std::string& v) {
+            a->length_unit = v;
+            a->length_unit_given = true;
+          },
+          "What --by-length counts in a source line: words (default) or chars");
       return [a] { return run_bleu(*a); };
     });

@@ -25,10 +25,13 @@
    (reference_lm_logits) within 1e-5 of the largest logit. The exported
    tokenizer (LlamaTokenizer, use_fast=False) must give rotor's
    SentencePiece ids, and config.json's eos_token_id the end-of-text id.
+   A third, rotary on a quarter of each head's dimensions (model.rope.fraction
+   0.25: GPTNeoXConfig's rotary_pct), is checked the same way.
 5. A GPTNeoXForCausalLM and a GPT2LMHeadModel (tied, as transformers saves
    it) made by transformers initialize `rotor train` (task lm,
    model.init_from); after one update at a negligible learning rate rotor's
-   logits must equal transformers'.
+   logits must equal transformers'. So must a GPTNeoXForCausalLM with
+   rotary_pct 0.25 (rotor's model.rope.fraction 0.25).
 
 Usage: hf_transformers_check.py --rotor BIN --lm-logits BIN [--only mlm|lm].
 Exits 0 when every comparison holds, 1 otherwise.
@@ -241,7 +244,21 @@ optim:
                      spm.SentencePieceProcessor(model_file=spm_model))
 
 
-def lm_yaml(position, out, extra):
+# Partial rotation (model.rope.fraction, GPT-NeoX's rotary_pct): 2 heads of
+# 16 dimensions, the first 4 rotated (two pairs, so that the interleaved ->
+# halves permutation of the export and import moves rows), 12 left as they are.
+PARTIAL_HEADS, PARTIAL_PCT = 2, 0.25
+
+
+def lm_variant(name):
+    """(model.position, n_heads, YAML lines under model:) of an LM check's name."""
+    if name == "rope_partial":
+        return "rope", PARTIAL_HEADS, f"  rope:\n    fraction: {PARTIAL_PCT}\n"
+    return name, HEADS, ""
+
+
+def lm_yaml(name, out, extra):
+    position, heads, rope = lm_variant(name)
     return f"""task: lm
 device: cpu
 seed: 3
@@ -249,8 +266,8 @@ output_dir: {out}
 model:
   decoder_layers: {LAYERS}
   d_model: {D}
-  n_heads: {HEADS}
-  d_ff: {FF}
+  n_heads: {heads}
+{rope}  d_ff: {FF}
   activation: gelu
   norm: pre
   layer_norm_eps: 1.0e-5
@@ -293,7 +310,7 @@ def check_lm(lm_logits, tmp, name, ckpt, hf_dir):
 
 def check_lm_export(rotor, lm_logits, tmp, position):
     """Train, export and compare a tiny causal LM; the tokenizer and eos id too."""
-    share = "true" if position == "rope" else "false"
+    share = "true" if position.startswith("rope") else "false"
     out = f"{tmp}/lm_{position}"
     with open(f"{out}.yaml", "w") as f:
         f.write(lm_yaml(position, out, f"""  share_embeddings: {share}
@@ -337,10 +354,12 @@ optim:
 def check_lm_import(rotor, lm_logits, tmp, position, spm_model, vocab):
     """A causal LM saved by transformers initializes rotor: the same logits."""
     torch.manual_seed(6)
-    if position == "rope":
+    if position.startswith("rope"):
+        _, heads, _ = lm_variant(position)
+        pct = PARTIAL_PCT if position == "rope_partial" else 1.0
         model = GPTNeoXForCausalLM(GPTNeoXConfig(
-            vocab_size=vocab, hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-            intermediate_size=FF, hidden_act="gelu_new", rotary_pct=1.0, rotary_emb_base=10000,
+            vocab_size=vocab, hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=heads,
+            intermediate_size=FF, hidden_act="gelu_new", rotary_pct=pct, rotary_emb_base=10000,
             max_position_embeddings=POS, layer_norm_eps=1e-5, use_parallel_residual=False,
             tie_word_embeddings=False))
         share = "false"
@@ -388,10 +407,10 @@ def main():
         run(rotor, "synth", "numbers-en-de", "--output", f"{tmp}/data", "--train", "2000",
             "--valid", "100", "--test", "20", "--test-long", "5", "--seed", "3")
         if args.only != "mlm":
-            for position in ("rope", "learned"):
+            for position in ("rope", "rope_partial", "learned"):
                 ok &= check_lm_export(rotor, args.lm_logits, tmp, position)
             vocab = spm.SentencePieceProcessor(model_file=f"{tmp}/spm_lm.model").get_piece_size()
-            for position in ("rope", "learned"):
+            for position in ("rope", "rope_partial", "learned"):
                 ok &= check_lm_import(rotor, args.lm_logits, tmp, position, f"{tmp}/spm_lm.model",
                                       vocab)
         for position in ("learned", "rope") if args.only != "lm" else ():
