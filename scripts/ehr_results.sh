@@ -3,7 +3,8 @@
 # (configs/ehr/*_tiny.yaml) on a synthetic cohort: masked-LM pretraining
 # (learned visit positions, token RoPE), then next-visit fine-tuning from each
 # pretrained encoder and from scratch, and sinusoidal token positions and
-# learned token positions from scratch; prints a Markdown table of the test
+# learned token positions from scratch, Time2Vec ages instead of the age table
+# from scratch; prints a Markdown table of the test
 # scores of each run's best checkpoint beside the label-frequency baseline and
 # the history rule (P(code next | code in the history), counted on the
 # training patients).
@@ -41,6 +42,7 @@ train configs/ehr/corebehrt_nextvisit_tiny.yaml $(data nextvisit corebehrt_nv_pr
 train configs/ehr/behrt_nextvisit_tiny.yaml $(data nextvisit learned_token_nv_scratch) \
   --set model.position_source=token
 train configs/ehr/sinusoidal_nextvisit_tiny.yaml $(data nextvisit sinusoidal_nv_scratch)
+train configs/ehr/behrt_nextvisit_tiny_time2vec.yaml $(data nextvisit time2vec_nv_scratch)
 
 python3 - "$RUNS" <<'PY'
 import json, struct, sys, array
@@ -91,7 +93,8 @@ for name, pos, init in [("behrt_nv_scratch", "learned, visit", "scratch"),
                         ("learned_token_nv_scratch", "learned, token", "scratch"),
                         ("corebehrt_nv_scratch", "rope, token", "scratch"),
                         ("corebehrt_nv_pretrained", "rope, token", "corebehrt_mlm_tiny"),
-                        ("sinusoidal_nv_scratch", "sinusoidal, token", "scratch")]:
+                        ("sinusoidal_nv_scratch", "sinusoidal, token", "scratch"),
+                        ("time2vec_nv_scratch", "learned, visit; Time2Vec ages", "scratch")]:
     rec = [json.loads(l) for l in open("%s/%s/metrics.jsonl" % (runs, name))]
     t = [r for r in rec if r["split"] == "test"][-1]
     print("| %s | %s | %s | %.4f | %.4f | %.4f | %.4f |" % (name, pos, init, t["ap"], t["auroc"],
