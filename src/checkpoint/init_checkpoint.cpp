@@ -33,6 +33,8 @@ void check_same_model(const Config& was, const Config& c, const std::string& whe
        std::string(c.model.position.name()));
   same("model.position_source", std::string(to_string(was.model.position_source)),
        std::string(to_string(c.model.position_source)));
+  same("model.age_embedding", std::string(to_string(was.model.age_embedding)),
+       std::string(to_string(c.model.age_embedding)));
   same("model.activation", std::string(to_string(was.model.activation)),
        std::string(to_string(c.model.activation)));
   same("model.norm", std::string(to_string(was.model.norm)), std::string(to_string(c.model.norm)));

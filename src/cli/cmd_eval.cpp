@@ -8,6 +8,11 @@
 //             perplexity, bits per UTF-8 byte of the file, accuracy;
 //   task mlm: packed blocks of N tokens with the fixed validation masks of
 //             the run's seed; masked-LM loss, perplexity and accuracy.
+// An EHR masked LM (data.format ehr) scores a split of a rotor prepare-ehr
+// directory instead (--input DIR/valid) as its validation does: one patient
+// per row (the newest data.seq_len tokens, or --block-size), the fixed
+// validation masks; the directory must number its codes as the checkpoint's
+// vocab.txt does.
 // --lengths scores the file once per block length (loss against length);
 // where a model has a position table (learned, sinusoidal positions) the
 // lengths past it are not scored: the command says so and stops there.
@@ -36,6 +41,7 @@
 #include "core/error.h"
 #include "core/json_io.h"
 #include "data/corpus.h"
+#include "data/ehr.h"
 #include "data/mlm.h"
 #include "data/prepare.h"
 #include "data/sentencepiece.h"
@@ -175,11 +181,97 @@ void print_table(const std::vector<Row>& rows, bool lm) {
   }
 }
 
+void print_result(const EvalArgs& a, const std::string& dir, const rotor::Config& cfg,
+                  const std::vector<Row>& rows, const std::string& how, const Json& size,
+                  const std::string& size_text, const std::string& stopped) {
+  const bool lm = cfg.task == rotor::Task::Lm;
+  if (a.json) {
+    Json j;
+    j["checkpoint"] = dir;
+    j["task"] = std::string(to_string(cfg.task));
+    j["input"] = a.input;
+    for (auto it = size.begin(); it != size.end(); ++it) j[it.key()] = *it;
+    j["how"] = how;
+    if (a.lengths.empty()) {
+      const Json row = row_json(rows.front(), lm);
+      for (auto it = row.begin(); it != row.end(); ++it) j[it.key()] = *it;
+    } else {
+      j["lengths"] = Json::array();
+      for (const Row& row : rows) j["lengths"].push_back(row_json(row, lm));
+      if (!stopped.empty()) j["stopped"] = stopped;
+    }
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s: %s (task %s) on %s, %s: %s\n", kCmd, dir.c_str(),
+                std::string(to_string(cfg.task)).c_str(), a.input.c_str(), size_text.c_str(),
+                how.c_str());
+    print_table(rows, lm);
+  }
+}
+
+// An EHR masked LM on a prepare-ehr split (the file comment).
+int run_eval_ehr(const EvalArgs& a, const std::string& dir, const rotor::Config& cfg) {
+  using namespace rotor;
+  if (!a.lengths.empty())
+    ROTOR_FAIL(
+        "{}: --lengths scores text blocks; {} is an EHR masked LM, scored one patient per row "
+        "(--block-size: the tokens kept per patient)",
+        kCmd, dir);
+  if (!data::is_ehr_split(a.input) || !fs::exists(a.input + ".idx"))
+    ROTOR_FAIL(
+        "{}: --input {} is not a split of a rotor prepare-ehr directory (DIR/valid with "
+        "DIR/ehr.json); {} was trained on EHR data",
+        kCmd, a.input, dir);
+  if (a.block_size) cli::check_int(kCmd, "--block-size", *a.block_size, 2, kMaxLength);
+  const int64_t length = a.block_size.value_or(cfg.data.seq_len);
+  const int64_t table = nn::has_position_table(cfg.model.position) ? cfg.model.max_positions : 0;
+  if (table > 0 && length > table)
+    ROTOR_FAIL(
+        "{}: --block-size {}: the model's {} position table has model.max_positions = {} rows",
+        kCmd, length, cfg.model.position->name, table);
+  auto split = std::make_shared<const data::EhrSplit>(data::EhrSplit::open(a.input));
+  if (data::read_ehr_vocab(data::ehr_dir_of(a.input)) != data::read_ehr_vocab(dir))
+    ROTOR_FAIL("{}: --input {} numbers its codes differently from {}/vocab.txt", kCmd, a.input,
+               dir);
+  if (cfg.model.age_vocab_size > 0 && split->meta().age_vocab_size > cfg.model.age_vocab_size)
+    ROTOR_FAIL("{}: --input {} has age ids up to {}, the model's holds {}", kCmd, a.input,
+               split->meta().age_vocab_size - 1, cfg.model.age_vocab_size);
+  if (split->size() == 0) ROTOR_FAIL("{}: --input {}: no patient", kCmd, a.input);
+  const Device device = resolve_device(a.device);
+  const int64_t vocab = split->meta().vocab_size;
+  nn::ParameterStore store;
+  std::unique_ptr<models::BertForMaskedLM> model;
+  {
+    cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
+    model = std::make_unique<models::BertForMaskedLM>(models::bert_options(cfg, vocab), store);
+    store.allocate(device);
+    checkpoint::load_weights(dir, store);
+  }
+  nn::Context ctx;
+  ctx.training = false;
+  ctx.device = device;
+  if (cfg.attention.kind != nn::AttentionKind::Softmax) {
+    const int64_t done = checkpoint::load_trainer_state(dir).step;
+    ctx.update = static_cast<uint64_t>(std::max<int64_t>(done - 1, 0));
+  }
+  Row row{length, {}};
+  {
+    cli::Activity activity(fmt::format("{}: scoring the patients of {}", kCmd, a.input));
+    row.result = train::score_ehr_mlm(*model, split, length, train::ehr_mlm_masking(cfg, vocab),
+                                      a.batch_size.value_or(cfg.train.batch_size), ctx);
+  }
+  const int64_t patients = static_cast<int64_t>(split->size());
+  print_result(a, dir, cfg, {row}, "one patient per row, fixed validation masks",
+               Json{{"patients", patients}}, fmt::format("{} patients", patients), "");
+  return 0;
+}
+
 int run_eval(const EvalArgs& a) {
   using namespace rotor;
   cli::check_nonempty(kCmd, "--checkpoint", a.checkpoint);
   cli::check_nonempty(kCmd, "--input", a.input);
-  cli::check_input_file(kCmd, "--input", a.input);
+  // An EHR checkpoint reads a prepare-ehr split (DIR/valid), the others a text file.
+  if (!data::is_ehr_split(a.input)) cli::check_input_file(kCmd, "--input", a.input);
   if (a.block_size && !a.lengths.empty())
     ROTOR_FAIL("{}: give --block-size or --lengths, not both", kCmd);
   if (a.batch_size) cli::check_int(kCmd, "--batch-size", *a.batch_size, 1, 100'000);
@@ -189,6 +281,8 @@ int run_eval(const EvalArgs& a) {
   if (!lm && cfg.task != Task::Mlm)
     ROTOR_FAIL("{}: {} is a task-{} checkpoint; eval scores task-lm and task-mlm models", kCmd, dir,
                to_string(cfg.task));
+  if (cfg.data.format == DataFormat::Ehr) return run_eval_ehr(a, dir, cfg);
+  cli::check_input_file(kCmd, "--input", a.input);
   const int64_t shortest = lm ? 1 : 2;  // a masked-LM block is [CLS] and a token
   std::vector<int64_t> lengths;
   if (!a.lengths.empty()) {
@@ -265,28 +359,8 @@ int run_eval(const EvalArgs& a) {
   }
 
   const std::string how = lm ? "non-overlapping blocks" : "packed blocks, fixed validation masks";
-  if (a.json) {
-    Json j;
-    j["checkpoint"] = dir;
-    j["task"] = std::string(to_string(cfg.task));
-    j["input"] = a.input;
-    j["bytes"] = bytes;
-    j["how"] = how;
-    if (a.lengths.empty()) {
-      const Json row = row_json(rows.front(), lm);
-      for (auto it = row.begin(); it != row.end(); ++it) j[it.key()] = *it;
-    } else {
-      j["lengths"] = Json::array();
-      for (const Row& row : rows) j["lengths"].push_back(row_json(row, lm));
-      if (!stopped.empty()) j["stopped"] = stopped;
-    }
-    std::printf("%s\n", j.dump().c_str());
-  } else {
-    std::printf("%s: %s (task %s) on %s, %lld bytes: %s\n", kCmd, dir.c_str(),
-                std::string(to_string(cfg.task)).c_str(), a.input.c_str(),
-                static_cast<long long>(bytes), how.c_str());
-    print_table(rows, lm);
-  }
+  print_result(a, dir, cfg, rows, how, Json{{"bytes", bytes}}, fmt::format("{} bytes", bytes),
+               stopped);
   if (!stopped.empty()) std::fprintf(stderr, "%s: %s\n", kCmd, stopped.c_str());
   return 0;
 }
@@ -300,7 +374,9 @@ ROTOR_COMMAND("eval", "Score a text file with a language-model checkpoint (loss,
                                "Task-lm or task-mlm checkpoint or run directory (RUN:best for "
                                "its best)")
                     ->required();
-                app.add_option("--input", a->input, "Text file, one line per document or sentence")
+                app.add_option("--input", a->input,
+                               "Text file, one line per document or sentence (EHR masked LM: a "
+                               "prepare-ehr split, DIR/valid)")
                     ->required();
                 app.add_option_function<int64_t>(
                     "--block-size", [a](const int64_t& v) { a->block_size = v; },

@@ -101,6 +101,11 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
     return ConfigProblem{"model.age_vocab_size",
                          "an age embedding needs EHR data (data.format: ehr)",
                          {"data.format"}};
+  if (m.age_embedding == AgeEmbedding::Time2Vec && m.age_vocab_size == 0)
+    return ConfigProblem{"model.age_embedding",
+                         "time2vec reads ages as age id / model.age_vocab_size, which is 0 (no "
+                         "ages)",
+                         {"model.age_vocab_size"}};
   if (m.position_source == PositionSource::Visit && m.position->rotates_qk &&
       c.attention.kind != nn::AttentionKind::Softmax)
     return ConfigProblem{"model.position_source",

@@ -42,6 +42,9 @@ enum class TokenizerType { SentencePiece, Bytes };
 enum class DataFormat { Text, Ehr };
 // What positions count (model.position_source): tokens, or visits as in BEHRT.
 enum class PositionSource { Token, Visit };
+// How ages enter the EHR encoder (model.age_embedding): a table of age ids,
+// or Time2Vec of the age (nn/time2vec.h).
+enum class AgeEmbedding { Table, Time2Vec };
 enum class OptimizerName { Adam, AdamW };
 // What a validation reports (train.valid_metrics) and what the best
 // checkpoint and early stopping follow (train.best_metric). f1, mcc, pearson
@@ -90,6 +93,8 @@ ROTOR_ENUM_NAMES(TokenizerType, {TokenizerType::SentencePiece, "sentencepiece"},
 ROTOR_ENUM_NAMES(DataFormat, {DataFormat::Text, "text"}, {DataFormat::Ehr, "ehr"});
 ROTOR_ENUM_NAMES(PositionSource, {PositionSource::Token, "token"},
                  {PositionSource::Visit, "visit"});
+ROTOR_ENUM_NAMES(AgeEmbedding, {AgeEmbedding::Table, "table"},
+                 {AgeEmbedding::Time2Vec, "time2vec"});
 ROTOR_ENUM_NAMES(OptimizerName, {OptimizerName::Adam, "adam"}, {OptimizerName::AdamW, "adamw"});
 ROTOR_ENUM_NAMES(ValidMetric, {ValidMetric::Loss, "loss"}, {ValidMetric::Accuracy, "accuracy"},
                  {ValidMetric::Bleu, "bleu"}, {ValidMetric::Chrf, "chrf"}, {ValidMetric::F1, "f1"},
@@ -197,6 +202,11 @@ struct ModelConfig {
   // EHR (data.format ehr): an age embedding of this many age ids (at least
   // the prepared data's age_vocab_size); 0 = none.
   int age_vocab_size = 0;
+  // table: an embedding row per age id; time2vec: a linear and time2vec_dim
+  // periodic learned functions of age id / age_vocab_size, projected to
+  // d_model (nn/time2vec.h). Either needs age_vocab_size > 0.
+  AgeEmbedding age_embedding = AgeEmbedding::Table;
+  int time2vec_dim = 16;
   // token: position t is the t-th token; visit: the visit index (BEHRT; [CLS]
   // shares 0 with the first visit), for sinusoidal, learned and rope; EHR only.
   PositionSource position_source = PositionSource::Token;

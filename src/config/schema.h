@@ -79,6 +79,8 @@ void visit_config(C& c, V& v) {
     v.boolean("scale_embeddings", m.scale_embeddings);
     v.integer("type_vocab_size", m.type_vocab_size, kNonNegative);
     v.integer("age_vocab_size", m.age_vocab_size, kNonNegative);
+    v.enumeration("age_embedding", m.age_embedding);
+    v.integer("time2vec_dim", m.time2vec_dim, kPositive);
     v.enumeration("position_source", m.position_source);
     v.floating("init_std", m.init_std, kPositiveF);
     v.string("init_from", m.init_from);

@@ -58,7 +58,10 @@ BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
     token_type_ =
         std::make_unique<nn::Embedding>(store, p + ".embeddings.token_type_embeddings.weight",
                                         c.type_vocab_size, d, -1, Init::normal(c.init_std));
-  if (c.age_vocab_size > 0)
+  if (c.age_vocab_size > 0 && c.age_time2vec > 0)
+    age_t2v_ = std::make_unique<nn::Time2Vec>(store, p + ".embeddings.age_time2vec", c.age_time2vec,
+                                              c.age_vocab_size, d, c.init_std);
+  else if (c.age_vocab_size > 0)
     age_ = std::make_unique<nn::Embedding>(store, p + ".embeddings.age_embeddings.weight",
                                            c.age_vocab_size, d, -1, Init::normal(c.init_std));
   emb_norm_ = std::make_unique<nn::LayerNorm>(store, p + ".embeddings.LayerNorm", d,
@@ -98,12 +101,12 @@ Tensor BertEncoder::forward(const EncoderInputs& in, const Context& ctx) {
     Tensor t = token_type_->forward(types_, ctx);  // [N, d]
     ops::add(x, t, x);
   }
-  if (age_) {
+  if (age_ || age_t2v_) {
     if (!in.age_ids.defined())
       ROTOR_FAIL("model.age_vocab_size {} needs age ids: EHR data (data.format ehr)",
                  options_.age_vocab_size);
     ages_ = in.age_ids.view({N});
-    Tensor a = age_->forward(ages_, ctx);  // [N, d]
+    Tensor a = age_ ? age_->forward(ages_, ctx) : age_t2v_->forward(ages_, ctx);  // [N, d]
     ops::add(x, a, x);
   }
   Tensor x3 = x.view({B_, T_, d});  // [B, T, d]
@@ -139,6 +142,7 @@ void BertEncoder::backward(const Tensor& dh, const Context& ctx) {
   word_->backward(ids_, g);
   if (token_type_) token_type_->backward(types_, g);
   if (age_) age_->backward(ages_, g);
+  if (age_t2v_) age_t2v_->backward(g);
   ctx.report_grads_ready(*store_, embeddings_range_);
   ids_ = types_ = ages_ = positions_ = Tensor();
 }

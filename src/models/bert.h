@@ -39,6 +39,7 @@
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/position.h"
+#include "nn/time2vec.h"
 #include "nn/transformer_layers.h"
 
 namespace rotor::models {
@@ -75,6 +76,10 @@ struct BertOptions {
   // EHR inputs (BEHRT): an age embedding table of this many age ids summed at
   // the input (P.embeddings.age_embeddings.weight [age_vocab_size, d]); 0: none.
   int64_t age_vocab_size = 0;
+  // With k > 0, ages enter by Time2Vec with k periodic terms of age id /
+  // age_vocab_size (nn/time2vec.h; P.embeddings.age_time2vec.*) instead of
+  // the table.
+  int64_t age_time2vec = 0;
   // Positions count visits (model.position_source visit): the batch's
   // position ids index the position table or rotate q and k, instead of the
   // token index.
@@ -121,6 +126,7 @@ class BertEncoder {
   BertOptions options_;
   nn::ParameterStore* store_;
   std::unique_ptr<nn::Embedding> word_, token_type_, age_;
+  std::unique_ptr<nn::Time2Vec> age_t2v_;  // instead of age_ (age_time2vec > 0)
   std::unique_ptr<nn::PositionEncoding> position_;
   std::unique_ptr<nn::LayerNorm> emb_norm_;
   std::unique_ptr<nn::Dropout> emb_drop_;

@@ -82,18 +82,8 @@ class MlmTask : public TrainingTask {
     ctx.device = device;
     if (!ehr_batcher_)
       return score_mlm(*model_, blocks(split), masking_, config_.train.batch_size, ctx);
-    data::MlmBatcherOptions bo;
-    bo.batch_size = config_.train.batch_size;
-    bo.shuffle = false;
-    bo.fixed_masking = true;  // the same masks in every evaluation of every run
-    bo.drop_last = false;
-    data::EhrMlmBatcher ehr(ehr_split(split), config_.data.seq_len, data::Masker(masking_), bo);
-    ValidationResult r;
-    for (int64_t i = 0, n = ehr.batches_in_epoch(); i < n; ++i) {
-      models::MlmBatch b = to_model_batch(ehr.next(), device);
-      r.sums.add(to_sums(model_->forward_loss(b, ctx), b));
-    }
-    return r;
+    return score_ehr_mlm(*model_, ehr_split(split), config_.data.seq_len, masking_,
+                         config_.train.batch_size, ctx);
   }
 
   data::BatchPosition position() const override {
@@ -130,13 +120,7 @@ class MlmTask : public TrainingTask {
     ehr_files_ = ehr_checkpoint_files(c);
     if (!c.data.valid.empty()) valid_ehr_ = open(c.data.valid);
     if (!c.data.test.empty()) test_ehr_ = open(c.data.test);
-    masking_ = data::MaskingOptions{c.data.mask_prob,
-                                    c.data.mask_token_prob,
-                                    c.data.random_token_prob,
-                                    static_cast<uint64_t>(c.seed),
-                                    static_cast<int32_t>(vocab_size_),
-                                    data::MlmSpecialIds::standard()};
-    masking_.random_special = c.data.random_token_special;
+    masking_ = ehr_mlm_masking(c, vocab_size_);
     model_ =
         std::make_unique<models::BertForMaskedLM>(models::bert_options(c, vocab_size_), store_);
     store_.allocate(device_);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/logging.h"
+#include "data/ehr_mlm.h"
 #include "train/task_data.h"
 
 namespace rotor::train {
@@ -77,6 +78,36 @@ ValidationResult score_mlm(models::BertForMaskedLM& model,
   bo.fixed_masking = true;  // the same masks in every evaluation of every run
   bo.drop_last = false;
   data::MlmBatcher batcher(std::move(blocks), data::Masker(masking), bo);
+  ValidationResult r;
+  for (int64_t i = 0, n = batcher.batches_in_epoch(); i < n; ++i) {
+    models::MlmBatch b = to_model_batch(batcher.next(), ctx.device);
+    r.sums.add(to_sums(model.forward_loss(b, ctx), b));
+  }
+  return r;
+}
+
+data::MaskingOptions ehr_mlm_masking(const Config& c, int64_t vocab_size) {
+  data::MaskingOptions m{c.data.mask_prob,
+                         c.data.mask_token_prob,
+                         c.data.random_token_prob,
+                         static_cast<uint64_t>(c.seed),
+                         static_cast<int32_t>(vocab_size),
+                         data::MlmSpecialIds::standard()};
+  m.random_special = c.data.random_token_special;
+  return m;
+}
+
+ValidationResult score_ehr_mlm(models::BertForMaskedLM& model,
+                               std::shared_ptr<const data::EhrSplit> split, int64_t seq_len,
+                               const data::MaskingOptions& masking, int64_t batch_size,
+                               const nn::Context& ctx) {
+  ROTOR_CHECK(split != nullptr, "score_ehr_mlm: no split");
+  data::MlmBatcherOptions bo;
+  bo.batch_size = batch_size;
+  bo.shuffle = false;
+  bo.fixed_masking = true;  // the same masks in every evaluation of every run
+  bo.drop_last = false;
+  data::EhrMlmBatcher batcher(std::move(split), seq_len, data::Masker(masking), bo);
   ValidationResult r;
   for (int64_t i = 0, n = batcher.batches_in_epoch(); i < n; ++i) {
     models::MlmBatch b = to_model_batch(batcher.next(), ctx.device);

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "data/ehr.h"
 #include "data/lm.h"
 #include "data/mlm.h"
 #include "data/sentencepiece.h"
@@ -66,5 +67,18 @@ ValidationResult score_mlm(models::BertForMaskedLM& model,
                            std::shared_ptr<const data::PackedBlocks> blocks,
                            const data::MaskingOptions& masking, int64_t batch_size,
                            const nn::Context& ctx);
+
+// The masking of task mlm on EHR data (data.format ehr): data.mask_prob and
+// its companions, the run's seed, the directory's vocabulary of vocab_size
+// ids with the standard specials (data/ehr.h).
+data::MaskingOptions ehr_mlm_masking(const Config& config, int64_t vocab_size);
+
+// An EHR masked LM on the patients of `split` as its validation scores them:
+// one patient per row (the newest seq_len tokens), the fixed validation
+// masks; sums (loss over the masked codes, tokens = masked codes, correct).
+ValidationResult score_ehr_mlm(models::BertForMaskedLM& model,
+                               std::shared_ptr<const data::EhrSplit> split, int64_t seq_len,
+                               const data::MaskingOptions& masking, int64_t batch_size,
+                               const nn::Context& ctx);
 
 }  // namespace rotor::train

@@ -3,7 +3,10 @@
 //     model family (translation, mlm, classification, lm), with dropout on
 //     (the recompute draws the same masks), rope and learned positions,
 //     softmax and linear attention (FAVOR+ with a redraw every update: the
-//     recompute uses the same features), in f32 and bf16; over two
+//     recompute uses the same features), in f32 and bf16; EHR inputs (ages,
+//     segments, BEHRT's visit positions: model.position_source visit) for
+//     the masked LM and the multi-label classifier, with learned and rotary
+//     positions (the recompute rotates at the same explicit positions); over two
 //     micro-batches accumulating into the same gradients, reported to
 //     Context::grad_ready at the same points;
 //   - the memory a forward and backward hold above what was held before
@@ -45,7 +48,9 @@ using test::TempDir;
 
 constexpr int64_t kVocab = 40;
 
-enum class Family { Translation, Mlm, Classification, Lm };
+// EhrMlm, EhrMultilabel: the masked LM and the multi-label classifier on EHR
+// inputs with visit positions.
+enum class Family { Translation, Mlm, Classification, Lm, EhrMlm, EhrMultilabel };
 
 struct Case {
   Family family;
@@ -70,7 +75,8 @@ Config tiny_config(const Case& k, bool checkpoint, int layers = 3) {
   c.model.activation_dropout = 0.1;
   c.model.attention_dropout = k.linear ? 0.0 : 0.1;  // linear attention has no probabilities
   // BERT/RoFormer are post-LN; the others run pre-LN here.
-  const bool bert = k.family == Family::Mlm || k.family == Family::Classification;
+  const bool ehr = k.family == Family::EhrMlm || k.family == Family::EhrMultilabel;
+  const bool bert = k.family == Family::Mlm || k.family == Family::Classification || ehr;
   c.model.norm = bert ? NormPlacement::Post : NormPlacement::Pre;
   c.model.position = k.position;
   c.model.max_positions = 32;
@@ -82,6 +88,13 @@ Config tiny_config(const Case& k, bool checkpoint, int layers = 3) {
     c.attention.linear_rope = ops::LinearRope::BeforeFeatureMap;
   }
   c.data.labels = {"a", "b", "c"};
+  if (ehr) {
+    c.task = k.family == Family::EhrMlm ? Task::Mlm : Task::Multilabel;
+    c.data.format = DataFormat::Ehr;
+    c.model.position_source = PositionSource::Visit;
+    c.model.age_vocab_size = 16;
+    c.model.type_vocab_size = 2;
+  }
   c.train.checkpoint_activations = checkpoint;
   return c;
 }
@@ -109,6 +122,24 @@ Tensor ids(int64_t T, int64_t real1, int salt) {
   return Tensor::from_ints(v, {2, T});
 }
 
+// EHR channels of `ids(T, ...)`: three tokens per visit (visit t / 3, [CLS]
+// sharing visit 0), segment = visit mod 2, an age per visit; i32 [2, T] each.
+struct EhrChannels {
+  Tensor types, ages, positions;
+};
+EhrChannels ehr_channels(int64_t T, int salt) {
+  std::vector<int32_t> types, ages, visits;
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t v = static_cast<int32_t>(t / 3);
+      visits.push_back(v);
+      types.push_back(v % 2);
+      ages.push_back(static_cast<int32_t>((3 + 2 * v + b + salt) % 16));
+    }
+  return {Tensor::from_ints(types, {2, T}), Tensor::from_ints(ages, {2, T}),
+          Tensor::from_ints(visits, {2, T})};
+}
+
 // `micro_batches` forward and backward passes of the family's model at
 // ctx.step = first_step, first_step + 1, ... (update 2), accumulating into one
 // set of gradients, as one update with update_freq does.
@@ -125,9 +156,11 @@ Outcome train(const Case& k, bool checkpoint, uint64_t first_step, int micro_bat
           std::make_unique<models::EncoderDecoder>(models::transformer_options(c, kVocab), store);
       break;
     case Family::Mlm:
+    case Family::EhrMlm:
       mlm = std::make_unique<models::BertForMaskedLM>(models::bert_options(c, kVocab), store);
       break;
     case Family::Classification:
+    case Family::EhrMultilabel:
       cls = std::make_unique<models::BertForSequenceClassification>(
           models::bert_classifier_options(c, kVocab), store);
       break;
@@ -180,6 +213,36 @@ Outcome train(const Case& k, bool checkpoint, uint64_t first_step, int micro_bat
         b.input_ids = x;
         b.lengths = lengths;
         b.labels = Tensor::from_ints({2, m}, {2});
+        b.tokens = 13;
+        out.loss += cls->forward_loss(b, ctx).loss;
+        cls->backward(4.0f);
+        break;
+      }
+      case Family::EhrMlm: {
+        const EhrChannels e = ehr_channels(8, m);
+        models::MlmBatch b;
+        b.input_ids = x;
+        b.token_type_ids = e.types;
+        b.age_ids = e.ages;
+        b.position_ids = e.positions;
+        b.lengths = lengths;
+        b.masked_positions = Tensor::from_ints({1, 4, 6, 9, 11}, {5});
+        b.masked_targets = Tensor::from_ints({3, 17, 22, 5, 30}, {5});
+        b.masked_tokens = 5;
+        b.tokens = 13;
+        out.loss += mlm->forward_loss(b, ctx).loss;
+        mlm->backward(4.0f);
+        break;
+      }
+      case Family::EhrMultilabel: {
+        const EhrChannels e = ehr_channels(8, m);
+        models::ClassificationBatch b;
+        b.input_ids = x;
+        b.token_type_ids = e.types;
+        b.age_ids = e.ages;
+        b.position_ids = e.positions;
+        b.lengths = lengths;
+        b.targets = Tensor::from_floats({1, 0, 1, 0, static_cast<float>(m), 1}, {2, 3});
         b.tokens = 13;
         out.loss += cls->forward_loss(b, ctx).loss;
         cls->backward(4.0f);
@@ -246,7 +309,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{Family::Lm, kLearned, false, DType::F32, "lm_learned"},
         Case{Family::Lm, kRope, true, DType::F32, "lm_rope_linear"},
         Case{Family::Lm, kLearned, true, DType::F32, "lm_learned_linear"},
-        Case{Family::Lm, kRope, false, DType::BF16, "lm_rope_bf16"}),
+        Case{Family::Lm, kRope, false, DType::BF16, "lm_rope_bf16"},
+        Case{Family::EhrMlm, kLearned, false, DType::F32, "ehr_mlm_visit_learned"},
+        Case{Family::EhrMlm, kRope, false, DType::F32, "ehr_mlm_visit_rope"},
+        Case{Family::EhrMultilabel, kLearned, false, DType::F32, "ehr_multilabel_visit_learned"},
+        Case{Family::EhrMultilabel, kRope, false, DType::F32, "ehr_multilabel_visit_rope"}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // The most one forward and backward of the causal LM held above what was

@@ -3,9 +3,12 @@
 // validation (loss, bits per byte, accuracy in metrics.jsonl) for the last
 // and the best checkpoint; --block-size and --lengths score other block
 // lengths; a learned position table stops it; bad arguments and inputs are
-// one-line errors.
+// one-line errors. An EHR masked LM scores a prepare-ehr split (DIR/valid)
+// with the run's own validation numbers, and refuses a text file, another
+// directory's numbering and --lengths in one line each.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -54,6 +57,24 @@ class EvalCmd : public ::testing::Test {
         .set("train.max_updates", "2")
         .write(d / "learned.yaml");
     rotor::test::tiny_mlm(d / "train.txt", d / "valid.txt", d / "mlm").write(d / "mlm.yaml");
+    // An EHR masked LM (learned visit positions, ages) on a synthetic cohort.
+    ASSERT_EQ(run_rotor(d, "synth ehr --patients 160 --seed 3 --output " + (d / "ehr_synth")).code,
+              0);
+    // ehr_other keeps only the frequent codes: another numbering.
+    for (const char* out : {"ehr", "ehr_other"}) {
+      const std::string min_count = std::string(out) == "ehr" ? "1" : "40";
+      ASSERT_EQ(run_rotor(d, "prepare-ehr --events " + (d / "ehr_synth/events.csv") +
+                                 " --patients " + (d / "ehr_synth/patients.csv") + " --output " +
+                                 (d / out) + " --min-count " + min_count)
+                    .code,
+                0);
+    }
+    rotor::test::tiny_mlm(d / "ehr/train", d / "ehr/valid", d / "ehr_mlm")
+        .set("data.format", "ehr")
+        .set("model.position", "learned")
+        .set("model.position_source", "visit")
+        .set("model.age_vocab_size", "128")
+        .write(d / "ehr_mlm.yaml");
     // Random features redrawn every update: validation uses the last update's.
     rotor::test::tiny_mlm(d / "train.txt", d / "valid.txt", d / "favor")
         .set("attention.kind", "linear")
@@ -173,6 +194,37 @@ TEST_F(EvalCmd, MlmAgreesWithTheRunsValidation) {
   ASSERT_EQ(favor.size(), 1u);
   const Json f = eval_json("--checkpoint " + path("favor") + " --input " + path("valid.txt"));
   expect_rel(f["loss"].get<double>(), favor.at(3)["loss"].get<double>(), "favor loss");
+}
+
+TEST_F(EvalCmd, EhrMlmScoresAPrepareEhrSplitAsItsValidation) {
+  const auto valid = valid_records(run("ehr_mlm"));
+  ASSERT_EQ(valid.size(), 1u);  // update 3
+  const Json j = eval_json("--checkpoint " + path("ehr_mlm") + " --input " + path("ehr/valid"));
+  EXPECT_EQ(j["task"], "mlm");
+  EXPECT_EQ(j["length"], 32);
+  EXPECT_GT(j["patients"].get<int64_t>(), 0);
+  EXPECT_GT(j["masked_tokens"].get<int64_t>(), 0);
+  expect_rel(j["loss"].get<double>(), valid.at(3)["loss"].get<double>(), "ehr mlm loss");
+  EXPECT_EQ(j["accuracy"].get<double>(), valid.at(3)["accuracy"].get<double>());
+  // Another batch size, the same masks and numbers.
+  const Json b = eval_json("--checkpoint " + path("ehr_mlm") + " --input " + path("ehr/valid") +
+                           " --batch-size 3");
+  expect_rel(b["loss"].get<double>(), j["loss"].get<double>(), "batch size 3");
+  // Bad inputs: one line each.
+  const std::string ck = " --checkpoint " + path("ehr_mlm");
+  const std::pair<std::string, std::string> cases[] = {
+      {ck + " --input " + path("valid.txt"), "is not a split of a rotor prepare-ehr directory"},
+      {ck + " --input " + path("ehr_other/valid"), "numbers its codes differently from"},
+      {ck + " --input " + path("ehr/valid") + " --lengths 8,16", "--lengths scores text blocks"},
+      {ck + " --input " + path("ehr/valid") + " --block-size 1", "--block-size"},
+      {" --checkpoint " + run("mlm") + " --input " + path("ehr/valid"), "no such file"},
+  };
+  for (const auto& [args, want] : cases) {
+    const RunResult r = run_rotor(*dir_, "eval" + args, "OMP_NUM_THREADS=1");
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 TEST_F(EvalCmd, BadInputsAreOneLineErrors) {
