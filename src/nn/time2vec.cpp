@@ -29,7 +29,7 @@ Tensor Time2Vec::forward(const Tensor& ages, const Context& ctx) {
     f[t * m] = w[0] * tau + b[0];
     for (size_t i = 1; i < m; ++i) f[t * m + i] = std::sin(w[i] * tau + b[i]);
   }
-  const Tensor features =
+  const Tensor features =  // [N, k + 1]
       Tensor::from_floats(f, {static_cast<int64_t>(n), k_ + 1}, ctx.dtype, ctx.device);
   return projection_->forward(features, ctx);  // [N, dim]
 }
