@@ -28,6 +28,10 @@
 #define ROTOR_LINATTN_SHARED_FLOATS(name) \
   float* name = reinterpret_cast<float*>(emu::shared_memory())
 
+// In a CUDA build rotor_lib holds the real kernels under these names (the
+// host stubs of the __global__ functions): the emulated copies live in a
+// namespace of their own.
+#define linattn linattn_emulated
 #include "kernels/linear_attention_device.cuh"
 #undef __shared__
 
