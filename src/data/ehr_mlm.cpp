@@ -28,7 +28,6 @@ MlmHostBatch EhrMlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t
   const size_t n = static_cast<size_t>(B * T);
   std::vector<int32_t> input(n, kEhrPad), types(n, 0), ages(n, 0), pos(n, 0);
   std::vector<int32_t> lengths(ids.size()), positions, targets, row_masked;
-  int64_t tokens = 0;
   for (size_t b = 0; b < rows.size(); ++b) {
     EhrSequence& s = rows[b];
     row_masked.clear();
@@ -41,19 +40,11 @@ MlmHostBatch EhrMlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t
     std::copy(s.ages.begin(), s.ages.end(), ages.begin() + at);
     std::copy(s.positions.begin(), s.positions.end(), pos.begin() + at);
     lengths[b] = static_cast<int32_t>(s.size());
-    tokens += lengths[b];
   }
-  MlmHostBatch batch;
-  const int64_t M = static_cast<int64_t>(positions.size());
-  batch.input_ids = Tensor::from_ints(input, {B, T});
+  MlmHostBatch batch = mlm_host_batch(input, lengths, positions, targets, B, T);
   batch.token_type_ids = Tensor::from_ints(types, {B, T});
   batch.age_ids = Tensor::from_ints(ages, {B, T});
   batch.position_ids = Tensor::from_ints(pos, {B, T});
-  batch.lengths = Tensor::from_ints(lengths, {B});
-  batch.masked_positions = Tensor::from_ints(positions, {M});
-  batch.masked_targets = Tensor::from_ints(targets, {M});
-  batch.tokens = tokens;
-  batch.masked_tokens = M;
   return batch;
 }
 

@@ -177,7 +177,6 @@ MlmHostBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t ro
   }
   std::vector<int32_t> input(static_cast<size_t>(B * T), masker_.options().special.pad);
   std::vector<int32_t> lengths(ids.size()), positions, targets, pos_row;
-  int64_t tokens = 0;
   for (size_t b = 0; b < ids.size(); ++b) {
     pos_row.clear();
     masker_.mask(rows[b], round, static_cast<uint64_t>(ids[b]), blocks_->seq_len(), pos_row,
@@ -185,15 +184,20 @@ MlmHostBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t ro
     for (int32_t t : pos_row) positions.push_back(static_cast<int32_t>(b * T + t));
     std::copy(rows[b].begin(), rows[b].end(), input.begin() + static_cast<int64_t>(b) * T);
     lengths[b] = static_cast<int32_t>(rows[b].size());
-    tokens += lengths[b];
   }
+  return mlm_host_batch(input, lengths, positions, targets, B, T);
+}
+
+MlmHostBatch mlm_host_batch(const std::vector<int32_t>& input, const std::vector<int32_t>& lengths,
+                            const std::vector<int32_t>& positions,
+                            const std::vector<int32_t>& targets, int64_t B, int64_t T) {
   MlmHostBatch batch;
   const int64_t M = static_cast<int64_t>(positions.size());
   batch.input_ids = Tensor::from_ints(input, {B, T});
   batch.lengths = Tensor::from_ints(lengths, {B});
   batch.masked_positions = Tensor::from_ints(positions, {M});
   batch.masked_targets = Tensor::from_ints(targets, {M});
-  batch.tokens = tokens;
+  for (int32_t n : lengths) batch.tokens += n;
   batch.masked_tokens = M;
   return batch;
 }

@@ -133,6 +133,14 @@ struct MlmHostBatch {
   int64_t masked_tokens = 0;  // M
 };
 
+// The host batch of B rows right-padded to T: input i32 [B * T], lengths [B],
+// the masked flat positions b * T + t and their targets [M]; tokens is the
+// sum of the lengths. The optional channels (token types, ages, positions)
+// are the caller's to add.
+MlmHostBatch mlm_host_batch(const std::vector<int32_t>& input, const std::vector<int32_t>& lengths,
+                            const std::vector<int32_t>& positions,
+                            const std::vector<int32_t>& targets, int64_t B, int64_t T);
+
 // Batch size (blocks), shuffling, sharding (data/batch_plan.h); training
 // drops the last, partial global batch, validation sets drop_last false.
 struct MlmBatcherOptions : BatchPlanOptions {
