@@ -6,7 +6,7 @@ belongs with A.
 
     make_long_triplets.py --input test.txt --input valid.txt --output DIR
         [--segment-bytes 1100] [--per-article 8] [--valid 0.1] [--test 0.1]
-        [--seed 1]
+        [--seed 1] [--relabel 0 [--relabel-keep 100] [--relabel-band 200]]
 
 Articles start at WikiText's title lines, " = Title = " (one '=' a side;
 " = = Section = = " lines are headings inside an article, dropped with the
@@ -30,8 +30,23 @@ Writes DIR/{train,valid,test}.tsv for `task: classification` with
     1<TAB>A<TAB>C<TAB>B
 
 and prints a summary per split to standard output.
+
+--relabel K adds K relabelled copies of each training triple (valid and test
+are never touched, and are the same files as without it). In a copy every
+word of the triple is replaced through one random one-to-one map of the
+words of the training triples' distinct segments, the same map for A, B and C, so that which words of
+B recur in A is kept while which words they are is not. The --relabel-keep
+most frequent words (function words) are kept, and a word is mapped only to
+a word of the same frequency band (--relabel-band ranks), so that a copy
+reads like text of the same statistics. Tokens without a letter, and
+WikiText's markup (<unk>, @-@), are kept. Why: with a hundred training
+articles, a small model trained from scratch learns which segments and which
+words go together (article identity) instead of how to match words across
+the pair, and scores chance on unseen articles; in a relabelled copy article
+identity is gone and only the matching pays (docs/results.md).
 """
 import argparse
+import math
 import os
 import random
 import re
@@ -99,6 +114,54 @@ def triples(articles, per_article, rng):
     return out
 
 
+WORD = re.compile(r"(?=.*[^\W\d_])\w[\w'.-]*")  # a letter; not <unk> or @-@
+
+
+class Relabeller:
+    """One-to-one maps of a split's words within frequency bands."""
+
+    def __init__(self, texts, keep, band, rng):
+        counts = {}
+        for text in texts:
+            for w in text.split(" "):
+                if WORD.fullmatch(w):
+                    counts[w] = counts.get(w, 0) + 1
+        ranked = sorted(counts, key=lambda w: (-counts[w], w))
+        self.movable = ranked[keep:]
+        self.rank = {w: i for i, w in enumerate(self.movable)}
+        self.band, self.rng = band, rng
+
+    def copy(self, texts):
+        """`texts` through one fresh map: in each band of `band` ranks, rank r
+        goes to (a r + b) mod n with a coprime to n, a and b drawn per band."""
+        maps = {}
+
+        def image(w):
+            r = self.rank.get(w)
+            if r is None:
+                return w
+            start = r - r % self.band
+            n = min(self.band, len(self.movable) - start)
+            if start not in maps:
+                a = self.rng.randrange(1, n) if n > 1 else 1
+                while math.gcd(a, n) != 1:
+                    a = self.rng.randrange(1, n)
+                maps[start] = (a, self.rng.randrange(n))
+            a, b = maps[start]
+            return self.movable[start + (a * (r - start) + b) % n]
+
+        return [" ".join(image(w) for w in text.split(" ")) for text in texts]
+
+
+def write_split(path, rows):
+    """rows: (label, context, choice_0, choice_1); through a .tmp and a rename."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write("label\tcontext\tchoice_0\tchoice_1\n")
+        for row in rows:
+            f.write("\t".join(map(str, row)) + "\n")
+    os.replace(path + ".tmp", path)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--input", action="append", required=True, help="a WikiText file (repeatable)")
@@ -109,7 +172,16 @@ def main():
     p.add_argument("--valid", type=float, default=0.1, help="share of articles (default 0.1)")
     p.add_argument("--test", type=float, default=0.1, help="share of articles (default 0.1)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--relabel", type=int, default=0,
+                   help="relabelled copies of each training triple (default 0)")
+    p.add_argument("--relabel-keep", type=int, default=100,
+                   help="most frequent words kept as they are (default 100)")
+    p.add_argument("--relabel-band", type=int, default=200,
+                   help="words map within bands of this many frequency ranks (default 200)")
     a = p.parse_args()
+    if a.relabel < 0 or a.relabel_keep < 0 or a.relabel_band < 2:
+        fail(f"--relabel {a.relabel}, --relabel-keep {a.relabel_keep}, --relabel-band "
+             f"{a.relabel_band}: the first two at least 0, the band at least 2")
     if a.segment_bytes <= 512:
         fail(f"--segment-bytes {a.segment_bytes}: segments must be longer than 512 bytes")
     if a.per_article < 1:
@@ -141,14 +213,21 @@ def main():
         labels = [i % 2 for i in range(len(rows))]
         rng.shuffle(labels)
         path = os.path.join(a.output, name + ".tsv")
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            f.write("label\tcontext\tchoice_0\tchoice_1\n")
-            for (context, same, other, _, _), label in zip(rows, labels):
-                choices = [other, same] if label == 1 else [same, other]
-                f.write(f"{label}\t{context}\t{choices[0]}\t{choices[1]}\n")
-        os.replace(path + ".tmp", path)
+        out = [(label, context) + ((other, same) if label == 1 else (same, other))
+               for (context, same, other, _, _), label in zip(rows, labels)]
+        copies = ""
+        if name == "train" and a.relabel > 0:
+            # Its own generator: valid and test are the files made without --relabel.
+            relabel_rng = random.Random(f"relabel {a.seed}")
+            relabeller = Relabeller(sorted({s for r in rows for s in r[:3]}),
+                                    a.relabel_keep, a.relabel_band, relabel_rng)
+            out += [(row[0], *relabeller.copy(row[1:])) for _ in range(a.relabel) for row in out]
+            relabel_rng.shuffle(out)
+            copies = (f" (with {a.relabel} relabelled copies of each: {len(out)} rows; "
+                      f"{len(relabeller.movable)} words relabelled)")
+        write_split(path, out)
         lengths = sorted(len(s.encode("utf-8")) for r in rows for s in r[:3])
-        print(f"{name}: {len(splits[name])} articles, {len(rows)} triples, "
+        print(f"{name}: {len(splits[name])} articles, {len(rows)} triples{copies}, "
               f"{sum(labels)} with the right choice second, segment bytes "
               f"{lengths[0]}..{lengths[-1]} (median {lengths[len(lengths) // 2]}) -> {path}")
 

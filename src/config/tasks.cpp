@@ -146,11 +146,19 @@ std::optional<ConfigProblem> choices_rules(const Config& c) {
                                      "right choice (0 to {}); leave data.labels out",
                                      d.choices - 1),
                          {"data.choices"}};
-  if (!d.sentence2_column.empty())
-    return ConfigProblem{"data.sentence2_column",
-                         "with data.choices the columns are label, context, choice_1 ... "
-                         "choice_N in this order; leave data.sentence2_column out",
-                         {"data.choices"}};
+  // The layout is positional, so a column named here would be ignored: refused.
+  const DataConfig defaults;
+  const std::pair<const char*, bool> named[] = {
+      {"data.sentence1_column", d.sentence1_column != defaults.sentence1_column},
+      {"data.sentence2_column", !d.sentence2_column.empty()},
+      {"data.label_column", d.label_column != defaults.label_column}};
+  for (const auto& [key, set] : named)
+    if (set)
+      return ConfigProblem{key,
+                           fmt::format("with data.choices the columns are label, context, "
+                                       "choice_1 ... choice_N in this order; leave {} out",
+                                       key),
+                           {"data.choices"}};
   if (d.seq_len < 5)  // [CLS] context [SEP] choice [SEP]
     return ConfigProblem{
         "data.seq_len",

@@ -255,8 +255,12 @@ TEST(MultipleChoiceConfig, Rules) {
             std::string::npos);
   EXPECT_NE(config_error({"data.labels=[a, b]"}).find("leave data.labels out"), std::string::npos);
   EXPECT_NE(config_error({"data.regression=true"}).find("data.regression"), std::string::npos);
-  EXPECT_NE(config_error({"data.sentence2_column=s2"}).find("data.sentence2_column"),
-            std::string::npos);
+  // The layout is positional: a named column would be ignored, so it is refused.
+  for (const char* key : {"data.sentence1_column", "data.sentence2_column", "data.label_column"})
+    EXPECT_NE(config_error({fmt::format("{}=question", key)})
+                  .find(fmt::format("{}: with data.choices the columns are label, context", key)),
+              std::string::npos)
+        << key;
   EXPECT_NE(config_error({"data.seq_len=4"}).find("at least 5"), std::string::npos);
   EXPECT_NE(config_error({"data.valid=v.tsv", "train.best_metric=mcc"})
                 .find("a multiple-choice task (data.choices: 2) scores accuracy"),

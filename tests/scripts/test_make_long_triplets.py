@@ -4,9 +4,11 @@ every word names its article ("a3w17"), so that each segment's article is
 known. Checks: the splits are disjoint by article (A, B and C alike), B is
 from A's article and C from another, every segment has more than
 --segment-bytes bytes, the labels are balanced and say where B is, the same
---seed gives the same files and another seed other ones, and bad arguments
-are one-line errors."""
+--seed gives the same files and another seed other ones, --relabel adds
+copies through one-to-one word maps and leaves valid and test alone, and bad
+arguments are one-line errors."""
 import os
+import random
 import re
 import subprocess
 import sys
@@ -97,11 +99,86 @@ def main():
             check(a == b, f"{split}: the same seed gave other files")
             check(a != c, f"{split}: another seed gave the same files")
 
+        # --relabel 3, on a corpus of shared words with Zipf-like frequencies
+        # and tokens that must stay (",", "1990", "<unk>", "@-@"): valid and
+        # test are the files made without it; train holds the same triples plus
+        # 3 copies of each, every copy the image of one original under a
+        # one-to-one word map shared by A, B and C that keeps the label, the
+        # --relabel-keep most frequent words, the other tokens and the band.
+        zipf = os.path.join(d, "zipf.txt")
+        rng = random.Random(5)
+        vocab = [f"v{i}" for i in range(300)] + [",", "1990", "<unk>", "@-@"]
+        weights = [1 / (i + 1) for i in range(300)] + [0.2, 0.05, 0.05, 0.05]
+        with open(zipf, "w", encoding="utf-8") as f:
+            f.write(" \n")
+            for a in range(20):
+                f.write(f" = Article {a} = \n \n")
+                f.write(" " + " ".join(rng.choices(vocab, weights, k=400)) + " \n \n")
+        zargs = ["--input", zipf, "--segment-bytes", "600", "--per-article", "6", "--valid",
+                 "0.2", "--test", "0.2", "--seed", "3"]
+        r = run(*zargs, "--output", os.path.join(d, "z"))
+        check(r.returncode == 0, f"zipf corpus: {r.stderr}")
+        relabel = ["--relabel", "3", "--relabel-keep", "5", "--relabel-band", "40"]
+        r = run(*zargs, *relabel, "--output", os.path.join(d, "r"))
+        check(r.returncode == 0 and "3 relabelled copies" in r.stdout, f"--relabel: {r.stderr}")
+        for split in ("valid", "test"):
+            same = [open(os.path.join(d, x, split + ".tsv"), encoding="utf-8").read()
+                    for x in "zr"]
+            check(same[0] == same[1], f"--relabel changed {split}")
+        plain = [tuple(row) for row in read(os.path.join(d, "z", "train.tsv"))]
+        rows = [tuple(row) for row in read(os.path.join(d, "r", "train.tsv"))]
+        check(len(rows) == 4 * len(plain), f"--relabel 3: {len(rows)} rows of {len(plain)}")
+        check(sorted(plain) == sorted(t for t in rows if t in set(plain)),
+              "--relabel: the original triples are not all there once")
+        counts = {}  # over the distinct segments of the training triples, as the script
+        for segment in {x for row in plain for x in row[1:]}:
+            for w in segment.split():
+                if w.startswith("v"):
+                    counts[w] = counts.get(w, 0) + 1
+        ranked = sorted(counts, key=lambda w: (-counts[w], w))
+        kept = set(ranked[:5])
+        changed = total = 0
+        for copy in (t for t in rows if t not in set(plain)):
+            matches = []
+            for row in plain:
+                if row[0] != copy[0] or any(len(x.split()) != len(y.split())
+                                            for x, y in zip(row[1:], copy[1:])):
+                    continue
+                fwd, back, ok = {}, {}, True
+                for x, y in zip(" ".join(row[1:]).split(), " ".join(copy[1:]).split()):
+                    if fwd.setdefault(x, y) != y or back.setdefault(y, x) != x:
+                        ok = False
+                        break
+                if ok:
+                    matches.append(fwd)
+            check(len(matches) == 1, f"a relabelled row is the one-to-one image of "
+                                     f"{len(matches)} triples: {copy[1][:60]}")
+            if len(matches) != 1:
+                continue
+            for x, y in matches[0].items():
+                if not x.startswith("v"):
+                    check(x == y, f"the token {x} relabelled to {y}")
+                    continue
+                total += 1
+                changed += x != y
+                check(x not in kept or x == y, f"kept word {x} relabelled to {y}")
+                check(x in kept or y not in kept, f"{x} relabelled to the kept word {y}")
+                rx, ry = ranked.index(x), ranked.index(y) if y in counts else -1
+                check(ry >= 0 and (rx - 5) // 40 == (ry - 5) // 40,
+                      f"{x} (rank {rx}) relabelled out of its band to {y}")
+        check(total and changed > total // 2, f"--relabel changed {changed} of {total} words")
+        run(*zargs, *relabel, "--output", os.path.join(d, "r2"))
+        check(open(os.path.join(d, "r", "train.tsv"), encoding="utf-8").read() ==
+              open(os.path.join(d, "r2", "train.tsv"), encoding="utf-8").read(),
+              "--relabel: the same seed gave another train.tsv")
+
         # Bad arguments and input: one line naming what.
         for args, expect in [
             (inputs + ["--segment-bytes", "512"], "--segment-bytes 512"),
             (inputs + ["--segment-bytes", "100000"], "articles with a segment"),
             (["--input", os.path.join(d, "missing.txt")], "missing.txt"),
+            (inputs + ["--relabel", "-1"], "--relabel -1"),
+            (inputs + ["--relabel", "2", "--relabel-band", "1"], "--relabel-band 1"),
         ]:
             r = run(*args, "--output", os.path.join(d, "x"))
             lines = r.stderr.strip().split("\n")
