@@ -166,7 +166,8 @@ const Entry kEntries[] = {
   {"data.label_separator", "/", Shows::Metrics,
    "--set task=multilabel --set data.label_column=tags --set data.labels=[]", "", "", kClsConfig},
   // Seven columns read as label, context and five choices: "s1"'s text is no choice's index.
-  {"data.choices", "5", Shows::Rejected, "--set data.sentence2_column= --set data.labels=[]",
+  {"data.choices", "5", Shows::Rejected,
+   "--set data.sentence1_column=sentence --set data.sentence2_column= --set data.labels=[]",
    "is not the index of a choice, 0 to 4", "", kClsConfig},
   {"train.max_updates", "2", Shows::Metrics},
   {"train.max_epochs", "2", Shows::Metrics, "--set data.max_tokens=4096 --set train.max_updates=5"},
