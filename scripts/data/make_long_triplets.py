@@ -34,8 +34,9 @@ and prints a summary per split to standard output.
 --relabel K adds K relabelled copies of each training triple (valid and test
 are never touched, and are the same files as without it). In a copy every
 word of the triple is replaced through one random one-to-one map of the
-words of the training triples' distinct segments, the same map for A, B and C, so that which words of
-B recur in A is kept while which words they are is not. The --relabel-keep
+words of the training triples' distinct segments, the same map for A, B and
+C, so that which words of B recur in A is kept while which words they are is
+not. The --relabel-keep
 most frequent words (function words) are kept, and a word is mapped only to
 a word of the same frequency band (--relabel-band ranks), so that a copy
 reads like text of the same statistics. Tokens without a letter, and
