@@ -45,30 +45,29 @@ articles, a small model trained from scratch learns which segments and which
 words go together (article identity) instead of how to match words across
 the pair, and scores chance on unseen articles; in a relabelled copy article
 identity is gone and only the matching pays (docs/results.md).
+
+The three files are written under temporary names and renamed only when all
+are complete: an error leaves the previous ones as they were. DIR is created
+when missing; none of its files may be an input. Errors are one line: exit
+status 2 for a bad command line, 1 for anything else (an unreadable or
+non-UTF-8 input, too few articles, a full disk).
 """
-import argparse
 import math
 import os
 import random
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import datascript as ds  # noqa: E402
+
 TITLE = re.compile(r"^ = [^=].* = $")
 HEADING = re.compile(r"^ (= )+.*( =)+ $")
 
 
-def fail(message):
-    print(f"make_long_triplets.py: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
 def read_articles(path):
     """(title, text) of each article of a WikiText file, in file order."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
-    except (OSError, UnicodeDecodeError) as e:
-        fail(f"{path}: {e}")
+    lines = ds.read_text(path).split("\n")
     articles, title, body = [], None, []
     for number, line in enumerate(lines, 1):
         if TITLE.match(line):
@@ -77,7 +76,7 @@ def read_articles(path):
             title, body = line.strip(" ="), []
         elif title is None:
             if line.strip():
-                fail(f"{path}:{number}: text before the first ' = Title = ' line")
+                ds.fail(f"{ds.show(path)}:{number}: text before the first ' = Title = ' line")
         elif line.strip() and not HEADING.match(line):
             body.append(" ".join(line.split()))  # tabs and runs of spaces: one space
     if title is not None:
@@ -154,63 +153,67 @@ class Relabeller:
         return [" ".join(image(w) for w in text.split(" ")) for text in texts]
 
 
-def write_split(path, rows):
-    """rows: (label, context, choice_0, choice_1); through a .tmp and a rename."""
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write("label\tcontext\tchoice_0\tchoice_1\n")
-        for row in rows:
-            f.write("\t".join(map(str, row)) + "\n")
-    os.replace(path + ".tmp", path)
+def split_text(rows):
+    """The TSV of rows (label, context, choice_0, choice_1), header first."""
+    return "".join(["label\tcontext\tchoice_0\tchoice_1\n"] +
+                   ["\t".join(map(str, row)) + "\n" for row in rows])
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ds.parser(__doc__.split("\n\n")[0])
     p.add_argument("--input", action="append", required=True, help="a WikiText file (repeatable)")
     p.add_argument("--output", required=True, help="directory for train/valid/test.tsv")
-    p.add_argument("--segment-bytes", type=int, default=1100,
+    p.add_argument("--segment-bytes", type=ds.int_arg(), default=1100,
                    help="the least UTF-8 bytes of a segment (default 1100; more than 512)")
-    p.add_argument("--per-article", type=int, default=8, help="triples per article (default 8)")
-    p.add_argument("--valid", type=float, default=0.1, help="share of articles (default 0.1)")
-    p.add_argument("--test", type=float, default=0.1, help="share of articles (default 0.1)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--relabel", type=int, default=0,
+    p.add_argument("--per-article", type=ds.int_arg(), default=8,
+                   help="triples per article (default 8)")
+    p.add_argument("--valid", type=ds.float_arg(0, 1), default=0.1,
+                   help="share of articles (default 0.1)")
+    p.add_argument("--test", type=ds.float_arg(0, 1), default=0.1,
+                   help="share of articles (default 0.1)")
+    p.add_argument("--seed", type=ds.int_arg(), default=1)
+    p.add_argument("--relabel", type=ds.int_arg(), default=0,
                    help="relabelled copies of each training triple (default 0)")
-    p.add_argument("--relabel-keep", type=int, default=100,
+    p.add_argument("--relabel-keep", type=ds.int_arg(), default=100,
                    help="most frequent words kept as they are (default 100)")
-    p.add_argument("--relabel-band", type=int, default=200,
+    p.add_argument("--relabel-band", type=ds.int_arg(), default=200,
                    help="words map within bands of this many frequency ranks (default 200)")
     a = p.parse_args()
     if a.relabel < 0 or a.relabel_keep < 0 or a.relabel_band < 2:
-        fail(f"--relabel {a.relabel}, --relabel-keep {a.relabel_keep}, --relabel-band "
-             f"{a.relabel_band}: the first two at least 0, the band at least 2")
+        ds.usage(f"--relabel {a.relabel}, --relabel-keep {a.relabel_keep}, --relabel-band "
+                 f"{a.relabel_band}: the first two at least 0, the band at least 2")
     if a.segment_bytes <= 512:
-        fail(f"--segment-bytes {a.segment_bytes}: segments must be longer than 512 bytes")
+        ds.usage(f"--segment-bytes {a.segment_bytes}: segments must be longer than 512 bytes")
     if a.per_article < 1:
-        fail(f"--per-article {a.per_article}: at least 1")
+        ds.usage(f"--per-article {a.per_article}: at least 1")
     if not (0 < a.valid < 1 and 0 < a.test < 1 and a.valid + a.test < 1):
-        fail(f"--valid {a.valid} and --test {a.test}: each in (0, 1), together below 1")
+        ds.usage(f"--valid {a.valid} and --test {a.test}: each in (0, 1), together below 1")
+    for path in a.input:
+        ds.check_input(path)
+    names = ["train.tsv", "valid.tsv", "test.tsv"]
+    ds.check_output_dir(a.output, names, a.input)
 
     articles = []
     for path in a.input:
         articles += [(t, segments(text, a.segment_bytes)) for t, text in read_articles(path)]
     articles = [x for x in articles if x[1]]
     if len(articles) < 6:
-        fail(f"{len(articles)} articles with a segment of {a.segment_bytes} bytes; need at "
-             "least 6 (two a split)")
+        ds.fail(f"{len(articles)} articles with a segment of {a.segment_bytes} bytes; need at "
+                "least 6 (two a split)")
     rng = random.Random(a.seed)
     rng.shuffle(articles)
     n = len(articles)
     n_valid = max(2, round(n * a.valid))
     n_test = max(2, round(n * a.test))
     if n - n_valid - n_test < 2:
-        fail(f"{n} articles leave fewer than 2 for training")
+        ds.fail(f"{n} articles leave fewer than 2 for training")
     splits = {"test": articles[:n_test], "valid": articles[n_test:n_test + n_valid],
               "train": articles[n_test + n_valid:]}
-    os.makedirs(a.output, exist_ok=True)
+    texts, summaries = [], []
     for name in ("train", "valid", "test"):
         rows = triples(splits[name], a.per_article, rng)
         if not rows:
-            fail(f"split {name}: no article has two segments of {a.segment_bytes} bytes")
+            ds.fail(f"split {name}: no article has two segments of {a.segment_bytes} bytes")
         labels = [i % 2 for i in range(len(rows))]
         rng.shuffle(labels)
         path = os.path.join(a.output, name + ".tsv")
@@ -226,12 +229,20 @@ def main():
             relabel_rng.shuffle(out)
             copies = (f" (with {a.relabel} relabelled copies of each: {len(out)} rows; "
                       f"{len(relabeller.movable)} words relabelled)")
-        write_split(path, out)
+        texts.append((path, split_text(out)))
         lengths = sorted(len(s.encode("utf-8")) for r in rows for s in r[:3])
-        print(f"{name}: {len(splits[name])} articles, {len(rows)} triples{copies}, "
-              f"{sum(labels)} with the right choice second, segment bytes "
-              f"{lengths[0]}..{lengths[-1]} (median {lengths[len(lengths) // 2]}) -> {path}")
+        summaries.append(f"{name}: {len(splits[name])} articles, {len(rows)} triples{copies}, "
+                         f"{sum(labels)} with the right choice second, segment bytes "
+                         f"{lengths[0]}..{lengths[-1]} (median {lengths[len(lengths) // 2]}) "
+                         f"-> {ds.show(path)}")
+    with ds.Outputs() as files:
+        files.make_dir(a.output)
+        for path, text in texts:
+            files.add(path, text)
+        files.commit()
+    for line in summaries:
+        ds.say(line)
 
 
 if __name__ == "__main__":
-    main()
+    ds.run(main)

@@ -11,10 +11,18 @@ sentence, codes: labels separated by ",") and OUT/words.txt, the vocabulary
 for `rotor spm-train`. Deterministic for a given --seed.
 
   python3 scripts/data/make_multilabel_tsv.py --output data/multilabel
+
+The directory is created when missing. The four files are written under
+temporary names and renamed only when all are complete, so that an error
+leaves the previous ones as they were. Errors are one line: exit status 2
+for a bad command line (a count below 1), 1 for anything else (a full disk).
 """
-import argparse
 import os
 import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import datascript as ds  # noqa: E402
 
 LABELS = ["ant", "bee", "cow", "dog", "eel", "fox"]
 TRIGGERS = ["apple", "boat", "cloud", "drum", "egg", "flag"]
@@ -39,21 +47,24 @@ def split(n, rng):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ds.parser(__doc__.splitlines()[0])
     ap.add_argument("--output", required=True, help="directory to write into")
-    ap.add_argument("--train", type=int, default=2000)
-    ap.add_argument("--valid", type=int, default=300)
-    ap.add_argument("--test", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--train", type=ds.int_arg(1), default=2000, help="examples (default 2000)")
+    ap.add_argument("--valid", type=ds.int_arg(1), default=300, help="examples (default 300)")
+    ap.add_argument("--test", type=ds.int_arg(1), default=300, help="examples (default 300)")
+    ap.add_argument("--seed", type=ds.int_arg(), default=1)
     a = ap.parse_args()
+    names = ["train.tsv", "valid.tsv", "test.tsv", "words.txt"]
+    ds.check_output_dir(a.output, names)
     rng = random.Random(a.seed)
-    os.makedirs(a.output, exist_ok=True)
-    for name, n in (("train", a.train), ("valid", a.valid), ("test", a.test)):
-        with open(os.path.join(a.output, name + ".tsv"), "w") as f:
-            f.write(split(n, rng))
-    with open(os.path.join(a.output, "words.txt"), "w") as f:
-        f.write("\n".join(TRIGGERS + FILLER) + "\n")
+    texts = [split(n, rng) for n in (a.train, a.valid, a.test)]
+    texts.append("\n".join(TRIGGERS + FILLER) + "\n")
+    with ds.Outputs() as out:
+        out.make_dir(a.output)
+        for name, text in zip(names, texts):
+            out.add(os.path.join(a.output, name), text)
+        out.commit()
 
 
 if __name__ == "__main__":
-    main()
+    ds.run(main)
