@@ -6,6 +6,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/hf_lm.h"
+#include "checkpoint/hf_tokenizer.h"
 #include "config/tasks.h"
 #include "core/io.h"
 #include "core/json_io.h"
@@ -119,7 +120,8 @@ nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
   else
     j["position_embedding_type"] = "absolute";
   j["tie_word_embeddings"] = true;
-  j["torch_dtype"] = "float32";
+  j["torch_dtype"] = "float32";  // transformers 4.x
+  j["dtype"] = "float32";        // 5.x
   if (classify) {
     // Hugging Face reads num_labels from id2label; problem_type picks the loss.
     const std::vector<std::string> labels =
@@ -198,41 +200,8 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   save_safetensors(output_dir + "/model.safetensors", hf, {{"format", "pt"}});
   r.files.push_back("model.safetensors");
 
-  const std::string spm = dir + "/spm.model";
-  if (fs::exists(spm) && data::Tokenizer::kind_of_file(spm) == data::TokenizerKind::Bytes) {
-    // A byte tokenizer is no SentencePiece model: nothing would read it.
-    r.notes.push_back(
-        "tokenizer: UTF-8 bytes (data.tokenizer bytes; id = 4 + user-defined symbols + byte "
-        "value); no Hugging Face tokenizer file written");
-  } else if (fs::exists(spm)) {
-    atomic_write_file(output_dir + "/spiece.model", read_file(spm));
-    json_io::Json tc = json_io::Json::object();
-    tc["tokenizer_class"] = "AlbertTokenizer";
-    tc["do_lower_case"] = false;
-    tc["remove_space"] = true;
-    tc["keep_accents"] = true;
-    tc["bos_token"] = "[CLS]";
-    tc["eos_token"] = "[SEP]";
-    tc["unk_token"] = "<unk>";
-    tc["sep_token"] = "[SEP]";
-    tc["pad_token"] = "<pad>";
-    tc["cls_token"] = "[CLS]";
-    tc["mask_token"] = "[MASK]";
-    tc["model_max_length"] = m.max_positions;
-    atomic_write_file(output_dir + "/tokenizer_config.json", tc.dump(2) + "\n");
-    json_io::Json st = json_io::Json::object();
-    for (const char* k : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
-                          "cls_token", "mask_token"})
-      st[k] = tc.at(k);
-    atomic_write_file(output_dir + "/special_tokens_map.json", st.dump(2) + "\n");
-    r.files.insert(r.files.end(),
-                   {"spiece.model", "tokenizer_config.json", "special_tokens_map.json"});
-    r.notes.push_back(
-        "tokenizer: AlbertTokenizer over spiece.model (rotor's SentencePiece model); check that "
-        "it gives rotor's ids on your text");
-  } else {
-    r.notes.push_back("tokenizer: the checkpoint has no spm.model; none written");
-  }
+  write_hf_tokenizer(dir + "/spm.model", output_dir, HfTokenizerTemplate::Encoder,
+                     m.max_positions, r);
   if (m.activation_dropout > 0)
     r.notes.push_back("model.activation_dropout has no Hugging Face BERT equivalent; dropped");
   if (!m.position->hf.export_note.empty())

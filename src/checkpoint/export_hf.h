@@ -21,14 +21,11 @@
 //                              roformer.encoder.embed_positions.weight: the fixed
 //                                sinusoidal table Hugging Face RoFormer keeps as a
 //                                (frozen) parameter, [max_positions, head_dim]
-//   spiece.model             the SentencePiece model (checkpoint spm.model)
-//   tokenizer_config.json    AlbertTokenizer (the Hugging Face class that reads a
-//   special_tokens_map.json  SentencePiece model with [CLS] [SEP] [MASK] <pad> <unk>),
-//                            do_lower_case false, keep_accents true. It reproduces
-//                            rotor's ids for ordinary text; Albert's preprocessing
-//                            (quotes `` '' -> ", digit-comma splits) can differ on
-//                            rare inputs: check tokenizer(text) against rotor's
-//                            ids for your data, or convert the tokenizer yourself.
+//   tokenizer.json, ...      the run's tokenizer (checkpoint/hf_tokenizer.h), which
+//   spiece.model             AutoTokenizer loads in transformers 4.x and 5.x: rotor's
+//                            ids, [CLS] a [SEP] (b [SEP]) with token types; the
+//                            SentencePiece model itself as spiece.model (absent for
+//                            a byte tokenizer), which model.init_from reads back.
 //
 // A task-lm checkpoint exports as GPT-NeoX or GPT-2 (checkpoint/hf_lm.h).
 //

@@ -2,15 +2,11 @@
 //
 //   config.json              GPTNeoXConfig or GPT2Config (hf_lm_config)
 //   model.safetensors        the GPT-NeoX / GPT-2 tensors
-//   spiece.model             the run's SentencePiece model (checkpoint spm.model):
-//                            the name model.init_from reads, as for the masked LM
-//   tokenizer.model          the same file under the name LlamaTokenizer reads;
-//   tokenizer_config.json    LlamaTokenizer (a plain SentencePiece tokenizer) with
-//   special_tokens_map.json  rotor's <s> </s> <unk> <pad>, adding no token of its
-//                            own (add_bos_token and add_eos_token false) and
-//                            legacy true: SentencePiece's own encoding, rotor's
-//                            ids (the slow tokenizer, use_fast=False; the fast
-//                            one is converted by transformers and may differ).
+//   tokenizer.json, ...      the run's tokenizer (checkpoint/hf_tokenizer.h): what
+//                            AutoTokenizer loads in transformers 4.x and 5.x, giving
+//                            rotor's ids: </s> (the document boundary), then the
+//                            text's pieces; spiece.model, the name model.init_from
+//                            reads, as for the masked LM.
 //
 // A checkpoint without spm.model (a run whose tokens are not SentencePiece
 // pieces) gets no tokenizer files; the export says so.
@@ -19,6 +15,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/hf_lm.h"
+#include "checkpoint/hf_tokenizer.h"
 #include "core/io.h"
 #include "core/json_io.h"
 #include "models/decoder_lm.h"
@@ -27,44 +24,6 @@
 namespace fs = std::filesystem;
 
 namespace rotor::checkpoint {
-
-namespace {
-
-void write_tokenizer(const std::string& dir, const std::string& output_dir, int64_t max_positions,
-                     HfExportResult& r) {
-  const std::string spm = dir + "/spm.model";
-  if (!fs::exists(spm)) {
-    r.notes.push_back(
-        "tokenizer: the checkpoint has no spm.model (its tokens are not SentencePiece pieces); "
-        "none written: give transformers the ids rotor uses");
-    return;
-  }
-  const std::string model = read_file(spm);
-  atomic_write_file(output_dir + "/spiece.model", model);
-  atomic_write_file(output_dir + "/tokenizer.model", model);
-  json_io::Json tc = json_io::Json::object();
-  tc["tokenizer_class"] = "LlamaTokenizer";
-  tc["add_bos_token"] = false;
-  tc["add_eos_token"] = false;
-  tc["legacy"] = true;
-  tc["bos_token"] = "<s>";
-  tc["eos_token"] = "</s>";
-  tc["unk_token"] = "<unk>";
-  tc["pad_token"] = "<pad>";
-  tc["clean_up_tokenization_spaces"] = false;
-  tc["model_max_length"] = max_positions;
-  atomic_write_file(output_dir + "/tokenizer_config.json", tc.dump(2) + "\n");
-  json_io::Json st = json_io::Json::object();
-  for (const char* k : {"bos_token", "eos_token", "unk_token", "pad_token"}) st[k] = tc.at(k);
-  atomic_write_file(output_dir + "/special_tokens_map.json", st.dump(2) + "\n");
-  r.files.insert(r.files.end(), {"spiece.model", "tokenizer.model", "tokenizer_config.json",
-                                 "special_tokens_map.json"});
-  r.notes.push_back(
-      "tokenizer: LlamaTokenizer over tokenizer.model (rotor's SentencePiece model, also as "
-      "spiece.model), no special tokens added; load it with use_fast=False for rotor's ids");
-}
-
-}  // namespace
 
 NamedTensors hf_lm_state_dict(const Config& c, const NamedTensors& weights) {
   const models::HfLmOptions m = require_hf_lm(c, "export --format hf");
@@ -121,7 +80,8 @@ HfExportResult export_hf_lm(const Config& c, const std::string& dir,
   r.files.push_back("config.json");
   save_safetensors(output_dir + "/model.safetensors", hf, {{"format", "pt"}});
   r.files.push_back("model.safetensors");
-  write_tokenizer(dir, output_dir, m.max_positions, r);
+  write_hf_tokenizer(dir + "/spm.model", output_dir, HfTokenizerTemplate::CausalLm,
+                     m.max_positions, r);
   if (m.scale_embeddings)
     r.notes.push_back(
         "model.scale_embeddings: the input table is stored times sqrt(d_model), untied from the "

@@ -16,6 +16,7 @@
 #include "models/bert.h"
 #include "models/model_config.h"
 #include "support/test_util.h"
+#include "support/tiny_spm.h"
 #include "support/tiny_configs.h"
 
 namespace fs = std::filesystem;
@@ -83,7 +84,7 @@ void write_checkpoint(const std::string& dir, const Config& c) {
   const std::string yaml = dump_config(c);
   checkpoint::save_weights(dir + "/model.safetensors", store, yaml);
   atomic_write_file(dir + "/config.yaml", yaml);
-  atomic_write_file(dir + "/spm.model", "not really a sentencepiece model");
+  test::write_tiny_spm_model(dir + "/spm.model", static_cast<int32_t>(V), true);
 }
 
 void check_export(const std::string& position, bool roformer, int type_vocab = 2) {
@@ -139,10 +140,17 @@ void check_export(const std::string& position, bool roformer, int type_vocab = 2
   } else {
     EXPECT_EQ(j.at("position_embedding_type").get<std::string>(), "absolute");
   }
-  EXPECT_EQ(read_file(tmp / "hf/spiece.model"), "not really a sentencepiece model");
+  EXPECT_EQ(j.at("dtype").get<std::string>(), "float32");
+  EXPECT_EQ(read_file(tmp / "hf/spiece.model"), read_file(tmp / "ckpt/spm.model"));
   const json_io::Json tc = json_io::load(tmp / "hf/tokenizer_config.json");
-  EXPECT_EQ(tc.at("tokenizer_class").get<std::string>(), "AlbertTokenizer");
+  EXPECT_EQ(tc.at("tokenizer_class").get<std::string>(), "PreTrainedTokenizerFast");
   EXPECT_EQ(tc.at("mask_token").get<std::string>(), "[MASK]");
+  // [CLS] a [SEP] b [SEP], token types 0 then 1, as rotor packs a pair.
+  const json_io::Json post = json_io::load(tmp / "hf/tokenizer.json").at("post_processor");
+  EXPECT_EQ(post.at("pair").size(), 5u);
+  EXPECT_EQ(post.at("pair").at(3).at("Sequence").at("type_id").get<int>(), 1);
+  EXPECT_EQ(post.at("special_tokens").at("[CLS]").at("ids").at(0).get<int>(), 5);
+  EXPECT_EQ(post.at("special_tokens").at("[SEP]").at("ids").at(0).get<int>(), 6);
 }
 
 TEST(MlmExport, BertLearned) {
