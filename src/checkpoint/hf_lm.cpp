@@ -100,10 +100,18 @@ nlohmann::ordered_json hf_lm_config(const Config& c, int64_t vocab_size) {
     j["hidden_act"] = act;
     j["rotary_pct"] = m.rope.fraction;
     j["rotary_emb_base"] = m.rope.theta;
+    // transformers 4.x reads rotary_pct, rotary_emb_base and rope_scaling;
+    // 5.x writes and reads rope_parameters (and takes a rope_scaling it finds
+    // as the same settings): both, with the same values.
+    const char* type = !scaled(m.rope)                          ? "default"
+                       : m.rope.scaling == rope::Scaling::Linear ? "linear"
+                                                                 : "dynamic";
     j["rope_scaling"] = nullptr;
-    if (scaled(m.rope))
-      j["rope_scaling"] = {{"type", m.rope.scaling == rope::Scaling::Linear ? "linear" : "dynamic"},
-                           {"factor", m.rope.factor}};
+    if (scaled(m.rope)) j["rope_scaling"] = {{"type", type}, {"factor", m.rope.factor}};
+    j["rope_parameters"] = {{"rope_type", type},
+                            {"rope_theta", m.rope.theta},
+                            {"partial_rotary_factor", m.rope.fraction}};
+    if (scaled(m.rope)) j["rope_parameters"]["factor"] = m.rope.factor;
     j["use_parallel_residual"] = false;
     j["max_position_embeddings"] = m.max_positions;
     j["hidden_dropout"] = m.dropout;
@@ -133,7 +141,8 @@ nlohmann::ordered_json hf_lm_config(const Config& c, int64_t vocab_size) {
   j["pad_token_id"] = data::kPadId;
   j["tie_word_embeddings"] = false;
   j["use_cache"] = true;
-  j["torch_dtype"] = "float32";
+  j["torch_dtype"] = "float32";  // transformers 4.x
+  j["dtype"] = "float32";        // 5.x
   return j;
 }
 

@@ -10,8 +10,12 @@
 //                              {type linear|dynamic, factor} for
 //                              model.rope.scaling linear | dynamic_ntk (dynamic
 //                              with original_max_positions 0 or max_positions,
-//                              as Hugging Face reads it); ntk and yarn have no
-//                              GPT-NeoX (4.36) counterpart: one line. GPT-NeoX
+//                              as Hugging Face reads it), and the same as
+//                              transformers 5's rope_parameters {rope_type,
+//                              rope_theta, partial_rotary_factor, factor}; the
+//                              import reads whichever a file has (the values of
+//                              both must agree); ntk and yarn have no GPT-NeoX
+//                              (4.36) counterpart: one line. GPT-NeoX
 //                              rotates the halves (i, i + R/2) of the first R
 //                              dims of a head: model.rope.layout half is that,
 //                              its rows copied; under layout interleaved (pairs

@@ -5,9 +5,9 @@
 // model.position rope, gpt2 for learned), vocab_size (the tokenizer's), the
 // sizes, the activation (gelu_new / gelu_pytorch_tanh for gelu; gelu, the
 // erf one, with a note), the LayerNorm epsilon; GPT-NeoX's
-// use_parallel_residual false, rotary_pct = model.rope.fraction,
-// rotary_emb_base = model.rope.theta and rope_scaling as model.rope.scaling
-// (null, or linear / dynamic with its factor); GPT-2's n_positions =
+// use_parallel_residual false and the rotation as model.rope (check_neox_rope:
+// transformers 5's rope_parameters, or 4.x's rotary_pct, rotary_emb_base and
+// rope_scaling; default, linear and dynamic); GPT-2's n_positions =
 // model.max_positions and its standard attention scaling. A mismatch is one
 // line naming both values. Every parameter comes from the directory (there is
 // no head to keep fresh); tensors the model has no place for are listed as
@@ -40,29 +40,134 @@ float unscale(float y, float scale) {
   return x;
 }
 
-// rope_scaling (null, or {type, factor}) against model.rope: the same angles.
-void check_rope_scaling(const Json& j, const RopeConfig& r, const std::string& where) {
+// One rotary setting of a GPT-NeoX config.json, found under any of the keys
+// transformers versions use for it: `keys` are paths (an object, then a key
+// in it), newest first. Every key present must give the same value: a file
+// whose 4.x and 5.x keys disagree is computed differently by the two
+// versions, and rotor does not pick one.
+struct Found {
+  std::string key;  // where the value came from ("" = transformers' default)
+  Json value;
+};
+Found find_setting(const Json& j, std::initializer_list<std::pair<const char*, const char*>> keys,
+                   const std::string& where) {
+  Found found;
+  for (const auto& [object, key] : keys) {
+    const Json* in = &j;
+    std::string path = key;
+    if (object) {
+      if (!j.contains(object) || !j.at(object).is_object()) continue;
+      in = &j.at(object);
+      path = std::string(object) + "." + key;
+    }
+    if (!in->contains(key) || in->at(key).is_null()) continue;
+    const Json& v = in->at(key);
+    if (!found.key.empty() && v != found.value &&
+        !(v.is_number() && found.value.is_number() &&
+          v.get<double>() == found.value.get<double>()))
+      ROTOR_FAIL(
+          "{}: {} is {} but {} is {}; transformers 4.x and 5.x would read different models "
+          "from this file",
+          where, found.key, found.value.dump(), path, v.dump());
+    if (found.key.empty()) found = {path, v};
+  }
+  return found;
+}
+
+double number(const Found& f, double fallback, const std::string& where) {
+  if (f.key.empty()) return fallback;
+  if (!f.value.is_number())
+    ROTOR_FAIL("{}: {} must be a number, got {}", where, f.key, f.value.dump());
+  return f.value.get<double>();
+}
+
+std::string named(const Found& f, const char* fallback) {
+  return f.key.empty() ? fmt::format("{} (absent: transformers' default)", fallback) : f.key;
+}
+
+// GPT-NeoX's rotation (theta, rotated fraction, scaling) as transformers
+// reads it: 5.x's rope_parameters {rope_type, rope_theta,
+// partial_rotary_factor, factor}, the top-level rope_theta and
+// partial_rotary_factor, then 4.x's rotary_emb_base, rotary_pct and
+// rope_scaling {type, factor}; absent everywhere, GPTNeoXConfig's defaults
+// (10000, 0.25, unscaled). Each is checked against model.rope: one line
+// naming both values.
+void check_neox_rope(const Json& j, const RopeConfig& r, const std::string& where) {
+  if (j.contains("rope_parameters") && j.at("rope_parameters").is_object())
+    for (const auto& [key, value] : j.at("rope_parameters").items())
+      if (value.is_object())
+        ROTOR_FAIL(
+            "{}: rope_parameters.{} is a rotation per layer type; rotor's GPT-NeoX layers "
+            "share one",
+            where, key);
+  if (j.contains("rope_parameters") && !j.at("rope_parameters").is_null() &&
+      !j.at("rope_parameters").is_object())
+    ROTOR_FAIL("{}: rope_parameters must be an object, got {}", where,
+               j.at("rope_parameters").dump());
+  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null() &&
+      !j.at("rope_scaling").is_object())
+    ROTOR_FAIL("{}: rope_scaling must be null or an object, got {}", where,
+               j.at("rope_scaling").dump());
+
+  const Found theta = find_setting(j,
+                                   {{"rope_parameters", "rope_theta"},
+                                    {nullptr, "rope_theta"},
+                                    {"rope_scaling", "rope_theta"},
+                                    {nullptr, "rotary_emb_base"}},
+                                   where);
+  const Found pct = find_setting(j,
+                                 {{"rope_parameters", "partial_rotary_factor"},
+                                  {nullptr, "partial_rotary_factor"},
+                                  {"rope_scaling", "partial_rotary_factor"},
+                                  {nullptr, "rotary_pct"}},
+                                 where);
+  const Found type = find_setting(j,
+                                  {{"rope_parameters", "rope_type"},
+                                   {"rope_parameters", "type"},
+                                   {"rope_scaling", "rope_type"},
+                                   {"rope_scaling", "type"}},
+                                  where);
+  const Found factor =
+      find_setting(j, {{"rope_parameters", "factor"}, {"rope_scaling", "factor"}}, where);
+
+  const double base = number(theta, 10000.0, where);
+  if (base != r.theta)
+    ROTOR_FAIL("{}: {} is {}, but model.rope.theta is {}", where, named(theta, "rope_theta"), base,
+               r.theta);
+  const double fraction = number(pct, 0.25, where);
+  if (fraction != r.fraction)
+    ROTOR_FAIL("{}: {} is {}, but model.rope.fraction is {}", where,
+               named(pct, "partial_rotary_factor"), fraction, r.fraction);
+
+  std::string kind = "default";
+  if (!type.key.empty()) {
+    if (!type.value.is_string())
+      ROTOR_FAIL("{}: {} must be a string, got {}", where, type.key, type.value.dump());
+    kind = type.value.get<std::string>();
+  }
+  rope::Scaling scaling = rope::Scaling::None;
+  if (kind == "linear") {
+    scaling = rope::Scaling::Linear;
+  } else if (kind == "dynamic") {
+    scaling = rope::Scaling::DynamicNtk;
+  } else if (kind != "default") {
+    ROTOR_FAIL(
+        "{}: {} is {}; rotor reads the GPT-NeoX rope types default, linear and dynamic "
+        "(model.rope.scaling none, linear, dynamic_ntk)",
+        where, type.key, kind);
+  }
+  const double s = scaling == rope::Scaling::None ? 1.0 : number(factor, 0.0, where);
+  if (scaling != rope::Scaling::None && !(s >= 1.0))
+    ROTOR_FAIL("{}: {} is {}: a {} scaling needs a factor of at least 1", where,
+               named(factor, "factor"), factor.key.empty() ? "absent" : factor.value.dump(),
+               kind);
   const bool ours = r.scaling != rope::Scaling::None && r.factor != 1.0;
+  const bool theirs = scaling != rope::Scaling::None && s != 1.0;
   const std::string mine =
       ours ? fmt::format("{} x{}", to_string(r.scaling), r.factor) : std::string("none");
-  if (!j.contains("rope_scaling") || j.at("rope_scaling").is_null()) {
-    if (ours) ROTOR_FAIL("{}: rope_scaling is null, but model.rope.scaling is {}", where, mine);
-    return;
-  }
-  const Json& s = j.at("rope_scaling");
-  const bool typed = s.is_object() && s.contains("type") && s.at("type").is_string() &&
-                     s.contains("factor") && s.at("factor").is_number();
-  if (!typed)
-    ROTOR_FAIL("{}: rope_scaling must be null or {{\"type\": ..., \"factor\": ...}}, got {}", where,
-               s.dump());
-  const std::string type = s.at("type").get<std::string>();
-  const double factor = s.at("factor").get<double>();
-  const char* want = r.scaling == rope::Scaling::Linear       ? "linear"
-                     : r.scaling == rope::Scaling::DynamicNtk ? "dynamic"
-                                                              : "";
-  if (!ours || type != want || factor != r.factor)
-    ROTOR_FAIL("{}: rope_scaling is {} x{}, but model.rope.scaling is {}", where, type, factor,
-               mine);
+  if (ours != theirs || (ours && (scaling != r.scaling || s != r.factor)))
+    ROTOR_FAIL("{}: {} is {}{}, but model.rope.scaling is {}", where, named(type, "rope_type"),
+               kind, theirs ? fmt::format(" x{}", s) : std::string(), mine);
 }
 
 }  // namespace
@@ -130,16 +235,7 @@ void check_hf_lm_config(const Json& j, const Config& c, int64_t vocab, const std
           "{}: use_parallel_residual is true (x + attn(ln1(x)) + mlp(ln2(x))); rotor's layer "
           "adds attention and then the MLP (use_parallel_residual false)",
           where);
-    const double pct = has("rotary_pct") ? json_io::get_double(j, "rotary_pct", where) : 0.25;
-    if (pct != m.rope.fraction)
-      ROTOR_FAIL("{}: rotary_pct is {}, but model.rope.fraction is {}", where, pct,
-                 m.rope.fraction);
-    const double base =
-        has("rotary_emb_base") ? json_io::get_double(j, "rotary_emb_base", where) : 10000.0;
-    if (base != m.rope.theta)
-      ROTOR_FAIL("{}: rotary_emb_base is {}, but model.rope.theta is {}", where, base,
-                 m.rope.theta);
-    check_rope_scaling(j, m.rope, where);
+    check_neox_rope(j, m.rope, where);
     if (bool_or("attention_bias", true) == false)
       ROTOR_FAIL("{}: attention_bias is false; rotor's attention has biases", where);
   } else {

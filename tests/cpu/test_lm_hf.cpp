@@ -8,6 +8,7 @@
 // GPT-2 without lm_head.
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "checkpoint/checkpoint.h"
@@ -20,6 +21,7 @@
 #include "models/decoder_lm.h"
 #include "models/model_config.h"
 #include "support/test_util.h"
+#include "support/tiny_spm.h"
 #include "support/tiny_configs.h"
 
 namespace fs = std::filesystem;
@@ -77,7 +79,7 @@ std::vector<float> export_model(const Config& c, const test::TempDir& dir, uint6
   const std::string yaml = dump_config(c);
   checkpoint::save_weights(ckpt + "/model.safetensors", store, yaml);
   atomic_write_file(ckpt + "/config.yaml", yaml);
-  atomic_write_file(ckpt + "/spm.model", "the run's sentencepiece model");
+  test::write_tiny_spm_model(ckpt + "/spm.model", static_cast<int32_t>(V), false);
   checkpoint::export_hf(ckpt, dir / "hf");
   return store.values().to_floats();
 }
@@ -205,13 +207,22 @@ TEST(LmHfExport, GptNeoXLayout) {
   EXPECT_EQ(j.at("eos_token_id").get<int>(), 3);
   EXPECT_EQ(j.at("bos_token_id").get<int>(), 2);
   EXPECT_EQ(j.at("pad_token_id").get<int>(), 0);
-  // The tokenizer, under both names.
-  EXPECT_EQ(read_file(tmp / "hf/spiece.model"), "the run's sentencepiece model");
-  EXPECT_EQ(read_file(tmp / "hf/tokenizer.model"), "the run's sentencepiece model");
+  // transformers 5's keys, with the same values.
+  EXPECT_EQ(j.at("rope_parameters").at("rope_type").get<std::string>(), "default");
+  EXPECT_EQ(j.at("rope_parameters").at("rope_theta").get<double>(), 5000.0);
+  EXPECT_EQ(j.at("rope_parameters").at("partial_rotary_factor").get<double>(), 1.0);
+  EXPECT_EQ(j.at("dtype").get<std::string>(), "float32");
+  // The tokenizer: the SentencePiece model and its Hugging Face pipeline.
+  EXPECT_EQ(read_file(tmp / "hf/spiece.model"), read_file(tmp / "ckpt/spm.model"));
+  EXPECT_FALSE(fs::exists(tmp / "hf/tokenizer.model"));
   const json_io::Json tc = json_io::load(tmp / "hf/tokenizer_config.json");
-  EXPECT_EQ(tc.at("tokenizer_class").get<std::string>(), "LlamaTokenizer");
-  EXPECT_FALSE(tc.at("add_bos_token").get<bool>());
+  EXPECT_EQ(tc.at("tokenizer_class").get<std::string>(), "PreTrainedTokenizerFast");
   EXPECT_EQ(tc.at("eos_token").get<std::string>(), "</s>");
+  const json_io::Json tj = json_io::load(tmp / "hf/tokenizer.json");
+  EXPECT_EQ(tj.at("model").at("type").get<std::string>(), "BPE");
+  EXPECT_EQ(tj.at("model").at("vocab").size(), static_cast<size_t>(V));
+  // What AutoTokenizer puts before a text: </s>, as `rotor generate` does.
+  EXPECT_EQ(tj.at("post_processor").at("special_tokens").at("</s>").at("ids").at(0).get<int>(), 3);
 }
 
 TEST(LmHfExport, Gpt2Layout) {
@@ -314,7 +325,7 @@ TEST(LmHfExport, RefusesWhatHuggingFaceCannotHold) {
 }
 
 // model.rope as GPT-NeoX holds it: rotary_pct, rotary_emb_base and
-// rope_scaling written; a half-layout model exports its q/k rows as they are,
+// rope_scaling written, and rope_parameters; a half-layout model exports its q/k rows as they are,
 // and an interleaved model exported and imported into the half layout
 // computes the same logits.
 TEST(LmHfExport, HalfLayoutAndPartialRotation) {
@@ -335,6 +346,11 @@ TEST(LmHfExport, HalfLayoutAndPartialRotation) {
   EXPECT_DOUBLE_EQ(j.at("rotary_emb_base").get<double>(), 5000.0);
   EXPECT_EQ(j.at("rope_scaling").at("type").get<std::string>(), "linear");
   EXPECT_DOUBLE_EQ(j.at("rope_scaling").at("factor").get<double>(), 2.0);
+  const json_io::Json& p = j.at("rope_parameters");  // transformers 5's, the same
+  EXPECT_EQ(p.at("rope_type").get<std::string>(), "linear");
+  EXPECT_DOUBLE_EQ(p.at("factor").get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(p.at("rope_theta").get<double>(), 5000.0);
+  EXPECT_DOUBLE_EQ(p.at("partial_rotary_factor").get<double>(), 0.5);
   // Imported into the half layout: the rows as GPT-NeoX holds them, the same
   // attention scores up to the order of the sums.
   nn::ParameterStore store;
@@ -391,10 +407,6 @@ TEST(LmHfImport, ConfigMismatchesAreOneLine) {
   };
   const Row rows[] = {
       {"use_parallel_residual", true, "use_parallel_residual is true"},
-      {"rotary_pct", 0.25, "rotary_pct is 0.25, but model.rope.fraction is 1"},
-      {"rotary_emb_base", 10000.0, "rotary_emb_base is 10000, but model.rope.theta is 5000"},
-      {"rope_scaling", json_io::Json{{"type", "linear"}, {"factor", 2.0}},
-       "rope_scaling is linear x2, but model.rope.scaling is none"},
       {"hidden_size", 32, "hidden_size is 32, but model.d_model is 16"},
       {"num_hidden_layers", 3, "num_hidden_layers is 3, but model.decoder_layers is 2"},
       {"vocab_size", 41, "vocab_size is 41, but the tokenizer's vocabulary size is 40"},
@@ -417,6 +429,123 @@ TEST(LmHfImport, ConfigMismatchesAreOneLine) {
   set_key(tmp / "hf", "n_positions", 64);
   EXPECT_NE(import_error(gpt2, tmp / "hf").find("n_positions is 64, but model.max_positions is 20"),
             std::string::npos);
+}
+
+// GPT-NeoX's rotation as each transformers version writes config.json:
+// 4.x rotary_pct, rotary_emb_base and rope_scaling; 5.x rope_parameters
+// alone; the export writes both. A setting absent is transformers' default
+// (10000, 0.25, unscaled), never silently rotor's; keys of the two versions
+// that disagree, an unknown rope type and a rotation per layer type are
+// refused; each in one line naming the key and both values.
+TEST(LmHfImport, RopeSettingsOfBothVersions) {
+  const Config neox = lm_config({"rope", true, true, 16});  // theta 5000, fraction 1
+  using Edit = std::function<void(json_io::Json&)>;
+  const Edit v4 = [](json_io::Json& j) {
+    j.erase("rope_parameters");
+    j.erase("dtype");
+  };
+  const Edit v5 = [](json_io::Json& j) {
+    for (const char* k : {"rotary_pct", "rotary_emb_base", "rope_scaling", "torch_dtype"})
+      j.erase(k);
+  };
+  struct Row {
+    const char* name;
+    Edit edit;
+    const char* message;  // "" = loads
+  };
+  const Row rows[] = {
+      {"as exported", [](json_io::Json&) {}, ""},
+      {"4.x keys only", v4, ""},
+      {"5.x keys only", v5, ""},
+      {"4.x rotary_pct",
+       [&](json_io::Json& j) {
+         v4(j);
+         j["rotary_pct"] = 0.25;
+       },
+       "rotary_pct is 0.25, but model.rope.fraction is 1"},
+      {"4.x rotary_emb_base",
+       [&](json_io::Json& j) {
+         v4(j);
+         j["rotary_emb_base"] = 10000.0;
+       },
+       "rotary_emb_base is 10000, but model.rope.theta is 5000"},
+      {"4.x rope_scaling",
+       [&](json_io::Json& j) {
+         v4(j);
+         j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+       },
+       "rope_scaling.type is linear x2, but model.rope.scaling is none"},
+      {"4.x theta absent",
+       [&](json_io::Json& j) {
+         v4(j);
+         j.erase("rotary_emb_base");
+       },
+       "rope_theta (absent: transformers' default) is 10000, but model.rope.theta is 5000"},
+      {"5.x rope_theta",
+       [&](json_io::Json& j) {
+         v5(j);
+         j["rope_parameters"]["rope_theta"] = 500.0;
+       },
+       "rope_parameters.rope_theta is 500, but model.rope.theta is 5000"},
+      {"5.x partial_rotary_factor",
+       [&](json_io::Json& j) {
+         v5(j);
+         j["rope_parameters"]["partial_rotary_factor"] = 0.25;
+       },
+       "rope_parameters.partial_rotary_factor is 0.25, but model.rope.fraction is 1"},
+      {"5.x linear",
+       [&](json_io::Json& j) {
+         v5(j);
+         j["rope_parameters"]["rope_type"] = "linear";
+         j["rope_parameters"]["factor"] = 2.0;
+       },
+       "rope_parameters.rope_type is linear x2, but model.rope.scaling is none"},
+      {"5.x yarn",
+       [&](json_io::Json& j) {
+         v5(j);
+         j["rope_parameters"]["rope_type"] = "yarn";
+         j["rope_parameters"]["factor"] = 2.0;
+       },
+       "rope_parameters.rope_type is yarn; rotor reads the GPT-NeoX rope types default, linear "
+       "and dynamic"},
+      {"5.x theta absent",
+       [&](json_io::Json& j) {
+         v5(j);
+         j["rope_parameters"].erase("rope_theta");
+       },
+       "rope_theta (absent: transformers' default) is 10000, but model.rope.theta is 5000"},
+      {"5.x top-level rope_theta",
+       [&](json_io::Json& j) {
+         v5(j);
+         j["rope_parameters"].erase("rope_theta");
+         j["rope_theta"] = 500.0;
+       },
+       "rope_theta is 500, but model.rope.theta is 5000"},
+      {"5.x per layer type",
+       [&](json_io::Json& j) {
+         v5(j);
+         j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}}};
+       },
+       "rope_parameters.full_attention is a rotation per layer type"},
+      {"both, disagreeing",
+       [](json_io::Json& j) { j["rotary_emb_base"] = 10000.0; },
+       "rope_parameters.rope_theta is 5000.0 but rotary_emb_base is 10000.0; transformers 4.x "
+       "and 5.x would read different models"},
+  };
+  for (const Row& row : rows) {
+    test::TempDir tmp;
+    export_model(neox, tmp);
+    json_io::Json j = json_io::load(tmp / "hf/config.json");
+    row.edit(j);
+    atomic_write_file(tmp / "hf/config.json", j.dump(2));
+    const std::string e = import_error(neox, tmp / "hf");
+    if (std::string(row.message).empty()) {
+      EXPECT_EQ(e, "no error") << row.name;
+    } else {
+      EXPECT_NE(e.find(row.message), std::string::npos) << row.name << ": " << e;
+      EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    }
+  }
 }
 
 TEST(LmHfImport, TiedModelNeedsTheScaledCopy) {
