@@ -6,13 +6,28 @@ machine.
 
   python3 scripts/bench/train_peer.py --bench rotor.json [--mode eager|compile]
                                       [--device cuda|cpu] [--json peer.json]
+                                      [--build-only]
 
 Peers: task translation (post-norm, sinusoidal positions) -> MarianMTModel;
 task mlm with position rope -> RoFormerForMaskedLM, with learned positions ->
-BertForMaskedLM (SDPA attention); task lm (pre-norm) with position rope ->
-GPTNeoXForCausalLM (sequential residual, every dimension rotated), with
-learned positions -> GPT2LMHeadModel. Other models have no Hugging Face twin
-and are reported absent, with the reason.
+BertForMaskedLM; task lm (pre-norm) with position rope -> GPTNeoXForCausalLM
+(sequential residual), with learned positions -> GPT2LMHeadModel. Other models
+have no Hugging Face twin and are reported absent, with the reason.
+
+Runs under transformers 4.36 (Debian's torch 1.13) and 5.x (torch 2.x):
+  - RoPE settings come from the JSON's model.rope (theta, fraction, scaling,
+    factor, original_max_positions). GPT-NeoX gets them as rope_parameters
+    (rope_theta, partial_rotary_factor, rope_type, ...) under transformers 5,
+    as rotary_emb_base / rotary_pct / rope_scaling under 4.x. RoFormer has no
+    such settings in either version: when they differ from its built-in
+    (theta 10000, every dimension, no scaling) its sinusoid table is rewritten
+    with rotor's frequencies (core/rope.h). What the peer could not reproduce
+    is listed under "rope_notes" in --json.
+  - Attention: SDPA is asked for through the config (attn_implementation);
+    a model class or a torch that has none falls back to the eager attention.
+    The implementation used is reported ("attention").
+  - fp16 uses torch.amp.GradScaler("cuda") (torch.cuda.amp.GradScaler on
+    torch before 2.3).
 
 Each micro-batch of the bench JSON (sequences x src_len [x tgt_len]) is
 replayed with random token ids; update_freq micro-batches make one update:
@@ -26,10 +41,15 @@ as rotor does.
 
 Before timing, every distinct batch shape runs once (torch.compile compiles
 what it needs there, with dynamic shapes when there are several; eager warms
-its allocator), then the JSON's warmup updates; the timed updates are the JSON's batches in order. Reported: mean ms
-per update, peak memory (torch.cuda.max_memory_allocated), the losses.
+its allocator), then the JSON's warmup updates; the timed updates are the
+JSON's batches in order. Reported: mean ms per update, peak memory
+(torch.cuda.max_memory_allocated), the losses, the parameter count.
+--build-only builds the model and reports its settings and parameter count
+without training (cheap: the check that transformers 4.x and 5.x build the
+same model).
 --json writes {"peer", "mode", "step_ms", "peak_bytes", "losses", ...} or
-{"peer", "mode", "absent": REASON}; exit status 0 in both cases.
+{"peer", "mode", "absent": REASON}; exit status 0 in both cases, 1 (with the
+"absent" JSON saying why) when the model fails while training.
 """
 import argparse
 import json
@@ -74,11 +94,153 @@ def hf_act(name):
     return {"relu": "relu", "gelu": "gelu_new"}[name]  # rotor's GELU is the tanh approximation
 
 
-def build_model(bench, transformers):
+def major_version(module):
+    try:
+        return int(str(module.__version__).split(".")[0])
+    except ValueError:
+        return 0
+
+
+# ---- RoPE: rotor's settings (model.rope of the bench JSON, core/rope.h) -------------
+
+def rope_settings(m):
+    """rotor's RoPE settings from the bench JSON (older JSONs: model.rope_base)."""
+    r = m.get("rope") or {}
+    theta = float(r.get("theta", m.get("rope_base", m.get("rope_theta", 10000.0))))
+    scaling = str(r.get("scaling", "none") or "none")
+    return {
+        "theta": theta,
+        "fraction": float(r.get("fraction", 1.0)),
+        "layout": str(r.get("layout", "interleaved")),
+        "scaling": scaling,
+        "factor": float(r.get("factor", 1.0)),
+        # 0: model.max_positions (rotor reads it as Hugging Face does).
+        "original_max": int(r.get("original_max_positions", 0) or 0) or int(m["max_positions"]),
+    }
+
+
+def rotated_dims(rope, head_dim):
+    return int(head_dim * rope["fraction"])
+
+
+def ntk_base(base, factor, rotated):
+    return base * factor ** (rotated / (rotated - 2.0))
+
+
+def rope_frequencies(rope, head_dim, length):
+    """theta_i of each rotated pair and YaRN's attention factor, as core/rope.h
+    computes them for a call of `length` positions."""
+    R = rotated_dims(rope, head_dim)
+    base, scaling, s = rope["theta"], rope["scaling"], rope["factor"]
+    if scaling == "dynamic_ntk":  # resolved at the call's length (rope::at_length)
+        scaling = "none"
+        if length > rope["original_max"]:
+            base = ntk_base(base, s * length / rope["original_max"] - (s - 1.0), R)
+    if scaling == "ntk":
+        base = ntk_base(base, s, R)
+    freqs = []
+    for pair in range(R // 2):
+        theta = base ** (-2.0 * pair / R)
+        if scaling == "linear":
+            theta /= s
+        elif scaling == "yarn":
+            ctx, two_pi, log_base = float(rope["original_max"]), 2 * math.pi, 2 * math.log(base)
+            low = max(0.0, math.floor(R * math.log(ctx / (32.0 * two_pi)) / log_base))
+            high = min(R - 1.0, math.ceil(R * math.log(ctx / (1.0 * two_pi)) / log_base))
+            if low == high:
+                high += 0.001
+            ramp = min(1.0, max(0.0, (pair - low) / (high - low)))
+            theta = theta * (1.0 - ramp) + theta / s * ramp
+        freqs.append(theta)
+    attention = 0.1 * math.log(s) + 1.0 if scaling == "yarn" and s > 1.0 else 1.0
+    return freqs, attention
+
+
+def rope_is_default(rope):
+    return rope["theta"] == 10000.0 and rope["fraction"] == 1.0 and rope["scaling"] == "none"
+
+
+def neox_rope_kwargs(rope, head_dim, hf5, notes):
+    """GPTNeoXConfig's RoPE arguments: rope_parameters under transformers 5,
+    rotary_emb_base / rotary_pct / rope_scaling under 4.x."""
+    if rope["layout"] != "half":
+        notes.append(f"GPT-NeoX rotates halves (i, i + R/2); rotor's layout is {rope['layout']}")
+    theta, rope_type, extra = rope["theta"], "default", {}
+    scaling, s = rope["scaling"], rope["factor"]
+    if scaling == "ntk":  # static NTK-aware: a larger base, no Hugging Face rope_type
+        theta = ntk_base(theta, s, rotated_dims(rope, head_dim))
+    elif scaling == "linear":
+        rope_type, extra = "linear", {"factor": s}
+    elif scaling == "dynamic_ntk":
+        rope_type, extra = "dynamic", {"factor": s}
+    elif scaling == "yarn":
+        rope_type = "yarn"
+        extra = {"factor": s, "original_max_position_embeddings": rope["original_max"],
+                 "beta_fast": 32.0, "beta_slow": 1.0}
+    if hf5:
+        params = {"rope_type": rope_type, "rope_theta": theta,
+                  "partial_rotary_factor": rope["fraction"], **extra}
+        return {"rope_parameters": params}
+    kwargs = {"rotary_emb_base": theta, "rotary_pct": rope["fraction"]}
+    if rope_type in ("linear", "dynamic"):
+        kwargs["rope_scaling"] = {"type": rope_type, "factor": s}
+    elif rope_type == "yarn":
+        notes.append("transformers 4.x has no YaRN for GPT-NeoX: unscaled RoPE instead")
+    return kwargs
+
+
+def set_roformer_rope(model, rope, head_dim, length, torch, notes):
+    """Rewrites RoFormer's sinusoid table ([positions, D]: sin of each pair in
+    the first half, cos in the second; pairs interleaved) with rotor's
+    frequencies. Pairs beyond the rotated ones get angle 0 (pass unchanged);
+    YaRN's attention factor multiplies cos and sin, as in core/rope.h."""
+    if rope["layout"] != "interleaved":
+        notes.append(f"RoFormer rotates interleaved pairs; rotor's layout is {rope['layout']}")
+    if rope_is_default(rope):
+        return "RoFormer's table (theta 10000, every dimension)"
+    emb = model.roformer.encoder.embed_positions
+    n_pos, dim = emb.weight.shape
+    freqs, attention = rope_frequencies(rope, head_dim, length)
+    freqs = freqs + [0.0] * (dim // 2 - len(freqs))
+    pos = torch.arange(n_pos, dtype=torch.float64)[:, None]
+    ang = pos * torch.tensor(freqs, dtype=torch.float64)[None, :]
+    scale = torch.tensor([attention if f else 1.0 for f in freqs], dtype=torch.float64)
+    table = torch.cat([torch.sin(ang) * scale, torch.cos(ang) * scale], dim=-1)
+    with torch.no_grad():
+        emb.weight.copy_(table.to(emb.weight.dtype))
+    if rope["scaling"] == "dynamic_ntk":
+        notes.append(f"dynamic_ntk resolved once, at length {length}")
+    return "rotor's frequencies written into RoFormer's table"
+
+
+# ---- the models ----------------------------------------------------------------------
+
+def with_attention(make, config_cls, kwargs, info):
+    """Builds the model with SDPA attention asked for through the config, else
+    the eager attention; returns (model, implementation used)."""
+    errors = []
+    for impl in ("sdpa", "eager", None):
+        kw = dict(kwargs)
+        if impl is not None:
+            kw["attn_implementation"] = impl
+        try:
+            model = make(config_cls(**kw))
+        except (TypeError, ValueError, ImportError, RuntimeError) as e:
+            errors.append(f"{impl}: {str(e).splitlines()[0][:160] if str(e) else type(e).__name__}")
+            continue
+        used = getattr(model.config, "_attn_implementation", None) or impl or "eager"
+        if impl != "sdpa":
+            info["attention_note"] = f"no SDPA attention here ({errors[0]})"
+        return model, used
+    raise RuntimeError("could not build the model: " + "; ".join(errors))
+
+
+def build_model(bench, transformers, torch, notes, info):
     m = bench["model"]
+    hf5 = major_version(transformers) >= 5
     V, d, H, ff = m["vocab_size"], m["d_model"], m["n_heads"], m["d_ff"]
     if bench["task"] == "translation":
-        cfg = transformers.MarianConfig(
+        kwargs = dict(
             vocab_size=V, d_model=d, encoder_layers=m["encoder_layers"],
             decoder_layers=m["decoder_layers"], encoder_attention_heads=H,
             decoder_attention_heads=H, encoder_ffn_dim=ff, decoder_ffn_dim=ff,
@@ -86,29 +248,43 @@ def build_model(bench, transformers):
             attention_dropout=m["attention_dropout"], activation_dropout=m["activation_dropout"],
             max_position_embeddings=m["max_positions"], scale_embedding=m["scale_embeddings"],
             share_encoder_decoder_embeddings=m["share_embeddings"], tie_word_embeddings=True,
-            pad_token_id=1, eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=2)
-        return transformers.MarianMTModel(cfg)
+            use_cache=False, pad_token_id=1, eos_token_id=2, decoder_start_token_id=2,
+            forced_eos_token_id=2)
+        return with_attention(transformers.MarianMTModel, transformers.MarianConfig, kwargs, info)
     seq = max(b["src_len"] for b in bench["batches"])
+    head_dim = d // H
+    rope = rope_settings(m)
+    if m["position"] == "rope":
+        info["rope"] = rope
     if bench["task"] == "lm":
         L = m["decoder_layers"]
         tie = bool(m["share_embeddings"])
         if m["position"] == "rope":
-            cfg = transformers.GPTNeoXConfig(
+            max_pos = max(m["max_positions"], seq)
+            if rope["scaling"] == "dynamic_ntk":
+                max_pos = rope["original_max"]  # Hugging Face's dynamic scaling grows past it
+            elif rope["scaling"] == "yarn":  # 5.x checks factor = max / original
+                max_pos = max(seq, int(round(rope["original_max"] * rope["factor"])))
+            kwargs = dict(
                 vocab_size=V, hidden_size=d, num_hidden_layers=L, num_attention_heads=H,
-                intermediate_size=ff, hidden_act=hf_act(m["activation"]), rotary_pct=1.0,
-                rotary_emb_base=m.get("rope_base", m.get("rope_theta", 10000.0)),
-                max_position_embeddings=max(m["max_positions"], seq),
+                intermediate_size=ff, hidden_act=hf_act(m["activation"]),
+                max_position_embeddings=max_pos,
                 layer_norm_eps=m["layer_norm_eps"], use_parallel_residual=False,
                 hidden_dropout=m["dropout"], attention_dropout=m["attention_dropout"],
-                tie_word_embeddings=tie, bos_token_id=2, eos_token_id=3)
-            return transformers.GPTNeoXForCausalLM(cfg)
-        cfg = transformers.GPT2Config(
+                tie_word_embeddings=tie, use_cache=False, bos_token_id=2, eos_token_id=3,
+                **neox_rope_kwargs(rope, head_dim, hf5, notes))
+            info["rope_applied"] = {k: v for k, v in kwargs.items()
+                                    if k in ("rope_parameters", "rotary_emb_base", "rotary_pct",
+                                             "rope_scaling")}
+            return with_attention(transformers.GPTNeoXForCausalLM, transformers.GPTNeoXConfig,
+                                  kwargs, info)
+        kwargs = dict(
             vocab_size=V, n_embd=d, n_layer=L, n_head=H, n_inner=ff,
             activation_function=hf_act(m["activation"]),
             n_positions=max(m["max_positions"], seq), layer_norm_epsilon=m["layer_norm_eps"],
             resid_pdrop=m["dropout"], embd_pdrop=m["dropout"], attn_pdrop=m["attention_dropout"],
-            tie_word_embeddings=tie, bos_token_id=2, eos_token_id=3)
-        return transformers.GPT2LMHeadModel(cfg)
+            tie_word_embeddings=tie, use_cache=False, bos_token_id=2, eos_token_id=3)
+        return with_attention(transformers.GPT2LMHeadModel, transformers.GPT2Config, kwargs, info)
     common = dict(vocab_size=V, hidden_size=d, num_hidden_layers=m["encoder_layers"],
                   num_attention_heads=H, intermediate_size=ff, hidden_act=hf_act(m["activation"]),
                   hidden_dropout_prob=m["dropout"],
@@ -117,13 +293,11 @@ def build_model(bench, transformers):
                   type_vocab_size=m["type_vocab_size"], layer_norm_eps=m["layer_norm_eps"],
                   pad_token_id=0)
     if m["position"] == "rope":
-        cfg = transformers.RoFormerConfig(embedding_size=d, rotary_value=False, **common)
-        return transformers.RoFormerForMaskedLM(cfg)
-    cfg = transformers.BertConfig(**common)
-    try:  # SDPA attention where this transformers and torch have it
-        return transformers.BertForMaskedLM(cfg, attn_implementation="sdpa")
-    except (TypeError, ValueError, ImportError):
-        return transformers.BertForMaskedLM(cfg)
+        model, used = with_attention(transformers.RoFormerForMaskedLM, transformers.RoFormerConfig,
+                                     dict(common, embedding_size=d, rotary_value=False), info)
+        info["rope_applied"] = set_roformer_rope(model, rope, head_dim, seq, torch, notes)
+        return model, used
+    return with_attention(transformers.BertForMaskedLM, transformers.BertConfig, common, info)
 
 
 def make_inputs(bench, batch, torch, device, gen):
@@ -146,6 +320,15 @@ def make_inputs(bench, batch, torch, device, gen):
             "token_type_ids": torch.zeros_like(ids)}, labels.to(device)
 
 
+def grad_scaler(torch):
+    """fp16's loss scaler: torch.amp.GradScaler("cuda") where it exists
+    (torch 2.3+), torch.cuda.amp.GradScaler on older torch."""
+    amp = getattr(torch, "amp", None)
+    if amp is not None and hasattr(amp, "GradScaler"):
+        return amp.GradScaler("cuda")
+    return torch.cuda.amp.GradScaler()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", required=True, help="rotor bench train --json output")
@@ -153,6 +336,8 @@ def main():
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--json", help="write the result here")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--build-only", action="store_true",
+                    help="build the model and report it, no training")
     args = ap.parse_args()
     with open(args.bench) as f:
         bench = json.load(f)
@@ -181,7 +366,39 @@ def main():
     if amp_dtype is not None and args.device == "cpu" and amp_dtype != torch.bfloat16:
         return absent(args, peer, f"{precision} autocast needs a GPU")
 
-    model = build_model(bench, transformers).to(device)
+    notes, info = [], {}
+    model, attention = build_model(bench, transformers, torch, notes, info)
+    parameters = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    base = {
+        "peer": peer, "mode": args.mode, "precision": precision, "device": args.device,
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "attention": attention, "parameters": parameters, "trainable_parameters": trainable,
+        "rotor_parameters": bench.get("parameters"),
+    }
+    if "rope" in info:
+        base["rope"] = info["rope"]
+    if "rope_applied" in info:
+        base["rope_applied"] = info["rope_applied"]
+    if notes:
+        base["rope_notes"] = notes
+    if "attention_note" in info:
+        base["attention_note"] = info["attention_note"]
+        notes = notes + [info["attention_note"]]
+    for n in notes:
+        print(f"train_peer: note: {n}")
+    if args.build_only:
+        print(f"train_peer: {peer} built with transformers {transformers.__version__} "
+              f"(torch {torch.__version__}), {attention} attention: {parameters} parameters "
+              f"({trainable} trainable); rotor {bench.get('parameters')}")
+        if "rope_applied" in info:
+            print(f"train_peer: rope: {json.dumps(info['rope_applied'], sort_keys=True)}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(dict(base, build_only=True), f, indent=1)
+        return 0
+
+    model = model.to(device)
     model.train()
     shapes = {(b["sequences"], b["src_len"], b["tgt_len"]) for b in bench["batches"]}
     # Batches of many shapes (translation): one compile with symbolic shapes
@@ -194,7 +411,7 @@ def main():
         opt = torch.optim.AdamW(model.parameters(), fused=args.device == "cuda", **opt_kw)
     except (TypeError, RuntimeError):
         opt = torch.optim.AdamW(model.parameters(), **opt_kw)
-    scaler = torch.cuda.amp.GradScaler() if precision == "fp16" else None
+    scaler = grad_scaler(torch) if precision == "fp16" else None
     ls = train.get("label_smoothing", 0.0)
     clip = train.get("clip_norm", 0.0)
     freq = max(1, int(train.get("update_freq", 1)))
@@ -204,11 +421,13 @@ def main():
     batches = bench["batches"]
     inputs = [make_inputs(bench, b, torch, device, gen) for b in batches]
     updates = [list(range(i, min(i + freq, len(batches)))) for i in range(0, len(batches), freq)]
+    autocast_kw = {"device_type": args.device, "enabled": amp_dtype is not None}
+    if amp_dtype is not None:
+        autocast_kw["dtype"] = amp_dtype
 
     def micro(i, tokens):
         kwargs, labels = inputs[i]
-        with torch.autocast(device_type=args.device, dtype=amp_dtype,
-                            enabled=amp_dtype is not None):
+        with torch.autocast(**autocast_kw):
             logits = step_model(**kwargs).logits
             loss = F.cross_entropy(logits.reshape(-1, V).float(), labels.reshape(-1),
                                    ignore_index=-100, reduction="sum",
@@ -240,33 +459,43 @@ def main():
     seen = {}
     for i, b in enumerate(batches):
         seen.setdefault((b["sequences"], b["src_len"], b["tgt_len"]), i)
-    t0 = time.perf_counter()
-    for i in seen.values():
-        update([i])
-    for k in range(int(bench.get("warmup", 0))):
-        update(updates[k % len(updates)])
-    sync()
-    warm_s = time.perf_counter() - t0
-    if args.device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
-    losses = [update(u) for u in updates]
-    sync()
-    seconds = time.perf_counter() - t0
+    try:
+        t0 = time.perf_counter()
+        for i in seen.values():
+            update([i])
+        for k in range(int(bench.get("warmup", 0))):
+            update(updates[k % len(updates)])
+        sync()
+        warm_s = time.perf_counter() - t0
+        if args.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        losses = [update(u) for u in updates]
+        sync()
+        seconds = time.perf_counter() - t0
+    except (RuntimeError, ValueError, TypeError, AssertionError) as e:
+        # Out of memory, a torch.compile failure, an autocast this torch lacks
+        # (torch 1.13's CPU bf16 layer norm): the table says so.
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        absent(args, peer, f"failed under torch {torch.__version__}, transformers "
+                           f"{transformers.__version__}: {type(e).__name__}: {first}")
+        import traceback
+        traceback.print_exc()
+        return 1
     peak = torch.cuda.max_memory_allocated() if args.device == "cuda" else 0
-    result = {
-        "peer": peer, "mode": args.mode, "precision": precision, "device": args.device,
+    result = dict(base)
+    result.update({
         "device_name": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-        "torch": torch.__version__, "transformers": transformers.__version__,
         "updates": len(updates), "step_ms": seconds * 1e3 / max(1, len(updates)),
         "warmup_s": warm_s, "peak_bytes": int(peak),
         "losses": [float(x) for x in losses],
-        "parameters": sum(p.numel() for p in model.parameters()),
-    }
+    })
     bad = [x for x in result["losses"] if not math.isfinite(x)]
-    print(f"train_peer: {peer} {args.mode} {precision}: {result['step_ms']:.1f} ms/update over "
-          f"{len(updates)} updates, peak {peak / 2**30:.2f} GiB, first loss "
-          f"{result['losses'][0]:.3f}{' (non-finite losses!)' if bad else ''}")
+    print(f"train_peer: {peer} {args.mode} {precision} ({attention} attention, transformers "
+          f"{transformers.__version__}, torch {torch.__version__}): {result['step_ms']:.1f} ms/update "
+          f"over {len(updates)} updates, peak {peak / 2**30:.2f} GiB, first loss "
+          f"{result['losses'][0]:.3f}{' (non-finite losses!)' if bad else ''}; "
+          f"{parameters} parameters (rotor {bench.get('parameters')})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
