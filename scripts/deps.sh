@@ -2,7 +2,8 @@
 # Installs the Debian/Ubuntu packages rotor needs (only the missing ones).
 # As root it runs apt-get; otherwise it prints the exact command and fails.
 # Usage: scripts/deps.sh [--with-python]   (--with-python: PyTorch for tests/reference,
-#   and the tensorboard package from PyPI in .venv for the TensorBoard tests)
+#   the tensorboard package from PyPI in .venv for the TensorBoard tests, and
+#   torch 2.x with transformers 5.x from PyPI in .venv-hf5; ROTOR_HF5=0 skips that)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +46,38 @@ python_packages() {
   .venv/bin/python3 -m pip install -q --disable-pip-version-check --retries 1 --timeout 20 \
     tensorboard ||
     echo "rotor: warning: pip could not install tensorboard: the TensorBoard tests will skip" >&2
+}
+
+# The transformers users run today (5.x) on the PyTorch they install today
+# (2.x), in .venv-hf5 (git-ignored) beside .venv: a virtual environment of
+# Debian's python3 without its site packages (Debian's torch 1.13 and
+# numpy would shadow the newer ones), with PyPI's newest torch,
+# transformers 5, sentencepiece, safetensors and numpy. The Hugging Face
+# test runs in both (tests/CMakeLists.txt: reference_hf_transformers and
+# reference_hf_transformers5), and the benchmark peers use it where it
+# exists (docs/testing.md). PyPI's torch for Linux brings its CUDA
+# libraries: about 5.6 GB and two minutes on the project's machine; there is
+# no CPU-only torch on PyPI. Offline, or when pip fails (a full disk), it
+# warns and removes the half-made environment: the 5.x test skips.
+# ROTOR_HF5=0 skips it.
+hf5_environment() {
+  [[ "${1:-}" == "--with-python" && "${ROTOR_HF5:-1}" != 0 ]] || return 0
+  local venv=.venv-hf5
+  if [[ -x $venv/bin/python3 ]] &&
+    $venv/bin/python3 -c "import torch, transformers, sentencepiece, safetensors, numpy; \
+import sys; sys.exit(int(transformers.__version__.split('.')[0]) < 5)" 2>/dev/null; then
+    return 0
+  fi
+  echo "rotor: installing torch 2.x and transformers 5.x from PyPI into $venv (about 5.6 GB)"
+  rm -rf "$venv"
+  if ! /usr/bin/python3 -m venv "$venv" ||
+    ! $venv/bin/python3 -m pip install -q --disable-pip-version-check --retries 1 --timeout 60 \
+      "torch>=2" "transformers>=5,<6" sentencepiece safetensors numpy; then
+    echo "rotor: warning: could not install torch and transformers 5 into $venv: the" \
+      "transformers 5 test will skip" >&2
+    rm -rf "$venv"
+  fi
+  return 0
 }
 
 # The cuDNN frontend: header-only C++ over cuDNN's graph API, for
@@ -149,6 +182,7 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]} == 0)); then
   python_packages "${1:-}"
+  hf5_environment "${1:-}"
   cudnn_frontend_headers
   cuobjdump_tool
   exit 0
@@ -164,5 +198,6 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 $cmd >/dev/null
 python_packages "${1:-}"
+hf5_environment "${1:-}"
 cudnn_frontend_headers
 cuobjdump_tool

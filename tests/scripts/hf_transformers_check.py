@@ -1,18 +1,24 @@
-"""rotor <-> Hugging Face transformers, through the rotor binary.
+"""rotor <-> Hugging Face transformers, through the rotor binary, under
+whichever transformers the python3 running it has (CI runs it under 4.36 on
+Debian's torch and under the newest 5.x on PyPI's torch: tests/CMakeLists.txt).
 
 1. Export: a tiny BERT and a tiny RoFormer are trained by `rotor train` (task
    mlm, a few updates on `rotor synth` text), exported with `rotor export
    --format hf` and loaded with BertForMaskedLM / RoFormerForMaskedLM; their
    logits on the same inputs (token ids with padding and token types, and
-   text pairs tokenized by Debian's python3-sentencepiece, the library rotor
-   links) must equal `rotor mlm-logits` within 1e-4 (relative to the largest
-   logit, fp32).
+   text pairs tokenized by the exported tokenizer) must equal `rotor
+   mlm-logits` within 1e-4 (relative to the largest logit, fp32). The
+   exported tokenizer, loaded by AutoTokenizer.from_pretrained with default
+   arguments, must give rotor's ids and token types ([CLS] a [SEP] b [SEP])
+   on texts with out-of-vocabulary characters, runs of spaces, tabs, NFKC
+   forms and [MASK] inside the text (rotor's ids: its own, from `rotor
+   mlm-logits`, and SentencePiece's on many more texts).
 2. Fine-tuned export: each is fine-tuned by `rotor train` (task
    classification from model.init_from: the BERT as a two-label pair
    classifier, the RoFormer as a regressor), exported, and loaded with
    AutoModelForSequenceClassification (BertForSequenceClassification /
-   RoFormerForSequenceClassification); their logits must equal `rotor
-   predict --scores`.
+   RoFormerForSequenceClassification); their logits on the pairs that the
+   exported tokenizer encodes must equal `rotor predict --scores`.
 3. Import: a BertForMaskedLM and a RoFormerForMaskedLM made and saved by
    transformers initialize `rotor train` (model.init_from); after one update
    at a negligible learning rate, rotor's logits must equal transformers'.
@@ -23,15 +29,22 @@
    (GPTNeoXForCausalLM / GPT2LMHeadModel); their logits on ragged token-id
    sequences, one by one and batched with right padding, must equal rotor's
    (reference_lm_logits) within 1e-5 of the largest logit. The exported
-   tokenizer (LlamaTokenizer, use_fast=False) must give rotor's
-   SentencePiece ids, and config.json's eos_token_id the end-of-text id.
-   A third, rotary on a quarter of each head's dimensions (model.rope.fraction
-   0.25: GPTNeoXConfig's rotary_pct), is checked the same way.
-5. A GPTNeoXForCausalLM and a GPT2LMHeadModel (tied, as transformers saves
-   it) made by transformers initialize `rotor train` (task lm,
+   tokenizer must give rotor's ids (</s>, then SentencePiece's pieces, as
+   `rotor generate` feeds a prompt) and config.json's eos_token_id the
+   end-of-text id. A third, rotary on a quarter of each head's dimensions
+   (model.rope.fraction 0.25), is checked the same way; so is the tokenizer
+   of a byte-level LM (data.tokenizer bytes).
+5. GPTNeoXForCausalLM and GPT2LMHeadModel (tied, as transformers saves it)
+   made and saved by transformers initialize `rotor train` (task lm,
    model.init_from); after one update at a negligible learning rate rotor's
-   logits must equal transformers'. So must a GPTNeoXForCausalLM with
-   rotary_pct 0.25 (rotor's model.rope.fraction 0.25).
+   logits must equal transformers'. The GPT-NeoX ones cover full and partial
+   (0.25) rotation, theta 500 with linear x2 scaling and dynamic x2 scaling
+   (exercised: sequences longer than max_position_embeddings), saved with
+   the keys of the running version (5.x: rope_parameters alone).
+
+Texts the tokenizers give other ids for, by Hugging Face's conventions
+(checkpoint/hf_tokenizer.h): <s> </s> <unk> <pad> written in the text, and a
+text that is a single user-defined piece; they are reported, not compared.
 
 Usage: hf_transformers_check.py --rotor BIN --lm-logits BIN [--only mlm|lm].
 Exits 0 when every comparison holds, 1 otherwise.
@@ -47,6 +60,7 @@ import tempfile
 import numpy as np
 import sentencepiece as spm
 import torch
+import transformers
 from safetensors.torch import load_file
 from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM,
                           AutoModelForSequenceClassification, AutoTokenizer, BertConfig,
@@ -56,6 +70,24 @@ from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM,
 TOL = 1e-4
 LM_TOL = 1e-5
 D, HEADS, FF, LAYERS, POS = 32, 4, 64, 2, 64
+TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
+
+# Texts for the tokenizer checks: out-of-vocabulary characters (the synthetic
+# corpus is lower-case English and German number words), runs of spaces,
+# spaces at both ends, tabs and line breaks, forms NFKC rewrites, U+2581
+# itself, [MASK] inside a text, and nothing at all.
+TOKENIZER_TEXTS = [
+    "three hundred twenty-one", "siebenundsiebzigtausend und neun", "nine", "", " ", "a  b",
+    "  leading and trailing  ", "tab\there", "line\nbreak", "Straße über Ärger", "日本語 テキスト",
+    "emoji 😀 ok", "ﬁne ﬂow", "ＡＢＣ　ｄｅｆ", "①②", "…", "\u2581already", "a\u2581b",
+    "e\u0301 é", "\u00a0nbsp\u00a0", "zero\u200bwidth", "1,000.50 $", "''quotes'' ``x``",
+    "is [MASK].", "[MASK] at the start", "x[MASK]y", "two [MASK][MASK] masks", "[CLS] x [SEP]",
+    "THREE Hundred Twenty", "ninety-nine thousand nine hundred ninety-nine",
+]
+# Texts the exported tokenizers read by Hugging Face's conventions, not
+# rotor's (checkpoint/hf_tokenizer.h): reported, not compared.
+CONTROL_PIECES = ("<s>", "</s>", "<unk>", "<pad>")
+DIVERGENT_TEXTS = ["see </s> here", "<s>", "[MASK]", " [SEP] "]
 
 
 def run(rotor, *args):
@@ -115,6 +147,93 @@ def hf_inputs(rows):
     return ids, types, mask
 
 
+def divergent(text, user_pieces):
+    """Whether `text` (or a pair of texts) is one the exported tokenizers read
+    otherwise by design."""
+    if isinstance(text, tuple):
+        return any(divergent(t, user_pieces) for t in text)
+    if not isinstance(text, str):
+        return False
+    return any(c in text for c in CONTROL_PIECES) or text.strip() in user_pieces
+
+
+def corpus_texts(tmp, n=40):
+    """Lines of the synthetic corpus, both languages, as more tokenizer texts."""
+    out = []
+    for lang in ("en", "de"):
+        with open(f"{tmp}/data/train.{lang}", encoding="utf-8") as f:
+            out += f.read().split("\n")[:n]
+    return out
+
+
+def compare_ids(label, texts, want, got, user_pieces=()):
+    """want(text) and got(text) -> ids; every text but the divergent ones."""
+    ok, shown, compared = True, 0, 0
+    for t in texts:
+        if divergent(t, user_pieces):
+            continue
+        compared += 1
+        w, g = want(t), got(t)
+        if w != g:
+            ok = False
+            if shown < 5:
+                print(f"FAIL {label}: {t!r} -> {g}, rotor {w}")
+                shown += 1
+    if ok:
+        print(f"ok   {label}: rotor's ids on {compared} texts")
+    return ok
+
+
+def report_divergent(label, tok, sp_ids, texts):
+    """The documented differences: printed, so that a change shows in the log."""
+    for t in texts:
+        got = tok(t, add_special_tokens=False).input_ids
+        note = "same as rotor" if got == sp_ids(t) else f"rotor {sp_ids(t)}"
+        print(f"note {label}: {t!r} -> {got} ({note}; by Hugging Face's conventions)")
+
+
+def check_encoder_tokenizer(rotor, tmp, label, ckpt, hf_dir, sp):
+    """The exported tokenizer of a masked LM or classifier: rotor's ids and types
+    (and, for a masked LM's checkpoint `ckpt`, those of `rotor mlm-logits`)."""
+    tok = AutoTokenizer.from_pretrained(hf_dir)
+    user = ("[MASK]", "[CLS]", "[SEP]")
+    texts = TOKENIZER_TEXTS + corpus_texts(tmp)
+    ok = compare_ids(f"{label} tokenizer, single texts", texts,
+                     lambda t: [5] + sp.encode(t) + [6], lambda t: tok(t).input_ids, user)
+    ok &= compare_ids(f"{label} tokenizer, pieces alone", texts, sp.encode,
+                      lambda t: tok(t, add_special_tokens=False).input_ids, user)
+    # Pairs of two texts (an empty second text is no pair to transformers).
+    pairs = [(a, b) for a, b in zip(texts[::2], texts[1::2]) if a and b]
+    ok &= compare_ids(f"{label} tokenizer, pairs and token types", pairs,
+                      lambda p: (pack(sp, *p)[0], pack(sp, *p)[1]),
+                      lambda p: (tok(*p).input_ids, tok(*p).token_type_ids), user)
+    if tok.mask_token_id != 4 or tok.cls_token_id != 5 or tok.sep_token_id != 6 or \
+            tok.pad_token_id != 0:
+        print(f"FAIL {label} tokenizer special ids: mask {tok.mask_token_id} cls "
+              f"{tok.cls_token_id} sep {tok.sep_token_id} pad {tok.pad_token_id}")
+        ok = False
+    if ckpt is None:
+        return ok
+    # rotor's own ids for text (not SentencePiece's, which they must equal):
+    # what `rotor mlm-logits` packs, row by row.
+    rows = [(a, b) for a, b in pairs
+            if not divergent(a, user) and not divergent(b, user) and a.strip() and b.strip()
+            and not any(c in a + b for c in "\t\n\r\u2028\u0085")][:12]
+    with open(f"{tmp}/tok_pairs.txt", "w", encoding="utf-8") as f:
+        f.write("".join(f"{a}\t{b}\n" for a, b in rows))
+    out = f"{tmp}/tok_pairs_{label.replace(' ', '_')}.safetensors"
+    run(rotor, "mlm-logits", "--checkpoint", ckpt, "--input", f"{tmp}/tok_pairs.txt", "--output",
+        out)
+    d = load_file(out)
+    ours = [(ids[m.bool()].tolist(), types[m.bool()].tolist())
+            for ids, types, m in zip(d["input_ids"], d["token_type_ids"], d["attention_mask"])]
+    ok &= compare_ids(f"{label} tokenizer against rotor mlm-logits", range(len(rows)),
+                      lambda i: ours[i],
+                      lambda i: (tok(*rows[i]).input_ids, tok(*rows[i]).token_type_ids))
+    report_divergent(f"{label} tokenizer", tok, sp.encode, DIVERGENT_TEXTS)
+    return ok
+
+
 def check_mlm(rotor, tmp, position, ckpt, hf_dir, sp):
     """rotor mlm-logits of `ckpt` against transformers on `hf_dir`."""
     ok = True
@@ -144,7 +263,13 @@ def check_mlm(rotor, tmp, position, ckpt, hf_dir, sp):
     run(rotor, "mlm-logits", "--checkpoint", ckpt, "--input", f"{tmp}/text.txt", "--output",
         f"{tmp}/text_{position}.npy")
     ours = np.load(f"{tmp}/text_{position}.npy")
-    ids, types, mask = hf_inputs([pack(sp, a, b) for a, b in texts])
+    if os.path.exists(f"{hf_dir}/tokenizer.json"):  # an export: its own tokenizer
+        tok = AutoTokenizer.from_pretrained(hf_dir)
+        encoded = [tok(a, b) if b else tok(a) for a, b in texts]
+        rows = [(e.input_ids, e.token_type_ids) for e in encoded]
+    else:  # a model transformers saved: rotor's packing
+        rows = [pack(sp, a, b) for a, b in texts]
+    ids, types, mask = hf_inputs(rows)
     with torch.no_grad():
         out = model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
     ok &= compare(f"{type(model).__name__} ({position}), text pairs", ours, out, mask.bool())
@@ -195,11 +320,15 @@ optim:
     pred = [l.split("\t") for l in open(f"{tmp}/pred_{position}.tsv").read().splitlines()[1:]]
     ours = torch.tensor([[float(x) for x in p[2:]] for p in pred])
     model = AutoModelForSequenceClassification.from_pretrained(f"{tmp}/hfc_{position}").eval()
-    ids, types, mask = hf_inputs([pack(sp, r.split("\t")[0], r.split("\t")[1]) for r in rows])
+    ok = check_encoder_tokenizer(None, tmp, f"classifier {position}", None, f"{tmp}/hfc_{position}",
+                                 sp)
+    tok = AutoTokenizer.from_pretrained(f"{tmp}/hfc_{position}")
+    encoded = [tok(*r.split("\t")[:2]) for r in rows]
+    ids, types, mask = hf_inputs([(e.input_ids, e.token_type_ids) for e in encoded])
     with torch.no_grad():
         out = model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
     kind = "regression" if regression else "two labels"
-    ok = compare(f"{type(model).__name__} ({position}, {kind})", ours, out)
+    ok &= compare(f"{type(model).__name__} ({position}, {kind})", ours, out)
     if model.config.problem_type != ("regression" if regression else "single_label_classification"):
         print(f"FAIL problem_type {model.config.problem_type}")
         ok = False
@@ -221,7 +350,7 @@ def check_import(rotor, tmp, position, spm_model, vocab):
             if "embed_positions" not in name:  # RoFormer's fixed sinusoid table stays
                 p.add_(0.05 * torch.randn_like(p))
     hf_dir = f"{tmp}/made_by_hf_{position}"
-    model.save_pretrained(hf_dir, safe_serialization=True)
+    model.save_pretrained(hf_dir)
     shutil.copy(spm_model, f"{hf_dir}/spiece.model")
     cfg = model_yaml(position, f"""  init_from: {hf_dir}
 task: mlm
@@ -244,21 +373,35 @@ optim:
                      spm.SentencePieceProcessor(model_file=spm_model))
 
 
-# Partial rotation (model.rope.fraction, GPT-NeoX's rotary_pct): 2 heads of
-# 16 dimensions, the first 4 rotated (two pairs, so that the interleaved ->
-# halves permutation of the export and import moves rows), 12 left as they are.
+# The causal LMs' variants: (model.position, n_heads, model.rope, and the
+# GPT-NeoX rotation as transformers holds it). Partial rotation
+# (model.rope.fraction, GPT-NeoX's rotary_pct / partial_rotary_factor): 2
+# heads of 16 dimensions, the first 4 rotated (two pairs, so that the
+# interleaved -> halves permutation of the export and import moves rows), 12
+# left as they are. Dynamic scaling changes the angles only past
+# max_position_embeddings: that variant has 16 positions and sequences of up
+# to 30 tokens.
 PARTIAL_HEADS, PARTIAL_PCT = 2, 0.25
+DYNAMIC_POS = 16
+LM_VARIANTS = {
+    "rope": ("rope", HEADS, {}, dict(theta=10000.0, pct=1.0, scaling=None)),
+    "rope_partial": ("rope", PARTIAL_HEADS, {"fraction": PARTIAL_PCT},
+                     dict(theta=10000.0, pct=PARTIAL_PCT, scaling=None)),
+    "rope_theta500_linear2": ("rope", HEADS, {"theta": 500, "scaling": "linear", "factor": 2},
+                              dict(theta=500.0, pct=1.0, scaling="linear", factor=2.0)),
+    "rope_dynamic2": ("rope", HEADS, {"scaling": "dynamic_ntk", "factor": 2},
+                      dict(theta=10000.0, pct=1.0, scaling="dynamic", factor=2.0)),
+    "learned": ("learned", HEADS, {}, None),
+}
 
 
-def lm_variant(name):
-    """(model.position, n_heads, YAML lines under model:) of an LM check's name."""
-    if name == "rope_partial":
-        return "rope", PARTIAL_HEADS, f"  rope:\n    fraction: {PARTIAL_PCT}\n"
-    return name, HEADS, ""
+def lm_positions(name):
+    return DYNAMIC_POS if name == "rope_dynamic2" else POS
 
 
 def lm_yaml(name, out, extra):
-    position, heads, rope = lm_variant(name)
+    position, heads, rope, _ = LM_VARIANTS[name]
+    rope_lines = "".join(f"    {k}: {v}\n" for k, v in rope.items())
     return f"""task: lm
 device: cpu
 seed: 3
@@ -267,21 +410,33 @@ model:
   decoder_layers: {LAYERS}
   d_model: {D}
   n_heads: {heads}
-{rope}  d_ff: {FF}
+{"  rope:" + chr(10) + rope_lines if rope_lines else ""}  d_ff: {FF}
   activation: gelu
   norm: pre
   layer_norm_eps: 1.0e-5
   position: {position}
-  max_positions: {POS}
+  max_positions: {lm_positions(name)}
 {extra}"""
 
 
-def check_lm(lm_logits, tmp, name, ckpt, hf_dir):
-    """reference_lm_logits of `ckpt` against transformers on `hf_dir`."""
-    model = AutoModelForCausalLM.from_pretrained(hf_dir).eval()
-    rng = random.Random(9)
-    V = model.config.vocab_size
-    seqs = [[rng.randrange(1, V) for _ in range(n)] for n in (7, 30, 1, 19)]
+def neox_config(rotation, **kwargs):
+    """GPTNeoXConfig with `rotation` in the keys of the running transformers
+    (5.x: rope_parameters, which save_pretrained writes alone; 4.x: rotary_pct,
+    rotary_emb_base and rope_scaling)."""
+    if TRANSFORMERS_5:
+        params = {"rope_type": rotation["scaling"] or "default", "rope_theta": rotation["theta"],
+                  "partial_rotary_factor": rotation["pct"]}
+        if rotation["scaling"]:
+            params["factor"] = rotation["factor"]
+        return GPTNeoXConfig(rope_parameters=params, **kwargs)
+    scaling = ({"type": rotation["scaling"], "factor": rotation["factor"]}
+               if rotation["scaling"] else None)
+    return GPTNeoXConfig(rotary_pct=rotation["pct"], rotary_emb_base=rotation["theta"],
+                         rope_scaling=scaling, **kwargs)
+
+
+def lm_logits_of(lm_logits, tmp, name, ckpt, seqs):
+    """reference_lm_logits of `ckpt` on `seqs`, each run alone: [N, T, V]."""
     with open(f"{tmp}/lm_ids.txt", "w") as f:
         f.write("".join(" ".join(map(str, s)) + "\n" for s in seqs))
     out = f"{tmp}/lm_logits_{name}.safetensors"
@@ -289,7 +444,23 @@ def check_lm(lm_logits, tmp, name, ckpt, hf_dir):
                        text=True)
     if r.returncode != 0:
         sys.exit(f"reference_lm_logits failed ({r.returncode}):\n{r.stderr}")
-    ours = load_file(out)["logits"]
+    return load_file(out)["logits"]
+
+
+def check_lm(lm_logits, tmp, name, ckpt, hf_dir, variant):
+    """reference_lm_logits of `ckpt` against transformers on `hf_dir`."""
+    model = AutoModelForCausalLM.from_pretrained(hf_dir).eval()
+    rng = random.Random(9)
+    V = model.config.vocab_size
+    dynamic = variant == "rope_dynamic2"
+    # Dynamic scaling depends on the length of the call, rotor's and
+    # transformers' alike (reference_lm_logits runs each sequence alone):
+    # sequences one by one, longest last (transformers keeps the longest
+    # angles it has seen), and no padded batch, whose rows all take the
+    # batch's length in transformers.
+    lengths = (1, 7, 19, 30) if dynamic else (7, 30, 1, 19)
+    seqs = [[rng.randrange(1, V) for _ in range(n)] for n in lengths]
+    ours = lm_logits_of(lm_logits, tmp, name, ckpt, seqs)
     ok = True
     arch = type(model).__name__
     with torch.no_grad():
@@ -297,6 +468,8 @@ def check_lm(lm_logits, tmp, name, ckpt, hf_dir):
             theirs = model(input_ids=torch.tensor([s])).logits[0]
             ok &= compare(f"{arch} ({name}), sequence {i} ({len(s)} tokens)", ours[i, :len(s)],
                           theirs, tol=LM_TOL)
+        if dynamic:
+            return ok
         T = max(len(s) for s in seqs)  # batched, right-padded with <pad>
         ids = torch.zeros(len(seqs), T, dtype=torch.long)
         mask = torch.zeros_like(ids)
@@ -306,6 +479,18 @@ def check_lm(lm_logits, tmp, name, ckpt, hf_dir):
         theirs = model(input_ids=ids, attention_mask=mask).logits
     ok &= compare(f"{arch} ({name}), batch with padding", ours, theirs, mask.bool(), tol=LM_TOL)
     return ok
+
+
+def check_lm_tokenizer(tmp, label, hf_dir, want_pieces, boundary):
+    """The exported tokenizer of a causal LM: the boundary, then rotor's ids."""
+    tok = AutoTokenizer.from_pretrained(hf_dir)
+    texts = TOKENIZER_TEXTS + corpus_texts(tmp)
+    ok = compare_ids(f"{label} tokenizer", texts, lambda t: [boundary] + want_pieces(t),
+                     lambda t: tok(t).input_ids)
+    ok &= compare_ids(f"{label} tokenizer, pieces alone", texts, want_pieces,
+                      lambda t: tok(t, add_special_tokens=False).input_ids)
+    report_divergent(f"{label} tokenizer", tok, want_pieces, DIVERGENT_TEXTS[:2])
+    return ok, tok
 
 
 def check_lm_export(rotor, lm_logits, tmp, position):
@@ -333,35 +518,63 @@ optim:
     sp = spm.SentencePieceProcessor(model_file=f"{tmp}/spm_lm.model")
     hf_dir = f"{tmp}/hf_lm_{position}"
     run(rotor, "export", "--checkpoint", out, "--format", "hf", "--output", hf_dir)
-    ok = check_lm(lm_logits, tmp, f"{position}, exported", out, hf_dir)
-    tok = AutoTokenizer.from_pretrained(hf_dir, use_fast=False)
-    texts = ["three hundred twenty-one", "siebenundsiebzigtausend und neun", "nine"]
-    for t in texts:
-        theirs = tok(t, add_special_tokens=False).input_ids
-        if theirs != sp.encode(t):
-            print(f"FAIL tokenizer ({position}): {t!r} -> {theirs}, rotor {sp.encode(t)}")
-            ok = False
+    ok = check_lm(lm_logits, tmp, f"{position}, exported", out, hf_dir, position)
+    tok_ok, tok = check_lm_tokenizer(tmp, f"lm {position}", hf_dir, sp.encode, sp.eos_id())
+    ok &= tok_ok
     cfg = AutoModelForCausalLM.from_pretrained(hf_dir).config
     if cfg.eos_token_id != sp.eos_id() or tok.eos_token_id != sp.eos_id():
         print(f"FAIL eos_token_id ({position}): config {cfg.eos_token_id}, tokenizer "
               f"{tok.eos_token_id}, rotor {sp.eos_id()}")
         ok = False
     else:
-        print(f"ok   tokenizer and eos_token_id ({position})")
+        print(f"ok   eos_token_id ({position})")
     return ok
 
 
-def check_lm_import(rotor, lm_logits, tmp, position, spm_model, vocab):
+def check_byte_lm_export(rotor, lm_logits, tmp):
+    """A byte-level LM (data.tokenizer bytes): its logits and its tokenizer."""
+    out = f"{tmp}/lm_bytes"
+    with open(f"{out}.yaml", "w") as f:
+        f.write(lm_yaml("rope", out, f"""  share_embeddings: true
+  scale_embeddings: true
+data:
+  train: {tmp}/data/train.de
+  tokenizer: bytes
+  seq_len: 32
+train:
+  max_updates: 10
+  batch_size: 8
+  save_interval: 10
+optim:
+  name: adamw
+  lr: 3.0e-3
+  warmup_updates: 2
+"""))
+    run(rotor, "train", f"{out}.yaml")
+    hf_dir = f"{tmp}/hf_lm_bytes"
+    run(rotor, "export", "--checkpoint", out, "--format", "hf", "--output", hf_dir)
+    ok = check_lm(lm_logits, tmp, "bytes, exported", out, hf_dir, "rope")
+    # rotor's byte ids: 4 + the user-defined symbols (its tokenizer file) + byte.
+    with open(f"{out}/checkpoint_last/spm.model", encoding="utf-8") as f:
+        symbols = [l[len("symbol "):] for l in f.read().splitlines()[1:]]
+    first = 4 + len(symbols)
+
+    def pieces(t):
+        return [first + b for b in t.encode("utf-8")]
+    tok_ok, _ = check_lm_tokenizer(tmp, "lm bytes", hf_dir, pieces, first + ord("\n"))
+    return ok & tok_ok
+
+
+def check_lm_import(rotor, lm_logits, tmp, variant, spm_model, vocab):
     """A causal LM saved by transformers initializes rotor: the same logits."""
     torch.manual_seed(6)
-    if position.startswith("rope"):
-        _, heads, _ = lm_variant(position)
-        pct = PARTIAL_PCT if position == "rope_partial" else 1.0
-        model = GPTNeoXForCausalLM(GPTNeoXConfig(
-            vocab_size=vocab, hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=heads,
-            intermediate_size=FF, hidden_act="gelu_new", rotary_pct=pct, rotary_emb_base=10000,
-            max_position_embeddings=POS, layer_norm_eps=1e-5, use_parallel_residual=False,
-            tie_word_embeddings=False))
+    _, heads, _, rotation = LM_VARIANTS[variant]
+    if rotation is not None:
+        model = GPTNeoXForCausalLM(neox_config(
+            rotation, vocab_size=vocab, hidden_size=D, num_hidden_layers=LAYERS,
+            num_attention_heads=heads, intermediate_size=FF, hidden_act="gelu_new",
+            max_position_embeddings=lm_positions(variant), layer_norm_eps=1e-5,
+            use_parallel_residual=False, tie_word_embeddings=False))
         share = "false"
     else:  # GPT-2 ties its output to the input table by default
         model = GPT2LMHeadModel(GPT2Config(
@@ -371,17 +584,17 @@ def check_lm_import(rotor, lm_logits, tmp, position, spm_model, vocab):
     with torch.no_grad():  # biases and norms away from 0 and 1, so that each one counts
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    hf_dir = f"{tmp}/made_by_hf_lm_{position}"
-    model.save_pretrained(hf_dir, safe_serialization=True)
+    hf_dir = f"{tmp}/made_by_hf_lm_{variant}"
+    model.save_pretrained(hf_dir)
     shutil.copy(spm_model, f"{hf_dir}/spiece.model")
-    out = f"{tmp}/imported_lm_{position}"
+    out = f"{tmp}/imported_lm_{variant}"
     with open(f"{out}.yaml", "w") as f:
-        f.write(lm_yaml(position, out, f"""  share_embeddings: {share}
+        f.write(lm_yaml(variant, out, f"""  share_embeddings: {share}
   scale_embeddings: false
   init_from: {hf_dir}
 data:
   train: {tmp}/data/train.en
-  seq_len: 32
+  seq_len: {min(32, lm_positions(variant))}
 train:
   max_updates: 1
   batch_size: 4
@@ -391,7 +604,7 @@ optim:
   schedule: constant
 """))
     run(rotor, "train", f"{out}.yaml")
-    return check_lm(lm_logits, tmp, f"{position}, made by transformers", out, hf_dir)
+    return check_lm(lm_logits, tmp, f"{variant}, made by transformers", out, hf_dir, variant)
 
 
 def main():
@@ -409,9 +622,10 @@ def main():
         if args.only != "mlm":
             for position in ("rope", "rope_partial", "learned"):
                 ok &= check_lm_export(rotor, args.lm_logits, tmp, position)
+            ok &= check_byte_lm_export(rotor, args.lm_logits, tmp)
             vocab = spm.SentencePieceProcessor(model_file=f"{tmp}/spm_lm.model").get_piece_size()
-            for position in ("rope", "rope_partial", "learned"):
-                ok &= check_lm_import(rotor, args.lm_logits, tmp, position, f"{tmp}/spm_lm.model",
+            for variant in LM_VARIANTS:
+                ok &= check_lm_import(rotor, args.lm_logits, tmp, variant, f"{tmp}/spm_lm.model",
                                       vocab)
         for position in ("learned", "rope") if args.only != "lm" else ():
             with open(f"{tmp}/mlm_{position}.yaml", "w") as f:
@@ -435,11 +649,14 @@ optim:
             run(rotor, "export", "--checkpoint", f"{tmp}/mlm_{position}", "--format", "hf",
                 "--output", f"{tmp}/hf_{position}")
             sp = spm.SentencePieceProcessor(model_file=f"{tmp}/spm.model")
+            ok &= check_encoder_tokenizer(rotor, tmp, f"mlm {position}", f"{tmp}/mlm_{position}",
+                                          f"{tmp}/hf_{position}", sp)
             ok &= check_mlm(rotor, tmp, position, f"{tmp}/mlm_{position}", f"{tmp}/hf_{position}",
                             sp)
             ok &= check_classifier(rotor, tmp, position, f"{tmp}/hf_{position}", sp)
             ok &= check_import(rotor, tmp, position, f"{tmp}/spm.model", sp.get_piece_size())
-    print("all comparisons hold" if ok else "some comparisons FAILED")
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}: "
+          + ("all comparisons hold" if ok else "some comparisons FAILED"))
     return 0 if ok else 1
 
 
