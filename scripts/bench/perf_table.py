@@ -3,11 +3,18 @@
 one training update of rotor (`rotor bench train --json`) against its Hugging
 Face peers (scripts/bench/train_peer.py --json), measured in the same call.
 
-  python3 scripts/bench/perf_table.py --row 'LABEL=ROTOR.json:PEER.json,PEER.json' ...
+  python3 scripts/bench/perf_table.py [--no-header] [--why TEXT]
+                                      --row 'LABEL=ROTOR.json[:PEER.json,PEER.json]' ...
 
-A missing or failed file is a row that says so; a peer that could not run
-says why ("absent: ..."). Ratios are peer time / rotor time (above 1: rotor
-is faster). Peak memory: rotor's CUDA pool peak / torch.cuda.max_memory_allocated.
+A missing or failed file is a row that says so (--why TEXT: what to say
+instead of "the run failed: see its log", e.g. measure.sh's exit status and
+log name); a peer that could not run says why ("absent: ..."). A row without
+peers is rotor's alone ("(no peer)"). Ratios are peer time / rotor time
+(above 1: rotor is faster). Peak memory: rotor's CUDA pool peak /
+torch.cuda.max_memory_allocated. The peer column names the attention the
+peer ran (SDPA or the model's eager attention) where its JSON says.
+--no-header prints the rows alone (measure.sh appends them to its table one
+step at a time).
 """
 import argparse
 import json
@@ -20,12 +27,12 @@ HEADER = ("| model, precision | rotor ms | peer | peer ms | peer/rotor | "
 RULE = "|---|---|---|---|---|---|---|"
 
 
-def load(path):
+def load(path, why=None):
     """(data, error): the JSON of path, or why there is none."""
     if not path:
         return None, "not run"
     if not os.path.exists(path):
-        return None, f"no {os.path.basename(path)} (the run failed: see its log)"
+        return None, f"no {os.path.basename(path)} ({why or 'the run failed: see its log'})"
     try:
         with open(path) as f:
             return json.load(f), None
@@ -50,8 +57,15 @@ def parse_row(spec):
     return label, rotor, [p for p in peers.split(",") if p]
 
 
-def rows(label, rotor_path, peer_paths):
-    rotor, err = load(rotor_path)
+def peer_label(peer):
+    name = f"{peer.get('peer', '?')} {peer.get('mode', '')}".strip()
+    if peer.get("attention"):
+        name += f" ({peer['attention']} attention)"
+    return name
+
+
+def rows(label, rotor_path, peer_paths, why=None):
+    rotor, err = load(rotor_path, why)
     if rotor is None:
         yield f"| {label} | {err} | | | | | |"
         return
@@ -62,11 +76,11 @@ def rows(label, rotor_path, peer_paths):
                f"{first_loss(rotor)} |")
         return
     for path in peer_paths:
-        peer, perr = load(path)
+        peer, perr = load(path, why)
         if peer is None:
             yield f"| {label} | {rotor_cells} | {perr} | | | | |"
             continue
-        name = f"{peer.get('peer', '?')} {peer.get('mode', '')}".strip()
+        name = peer_label(peer)
         if "absent" in peer:
             yield f"| {label} | {rotor_cells} | {name}: absent ({peer['absent']}) | | | | |"
             continue
@@ -81,6 +95,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--row", action="append", default=[],
                     help="LABEL=ROTOR.json[:PEER.json,PEER.json...] (repeatable)")
+    ap.add_argument("--no-header", action="store_true", help="the rows alone")
+    ap.add_argument("--why", help="what a missing file's cell says instead of 'the run failed'")
     args = ap.parse_args()
     if not args.row:
         ap.error("at least one --row")
@@ -88,10 +104,11 @@ def main():
         specs = [parse_row(r) for r in args.row]
     except ValueError as e:
         ap.error(str(e))
-    print(HEADER)
-    print(RULE)
+    if not args.no_header:
+        print(HEADER)
+        print(RULE)
     for label, rotor, peers in specs:
-        for line in rows(label, rotor, peers):
+        for line in rows(label, rotor, peers, args.why):
             print(line)
     return 0
 

@@ -1,24 +1,36 @@
 #!/usr/bin/env bash
 # Everything docs/performance.md reports, measured in one call on a GPU machine
-# (10 minutes at most; the machine needs the NVIDIA driver, CUDA 13, cuDNN,
-# NCCL, PyTorch and transformers, and no network):
-#   1. the `gpu` tests (ctest -L gpu in a build tree; the gpu_test_* programs of
-#      an installed tree without ctest);
-#   2. bench_attention against PyTorch SDPA + rotary (scripts/bench/attention_peer.py),
-#      rotor's kernel and cuDNN; bench_linear_attention: linear attention (elu1,
-#      FAVOR+) against the softmax cores from 512 to 32k tokens, time and memory;
-#   3. `rotor bench train` against its Hugging Face peers (scripts/bench/train_peer.py:
-#      MarianMTModel, RoFormerForMaskedLM, BertForMaskedLM, GPTNeoXForCausalLM; eager
-#      and torch.compile) replaying the same batch shapes: Transformer-base translation
-#      on Multi30k (max_tokens 6250) in bf16 and fp32, RoFormer- and BERT-base masked
-#      LM 64 x 512 and the 12 x 768 RoPE causal LM 16 x 1024 (bytes) on WikiText-2 in bf16;
-#   4. scripts/gpu/launch_check.sh: `rotor launch -n 1` (NCCL at world size 1)
-#      against the plain run (equal losses) and the launcher's cost in step time;
-# and prints one markdown table (also in OUT/table.md).
+# (one call of at most 10 minutes; the machine needs the NVIDIA driver, CUDA 13,
+# cuDNN, NCCL, PyTorch and transformers, and no network). Steps, in order of
+# value (a call cut off late loses the least):
+#   tests      the `gpu` tests (ctest -L gpu in a build tree; the gpu_test_*
+#              programs of an installed tree, one row each);
+#   mlm        RoFormer- and BERT-base masked LM 64 x 512 on WikiText-2, bf16:
+#              `rotor bench train` against RoFormerForMaskedLM / BertForMaskedLM
+#              (scripts/bench/train_peer.py, eager) replaying the same batch shapes;
+#   mt         Transformer-base translation on Multi30k (max_tokens 6250), bf16
+#              and fp32, against MarianMTModel (eager); RoFormer-base translation
+#              (no Hugging Face peer);
+#   attention  bench_attention against PyTorch SDPA + rotary
+#              (scripts/bench/attention_peer.py): the model's core, the tensor-core
+#              kernel, cuDNN, RoPE in the split vs in the kernel, the portable kernel;
+#   lm         the 12 x 768 RoPE causal LM, 16 x 1024 bytes, bf16, against
+#              GPTNeoXForCausalLM (eager);
+#   linear     bench_linear_attention: linear attention (elu1, FAVOR+) against the
+#              softmax cores from 512 to 32k tokens, time and memory;
+#   launch     scripts/gpu/launch_check.sh: `rotor launch -n 1` (NCCL at world
+#              size 1) against the plain run (equal losses), the launcher's cost;
+#   placement  RoFormer-base MLM with RoPE in the head split and in the kernel;
+#   compile    the torch.compile peers of mlm, mt and lm (about a minute each).
+# Each step's row (or block) is appended to the table (OUT/table.md) as soon as
+# the step ends, so a call cut off at its limit still returns every finished
+# row; a step that failed, timed out or was skipped for want of time is a row
+# that says so. The last line, "finished in N s", is missing only when the
+# script itself was killed. The table is printed at the end.
 #
 #   scripts/gpu/measure.sh [--build DIR | --prefix DIR] [--data DIR] [--out DIR]
-#                          [--budget SECONDS] [--only tests,attention,train,launch] [--no-compile]
-#                          [--cpu] [--dry-run]
+#                          [--table FILE] [--info FILE] [--budget SECONDS] [--only STEP,STEP...]
+#                          [--no-compile] [--cpu] [--dry-run]
 #
 #   --build DIR    a build tree (default build); --prefix DIR an installed tree
 #                  (cmake --install, scripts/install/bundle.sh; its gpu tests are in
@@ -27,13 +39,21 @@
 #                  (default ROTOR_SHARED_DATA, else ../shared/data, shared/data, or the
 #                  data/ of a tree unpacked from scripts/gpu/pack.sh)
 #   --out DIR      logs and JSON files (default runs/measure)
-#   --budget S     stop starting optional steps (torch.compile peers first) when
-#                  fewer than the seconds they need are left of S (default 560)
+#   --table FILE   the table (default OUT/table.md)
+#   --info FILE    `rotor info` (default OUT/info.txt)
+#   --budget S     seconds for the whole script, start-up included (default 540:
+#                  a 10-minute call keeps a minute for the transfer back). Each
+#                  step's time limit is capped by what is left; a step with
+#                  under 5 s left is skipped, a torch.compile peer with under 100 s
+#   --only STEPS   a comma-separated subset of the steps above (train = mlm,mt,lm)
+#   --no-compile   leave out the compile step
 #   --cpu          the CPU fallback: tiny configs on synthetic data, peers on
-#                  PyTorch's CPU where it is installed, no gpu tests or attention
-#                  bench; checks the script itself (tests/CMakeLists.txt)
-#   --dry-run      print the commands, run nothing
-# Exit status: 0 when the table was printed (failed steps are rows that say so),
+#                  PyTorch's CPU where it is installed, the attention peer at tiny
+#                  shapes, linear attention on the CPU; no gpu tests, launch or
+#                  compile; checks the script itself (tests/CMakeLists.txt)
+#   --dry-run      print each step with its time limit and the running sum of the
+#                  limits (the worst case), run nothing
+# Exit status: 0 when the table was written (failed steps are rows that say so),
 # 1 when rotor itself cannot run, 2 on bad usage.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -54,8 +74,11 @@ if [[ -z ${ROTOR_SHARED_DATA:-} && ! -d $data ]]; then
   for d in shared/data ../../data; do [[ -d $d ]] && data=$d && break; done
 fi
 out=runs/measure
-budget=560
-only=tests,attention,train,launch
+table=""
+info=""
+budget=540
+all_steps=tests,mlm,mt,attention,lm,linear,launch,placement,compile
+only=$all_steps
 compile=1
 cpu=0
 dry=0
@@ -65,6 +88,8 @@ while (($#)); do
     --prefix) prefix=${2:?}; shift 2 ;;
     --data) data=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
+    --table) table=${2:?}; shift 2 ;;
+    --info) info=${2:?}; shift 2 ;;
     --budget) budget=${2:?}; shift 2 ;;
     --only) only=${2:?}; shift 2 ;;
     --no-compile) compile=0; shift ;;
@@ -75,10 +100,13 @@ while (($#)); do
   esac
 done
 [[ $budget =~ ^[0-9]+$ ]] || { echo "measure.sh: --budget takes whole seconds, got $budget" >&2; exit 2; }
-for step in ${only//,/ }; do
-  case $step in tests | attention | train | launch) ;; *) echo "measure.sh: --only: unknown step $step" >&2; exit 2 ;; esac
+only=${only//train/mlm,mt,lm}
+for s in ${only//,/ }; do
+  [[ ",$all_steps," == *",$s,"* ]] || { echo "measure.sh: --only: unknown step $s" >&2; exit 2; }
 done
 wants() { [[ ",$only," == *",$1,"* ]]; }
+((compile)) || only=${only//compile/}
+if ((cpu)); then only=${only//tests/} only=${only//launch/} only=${only//placement/} only=${only//compile/}; fi
 
 if [[ -n $prefix ]]; then
   rotor=$prefix/bin/rotor
@@ -93,44 +121,119 @@ else
   bench_linear=$build/bench/bench_linear_attention
   test_dir=$build/tests
 fi
-# The python3 of the peers: $PYTHON, else the first with torch and
-# transformers of .venv's, the one on PATH and Debian's (else python3, and the
-# peers report themselves absent).
-python=${PYTHON:-}
-if [[ -z $python ]]; then
-  for candidate in .venv/bin/python3 python3 /usr/bin/python3; do
-    if command -v "$candidate" >/dev/null && "$candidate" -c "import torch, transformers" 2>/dev/null; then
-      python=$candidate
-      break
-    fi
-  done
-  python=${python:-python3}
-fi
-mkdir -p "$out"
 start=$SECONDS
-left() { echo $((budget - (SECONDS - start))); }
+table=${table:-$out/table.md}
+info=${info:-$out/info.txt}
 
-# Runs "$@" with its output in $out/NAME.log under a timeout of LIMIT seconds
-# (capped by the budget left); returns its status. --dry-run prints it.
+# ---- steps: a time limit each, capped by the budget left --------------------------
+# In a dry run the clock is the running sum of the limits: the worst case.
+sum=0
+nstep=0
+group_end=""  # the elapsed second by which the current group must end ("" = none)
+elapsed() { if ((dry)); then echo "$sum"; else echo $((SECONDS - start)); fi; }
+left() { echo $((budget - $(elapsed))); }
+
+# step NAME LIMIT COMMAND...: runs COMMAND with its output in $out/NAME.log under
+# a timeout of LIMIT seconds (capped by the budget and group left); sets
+# step_rc (0, its exit status, 124 timed out, 125 skipped) and step_note (what
+# the table says of a run that did not succeed). Always returns 0.
+step_rc=0
+step_note=""
 step() {
   local name=$1 limit=$2
   shift 2
+  nstep=$((nstep + 1))
+  if [[ -n $group_end ]] && ((group_end - $(elapsed) < limit)); then
+    limit=$((group_end - $(elapsed)))
+    ((limit < 0)) && limit=0
+  fi
   if ((dry)); then
-    printf '%q ' "$@"
-    echo
+    sum=$((sum + limit))
+    local over=""
+    ((sum > budget)) && over="  (past the budget: runs only if earlier steps end sooner)"
+    ((limit == 0)) && over="  (its group's time is spent in the worst case)"
+    printf '%3d  %-34s limit %4d s  sum %5d s%s\n       %s\n' "$nstep" "$name" "$limit" "$sum" \
+      "$over" "$(printf '%q ' "$@")"
+    step_rc=0 step_note=""
     return 0
   fi
   local remaining
   remaining=$(left)
   ((remaining < limit)) && limit=$remaining
   if ((limit < 5)); then
-    echo "measure.sh: $name skipped: the time budget is spent" | tee "$out/$name.log" >&2
-    return 124
+    step_rc=125 step_note="skipped: $((remaining < 0 ? 0 : remaining)) s of the budget left"
+    echo "measure.sh: $name $step_note" | tee "$out/$name.log" >&2
+    return 0
   fi
-  local t0=$SECONDS rc=0
-  timeout --kill-after=5 "$limit" "$@" >"$out/$name.log" 2>&1 || rc=$?
-  echo "measure.sh: $name: exit $rc after $((SECONDS - t0)) s (log $out/$name.log)" >&2
-  return "$rc"
+  local t0=$SECONDS
+  step_rc=0
+  timeout --kill-after=5 "$limit" "$@" >"$out/$name.log" 2>&1 || step_rc=$?
+  local secs=$((SECONDS - t0))
+  case $step_rc in
+    0) step_note="" ;;
+    124 | 137) step_note="timed out at its limit of $limit s; log $name.log" ;;
+    *) step_note="exit $step_rc after $secs s; log $name.log" ;;
+  esac
+  echo "measure.sh: $name: exit $step_rc after $secs s (limit $limit s, $(left) s of the budget left)" >&2
+  return 0
+}
+# A group of steps that together take at most LIMIT seconds.
+group() { group_end=$(($(elapsed) + $1)); }
+end_group() { group_end=""; }
+
+# ---- the table: appended to as each step ends ------------------------------------
+in_train=0  # whether the table's last lines are rows of the training table
+append() { ((dry)) || printf '%s\n' "$@" >>"$table"; }
+section() {
+  append "" "### $1" ""
+  in_train=0
+}
+table_python=python3
+# The rows of scripts/bench/perf_table.py (any python3: it needs only json).
+perf_rows() {
+  "$table_python" scripts/bench/perf_table.py --no-header --why "${step_note:-the run failed}" "$@" 2>&1 ||
+    echo "| $* | (perf_table.py failed) | | | | | |"
+}
+train_header() {
+  if ((!in_train)); then
+    [[ -z $(tail -n 1 "$table") ]] || append ""
+    append "| model, precision | rotor ms | peer | peer ms | peer/rotor | peak memory rotor / peer | first loss rotor / peer |" \
+      "|---|---|---|---|---|---|---|"
+    in_train=1
+  fi
+}
+pending_row=""  # the rotor-alone row just written, replaced by its peer's row
+# rotor_row LABEL RJSON: rotor's own row, written when its bench ends.
+rotor_row() {
+  ((dry)) && return 0
+  train_header
+  pending_row=$(perf_rows --row "$1=$2:")
+  append "$pending_row"
+}
+# peer_row LABEL RJSON PJSON: the peer's row; it takes the place of rotor's
+# own row when that is the table's last line.
+peer_row() {
+  ((dry)) && return 0
+  local row
+  row=$(perf_rows --row "$1=$2:$3")
+  if ((in_train)) && [[ -n $pending_row && $(tail -n 1 "$table") == "$pending_row" ]]; then
+    head -n -1 "$table" >"$table.tmp"
+    printf '%s\n' "$row" >>"$table.tmp"
+    mv "$table.tmp" "$table"
+  else
+    train_header
+    append "$row"
+  fi
+  pending_row=""
+}
+# block NAME TITLE: a step's output as a code block.
+block() {
+  ((dry)) && return 0
+  local log=$out/$1.log
+  append '```' "# $2${step_note:+ ($step_note)}"
+  if [[ -f $log ]]; then append "$(tail -n 80 "$log")"; fi
+  append '```'
+  in_train=0
 }
 
 # ---- libraries: cuDNN, NCCL and NVRTC may live in Python wheels (nvidia/*/lib) ----
@@ -158,69 +261,63 @@ PY
   fi
 }
 
-if ((!dry)) && [[ ! -x $rotor ]]; then
-  echo "measure.sh: no rotor at $rotor (--build DIR or --prefix DIR)" >&2
-  exit 1
+# ---- start-up ----------------------------------------------------------------------
+# The python3 of the peers: $PYTHON, else the first with torch and
+# transformers of .venv's, the one on PATH and Debian's (else python3, and the
+# peers report themselves absent).
+python=${PYTHON:-}
+peer_versions="no torch and transformers found"
+versions_py="import sys, torch, transformers; print(f'python {sys.version.split()[0]}, torch {torch.__version__}, transformers {transformers.__version__}')"
+if ((dry)); then
+  python=${python:-python3}
+elif [[ -n $python ]]; then
+  peer_versions=$("$python" -c "$versions_py" 2>/dev/null) || peer_versions="PYTHON=$python lacks torch or transformers"
+else
+  for candidate in .venv/bin/python3 python3 /usr/bin/python3; do
+    if command -v "$candidate" >/dev/null && v=$("$candidate" -c "$versions_py" 2>/dev/null); then
+      python=$candidate peer_versions=$v
+      break
+    fi
+  done
+  python=${python:-python3}
+fi
+((dry)) || command -v python3 >/dev/null || table_python=$python
+if ((!dry)); then
+  mkdir -p "$out" "$(dirname "$table")" "$(dirname "$info")"
+  : >"$table"
+  if [[ ! -x $rotor ]]; then
+    echo "measure.sh: no rotor at $rotor (--build DIR or --prefix DIR)" >&2
+    append "measure.sh: no rotor at $rotor"
+    exit 1
+  fi
 fi
 add_library_dirs
 if ((!dry)); then
-  "$rotor" info >"$out/info.txt" 2>&1 || { cat "$out/info.txt" >&2; echo "measure.sh: rotor info failed" >&2; exit 1; }
-fi
-
-# ---- 1. the gpu tests --------------------------------------------------------------
-tests_line="gpu tests: not run"
-if wants tests && ((!cpu)); then
-  if [[ -z $prefix ]] && command -v ctest >/dev/null; then
-    step gpu_tests 240 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 200 || true
-    ((dry)) || tests_line="gpu tests (ctest -L gpu): $(grep -E 'tests passed|tests failed' "$out/gpu_tests.log" | tail -n 1)"
+  "$rotor" info >"$info" 2>&1 || {
+    cat "$info" >&2
+    echo "measure.sh: rotor info failed" >&2
+    append "measure.sh: rotor info failed: $(tail -n 3 "$info")"
+    exit 1
+  }
+  device=$(grep -m1 -E '^ *cuda:0' "$info" || echo "no GPU (rotor info: $info)")
+  # An installed tree (pack.sh) knows its commit from the install step.
+  if [[ -n $prefix && -f $prefix/share/rotor/COMMIT ]]; then
+    commit=$(head -n 1 "$prefix/share/rotor/COMMIT")
   else
-    passed=0 skipped=0 failed=0 failures=""
-    # gtest's summary lines: "[  PASSED  ] N tests.", "[  SKIPPED ] N tests", "[  FAILED  ] N tests".
-    count() { sed -n "s/^\[  $1 *\] \([0-9]*\) tests\{0,1\}[.,]\{0,1\}.*/\1/p" "$2" | tail -n 1; }
-    for t in "$test_dir"/gpu_test_*; do
-      [[ -x $t && ! -d $t ]] || continue
-      name=$(basename "$t")
-      step "$name" 200 "$t" --gtest_brief=1 || failures="$failures $name"
-      ((dry)) && continue
-      passed=$((passed + $(count PASSED "$out/$name.log" || true) + 0))
-      skipped=$((skipped + $(count SKIPPED "$out/$name.log" || true) + 0))
-      failed=$((failed + $(count FAILED "$out/$name.log" || true) + 0))
-    done
-    tests_line="gpu tests (the gtest programs of $test_dir): $passed passed, $skipped skipped, $failed failed${failures:+ (failing programs:$failures)}"
+    commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo "?")
   fi
+  cuda_versions=$( (grep -E '^ *(cuda runtime|cublasLt)' "$info" || true) | sed 's/^ *//' | paste -sd ';' - | sed 's/;/; /g')
+  append "## Measured by scripts/gpu/measure.sh" "" \
+    "${device# *}; rotor at $commit; $(date -u '+%Y-%m-%d %H:%M UTC'); budget $budget s" "" \
+    "${cuda_versions:+rotor: $cuda_versions; }peers: $python ($peer_versions)"
+else
+  echo "measure.sh --dry-run: budget $budget s from the script's start; each step's limit is capped by what is left"
+  echo "steps: $(echo "$only" | tr -s , | sed 's/^,//; s/,$//')"
 fi
 
-# ---- 2. attention core + RoPE split ------------------------------------------------
-attention_md=""
-if wants attention && ((!cpu)); then
-  if step attention_peer 120 "$python" scripts/bench/attention_peer.py --dtype bf16 --json "$out/attention_peer.json"; then
-    peer_args=(--peer "$out/attention_peer.json")
-  else
-    peer_args=()
-  fi
-  # rotor = what the model runs; tc and portable = each of rotor's kernels forced.
-  impls=(rotor tc portable)
-  if ((dry)) || "$bench_attention" --help 2>&1 | grep -q cudnn; then impls+=(cudnn); fi
-  for impl in "${impls[@]}"; do
-    step "attention_$impl" 120 "$bench_attention" --dtype bf16 --impl "$impl" "${peer_args[@]}" || true
-    ((dry)) || attention_md+=$'\n'"bench_attention --impl $impl (bf16, non-causal):"$'\n'"$(cat "$out/attention_$impl.log")"$'\n'
-  done
-  # RoPE in the head split vs in the tensor-core kernel (attention.rope_in_kernel).
-  step attention_rope_placement 120 "$bench_attention" --dtype bf16 --rope-placement || true
-  ((dry)) || attention_md+=$'\n'"bench_attention --rope-placement (bf16):"$'\n'"$(cat "$out/attention_rope_placement.log")"$'\n'
-  # Linear against softmax attention by length (issue 27): the crossover in time,
-  # memory linear against quadratic (the reference's [T, T] matrix). 8 heads of 64.
-  lin_tokens=512,1024,2048,4096,8192,16384,32768
-  for mode in "" --causal; do
-    name=linear_attention${mode:+_causal}
-    step "$name" 90 "$bench_linear" --device cuda --dtype bf16 --heads 8 --dim 64 --features 64 \
-      --backward --iters 2 --tokens $lin_tokens $mode || true
-    ((dry)) || attention_md+=$'\n'"bench_linear_attention --device cuda --dtype bf16 --heads 8 --backward $mode:"$'\n'"$(cat "$out/$name.log")"$'\n'
-  done
-fi
-
-# ---- 3. one training update against Hugging Face ----------------------------------
-# A row: LABEL|CONFIG|STEPS|WARMUP|PEER MODES|--set overrides (space-separated).
+# ---- the training rows -------------------------------------------------------------
+# A row: GROUP|LABEL|CONFIG|STEPS|WARMUP|PEERS|--set overrides (space-separated);
+# PEERS: "" (none), eager, or eager,compile (the compile peer runs in the compile step).
 rows=()
 if ((cpu)); then
   synth=$out/synth
@@ -228,115 +325,216 @@ if ((cpu)); then
     "$rotor" synth numbers-en-de --output "$synth" --seed 1 >/dev/null
   fi
   cpu_sets="device=cpu precision=fp32 train.log_interval=1000"
-  rows+=("Transformer (quickstart size) MT, CPU fp32|configs/quickstart/numbers_sinusoidal.yaml|3|1|eager|$cpu_sets data.train=$synth/train data.valid=$synth/valid output_dir=$out/mt_cpu data.spm_model=$out/mt_cpu_spm.model")
-  rows+=("RoFormer-tiny MLM, CPU fp32|configs/mlm/roformer_tiny.yaml|2|1|eager|$cpu_sets data.train=$synth/train.en data.valid=$synth/valid.en output_dir=$out/mlm_cpu data.spm_model=$out/mlm_cpu_spm.model data.vocab_size=150 data.seq_len=64 train.batch_size=8")
-  rows+=("Causal LM (char tiny), CPU fp32|configs/lm/wikitext2_char_tiny.yaml|2|1|eager|$cpu_sets data.train=$synth/train.en data.valid=$synth/valid.en data.test= output_dir=$out/lm_cpu train.batch_size=4")
+  rows+=("mlm|RoFormer-tiny MLM, CPU fp32|configs/mlm/roformer_tiny.yaml|2|1|eager|$cpu_sets data.train=$synth/train.en data.valid=$synth/valid.en output_dir=$out/mlm_cpu data.spm_model=$out/mlm_cpu_spm.model data.vocab_size=150 data.seq_len=64 train.batch_size=8")
+  rows+=("mt|Transformer (quickstart size) MT, CPU fp32|configs/quickstart/numbers_sinusoidal.yaml|3|1|eager|$cpu_sets data.train=$synth/train data.valid=$synth/valid output_dir=$out/mt_cpu data.spm_model=$out/mt_cpu_spm.model")
+  rows+=("lm|Causal LM (char tiny), CPU fp32|configs/lm/wikitext2_char_tiny.yaml|2|1|eager|$cpu_sets data.train=$synth/train.en data.valid=$synth/valid.en data.test= output_dir=$out/lm_cpu train.batch_size=4")
   peer_device=cpu
 else
-  modes=eager
-  ((compile)) && modes=eager,compile
   mt="data.train=$data/multi30k/train data.valid=$data/multi30k/val data.vocab_size=8000 data.spm_model=$out/multi30k_spm.model"
   mlm="data.train=$data/wikitext-2/test.txt data.valid=$data/wikitext-2/valid.txt data.vocab_size=8000 data.spm_model=$out/wikitext2_spm.model"
-  rows+=("Transformer-base MT (max_tokens 6250), bf16|configs/wmt14_en_de/transformer_base.yaml|30|5|$modes|$mt precision=bf16 output_dir=$out/mt_bf16")
-  rows+=("Transformer-base MT, fp32|configs/wmt14_en_de/transformer_base.yaml|30|5|eager|$mt precision=fp32 output_dir=$out/mt_fp32")
-  rows+=("RoFormer-base MT, bf16|configs/wmt14_en_de/roformer_base.yaml|30|5||$mt precision=bf16 output_dir=$out/mt_rope_bf16")
-  rows+=("RoFormer-base MLM 64x512, bf16|configs/mlm/roformer_base.yaml|20|3|$modes|$mlm precision=bf16 output_dir=$out/mlm_rope_bf16")
-  # The two RoPE placements in a whole update, both on rotor's flash core.
-  rows+=("RoFormer-base MLM 64x512, bf16, rotor core, RoPE in split|configs/mlm/roformer_base.yaml|20|3||$mlm precision=bf16 attention.impl=rotor output_dir=$out/mlm_rope_split")
-  rows+=("RoFormer-base MLM 64x512, bf16, rotor core, RoPE in kernel|configs/mlm/roformer_base.yaml|20|3||$mlm precision=bf16 attention.impl=rotor attention.rope_in_kernel=true output_dir=$out/mlm_rope_kernel")
-  rows+=("BERT-base MLM 64x512, bf16|configs/mlm/bert_base.yaml|20|3|$modes|$mlm precision=bf16 output_dir=$out/mlm_bert_bf16")
+  rows+=("mlm|RoFormer-base MLM 64x512, bf16|configs/mlm/roformer_base.yaml|20|3|eager,compile|$mlm precision=bf16 output_dir=$out/mlm_rope_bf16")
+  rows+=("mlm|BERT-base MLM 64x512, bf16|configs/mlm/bert_base.yaml|20|3|eager,compile|$mlm precision=bf16 output_dir=$out/mlm_bert_bf16")
+  rows+=("mt|Transformer-base MT (max_tokens 6250), bf16|configs/wmt14_en_de/transformer_base.yaml|30|5|eager,compile|$mt precision=bf16 output_dir=$out/mt_bf16")
+  rows+=("mt|Transformer-base MT, fp32|configs/wmt14_en_de/transformer_base.yaml|30|5|eager|$mt precision=fp32 output_dir=$out/mt_fp32")
+  rows+=("mt|RoFormer-base MT, bf16|configs/wmt14_en_de/roformer_base.yaml|30|5||$mt precision=bf16 output_dir=$out/mt_rope_bf16")
   # The paper's section 4.4 causal LM (12x768, bytes) at 1024 tokens, 16 sequences an update.
   lm="data.train=$data/wikitext-2/test.txt data.valid=$data/wikitext-2/valid.txt data.test= train.batch_size=16"
-  rows+=("RoPE causal LM 12x768 16x1024 bytes, bf16|configs/lm/enwik8_paper.yaml|20|3|$modes|$lm precision=bf16 output_dir=$out/lm_rope_bf16")
+  rows+=("lm|RoPE causal LM 12x768 16x1024 bytes, bf16|configs/lm/enwik8_paper.yaml|20|3|eager,compile|$lm precision=bf16 output_dir=$out/lm_rope_bf16")
+  # The two RoPE placements in a whole update, both on rotor's flash core.
+  rows+=("placement|RoFormer-base MLM 64x512, bf16, rotor core, RoPE in split|configs/mlm/roformer_base.yaml|20|3||$mlm precision=bf16 attention.impl=rotor output_dir=$out/mlm_rope_split")
+  rows+=("placement|RoFormer-base MLM 64x512, bf16, rotor core, RoPE in kernel|configs/mlm/roformer_base.yaml|20|3||$mlm precision=bf16 attention.impl=rotor attention.rope_in_kernel=true output_dir=$out/mlm_rope_kernel")
   peer_device=cuda
-  if ((!dry)) && wants train && [[ ! -f $data/multi30k/train.en || ! -f $data/wikitext-2/test.txt ]]; then
+  if ((!dry)) && [[ ! -f $data/multi30k/train.en || ! -f $data/wikitext-2/test.txt ]]; then
     echo "measure.sh: $data lacks multi30k/train.en or wikitext-2/test.txt (--data DIR)" >&2
+    append "" "(data: $data lacks multi30k/train.en or wikitext-2/test.txt; the training rows fail)"
   fi
 fi
 
-table_rows=()
-compile_jobs=()  # "ROTOR_JSON|PEER_JSON|NAME" run last, as the budget allows
-if wants train; then
-  i=0
+# Time limits (s) of one rotor bench and one eager peer, by group (CPU: tiny).
+declare -A rotor_limit=([mlm]=75 [mt]=60 [lm]=60 [placement]=45)
+declare -A peer_limit=([mlm]=75 [mt]=75 [lm]=75)
+if ((cpu)); then
+  rotor_limit=([mlm]=60 [mt]=60 [lm]=60) peer_limit=([mlm]=90 [mt]=90 [lm]=90)
+fi
+compile_jobs=()  # "LABEL|ROTOR_JSON|NAME": the compile step, last
+train_n=0
+# train_group GROUP: rotor bench train, then its eager peer, for each row of GROUP.
+train_group() {
+  local g=$1 row label config steps warmup modes sets rjson pjson name
   for row in "${rows[@]}"; do
-    IFS='|' read -r label config steps warmup modes sets <<<"$row"
-    i=$((i + 1))
-    name=train$i
-    set_args=()
+    IFS='|' read -r rg label config steps warmup modes sets <<<"$row"
+    [[ $rg == "$g" ]] || continue
+    train_n=$((train_n + 1))
+    name=train$train_n
+    local set_args=()
     for s in $sets; do set_args+=(--set "$s"); done
     rjson=$out/$name.rotor.json
-    rm -f "$rjson"
-    step "$name.rotor" 240 "$rotor" bench train "$config" --steps "$steps" --warmup "$warmup" \
-      --json "$rjson" "${set_args[@]}" || true
-    peers=""
-    for mode in ${modes//,/ }; do
-      pjson=$out/$name.$mode.json
-      rm -f "$pjson"
-      peers=${peers:+$peers,}$pjson
-      if [[ $mode == compile ]]; then
-        compile_jobs+=("$rjson|$pjson|$name.$mode")
-      elif ((dry)) || [[ -f $rjson ]]; then
-        step "$name.$mode" 180 "$python" scripts/bench/train_peer.py --bench "$rjson" --mode "$mode" \
-          --device "$peer_device" --json "$pjson" || true
-      fi
+    ((dry)) || rm -f "$rjson" "$out/$name".*.json
+    step "$name.rotor" "${rotor_limit[$g]}" "$rotor" bench train "$config" --steps "$steps" \
+      --warmup "$warmup" --json "$rjson" "${set_args[@]}"
+    rotor_row "$label" "$rjson"
+    [[ -n $modes ]] || continue
+    if ((dry)) || [[ -f $rjson ]]; then
+      pjson=$out/$name.eager.json
+      step "$name.eager" "${peer_limit[$g]}" "$python" scripts/bench/train_peer.py --bench "$rjson" \
+        --mode eager --device "$peer_device" --json "$pjson"
+      peer_row "$label" "$rjson" "$pjson"
+      if [[ ,$modes, == *,compile,* ]]; then compile_jobs+=("$label|$rjson|$name"); fi
+    fi
+  done
+  return 0
+}
+
+# ---- 1. the gpu tests --------------------------------------------------------------
+tests_line="gpu tests: not run"
+((cpu)) && tests_line="gpu tests: not run (--cpu)"
+if wants tests; then
+  section "gpu tests"
+  group 180
+  if [[ -z $prefix ]] && command -v ctest >/dev/null; then
+    step gpu_tests 180 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 170
+    if ((!dry)); then
+      summary=$(grep -E 'tests passed|tests failed' "$out/gpu_tests.log" | tail -n 1 || true)
+      tests_line="gpu tests (ctest -L gpu): ${summary:-no summary}${step_note:+ ($step_note)}"
+      append "$tests_line"
+      [[ $step_rc == 0 ]] || append '```' "$(grep -E '^ *[0-9]+ - |Failed|FAILED' "$out/gpu_tests.log" | tail -n 40)" '```'
+    fi
+  else
+    passed=0 skipped=0 failed=0 failures=""
+    # gtest's summary lines: "[  PASSED  ] N tests.", "[  SKIPPED ] N tests", "[  FAILED  ] N tests".
+    count() { sed -n "s/^\[  $1 *\] \([0-9]*\) tests\{0,1\}[.,]\{0,1\}.*/\1/p" "$2" | tail -n 1; }
+    programs=()
+    for t in "$test_dir"/gpu_test_*; do [[ -x $t && ! -d $t ]] && programs+=("$t"); done
+    if ((dry && ${#programs[@]} == 0)); then  # not installed here: the names the install would hold
+      for src in "$root"/tests/gpu/test_*.cpp; do
+        [[ -f $src ]] && programs+=("$test_dir/gpu_$(basename "$src" .cpp)")
+      done
+    fi
+    append "| gpu test program | passed | skipped | failed | note |" "|---|---|---|---|---|"
+    for t in "${programs[@]}"; do
+      name=$(basename "$t")
+      step "$name" 60 "$t" --gtest_brief=1
+      ((dry)) && continue
+      p=$(count PASSED "$out/$name.log" || true) s=$(count SKIPPED "$out/$name.log" || true)
+      f=$(count FAILED "$out/$name.log" || true)
+      passed=$((passed + ${p:-0})) skipped=$((skipped + ${s:-0})) failed=$((failed + ${f:-0}))
+      [[ $step_rc == 0 || $step_rc == 125 ]] || failures="$failures $name"
+      failing=$(sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_./]*\).*/\1/p' "$out/$name.log" | grep -v '^[0-9]*$' | sort -u | head -n 8 | tr '\n' ' ' || true)
+      append "| $name | ${p:-0} | ${s:-0} | ${f:-0} | ${step_note:-ok}${failing:+; failing: $failing} |"
     done
-    table_rows+=(--row "$label=$rjson:$peers")
+    tests_line="gpu tests (the gtest programs of $test_dir): $passed passed, $skipped skipped, $failed failed${failures:+ (failing programs:$failures)}"
+    ((dry)) || append "" "$tests_line"
+    ((${#programs[@]})) || append "(no gpu_test_* programs in $test_dir)"
+  fi
+  end_group
+else
+  append "" "$tests_line"
+fi
+
+# ---- 2. masked LM and translation against Hugging Face (eager) --------------------
+if wants mlm || wants mt; then
+  section "One training update against Hugging Face (eager)"
+  wants mlm && train_group mlm
+  wants mt && train_group mt
+fi
+
+# ---- 3. attention core + RoPE split ------------------------------------------------
+if wants attention; then
+  section "Attention core + RoPE split against PyTorch SDPA + rotary"
+  peer_json=$out/attention_peer.json
+  ((dry)) || rm -f "$peer_json"
+  if ((cpu)); then
+    step attention_peer 60 "$python" scripts/bench/attention_peer.py --device cpu --tiny --json "$peer_json"
+    block attention_peer "attention_peer.py --device cpu --tiny (fp32, math backend)"
+    append "(bench_attention needs a CUDA build: not run with --cpu)"
+  else
+    step attention_peer 60 "$python" scripts/bench/attention_peer.py --dtype bf16 --json "$peer_json"
+    block attention_peer "attention_peer.py --dtype bf16 (PyTorch SDPA flash + rotary)"
+    peer_args=()
+    if ((dry)) || [[ -f $peer_json ]]; then peer_args=(--peer "$peer_json"); fi
+    # rotor = what the model runs; tc, cudnn and portable = each core forced.
+    impls=(rotor tc)
+    if ((dry)) || "$bench_attention" --help 2>&1 | grep -q cudnn; then impls+=(cudnn); fi
+    for impl in "${impls[@]}"; do
+      step "attention_$impl" 45 "$bench_attention" --dtype bf16 --impl "$impl" "${peer_args[@]}"
+      block "attention_$impl" "bench_attention --impl $impl (bf16, non-causal)"
+    done
+    # RoPE in the head split vs in the tensor-core kernel (attention.rope_in_kernel).
+    step attention_rope_placement 45 "$bench_attention" --dtype bf16 --rope-placement
+    block attention_rope_placement "bench_attention --rope-placement (bf16)"
+    step attention_portable 60 "$bench_attention" --dtype bf16 --impl portable "${peer_args[@]}"
+    block attention_portable "bench_attention --impl portable (bf16, non-causal)"
+  fi
+fi
+
+# ---- 4. the RoPE causal LM ------------------------------------------------------------
+if wants lm; then
+  section "RoPE causal LM against GPTNeoXForCausalLM (eager)"
+  train_group lm
+fi
+
+# ---- 5. linear attention -----------------------------------------------------------
+# Linear against softmax attention by length (issue 27): the crossover in time,
+# memory linear against quadratic (the reference's [T, T] matrix). 8 heads of 64.
+if wants linear; then
+  section "Linear attention against the softmax cores"
+  if ((cpu)); then
+    lin=(--device cpu --heads 2 --dim 16 --features 16 --backward --iters 1 --tokens 128,256)
+  else
+    lin=(--device cuda --dtype bf16 --heads 8 --dim 64 --features 64 --backward --iters 2
+      --tokens 512,1024,2048,4096,8192,16384,32768)
+  fi
+  for mode in "" --causal; do
+    name=linear_attention${mode:+_causal}
+    if ((dry)) || [[ -x $bench_linear ]]; then
+      step "$name" 60 "$bench_linear" "${lin[@]}" $mode
+      block "$name" "bench_linear_attention ${lin[*]} $mode"
+    else
+      append "(no bench_linear_attention at $bench_linear)"
+    fi
   done
 fi
 
-# ---- 4. the data-parallel path at world size 1 ---------------------------------
-launch_md=""
-if wants launch && ((!cpu)); then
-  step launch_check 150 env ROTOR="$rotor" bash scripts/gpu/launch_check.sh --out "$out/launch_check" \
-    --updates 200 --steps 20 || true
-  ((dry)) || launch_md=$(sed -n '/^== rotor launch -n 1/,$p' "$out/launch_check.log")
-  ((dry)) || [[ -n $launch_md ]] || launch_md="launch_check failed: $(tail -n 3 "$out/launch_check.log")"
+# ---- 6. the data-parallel path at world size 1 ---------------------------------
+if wants launch; then
+  section "rotor launch -n 1 (NCCL) against the plain run"
+  step launch_check 120 env ROTOR="$rotor" bash scripts/gpu/launch_check.sh --out "$out/launch_check" \
+    --updates 200 --steps 20
+  if ((!dry)); then
+    launch_md=$(sed -n '/^== rotor launch -n 1/,$p' "$out/launch_check.log")
+    [[ -n $launch_md ]] || launch_md="launch_check failed${step_note:+ ($step_note)}: $(tail -n 3 "$out/launch_check.log")"
+    append '```' "$launch_md" '```'
+  fi
 fi
 
-# torch.compile peers last: each compiles for about a minute.
-for job in "${compile_jobs[@]}"; do
-  IFS='|' read -r rjson pjson name <<<"$job"
-  if ((dry)) || [[ -f $rjson ]]; then
-    if ((dry)) || (($(left) > 150)); then
-      step "$name" 240 "$python" scripts/bench/train_peer.py --bench "$rjson" --mode compile \
-        --device "$peer_device" --json "$pjson" || true
+# ---- 7. RoPE placement in a whole update -------------------------------------------
+if wants placement; then
+  section "RoPE in the head split or in the kernel, a whole update"
+  train_group placement
+fi
+
+# ---- 8. torch.compile peers, last: each compiles for about a minute ------------------
+if wants compile; then
+  section "torch.compile peers"
+  for job in "${compile_jobs[@]}"; do
+    IFS='|' read -r label rjson name <<<"$job"
+    pjson=$out/$name.compile.json
+    if ((!dry && $(left) < 100)); then
+      step_note="skipped: $(left) s of the budget left (a compile peer needs ~100)"
+      echo "measure.sh: $name.compile $step_note" >&2
+      printf '{"peer": "torch.compile peer", "mode": "compile", "absent": "%s"}\n' "$step_note" >"$pjson"
     else
-      printf '{"peer": "torch.compile peer", "mode": "compile", "absent": "skipped: %s s of the budget left"}\n' \
-        "$(left)" >"$pjson"
+      step "$name.compile" 150 "$python" scripts/bench/train_peer.py --bench "$rjson" --mode compile \
+        --device "$peer_device" --json "$pjson"
     fi
-  fi
-done
+    peer_row "$label" "$rjson" "$pjson"
+  done
+  ((${#compile_jobs[@]})) || append "(no eager peer ran, so no compile peer)"
+fi
 
-((dry)) && exit 0
-
-# ---- the report ---------------------------------------------------------------------
-{
-  echo "## Measured by scripts/gpu/measure.sh"
-  echo
-  device=$(grep -m1 -E '^ *cuda:0' "$out/info.txt" || echo "no GPU (rotor info: $out/info.txt)")
-  # An installed tree (pack.sh) knows its commit from the install step.
-  if [[ -n $prefix && -f $prefix/share/rotor/COMMIT ]]; then
-    commit=$(head -n 1 "$prefix/share/rotor/COMMIT")
-  else
-    commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo "?")
-  fi
-  echo "${device# *}; rotor at $commit; $((SECONDS - start)) s in all"
-  echo
-  echo "$tests_line"
-  if ((${#table_rows[@]})); then
-    echo
-    "$python" scripts/bench/perf_table.py "${table_rows[@]}"
-  fi
-  if [[ -n $launch_md ]]; then
-    echo
-    echo '```'
-    echo "$launch_md"
-    echo '```'
-  fi
-  if [[ -n $attention_md ]]; then
-    echo
-    echo '```'
-    echo "$attention_md"
-    echo '```'
-  fi
-} | tee "$out/table.md"
+if ((dry)); then
+  echo "worst case: $sum s of limits for a budget of $budget s"
+  exit 0
+fi
+append "" "finished in $((SECONDS - start)) s (budget $budget s)"
+cat "$table"
