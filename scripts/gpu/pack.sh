@@ -11,7 +11,10 @@
 #
 # --no-data packs no benchmark text (measure.sh --cpu needs none; CI uses it
 # where ../shared/data is absent).
-# Defaults: build, ../shared/data, out/rotor-gpu.tar.xz. On the GPU machine:
+# Defaults: build, ../shared/data, out/rotor-gpu.tar.xz. In a GPU window the
+# device tool carries out/rotor-gpu.tar.xz and `bash scripts/gpu/window.sh`
+# unpacks it and runs its measure.sh (docs/performance.md, "A GPU window").
+# By hand on the GPU machine:
 #   tar xJf rotor-gpu.tar.xz -C /tmp && bash /tmp/rotor-gpu/share/rotor/scripts/gpu/measure.sh
 # (measure.sh finds the tree it lies in and the data/ beside it).
 set -euo pipefail
@@ -45,4 +48,5 @@ fi
 mkdir -p "$(dirname "$output")"
 tar cf - -C "$stage" rotor-gpu | xz -T0 -6 >"$output"
 echo "pack.sh: $output ($(du -h "$output" | cut -f1)); on the GPU machine:"
-echo "  tar xJf $(basename "$output") -C /tmp && bash /tmp/rotor-gpu/share/rotor/scripts/gpu/measure.sh"
+echo "  bash scripts/gpu/window.sh --archive $output   (the device tool's carry: [\"$output\"])"
+echo "  or: tar xJf $(basename "$output") -C /tmp && bash /tmp/rotor-gpu/share/rotor/scripts/gpu/measure.sh"
