@@ -200,8 +200,8 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   save_safetensors(output_dir + "/model.safetensors", hf, {{"format", "pt"}});
   r.files.push_back("model.safetensors");
 
-  write_hf_tokenizer(dir + "/spm.model", output_dir, HfTokenizerTemplate::Encoder,
-                     m.max_positions, r);
+  write_hf_tokenizer(dir + "/spm.model", output_dir, HfTokenizerTemplate::Encoder, m.max_positions,
+                     r);
   if (m.activation_dropout > 0)
     r.notes.push_back("model.activation_dropout has no Hugging Face BERT equivalent; dropped");
   if (!m.position->hf.export_note.empty())

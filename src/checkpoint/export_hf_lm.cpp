@@ -80,8 +80,8 @@ HfExportResult export_hf_lm(const Config& c, const std::string& dir,
   r.files.push_back("config.json");
   save_safetensors(output_dir + "/model.safetensors", hf, {{"format", "pt"}});
   r.files.push_back("model.safetensors");
-  write_hf_tokenizer(dir + "/spm.model", output_dir, HfTokenizerTemplate::CausalLm,
-                     m.max_positions, r);
+  write_hf_tokenizer(dir + "/spm.model", output_dir, HfTokenizerTemplate::CausalLm, m.max_positions,
+                     r);
   if (m.scale_embeddings)
     r.notes.push_back(
         "model.scale_embeddings: the input table is stored times sqrt(d_model), untied from the "

@@ -103,7 +103,7 @@ nlohmann::ordered_json hf_lm_config(const Config& c, int64_t vocab_size) {
     // transformers 4.x reads rotary_pct, rotary_emb_base and rope_scaling;
     // 5.x writes and reads rope_parameters (and takes a rope_scaling it finds
     // as the same settings): both, with the same values.
-    const char* type = !scaled(m.rope)                          ? "default"
+    const char* type = !scaled(m.rope)                           ? "default"
                        : m.rope.scaling == rope::Scaling::Linear ? "linear"
                                                                  : "dynamic";
     j["rope_scaling"] = nullptr;

@@ -75,8 +75,8 @@ Json replace(Json pattern, const std::string& content) {
 }
 
 Json added_token(int64_t id, const std::string& content, bool normalized, bool special) {
-  return Json{{"id", id},          {"content", content},       {"single_word", false},
-              {"lstrip", false},   {"rstrip", false},          {"normalized", normalized},
+  return Json{{"id", id},          {"content", content}, {"single_word", false},
+              {"lstrip", false},   {"rstrip", false},    {"normalized", normalized},
               {"special", special}};
 }
 
@@ -398,7 +398,10 @@ void write_hf_tokenizer(const std::string& path, const std::string& output_dir,
       "tokenizer: tokenizer.json, {}: AutoTokenizer.from_pretrained(DIR) gives rotor's ids "
       "({}) in transformers 4.x and 5.x; a text holding <s> </s> <unk> <pad> literally reads "
       "them as special tokens",
-      what, encoder ? "[CLS] a [SEP] b [SEP]" : bytes ? "a line break, then the text" : "</s>, then the text"));
+      what,
+      encoder ? "[CLS] a [SEP] b [SEP]"
+      : bytes ? "a line break, then the text"
+              : "</s>, then the text"));
 }
 
 }  // namespace rotor::checkpoint

@@ -63,8 +63,7 @@ Found find_setting(const Json& j, std::initializer_list<std::pair<const char*, c
     if (!in->contains(key) || in->at(key).is_null()) continue;
     const Json& v = in->at(key);
     if (!found.key.empty() && v != found.value &&
-        !(v.is_number() && found.value.is_number() &&
-          v.get<double>() == found.value.get<double>()))
+        !(v.is_number() && found.value.is_number() && v.get<double>() == found.value.get<double>()))
       ROTOR_FAIL(
           "{}: {} is {} but {} is {}; transformers 4.x and 5.x would read different models "
           "from this file",
@@ -159,8 +158,7 @@ void check_neox_rope(const Json& j, const RopeConfig& r, const std::string& wher
   const double s = scaling == rope::Scaling::None ? 1.0 : number(factor, 0.0, where);
   if (scaling != rope::Scaling::None && !(s >= 1.0))
     ROTOR_FAIL("{}: {} is {}: a {} scaling needs a factor of at least 1", where,
-               named(factor, "factor"), factor.key.empty() ? "absent" : factor.value.dump(),
-               kind);
+               named(factor, "factor"), factor.key.empty() ? "absent" : factor.value.dump(), kind);
   const bool ours = r.scaling != rope::Scaling::None && r.factor != 1.0;
   const bool theirs = scaling != rope::Scaling::None && s != 1.0;
   const std::string mine =

@@ -21,8 +21,8 @@
 #include "models/decoder_lm.h"
 #include "models/model_config.h"
 #include "support/test_util.h"
-#include "support/tiny_spm.h"
 #include "support/tiny_configs.h"
+#include "support/tiny_spm.h"
 
 namespace fs = std::filesystem;
 
@@ -527,8 +527,7 @@ TEST(LmHfImport, RopeSettingsOfBothVersions) {
          j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}}};
        },
        "rope_parameters.full_attention is a rotation per layer type"},
-      {"both, disagreeing",
-       [](json_io::Json& j) { j["rotary_emb_base"] = 10000.0; },
+      {"both, disagreeing", [](json_io::Json& j) { j["rotary_emb_base"] = 10000.0; },
        "rope_parameters.rope_theta is 5000.0 but rotary_emb_base is 10000.0; transformers 4.x "
        "and 5.x would read different models"},
   };

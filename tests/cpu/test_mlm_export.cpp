@@ -16,8 +16,8 @@
 #include "models/bert.h"
 #include "models/model_config.h"
 #include "support/test_util.h"
-#include "support/tiny_spm.h"
 #include "support/tiny_configs.h"
+#include "support/tiny_spm.h"
 
 namespace fs = std::filesystem;
 

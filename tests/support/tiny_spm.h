@@ -41,5 +41,4 @@ inline void write_tiny_spm_model(const std::string& path, int32_t vocab, bool ml
   fs::remove_all(dir);
 }
 
-
 }  // namespace rotor::test
