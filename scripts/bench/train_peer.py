@@ -495,7 +495,7 @@ def main():
           f"{transformers.__version__}, torch {torch.__version__}): {result['step_ms']:.1f} ms/update "
           f"over {len(updates)} updates, peak {peak / 2**30:.2f} GiB, first loss "
           f"{result['losses'][0]:.3f}{' (non-finite losses!)' if bad else ''}; "
-          f"{parameters} parameters (rotor {bench.get('parameters')})")
+          f"{parameters} parameters ({trainable} trainable; rotor {bench.get('parameters')})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
