@@ -1,6 +1,7 @@
 #include "core/io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,7 +9,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
+#include "core/dir_lock.h"
 #include "core/error.h"
 
 namespace rotor {
@@ -273,13 +276,39 @@ void ensure_directory(const std::string& dir) {
     ROTOR_FAIL("cannot create directory {}: a file of that name exists", dir);
 }
 
+void remove_stale_temporaries_in(const std::string& dir, const std::string& only, bool files_only) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir.empty() ? "." : dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool is_dir = e.is_directory(ec) && !e.is_symlink(ec);
+    const bool is_file = e.is_regular_file(ec) && !e.is_symlink(ec);
+    if (!is_file && (files_only || !is_dir)) continue;
+    // NAME.tmp-<pid>..., or a directory NAME.old-<pid> (publish_directory's
+    // old contents moved aside).
+    size_t at = name.rfind(".tmp-"), skip = 5;
+    if (is_dir && (at == std::string::npos || name.rfind(".old-") > at) &&
+        name.rfind(".old-") != std::string::npos)
+      at = name.rfind(".old-");
+    if (at == std::string::npos || (!only.empty() && name.substr(0, at) != only)) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + at + skip, &end, 10);
+    if (end == name.c_str() + at + skip) continue;  // not a pid: someone else's name
+    if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0) continue;
+    if (pid == ::getpid()) continue;  // this process's own, in use
+    fs::remove_all(e.path(), ec);
+  }
+}
+
 void publish_directory(const std::string& given,
                        const std::function<void(const std::string& temp_dir)>& fill) {
   // A link to a directory stays a link: the directory it names is replaced.
   const std::string path = follow_links(given).path;
   std::string temp = temp_name(path);
   std::error_code ec;
-  fs::remove_all(temp, ec);  // a leftover of an earlier crash of this pid
+  // What killed writers of PATH left beside it, and a leftover of an earlier
+  // crash of this pid.
+  remove_stale_temporaries_in(parent_dir(path), fs::path(path).filename().string());
+  fs::remove_all(temp, ec);
   if (!fs::create_directory(temp, ec) || ec)
     ROTOR_FAIL("cannot create directory {}: {}", temp, ec ? ec.message() : "it exists");
   try {
@@ -292,34 +321,73 @@ void publish_directory(const std::string& given,
         fsync_path(entry.path().string(), true);
     }
     fsync_path(temp, true);
-    if (fs::exists(path)) {
-      // Swap old and new in one step, then remove the old one.
-      if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) != 0) {
-        // No RENAME_EXCHANGE here: move the old one aside, then the new one in.
-        std::string aside = path + ".old-" + std::to_string(static_cast<long>(::getpid()));
-        fs::remove_all(aside, ec);
-        if (::rename(path.c_str(), aside.c_str()) != 0)
-          ROTOR_FAIL("cannot replace {}: {}", path, errno_text(errno));
-        if (::rename(temp.c_str(), path.c_str()) != 0) {
-          int err = errno;
-          ::rename(aside.c_str(), path.c_str());
-          ROTOR_FAIL("cannot move {} into place: {}", path, errno_text(err));
-        }
+    // A new PATH; if another writer put one there meanwhile, it is replaced
+    // as an earlier one is, below.
+    if (!fs::exists(path)) {
+      if (::rename(temp.c_str(), path.c_str()) == 0) {
         fsync_path(parent_dir(path), true);
-        fs::remove_all(aside, ec);
         return;
       }
+      if (errno != ENOTEMPTY && errno != EEXIST)
+        ROTOR_FAIL("cannot move {} into place: {}", path, errno_text(errno));
+    }
+    // Swap old and new in one step, then remove the old one.
+    if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
       fsync_path(parent_dir(path), true);
       fs::remove_all(temp, ec);  // now the old contents
       return;
     }
-    if (::rename(temp.c_str(), path.c_str()) != 0)
-      ROTOR_FAIL("cannot move {} into place: {}", path, errno_text(errno));
+    // No RENAME_EXCHANGE here: move the old one aside, then the new one in.
+    std::string aside = path + ".old-" + std::to_string(static_cast<long>(::getpid()));
+    fs::remove_all(aside, ec);
+    if (::rename(path.c_str(), aside.c_str()) != 0)
+      ROTOR_FAIL("cannot replace {}: {}", path, errno_text(errno));
+    if (::rename(temp.c_str(), path.c_str()) != 0) {
+      int err = errno;
+      ::rename(aside.c_str(), path.c_str());
+      ROTOR_FAIL("cannot move {} into place: {}", path, errno_text(err));
+    }
     fsync_path(parent_dir(path), true);
+    fs::remove_all(aside, ec);
   } catch (...) {
     fs::remove_all(temp, ec);
     throw;
   }
+}
+
+void write_directory(const std::string& given, const DirectoryWriter& writer,
+                     const std::function<void(const std::string& temp_dir)>& fill) {
+  const std::string path = follow_links(given).path;
+  std::error_code ec;
+  std::unique_ptr<DirectoryLock> lock;
+  const auto status = fs::status(path, ec);
+  if (fs::exists(status)) {
+    if (!fs::is_directory(status))
+      ROTOR_FAIL("{}: {} exists and is not a directory", writer.command, given);
+    lock = std::make_unique<DirectoryLock>(
+        path, fmt::format("{} does not write into a directory another rotor process writes",
+                          writer.command));
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name == kLockName || writer.owns(name)) continue;
+      ROTOR_FAIL(
+          "{}: {} holds {}, which {} does not write; the directory is replaced whole: give a new "
+          "or empty directory (nothing was written)",
+          writer.command, given, name, writer.command);
+    }
+  }
+  publish_directory(path, [&](const std::string& temp) {
+    fill(temp);
+    if (!lock) return;
+    // The old directory's links to files stay links, written through.
+    for (const auto& e : fs::directory_iterator(temp)) {
+      const fs::path old = fs::path(path) / e.path().filename();
+      if (!fs::is_symlink(old, ec) || !e.is_regular_file()) continue;
+      atomic_write_file(old.string(), read_file(e.path().string()));
+      fs::remove(e.path());
+      fs::copy_symlink(old, e.path());
+    }
+  });
 }
 
 // ---- JSON strings -------------------------------------------------------------

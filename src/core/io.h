@@ -94,6 +94,33 @@ class AtomicFileWriter {
 void publish_directory(const std::string& path,
                        const std::function<void(const std::string& temp_dir)>& fill);
 
+// A directory that one command writes as a whole (an export, prepared EHR
+// data): publish_directory, with what a writer of someone else's directory
+// needs besides.
+//   - An existing PATH is locked while it is written (core/dir_lock.h): a
+//     second writer, or a run training there, fails at once naming the holder.
+//   - It may hold only entries `owns` accepts (the files such a command
+//     writes): anything else (a run, the user's own files) is refused before
+//     any work, since the new directory replaces the old one whole.
+//   - A file of the old directory that is a symbolic link stays a link: the new
+//     file's contents are written through it (core/io.h's rule for links).
+//   - Temporaries of killed writers beside PATH (PATH.tmp-<pid>, PATH.old-<pid>)
+//     are removed first.
+struct DirectoryWriter {
+  std::string command;                                // "export", ...: the messages' prefix
+  std::function<bool(const std::string& name)> owns;  // entries of an old PATH it may replace
+};
+void write_directory(const std::string& path, const DirectoryWriter& writer,
+                     const std::function<void(const std::string& temp_dir)>& fill);
+
+// Removes what writers killed mid-write left in DIR: entries
+// "NAME.tmp-<pid>..." (an atomic write, a directory being published, a
+// binarized corpus, a SentencePiece model being trained) and "NAME.old-<pid>"
+// (a directory moved aside) whose process is gone; with `name`, only those
+// of NAME. Regular files, and directories unless `files_only`.
+void remove_stale_temporaries_in(const std::string& dir, const std::string& name = "",
+                                 bool files_only = false);
+
 // fsync of a file written by someone else (a library), before it is renamed
 // into place.
 void fsync_file(const std::string& path);

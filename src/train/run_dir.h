@@ -15,7 +15,10 @@
 //     removed.
 #pragma once
 
+#include <memory>
 #include <string>
+
+#include "core/dir_lock.h"
 
 namespace rotor::train {
 
@@ -26,7 +29,7 @@ class RunDirectory {
   // Creates OUTPUT_DIR when missing, takes its lock and applies the rules
   // above. Throws rotor::Error, leaving the directory as it found it.
   RunDirectory(const std::string& output_dir, RunStart start);
-  ~RunDirectory();  // releases the lock
+  ~RunDirectory();  // releases the lock (core/dir_lock.h)
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;
 
@@ -34,7 +37,7 @@ class RunDirectory {
   const std::string& moved_to() const { return moved_to_; }
 
  private:
-  int lock_fd_ = -1;
+  std::unique_ptr<DirectoryLock> lock_;
   std::string moved_to_;
 };
 
