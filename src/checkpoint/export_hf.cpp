@@ -77,6 +77,38 @@ void register_model(const Config& c, int64_t vocab, nn::ParameterStore& store) {
 
 }  // namespace
 
+DirectoryWriter hf_export_writer() {
+  return {"export", [](const std::string& name) {
+            // What a Hugging Face model directory holds (an earlier export, or
+            // save_pretrained's files), which a new export replaces.
+            static const char* const kNames[] = {"config.json",
+                                                 "generation_config.json",
+                                                 "model.safetensors",
+                                                 "tokenizer.json",
+                                                 "tokenizer_config.json",
+                                                 "special_tokens_map.json",
+                                                 "added_tokens.json",
+                                                 "spiece.model",
+                                                 "tokenizer.model",
+                                                 "sentencepiece.bpe.model",
+                                                 "vocab.txt",
+                                                 "vocab.json",
+                                                 "merges.txt",
+                                                 "pytorch_model.bin",
+                                                 "model.safetensors.index.json",
+                                                 "pytorch_model.bin.index.json"};
+            for (const char* n : kNames)
+              if (name == n) return true;
+            // Shards: model-00001-of-00002.safetensors, pytorch_model-00001-of-00002.bin.
+            const auto ends = [&](std::string_view end) {
+              return name.size() >= end.size() &&
+                     name.compare(name.size() - end.size(), end.size(), end) == 0;
+            };
+            return (name.rfind("model-", 0) == 0 && ends(".safetensors")) ||
+                   (name.rfind("pytorch_model-", 0) == 0 && ends(".bin"));
+          }};
+}
+
 // Hugging Face RoFormerSinusoidalPositionalEmbedding: [sin(p w_j) | cos(p w_j)],
 // w_j = 10000^(-2j/dim), j < dim/2.
 Tensor roformer_sinusoid(int64_t n_pos, int64_t dim) {
@@ -194,14 +226,13 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
 
   HfExportResult r;
   r.model_type = m.prefix;
-  ensure_directory(output_dir);
-  atomic_write_file(output_dir + "/config.json", hf_config(c, vocab).dump(2) + "\n");
-  r.files.push_back("config.json");
-  save_safetensors(output_dir + "/model.safetensors", hf, {{"format", "pt"}});
-  r.files.push_back("model.safetensors");
-
-  write_hf_tokenizer(dir + "/spm.model", output_dir, HfTokenizerTemplate::Encoder, m.max_positions,
-                     r);
+  write_directory(output_dir, hf_export_writer(), [&](const std::string& out) {
+    atomic_write_file(out + "/config.json", hf_config(c, vocab).dump(2) + "\n");
+    r.files.push_back("config.json");
+    save_safetensors(out + "/model.safetensors", hf, {{"format", "pt"}});
+    r.files.push_back("model.safetensors");
+    write_hf_tokenizer(dir + "/spm.model", out, HfTokenizerTemplate::Encoder, m.max_positions, r);
+  });
   if (m.activation_dropout > 0)
     r.notes.push_back("model.activation_dropout has no Hugging Face BERT equivalent; dropped");
   if (!m.position->hf.export_note.empty())

@@ -41,6 +41,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "config/config.h"
+#include "core/io.h"
 
 namespace rotor::checkpoint {
 
@@ -64,8 +65,14 @@ struct HfExportResult {
 };
 
 // Reads CHECKPOINT (a checkpoint directory or a run directory: its
-// checkpoint_last) and writes the Hugging Face directory OUTPUT_DIR. Weights
-// that are not finite are an error naming the tensor, before anything is written.
+// checkpoint_last) and writes the Hugging Face directory OUTPUT_DIR whole or
+// not at all (core/io.h write_directory: an earlier export there is replaced
+// whole, a directory holding other files is refused, a concurrent writer
+// fails naming the holder). Weights that are not finite are an error naming
+// the tensor, before anything is written.
 HfExportResult export_hf(const std::string& checkpoint, const std::string& output_dir);
+
+// How an export writes its directory: the names it may replace there.
+DirectoryWriter hf_export_writer();
 
 }  // namespace rotor::checkpoint

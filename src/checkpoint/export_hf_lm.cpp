@@ -75,13 +75,13 @@ HfExportResult export_hf_lm(const Config& c, const std::string& dir,
 
   HfExportResult r;
   r.model_type = m.model_type;
-  ensure_directory(output_dir);
-  atomic_write_file(output_dir + "/config.json", hf_lm_config(c, vocab).dump(2) + "\n");
-  r.files.push_back("config.json");
-  save_safetensors(output_dir + "/model.safetensors", hf, {{"format", "pt"}});
-  r.files.push_back("model.safetensors");
-  write_hf_tokenizer(dir + "/spm.model", output_dir, HfTokenizerTemplate::CausalLm, m.max_positions,
-                     r);
+  write_directory(output_dir, hf_export_writer(), [&](const std::string& out) {
+    atomic_write_file(out + "/config.json", hf_lm_config(c, vocab).dump(2) + "\n");
+    r.files.push_back("config.json");
+    save_safetensors(out + "/model.safetensors", hf, {{"format", "pt"}});
+    r.files.push_back("model.safetensors");
+    write_hf_tokenizer(dir + "/spm.model", out, HfTokenizerTemplate::CausalLm, m.max_positions, r);
+  });
   if (m.scale_embeddings)
     r.notes.push_back(
         "model.scale_embeddings: the input table is stored times sqrt(d_model), untied from the "

@@ -93,13 +93,19 @@ bool make_example(const EhrPrepareOptions& o, int64_t window, const EhrPatient& 
   return true;
 }
 
-void remove_file(const std::string& path) {
-  std::error_code ec;
-  fs::remove(path, ec);
-  if (ec) ROTOR_FAIL("prepare-ehr: cannot remove {}: {}", path, ec.message());
-}
-
 }  // namespace
+
+DirectoryWriter ehr_prepare_writer() {
+  return {"prepare-ehr", [](const std::string& name) {
+            // What an earlier prepare-ehr wrote: ehr.json, vocab.txt, and each
+            // split's SPLIT.{bin,idx,patients,labels.bin,labels.idx}.
+            if (name == "ehr.json" || name == "vocab.txt") return true;
+            for (const char* split : kSplitNames)
+              for (const char* ext : {".bin", ".idx", ".patients", ".labels.bin", ".labels.idx"})
+                if (name == std::string(split) + ext) return true;
+            return false;
+          }};
+}
 
 EhrPrepareStats prepare_ehr(const EhrPrepareOptions& o) {
   const int64_t window = parse_ehr_labels(o.labels);
@@ -169,72 +175,72 @@ EhrPrepareStats prepare_ehr(const EhrPrepareOptions& o) {
     f.file("--jsonl", o.jsonl);
   }
 
-  ensure_directory(o.output_dir);
-  const std::string dir = o.output_dir;
-  remove_file(dir + "/ehr.json");  // until everything is written, nothing vouches for it
-  atomic_write_file(dir + "/vocab.txt", vocab);
+  // The directory is written whole or not at all (core/io.h write_directory):
+  // a failure leaves an earlier one as it was, and nothing mixes the two.
   const int64_t months_per_id = (o.age_unit == "years" ? 12 : 1) * o.age_bin;
   int64_t max_age = 0;
-  std::vector<int32_t> buf, label_buf;
-  for (int s = 0; s < 3; ++s) {
-    const std::string prefix = dir + "/" + kSplitNames[s];
-    CorpusWriter out(prefix, 0);
-    std::unique_ptr<CorpusWriter> labels_out;
-    if (!o.labels.empty())
-      labels_out = std::make_unique<CorpusWriter>(prefix + ".labels", st.vocab_size);
-    std::string ids_text;
-    for (const Example& ex : examples[s]) {
-      ids_text += ex.patient->id + "\n";
-      buf.clear();
-      for (size_t v = 0; v < ex.history; ++v) {
-        const EhrVisit& visit = ex.patient->visits[v];
-        const int64_t age = visit.age_months / months_per_id;
-        max_age = std::max(max_age, age);
-        auto put = [&](int32_t code) {
-          buf.insert(buf.end(), {code, static_cast<int32_t>(age), static_cast<int32_t>(v)});
-        };
-        for (const std::string& c : visit.codes) {
-          auto it = ids.find(c);
-          st.unknown_tokens += it == ids.end();
-          put(it == ids.end() ? kEhrUnk : it->second);
+  const auto write_splits = [&](const std::string& dir) {
+    atomic_write_file(dir + "/vocab.txt", vocab);
+    std::vector<int32_t> buf, label_buf;
+    for (int s = 0; s < 3; ++s) {
+      const std::string prefix = dir + "/" + kSplitNames[s];
+      CorpusWriter out(prefix, 0);
+      std::unique_ptr<CorpusWriter> labels_out;
+      if (!o.labels.empty())
+        labels_out = std::make_unique<CorpusWriter>(prefix + ".labels", st.vocab_size);
+      std::string ids_text;
+      for (const Example& ex : examples[s]) {
+        ids_text += ex.patient->id + "\n";
+        buf.clear();
+        for (size_t v = 0; v < ex.history; ++v) {
+          const EhrVisit& visit = ex.patient->visits[v];
+          const int64_t age = visit.age_months / months_per_id;
+          max_age = std::max(max_age, age);
+          auto put = [&](int32_t code) {
+            buf.insert(buf.end(), {code, static_cast<int32_t>(age), static_cast<int32_t>(v)});
+          };
+          for (const std::string& c : visit.codes) {
+            auto it = ids.find(c);
+            st.unknown_tokens += it == ids.end();
+            put(it == ids.end() ? kEhrUnk : it->second);
+          }
+          put(kEhrSep);
         }
-        put(kEhrSep);
+        st.tokens += static_cast<int64_t>(buf.size() / kEhrChannels);
+        out.add(buf);
+        if (labels_out) {
+          label_buf.clear();
+          for (const std::string& c : ex.labels)
+            if (auto it = ids.find(c); it != ids.end()) label_buf.push_back(it->second);
+          std::sort(label_buf.begin(), label_buf.end());
+          labels_out->add(label_buf);
+        }
       }
-      st.tokens += static_cast<int64_t>(buf.size() / kEhrChannels);
-      out.add(buf);
-      if (labels_out) {
-        label_buf.clear();
-        for (const std::string& c : ex.labels)
-          if (auto it = ids.find(c); it != ids.end()) label_buf.push_back(it->second);
-        std::sort(label_buf.begin(), label_buf.end());
-        labels_out->add(label_buf);
-      }
+      atomic_write_file(prefix + ".patients", ids_text);
+      out.finish();
+      if (labels_out) labels_out->finish();
     }
-    atomic_write_file(prefix + ".patients", ids_text);
-    out.finish();
-    if (labels_out) {
-      labels_out->finish();
-    } else {
-      remove_file(prefix + ".labels.bin");
-      remove_file(prefix + ".labels.idx");
-    }
-  }
+  };
   st.train = static_cast<int64_t>(examples[kTrain].size());
   st.valid = static_cast<int64_t>(examples[kValid].size());
   st.test = static_cast<int64_t>(examples[kTest].size());
-  st.age_vocab_size = max_age + 1;
 
   json_io::Json meta = json_io::Json::object();
   meta["format"] = "rotor-ehr-1";
   meta["vocab_size"] = st.vocab_size;
-  meta["age_vocab_size"] = st.age_vocab_size;
+  meta["age_vocab_size"] = 0;  // known once the splits are written
   meta["age_unit"] = o.age_unit;
   meta["age_bin"] = o.age_bin;
   meta["labels"] = o.labels;
   meta["examples"] = {{"train", st.train}, {"valid", st.valid}, {"test", st.test}};
   meta["fingerprint"] = f.to_json();
-  atomic_write_file(dir + "/ehr.json",
-                    meta.dump(2, ' ', false, json_io::Json::error_handler_t::replace) + "\n");
+  write_directory(o.output_dir, ehr_prepare_writer(), [&](const std::string& dir) {
+    write_splits(dir);
+    st.age_vocab_size = max_age + 1;
+    meta["age_vocab_size"] = st.age_vocab_size;
+    atomic_write_file(dir + "/ehr.json",
+                      meta.dump(2, ' ', false, json_io::Json::error_handler_t::replace) + "\n");
+  });
   return st;
 }
 

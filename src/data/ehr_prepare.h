@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/io.h"
 #include "data/ehr_input.h"
 
 namespace rotor::data {
@@ -49,10 +50,15 @@ struct EhrPrepareStats {
 // months (0 for next_visit and none). A rotor::Error naming --labels otherwise.
 int64_t parse_ehr_labels(const std::string& labels);
 
-// Reads the input, writes DIR (created) as data/ehr.h lays it out; the
-// outputs of an interrupted run are never taken for complete ones (ehr.json
-// is removed first and written last; each corpus appears atomically).
-// Errors: the readers', no patient left, an empty training split.
+// Reads the input, writes DIR as data/ehr.h lays it out, whole or not at all
+// (a failed or killed run leaves an earlier DIR as it was; its temporary is
+// removed by the next run). Errors: the readers', no patient left, an empty
+// training split, a DIR holding files prepare-ehr does not write.
 EhrPrepareStats prepare_ehr(const EhrPrepareOptions& options);
+
+// How prepare-ehr writes its directory (whole or not at all, core/io.h): the
+// names of an earlier one it replaces; a directory holding anything else is
+// refused.
+DirectoryWriter ehr_prepare_writer();
 
 }  // namespace rotor::data
