@@ -39,8 +39,9 @@ void check_args(const rotor::data::PrepareOptions& o) {
 int run_prepare(const rotor::data::PrepareOptions& o) {
   check_args(o);
   // What made the corpus (data/fingerprint.h): training refuses it with
-  // another tokenizer. The old fingerprint goes first: until the new corpus is
-  // complete, nothing vouches for the files under the prefix.
+  // another tokenizer. The old fingerprint goes once the new corpus is
+  // written whole, before it replaces the old one: while the files change,
+  // nothing vouches for them; a run that fails earlier leaves both as they were.
   rotor::data::Fingerprint f("rotor prepare");
   f.setting("--max-len", o.max_len)
       .setting("--min-len", o.min_len)
@@ -50,10 +51,13 @@ int run_prepare(const rotor::data::PrepareOptions& o) {
   f.file("tokenizer", o.spm_model).file("--src", o.src);
   if (!o.tgt.empty()) f.file("--tgt", o.tgt);
   const std::string fp = rotor::data::fingerprint_path(o.output_prefix);
-  std::error_code ec;
-  std::filesystem::remove(fp, ec);
-  if (ec) ROTOR_FAIL("prepare: cannot remove {}: {}", fp, ec.message());
-  auto st = rotor::data::prepare_corpus(o);
+  rotor::data::PrepareOptions run = o;
+  run.before_commit = [&] {
+    std::error_code ec;
+    std::filesystem::remove(fp, ec);
+    if (ec) ROTOR_FAIL("prepare: cannot remove {}: {}", fp, ec.message());
+  };
+  auto st = rotor::data::prepare_corpus(run);
   f.save(fp);
   std::printf("%s\n", st.summary().c_str());
   if (o.tgt.empty())

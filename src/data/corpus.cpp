@@ -196,13 +196,13 @@ CorpusWriter::~CorpusWriter() {
 }
 
 void CorpusWriter::add(std::span<const int32_t> tokens) {
-  ROTOR_CHECK(!finished_, "CorpusWriter::add after finish");
+  ROTOR_CHECK(!sealed_, "CorpusWriter::add after seal");
   write_all(bin_, tokens.data(), tokens.size_bytes(), bin_tmp_);
   offsets_.push_back(offsets_.back() + tokens.size());
 }
 
-void CorpusWriter::finish() {
-  ROTOR_CHECK(!finished_, "CorpusWriter::finish called twice");
+void CorpusWriter::seal() {
+  ROTOR_CHECK(!sealed_, "CorpusWriter::seal called twice");
   close_synced(bin_, bin_tmp_);
   IdxHeader h{};
   std::memcpy(h.magic, kIdxMagic, 8);
@@ -221,6 +221,11 @@ void CorpusWriter::finish() {
     throw;
   }
   close_synced(idx, idx_tmp_);
+  sealed_ = true;
+}
+
+void CorpusWriter::commit() {
+  ROTOR_CHECK(sealed_ && !finished_, "CorpusWriter::commit before seal, or twice");
   // .bin first: the .idx is the commit point, and a reader checks the pair.
   // move_into_place: a link is followed, a FIFO or a device written into
   // (core/io.h), never replaced.

@@ -73,7 +73,10 @@ class MmapCorpus {
 };
 
 // Appends sentences, then finish() commits PREFIX.bin and PREFIX.idx. A
-// writer destroyed without finish() removes its temporary files.
+// writer destroyed without finish() removes its temporary files. Several
+// corpora that belong together (a parallel pair) seal() each first (every
+// byte written and synced, the step that can fail) and commit() each after
+// (renames only), so that one failing leaves the earlier set as it was.
 class CorpusWriter {
  public:
   CorpusWriter(const std::string& prefix, uint64_t vocab_size);
@@ -82,7 +85,12 @@ class CorpusWriter {
   CorpusWriter& operator=(const CorpusWriter&) = delete;
 
   void add(std::span<const int32_t> tokens);
-  void finish();
+  void seal();
+  void commit();
+  void finish() {
+    seal();
+    commit();
+  }
   size_t size() const { return offsets_.size() - 1; }
 
  private:
@@ -90,7 +98,7 @@ class CorpusWriter {
   std::FILE* bin_ = nullptr;
   uint64_t vocab_size_ = 0;
   std::vector<uint64_t> offsets_{0};
-  bool finished_ = false;
+  bool sealed_ = false, finished_ = false;
 };
 
 }  // namespace rotor::data

@@ -187,8 +187,12 @@ PrepareStats prepare_corpus(const PrepareOptions& o) {
   if (st.kept == 0)
     ROTOR_FAIL("prepare: empty corpus: no sentence of {} survived cleaning ({})", o.src,
                st.summary());
-  src_out->finish();
-  if (parallel) tgt_out->finish();
+  // Both sides written whole before either replaces an earlier one.
+  src_out->seal();
+  if (parallel) tgt_out->seal();
+  if (o.before_commit) o.before_commit();
+  src_out->commit();
+  if (parallel) tgt_out->commit();
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }

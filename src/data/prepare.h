@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,10 @@ struct PrepareOptions {
   // tokenizer reads them as one stream, without end-of-text tokens).
   bool keep_line_ends = false;
   size_t chunk_lines = 65536;  // lines encoded per parallel round (bounded memory)
+  // Called once every output is written whole, just before they replace the
+  // earlier ones (the caller's fingerprint goes there: an earlier corpus keeps
+  // its fingerprint when this one fails).
+  std::function<void()> before_commit;
 };
 
 struct PrepareStats {

@@ -144,8 +144,10 @@ std::string ensure_prepared(const CorpusSource& s, const std::string& spm,
     log().warn("{}: binarizing {} again: {}", out_prefix, s.key, why);
   }
   fs::create_directories(fs::path(out_prefix).parent_path());
-  remove_file(fp);  // until the new corpus is complete, nothing vouches for it
   PrepareOptions o;
+  // While the files change, nothing vouches for them (a failure before that
+  // keeps the earlier corpus and its fingerprint).
+  o.before_commit = [&] { remove_file(fp); };
   o.spm_model = spm;
   o.src = raw[0];
   if (s.parallel()) o.tgt = raw[1];
