@@ -1,6 +1,9 @@
 #include "checkpoint/checkpoint.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -163,8 +166,15 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointConte
     if (victim.filename() == name) continue;
     const fs::path doomed =
         ckpt_root / (victim.filename().string() + ".old-" + std::to_string(::getpid()));
+    // A reader holds it (HeldCheckpoint): it stays until a later save.
+    const int fd = ::open(victim.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      continue;
+    }
     std::error_code ec;
     fs::rename(victim, doomed, ec);
+    if (fd >= 0) ::close(fd);
     if (ec) ROTOR_FAIL("cannot prune {}: {}", victim.string(), ec.message());
     fault_point("pruning");
     fs::remove_all(doomed, ec);
@@ -203,6 +213,44 @@ std::string resolve_checkpoint(const std::string& path) {
   }
   if (!fs::exists(p, ec)) ROTOR_FAIL("{}: no such checkpoint or run directory", path);
   ROTOR_FAIL("{}: no checkpoint there (expected model.safetensors or checkpoint_last/)", path);
+}
+
+HeldCheckpoint::HeldCheckpoint(const std::string& path) {
+  // A run that prunes between our resolution and our lock can do so a few
+  // times in a row only if it saves that often: a handful of tries is plenty.
+  for (int attempt = 0;; ++attempt) {
+    // A run saving as we resolve its checkpoint_last can prune the directory
+    // the link named a moment before: resolve again.
+    try {
+      dir_ = resolve_checkpoint(path);
+    } catch (const Error&) {
+      if (attempt >= 5) throw;
+      continue;
+    } catch (const fs::filesystem_error&) {
+      if (attempt >= 5) throw;
+      continue;
+    }
+    fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_SH) == 0) {
+      // Still the directory the path names, and still whole?
+      struct stat held {
+      }, now{};
+      std::error_code ec;
+      if (::fstat(fd_, &held) == 0 && ::stat(dir_.c_str(), &now) == 0 &&
+          held.st_ino == now.st_ino && held.st_dev == now.st_dev &&
+          fs::exists(fs::path(dir_) / "model.safetensors", ec))
+        return;
+    }
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    if (attempt >= 5)
+      ROTOR_FAIL("{}: the checkpoint {} kept vanishing while it was opened (a run pruning it)",
+                 path, dir_);
+  }
+}
+
+HeldCheckpoint::~HeldCheckpoint() {
+  if (fd_ >= 0) ::close(fd_);  // releases the shared lock
 }
 
 void load_weights(const std::string& dir, nn::ParameterStore& params) {

@@ -97,6 +97,25 @@ void remove_stale_temporaries(const std::string& output_dir);
 // holds a checkpoint.
 std::string resolve_checkpoint(const std::string& path);
 
+// A checkpoint being read: resolve_checkpoint's directory with a shared lock
+// (flock) on it for the reader's lifetime, which the pruning of a run that
+// is training there respects (save_checkpoint skips a step_N directory a
+// reader holds, and prunes it at a later save). A checkpoint pruned between
+// the resolution and the lock is resolved again (a run's checkpoint_last
+// has moved on to a newer one). The inference commands hold what they read.
+class HeldCheckpoint {
+ public:
+  explicit HeldCheckpoint(const std::string& path);
+  ~HeldCheckpoint();
+  HeldCheckpoint(const HeldCheckpoint&) = delete;
+  HeldCheckpoint& operator=(const HeldCheckpoint&) = delete;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  int fd_ = -1;
+};
+
 // Loads model.safetensors into `params`: every parameter must be present with
 // its shape and hold finite values (a clear error names the first that does
 // not: a model of NaN weights would only translate into empty lines).

@@ -34,10 +34,15 @@ int run_average(const AverageArgs& a) {
   if (inputs.empty())
     ROTOR_FAIL("average: no checkpoints given (CKPT... or --last N --run RUN_DIR)");
   // The output must not be, or lie inside, a checkpoint it reads.
+  // Each held while it is read (not pruned by a run training there).
+  std::vector<std::unique_ptr<checkpoint::HeldCheckpoint>> held;
   std::vector<std::string> dirs;
-  for (const auto& in : inputs) dirs.push_back(checkpoint::resolve_checkpoint(in));
+  for (const auto& in : inputs) {
+    held.push_back(std::make_unique<checkpoint::HeldCheckpoint>(in));
+    dirs.push_back(held.back()->dir());
+  }
   cli::check_output_dir("average", "--output", a.output, dirs);
-  std::vector<std::string> used = checkpoint::average_checkpoints(inputs, a.output);
+  std::vector<std::string> used = checkpoint::average_checkpoints(dirs, a.output);
   std::fprintf(stderr, "rotor: averaged %zu checkpoints into %s\n", used.size(), a.output.c_str());
   return 0;
 }

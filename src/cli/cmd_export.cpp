@@ -33,10 +33,10 @@ ROTOR_COMMAND("export", "Export a checkpoint to another format (hf: Hugging Face
                     ROTOR_FAIL("export: unknown --format '{}' (available: hf)", a->format);
                   // Writing into (or around) the checkpoint would replace its
                   // model.safetensors with the exported one.
-                  const std::string dir = rotor::checkpoint::resolve_checkpoint(a->checkpoint);
-                  check_output_dir("export", "--output", a->output, {dir});
+                  const rotor::checkpoint::HeldCheckpoint held(a->checkpoint);
+                  check_output_dir("export", "--output", a->output, {held.dir()});
                   rotor::checkpoint::HfExportResult r =
-                      rotor::checkpoint::export_hf(a->checkpoint, a->output);
+                      rotor::checkpoint::export_hf(held.dir(), a->output);
                   std::printf("export: wrote a Hugging Face %s model to %s:", r.model_type.c_str(),
                               a->output.c_str());
                   for (const auto& f : r.files) std::printf(" %s", f.c_str());

@@ -86,7 +86,8 @@ std::string continuation_text(const rotor::data::Tokenizer& tok, std::vector<int
 int run_generate(const GenerateArgs& a) {
   using namespace rotor;
   check_args(a);
-  const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
+  const checkpoint::HeldCheckpoint held(a.checkpoint);  // not pruned while read
+  const std::string& dir = held.dir();
   const Config cfg = cli::load_inference_config(kCmd, dir, a.sets);
   if (cfg.task != Task::Lm)
     ROTOR_FAIL("{}: {} is a task-{} checkpoint; generate runs task-lm models", kCmd, dir,

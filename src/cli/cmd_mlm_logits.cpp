@@ -128,7 +128,8 @@ int run_mlm_logits(const MlmLogitsArgs& a) {
   const bool npy = ends_with(a.output, ".npy");
   if (!npy && !ends_with(a.output, ".safetensors"))
     ROTOR_FAIL("{}: --output {}: name a .npy or .safetensors file", kCmd, a.output);
-  const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
+  const checkpoint::HeldCheckpoint held(a.checkpoint);  // not pruned while read
+  const std::string& dir = held.dir();
   if (cli::inside(a.output, dir))
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, a.output, dir);
   const Config cfg = load_config(dir + "/config.yaml");

@@ -97,7 +97,8 @@ int run_predict(const PredictArgs& a) {
   const bool to_stdout = !a.output || *a.output == "-";
   if (!to_stdout) cli::check_output_file(kCmd, "--output", *a.output, {a.input});
   cli::check_int(kCmd, "--batch-size", a.batch_size, 1, 100'000);
-  const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
+  const checkpoint::HeldCheckpoint held(a.checkpoint);  // not pruned while read
+  const std::string& dir = held.dir();
   if (!to_stdout && cli::inside(*a.output, dir))
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
                dir);

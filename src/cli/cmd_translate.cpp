@@ -58,7 +58,8 @@ int run_translate(const TranslateArgs& a) {
   using namespace rotor;
   using cli::is_std;
   check_ranges(a);
-  const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
+  const checkpoint::HeldCheckpoint held(a.checkpoint);  // not pruned while read
+  const std::string& dir = held.dir();
   if (!is_std(a.output) && cli::inside(*a.output, dir))
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
                dir);
