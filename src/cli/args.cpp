@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "core/json_io.h"
 #include "data/prepare.h"
 
 namespace fs = std::filesystem;
@@ -43,6 +44,14 @@ void check_real(std::string_view cmd, std::string_view option, double value, dou
 
 void check_nonempty(std::string_view cmd, std::string_view option, const std::string& path) {
   if (path.empty()) ROTOR_FAIL("{}: {} is an empty path", cmd, option);
+}
+
+void check_json_name(std::string_view cmd, std::string_view option, const std::string& name) {
+  if (!json_io::is_valid_utf8(name))
+    ROTOR_FAIL(
+        "{}: {} {} is not valid UTF-8, which the JSON output cannot hold: rename it, or leave out "
+        "--json",
+        cmd, option, name);
 }
 
 void check_input_file(std::string_view cmd, std::string_view option, const std::string& path,

@@ -20,6 +20,11 @@ void check_real(std::string_view cmd, std::string_view option, double value, dou
 // A path option that was given must not be empty ("" names no file).
 void check_nonempty(std::string_view cmd, std::string_view option, const std::string& path);
 
+// A name that a JSON output carries (--json): JSON strings are UTF-8, so a
+// name that is not is refused before any work, rather than failing once the
+// work is done.
+void check_json_name(std::string_view cmd, std::string_view option, const std::string& name);
+
 // A file to read: exists and, once links are followed, is a regular file.
 // "-" (standard input), a FIFO and a character device are accepted when
 // `allow_stdin` (an input read as a stream); a FIFO also when `allow_fifo`

@@ -30,7 +30,10 @@ int run_bench_train(const BenchTrainArgs& a) {
   using namespace rotor;
   cli::check_input_file("bench train", "config", a.config);
   // --steps and --warmup: run_train_bench checks them before any work.
-  if (a.json_given) cli::check_output_file("bench train", "--json", a.json, {a.config});
+  if (a.json_given) {
+    cli::check_output_file("bench train", "--json", a.json, {a.config});
+    cli::check_json_name("bench train", "config", a.config);
+  }
   const Config cfg = load_config(a.config, a.overrides);
   train::BenchOptions o;
   o.steps = a.steps;

@@ -270,12 +270,17 @@ int run_eval(const EvalArgs& a) {
   using namespace rotor;
   cli::check_nonempty(kCmd, "--checkpoint", a.checkpoint);
   cli::check_nonempty(kCmd, "--input", a.input);
+  if (a.json) {
+    cli::check_json_name(kCmd, "--checkpoint", a.checkpoint);
+    cli::check_json_name(kCmd, "--input", a.input);
+  }
   // An EHR checkpoint reads a prepare-ehr split (DIR/valid), the others a text file.
   if (!data::is_ehr_split(a.input)) cli::check_input_file(kCmd, "--input", a.input);
   if (a.block_size && !a.lengths.empty())
     ROTOR_FAIL("{}: give --block-size or --lengths, not both", kCmd);
   if (a.batch_size) cli::check_int(kCmd, "--batch-size", *a.batch_size, 1, 100'000);
-  const std::string dir = checkpoint::resolve_checkpoint(a.checkpoint);
+  const checkpoint::HeldCheckpoint held(a.checkpoint);  // not pruned while read
+  const std::string& dir = held.dir();
   const Config cfg = cli::load_inference_config(kCmd, dir, a.sets);
   const bool lm = cfg.task == Task::Lm;
   if (!lm && cfg.task != Task::Mlm)

@@ -174,6 +174,14 @@ int run_launch(const LaunchArgs& a, const std::vector<std::string>& command) {
     const int gpus = rotor::cuda_device_count();
     n = gpus > 0 ? gpus : 1;  // one process per GPU
   }
+  // Only train and bench join the ranks into one job; any other command
+  // would run N times side by side (N copies of its output, N writers of
+  // its files).
+  if (!a.exec && n > 1 && command[0] != "train" && command[0] != "bench")
+    ROTOR_FAIL(
+        "launch: rotor {} is not data-parallel: {} ranks would each run it whole; launch starts "
+        "ranks of train and bench (run `rotor {}` directly)",
+        command[0], n, command[0]);
   const std::string program = a.exec ? resolve_program(command[0]) : self_executable();
   std::vector<std::string> args;
   args.push_back(a.exec ? command[0] : std::string("rotor"));

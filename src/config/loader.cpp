@@ -15,6 +15,7 @@
 #include "config/tasks.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "core/json_io.h"
 
 namespace rotor {
 namespace {
@@ -100,9 +101,22 @@ class Loader {
     if (e->value.IsNull())
       out.clear();  // `valid:` with nothing after it
     else if (e->value.IsScalar())
-      out = e->value.Scalar();
+      out = utf8_scalar(*e);
     else
       fail_value(*e, "expected a string, got " + describe(e->value));
+  }
+
+  // A string value is stored in every checkpoint (config.yaml, and the
+  // safetensors metadata, which JSON holds as UTF-8): a name that is not
+  // UTF-8 would be accepted here and fail at the first save.
+  template <class E>  // Entry, declared below
+  std::string utf8_scalar(const E& e) {
+    const std::string& v = e.value.Scalar();
+    if (!json_io::is_valid_utf8(v))
+      fail_value(e,
+                 "not valid UTF-8; rotor stores its config as UTF-8 in every checkpoint: give a "
+                 "name in UTF-8 (rename the file or directory)");
+    return v;
   }
 
   void device(const char* name, std::string& out) {
@@ -129,6 +143,11 @@ class Loader {
     } else if (!e->value.IsNull()) {
       fail_value(*e, "expected a list of strings, got " + describe(e->value));
     }
+    for (const std::string& v : values)
+      if (!json_io::is_valid_utf8(v))
+        fail_value(*e,
+                   "an item is not valid UTF-8; rotor stores its config as UTF-8 in every "
+                   "checkpoint");
     out = std::move(values);
   }
 

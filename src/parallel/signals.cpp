@@ -33,6 +33,9 @@ void install_stop_handlers() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  // A closed terminal or ssh session, and `rotor launch` forwarding one:
+  // stop with a checkpoint as for SIGTERM (docs/distributed.md).
+  sigaction(SIGHUP, &sa, nullptr);
 }
 
 bool stop_requested() {

@@ -1,4 +1,5 @@
-// Graceful stop on SIGTERM/SIGINT (docs/design.md, "Distributed training").
+// Graceful stop on SIGTERM, SIGINT and SIGHUP (docs/design.md, "Distributed
+// training").
 //
 //   parallel::install_stop_handlers();            // once, early in `rotor train`
 //   ...
@@ -16,9 +17,9 @@ namespace rotor::parallel {
 
 class Communicator;
 
-// Installs the SIGTERM and SIGINT handlers (idempotent).
+// Installs the SIGTERM, SIGINT and SIGHUP handlers (idempotent).
 void install_stop_handlers();
-// True once SIGTERM or SIGINT reached this process (or request_stop ran).
+// True once SIGTERM, SIGINT or SIGHUP reached this process (or request_stop ran).
 bool stop_requested();
 // The signal that set the flag (0 when none, -1 for request_stop).
 int stop_signal();
