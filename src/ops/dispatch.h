@@ -7,11 +7,18 @@
 #pragma once
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "core/tensor.h"
+
+//
+// It also opens the op's profiling scope (core/profile.h) for the rest of the
+// op: `rotor bench train --profile` reports each op's self time.
+#define ROTOR_PROFILE_OP(call) ::rotor::profile::Scope rotor_profile_scope_(#call)
 
 #if ROTOR_WITH_CUDA
 #include "ops/cuda_ops.h"
 #define ROTOR_DISPATCH_CUDA(tensor, call) \
+  ROTOR_PROFILE_OP(call);                 \
   do {                                    \
     if ((tensor).is_cuda()) {             \
       ::rotor::ops::cuda_impl::call;      \
@@ -20,6 +27,7 @@
   } while (0)
 #else
 #define ROTOR_DISPATCH_CUDA(tensor, call)                                               \
+  ROTOR_PROFILE_OP(call);                                                               \
   do {                                                                                  \
     if ((tensor).is_cuda()) ROTOR_FAIL("a CUDA tensor reached a CPU-only rotor build"); \
   } while (0)

@@ -104,6 +104,9 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& option
   }
   const int64_t batch = shape_numel(cbatch);
   if (M == 0 || N == 0 || batch == 0) return;
+  profile::add_work(
+      2.0 * static_cast<double>(batch * M) * static_cast<double>(N * K),
+      4.0 * static_cast<double>(batch) * static_cast<double>(M * K + K * N + 2 * M * N));
   const float* A = a.data<float>();
   const float* B = b.data<float>();
   float* C = c.data<float>();

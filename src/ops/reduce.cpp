@@ -12,6 +12,7 @@
 // ROTOR_DISPATCH_CUDA for ops that return a value: cuda_impl fills `out`.
 #if ROTOR_WITH_CUDA
 #define ROTOR_DISPATCH_CUDA_VALUE(tensor, call, value) \
+  ROTOR_PROFILE_OP(call);                              \
   do {                                                 \
     if ((tensor).is_cuda()) {                          \
       ::rotor::ops::cuda_impl::call;                   \

@@ -208,6 +208,18 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   r.phase_step_ms = r.phases_ms.total();
   r.step_ms_min = *std::min_element(step_ms.begin(), step_ms.end());
   r.step_ms_max = *std::max_element(step_ms.begin(), step_ms.end());
+  if (opts.profile) {
+    // Each op's self time, in a pass of its own after the measured ones.
+    PhaseClock profiled(device, false, nullptr);
+    profile::take();  // nothing from before
+    profile::set_enabled(true);
+    const auto p0 = Clock::now();
+    for (int64_t i = 0; i < opts.steps; ++i) update(profiled);
+    if (device.is_cuda()) cuda::synchronize(device.index);
+    r.profile_step_ms = ms_between(p0, Clock::now()) / n;
+    profile::set_enabled(false);
+    r.profile = profile::take();
+  }
   r.peak_bytes = memory.overall();
   r.activation_peak_bytes = memory.activations;
   r.base_bytes = memory.base;
@@ -241,6 +253,34 @@ const char* token_kind(const std::string& task) {
 
 const char* all_kind(const std::string& task) {
   return task == "mlm" ? "all input tokens" : "source + target";
+}
+
+// The --profile table: per update, each op's calls, self time, its share of
+// the profiled update, and the rate of the FLOPs and bytes it declares.
+std::string format_profile(const BenchResult& r) {
+  const double n = static_cast<double>(std::max<int64_t>(r.steps, 1));
+  double ops_ms = 0;
+  for (const auto& row : r.profile) ops_ms += row.seconds * 1e3 / n;
+  std::string out = fmt::format(
+      "profile: {} more updates, each op timed: {:.2f} ms per update, {:.2f} ms of it in ops "
+      "(self times; the rest is the model's own code between them){}\n",
+      r.steps, r.profile_step_ms, ops_ms,
+      r.device.rfind("cuda", 0) == 0 ? "; on a GPU these are launch times, not kernel times" : "");
+  out += fmt::format("  {:<28} {:>9} {:>10} {:>6} {:>10} {:>9}\n", "op", "calls/upd", "ms/update",
+                     "%", "GFLOP/s", "GB/s");
+  for (const auto& row : r.profile) {
+    const double ms = row.seconds * 1e3 / n;
+    const std::string gflops = row.flops > 0 && row.seconds > 0
+                                   ? fmt::format("{:.1f}", row.flops / row.seconds / 1e9)
+                                   : "";
+    const std::string gbs = row.bytes > 0 && row.seconds > 0
+                                ? fmt::format("{:.1f}", row.bytes / row.seconds / 1e9)
+                                : "";
+    out += fmt::format("  {:<28} {:>9.1f} {:>10.3f} {:>5.1f}% {:>10} {:>9}\n", row.op,
+                       static_cast<double>(row.calls) / n, ms, percent(ms, r.profile_step_ms),
+                       gflops, gbs);
+  }
+  return out;
 }
 
 }  // namespace
@@ -293,6 +333,7 @@ std::string format_bench(const BenchResult& r, const std::string& config_path) {
       "activations: peak {:.1f} MiB in a micro-batch's forward and backward, above the {:.1f} MiB "
       "held when it began (train.checkpoint_activations {})\n",
       mib(r.activation_peak_bytes), mib(r.base_bytes), r.checkpoint_activations ? "on" : "off");
+  if (!r.profile.empty()) out += format_profile(r);
   return out;
 }
 
@@ -438,6 +479,16 @@ nlohmann::ordered_json bench_json(const BenchResult& r, const Config& c,
   out["train"] = std::move(train);
   out["batches"] = std::move(batches);
   out["losses"] = r.losses;  // per timed update, per token: the same as `rotor train` logs
+  if (!r.profile.empty()) {
+    Value rows = Value::array();
+    for (const auto& row : r.profile)
+      rows.push_back({{"op", row.op},
+                      {"calls", row.calls},
+                      {"seconds", row.seconds},
+                      {"flops", row.flops},
+                      {"bytes", row.bytes}});
+    out["profile"] = {{"updates", r.steps}, {"step_ms", r.profile_step_ms}, {"ops", rows}};
+  }
   return out;
 }
 

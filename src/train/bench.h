@@ -25,12 +25,14 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/profile.h"
 
 namespace rotor::train {
 
 struct BenchOptions {
-  int64_t steps = 20;  // timed updates
-  int64_t warmup = 3;  // untimed updates before them
+  int64_t steps = 20;    // timed updates
+  int64_t warmup = 3;    // untimed updates before them
+  bool profile = false;  // then as many updates again, each op timed (core/profile.h)
 };
 
 // One micro-batch as the model saw it. Translation: [sequences, src_len]
@@ -75,6 +77,11 @@ struct BenchResult {
   size_t max_rss_bytes = 0;         // process maximum resident set size
   std::vector<BenchBatch> batches;  // the throughput pass's micro-batches, in order
   std::vector<double> losses;       // the throughput pass's updates: loss per token
+  // --profile: the ops' self times over `steps` more updates (a pass of its
+  // own, so that the timers never touch the figures above), slowest first,
+  // and that pass's wall time per update.
+  std::vector<profile::Row> profile;
+  double profile_step_ms = 0;
 
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
   double all_tokens_per_s() const {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -102,6 +103,45 @@ TEST_F(BenchTrain, ReportsThroughputPhasesAndBatches) {
   // A benchmark writes no checkpoint, log or metrics.
   EXPECT_FALSE(fs::exists(dir_ / "run/checkpoints"));
   EXPECT_FALSE(fs::exists(dir_ / "run/metrics.jsonl"));
+}
+
+// --profile: a pass of its own with every op timed; the ops of a translator's
+// update are there (GEMMs with their FLOPs, both directions of layer norm),
+// their self times fit in the profiled update, and the figures of the
+// measured pass are reported as without it.
+TEST_F(BenchTrain, ProfileTimesEachOp) {
+  auto r = rotor_run(dir_, "bench train " + (dir_ / "tiny.yaml") +
+                               " --steps 3 --warmup 1 --profile --json " + (dir_ / "p.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("profile: 3 more updates"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GFLOP/s"), std::string::npos) << r.out;
+  const rotor::json_io::Json v = rotor::json_io::load(dir_ / "p.json");
+  ASSERT_TRUE(v.contains("profile")) << v.dump();
+  const auto& p = v.at("profile");
+  EXPECT_EQ(p.at("updates").get<int64_t>(), 3);
+  const double step_ms = p.at("step_ms").get<double>();
+  ASSERT_GT(step_ms, 0);
+  std::map<std::string, rotor::json_io::Json> ops;
+  double self_ms = 0;
+  for (const auto& op : p.at("ops")) {
+    ops[op.at("op").get<std::string>()] = op;
+    EXPECT_GT(op.at("calls").get<int64_t>(), 0);
+    EXPECT_GE(op.at("seconds").get<double>(), 0);
+    self_ms += op.at("seconds").get<double>() * 1e3 / 3.0;
+  }
+  for (const char* name : {"gemm", "layer_norm_forward", "layer_norm_backward", "adamw_step",
+                           "cross_entropy_forward", "embedding_backward"})
+    EXPECT_TRUE(ops.count(name)) << name << " missing from " << p.dump();
+  ASSERT_TRUE(ops.count("gemm"));
+  EXPECT_GT(ops["gemm"].at("flops").get<double>(), 0);
+  EXPECT_EQ(ops["adamw_step"].at("calls").get<int64_t>(), 3);  // one step an update
+  EXPECT_LE(self_ms, step_ms * 1.05 + 1.0);
+  // Without --profile there is no profile, and the step figures are there either way.
+  EXPECT_GT(v.at("step_ms").get<double>(), 0);
+  r = rotor_run(dir_, "bench train " + (dir_ / "tiny.yaml") + " --steps 1 --warmup 0 --json " +
+                          (dir_ / "q.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(rotor::json_io::load(dir_ / "q.json").contains("profile"));
 }
 
 // The bench runs the trainer's own update step (train/step.h): with no
