@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/philox.h"
+#include "ops/cpu_clones.h"
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
@@ -21,6 +22,65 @@ void check_dropout(const Tensor& in, const Tensor& out, float p, const char* op)
   check_same_device(in, out, op);
   // p = 1 would scale by 1/0; a layer that drops everything has no use.
   if (!(p >= 0.0f && p < 1.0f)) ROTOR_FAIL("{}: probability must be in [0, 1), got {}", op, p);
+}
+
+// Philox4x32-10 (core/philox.h) of kBlocks consecutive counter blocks, in a
+// struct of arrays so that the compiler runs the rounds on all of them at
+// once in vector registers (vpmuludq), in clones for AVX-512, AVX2 and the
+// baseline picked at load time. Integer arithmetic only: every clone draws
+// the very bits philox4x32_10 draws. r[4 * b + lane] = lane of block first + b.
+constexpr int kBlocks = 16;  // 64 elements per call
+
+ROTOR_CPU_CLONES void philox_blocks(uint64_t first, uint64_t stream, uint64_t seed,
+                                    uint32_t* __restrict r) {
+  // 32-bit words held in 64-bit lanes: (x & kLow) * M is the 32 x 32 -> 64
+  // multiply the vector units have (vpmuludq); the words stay below 2^32.
+  constexpr uint64_t kLow = 0xFFFFFFFFu;
+  constexpr uint64_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
+  constexpr uint64_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+  uint64_t c0[kBlocks], c1[kBlocks], c2[kBlocks], c3[kBlocks];
+  for (int b = 0; b < kBlocks; ++b) {
+    const uint64_t block = first + static_cast<uint64_t>(b);
+    c0[b] = block & kLow;
+    c1[b] = block >> 32;
+    c2[b] = stream & kLow;
+    c3[b] = stream >> 32;
+  }
+  uint64_t k0 = seed & kLow, k1 = seed >> 32;
+  for (int round = 0; round < 10; ++round) {
+    for (int b = 0; b < kBlocks; ++b) {
+      const uint64_t p0 = (c0[b] & kLow) * M0;
+      const uint64_t p1 = (c2[b] & kLow) * M1;
+      const uint64_t n0 = ((p1 >> 32) ^ c1[b] ^ k0) & kLow;
+      const uint64_t n2 = ((p0 >> 32) ^ c3[b] ^ k1) & kLow;
+      c0[b] = n0;
+      c1[b] = p1 & kLow;
+      c2[b] = n2;
+      c3[b] = p0 & kLow;
+    }
+    k0 = (k0 + W0) & kLow;
+    k1 = (k1 + W1) & kLow;
+  }
+  for (int b = 0; b < kBlocks; ++b) {
+    r[4 * b] = static_cast<uint32_t>(c0[b]);
+    r[4 * b + 1] = static_cast<uint32_t>(c1[b]);
+    r[4 * b + 2] = static_cast<uint32_t>(c2[b]);
+    r[4 * b + 3] = static_cast<uint32_t>(c3[b]);
+  }
+}
+
+// Elements [begin, end) of out = (res +) in * keep / (1 - p), the random
+// words of their blocks in r (r[0] for element 4 * first_block). No FMA
+// contraction (fp-contract off for this file): every clone rounds the
+// product and the sum apart, as the baseline does.
+ROTOR_CPU_CLONES void mask_span(const uint32_t* __restrict r, const float* in, const float* res,
+                                float* out, int64_t n, float p, float keep_scale) {
+  // in, res and out may be one array (in place): element i is read before it is written.
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = static_cast<float>(r[i] >> 8) * (1.0f / 16777216.0f);
+    const float d = u >= p ? in[i] * keep_scale : 0.0f;
+    out[i] = res ? res[i] + d : d;
+  }
 }
 
 // out[i] = (residual[i] +) in[i] * keep(i) / (1 - p): forward and backward
@@ -41,22 +101,16 @@ void apply_mask(const Tensor* residual16, const Tensor& in16, Tensor& out16, flo
     return;
   }
   const float keep_scale = 1.0f / (1.0f - p);
-  // One Philox block yields the numbers of 4 consecutive elements (element i
-  // uses lane i % 4 of block i / 4, as philox_u32 defines), so draw per block.
-  const int64_t blocks = (n + 3) / 4;
+  // Element i uses lane i % 4 of Philox block i / 4 (as philox_u32 defines);
+  // a chunk is kBlocks blocks, drawn together.
+  constexpr int64_t kChunk = 4 * kBlocks;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint64_t block = static_cast<uint64_t>(b);
-    const Philox4 r =
-        philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                      static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32),
-                      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-    const int64_t end = std::min<int64_t>(n, 4 * b + 4);
-    for (int64_t i = 4 * b; i < end; ++i) {
-      const float u = static_cast<float>(r.v[i & 3] >> 8) * (1.0f / 16777216.0f);
-      const float d = u >= p ? pin[i] * keep_scale : 0.0f;
-      pout[i] = pres ? pres[i] + d : d;
-    }
+  for (int64_t c = 0; c < chunks; ++c) {
+    alignas(64) uint32_t r[kChunk];
+    philox_blocks(static_cast<uint64_t>(c) * kBlocks, stream, seed, r);
+    const int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
+    mask_span(r, pin + begin, pres ? pres + begin : nullptr, pout + begin, len, p, keep_scale);
   }
   f.commit();
 }

@@ -151,6 +151,26 @@ TEST(Dropout, MaskFromPhiloxAndBackwardReusesIt) {
   EXPECT_EQ(z.to_floats(), y2.to_floats());
 }
 
+// The mask is philox_u32's, element by element, whichever vector clone of
+// the CPU kernel runs (ops/cpu_clones.h): seeds and streams with high bits
+// set, and lengths that end inside a block and inside a chunk of blocks.
+TEST(Dropout, MaskIsPhiloxForEverySeedStreamAndLength) {
+  for (const int64_t n : {1, 3, 63, 64, 65, 257, 1000}) {
+    for (const uint64_t seed : {uint64_t{1}, uint64_t{0xDEADBEEF12345678}}) {
+      const uint64_t stream = seed ^ 0x9E3779B97F4A7C15ull;
+      Tensor x = Tensor::from_floats(std::vector<float>(static_cast<size_t>(n), 1.0f), {n});
+      Tensor y = Tensor::zeros({n});
+      ops::dropout_forward(x, y, 0.5f, seed, stream);
+      const std::vector<float> yv = y.to_floats();
+      for (int64_t i = 0; i < n; ++i) {
+        const bool keep = philox_uniform(seed, stream, static_cast<uint64_t>(i)) >= 0.5f;
+        ASSERT_EQ(yv[static_cast<size_t>(i)], keep ? 2.0f : 0.0f)
+            << "n " << n << " seed " << seed << " element " << i;
+      }
+    }
+  }
+}
+
 // The fused residual end: residual + dropout(x) with dropout_forward's mask,
 // bitwise in f32 (the same two f32 operations) and in place.
 TEST(Dropout, AddIsResidualPlusTheSameMask) {
