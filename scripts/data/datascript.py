@@ -1,6 +1,6 @@
 """Shared rules for the Python scripts that read and write user-named files
 (scripts/data/*.py, scripts/eval/compare_sacrebleu.py): the rules rotor itself
-follows (README.md, "Nothing is lost").
+follows (docs/training.md, "Nothing is lost").
 
 - Command line: a bad command line, or a numeric argument out of its range,
   is one line `SCRIPT: error: ...` on standard error and exit status 2

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The data scripts (scripts/data/make_translation_pairs.py,
 make_long_triplets.py, make_multilabel_tsv.py) follow rotor's rules for the
-files a user points them at (README.md, "Nothing is lost"), row by row of a
+files a user points them at (docs/training.md, "Nothing is lost"), row by row of a
 table: each row is a command run in a fresh copy of one fixture folder, its
 exit status (0, 1 or 2), the text its one error line must hold, and the files
 it may change. For every row: no traceback, no hang (a timeout), a failure
