@@ -255,6 +255,23 @@ const char* all_kind(const std::string& task) {
   return task == "mlm" ? "all input tokens" : "source + target";
 }
 
+// The token slots of the timed micro-batches (rows x padded length, source
+// and target), and the share of them padding fills: what a batch without
+// padding (packing, variable-length attention) would not compute.
+int64_t padded_slots(const BenchResult& r) {
+  int64_t slots = 0;
+  for (const auto& b : r.batches) slots += b.sequences * (b.src_len + b.tgt_len);
+  return slots;
+}
+
+double padding_fraction(const BenchResult& r) {
+  const int64_t slots = padded_slots(r);
+  int64_t real = 0;
+  for (const auto& b : r.batches) real += b.all_tokens;
+  return slots > 0 ? std::max(0.0, 1.0 - static_cast<double>(real) / static_cast<double>(slots))
+                   : 0.0;
+}
+
 // The --profile table: per update, each op's calls, self time, its share of
 // the profiled update, and the rate of the FLOPs and bytes it declares.
 std::string format_profile(const BenchResult& r) {
@@ -314,6 +331,11 @@ std::string format_bench(const BenchResult& r, const std::string& config_path) {
       fmt::format("per update: {:.1f} sequences, {:.0f} {} tokens, {:.0f} tokens\n", seqs,
                   static_cast<double>(r.tokens) / static_cast<double>(r.steps), token_kind(r.task),
                   static_cast<double>(r.all_tokens) / static_cast<double>(r.steps));
+  out += fmt::format(
+      "padding: {:.1f}% of the {:.0f} token slots per update (rows x padded length) hold no "
+      "token; tokens/s above count real tokens\n",
+      100.0 * padding_fraction(r),
+      static_cast<double>(padded_slots(r)) / static_cast<double>(std::max<int64_t>(r.steps, 1)));
   out += fmt::format("step: {:.2f} ms mean (min {:.2f}, max {:.2f}{})\n", r.step_ms, r.step_ms_min,
                      r.step_ms_max, r.phase_sync ? ", synchronized" : "");
   const double whole = r.phase_step_ms;
@@ -463,6 +485,8 @@ nlohmann::ordered_json bench_json(const BenchResult& r, const Config& c,
   out["all_tokens"] = r.all_tokens;
   out["tokens_per_s"] = r.tokens_per_s();
   out["all_tokens_per_s"] = r.all_tokens_per_s();
+  out["padded_slots"] = padded_slots(r);
+  out["padding_fraction"] = padding_fraction(r);
   out["token_kind"] = token_kind(r.task);
   out["step_ms"] = r.step_ms;
   out["step_ms_min"] = r.step_ms_min;

@@ -88,6 +88,19 @@ TEST_F(BenchTrain, ReportsThroughputPhasesAndBatches) {
     sum += b.at("tokens").get<int64_t>();
   }
   EXPECT_EQ(sum, tokens);
+  // The padding: token slots (rows x padded source + target length) that
+  // hold no token, as the batches give them.
+  int64_t slots = 0, real = 0;
+  for (const auto& b : batches) {
+    slots += b.at("sequences").get<int64_t>() *
+             (b.at("src_len").get<int64_t>() + b.at("tgt_len").get<int64_t>());
+    real += b.at("all_tokens").get<int64_t>();
+  }
+  EXPECT_EQ(v.at("padded_slots").get<int64_t>(), slots);
+  EXPECT_NEAR(v.at("padding_fraction").get<double>(),
+              1.0 - static_cast<double>(real) / static_cast<double>(slots), 1e-12);
+  EXPECT_GT(v.at("padding_fraction").get<double>(), 0.0);  // ragged sentences pad
+  EXPECT_NE(r.out.find("padding: "), std::string::npos) << r.out;
   // On the CPU the phases come from the timed pass: they cover the step.
   const double step_ms = v.at("step_ms").get<double>();
   double phases = 0;
