@@ -210,6 +210,29 @@ NamedTensors hf_state_dict(const Config& c, const NamedTensors& weights) {
   return out;
 }
 
+HfExportResult write_hf_export(
+    const std::string& dir, const std::string& output_dir, const std::string& model_type,
+    const std::function<NamedTensors(const NamedTensors&)>& to_hf,
+    const std::function<nlohmann::ordered_json(int64_t vocab_size)>& config_of,
+    HfTokenizerTemplate tokenizer, int64_t max_positions) {
+  const NamedTensors weights = load_safetensors(dir + "/model.safetensors");
+  // Before anything is written: non-finite weights are never saved.
+  require_finite(weights, dir + "/model.safetensors",
+                 "the run that saved it diverged; not exporting it");
+  const NamedTensors hf = to_hf(weights);
+  const int64_t vocab = hf.front().second.size(0);  // the input table comes first
+  HfExportResult r;
+  r.model_type = model_type;
+  write_directory(output_dir, hf_export_writer(), [&](const std::string& out) {
+    atomic_write_file(out + "/config.json", config_of(vocab).dump(2) + "\n");
+    r.files.push_back("config.json");
+    save_safetensors(out + "/model.safetensors", hf, {{"format", "pt"}});
+    r.files.push_back("model.safetensors");
+    write_hf_tokenizer(dir + "/spm.model", out, tokenizer, max_positions, r);
+  });
+  return r;
+}
+
 HfExportResult export_hf(const std::string& checkpoint, const std::string& output_dir) {
   const std::string dir = resolve_checkpoint(checkpoint);
   const std::string cfg_path = dir + "/config.yaml";
@@ -217,22 +240,10 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   const Config c = load_config(cfg_path);
   if (task_spec(c.task).model == ModelFamily::Decoder) return export_hf_lm(c, dir, output_dir);
   const models::HfEncoderOptions m = require_encoder(c);
-  const NamedTensors weights = load_safetensors(dir + "/model.safetensors");
-  // Before anything is written: non-finite weights are never saved.
-  require_finite(weights, dir + "/model.safetensors",
-                 "the run that saved it diverged; not exporting it");
-  const NamedTensors hf = hf_state_dict(c, weights);
-  const int64_t vocab = hf.front().second.size(0);  // the word embeddings come first
-
-  HfExportResult r;
-  r.model_type = m.prefix;
-  write_directory(output_dir, hf_export_writer(), [&](const std::string& out) {
-    atomic_write_file(out + "/config.json", hf_config(c, vocab).dump(2) + "\n");
-    r.files.push_back("config.json");
-    save_safetensors(out + "/model.safetensors", hf, {{"format", "pt"}});
-    r.files.push_back("model.safetensors");
-    write_hf_tokenizer(dir + "/spm.model", out, HfTokenizerTemplate::Encoder, m.max_positions, r);
-  });
+  HfExportResult r = write_hf_export(
+      dir, output_dir, m.prefix, [&](const NamedTensors& w) { return hf_state_dict(c, w); },
+      [&](int64_t vocab) { return hf_config(c, vocab); }, HfTokenizerTemplate::Encoder,
+      m.max_positions);
   if (m.activation_dropout > 0)
     r.notes.push_back("model.activation_dropout has no Hugging Face BERT equivalent; dropped");
   if (!m.position->hf.export_note.empty())

@@ -35,6 +35,7 @@
 // model.init_from require.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
@@ -74,5 +75,23 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
 
 // How an export writes its directory: the names it may replace there.
 DirectoryWriter hf_export_writer();
+
+// What the exported tokenizer puts around a text (and a second one):
+// checkpoint/hf_tokenizer.h.
+enum class HfTokenizerTemplate {
+  Encoder,   // [CLS] a [SEP] (b [SEP]): task mlm and classification
+  CausalLm,  // boundary a (boundary b): task lm
+};
+
+// The steps every export shares: checkpoint DIR's weights loaded (refused,
+// before anything is written, when not finite), turned into Hugging Face
+// tensors by `to_hf` (the input table first), and written whole into
+// OUTPUT_DIR with config.json (`config_of` the vocabulary size: the first
+// tensor's rows) and the tokenizer files of DIR/spm.model.
+HfExportResult write_hf_export(
+    const std::string& dir, const std::string& output_dir, const std::string& model_type,
+    const std::function<NamedTensors(const NamedTensors&)>& to_hf,
+    const std::function<nlohmann::ordered_json(int64_t vocab_size)>& config_of,
+    HfTokenizerTemplate tokenizer, int64_t max_positions);
 
 }  // namespace rotor::checkpoint

@@ -66,22 +66,10 @@ NamedTensors hf_lm_state_dict(const Config& c, const NamedTensors& weights) {
 HfExportResult export_hf_lm(const Config& c, const std::string& dir,
                             const std::string& output_dir) {
   const models::HfLmOptions m = require_hf_lm(c, "export --format hf");
-  const NamedTensors weights = load_safetensors(dir + "/model.safetensors");
-  // Before anything is written: non-finite weights are never saved.
-  require_finite(weights, dir + "/model.safetensors",
-                 "the run that saved it diverged; not exporting it");
-  const NamedTensors hf = hf_lm_state_dict(c, weights);
-  const int64_t vocab = hf.front().second.size(0);  // the input table comes first
-
-  HfExportResult r;
-  r.model_type = m.model_type;
-  write_directory(output_dir, hf_export_writer(), [&](const std::string& out) {
-    atomic_write_file(out + "/config.json", hf_lm_config(c, vocab).dump(2) + "\n");
-    r.files.push_back("config.json");
-    save_safetensors(out + "/model.safetensors", hf, {{"format", "pt"}});
-    r.files.push_back("model.safetensors");
-    write_hf_tokenizer(dir + "/spm.model", out, HfTokenizerTemplate::CausalLm, m.max_positions, r);
-  });
+  HfExportResult r = write_hf_export(
+      dir, output_dir, m.model_type, [&](const NamedTensors& w) { return hf_lm_state_dict(c, w); },
+      [&](int64_t vocab) { return hf_lm_config(c, vocab); }, HfTokenizerTemplate::CausalLm,
+      m.max_positions);
   if (m.scale_embeddings)
     r.notes.push_back(
         "model.scale_embeddings: the input table is stored times sqrt(d_model), untied from the "

@@ -45,12 +45,6 @@
 
 namespace rotor::checkpoint {
 
-// What the tokenizer puts around a text (and a second one).
-enum class HfTokenizerTemplate {
-  Encoder,   // [CLS] a [SEP] (b [SEP]): task mlm and classification
-  CausalLm,  // boundary a (boundary b): task lm
-};
-
 // tokenizer.json for the tokenizer file `path` (a checkpoint's spm.model:
 // a SentencePiece model or a byte tokenizer). rotor::Error naming the file
 // when it cannot be read or has no Hugging Face form (with the reason).
