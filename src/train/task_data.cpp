@@ -84,6 +84,14 @@ void check_data(const Config& c) {
         spm, to_string(c.task));
   if (!bytes && !fs::exists(spm) && train.is_prepared())
     ROTOR_FAIL("data.spm_model: {} not found (it can only be trained from raw text)", spm);
+  // A byte tokenizer's description named where a SentencePiece model goes
+  // would train a model of 256 byte ids under a SentencePiece config.
+  if (!bytes && (!c.data.spm_model.empty() || !c.model.init_from.empty()) && fs::exists(spm) &&
+      data::Tokenizer::load(spm).is_bytes())
+    ROTOR_FAIL(
+        "{}: {} is a byte tokenizer, and data.tokenizer is sentencepiece: set data.tokenizer: "
+        "bytes (which needs no tokenizer file) or name a SentencePiece model",
+        c.data.spm_model.empty() ? "model.init_from" : "data.spm_model", spm);
   // A byte LM's prefix that lost its line breaks, before the run touches anything.
   if (c.task == Task::Lm && bytes)
     for (const char* key : {"train", "valid", "test"})
