@@ -19,8 +19,8 @@ build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 cxx=${FUZZ_CXX:-clang++-14}
 # The largest input per target: a little above its largest seed, so that
 # mutations stay near the formats (a header, a config, an index).
-all_targets="safetensors config corpus json hf_index eval tsv"
-declare -A max_len=([safetensors]=4096 [config]=4096 [corpus]=1024 [json]=2048 [hf_index]=2048 [eval]=1024 [tsv]=1024)
+all_targets="safetensors config corpus json hf_index eval tsv ehr"
+declare -A max_len=([safetensors]=4096 [config]=4096 [corpus]=1024 [json]=2048 [hf_index]=2048 [eval]=1024 [tsv]=1024 [ehr]=2048)
 targets=${FUZZ_TARGETS:-$all_targets}
 
 if ! command -v "$cxx" >/dev/null; then

@@ -131,9 +131,10 @@ std::vector<std::string> average_checkpoints(const std::vector<std::string>& inp
   const std::string config_yaml = read_file(last + "/config.yaml", kMaxConfigBytes);
   const bool has_spm = fs::exists(last + "/spm.model");
   const std::string spm = has_spm ? read_file(last + "/spm.model") : std::string();
-  // The task's files (labels.txt, an EHR run's vocab.txt), as the newest holds them.
+  // The task's files (labels.txt, an EHR run's vocab.txt and ehr_data.json), as the newest
+  // holds them.
   std::vector<std::pair<std::string, std::string>> task_files;
-  for (const char* name : {kLabelsFile, kEhrVocabFile})
+  for (const char* name : {kLabelsFile, kEhrVocabFile, kEhrDataFile})
     if (fs::exists(last + "/" + name)) task_files.emplace_back(name, read_file(last + "/" + name));
   files.clear();
 

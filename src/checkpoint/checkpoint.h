@@ -66,6 +66,9 @@ struct CheckpointContents {
 inline constexpr const char* kLabelsFile = "labels.txt";
 // An EHR run's code vocabulary in a checkpoint (a copy of DIR/vocab.txt).
 inline constexpr const char* kEhrVocabFile = "vocab.txt";
+// What an EHR run's data were (data::ehr_fingerprint of the directory of each
+// of data.train, data.valid and data.test, by key), which --resume checks.
+inline constexpr const char* kEhrDataFile = "ehr_data.json";
 
 // Writes OUTPUT_DIR/checkpoints/step_<state.step>, repoints checkpoint_last
 // and prunes to keep_last. Returns the checkpoint directory.

@@ -41,6 +41,20 @@ models::HfEncoderOptions require_encoder(const Config& c) {
         "export --format hf: attention.kind is {}, and Hugging Face BERT/RoFormer compute "
         "softmax attention",
         to_string(c.attention.kind));
+  // What an EHR encoder adds to BERT has no Hugging Face form: exported, it
+  // would be dropped (or left as a stray tensor) and the model would read its
+  // inputs otherwise. Refused rather than exported with a note.
+  if (c.model.age_vocab_size > 0)
+    ROTOR_FAIL(
+        "export --format hf: the model adds an age embedding (model.age_vocab_size {}, "
+        "model.age_embedding {}), which Hugging Face BERT/RoFormer cannot hold; its encoder "
+        "can start another rotor run through model.init_from",
+        c.model.age_vocab_size, to_string(c.model.age_embedding));
+  if (c.model.position_source == PositionSource::Visit)
+    ROTOR_FAIL(
+        "export --format hf: model.position_source is visit, and Hugging Face BERT/RoFormer "
+        "count positions by token; its encoder can start another rotor run through "
+        "model.init_from");
   models::HfEncoderOptions m = models::hf_encoder_options(c);
   if (!m.position->hf.no_export.empty())
     ROTOR_FAIL("export --format hf: model.position is {}: {}", m.position.name(),

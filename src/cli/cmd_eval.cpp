@@ -137,6 +137,11 @@ std::shared_ptr<const rotor::data::MmapCorpus> binarize(const std::string& input
   data::prepare_corpus(o);
   auto corpus = std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(o.output_prefix));
   corpus->check_ids(static_cast<uint64_t>(tok.vocab_size()), "of the tokenizer " + spm);
+  // Messages about the corpus would name the scratch copy: name the file.
+  size_t tokens = 0;
+  for (size_t i = 0; i < corpus->size(); ++i) tokens += corpus->sentence(i).size();
+  if (tokens == 0)
+    ROTOR_FAIL("{}: --input {}: its lines encode to no token (only spaces?)", kCmd, input);
   return corpus;
 }
 
@@ -149,6 +154,10 @@ double per_token(double sum, int64_t tokens) {
   return sum / static_cast<double>(std::max<int64_t>(tokens, 1));
 }
 
+// What a row that scored nothing says instead of its figures (never a
+// perfect score).
+constexpr const char* kNothingScored = "no tokens scored";
+
 double measure(const rotor::train::ValidationResult& r, const std::string& name) {
   for (const auto& [m, v] : r.measures)
     if (m == name) return v;
@@ -160,6 +169,13 @@ Json row_json(const Row& row, bool lm) {
   Json j;
   j["length"] = row.length;
   j[lm ? "tokens" : "masked_tokens"] = s.tokens;
+  if (s.tokens == 0) {
+    j["loss"] = j["ppl"] = nullptr;
+    if (lm) j["bpb"] = nullptr;
+    if (s.has_correct) j["accuracy"] = nullptr;
+    j["note"] = kNothingScored;
+    return j;
+  }
   j["loss"] = per_token(s.loss, s.tokens);
   j["ppl"] = std::exp(per_token(s.nll, s.tokens));
   if (lm) j["bpb"] = measure(row.result, "bpb");
@@ -172,6 +188,10 @@ void print_table(const std::vector<Row>& rows, bool lm) {
               lm ? "        bpb" : "", "   accuracy");
   for (const Row& row : rows) {
     const auto& s = row.result.sums;
+    if (s.tokens == 0) {
+      std::printf("%8lld %12lld   %s\n", static_cast<long long>(row.length), 0LL, kNothingScored);
+      continue;
+    }
     std::printf("%8lld %12lld %10.6f %12.4f", static_cast<long long>(row.length),
                 static_cast<long long>(s.tokens), per_token(s.loss, s.tokens),
                 std::exp(per_token(s.nll, s.tokens)));
@@ -179,6 +199,19 @@ void print_table(const std::vector<Row>& rows, bool lm) {
     if (s.has_correct) std::printf(" %10.6f", per_token(static_cast<double>(s.correct), s.tokens));
     std::printf("\n");
   }
+}
+
+// Every row scored nothing: an error, not a table of empty scores.
+void require_scored(const std::vector<Row>& rows, const std::string& input, bool lm) {
+  for (const Row& row : rows)
+    if (row.result.sums.tokens > 0) return;
+  ROTOR_FAIL(
+      "{}: --input {}: no tokens scored: {}, so there is no loss, perplexity or accuracy to "
+      "report",
+      kCmd, input,
+      lm ? "no block has a target token"
+         : "the fixed validation masks select none of its tokens (special tokens and <unk> are "
+           "never selected, and a short input may draw no selection)");
 }
 
 void print_result(const EvalArgs& a, const std::string& dir, const rotor::Config& cfg,
@@ -260,6 +293,7 @@ int run_eval_ehr(const EvalArgs& a, const std::string& dir, const rotor::Config&
     row.result = train::score_ehr_mlm(*model, split, length, train::ehr_mlm_masking(cfg, vocab),
                                       a.batch_size.value_or(cfg.train.batch_size), ctx);
   }
+  require_scored({row}, a.input, false);
   const int64_t patients = static_cast<int64_t>(split->size());
   print_result(a, dir, cfg, {row}, "one patient per row, fixed validation masks",
                Json{{"patients", patients}}, fmt::format("{} patients", patients), "");
@@ -352,7 +386,8 @@ int run_eval(const EvalArgs& a) {
     cli::Activity activity(fmt::format("{}: scoring {} in blocks of {}", kCmd, a.input, length));
     Row row{length, {}};
     if (lm) {
-      auto blocks = train::lm_eval_blocks(corpus, length, tok);
+      auto blocks =
+          train::lm_eval_blocks(corpus, length, tok, fmt::format("{}: --input {}", kCmd, a.input));
       const int64_t scored = train::lm_scored_bytes(tok, *blocks, [&] { return bytes; });
       row.result = train::score_lm(*lm_model, std::move(blocks), scored, batch_size, ctx);
     } else {
@@ -363,6 +398,7 @@ int run_eval(const EvalArgs& a) {
     rows.push_back(std::move(row));
   }
 
+  require_scored(rows, a.input, lm);
   const std::string how = lm ? "non-overlapping blocks" : "packed blocks, fixed validation masks";
   print_result(a, dir, cfg, rows, how, Json{{"bytes", bytes}}, fmt::format("{} bytes", bytes),
                stopped);

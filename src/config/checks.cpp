@@ -9,6 +9,7 @@
 #include "core/io.h"
 #include "nn/attention_kind.h"
 #include "nn/position.h"
+#include "ops/linear_attention.h"
 
 namespace rotor {
 namespace {
@@ -61,6 +62,129 @@ std::optional<ConfigProblem> rope_problem(const ModelConfig& m) {
                                      "and model.rope.scaling is {}",
                                      r.original_max_positions, to_string(r.scaling)),
                          {"model.rope.scaling"}};
+  return std::nullopt;
+}
+
+// Keys that do nothing for the chosen task, kind or feature map are refused.
+// The rule (docs/design.md, "Config"): such a key set to anything but its
+// default is a mistake, refused with the reason; written out at its default
+// it is accepted, since a default changes nothing and shared configs spell
+// them. The attention kinds' keys are in attention_problem, RoPE's in
+// rope_problem, the SentencePiece keys under data.tokenizer bytes in
+// tokenizer_problem.
+std::optional<ConfigProblem> unused_model_key(const Config& c, const TaskSpec& task) {
+  const ModelConfig& m = c.model;
+  const ModelConfig defaults;
+  const std::string name(to_string(c.task));
+  const bool bert = task.model == ModelFamily::BertEncoder;
+  const bool decoder_only = task.model == ModelFamily::Decoder;
+  if (decoder_only && m.encoder_layers != defaults.encoder_layers)
+    return ConfigProblem{"model.encoder_layers",
+                         fmt::format("{} counts encoder layers, and task {} builds a decoder-only "
+                                     "model: its layers are model.decoder_layers",
+                                     m.encoder_layers, name),
+                         {"task"}};
+  if (bert && m.decoder_layers != defaults.decoder_layers)
+    return ConfigProblem{"model.decoder_layers",
+                         fmt::format("{} counts decoder layers, and task {} builds a BERT/RoFormer "
+                                     "encoder: its layers are model.encoder_layers",
+                                     m.decoder_layers, name),
+                         {"task"}};
+  if (bert && m.share_embeddings != defaults.share_embeddings)
+    return ConfigProblem{"model.share_embeddings",
+                         fmt::format("task {} builds BERT/RoFormer, whose masked-LM head is always "
+                                     "tied to the token embedding (and a classifier has none)",
+                                     name),
+                         {"task"}};
+  if (bert && m.scale_embeddings != defaults.scale_embeddings)
+    return ConfigProblem{"model.scale_embeddings",
+                         fmt::format("task {} builds BERT/RoFormer, which never scales its token "
+                                     "embeddings",
+                                     name),
+                         {"task"}};
+  if (!bert && m.type_vocab_size != defaults.type_vocab_size)
+    return ConfigProblem{"model.type_vocab_size",
+                         fmt::format("token types are read by the BERT/RoFormer encoders of tasks "
+                                     "mlm, classification and multilabel; task {} has none",
+                                     name),
+                         {"task"}};
+  if (!bert && m.init_std != defaults.init_std)
+    return ConfigProblem{"model.init_std",
+                         fmt::format("initializes the BERT/RoFormer encoders of tasks mlm, "
+                                     "classification and multilabel; task {} initializes its "
+                                     "model as its own family does",
+                                     name),
+                         {"task"}};
+  if (m.time2vec_dim != defaults.time2vec_dim && m.age_embedding != AgeEmbedding::Time2Vec)
+    return ConfigProblem{
+        "model.time2vec_dim",
+        m.age_vocab_size == 0
+            ? fmt::format("{} sizes Time2Vec ages (model.age_embedding time2vec), and the model "
+                          "has no age embedding (model.age_vocab_size 0)",
+                          m.time2vec_dim)
+            : fmt::format("{} sizes Time2Vec ages, and model.age_embedding is {}", m.time2vec_dim,
+                          to_string(m.age_embedding)),
+        {"model.age_embedding", "model.age_vocab_size"}};
+  return std::nullopt;
+}
+
+// Memory a size key would take, refused at load when no device could hold
+// it (rather than an allocation failure that names no key, later).
+constexpr double kMaxKeyBytes = 1099511627776.0;  // 1 TiB
+
+std::string bytes_text(double bytes) {
+  if (bytes >= 1e12) return fmt::format("{:.1f} TB", bytes / 1e12);
+  if (bytes >= 1e9) return fmt::format("{:.1f} GB", bytes / 1e9);
+  return fmt::format("{:.1f} MB", bytes / 1e6);
+}
+
+// The tokens of one training batch (translation: data.max_tokens, padding
+// counted; the other tasks: train.batch_size sequences of data.seq_len).
+double batch_tokens(const Config& c) {
+  if (c.task == Task::Translation) return static_cast<double>(c.data.max_tokens);
+  return static_cast<double>(c.train.batch_size) * static_cast<double>(c.data.seq_len);
+}
+
+std::optional<ConfigProblem> size_problem(const Config& c, const TaskSpec& task) {
+  const ModelConfig& m = c.model;
+  const double d = m.d_model, heads = m.n_heads, tokens = batch_tokens(c);
+  const double layers = task.model == ModelFamily::Decoder ? m.decoder_layers
+                        : task.model == ModelFamily::BertEncoder
+                            ? m.encoder_layers
+                            : m.encoder_layers + 2.0 * m.decoder_layers;
+  if (m.age_embedding == AgeEmbedding::Time2Vec) {
+    // The (k + 1) x d_model projection with its gradient and two Adam
+    // moments, and the k + 1 features of every token of a batch (kept for
+    // the backward) and their gradients.
+    const double k1 = m.time2vec_dim + 1.0;
+    const double bytes = 4.0 * (4.0 * k1 * (d + 3.0) + 2.0 * tokens * k1);
+    if (bytes > kMaxKeyBytes)
+      return ConfigProblem{
+          "model.time2vec_dim",
+          fmt::format("{} periodic terms would need about {} (a {} x {} projection with its "
+                      "gradient and Adam moments, and {} features for each of the {:.0f} tokens "
+                      "of a batch), more than any device holds",
+                      m.time2vec_dim, bytes_text(bytes), m.time2vec_dim + 1, m.d_model,
+                      m.time2vec_dim + 1, tokens),
+          {"model.d_model", "train.batch_size", "data.seq_len"}};
+  }
+  const AttentionConfig& a = c.attention;
+  if (a.kind == *nn::attention_kind("linear") && a.feature_map == ops::LinearFeatureMap::Favor &&
+      a.features > 0) {
+    // Per layer: the M x D projection of a draw, and phi(q), phi(k) of every
+    // head and token of a batch, kept for the backward.
+    const double M = a.features, D = d / heads;
+    const double bytes = 4.0 * layers * (M * D + 2.0 * tokens * heads * M);
+    if (bytes > kMaxKeyBytes)
+      return ConfigProblem{
+          "attention.features",
+          fmt::format("{} random features would need about {} ({:.0f} layers x (a {} x {:.0f} "
+                      "projection, and {} features of q and of k for each of {} heads and "
+                      "{:.0f} tokens of a batch)), more than any device holds",
+                      a.features, bytes_text(bytes), layers, a.features, D, a.features, m.n_heads,
+                      tokens),
+          {"model.d_model", "model.n_heads", "train.batch_size", "data.seq_len"}};
+  }
   return std::nullopt;
 }
 
@@ -208,6 +332,27 @@ std::optional<ConfigProblem> attention_problem(const Config& c) {
                          "linear attention has no scores to add ALiBi's bias to "
                          "(model.position alibi); use attention.kind softmax",
                          {"model.position"}};
+  if (a.feature_map != ops::LinearFeatureMap::Favor) {
+    // elu1 and relu map each head's D dimensions to D features: nothing random.
+    const std::pair<bool, const char*> keys[] = {
+        {a.features != defaults.features, "attention.features"},
+        {a.feature_redraw != defaults.feature_redraw, "attention.feature_redraw"},
+    };
+    for (const auto& [set, key] : keys)
+      if (set)
+        return ConfigProblem{key,
+                             fmt::format("a key of FAVOR+'s random features "
+                                         "(attention.feature_map favor), and attention.feature_map "
+                                         "is {}, whose features are the head's dimensions",
+                                         ops::linear_feature_map_name(a.feature_map)),
+                             {"attention.feature_map"}};
+  }
+  if (!c.model.position->rotates_qk && a.linear_rope != defaults.linear_rope)
+    return ConfigProblem{"attention.linear_rope",
+                         fmt::format("places RoPE in linear attention, and model.position is {}, "
+                                     "which rotates nothing",
+                                     to_string(c.model.position)),
+                         {"model.position"}};
   if (a.impl == nn::AttentionImpl::Rotor || a.impl == nn::AttentionImpl::Cudnn)
     return ConfigProblem{
         "attention.impl",
@@ -299,6 +444,8 @@ std::optional<ConfigProblem> find_problem(const Config& c) {
   const TaskSpec& task = task_spec(c.task);
   if (auto p = model_problem(c, task)) return p;
   if (auto p = attention_problem(c)) return p;
+  if (auto p = unused_model_key(c, task)) return p;
+  if (auto p = size_problem(c, task)) return p;
   if (auto p = tokenizer_problem(c)) return p;
   if (c.data.choices != 0 && c.task != Task::Classification)
     return ConfigProblem{"data.choices",

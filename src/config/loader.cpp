@@ -245,11 +245,20 @@ class Loader {
     if (node.IsScalar()) v = parse_double(trimmed(node.Scalar()));
     if (!v || !range.contains(*v))
       fail_value(e, path, fmt::format("expected {}, got {}", range.what, describe(node)), node);
-    // Values reach the arithmetic as floats: 1e300 is a finite double but not a float.
+    // Values reach the arithmetic as floats (the model's, the ops' and the
+    // optimizer's type; the few keys kept as doubles are held to the same
+    // range): 1e300 is a finite double but not a float, and 1e-50 is a
+    // positive double that is 0 as a float.
     if (std::fabs(*v) > std::numeric_limits<float>::max())
       fail_value(e, path,
                  fmt::format("expected {}, got {}, beyond the range of a 32-bit float", range.what,
                              describe(node)),
+                 node);
+    if (*v != 0 && static_cast<float>(*v) == 0.0f)
+      fail_value(e, path,
+                 fmt::format("expected {}, got {}, which is 0 as a 32-bit float (the smallest "
+                             "positive one is about 1.4e-45)",
+                             range.what, describe(node)),
                  node);
     return *v;
   }

@@ -34,6 +34,17 @@ EhrMeta EhrMeta::load(const std::string& dir) {
   return m;
 }
 
+std::optional<Fingerprint> ehr_fingerprint(const std::string& dir) {
+  const std::string path = dir + "/ehr.json";
+  if (!fs::exists(path))
+    ROTOR_FAIL("{}: missing: {} is not a complete rotor prepare-ehr output", path, dir);
+  const json_io::Json j = json_io::load(path);
+  if (!j.is_object() || !j.contains("fingerprint")) return std::nullopt;
+  Fingerprint f = Fingerprint::from_json(j.at("fingerprint"), path + " (fingerprint)");
+  f.file("vocab.txt", dir + "/vocab.txt");
+  return f;
+}
+
 std::string ehr_dir_of(const std::string& prefix) {
   const fs::path parent = fs::path(prefix).parent_path();
   return parent.empty() ? std::string(".") : parent.string();

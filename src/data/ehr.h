@@ -40,12 +40,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "data/classification.h"
 #include "data/corpus.h"
+#include "data/fingerprint.h"
 
 namespace rotor::data {
 
@@ -108,6 +110,15 @@ struct EhrSequence {
 // `tokens`: 3 int32 per token as stored; max_len >= 2. A rotor::Error for a
 // length that is not a multiple of 3 or an empty patient.
 EhrSequence build_ehr_sequence(std::span<const int32_t> tokens, int64_t max_len);
+
+// What a prepared directory is, for a run that resumes on it
+// (train/task_data.h): the fingerprint DIR/ehr.json records (prepare-ehr's
+// options and its inputs' sizes and hashes), with DIR/vocab.txt's hashed now
+// as the file "vocab.txt". Two directories agree exactly when they number
+// their codes and ages alike and hold the same patients. nullopt when
+// ehr.json records none; a rotor::Error naming it when it is missing or its
+// fingerprint is malformed.
+std::optional<Fingerprint> ehr_fingerprint(const std::string& dir);
 
 // The tokens of DIR/vocab.txt (line i is id i), without the counts; a
 // rotor::Error naming the file and line for a malformed one.

@@ -69,6 +69,59 @@ bool parse_iso_date(const std::string& s, int64_t& y, int64_t& m, int64_t& d) {
   return d <= days;
 }
 
+namespace {
+
+// `name` with its control characters escaped (\t, \n, \r, \xNN), quoted,
+// so that a message naming it stays one line.
+std::string quoted(const std::string& name) {
+  std::string out = "\"";
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\t')
+      out += "\\t";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += ch;
+  }
+  return out + "\"";
+}
+
+const char* control_name(unsigned char c) {
+  switch (c) {
+    case '\t':
+      return "a tab";
+    case '\n':
+      return "a line feed";
+    case '\r':
+      return "a carriage return";
+    default:
+      return "a control character";
+  }
+}
+
+}  // namespace
+
+std::string ehr_name_problem(const std::string& name, const char* what) {
+  for (size_t i = 0; i < name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f)
+      return fmt::format(
+          "{} {} holds {} (byte {}): vocab.txt and the patient lists hold one name a line, so "
+          "codes and patient ids may not hold control characters",
+          what, quoted(name), control_name(c), i + 1);
+  }
+  if (std::string_view(what) == "code")
+    for (const char* special : {"<pad>", "<unk>", "<s>", "</s>", "[MASK]", "[CLS]", "[SEP]"})
+      if (name == special)
+        return fmt::format("code {} is spelled as a special token of vocab.txt", quoted(name));
+  return "";
+}
+
 int64_t months_between(int64_t y0, int64_t m0, int64_t d0, int64_t y1, int64_t m1, int64_t d1) {
   // A month is complete on the day of the month of the start: negative
   // exactly when the second date is earlier.
@@ -159,6 +212,8 @@ std::vector<EhrPatient> read_ehr_csv(const std::string& events_path,
     std::vector<std::string> f;
     while (t.next(f)) {
       if (f[id_col].empty()) ROTOR_FAIL("{}: empty patient id", t.where());
+      if (const std::string why = ehr_name_problem(f[id_col], "patient id"); !why.empty())
+        ROTOR_FAIL("{}: {}", t.where(), why);
       if (!index.emplace(f[id_col], patients.size()).second)
         ROTOR_FAIL("{}: patient '{}' is listed twice", t.where(), f[id_col]);
       births.push_back(date_field(f[birth_col], c.birth_date, t.where()));
@@ -184,7 +239,15 @@ std::vector<EhrPatient> read_ehr_csv(const std::string& events_path,
     if (age < 0)
       ROTOR_FAIL("{}: date {} is before the birth date of patient '{}' ({:04}-{:02}-{:02})",
                  t.where(), f[time_col], f[id_col], born.y, born.m, born.d);
+    if (age > kMaxEhrAgeMonths)
+      ROTOR_FAIL(
+          "{}: date {} is {} years after the birth date of patient '{}' ({:04}-{:02}-{:02}); "
+          "ages above {} years are refused as implausible",
+          t.where(), f[time_col], age / 12, f[id_col], born.y, born.m, born.d,
+          kMaxEhrAgeMonths / 12);
     if (f[code_col].empty()) ROTOR_FAIL("{}: empty code", t.where());
+    if (const std::string why = ehr_name_problem(f[code_col], "code"); !why.empty())
+      ROTOR_FAIL("{}: {}", t.where(), why);
     auto [v, fresh] = visit_index[p].emplace(f[visit_col], patients[p].visits.size());
     if (fresh) patients[p].visits.push_back({age, {}});
     EhrVisit& visit = patients[p].visits[v->second];
@@ -231,6 +294,8 @@ std::vector<EhrPatient> read_ehr_jsonl(const std::string& path) {
       ROTOR_FAIL("{}: patient_id is {}, expected a string or an integer", where,
                  json_io::type_name(id));
     if (p.id.empty()) ROTOR_FAIL("{}: empty patient id", where);
+    if (const std::string why = ehr_name_problem(p.id, "patient id"); !why.empty())
+      ROTOR_FAIL("{}: {}", where, why);
     if (auto [it, fresh] = seen.emplace(p.id, line_no); !fresh)
       ROTOR_FAIL("{}: patient '{}' repeats line {}", where, p.id, it->second);
     const json_io::Json& visits = json_io::at(j, "visits", where);
@@ -240,8 +305,9 @@ std::vector<EhrPatient> read_ehr_jsonl(const std::string& path) {
       const std::string what = fmt::format("{}: visit {}", where, v + 1);
       if (!visits[v].is_object()) ROTOR_FAIL("{} is not an object", what);
       const double age = json_io::as_double(json_io::at(visits[v], "age", what), what + " age");
-      if (!std::isfinite(age) || age < 0 || age > 12 * 200)
-        ROTOR_FAIL("{}: age {} is not a number of months from 0 to 2400", what, age);
+      if (!std::isfinite(age) || age < 0 || age > static_cast<double>(kMaxEhrAgeMonths))
+        ROTOR_FAIL("{}: age {} is not a number of months from 0 to {} ({} years)", what, age,
+                   kMaxEhrAgeMonths, kMaxEhrAgeMonths / 12);
       EhrVisit visit{static_cast<int64_t>(std::floor(age)), {}};
       const json_io::Json& codes = json_io::at(visits[v], "codes", what);
       if (!codes.is_array())
@@ -249,6 +315,8 @@ std::vector<EhrPatient> read_ehr_jsonl(const std::string& path) {
       for (const auto& code : codes) {
         const std::string& s = json_io::as_string(code, what + " code");
         if (s.empty()) ROTOR_FAIL("{}: empty code", what);
+        if (const std::string why = ehr_name_problem(s, "code"); !why.empty())
+          ROTOR_FAIL("{}: {}", what, why);
         add_code(visit, s);
       }
       if (visit.codes.empty()) ROTOR_FAIL("{}: no codes", what);

@@ -17,10 +17,18 @@
 // age a number of months >= 0 (a fraction is rounded down); visits are
 // ordered by age as above.
 //
+// Ages are plausible human ones: from 0 to kMaxEhrAgeMonths (150 years) in
+// either format. Codes and patient ids are names that prepare-ehr writes one
+// a line (vocab.txt as CODE<TAB>COUNT, SPLIT.patients): they may not hold a
+// control character (a tab, a line end, any of U+0000-U+001F and U+007F),
+// and a code may not be spelled as one of vocab.txt's special tokens (<pad>
+// <unk> <s> </s> [MASK] [CLS] [SEP]).
+//
 // Errors are one rotor::Error line naming FILE:LINE (the row) and what is
 // wrong: a missing column, a row with too few fields, an unknown patient, a
-// date before birth, an empty code, a malformed date, a repeated patient,
-// invalid JSON or UTF-8, a visit without codes.
+// date before birth, an age past the bound, an empty code, a code or id
+// holding a control character, a malformed date, a repeated patient, invalid
+// JSON or UTF-8, a visit without codes.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +36,9 @@
 #include <vector>
 
 namespace rotor::data {
+
+// The oldest age a visit may have, in months (150 years).
+inline constexpr int64_t kMaxEhrAgeMonths = 150 * 12;
 
 struct EhrVisit {
   int64_t age_months = 0;
@@ -62,6 +73,12 @@ std::vector<std::string> split_csv_line(const std::string& line, const std::stri
 // The year, month and day of an ISO date "YYYY-MM-DD" (a real calendar
 // date, years 1 to 9999); false when `text` is not one.
 bool parse_iso_date(const std::string& text, int64_t& year, int64_t& month, int64_t& day);
+
+// Why `name` cannot be a code (what = "code") or a patient id (what =
+// "patient id"), as a phrase naming it with its control characters escaped
+// ("code \"A\\tB\" holds a tab ..."); "" when it can. Empty names are the
+// readers' own error.
+std::string ehr_name_problem(const std::string& name, const char* what);
 
 // Whole months from the date (y0, m0, d0) to (y1, m1, d1); negative exactly
 // when the second is earlier.

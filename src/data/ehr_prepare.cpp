@@ -154,6 +154,15 @@ EhrPrepareStats prepare_ehr(const EhrPrepareOptions& o) {
                st.patients, o.min_visits, st.dropped_few_visits, st.dropped_no_label);
   if (examples[kTrain].empty())
     ROTOR_FAIL("prepare-ehr: the training split is empty ({} patients kept)", st.kept);
+  if (codes.empty()) {
+    // Every token would be <unk>: a directory that training refuses.
+    int64_t most = 0;
+    for (const auto& [code, n] : counts) most = std::max(most, n);
+    ROTOR_FAIL(
+        "prepare-ehr: no code is left: the most frequent of the {} codes of the training split "
+        "occurs {} times, fewer than --min-count {}; lower --min-count",
+        counts.size(), most, o.min_count);
+  }
 
   Fingerprint f("rotor prepare-ehr");
   f.setting("--labels", o.labels)

@@ -91,7 +91,10 @@ void Fingerprint::save(const std::string& path) const {
 std::optional<Fingerprint> Fingerprint::load(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(path, ec))) return std::nullopt;
-  const Json j = json_io::load(path);
+  return from_json(json_io::load(path), path);
+}
+
+Fingerprint Fingerprint::from_json(const Json& j, const std::string& path) {
   if (!j.is_object() || !j.contains("rotor_fingerprint"))
     ROTOR_FAIL("{}: not a rotor fingerprint (no \"rotor_fingerprint\")", path);
   const int64_t version = json_io::get_int(j, "rotor_fingerprint", path);

@@ -7,7 +7,7 @@
 namespace rotor::data {
 
 LmBlocks::LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, int32_t eos_id,
-                   bool keep_partial)
+                   bool keep_partial, const std::string& name)
     : corpus_(std::move(corpus)), seq_len_(seq_len), eos_(eos_id) {
   ROTOR_CHECK(corpus_, "LmBlocks needs a corpus");
   if (seq_len < 1) ROTOR_FAIL("data.seq_len: {} tokens; a block needs at least 1", seq_len);
@@ -22,9 +22,11 @@ LmBlocks::LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, in
   stream_tokens_ = static_cast<int64_t>(n);
   target_tokens_ = static_cast<int64_t>(keep_partial ? targets : blocks * L);
   if (blocks == 0)
-    ROTOR_FAIL(
-        "language-model corpus {} has {} tokens{}, too few for one block of data.seq_len {} + 1",
-        corpus_->prefix(), n, sep ? " (with an end-of-text token per line)" : "", seq_len);
+    ROTOR_FAIL("{} has {} tokens{}, too few for {}",
+               name.empty() ? "language-model corpus " + corpus_->prefix() : name, n,
+               sep ? " (with an end-of-text token per line)" : "",
+               keep_partial ? std::string("a token and its next one to score")
+                            : fmt::format("one block of data.seq_len {} + 1", seq_len));
   starts_.reserve(blocks);
   uint64_t g = 0;  // stream position of the current sentence's first token
   for (size_t j = 0; j < corpus_->size() && starts_.size() < blocks; ++j) {

@@ -34,9 +34,11 @@ namespace rotor::data {
 class LmBlocks {
  public:
   // Throws rotor::Error when seq_len < 1 or the stream has no block (fewer
-  // than seq_len + 1 tokens without keep_partial, fewer than 2 with it).
+  // than seq_len + 1 tokens without keep_partial, fewer than 2 with it),
+  // naming the corpus as `name` ("data.train notes.txt") when given, else by
+  // its prefix.
   LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, int32_t eos_id,
-           bool keep_partial);
+           bool keep_partial, const std::string& name = "");
   int64_t size() const { return static_cast<int64_t>(starts_.size()); }
   int64_t seq_len() const { return seq_len_; }
   int64_t stream_tokens() const { return stream_tokens_; }  // sentences + end-of-text tokens

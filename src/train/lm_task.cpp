@@ -38,14 +38,20 @@ class LmTask : public TrainingTask {
     spm_path_ = ensure_tokenizer(c);
     tokenizer_ = data::Tokenizer::load(spm_path_);
     auto open = [&](const std::string& key, bool eval) {
-      auto corpus = open_corpus(prepared_prefix(c, key, spm_path_), tokenizer_);
+      const std::string prefix = prepared_prefix(c, key, spm_path_);
+      auto corpus = open_corpus(prefix, tokenizer_);
+      // Messages name the user's file, and what it was binarized into.
+      const data::CorpusSource source = corpus_source(c, key);
+      const std::string name = source.path == prefix ? fmt::format("{} {}", source.key, source.path)
+                                                     : fmt::format("{} {} (binarized as {})",
+                                                                   source.key, source.path, prefix);
       EvalSet set;
       if (!eval) {
-        set.blocks = std::make_shared<const data::LmBlocks>(corpus, c.data.seq_len,
-                                                            lm_end_of_text(tokenizer_), false);
+        set.blocks = std::make_shared<const data::LmBlocks>(
+            corpus, c.data.seq_len, lm_end_of_text(tokenizer_), false, name);
         return set;
       }
-      set.blocks = lm_eval_blocks(corpus, c.data.seq_len, tokenizer_);
+      set.blocks = lm_eval_blocks(corpus, c.data.seq_len, tokenizer_, name);
       set.bytes =
           lm_scored_bytes(tokenizer_, *set.blocks, [&] { return text_bytes(key, *corpus); });
       return set;

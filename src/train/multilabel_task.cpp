@@ -45,7 +45,9 @@ class MultilabelTask : public TrainingTask {
 
   void open_tsv(int rank) {
     const Config& c = config_;
-    spm_path_ = train::tokenizer_path(c);
+    // The byte tokenizer (data.tokenizer bytes) is written, never trained,
+    // as for classification.
+    spm_path_ = train::fixed_tokenizer(c);
     tokenizer_ = data::Tokenizer::load(spm_path_);
     vocab_size_ = tokenizer_.vocab_size();
     config_.data.labels = multilabel_vocabulary(c);

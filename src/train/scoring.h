@@ -47,9 +47,11 @@ int64_t lm_scored_bytes(const data::Tokenizer& tokenizer, const data::LmBlocks& 
 
 // The causal-LM blocks of an evaluation set: keep_partial, so that every
 // target of the corpus is scored once.
+// `name` is the set in messages ("data.valid notes.txt"; "": its prefix).
 std::shared_ptr<const data::LmBlocks> lm_eval_blocks(std::shared_ptr<const data::MmapCorpus> corpus,
                                                      int64_t block_size,
-                                                     const data::Tokenizer& tokenizer);
+                                                     const data::Tokenizer& tokenizer,
+                                                     const std::string& name = "");
 
 // How score_lm reads a set, for the log and `rotor eval`.
 std::string lm_scoring_how(int64_t block_size);

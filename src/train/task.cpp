@@ -7,7 +7,10 @@
 namespace rotor::train {
 
 double ValidationResult::value(ValidMetric metric) const {
-  const double n = static_cast<double>(std::max<int64_t>(sums.tokens, 1));
+  const double n = static_cast<double>(sums.tokens);
+  const bool per_token = metric == ValidMetric::Loss || metric == ValidMetric::Accuracy;
+  // Nothing scored (a set without a masked token) is no score, never a perfect one.
+  if (per_token && sums.tokens <= 0) return std::numeric_limits<double>::quiet_NaN();
   if (metric == ValidMetric::Loss) return sums.loss / n;
   if (metric == ValidMetric::Accuracy && sums.has_correct)
     return static_cast<double>(sums.correct) / n;

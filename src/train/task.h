@@ -49,7 +49,8 @@ struct ValidationResult {
   std::string how;      // how the set was evaluated, for the log line ("" = the usual)
   int64_t decoded = 0;  // sentences decoded for the scores
   double decode_seconds = 0;
-  // The value of `metric` (loss and accuracy per token); NaN when not measured.
+  // The value of `metric` (loss and accuracy per token); NaN when not measured,
+  // and for loss and accuracy when no token was scored (sums.tokens 0).
   double value(ValidMetric metric) const;
 };
 

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/io.h"
+#include "core/json_io.h"
 #include "data/ehr.h"
 #include "nn/position.h"
 
@@ -83,6 +84,14 @@ void check_data(const Config& c) {
         spm, to_string(c.task));
   if (!bytes && !fs::exists(spm) && train.is_prepared())
     ROTOR_FAIL("data.spm_model: {} not found (it can only be trained from raw text)", spm);
+  // A byte tokenizer's description named where a SentencePiece model goes
+  // would train a model of 256 byte ids under a SentencePiece config.
+  if (!bytes && (!c.data.spm_model.empty() || !c.model.init_from.empty()) && fs::exists(spm) &&
+      data::Tokenizer::load(spm).is_bytes())
+    ROTOR_FAIL(
+        "{}: {} is a byte tokenizer, and data.tokenizer is sentencepiece: set data.tokenizer: "
+        "bytes (which needs no tokenizer file) or name a SentencePiece model",
+        c.data.spm_model.empty() ? "model.init_from" : "data.spm_model", spm);
   // A byte LM's prefix that lost its line breaks, before the run touches anything.
   if (c.task == Task::Lm && bytes)
     for (const char* key : {"train", "valid", "test"})
@@ -167,9 +176,15 @@ std::string prepared_prefix(const Config& c, const std::string& key, const std::
                                clean_options(c, key));
 }
 
+// The EHR side of check_resumable_data (defined below, beside the EHR files).
+void check_resumable_ehr(const Config& c, const std::string& checkpoint_dir);
+
 void check_resumable_data(const Config& c, const std::string& checkpoint_dir) {
-  // Classification reads its TSV files, EHR runs their prepared splits, as they are.
-  if (c.task == Task::Classification || c.data.format == DataFormat::Ehr) return;
+  // EHR runs read their prepared splits as they are, which must be the ones
+  // the checkpoint was trained on.
+  if (c.data.format == DataFormat::Ehr) return check_resumable_ehr(c, checkpoint_dir);
+  // Classification reads its TSV files as they are.
+  if (c.task == Task::Classification) return;
   if (c.task == Task::Multilabel) {  // the same, with the same label vocabulary
     const std::string saved = checkpoint_dir + "/" + checkpoint::kLabelsFile;
     const std::vector<std::string> was = read_labels_file(saved), now = multilabel_vocabulary(c);
@@ -363,9 +378,77 @@ std::shared_ptr<const data::EhrSplit> open_ehr_split(const Config& c, const std:
   return s;
 }
 
+namespace {
+
+// The splits of an EHR config by key ("data.train"), those set.
+std::vector<std::pair<std::string, std::string>> ehr_splits(const Config& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, path] :
+       {std::pair<const char*, const std::string*>{"data.train", &c.data.train},
+        {"data.valid", &c.data.valid},
+        {"data.test", &c.data.test}})
+    if (!path->empty()) out.emplace_back(key, *path);
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> ehr_checkpoint_files(const Config& c) {
   if (c.data.format != DataFormat::Ehr) return {};
-  return {{checkpoint::kEhrVocabFile, read_file(data::ehr_dir_of(c.data.train) + "/vocab.txt")}};
+  json_io::Json record = json_io::Json::object();
+  // A directory whose ehr.json records no fingerprint (older rotor) is
+  // checked by its vocab.txt alone.
+  for (const auto& [key, prefix] : ehr_splits(c))
+    if (const auto f = data::ehr_fingerprint(data::ehr_dir_of(prefix))) record[key] = f->to_json();
+  constexpr auto kReplace = json_io::Json::error_handler_t::replace;
+  return {{checkpoint::kEhrVocabFile, read_file(data::ehr_dir_of(c.data.train) + "/vocab.txt")},
+          {checkpoint::kEhrDataFile, record.dump(2, ' ', false, kReplace) + "\n"}};
+}
+
+void check_resumable_ehr(const Config& c, const std::string& checkpoint_dir) {
+  const std::string train_dir = data::ehr_dir_of(c.data.train);
+  // The code vocabulary first where the checkpoint records no fingerprints
+  // (older rotor): its ids are what the weights were trained on.
+  const std::string saved_vocab = checkpoint_dir + "/" + checkpoint::kEhrVocabFile;
+  const std::string record_path = checkpoint_dir + "/" + checkpoint::kEhrDataFile;
+  std::error_code ec;
+  if (!fs::exists(saved_vocab, ec))
+    ROTOR_FAIL(
+        "--resume: {} lacks {}, the code vocabulary of its EHR data, so the ids of {}/vocab.txt "
+        "cannot be checked against it",
+        checkpoint_dir, checkpoint::kEhrVocabFile, train_dir);
+  if (fs::exists(record_path, ec)) {
+    const json_io::Json record = json_io::load(record_path);
+    if (!record.is_object()) ROTOR_FAIL("{}: not an object of fingerprints", record_path);
+    for (const auto& [key, prefix] : ehr_splits(c)) {
+      // A split the run did not read before (validation added) has nothing to match.
+      if (!record.contains(key)) continue;
+      const data::Fingerprint was =
+          data::Fingerprint::from_json(record.at(key), record_path + " (" + key + ")");
+      const std::string dir = data::ehr_dir_of(prefix);
+      const std::optional<data::Fingerprint> now = data::ehr_fingerprint(dir);
+      const std::string why =
+          now ? was.difference(*now) : fmt::format("{}/ehr.json records no fingerprint now", dir);
+      if (!why.empty())
+        ROTOR_FAIL(
+            "--resume: {} {}: the prepare-ehr directory {} is not the one {} was trained on ({}); "
+            "its ids may mean other codes: restore it, or start afresh with --overwrite",
+            key, prefix, dir, checkpoint_dir, why);
+    }
+  }
+  const std::vector<std::string> was = data::read_ehr_vocab(checkpoint_dir),
+                                 now = data::read_ehr_vocab(train_dir);
+  if (was != now) {
+    size_t i = 0;
+    while (i < was.size() && i < now.size() && was[i] == now[i]) ++i;
+    const std::string what = i < was.size() && i < now.size()
+                                 ? fmt::format("id {} is {}, was {}", i, now[i], was[i])
+                                 : fmt::format("{} ids, were {}", now.size(), was.size());
+    ROTOR_FAIL(
+        "--resume: {}/vocab.txt numbers the codes differently from {}, the vocabulary {} was "
+        "trained with ({}): restore it, or start afresh with --overwrite",
+        train_dir, saved_vocab, checkpoint_dir, what);
+  }
 }
 
 models::ClassificationBatch to_model_batch(const data::ClassificationHostBatch& b, Device device) {

@@ -51,7 +51,11 @@ std::string fixed_tokenizer(const Config& config);
 // Before a resumed run writes anything: the tokenizer is the one the
 // checkpoint `checkpoint_dir` holds a copy of, and the tokenizer the run owns
 // and the corpora it binarized still match their fingerprints (the config's
-// data keys, the text). A rotor::Error naming what changed otherwise.
+// data keys, the text). For EHR data (data.format ehr): each prepare-ehr
+// directory the checkpoint recorded (checkpoint::kEhrDataFile) has the same
+// fingerprint now (its options, its inputs, its vocab.txt), and data.train's
+// vocab.txt is the checkpoint's copy. A rotor::Error naming what changed
+// otherwise.
 void check_resumable_data(const Config& config, const std::string& checkpoint_dir);
 
 // data.<key> binarized (or as prepared), its prefix: OUTPUT_DIR/data/<key>
@@ -95,7 +99,9 @@ std::shared_ptr<const data::EhrSplit> open_ehr_split(const Config& config,
                                                      const data::EhrSplit* train = nullptr);
 
 // What an EHR run's checkpoints hold besides the weights: the directory's
-// vocab.txt (checkpoint::kEhrVocabFile). Nothing for text.
+// vocab.txt (checkpoint::kEhrVocabFile) and the fingerprints of its data
+// (checkpoint::kEhrDataFile: data::ehr_fingerprint of each split's directory,
+// by key). Nothing for text.
 std::vector<std::pair<std::string, std::string>> ehr_checkpoint_files(const Config& config);
 
 // The TSV layout of tasks classification and multilabel

@@ -43,8 +43,10 @@ std::string format_eta(double seconds) {
   return fmt::format("{}:{:02d}:{:02d}", s / 3600, (s / 60) % 60, s % 60);
 }
 
+// NaN (null in metrics.jsonl) when nothing was scored: never a perfect score.
 double per_token(double v, int64_t n) {
-  return v / static_cast<double>(std::max<int64_t>(n, 1));
+  if (n <= 0) return std::numeric_limits<double>::quiet_NaN();
+  return v / static_cast<double>(n);
 }
 
 // Rank 0 holds the output directory, locked (train/run_dir.h).
@@ -256,8 +258,15 @@ ValidationResult evaluate(TrainingTask& task, EvalSplit split, Device device,
   if (r.decoded > 0)
     extra += fmt::format(" | decoded {} sentences in {:.1f}s", r.decoded, r.decode_seconds);
   const char* name = split == EvalSplit::Valid ? "valid" : "test";
-  log().info("{} at update {} | loss {:.4f} | ppl {:.2f}{} | {} tokens | {:.1f}s", name, state.step,
-             loss, ppl, extra, v.tokens, seconds);
+  if (v.tokens == 0)
+    log().warn(
+        "{} at update {} | no tokens scored (no token of the set counts in the loss: a masked "
+        "LM's set where masking selects nothing); its loss and accuracy are recorded as null | "
+        "{:.1f}s",
+        name, state.step, seconds);
+  else
+    log().info("{} at update {} | loss {:.4f} | ppl {:.2f}{} | {} tokens | {:.1f}s", name,
+               state.step, loss, ppl, extra, v.tokens, seconds);
   MetricsRecord rec;
   rec.add("step", state.step)
       .add("split", name)

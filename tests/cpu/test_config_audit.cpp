@@ -61,10 +61,15 @@ constexpr const char* kLmConfig = "lm.yaml";
 
 // clang-format off
 const Entry kEntries[] = {
-  {"task", "mlm", Shows::LogHas, "--set data.train=mlm.txt --set data.valid=mlm_valid.txt",
+  // The translator's layer counts back at their defaults: an encoder has no
+  // decoder layers to count, a decoder-only model no encoder layers (a key
+  // set to anything else would do nothing, and is refused).
+  {"task", "mlm", Shows::LogHas,
+   "--set data.train=mlm.txt --set data.valid=mlm_valid.txt --set model.decoder_layers=6",
    "task mlm"},
   {"task", "lm", Shows::LogHas,
-   "--set data.train=mlm.txt --set data.valid=mlm_valid.txt --set data.seq_len=16", "task lm"},
+   "--set data.train=mlm.txt --set data.valid=mlm_valid.txt --set data.seq_len=16 "
+   "--set model.encoder_layers=6", "task lm"},
   // The pair labels as lists of one label each.
   {"task", "multilabel", Shows::LogHas, "", "task multilabel", "", kClsConfig},
   {"output_dir", "other", Shows::Files},

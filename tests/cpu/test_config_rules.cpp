@@ -73,6 +73,10 @@ Keys base_keys(Base base) {
               {"data.seq_len", "16"},         {"train.batch_size", "2"}};
       break;
   }
+  // A decoder-only LM counts its layers in model.decoder_layers: an
+  // encoder_layers other than the default would do nothing, and is refused.
+  if (base == Base::Lm)
+    std::erase_if(common, [](const auto& kv) { return kv.first == "model.encoder_layers"; });
   task.insert(task.end(), common.begin(), common.end());
   return task;
 }

@@ -63,10 +63,13 @@ const std::vector<std::pair<std::string, Traits>> kTable = {
 };
 
 Config config_with(const std::string& position, const std::string& task = "mlm") {
+  // One layer of each kind the task builds (a count it does not read is refused).
+  const std::string layers = task == "mlm"  ? "  encoder_layers: 1\n"
+                             : task == "lm" ? "  decoder_layers: 1\n"
+                                            : "  encoder_layers: 1\n  decoder_layers: 1\n";
   return load_config_from_string("task: " + task + "\nmodel:\n  d_model: 16\n  n_heads: 2\n" +
-                                     "  d_ff: 32\n  encoder_layers: 1\n  decoder_layers: 1\n" +
-                                     "  max_positions: 32\n  position: " + position +
-                                     "\ndata:\n  seq_len: 16\n  max_len: 16\n",
+                                     "  d_ff: 32\n" + layers + "  max_positions: 32\n  position: " +
+                                     position + "\ndata:\n  seq_len: 16\n  max_len: 16\n",
                                  "configs/x.yaml");
 }
 

@@ -204,6 +204,33 @@ def tsv_seeds():
     write(t, "invalid_utf8", bytes([header]) + b"s1\tlabel\na\xff\tyes\n\xed\xa0\x80\tno\n")
 
 
+# ---- ehr: an options byte, then JSON lines or the CSV tables ------------------
+
+def ehr_seeds():
+    t = "ehr"
+    jsonl = 1
+    patients = b"patient_id,birth_date\nP1,1950-03-15\n\"P,2\",1980-12-31\r\n"
+    events = (b"patient_id,time,visit_id,code\nP1,2001-01-01,1,E11\nP1,2001-01-02,1,I10\n"
+              b"\"P,2\",2010-06-01,v7,\"J4\"\"5\"\nP1,1999-05-05,0,E11\n")
+    write(t, "csv_two_patients", bytes([0]) + patients + b"\0" + events)
+    write(t, "csv_bom_extra_column", bytes([0]) + b"\xef\xbb\xbfpatient_id,sex,birth_date\nA,f,"
+          b"2000-02-29\n\0patient_id,code,time,visit_id\nA,X,2004-02-28,1\n")
+    write(t, "csv_tab_in_code", bytes([0]) + patients + b"\0" +
+          b"patient_id,time,visit_id,code\nP1,2001-01-01,1,E1\t1\n")
+    write(t, "csv_age_9998_years", bytes([0]) + b"patient_id,birth_date\nA,0001-01-01\n\0"
+          b"patient_id,time,visit_id,code\nA,9999-01-01,1,X\n")
+    write(t, "csv_patients_only", bytes([0]) + b"patient_id,birth_date\nA,1970-01-01\n")
+    write(t, "jsonl_basic", bytes([jsonl]) +
+          b'{"patient_id": "A", "visits": [{"age": 40.5, "codes": ["I10", "I10"]}, '
+          b'{"age": 12, "codes": ["J45"]}]}\n\n{"patient_id": 17, "visits": []}\r\n')
+    write(t, "jsonl_newline_in_id", bytes([jsonl]) +
+          b'{"patient_id": "A\\nB", "visits": [{"age": 1, "codes": ["X"]}]}\n')
+    write(t, "jsonl_special_code", bytes([jsonl]) +
+          b'{"patient_id": "A", "visits": [{"age": 1, "codes": ["[SEP]"]}]}\n')
+    write(t, "jsonl_old_age", bytes([jsonl]) +
+          b'{"patient_id": "A", "visits": [{"age": 1801, "codes": ["X"]}]}\n')
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     safetensors_seeds()
@@ -213,6 +240,7 @@ def main():
     hf_index_seeds()
     eval_seeds()
     tsv_seeds()
+    ehr_seeds()
     for d in sorted(OUT.iterdir()):
         print(f"{d.relative_to(ROOT)}: {len(list(d.iterdir()))} files")
 
