@@ -36,6 +36,7 @@
 #include "cli/command.h"
 #include "cli/errors.h"
 #include "cli/inference_config.h"
+#include "cli/inference_session.h"
 #include "config/config.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -243,8 +244,10 @@ void print_result(const EvalArgs& a, const std::string& dir, const rotor::Config
 }
 
 // An EHR masked LM on a prepare-ehr split (the file comment).
-int run_eval_ehr(const EvalArgs& a, const std::string& dir, const rotor::Config& cfg) {
+int run_eval_ehr(const EvalArgs& a, rotor::cli::InferenceSession& session) {
   using namespace rotor;
+  const std::string& dir = session.dir();
+  const Config& cfg = session.config();
   if (!a.lengths.empty())
     ROTOR_FAIL(
         "{}: --lengths scores text blocks; {} is an EHR masked LM, scored one patient per row "
@@ -270,23 +273,15 @@ int run_eval_ehr(const EvalArgs& a, const std::string& dir, const rotor::Config&
     ROTOR_FAIL("{}: --input {} has age ids up to {}, the model's holds {}", kCmd, a.input,
                split->meta().age_vocab_size - 1, cfg.model.age_vocab_size);
   if (split->size() == 0) ROTOR_FAIL("{}: --input {}: no patient", kCmd, a.input);
-  const Device device = resolve_device(a.device);
   const int64_t vocab = split->meta().vocab_size;
-  nn::ParameterStore store;
-  std::unique_ptr<models::BertForMaskedLM> model;
+  models::BertForMaskedLM* model = nullptr;
   {
     cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
-    model = std::make_unique<models::BertForMaskedLM>(models::bert_options(cfg, vocab), store);
-    store.allocate(device);
-    checkpoint::load_weights(dir, store);
+    model = &session.load_model<models::BertForMaskedLM>([&](nn::ParameterStore& store) {
+      return std::make_unique<models::BertForMaskedLM>(models::bert_options(cfg, vocab), store);
+    });
   }
-  nn::Context ctx;
-  ctx.training = false;
-  ctx.device = device;
-  if (cfg.attention.kind != nn::AttentionKind::Softmax) {
-    const int64_t done = checkpoint::load_trainer_state(dir).step;
-    ctx.update = static_cast<uint64_t>(std::max<int64_t>(done - 1, 0));
-  }
+  const nn::Context ctx = session.context();
   Row row{length, {}};
   {
     cli::Activity activity(fmt::format("{}: scoring the patients of {}", kCmd, a.input));
@@ -313,14 +308,11 @@ int run_eval(const EvalArgs& a) {
   if (a.block_size && !a.lengths.empty())
     ROTOR_FAIL("{}: give --block-size or --lengths, not both", kCmd);
   if (a.batch_size) cli::check_int(kCmd, "--batch-size", *a.batch_size, 1, 100'000);
-  const checkpoint::HeldCheckpoint held(a.checkpoint);  // not pruned while read
-  const std::string& dir = held.dir();
-  const Config cfg = cli::load_inference_config(kCmd, dir, a.sets);
+  cli::InferenceSession session(kCmd, a.checkpoint, a.sets, a.device, {Task::Lm, Task::Mlm});
+  const std::string& dir = session.dir();
+  const Config& cfg = session.config();
   const bool lm = cfg.task == Task::Lm;
-  if (!lm && cfg.task != Task::Mlm)
-    ROTOR_FAIL("{}: {} is a task-{} checkpoint; eval scores task-lm and task-mlm models", kCmd, dir,
-               to_string(cfg.task));
-  if (cfg.data.format == DataFormat::Ehr) return run_eval_ehr(a, dir, cfg);
+  if (cfg.data.format == DataFormat::Ehr) return run_eval_ehr(a, session);
   cli::check_input_file(kCmd, "--input", a.input);
   const int64_t shortest = lm ? 1 : 2;  // a masked-LM block is [CLS] and a token
   std::vector<int64_t> lengths;
@@ -346,9 +338,8 @@ int run_eval(const EvalArgs& a) {
     stopped = fmt::format("stopped at length {}: {}", lengths[keep], why);
     lengths.resize(keep);
   }
-  const Device device = resolve_device(a.device);
   const std::string spm = dir + "/spm.model";
-  const data::Tokenizer tok = data::Tokenizer::load(spm);
+  const data::Tokenizer& tok = session.tokenizer();
   std::shared_ptr<const data::MmapCorpus> corpus;
   {
     cli::Activity activity(fmt::format("{}: reading {}", kCmd, a.input));
@@ -356,29 +347,21 @@ int run_eval(const EvalArgs& a) {
   }
   const int64_t bytes = static_cast<int64_t>(fs::file_size(a.input));
 
-  nn::ParameterStore store;
-  std::unique_ptr<models::DecoderLM> lm_model;
-  std::unique_ptr<models::BertForMaskedLM> mlm_model;
+  models::DecoderLM* lm_model = nullptr;
+  models::BertForMaskedLM* mlm_model = nullptr;
   {
     cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
+    const int64_t vocab = tok.vocab_size();
     if (lm)
-      lm_model =
-          std::make_unique<models::DecoderLM>(models::lm_options(cfg, tok.vocab_size()), store);
+      lm_model = &session.load_model<models::DecoderLM>([&](nn::ParameterStore& store) {
+        return std::make_unique<models::DecoderLM>(models::lm_options(cfg, vocab), store);
+      });
     else
-      mlm_model = std::make_unique<models::BertForMaskedLM>(
-          models::bert_options(cfg, tok.vocab_size()), store);
-    store.allocate(device);
-    checkpoint::load_weights(dir, store);
+      mlm_model = &session.load_model<models::BertForMaskedLM>([&](nn::ParameterStore& store) {
+        return std::make_unique<models::BertForMaskedLM>(models::bert_options(cfg, vocab), store);
+      });
   }
-  nn::Context ctx;
-  ctx.training = false;
-  ctx.device = device;
-  // Random attention features (attention.feature_map: favor) are those of
-  // the checkpoint's last training update, as its validation used.
-  if (cfg.attention.kind != nn::AttentionKind::Softmax) {
-    const int64_t done = checkpoint::load_trainer_state(dir).step;
-    ctx.update = static_cast<uint64_t>(std::max<int64_t>(done - 1, 0));
-  }
+  const nn::Context ctx = session.context();
   const int64_t batch_size = a.batch_size.value_or(cfg.train.batch_size);
   const data::MaskingOptions masking = lm ? data::MaskingOptions{} : train::mlm_masking(cfg, tok);
   std::vector<Row> rows;

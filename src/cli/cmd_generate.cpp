@@ -17,6 +17,7 @@
 #include "cli/command.h"
 #include "cli/errors.h"
 #include "cli/inference_config.h"
+#include "cli/inference_session.h"
 #include "cli/text_lines.h"
 #include "config/config.h"
 #include "core/device.h"
@@ -86,34 +87,28 @@ std::string continuation_text(const rotor::data::Tokenizer& tok, std::vector<int
 int run_generate(const GenerateArgs& a) {
   using namespace rotor;
   check_args(a);
-  const checkpoint::HeldCheckpoint held(a.checkpoint);  // not pruned while read
-  const std::string& dir = held.dir();
-  const Config cfg = cli::load_inference_config(kCmd, dir, a.sets);
-  if (cfg.task != Task::Lm)
-    ROTOR_FAIL("{}: {} is a task-{} checkpoint; generate runs task-lm models", kCmd, dir,
-               to_string(cfg.task));
-  const Device device = resolve_device(a.device);
+  cli::InferenceSession session(kCmd, a.checkpoint, a.sets, a.device, {Task::Lm});
+  const std::string& dir = session.dir();
   // A whole file is read and checked before the model loads.
   std::unique_ptr<cli::LineSource> source;
   if (!a.prompt) source = std::make_unique<cli::LineSource>(a.input, kCmd);
   const std::string input_name = a.prompt ? "--prompt" : source->name();
 
-  data::Tokenizer tok;
-  nn::ParameterStore store;
-  std::unique_ptr<models::DecoderLM> model;
+  models::DecoderLM* model = nullptr;
   {
     cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
-    tok = data::Tokenizer::load(dir + "/spm.model");
-    model = std::make_unique<models::DecoderLM>(models::lm_options(cfg, tok.vocab_size()), store);
-    const nn::AttentionKind kind = model->options().layer.attention_kind;
-    if (!kind->cached_decode)
+    const data::Tokenizer& tok = session.tokenizer();
+    const models::DecoderLmOptions options = models::lm_options(session.config(), tok.vocab_size());
+    if (!options.layer.attention_kind->cached_decode)
       ROTOR_FAIL(
           "{}: {} has attention.kind {}, which has no incremental decoding (key/value cache); "
           "generate runs softmax-attention models",
-          kCmd, dir, kind.name());
-    store.allocate(device);
-    checkpoint::load_weights(dir, store);
+          kCmd, dir, options.layer.attention_kind.name());
+    model = &session.load_model<models::DecoderLM>([&](nn::ParameterStore& store) {
+      return std::make_unique<models::DecoderLM>(options, store);
+    });
   }
+  const data::Tokenizer& tok = session.tokenizer();
   decode::GenerateOptions go;
   go.max_new_tokens = a.max_new_tokens;
   // Where a document starts and a continuation ends: </s> in a SentencePiece
@@ -129,9 +124,7 @@ int run_generate(const GenerateArgs& a) {
   go.sampling.top_p = a.top_p.value_or(1.0);
   go.sampling.seed = static_cast<uint64_t>(a.seed);
 
-  nn::Context ctx;
-  ctx.training = false;
-  ctx.device = device;
+  nn::Context ctx = session.context();
   const models::DecoderLmOptions& mo = model->options();
   const bool table = nn::has_position_table(mo.position);
   cli::TextSink sink(std::nullopt);

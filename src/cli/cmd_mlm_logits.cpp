@@ -26,6 +26,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/errors.h"
+#include "cli/inference_session.h"
 #include "config/config.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -128,26 +129,20 @@ int run_mlm_logits(const MlmLogitsArgs& a) {
   const bool npy = ends_with(a.output, ".npy");
   if (!npy && !ends_with(a.output, ".safetensors"))
     ROTOR_FAIL("{}: --output {}: name a .npy or .safetensors file", kCmd, a.output);
-  const checkpoint::HeldCheckpoint held(a.checkpoint);  // not pruned while read
-  const std::string& dir = held.dir();
+  cli::InferenceSession session(kCmd, a.checkpoint, {}, a.device, {Task::Mlm});
+  const std::string& dir = session.dir();
   if (cli::inside(a.output, dir))
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, a.output, dir);
-  const Config cfg = load_config(dir + "/config.yaml");
-  if (cfg.task != Task::Mlm)
-    ROTOR_FAIL("{}: {} is a task-{} checkpoint; mlm-logits runs masked-LM models", kCmd, dir,
-               to_string(cfg.task));
-  const Device device = resolve_device(a.device);
-  const data::Tokenizer tok = data::Tokenizer::load(dir + "/spm.model");
-  const models::BertOptions options = models::bert_options(cfg, tok.vocab_size());
+  const data::Tokenizer& tok = session.tokenizer();
+  const models::BertOptions options = models::bert_options(session.config(), tok.vocab_size());
   const std::vector<Sequence> seqs = read_sequences(a, options, tok);
 
-  nn::ParameterStore store;
-  std::unique_ptr<models::BertForMaskedLM> model;
+  models::BertForMaskedLM* model = nullptr;
   {
     cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
-    model = std::make_unique<models::BertForMaskedLM>(options, store);
-    store.allocate(device);
-    checkpoint::load_weights(dir, store);
+    model = &session.load_model<models::BertForMaskedLM>([&](nn::ParameterStore& store) {
+      return std::make_unique<models::BertForMaskedLM>(options, store);
+    });
   }
   const int64_t N = static_cast<int64_t>(seqs.size()), V = tok.vocab_size();
   int64_t T = 0;
@@ -155,15 +150,7 @@ int run_mlm_logits(const MlmLogitsArgs& a) {
   std::vector<float> logits(static_cast<size_t>(N * T * V), 0.0f);  // [N, T, V]
   std::vector<int32_t> ids(static_cast<size_t>(N * T), tok.pad_id()), types(ids.size(), 0),
       mask(ids.size(), 0);
-  nn::Context ctx;
-  ctx.training = false;
-  ctx.device = device;
-  // Random attention features (attention.feature_map: favor) are those of
-  // the checkpoint's last training update (nn/attention_kind.h, feature_draw).
-  if (cfg.attention.kind != nn::AttentionKind::Softmax) {
-    const int64_t done = checkpoint::load_trainer_state(dir).step;
-    ctx.update = static_cast<uint64_t>(std::max<int64_t>(done - 1, 0));
-  }
+  const nn::Context ctx = session.context();
   for (int64_t first = 0; first < N; first += a.batch_size) {
     const int64_t B = std::min(a.batch_size, N - first);
     cli::Activity activity(
@@ -179,9 +166,10 @@ int run_mlm_logits(const MlmLogitsArgs& a) {
       std::copy(s.types.begin(), s.types.end(), btype.begin() + b * Tb);
       lengths.push_back(static_cast<int32_t>(s.ids.size()));
     }
-    const Tensor out = model->forward_logits(Tensor::from_ints(bid, {B, Tb}, device),
-                                             Tensor::from_ints(btype, {B, Tb}, device),
-                                             Tensor::from_ints(lengths, {B}, device), ctx);
+    const Tensor out =
+        model->forward_logits(Tensor::from_ints(bid, {B, Tb}, session.device()),
+                              Tensor::from_ints(btype, {B, Tb}, session.device()),
+                              Tensor::from_ints(lengths, {B}, session.device()), ctx);
     const std::vector<float> lg = out.to_floats();  // [B, Tb, V]
     for (int64_t b = 0; b < B; ++b) {
       const int64_t n = first + b, L = lengths[static_cast<size_t>(b)];

@@ -46,6 +46,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/errors.h"
+#include "cli/inference_session.h"
 #include "config/config.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -97,45 +98,40 @@ int run_predict(const PredictArgs& a) {
   const bool to_stdout = !a.output || *a.output == "-";
   if (!to_stdout) cli::check_output_file(kCmd, "--output", *a.output, {a.input});
   cli::check_int(kCmd, "--batch-size", a.batch_size, 1, 100'000);
-  const checkpoint::HeldCheckpoint held(a.checkpoint);  // not pruned while read
-  const std::string& dir = held.dir();
+  cli::InferenceSession session(kCmd, a.checkpoint, {}, a.device,
+                                {Task::Classification, Task::Multilabel});
+  const std::string& dir = session.dir();
   if (!to_stdout && cli::inside(*a.output, dir))
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
                dir);
-  Config cfg = load_config(dir + "/config.yaml");
-  if (cfg.task != Task::Classification && cfg.task != Task::Multilabel)
-    ROTOR_FAIL(
-        "{}: {} is a task-{} checkpoint; predict runs task-classification and task-multilabel "
-        "models",
-        kCmd, dir, to_string(cfg.task));
+  Config& cfg = session.config();
   const bool multilabel = cfg.task == Task::Multilabel;
   if (multilabel) cfg.data.labels = train::read_labels_file(dir + "/" + checkpoint::kLabelsFile);
-  const Device device = resolve_device(a.device);
   const bool ehr = cfg.data.format == DataFormat::Ehr;
   int64_t vocab_size = 0;
   data::ClassificationSet set;
   if (ehr) {
     set = ehr_input(cfg, dir, a.input, vocab_size);
   } else {
-    const data::Tokenizer tok = data::Tokenizer::load(dir + "/spm.model");
+    const data::Tokenizer& tok = session.tokenizer();
     vocab_size = tok.vocab_size();
     set = data::read_classification_tsv(a.input, train::tsv_format(cfg), tok,
                                         /*require_labels=*/false);
   }
 
-  nn::ParameterStore store;
-  std::unique_ptr<models::BertForSequenceClassification> model;
+  models::BertForSequenceClassification* model = nullptr;
   {
     cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
-    model = std::make_unique<models::BertForSequenceClassification>(
-        models::bert_classifier_options(cfg, vocab_size), store);
-    store.allocate(device);
-    checkpoint::load_weights(dir, store);
+    model =
+        &session.load_model<models::BertForSequenceClassification>([&](nn::ParameterStore& store) {
+          return std::make_unique<models::BertForSequenceClassification>(
+              models::bert_classifier_options(cfg, vocab_size), store);
+        });
   }
   train::ClassificationOutputs out;
   {
     cli::Activity activity(fmt::format("{}: classifying {}", kCmd, a.input));
-    out = train::classify(*model, set, a.batch_size, device);
+    out = train::classify(*model, set, a.batch_size, session.context());
   }
 
   const bool regression = cfg.data.regression;

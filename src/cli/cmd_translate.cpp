@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/errors.h"
 #include "cli/inference_config.h"
+#include "cli/inference_session.h"
 #include "cli/text_lines.h"
 #include "config/config.h"
 #include "core/device.h"
@@ -58,15 +59,12 @@ int run_translate(const TranslateArgs& a) {
   using namespace rotor;
   using cli::is_std;
   check_ranges(a);
-  const checkpoint::HeldCheckpoint held(a.checkpoint);  // not pruned while read
-  const std::string& dir = held.dir();
+  cli::InferenceSession session(kCmd, a.checkpoint, a.sets, a.device, {Task::Translation});
+  const std::string& dir = session.dir();
   if (!is_std(a.output) && cli::inside(*a.output, dir))
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
                dir);
-  Config cfg = cli::load_inference_config(kCmd, dir, a.sets);
-  if (cfg.task != Task::Translation)
-    ROTOR_FAIL("{}: {} is a task-{} checkpoint; translate runs task-translation models", kCmd, dir,
-               to_string(cfg.task));
+  const Config& cfg = session.config();
   decode::SearchOptions so;
   so.beam = a.beam ? static_cast<int>(*a.beam) : cfg.decode.beam;
   so.lenpen = a.lenpen.value_or(cfg.decode.lenpen);
@@ -76,27 +74,23 @@ int run_translate(const TranslateArgs& a) {
   if (nbest > so.beam)
     ROTOR_FAIL("{}: --nbest {} exceeds the beam size {}{}; give --beam {} or more", kCmd, nbest,
                so.beam, a.beam ? "" : " (decode.beam of the checkpoint)", nbest);
-  const Device device = resolve_device(a.device);
   cli::LineSource source(a.input, kCmd);  // a whole file is read and checked before the model loads
 
-  data::Tokenizer tok;
-  nn::ParameterStore store;
-  std::unique_ptr<models::EncoderDecoder> model;
+  models::EncoderDecoder* model = nullptr;
   {
     cli::Activity activity(fmt::format("{}: loading the checkpoint {}", kCmd, dir));
-    tok = data::Tokenizer::load(dir + "/spm.model");
-    model = std::make_unique<models::EncoderDecoder>(
-        models::transformer_options(cfg, tok.vocab_size()), store);
-    store.allocate(device);
-    checkpoint::load_weights(dir, store);
+    const int64_t vocab = session.tokenizer().vocab_size();
+    model = &session.load_model<models::EncoderDecoder>([&](nn::ParameterStore& store) {
+      return std::make_unique<models::EncoderDecoder>(models::transformer_options(cfg, vocab),
+                                                      store);
+    });
   }
+  const data::Tokenizer& tok = session.tokenizer();
   so.bos_id = tok.bos_id();
   so.eos_id = tok.eos_id();
   so.pad_id = tok.pad_id();
 
-  nn::Context ctx;
-  ctx.training = false;
-  ctx.device = device;
+  nn::Context ctx = session.context();
   // A position table bounds the source (tokens + eos); RoPE has none, so its
   // sources are never cut.
   const models::TransformerOptions& mo = model->options();
@@ -128,8 +122,8 @@ int run_translate(const TranslateArgs& a) {
     }
     std::vector<int32_t> flat(static_cast<size_t>(B * S), tok.pad_id());  // [B, S]
     for (int64_t b = 0; b < B; ++b) std::copy(ids[b].begin(), ids[b].end(), flat.begin() + b * S);
-    const auto hyps = decode::beam_search_nbest(*model, Tensor::from_ints(flat, {B, S}, device),
-                                                lengths, so, nbest, ctx);
+    const auto hyps = decode::beam_search_nbest(
+        *model, Tensor::from_ints(flat, {B, S}, session.device()), lengths, so, nbest, ctx);
     std::string text;
     for (int64_t b = 0; b < B; ++b) {
       if (!a.nbest) {

@@ -97,4 +97,13 @@ struct Context {
   }
 };
 
+// A forward outside training on `device`: no dropout, update 0 (layers with
+// random features keep the draw they trained with, else draw 0).
+inline Context inference_context(Device device) {
+  Context ctx;
+  ctx.training = false;
+  ctx.device = device;
+  return ctx;
+}
+
 }  // namespace rotor::nn

@@ -12,14 +12,12 @@ namespace rotor::train {
 
 ClassificationOutputs classify(models::BertForSequenceClassification& model,
                                const data::ClassificationSet& set, int64_t batch_size,
-                               Device device) {
+                               const nn::Context& ctx) {
+  const Device device = ctx.device;
   const bool regression = model.options().regression;
   ClassificationOutputs out;
   out.num_labels = model.options().outputs();
   out.logits.reserve(static_cast<size_t>(set.size() * out.num_labels));
-  nn::Context ctx;
-  ctx.training = false;
-  ctx.device = device;
   std::vector<float> lg;
   for (int64_t first = 0; first < set.size(); first += batch_size) {
     std::vector<int64_t> ids(static_cast<size_t>(std::min(batch_size, set.size() - first)));

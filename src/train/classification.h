@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "data/classification.h"
 #include "models/bert_classifier.h"
+#include "nn/context.h"
 #include "train/task.h"
 
 namespace rotor::train {
@@ -22,11 +23,13 @@ struct ClassificationOutputs {
   TaskSums sums;                   // the loss over the examples (when the set has labels)
 };
 
-// Runs the model (inference: no dropout, fp32) over every example of `set`,
-// `batch_size` at a time, in file order.
+// Runs the model over every example of `set`, `batch_size` at a time, in
+// file order, under `ctx` (inference: training off, fp32; its update picks
+// the random attention features of FAVOR+ where the layers have not drawn
+// them in this process: rotor predict gives the checkpoint's own).
 ClassificationOutputs classify(models::BertForSequenceClassification& model,
                                const data::ClassificationSet& set, int64_t batch_size,
-                               Device device);
+                               const nn::Context& ctx);
 
 // GLUE's scores of the outputs against the set's labels, on GLUE's 0-100
 // scale: f1 (two labels; of the second) and mcc for classes, pearson and

@@ -141,7 +141,8 @@ class MultilabelTask : public TrainingTask {
   ValidationResult evaluate(EvalSplit split, Device device) override {
     const auto data = set(split);
     ROTOR_CHECK(data != nullptr, "evaluate: no such data set");
-    const ClassificationOutputs out = classify(*model_, *data, config_.train.batch_size, device);
+    const ClassificationOutputs out =
+        classify(*model_, *data, config_.train.batch_size, nn::inference_context(device));
     ValidationResult r;
     r.sums = out.sums;
     multilabel_scores(out, *data, r.scores, r.measures);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -254,6 +255,48 @@ TEST_F(ClassificationTrain, RegressionFromScratchReportsCorrelations) {
   EXPECT_EQ(line, "index\tprediction");
   std::getline(out, line);
   EXPECT_TRUE(std::isfinite(std::stod(line.substr(line.find('\t') + 1)))) << line;
+}
+
+// A classifier with random attention features redrawn every update
+// (FAVOR+): `rotor predict` runs it with the features of the update its
+// checkpoint was saved after (cli/inference_session.h), so it reproduces the
+// run's validation of that checkpoint; with the first update's features
+// (what it ran before) the loss differs.
+TEST_F(ClassificationTrain, PredictOfAFavorClassifierUsesItsCheckpointsDraw) {
+  auto r = run("spm-train --input " + (dir_ / "data/train.en") + " --model-prefix " +
+               (dir_ / "spm") + " --vocab-size 150 --user-defined-symbols [MASK],[CLS],[SEP]");
+  ASSERT_EQ(r.code, 0) << r.err;
+  encoder("classification", dir_ / "favor")
+      .set("data.train", dir_ / "train_reg.tsv")
+      .set("data.valid", dir_ / "valid_reg.tsv")
+      .set("data.spm_model", dir_ / "spm.model")
+      .set("data.label_column", "score")
+      .set("data.regression", "true")
+      .set("data.seq_len", "48")
+      .set("attention.kind", "linear")
+      .set("attention.feature_map", "favor")
+      .set("attention.feature_redraw", "1")
+      .set("train.max_updates", "6")
+      .set("train.batch_size", "16")
+      .set("train.valid_interval", "6")
+      .set("train.save_interval", "6")
+      .set("optim.lr", "2.0e-3")
+      .set("optim.warmup_updates", "2")
+      .write(dir_ / "favor.yaml");
+  r = run("train " + (dir_ / "favor.yaml"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto valid = records("favor", "valid");
+  ASSERT_EQ(valid.size(), 1u);
+  r = run("predict --checkpoint " + (dir_ / "favor") + " --input " + (dir_ / "valid_reg.tsv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The correlations move by whole points with other features (the loss,
+  // printed to 4 digits, by less than its last one).
+  for (const char* k : {"pearson", "spearman"}) {
+    const size_t at = r.err.find(std::string("| ") + k + " ");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    const double printed = std::stod(r.err.substr(at + 3 + std::strlen(k)));
+    EXPECT_NEAR(printed, valid.back().at(k).get<double>(), 0.006) << k << ": " << r.err;
+  }
 }
 
 TEST_F(ClassificationTrain, BadInputsAreOneLine) {

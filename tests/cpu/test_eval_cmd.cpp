@@ -80,6 +80,9 @@ class EvalCmd : public ::testing::Test {
         .set("attention.kind", "linear")
         .set("attention.feature_map", "favor")
         .set("attention.feature_redraw", "1")
+        .set("train.valid_interval", "2")
+        .set("train.save_interval", "2")
+        .set("train.keep_last", "2")
         .write(d / "favor.yaml");
   }
   static void TearDownTestSuite() {
@@ -189,11 +192,16 @@ TEST_F(EvalCmd, MlmAgreesWithTheRunsValidation) {
   // The masks are fixed: the same result again.
   const Json again = eval_json("--checkpoint " + path("mlm") + " --input " + path("valid.txt"));
   EXPECT_EQ(again["loss"].get<double>(), j["loss"].get<double>());
-  // A linear-attention model scores with the random features of its last update.
+  // A linear-attention model scores with the random features of the update
+  // its checkpoint was saved after, as the run's validation of it did: the
+  // last one, and an earlier checkpoint's own (features redrawn every update).
   const auto favor = valid_records(run("favor"));
-  ASSERT_EQ(favor.size(), 1u);
+  ASSERT_EQ(favor.size(), 2u);  // updates 2 and 3
   const Json f = eval_json("--checkpoint " + path("favor") + " --input " + path("valid.txt"));
   expect_rel(f["loss"].get<double>(), favor.at(3)["loss"].get<double>(), "favor loss");
+  const Json f2 = eval_json("--checkpoint " + path("favor/checkpoints/step_2") + " --input " +
+                            path("valid.txt"));
+  expect_rel(f2["loss"].get<double>(), favor.at(2)["loss"].get<double>(), "favor loss at 2");
 }
 
 TEST_F(EvalCmd, EhrMlmScoresAPrepareEhrSplitAsItsValidation) {
