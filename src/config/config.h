@@ -327,7 +327,7 @@ struct TrainConfig {
   // scale finds its level (each halves it); a longer run of them means the
   // model diverged.
   int max_nonfinite = 25;
-  // Activation checkpointing (nn/checkpoint.h): each layer keeps only its
+  // Activation checkpointing (nn/recompute.h): each layer keeps only its
   // input in the forward and recomputes its activations in the backward, for
   // memory about a layer's input per layer instead of all its activations,
   // at the cost of a second forward of the layers. Gradients are unchanged.

@@ -60,7 +60,9 @@ struct Context {
   Device device = Device::cpu();
   DType dtype = DType::F32;  // activations
   uint64_t seed = 0;
-  uint64_t step = 0;  // micro-batch counter: a new dropout mask every micro-batch
+  // The micro-batch counter (across updates and ranks): a new dropout mask
+  // every micro-batch. Not an update count: that is `update` below.
+  uint64_t micro_step = 0;
   // The training update this forward belongs to (0-based: the updates done
   // before it), set by the training step (train/step.cpp). Layers with
   // random features redraw them by it (nn/attention_kind.h, feature_draw),
@@ -74,7 +76,7 @@ struct Context {
   PhaseHook* phase_hook = nullptr;  // see PhaseHook; null outside benchmarks
 
   uint64_t stream(uint32_t layer_id, RngPurpose purpose) const {
-    return rng_stream(step, layer_id, purpose, rank);
+    return rng_stream(micro_step, layer_id, purpose, rank);
   }
   Tensor empty(const Shape& shape) const { return Tensor::empty(shape, dtype, device); }
   Tensor zeros(const Shape& shape) const { return Tensor::zeros(shape, dtype, device); }

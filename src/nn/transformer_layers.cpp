@@ -33,19 +33,19 @@ EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const 
       attn_res_(s, n.attention_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
       ffn_(s, n.fc1, n.fc2, c.d_model, c.d_ff, c.activation, c.activation_dropout, ffn_init(c)),
       ffn_res_(s, n.final_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
-      checkpoint_(c.checkpoint),
+      recompute_(c.checkpoint),
       d_(c.d_model) {}
 
 Tensor EncoderLayer::forward(const Tensor& x, const Tensor& lengths, const Context& ctx,
                              const std::vector<int32_t>* positions) {
   Tensor y = run(x, lengths, ctx, positions);  // [B, T, d]
-  if (!checkpoint_.applies(ctx)) {
-    checkpoint_.drop();
+  if (!recompute_.applies(ctx)) {
+    recompute_.drop();
     checkpoint_positions_.reset();
     return y;
   }
   release();
-  checkpoint_.keep({x, lengths}, ctx);
+  recompute_.keep({x, lengths}, ctx);
   if (positions)
     checkpoint_positions_ = *positions;
   else
@@ -76,10 +76,10 @@ Tensor EncoderLayer::run(const Tensor& x, const Tensor& lengths, const Context& 
 }
 
 Tensor EncoderLayer::backward(const Tensor& dy) {
-  if (checkpoint_.pending()) {
-    run(checkpoint_.input(0), checkpoint_.input(1), checkpoint_.context(),
+  if (recompute_.pending()) {
+    run(recompute_.input(0), recompute_.input(1), recompute_.context(),
         checkpoint_positions_ ? &*checkpoint_positions_ : nullptr);
-    checkpoint_.drop();
+    recompute_.drop();
     checkpoint_positions_.reset();
   }
   Tensor g = ffn_res_.end_backward(dy.view({B_ * T_, d_}));  // [B*T, d]
@@ -123,18 +123,18 @@ DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerO
       ffn_(s, p + ".fc1", p + ".fc2", c.d_model, c.d_ff, c.activation, c.activation_dropout,
            ffn_init(c)),
       ffn_res_(s, p + ".final_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
-      checkpoint_(c.checkpoint),
+      recompute_(c.checkpoint),
       d_(c.d_model) {}
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
                              const Context& ctx) {
   Tensor y = run(x, memory, memory_lengths, ctx);  // [B, T, d]
-  if (!checkpoint_.applies(ctx)) {
-    checkpoint_.drop();
+  if (!recompute_.applies(ctx)) {
+    recompute_.drop();
     return y;
   }
   release();
-  checkpoint_.keep({x, memory, memory_lengths}, ctx);
+  recompute_.keep({x, memory, memory_lengths}, ctx);
   return y;
 }
 
@@ -168,9 +168,9 @@ Tensor DecoderLayer::run(const Tensor& x, const Tensor& memory, const Tensor& me
 }
 
 Tensor DecoderLayer::backward(const Tensor& dy, Tensor& d_memory) {
-  if (checkpoint_.pending()) {
-    run(checkpoint_.input(0), checkpoint_.input(1), checkpoint_.input(2), checkpoint_.context());
-    checkpoint_.drop();
+  if (recompute_.pending()) {
+    run(recompute_.input(0), recompute_.input(1), recompute_.input(2), recompute_.context());
+    recompute_.drop();
   }
   Tensor g = ffn_res_.end_backward(dy.view({B_ * T_, d_}));  // [B*T, d]
   g = ffn_res_.begin_backward(ffn_.backward(g));

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "nn/attention.h"
-#include "nn/checkpoint.h"
 #include "nn/feed_forward.h"
+#include "nn/recompute.h"
 #include "nn/residual.h"
 
 namespace rotor::nn {
@@ -38,7 +38,7 @@ struct LayerOptions {
   // nullopt: fairseq's init (Xavier-uniform weights, q/k/v with gain 1/sqrt(2),
   // zero biases). A value: BERT's, every weight N(0, std), biases zero.
   std::optional<double> normal_init_std;
-  // Activation checkpointing (nn/checkpoint.h; config key
+  // Activation checkpointing (nn/recompute.h; config key
   // train.checkpoint_activations): a training forward keeps only the layer's
   // inputs, the backward recomputes the rest. The gradients are unchanged.
   bool checkpoint = false;
@@ -82,7 +82,7 @@ class EncoderLayer {
   Residual attn_res_;
   FeedForward ffn_;
   Residual ffn_res_;
-  LayerCheckpoint checkpoint_;
+  LayerRecompute recompute_;
   std::optional<std::vector<int32_t>> checkpoint_positions_;  // the forward's explicit positions
   int64_t B_ = 0, T_ = 0, d_;
 };
@@ -116,7 +116,7 @@ class DecoderLayer {
   Residual cross_res_;
   FeedForward ffn_;
   Residual ffn_res_;
-  LayerCheckpoint checkpoint_;
+  LayerRecompute recompute_;
   int64_t B_ = 0, T_ = 0, d_;
 };
 

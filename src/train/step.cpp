@@ -86,7 +86,7 @@ UpdateResult UpdateStep::run(checkpoint::TrainerState& state, StepPhases* phases
     if (phases) phases->micro_batch_begins();
     // Dropout streams are keyed by the global index of the micro-batch, so
     // that N ranks draw the masks one process with update_freq x N draws.
-    ctx_.step = static_cast<uint64_t>((state.micro_step++) * world + rank);
+    ctx_.micro_step = static_cast<uint64_t>((state.micro_step++) * world + rank);
     ctx_.rank = 0;
     // Earlier micro-batches accumulate locally; the last one launches buckets.
     const bool last_micro = micro + 1 == c.train.update_freq;

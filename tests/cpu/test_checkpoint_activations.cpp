@@ -1,4 +1,4 @@
-// Activation checkpointing (train.checkpoint_activations, nn/checkpoint.h):
+// Activation checkpointing (train.checkpoint_activations, nn/recompute.h):
 //   - the gradients and the loss are bitwise those of the plain run, for every
 //     model family (translation, mlm, classification, lm), with dropout on
 //     (the recompute draws the same masks), rope and learned positions,
@@ -141,7 +141,7 @@ EhrChannels ehr_channels(int64_t T, int salt) {
 }
 
 // `micro_batches` forward and backward passes of the family's model at
-// ctx.step = first_step, first_step + 1, ... (update 2), accumulating into one
+// ctx.micro_step = first_step, first_step + 1, ... (update 2), accumulating into one
 // set of gradients, as one update with update_freq does.
 Outcome train(const Case& k, bool checkpoint, uint64_t first_step, int micro_batches = 2) {
   const Config c = tiny_config(k, checkpoint);
@@ -181,7 +181,7 @@ Outcome train(const Case& k, bool checkpoint, uint64_t first_step, int micro_bat
   ctx.grad_ready = [&out](int64_t begin, int64_t end) { out.ready.emplace_back(begin, end); };
   const Tensor lengths = Tensor::from_ints({8, 5}, {2});  // i32 [B]
   for (int m = 0; m < micro_batches; ++m) {
-    ctx.step = first_step + static_cast<uint64_t>(m);
+    ctx.micro_step = first_step + static_cast<uint64_t>(m);
     const Tensor x = ids(8, 5, m);  // i32 [B, T]
     switch (k.family) {
       case Family::Translation: {

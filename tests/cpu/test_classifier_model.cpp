@@ -83,7 +83,7 @@ TEST_P(ClassifierGrad, MatchesFiniteDifferences) {
   nn::Context ctx;
   ctx.training = true;  // dropout on: the same masks in every call (same step)
   ctx.seed = 3;
-  ctx.step = 2;
+  ctx.micro_step = 2;
   auto objective = [&]() { return model.forward_loss(batch, ctx).loss; };
   store.zero_grad();
   std::vector<float> logits;

@@ -147,7 +147,7 @@ TEST_P(TransformerGradReady, EveryParameterOnceAndFinal) {
     rec = Recorder{};
     rec.store = &store;
     rec.buckets = &buckets;
-    ctx.step = 1 + static_cast<uint64_t>(update);
+    ctx.micro_step = 1 + static_cast<uint64_t>(update);
     ctx.grad_ready = rec.hook();
     model.forward_loss(translation_batch(1 + update), 0.1f, ctx);
     ctx.grad_ready = nullptr;
@@ -243,7 +243,7 @@ TEST_P(BertGradReady, EveryParameterOnceAndFinal) {
     Recorder rec;
     rec.store = &store;
     rec.buckets = &buckets;
-    ctx.step += 1;
+    ctx.micro_step += 1;
     ctx.grad_ready = rec.hook();
     model.forward_loss(mlm_batch(masked), ctx);
     ctx.grad_ready = nullptr;

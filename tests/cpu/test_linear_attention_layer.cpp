@@ -42,7 +42,7 @@ Context context(bool training, uint64_t update, uint64_t step = 0, uint32_t rank
   Context c;
   c.training = training;
   c.update = update;
-  c.step = step;
+  c.micro_step = step;
   c.rank = rank;
   c.seed = 11;  // the dropout seed: not the draw's
   return c;

@@ -59,7 +59,7 @@ TEST_P(BertLayerGrad, MatchesFiniteDifferences) {
   nn::Context ctx;
   ctx.training = true;  // dropout on: the same masks in every call (same step)
   ctx.seed = 9;
-  ctx.step = 4;
+  ctx.micro_step = 4;
   const std::vector<float> wv = w.to_floats();
   auto objective = [&]() {
     Tensor y = layer.forward(x, lengths, ctx);
@@ -141,7 +141,7 @@ TEST_P(MlmModelGrad, MatchesFiniteDifferences) {
   nn::Context ctx;
   ctx.training = true;
   ctx.seed = 3;
-  ctx.step = 2;
+  ctx.micro_step = 2;
   auto objective = [&]() { return model.forward_loss(batch, ctx).loss; };
   store.zero_grad();
   const models::MlmSums s = model.forward_loss(batch, ctx);

@@ -86,7 +86,7 @@ TEST_P(ChoiceGrad, MatchesFiniteDifferencesAndTheLossFromTheScores) {
   nn::Context ctx;
   ctx.training = true;  // dropout on, the same masks in every call
   ctx.seed = 3;
-  ctx.step = 2;
+  ctx.micro_step = 2;
   store.zero_grad();
   std::vector<float> scores;
   const models::ClassificationSums s = model.forward_loss(batch, ctx, &scores);

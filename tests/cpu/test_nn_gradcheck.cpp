@@ -53,7 +53,7 @@ Context make_ctx(bool training = false, uint64_t step = 7) {
   Context c;
   c.training = training;
   c.seed = 20240611;
-  c.step = step;
+  c.micro_step = step;
   return c;
 }
 

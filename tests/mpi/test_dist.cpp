@@ -326,7 +326,7 @@ TEST(Dist, BucketsLaunchDuringBackward) {
   nn::Context ctx;
   ctx.training = true;
   ctx.seed = 3;
-  ctx.step = static_cast<uint64_t>(R());
+  ctx.micro_step = static_cast<uint64_t>(R());
   // The reference: local gradients, then one plain all-reduce.
   store.zero_grad();
   model.forward_loss(b, 0.1f, ctx);

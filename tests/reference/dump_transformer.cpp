@@ -174,7 +174,7 @@ int dump(const Args& a, nn::ParameterStore& store, const ModelCalls& m, int64_t 
   std::vector<float> step_losses;
   for (int s = 0; s < kSteps; ++s) {
     store.zero_grad();
-    ctx.step = static_cast<uint64_t>(s);
+    ctx.micro_step = static_cast<uint64_t>(s);
     step_losses.push_back(static_cast<float>(m.loss(ctx).first));
     m.backward();
     optim::StepInfo info = optimizer.step(kLr, 1.0 / static_cast<double>(tokens));

@@ -1,9 +1,9 @@
-// Activation checkpointing of one layer (config key
+// Activation checkpointing of one layer, by recomputation (config key
 // train.checkpoint_activations): a training forward keeps only the layer's
 // inputs and its Context and drops everything else it saved for the
 // backward; the backward first runs the same forward again from them, then
 // the backward proper. The recompute is the same ops on the same inputs with
-// the same Context -- so the same dropout masks (keyed by ctx.step and the
+// the same Context -- so the same dropout masks (keyed by ctx.micro_step and the
 // layer ids) and the same random features (keyed by ctx.update) -- and saves
 // bit for bit what the plain forward saved: the gradients do not change, only
 // the memory held between the passes (the layers' inputs instead of all their
@@ -17,9 +17,9 @@
 
 namespace rotor::nn {
 
-class LayerCheckpoint {
+class LayerRecompute {
  public:
-  explicit LayerCheckpoint(bool enabled) : enabled_(enabled) {}
+  explicit LayerRecompute(bool enabled) : enabled_(enabled) {}
 
   // Whether a forward under `ctx` is checkpointed: enabled, and training
   // (an evaluation forward keeps nothing for a backward anyway).
