@@ -19,7 +19,7 @@ using json_io::Json;
 // under the interleaved layout the first half of the R rotated rows holds the
 // pairs' first elements, the second their seconds; the half layout is
 // GPT-NeoX's own, and rows >= R are not rotated.
-int64_t neox_source_row(int64_t j, int64_t D, const RopeConfig& r) {
+int64_t neox_source_row(int64_t j, int64_t D, const rope::Params& r) {
   rope::Params p;
   p.fraction = r.fraction;
   const int64_t R = rope::rotated_dims(p, D);
@@ -28,7 +28,7 @@ int64_t neox_source_row(int64_t j, int64_t D, const RopeConfig& r) {
 }
 
 // Whether model.rope scales the angles (a factor of 1 changes nothing).
-bool scaled(const RopeConfig& r) {
+bool scaled(const rope::Params& r) {
   return r.scaling != rope::Scaling::None && r.factor != 1.0;
 }
 

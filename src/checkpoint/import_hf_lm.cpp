@@ -91,7 +91,7 @@ std::string named(const Found& f, const char* fallback) {
 // rope_scaling {type, factor}; absent everywhere, GPTNeoXConfig's defaults
 // (10000, 0.25, unscaled). Each is checked against model.rope: one line
 // naming both values.
-void check_neox_rope(const Json& j, const RopeConfig& r, const std::string& where) {
+void check_neox_rope(const Json& j, const rope::Params& r, const std::string& where) {
   if (j.contains("rope_parameters") && j.at("rope_parameters").is_object())
     for (const auto& [key, value] : j.at("rope_parameters").items())
       if (value.is_object())

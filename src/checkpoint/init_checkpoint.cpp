@@ -43,7 +43,7 @@ void check_same_model(const Config& was, const Config& c, const std::string& whe
   // The rotation the weights were trained with: its base, its dimensions and
   // their order (context scaling may differ: fine-tuning can extend it).
   if (c.model.position->rotates_qk) {
-    const RopeConfig &a = was.model.rope, &b = c.model.rope;
+    const rope::Params &a = was.model.rope, &b = c.model.rope;
     if (a.theta != b.theta)
       ROTOR_FAIL("model.init_from: {} has model.rope.theta {}, the config {}", where, a.theta,
                  b.theta);

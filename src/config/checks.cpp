@@ -17,8 +17,8 @@ namespace {
 // model.rope's keys: set only under a rotating position encoding, each one
 // doing something, and a whole even number of rotated dimensions.
 std::optional<ConfigProblem> rope_problem(const ModelConfig& m) {
-  const RopeConfig& r = m.rope;
-  const RopeConfig defaults;
+  const rope::Params& r = m.rope;
+  const rope::Params defaults;
   if (!m.position->rotates_qk) {
     const std::pair<bool, const char*> keys[] = {
         {r.theta != defaults.theta, "model.rope.theta"},

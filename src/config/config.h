@@ -165,19 +165,8 @@ std::string enum_choices() {
 }
 
 // model.rope: rotary position embedding's settings under model.position rope
-// (core/rope.h; docs/design.md, "RoPE parameters"). The deprecated key
-// model.rope_base still sets theta.
-struct RopeConfig {
-  double theta = 10000.0;  // the base of theta_i = theta^(-2i/R)
-  double fraction = 1.0;   // of each head's dimensions rotated, the first R = int(D fraction)
-  rope::Layout layout = rope::Layout::Interleaved;  // pairs (2i, 2i+1) or (i, i + R/2)
-  rope::Scaling scaling = rope::Scaling::None;      // context scaling
-  double factor = 1.0;                              // its s (>= 1)
-  // The trained context of dynamic_ntk and yarn; 0: model.max_positions (as
-  // Hugging Face reads max_position_embeddings).
-  int original_max_positions = 0;
-  bool operator==(const RopeConfig&) const = default;
-};
+// (core/rope.h rope::Params, whose fields are the keys; docs/design.md, "RoPE
+// parameters"). The deprecated key model.rope_base still sets theta.
 
 struct ModelConfig {
   int encoder_layers = 6;  // ignored for task lm
@@ -192,7 +181,7 @@ struct ModelConfig {
   NormPlacement norm = NormPlacement::Post;
   double layer_norm_eps = 1e-5;
   nn::PositionKind position = nn::PositionKind::Sinusoidal;
-  RopeConfig rope;
+  rope::Params rope;  // model.rope.*; original_max_positions 0: max_positions
   int max_positions = 1024;
   // Source, target and output projection share one matrix (task lm: the
   // output projection is the token embedding).

@@ -35,16 +35,19 @@ enum class Scaling : int32_t { None = 0, Linear, Ntk, DynamicNtk, Yarn };
 constexpr double kYarnBetaFast = 32.0;
 constexpr double kYarnBetaSlow = 1.0;
 
-// The settings of model.rope (models/model_config.cpp fills them in), passed
-// by value to the kernels. factor s >= 1; original_max: the context the model
-// was trained at (dynamic_ntk, yarn).
+// The settings of model.rope, as the config holds them (config/config.h:
+// ModelConfig::rope, its keys these fields' names) and as the kernels take
+// them by value. factor s >= 1; original_max_positions: the context the model
+// was trained at (dynamic_ntk, yarn); 0 in a config means model.max_positions,
+// which models/model_config.cpp puts in before a layer sees it.
 struct Params {
-  double base = 10000.0;  // model.rope.theta
-  double fraction = 1.0;  // of each head's dimensions rotated (the first ones)
-  Layout layout = Layout::Interleaved;
-  Scaling scaling = Scaling::None;
-  double factor = 1.0;
-  int64_t original_max = 0;
+  double theta = 10000.0;  // the base of theta_i = theta^(-2i/R)
+  double fraction = 1.0;   // of each head's dimensions rotated (the first R = int(D fraction))
+  Layout layout = Layout::Interleaved;  // pairs (2i, 2i+1) or (i, i + R/2)
+  Scaling scaling = Scaling::None;      // context scaling
+  double factor = 1.0;                  // its s
+  int64_t original_max_positions = 0;
+  bool operator==(const Params&) const = default;
 };
 
 // R: the rotated dimensions of a head of dimension D, int(D * fraction) as
@@ -66,27 +69,29 @@ ROTOR_HD double ntk_base(double base, double factor, int64_t rotated) {
 }
 
 // p as it rotates a call whose current length is `length` (1 + the largest
-// position the call rotates; docs/design.md): dynamic_ntk past original_max
+// position the call rotates; docs/design.md): dynamic_ntk past original_max_positions
 // becomes the NTK base of Hugging Face's dynamic scaling,
-// base * (s L / original_max - (s - 1))^(R/(R-2)), and up to original_max
+// base * (s L / original_max_positions - (s - 1))^(R/(R-2)), and up to original_max_positions
 // plain RoPE. Every other scaling is returned as it is.
 ROTOR_HD Params at_length(Params p, int64_t head_dim, int64_t length) {
   if (p.scaling != Scaling::DynamicNtk) return p;
   p.scaling = Scaling::None;
-  if (length > p.original_max) {
+  if (length > p.original_max_positions) {
     const double s = p.factor;
-    const double grown = s * static_cast<double>(length) / static_cast<double>(p.original_max);
-    p.base = ntk_base(p.base, grown - (s - 1.0), rotated_dims(p, head_dim));
+    const double grown =
+        s * static_cast<double>(length) / static_cast<double>(p.original_max_positions);
+    p.theta = ntk_base(p.theta, grown - (s - 1.0), rotated_dims(p, head_dim));
   }
   return p;
 }
 
 // YaRN's blend of pair `pair` (0: keep the frequency, 1: divide it by s): a
 // linear ramp between the pairs that turn kYarnBetaFast and kYarnBetaSlow
-// times over original_max positions, rounded outwards and clamped to [0, R-1].
+// times over original_max_positions positions, rounded outwards and clamped to [0, R-1].
 ROTOR_HD double yarn_ramp(const Params& p, int64_t pair, int64_t rotated) {
   const double r = static_cast<double>(rotated), two_pi = 6.283185307179586476925;
-  const double ctx = static_cast<double>(p.original_max), log_base = 2.0 * std::log(p.base);
+  const double ctx = static_cast<double>(p.original_max_positions),
+               log_base = 2.0 * std::log(p.theta);
   double low = std::floor(r * std::log(ctx / (kYarnBetaFast * two_pi)) / log_base);
   double high = std::ceil(r * std::log(ctx / (kYarnBetaSlow * two_pi)) / log_base);
   low = low < 0.0 ? 0.0 : low;
@@ -106,7 +111,7 @@ ROTOR_HD double attention_factor(const Params& p) {
 // theta_i of pair `pair` of the R = `rotated` rotated dimensions. dynamic_ntk
 // must have been resolved by at_length (here it counts as unscaled).
 ROTOR_HD double frequency(const Params& p, int64_t pair, int64_t rotated) {
-  const double base = p.scaling == Scaling::Ntk ? ntk_base(p.base, p.factor, rotated) : p.base;
+  const double base = p.scaling == Scaling::Ntk ? ntk_base(p.theta, p.factor, rotated) : p.theta;
   const double theta =
       std::pow(base, -2.0 * static_cast<double>(pair) / static_cast<double>(rotated));
   if (p.scaling == Scaling::Linear) return theta / p.factor;  // positions divided by s

@@ -8,31 +8,25 @@
 namespace rotor::models {
 
 rope::Params rope_params(const ModelConfig& m) {
-  rope::Params p;
-  p.base = m.rope.theta;
-  p.fraction = m.rope.fraction;
-  p.layout = m.rope.layout;
-  p.scaling = m.rope.scaling;
-  p.factor = m.rope.factor;
-  p.original_max =
-      m.rope.original_max_positions > 0 ? m.rope.original_max_positions : m.max_positions;
+  rope::Params p = m.rope;
+  if (p.original_max_positions <= 0) p.original_max_positions = m.max_positions;
   return p;
 }
 
 std::string rope_summary(const ModelConfig& m) {
-  const RopeConfig& r = m.rope;
+  const rope::Params& r = m.rope;
   std::string scaling = "no scaling";
   if (r.scaling != rope::Scaling::None) {
     scaling = fmt::format("{} x{}", to_string(r.scaling), r.factor);
     if (r.scaling == rope::Scaling::DynamicNtk || r.scaling == rope::Scaling::Yarn)
-      scaling += fmt::format(" of {} positions", rope_params(m).original_max);
+      scaling += fmt::format(" of {} positions", rope_params(m).original_max_positions);
   }
   return fmt::format("theta {}, fraction {}, layout {}, {}", r.theta, r.fraction,
                      to_string(r.layout), scaling);
 }
 
-std::string rope_off_default(const RopeConfig& r) {
-  const RopeConfig d;
+std::string rope_off_default(const rope::Params& r) {
+  const rope::Params d;
   if (r.theta != d.theta) return fmt::format("model.rope.theta is {}", r.theta);
   if (r.fraction != d.fraction) return fmt::format("model.rope.fraction is {}", r.fraction);
   if (r.layout != d.layout) return fmt::format("model.rope.layout is {}", to_string(r.layout));

@@ -26,7 +26,7 @@ rope::Params rope_params(const ModelConfig& model);
 std::string rope_summary(const ModelConfig& model);
 // "model.rope.theta is 500": the first key of model.rope off its default, or
 // "" (RoFormer's rotation: theta 10000, every dimension, interleaved, unscaled).
-std::string rope_off_default(const RopeConfig& rope);
+std::string rope_off_default(const rope::Params& rope);
 
 // The translation model of `config` for a vocabulary of `vocab_size` pieces.
 TransformerOptions transformer_options(const Config& config, int64_t vocab_size);
@@ -54,7 +54,7 @@ BertClassifierOptions bert_classifier_options(const Config& config, int64_t voca
 struct HfEncoderOptions {
   nn::PositionKind position = nn::PositionKind::Learned;
   std::string prefix;  // position's Hugging Face family: "bert" or "roformer"
-  RopeConfig rope;
+  rope::Params rope;
   int64_t d_model = 0, num_layers = 0, n_heads = 0, d_ff = 0;
   int64_t max_positions = 0, type_vocab_size = 0;
   ops::Activation activation = ops::Activation::GELU;
@@ -68,7 +68,7 @@ HfEncoderOptions hf_encoder_options(const Config& config);
 struct HfLmOptions {
   nn::PositionKind position = nn::PositionKind::Rope;
   std::string model_type;  // position's Hugging Face causal LM: "gpt_neox", "gpt2" or ""
-  RopeConfig rope;
+  rope::Params rope;
   int64_t d_model = 0, num_layers = 0, n_heads = 0, d_ff = 0, max_positions = 0;
   ops::Activation activation = ops::Activation::GELU;
   bool post_norm = false, scale_embeddings = true, share_embeddings = true;

@@ -7,8 +7,8 @@
 namespace rotor::ops {
 
 void check_rope_params(const rope::Params& p, int64_t head_dim, const char* op) {
-  if (!(std::isfinite(p.base) && p.base > 0.0))
-    ROTOR_FAIL("{}: the RoPE base must be finite and > 0, got {}", op, p.base);
+  if (!(std::isfinite(p.theta) && p.theta > 0.0))
+    ROTOR_FAIL("{}: the RoPE base must be finite and > 0, got {}", op, p.theta);
   if (!(p.fraction > 0.0 && p.fraction <= 1.0))
     ROTOR_FAIL("{}: the RoPE fraction must be in (0, 1], got {}", op, p.fraction);
   const int64_t r = rope::rotated_dims(p, head_dim);
@@ -23,9 +23,9 @@ void check_rope_params(const rope::Params& p, int64_t head_dim, const char* op) 
                op, r);
   const bool needs_context =
       p.scaling == rope::Scaling::DynamicNtk || p.scaling == rope::Scaling::Yarn;
-  if (needs_context && p.original_max <= 0)
+  if (needs_context && p.original_max_positions <= 0)
     ROTOR_FAIL("{}: this RoPE scaling needs the original context length (> 0), got {}", op,
-               p.original_max);
+               p.original_max_positions);
 }
 
 std::vector<rope::Rotation> rope_table(const rope::Params& p, int64_t head_dim, int64_t pos0,

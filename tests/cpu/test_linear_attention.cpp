@@ -72,7 +72,7 @@ struct Brute {
   }
   Vec scaled(const double* x, int64_t pos) const {
     Vec s(x, x + c.D);
-    if (o.rope == LinearRope::BeforeFeatureMap) s = rotate(s, pos, o.rope_params.base);
+    if (o.rope == LinearRope::BeforeFeatureMap) s = rotate(s, pos, o.rope_params.theta);
     for (double& e : s) e *= scale();
     return s;
   }
@@ -126,7 +126,7 @@ struct Brute {
         const int64_t pn = o.rope_k_offset + n;
         const Vec pk = phi(scaled(&k[(bh * c.Tk + n) * c.D], pn), stab[c.Tq + m]);
         const double w =
-            after ? dot(rotate(pq, pm, o.rope_params.base), rotate(pk, pn, o.rope_params.base))
+            after ? dot(rotate(pq, pm, o.rope_params.theta), rotate(pk, pn, o.rope_params.theta))
                   : dot(pq, pk);
         for (int64_t e = 0; e < c.Dv; ++e) num[e] += w * v[(bh * c.Tk + n) * c.Dv + e];
         den += dot(pq, pk);
@@ -162,7 +162,7 @@ void check_case(const Case& c, LinearFeatureMap map, LinearRope rope) {
   o.rope = rope;
   o.causal = c.causal;
   o.chunk = c.chunk;
-  o.rope_params.base = 10.0;
+  o.rope_params.theta = 10.0;
   o.rope_q_offset = 3;
   o.rope_k_offset = c.Tq == c.Tk ? 3 : 0;
   if (!c.key_lengths.empty()) o.key_lengths = Tensor::from_ints(c.key_lengths, {c.B});
@@ -269,7 +269,7 @@ TEST(LinearAttention, PositionShiftKeepsTheNumerator) {
       o.causal = causal;
       o.chunk = 5;
       o.rope = LinearRope::AfterFeatureMap;
-      o.rope_params.base = 100.0;
+      o.rope_params.theta = 100.0;
       Tensor proj =
           map == LinearFeatureMap::Favor ? ops::favor_projection(3, 0, 0, M, D) : Tensor();
       auto num_at = [&](int64_t q_offset, int64_t k_offset) {

@@ -690,7 +690,7 @@ TEST(GradCheck, CrossAttention) {
   c.key_lengths = {5, 2};
   check_attention(c, 76, "cross, key padding");
 }
-TEST(GradCheck, CrossAttentionRopeConfigNeverRotates) {
+TEST(GradCheck, CrossAttentionRopeParamsNeverRotates) {
   // cfg.rope on a cross-attention is ignored (decision 7): same gradients, too.
   AttnCase c;
   c.cross = true;

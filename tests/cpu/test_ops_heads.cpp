@@ -29,7 +29,7 @@ SplitHeadsOptions options(int64_t heads, int rope_parts, int64_t offset, float s
   SplitHeadsOptions o;
   o.n_heads = heads;
   o.rope_parts = rope_parts;
-  o.rope.base = base;
+  o.rope.theta = base;
   o.position_offset = offset;
   o.part0_scale = scale;
   return o;
@@ -59,7 +59,7 @@ std::vector<Vec> split_ref(const Vec& x, const Dims& d, const SplitHeadsOptions&
                 static_cast<size_t>((((b * d.T + t) * d.P + p) * d.H + h) * d.D + 2 * i);
             const size_t to = static_cast<size_t>(((b * d.H + h) * d.T + t) * d.D + 2 * i);
             const double a = p < o.rope_parts
-                                 ? (t + o.position_offset) * std::pow(o.rope.base, -2.0 * i / d.D)
+                                 ? (t + o.position_offset) * std::pow(o.rope.theta, -2.0 * i / d.D)
                                  : 0.0;
             const double s = p == 0 ? o.part0_scale : 1.0;
             Vec& out = parts[static_cast<size_t>(p)];

@@ -23,7 +23,7 @@ Params scaled(Scaling s, double factor, int64_t original_max = 0) {
   Params p;
   p.scaling = s;
   p.factor = factor;
-  p.original_max = original_max;
+  p.original_max_positions = original_max;
   return p;
 }
 
@@ -65,7 +65,7 @@ TEST(RopeParams, DynamicNtkChangesNothingUpToTheOriginalContext) {
   for (int64_t length : {1, 17, 64}) {
     const Params at = rope::at_length(dyn, D, length);
     EXPECT_EQ(at.scaling, Scaling::None);
-    EXPECT_EQ(at.base, plain.base);
+    EXPECT_EQ(at.theta, plain.theta);
     for (int64_t m = 0; m < length; ++m)
       for (int64_t i = 0; i < D / 2; ++i) {
         EXPECT_EQ(rope::rotation(at, m, i, D).cos, rope::rotation(plain, m, i, D).cos);
@@ -74,7 +74,7 @@ TEST(RopeParams, DynamicNtkChangesNothingUpToTheOriginalContext) {
   }
   // Past it, Hugging Face's base: 10000 * (4 * 128 / 64 - 3)^(8/6) = 10000 * 5^(4/3).
   const Params at = rope::at_length(dyn, D, 128);
-  EXPECT_NEAR(at.base, 85498.797333834835, 1e-7);
+  EXPECT_NEAR(at.theta, 85498.797333834835, 1e-7);
   EXPECT_NEAR(rope::frequency(at, 1, D), std::pow(85498.797333834835, -0.25), 1e-15);
 
   // Through the head split: a call of T <= 64 positions is bitwise unscaled.

@@ -86,7 +86,7 @@ void feature_case(ops::LinearFeatureMap map, ops::LinearRope rope, bool causal) 
   const auto x = randoms(size_t(BH * T * D), 3);
   const auto W = ops::favor_projection(1, 0, 0, M, D).to_floats();
   rope::Params p;
-  p.base = 10.0;
+  p.theta = 10.0;
   la::FeatureArgs f;
   f.x = x.data();
   f.BH = BH;
@@ -148,7 +148,7 @@ void causal_case(ops::LinearFeatureMap map, ops::LinearRope rope, int64_t Tq, in
   o.rope = rope;
   o.causal = true;
   o.chunk = 3;
-  o.rope_params.base = 10.0;
+  o.rope_params.theta = 10.0;
   o.rope_q_offset = Tk - Tq;
   if (!key_len.empty()) o.key_lengths = Tensor::from_ints(key_len, {B});
   Tensor out = Tensor::empty({B, H, Tq, Dv}), den = Tensor::empty({B, H, Tq});

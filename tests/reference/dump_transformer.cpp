@@ -199,7 +199,7 @@ int dump(const Args& a, nn::ParameterStore& store, const ModelCalls& m, int64_t 
       {"d_model", std::to_string(layer.d_model)},
       {"n_heads", std::to_string(layer.n_heads)},
       {"d_ff", std::to_string(layer.d_ff)},
-      {"rope_base", num(layer.rope_params.base)},
+      {"rope_base", num(layer.rope_params.theta)},
       {"layer_norm_eps", num(kLayerNormEps)},
       {"tgt_tokens", std::to_string(tokens)},
       {"lr", num(kLr)},
