@@ -47,8 +47,15 @@ struct Params {
   Scaling scaling = Scaling::None;      // context scaling
   double factor = 1.0;                  // its s
   int64_t original_max_positions = 0;
-  bool operator==(const Params&) const = default;
 };
+
+// Written out rather than defaulted: the CUDA sources build as C++17.
+inline bool operator==(const Params& a, const Params& b) {
+  return a.theta == b.theta && a.fraction == b.fraction && a.layout == b.layout &&
+         a.scaling == b.scaling && a.factor == b.factor &&
+         a.original_max_positions == b.original_max_positions;
+}
+inline bool operator!=(const Params& a, const Params& b) { return !(a == b); }
 
 // R: the rotated dimensions of a head of dimension D, int(D * fraction) as
 // GPT-NeoX's rotary_ndims (callers check that it is even and > 0).
