@@ -10,8 +10,26 @@
 // -ffp-contract=off, CMakeLists.txt), so that results never depend on the CPU.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #define ROTOR_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ROTOR_CPU_CLONES
 #endif
+
+namespace rotor::ops::detail {
+
+// f(begin, end) over [0, n) in chunks of kChunk elements, the chunks shared
+// among the OpenMP threads; one chunk (a small tensor) runs on the calling
+// thread, without waking a team for a few microseconds of work.
+template <class F>
+void for_chunks(int64_t n, F&& f) {
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
+}
+
+}  // namespace rotor::ops::detail

@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "ops/cpu_clones.h"
 #include "ops/cpu_f32.h"
+#include "ops/cpu_math.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -60,13 +62,31 @@ void store(Tensor& t, int64_t i, float v) {
   }
 }
 
+// GELU's tanh approximation and its derivative, with detail::tanh_f32 (the
+// same bits on every CPU; libm's tanhf keeps the loops from vectorizing).
 inline float gelu(float x) {
-  return 0.5f * x * (1.0f + std::tanh(kGeluC * (x + kGeluA * x * x * x)));
+  return 0.5f * x * (1.0f + detail::tanh_f32(kGeluC * (x + kGeluA * x * x * x)));
 }
 
 inline float gelu_grad(float x) {
-  float t = std::tanh(kGeluC * (x + kGeluA * x * x * x));
+  float t = detail::tanh_f32(kGeluC * (x + kGeluA * x * x * x));
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+}
+
+// The activations over [0, n), in vector clones (ops/cpu_clones.h). x and y
+// (dy and dx) may be one array: element i is read before it is written.
+ROTOR_CPU_CLONES void relu_span(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+ROTOR_CPU_CLONES void gelu_span(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]);
+}
+// The subgradient of ReLU at 0 is taken as 0, as PyTorch does.
+ROTOR_CPU_CLONES void relu_grad_span(const float* dy, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+ROTOR_CPU_CLONES void gelu_grad_span(const float* dy, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * gelu_grad(x[i]);
 }
 
 // out = op(a, b) element by element, in f32 (16-bit tensors through f32
@@ -215,12 +235,10 @@ void activation_forward(const Tensor& x, Tensor& y, Activation act) {
       if (px != py) y.copy_from(x);
       break;
     case Activation::ReLU:
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) py[i] = px[i] > 0.0f ? px[i] : 0.0f;
+      detail::for_chunks(n, [&](int64_t b, int64_t e) { relu_span(px + b, py + b, e - b); });
       break;
     case Activation::GELU:
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) py[i] = gelu(px[i]);
+      detail::for_chunks(n, [&](int64_t b, int64_t e) { gelu_span(px + b, py + b, e - b); });
       break;
   }
 }
@@ -245,13 +263,12 @@ void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activati
       if (pdx != pdy) dx.copy_from(dy);
       break;
     case Activation::ReLU:
-      // The subgradient at 0 is taken as 0, as PyTorch does.
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) pdx[i] = px[i] > 0.0f ? pdy[i] : 0.0f;
+      detail::for_chunks(
+          n, [&](int64_t b, int64_t e) { relu_grad_span(pdy + b, px + b, pdx + b, e - b); });
       break;
     case Activation::GELU:
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) pdx[i] = pdy[i] * gelu_grad(px[i]);
+      detail::for_chunks(
+          n, [&](int64_t b, int64_t e) { gelu_grad_span(pdy + b, px + b, pdx + b, e - b); });
       break;
   }
 }
