@@ -265,6 +265,17 @@ def check(a):
           % (rot.shape[0], rot.shape[1], diff, sorted(unused) or "none"))
     print("check: ap twin %.4f rotor-probabilities %.4f; auroc_macro twin %.4f rotor %.4f"
           % (m_twin["ap"], m_rot["ap"], m_twin["auroc_macro"], m_rot["auroc_macro"]))
+    # The head: where its output bias went, and how saturated BERT's tanh
+    # pooler is (|h| > 0.99: its derivative 1 - h^2 below 0.02) on the split.
+    model.eval()
+    with torch.no_grad():
+        b, lengths, _ = data.batch(list(range(min(512, len(data)))))
+        _, h = model(b, lengths)
+    bias = model.out.bias.detach()
+    print("head: output bias mean %.3f (from %.3f to %.3f); pooled |h| > 0.99: %.2f of the units; "
+          "pooled std over patients %.3f"
+          % (float(bias.mean()), float(bias.min()), float(bias.max()),
+             float((h.abs() > 0.99).float().mean()), float(h.std(dim=0).mean())))
     # rotor predict prints probabilities to 6 decimals.
     return 0 if diff <= a.tolerance else 1
 
@@ -330,6 +341,12 @@ def train(a):
             loss = loss * C  # summed over the codes, mean over the patients
         opt.zero_grad()
         loss.backward()
+        if u == 1:  # the scale of the gradients against Adam's eps (loss mean over the codes)
+            rms = sorted(float(p.grad.pow(2).mean().sqrt()) for n, p in model.named_parameters()
+                         if not n.endswith(".k.bias"))  # softmax ignores the key bias: grad 0
+            print("update 1: loss %.4f; gradient RMS per tensor: min %.2e, median %.2e, max %.2e "
+                  "(key biases left out); Adam eps %.0e" % (float(loss.detach()), rms[0],
+                                                             rms[len(rms) // 2], rms[-1], eps))
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip if clip > 0 else float("inf"))
         for g in opt.param_groups:
             g["lr"] = lr_at(u)
@@ -344,7 +361,7 @@ def train(a):
             print("update %5d | train loss %.4f | gnorm %.3g | valid ap %.4f auroc_macro %.4f | "
                   "head |h|>0.99 %.2f | bias mean %.2f | %.0fs"
                   % (u, run_loss / interval, float(gnorm), mv["ap"], mv["auroc_macro"], sat,
-                     float(model.out.bias.mean()), time.time() - t0), flush=True)
+                     float(model.out.bias.detach().mean()), time.time() - t0), flush=True)
             run_loss = 0.0
             if mv["ap"] > best[0]:
                 best = (mv["ap"], u, {k: v.clone() for k, v in model.state_dict().items()})
