@@ -25,6 +25,15 @@ from src/data/ehr.h's build_ehr_sequence, not from rotor's code.
                 (default: the config's model.classifier_bias)
                 [--loss mean|sum] [--eps E] [--batch-size B] [--seed N]
 
+  replay  the same batches: rotor's epoch plan (data/batch_plan.h, its
+          Philox shuffle replayed here) from the same initial weights, without
+          dropout; compares the weights and the test probabilities after the
+          updates with rotor's:
+            ehr_twin.py replay --init RUN0 --run RUN1 --dir DIR
+          RUN0: a rotor run of the config with optim.lr=0 and one update (its
+          checkpoint holds the initial weights); RUN1: the same config with
+          model.dropout=0, model.attention_dropout=0 and model.init_from=RUN0:best.
+
 Needs torch and numpy (exits 77 without them); reads the directory and
 scores with scripts/eval/ehr_baselines.py.
 """
@@ -280,6 +289,122 @@ def check(a):
     return 0 if diff <= a.tolerance else 1
 
 
+# ---- replay: rotor's batches (src/core/philox.h, src/data/batch_plan.h) ----
+
+M32 = 0xFFFFFFFF
+
+
+def philox4x32_10(c, k0, k1):
+    c0, c1, c2, c3 = c
+    for _ in range(10):
+        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0) & M32, p1 & M32, ((p0 >> 32) ^ c3 ^ k1) & M32, p0 & M32
+        k0, k1 = (k0 + 0x9E3779B9) & M32, (k1 + 0xBB67AE85) & M32
+    return c0, c1, c2, c3
+
+
+class PhiloxRng:
+    def __init__(self, seed, stream):
+        self.seed, self.stream, self.pos, self.cache = seed, stream, 0, (None, None)
+
+    def u32(self):
+        block, lane = self.pos >> 2, self.pos & 3
+        if self.cache[0] != block:
+            s, st = self.seed, self.stream
+            self.cache = (block, philox4x32_10((block & M32, block >> 32, st & M32, st >> 32),
+                                               s & M32, (s >> 32) & M32))
+        self.pos += 1
+        return self.cache[1][lane]
+
+    def below(self, n):
+        limit = (2 ** 64 - 1) - (2 ** 64 - 1) % n
+        while True:
+            x = (self.u32() << 32) | self.u32()
+            if x < limit:
+                return x % n
+
+
+def rotor_batches(n, batch_size, seed, layer=3):
+    """rotor's classification batches, epoch after epoch (one rank, no drop_last)."""
+    epoch = 0
+    while True:
+        stream = (epoch << 32) | ((layer & 0xFFF) << 20) | ((4 & 0xFF) << 12)  # RngPurpose::Shuffle
+        rng, order = PhiloxRng(seed, stream), list(range(n))
+        for i in range(n, 1, -1):
+            j = rng.below(i)
+            order[i - 1], order[j] = order[j], order[i - 1]
+        for b in range(0, n, batch_size):
+            yield order[b:b + batch_size]
+        epoch += 1
+
+
+def load_rotor_weights(model, ckpt):
+    w = load_safetensors(os.path.join(ckpt, "model.safetensors"))
+    names = model.names()
+    with torch.no_grad():
+        for k, t in model.named_parameters():
+            t.copy_(w[names[k]])
+    return w
+
+
+def replay(a):
+    import json
+    cfg = yaml.safe_load(open(os.path.join(a.run, "config.yaml")))
+    m, t, o = cfg["model"], cfg["train"], cfg["optim"]
+    if m["dropout"] != 0 or m["attention_dropout"] != 0:
+        sys.exit("replay: %s trains with dropout; its masks cannot be replayed" % a.run)
+    meta = json.load(open(os.path.join(a.dir, "ehr.json")))
+    C = meta["vocab_size"] - eb.FIRST_CODE
+    tr = Data(a.dir, "train", cfg["data"]["seq_len"], C)
+    te = Data(a.dir, a.split, cfg["data"]["seq_len"], C)
+    model = Twin(m, meta["vocab_size"], C)
+    load_rotor_weights(model, os.path.join(a.init, "checkpoints", "best"))
+    updates, warmup = t["max_updates"], o["warmup_updates"]
+    opt, lr_at = optimizer(model, o, o["lr"], o["eps"], updates, warmup)
+    batches = rotor_batches(len(tr), t["batch_size"], cfg["seed"])
+    for u in range(1, updates + 1):
+        b, lengths, y = tr.batch(next(batches))
+        loss = F.binary_cross_entropy_with_logits(model(b, lengths)[0], y)
+        opt.zero_grad()
+        loss.backward()
+        if t.get("clip_norm", 0) > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t["clip_norm"])
+        for g in opt.param_groups:
+            g["lr"] = lr_at(u)
+        opt.step()
+    final = os.path.join(a.run, "checkpoints", "step_%d" % updates)
+    rot = load_safetensors(os.path.join(final, "model.safetensors"))
+    names = model.names()
+    worst = max(((float((p.detach() - rot[names[k]]).abs().max()), names[k])
+                 for k, p in model.named_parameters()), key=lambda x: x[0])
+    p_twin = 1 / (1 + np.exp(-scores(model, te)))
+    load_rotor_weights(model, final)
+    p_rot = 1 / (1 + np.exp(-scores(model, te)))
+    diff = float(np.abs(p_twin - p_rot).max())
+    ap_t, ap_r = eb.sample_ap(p_twin, te.truth), eb.sample_ap(p_rot, te.truth)
+    print("replay: %d updates of rotor's batches from %s; largest weight difference %.2e (%s); "
+          "%s: max |p_rotor - p_twin| %.2e, ap twin %.4f rotor %.4f"
+          % (updates, a.init, worst[0], worst[1], a.split, diff, ap_t, ap_r))
+    return 0 if diff <= a.tolerance and abs(ap_t - ap_r) <= a.tolerance else 1
+
+
+def optimizer(model, o, lr, eps, updates, warmup):
+    """AdamW with rotor's decay groups (biases and norms excluded) and its
+    linear schedule (src/train/scheduler.h), update u = 1, 2, ..."""
+    decay = [p for n, p in model.named_parameters() if not n.endswith("bias") and "ln" not in n]
+    no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "ln" in n]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o.get("weight_decay", 0.0)},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=lr, betas=tuple(o.get("betas", (0.9, 0.999))), eps=eps)
+    end_lr, init_lr = o.get("end_lr", 0.0), o.get("warmup_init_lr", 0.0)
+
+    def lr_at(u):
+        if u <= warmup:
+            return init_lr + (lr - init_lr) * u / max(1, warmup)
+        return end_lr + (lr - end_lr) * (updates - u) / max(1, updates - warmup)
+    return opt, lr_at
+
+
 # ---- train: the recipe of a rotor config ----
 
 def train(a):
@@ -311,17 +436,7 @@ def train(a):
         p = np.clip(tr.truth.mean(axis=0), 1e-4, 1 - 1e-4)
         with torch.no_grad():
             model.out.bias.copy_(torch.from_numpy(np.log(p / (1 - p))).float())
-    decay = [p for n, p in model.named_parameters() if not n.endswith("bias") and "ln" not in n]
-    no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "ln" in n]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o.get("weight_decay", 0.0)},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr, betas=tuple(o.get("betas", (0.9, 0.999))), eps=eps)
-    end_lr, init_lr = o.get("end_lr", 0.0), o.get("warmup_init_lr", 0.0)
-
-    def lr_at(u):  # rotor's linear schedule (src/train/scheduler.h), update u = 1..
-        if u <= warmup:
-            return init_lr + (lr - init_lr) * u / max(1, warmup)
-        return end_lr + (lr - end_lr) * (updates - u) / max(1, updates - warmup)
+    opt, lr_at = optimizer(model, o, lr, eps, updates, warmup)
 
     rng = np.random.default_rng(a.seed)
     order, at = rng.permutation(len(tr)), 0
@@ -398,8 +513,14 @@ def main():
     t.add_argument("--valid-interval", type=int)
     t.add_argument("--seed", type=int, default=1)
     t.add_argument("--threads", type=int, default=2)
+    r = sub.add_parser("replay")
+    r.add_argument("--init", required=True, help="the rotor run whose checkpoint holds the initial weights")
+    r.add_argument("--run", required=True, help="the rotor run trained from them without dropout")
+    r.add_argument("--dir", required=True)
+    r.add_argument("--split", default="test")
+    r.add_argument("--tolerance", type=float, default=1e-3)
     a = ap.parse_args()
-    sys.exit(check(a) if a.mode == "check" else train(a))
+    sys.exit({"check": check, "train": train, "replay": replay}[a.mode](a))
 
 
 if __name__ == "__main__":
