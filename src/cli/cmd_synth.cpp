@@ -19,6 +19,7 @@ struct SynthArgs {
   int64_t seed = 1;
   int64_t patients = 1000;
   std::string format = "csv";
+  rotor::data::SynthEhrKnobs knobs;
 };
 
 int run_synth_ehr(const SynthArgs& a) {
@@ -26,7 +27,16 @@ int run_synth_ehr(const SynthArgs& a) {
   check_int("synth", "--patients", a.patients, 1, 10'000'000);
   if (a.format != "csv" && a.format != "jsonl")
     ROTOR_FAIL("synth: --format must be csv or jsonl, got '{}'", a.format);
+  const auto& k = a.knobs;
+  check_real("synth", "--recur", k.recur, 0, 1);
+  check_real("synth", "--age-effect", k.age_effect, 0, 10);
+  check_int("synth", "--chains", k.chains, 0, 999);
+  check_real("synth", "--chain-strength", k.chain_strength, 0, 1);
+  check_int("synth", "--noise-codes", k.noise_codes, 1, 999);
+  check_int("synth", "--noise-per-visit", k.noise_per_visit, 1, k.noise_codes);
+  check_real("synth", "--noise-zipf", k.noise_zipf, 0, 10);
   rotor::data::SynthEhrOptions o;
+  o.knobs = k;
   o.output_dir = a.numbers.output_dir;
   o.patients = a.patients;
   o.seed = static_cast<uint64_t>(a.seed);
@@ -79,6 +89,26 @@ ROTOR_COMMAND("synth", "Write a synthetic data set (numbers-en-de, ehr)", 22, []
       ->capture_default_str();
   sub.add_option("--patients", a->patients, "ehr: patients in the cohort")->capture_default_str();
   sub.add_option("--format", a->format, "ehr: csv (events.csv, patients.csv) or jsonl")
+      ->capture_default_str();
+  auto& k = a->knobs;  // src/data/synth_ehr.h; the defaults make the shipped cohort
+  sub.add_option("--recur", k.recur, "ehr: chance that a chronic condition recurs at a later visit")
+      ->capture_default_str();
+  sub.add_option("--age-effect", k.age_effect,
+                 "ehr: exponent of the age curves of incidence (0: none, 2: sharper)")
+      ->capture_default_str();
+  sub.add_option("--chains", k.chains,
+                 "ehr: next-visit chains (a trigger code makes its target likely at the next "
+                 "visit)")
+      ->capture_default_str();
+  sub.add_option("--chain-strength", k.chain_strength,
+                 "ehr: chance of a chain's target at the visit after its trigger")
+      ->capture_default_str();
+  sub.add_option("--noise-codes", k.noise_codes, "ehr: acute (noise) codes")->capture_default_str();
+  sub.add_option("--noise-per-visit", k.noise_per_visit,
+                 "ehr: at most this many acute codes per visit (one to that many)")
+      ->capture_default_str();
+  sub.add_option("--noise-zipf", k.noise_zipf,
+                 "ehr: Zipf exponent of the acute codes' frequencies (0: uniform)")
       ->capture_default_str();
   return [a] { return run_synth(*a); };
 });

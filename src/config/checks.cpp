@@ -225,6 +225,11 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
     return ConfigProblem{"model.age_vocab_size",
                          "an age embedding needs EHR data (data.format: ehr)",
                          {"data.format"}};
+  if (m.classifier_bias == ClassifierBias::Prior && c.task != Task::Multilabel)
+    return ConfigProblem{"model.classifier_bias",
+                         "prior starts task multilabel's head at the label log-odds; task " +
+                             std::string(to_string(c.task)) + " has no such head",
+                         {"task"}};
   if (m.age_embedding == AgeEmbedding::Time2Vec && m.age_vocab_size == 0)
     return ConfigProblem{"model.age_embedding",
                          "time2vec reads ages as age id / model.age_vocab_size, which is 0 (no "

@@ -45,6 +45,9 @@ enum class PositionSource { Token, Visit };
 // How ages enter the EHR encoder (model.age_embedding): a table of age ids,
 // or Time2Vec of the age (nn/time2vec.h).
 enum class AgeEmbedding { Table, Time2Vec };
+// How the output bias of task multilabel's head starts (model.classifier_bias):
+// zero, or each label's log-odds in the training labels (models/bert_classifier.h).
+enum class ClassifierBias { Zero, Prior };
 enum class OptimizerName { Adam, AdamW };
 // What a validation reports (train.valid_metrics) and what the best
 // checkpoint and early stopping follow (train.best_metric). f1, mcc, pearson
@@ -95,6 +98,7 @@ ROTOR_ENUM_NAMES(PositionSource, {PositionSource::Token, "token"},
                  {PositionSource::Visit, "visit"});
 ROTOR_ENUM_NAMES(AgeEmbedding, {AgeEmbedding::Table, "table"},
                  {AgeEmbedding::Time2Vec, "time2vec"});
+ROTOR_ENUM_NAMES(ClassifierBias, {ClassifierBias::Zero, "zero"}, {ClassifierBias::Prior, "prior"});
 ROTOR_ENUM_NAMES(OptimizerName, {OptimizerName::Adam, "adam"}, {OptimizerName::AdamW, "adamw"});
 ROTOR_ENUM_NAMES(ValidMetric, {ValidMetric::Loss, "loss"}, {ValidMetric::Accuracy, "accuracy"},
                  {ValidMetric::Bleu, "bleu"}, {ValidMetric::Chrf, "chrf"}, {ValidMetric::F1, "f1"},
@@ -200,6 +204,12 @@ struct ModelConfig {
   // shares 0 with the first visit), for sinusoidal, learned and rope; EHR only.
   PositionSource position_source = PositionSource::Token;
   double init_std = 0.02;  // mlm (BERT) init; translation uses the fairseq init
+  // Task multilabel: the head's output bias starts at zero (sigmoid 0.5 for
+  // every label) or at each label's log-odds log(p / (1 - p)), p its share of
+  // the training examples (clipped to [0.5 / N, 1 - 0.5 / N]), so that the
+  // first updates need not drive hundreds of rare labels down through the
+  // encoder (docs/results.md, issue 42).
+  ClassifierBias classifier_bias = ClassifierBias::Zero;
   // A local Hugging Face BERT/RoFormer directory (config.json and
   // model.safetensors) whose weights initialize the encoder of task mlm or
   // classification (and whichever head it holds); "" = random init.

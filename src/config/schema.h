@@ -83,6 +83,7 @@ void visit_config(C& c, V& v) {
     v.integer("time2vec_dim", m.time2vec_dim, kPositive);
     v.enumeration("position_source", m.position_source);
     v.floating("init_std", m.init_std, kPositiveF);
+    v.enumeration("classifier_bias", m.classifier_bias);
     v.string("init_from", m.init_from);
   });
   v.section("attention", [&] {

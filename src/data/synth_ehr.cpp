@@ -35,7 +35,7 @@ constexpr Chronic kChronic[] = {
     {"G30", 0.010, 0, -1, 1.0},  // Alzheimer's disease
 };
 constexpr int kNumChronic = sizeof(kChronic) / sizeof(kChronic[0]);
-constexpr double kRecur = 0.8;
+constexpr double kChainTrigger = 0.05;  // chance of each chain's trigger at a visit
 
 constexpr const char* kAcute[] = {"J06", "J20", "A09", "R05", "R51", "N39", "S93", "L03",
                                   "H10", "K52", "R10", "B34", "J02", "T14", "M54", "R50",
@@ -53,9 +53,51 @@ double age_weight(int shape, double years) {
   }
 }
 
+void check_knobs(const SynthEhrKnobs& k) {
+  auto real = [](const char* name, double v, double hi) {
+    if (!(v >= 0.0 && v <= hi)) ROTOR_FAIL("synth ehr: {} must be in [0, {}], got {}", name, hi, v);
+  };
+  auto integer = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) ROTOR_FAIL("synth ehr: {} must be in [{}, {}], got {}", name, lo, hi, v);
+  };
+  real("recur", k.recur, 1.0);
+  real("age_effect", k.age_effect, 10.0);
+  integer("chains", k.chains, 0, 999);
+  real("chain_strength", k.chain_strength, 1.0);
+  integer("noise_codes", k.noise_codes, 1, 999);
+  integer("noise_per_visit", k.noise_per_visit, 1, k.noise_codes);
+  real("noise_zipf", k.noise_zipf, 10.0);
+}
+
+// The acute code of index i: the list above, then A001, A002, ...
+std::string acute_code(int64_t i) {
+  return i < kNumAcute ? std::string(kAcute[i]) : fmt::format("A{:03}", i - kNumAcute + 1);
+}
+
 }  // namespace
 
-std::vector<SynthEhrPatient> synth_ehr_cohort(int64_t n, uint64_t seed) {
+std::vector<SynthEhrPatient> synth_ehr_cohort(int64_t n, uint64_t seed,
+                                              const SynthEhrKnobs& knobs) {
+  check_knobs(knobs);
+  const SynthEhrKnobs defaults;
+  // Zipf: the cumulative weights of the acute codes, rank i + 1 weighing
+  // 1 / (i + 1)^s; uniform draws keep rng.below (the default cohort's draws).
+  std::vector<double> zipf_cdf;
+  if (knobs.noise_zipf > 0) {
+    double total = 0;
+    for (int64_t i = 0; i < knobs.noise_codes; ++i) {
+      total += std::pow(static_cast<double>(i + 1), -knobs.noise_zipf);
+      zipf_cdf.push_back(total);
+    }
+    for (double& c : zipf_cdf) c /= total;
+  }
+  std::vector<std::string> acute(static_cast<size_t>(knobs.noise_codes));
+  for (int64_t i = 0; i < knobs.noise_codes; ++i) acute[static_cast<size_t>(i)] = acute_code(i);
+  std::vector<std::string> triggers, targets;
+  for (int64_t i = 1; i <= knobs.chains; ++i) {
+    triggers.push_back(fmt::format("X{:03}", i));
+    targets.push_back(fmt::format("Y{:03}", i));
+  }
   std::vector<SynthEhrPatient> cohort;
   cohort.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -72,25 +114,43 @@ std::vector<SynthEhrPatient> synth_ehr_cohort(int64_t n, uint64_t seed) {
     int64_t age = static_cast<int64_t>(rng.below(static_cast<uint64_t>(
         std::max<int64_t>(1, last - visits * 18))));  // the first visit leaves room for the others
     bool has[kNumChronic] = {};
+    std::vector<uint8_t> triggered(static_cast<size_t>(knobs.chains), 0);  // at the last visit
     for (int64_t v = 0; v < visits && age <= last; ++v) {
       EhrVisit visit{age, {}};
       const double years = static_cast<double>(age) / 12.0;
       for (int k = 0; k < kNumChronic; ++k) {
         const Chronic& c = kChronic[k];
         if (has[k]) {
-          if (rng.uniform() < kRecur) visit.codes.push_back(c.code);
+          if (rng.uniform() < knobs.recur) visit.codes.push_back(c.code);
           continue;
         }
-        double p_new = c.base * age_weight(c.shape, years);
+        double w = age_weight(c.shape, years);
+        if (knobs.age_effect != defaults.age_effect) w = std::pow(w, knobs.age_effect);
+        double p_new = c.base * w;
         if (c.cause >= 0 && has[c.cause]) p_new *= c.factor;
         if (rng.uniform() < std::min(p_new, 0.9)) {
           has[k] = true;
           visit.codes.push_back(c.code);
         }
       }
-      const int64_t acute = 1 + static_cast<int64_t>(rng.below(2));
-      for (int64_t a = 0; a < acute; ++a) {
-        const char* code = kAcute[rng.below(kNumAcute)];
+      for (size_t k = 0; k < triggered.size(); ++k) {  // chains: targets, then new triggers
+        if (triggered[k] && rng.uniform() < knobs.chain_strength) visit.codes.push_back(targets[k]);
+        triggered[k] = rng.uniform() < kChainTrigger;
+        if (triggered[k]) visit.codes.push_back(triggers[k]);
+      }
+      const int64_t n_acute =
+          1 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(knobs.noise_per_visit)));
+      for (int64_t a = 0; a < n_acute; ++a) {
+        size_t i = 0;
+        if (zipf_cdf.empty()) {
+          i = static_cast<size_t>(rng.below(static_cast<uint64_t>(knobs.noise_codes)));
+        } else {
+          const double u = rng.uniform();
+          i = static_cast<size_t>(std::upper_bound(zipf_cdf.begin(), zipf_cdf.end(), u) -
+                                  zipf_cdf.begin());
+          i = std::min(i, zipf_cdf.size() - 1);
+        }
+        const std::string& code = acute[i];
         if (std::find(visit.codes.begin(), visit.codes.end(), code) == visit.codes.end())
           visit.codes.push_back(code);
       }
@@ -105,7 +165,7 @@ std::vector<SynthEhrPatient> synth_ehr_cohort(int64_t n, uint64_t seed) {
 std::vector<std::string> write_synth_ehr(const SynthEhrOptions& o) {
   if (o.format != "csv" && o.format != "jsonl")
     ROTOR_FAIL("synth ehr: --format must be csv or jsonl, got '{}'", o.format);
-  const auto cohort = synth_ehr_cohort(o.patients, o.seed);
+  const auto cohort = synth_ehr_cohort(o.patients, o.seed, o.knobs);
   ensure_directory(o.output_dir);
   auto date = [](const SynthEhrPatient& p, int64_t months) {
     const int64_t m = p.birth_month - 1 + months;

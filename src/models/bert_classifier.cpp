@@ -45,6 +45,14 @@ BertForSequenceClassification::BertForSequenceClassification(const BertClassifie
     classifier_ = std::make_unique<nn::Linear>(store, "classifier", d, C, true, w);
   }
   head_range_ = {mark, nn::ParamRange::mark(store)};
+  if (!c.output_bias.empty()) {
+    ROTOR_CHECK(static_cast<int64_t>(c.output_bias.size()) == C,
+                "classifier: {} initial output biases for {} outputs", c.output_bias.size(), C);
+    nn::Parameter* bias =
+        store.find(c.roformer_head() ? "classifier.out_proj.bias" : "classifier.bias");
+    ROTOR_CHECK(bias != nullptr, "classifier: no output bias");
+    bias->init = Init::from_values(c.output_bias);
+  }
 }
 
 Tensor BertForSequenceClassification::head_forward(const Tensor& h_cls, const Context& ctx) {

@@ -47,6 +47,10 @@ struct BertClassifierOptions {
   bool multilabel = false;  // binary cross-entropy on each of C outputs
   float dropout = 0.1f;     // the head's dropout (Hugging Face: hidden_dropout_prob)
   int64_t choices = 0;      // N rows per example scored as one (num_labels 1), or 0
+  // The initial value of the output bias (classifier.bias or
+  // classifier.out_proj.bias), C values; empty: zeros. Task multilabel puts
+  // the label log-odds here with model.classifier_bias: prior.
+  std::vector<float> output_bias;
   // The outputs per example: N choices, else the labels.
   int64_t outputs() const { return choices > 0 ? choices : num_labels; }
   // True for RoFormer's head (dense + activation), false for BERT's pooler.

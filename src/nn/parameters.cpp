@@ -1,5 +1,6 @@
 #include "nn/parameters.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/philox.h"
@@ -56,6 +57,12 @@ void ParameterStore::initialize(uint64_t seed) {
       case Init::Kind::Uniform:
         for (int64_t i = 0; i < n; ++i)
           out[i] = static_cast<float>((2.0 * rng.uniform() - 1.0) * p.init.a);
+        break;
+      case Init::Kind::Values:
+        ROTOR_CHECK(p.init.values && static_cast<int64_t>(p.init.values->size()) == n,
+                    "{}: {} initial values for {} elements", p.name,
+                    p.init.values ? p.init.values->size() : 0, n);
+        std::copy(p.init.values->begin(), p.init.values->end(), out);
         break;
       case Init::Kind::XavierUniform: {
         // Glorot & Bengio: bound = gain * sqrt(6 / (fan_in + fan_out)) for [out, in].

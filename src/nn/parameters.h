@@ -22,16 +22,22 @@
 namespace rotor::nn {
 
 struct Init {
-  enum class Kind { Zeros, Ones, Normal, Uniform, XavierUniform };
+  enum class Kind { Zeros, Ones, Normal, Uniform, XavierUniform, Values };
   Kind kind = Kind::Zeros;
   double a = 0.0;    // Normal: std; Uniform: bound; XavierUniform: gain
   int pad_row = -1;  // rows set to zero after init (the embedding pad row)
+  // Values: the parameter's initial elements, as many as it has (a head's
+  // bias started at the label prior, models/bert_classifier.h).
+  std::shared_ptr<const std::vector<float>> values;
 
-  static Init zeros() { return {Kind::Zeros, 0, -1}; }
-  static Init ones() { return {Kind::Ones, 0, -1}; }
-  static Init normal(double std, int pad_row = -1) { return {Kind::Normal, std, pad_row}; }
-  static Init uniform(double bound) { return {Kind::Uniform, bound, -1}; }
-  static Init xavier_uniform(double gain = 1.0) { return {Kind::XavierUniform, gain, -1}; }
+  static Init zeros() { return {Kind::Zeros, 0, -1, nullptr}; }
+  static Init ones() { return {Kind::Ones, 0, -1, nullptr}; }
+  static Init normal(double std, int pad_row = -1) { return {Kind::Normal, std, pad_row, nullptr}; }
+  static Init uniform(double bound) { return {Kind::Uniform, bound, -1, nullptr}; }
+  static Init xavier_uniform(double gain = 1.0) { return {Kind::XavierUniform, gain, -1, nullptr}; }
+  static Init from_values(std::vector<float> v) {
+    return {Kind::Values, 0, -1, std::make_shared<const std::vector<float>>(std::move(v))};
+  }
 };
 
 struct Parameter {

@@ -9,6 +9,9 @@
 // the patients of a labelled prepare-ehr directory (next-visit or window
 // labels; data/ehr.h, ehr_multilabel_set), with the ages, segments and visit
 // positions of the EHR masked LM, and the labels are the directory's codes.
+#include <algorithm>
+#include <cmath>
+
 #include "checkpoint/checkpoint.h"
 #include "core/logging.h"
 #include "data/classification.h"
@@ -22,6 +25,22 @@ namespace rotor::train {
 
 namespace {
 
+// Each label's log-odds log(p / (1 - p)) in `set`, p the share of its
+// examples that have the label, clipped to [0.5 / N, 1 - 0.5 / N] so that a
+// label never (or always) seen stays finite.
+std::vector<float> label_log_odds(const data::ClassificationSet& set, int64_t num_labels) {
+  std::vector<double> count(static_cast<size_t>(num_labels), 0.0);
+  for (const auto& ex : set.examples)
+    for (int32_t k : ex.label_set) count[static_cast<size_t>(k)] += 1;
+  const double n = static_cast<double>(set.size()), lo = 0.5 / n;
+  std::vector<float> bias;
+  for (double c : count) {
+    const double p = std::clamp(c / n, lo, 1.0 - lo);
+    bias.push_back(static_cast<float>(std::log(p / (1.0 - p))));
+  }
+  return bias;
+}
+
 class MultilabelTask : public TrainingTask {
  public:
   MultilabelTask(const Config& c, Device device, int rank, int world_size)
@@ -32,8 +51,21 @@ class MultilabelTask : public TrainingTask {
     } else {
       open_tsv(rank);
     }
-    model_ = std::make_unique<models::BertForSequenceClassification>(
-        models::bert_classifier_options(config_, vocab_size_), store_);
+    models::BertClassifierOptions mo = models::bert_classifier_options(config_, vocab_size_);
+    if (c.model.classifier_bias == ClassifierBias::Prior) {
+      mo.output_bias = label_log_odds(*train_, mo.num_labels);
+      if (rank == 0) {
+        double mean = 0;
+        for (float b : mo.output_bias) mean += b;
+        log().info(
+            "classifier bias: the training labels' log-odds (model.classifier_bias prior), "
+            "mean {:.3f}, from {:.3f} to {:.3f}",
+            mean / static_cast<double>(mo.output_bias.size()),
+            *std::min_element(mo.output_bias.begin(), mo.output_bias.end()),
+            *std::max_element(mo.output_bias.begin(), mo.output_bias.end()));
+      }
+    }
+    model_ = std::make_unique<models::BertForSequenceClassification>(mo, store_);
     store_.allocate(device);
     data::ClassificationBatcherOptions bo;
     bo.batch_size = c.train.batch_size;

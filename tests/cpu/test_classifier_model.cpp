@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "core/error.h"
 #include "models/bert_classifier.h"
 #include "support/model_gradcheck.h"
 #include "support/test_util.h"
@@ -159,6 +160,33 @@ TEST(Classifier, HuggingFaceHeadNames) {
     EXPECT_EQ(store.parameters().back()->name,
               roformer ? "classifier.out_proj.bias" : "classifier.bias");
   }
+}
+
+// output_bias (task multilabel's model.classifier_bias: prior) is the output
+// bias after initialize, whichever the head; the rest is the seed's as before.
+TEST(Classifier, OutputBiasStartsAtTheGivenValues) {
+  for (bool roformer : {false, true}) {
+    nn::ParameterStore plain_store, store;
+    models::BertClassifierOptions o = tiny(roformer, false, true);
+    models::BertForSequenceClassification plain(o, plain_store);
+    o.output_bias = {-1.5f, 0.25f, -4.0f};
+    models::BertForSequenceClassification model(o, store);
+    for (nn::ParameterStore* s : {&plain_store, &store}) {
+      s->allocate(Device::cpu());
+      s->initialize(4);
+    }
+    const std::string bias = roformer ? "classifier.out_proj.bias" : "classifier.bias";
+    EXPECT_EQ(store.find(bias)->value.to_floats(), o.output_bias);
+    EXPECT_EQ(plain_store.find(bias)->value.to_floats(), std::vector<float>(3, 0.0f));
+    for (const auto& p : store.parameters())
+      if (p->name != bias) {
+        EXPECT_EQ(p->value.to_floats(), plain_store.find(p->name)->value.to_floats()) << p->name;
+      }
+  }
+  models::BertClassifierOptions o = tiny(false, false, true);
+  o.output_bias = {1.0f};
+  nn::ParameterStore store;
+  EXPECT_THROW(models::BertForSequenceClassification(o, store), Error);
 }
 
 TEST(Classifier, LossScaleScalesAndEveryParameterIsReportedOnce) {

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "data/ehr.h"
 #include "data/ehr_input.h"
 #include "data/ehr_prepare.h"
@@ -21,6 +23,11 @@ namespace {
 
 using test::slurp;
 using test::TempDir;
+
+// hash64 of events.csv and patients.csv of `synth ehr --patients 300 --seed 2`
+// (SynthEhr.DefaultKnobsKeepTheCohortByteForByte).
+constexpr uint64_t kDefaultCohortEventsHash = 6876979724994590227ull;
+constexpr uint64_t kDefaultCohortPatientsHash = 15285877059612266321ull;
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
@@ -382,6 +389,117 @@ TEST(SynthEhr, CsvAndJsonlReadBackAlike) {
   }
 }
 
+// The knobs at their defaults keep the cohort of before the knobs, byte for
+// byte: the shipped results and the tests above were made with it. The hash
+// is that of `rotor synth ehr --patients 300 --seed 2` from the commit before
+// the knobs (its events.csv and patients.csv were compared with md5sum).
+TEST(SynthEhr, DefaultKnobsKeepTheCohortByteForByte) {
+  TempDir d;
+  SynthEhrOptions o;
+  o.output_dir = d / "a";
+  o.patients = 300;
+  o.seed = 2;
+  write_synth_ehr(o);
+  EXPECT_EQ(hash64(slurp(d / "a/events.csv")), kDefaultCohortEventsHash);
+  EXPECT_EQ(hash64(slurp(d / "a/patients.csv")), kDefaultCohortPatientsHash);
+}
+
+// Codes of one patient's visit v.
+bool visit_has(const SynthEhrPatient& p, size_t v, const std::string& code) {
+  const auto& c = p.record.visits[v].codes;
+  return std::find(c.begin(), c.end(), code) != c.end();
+}
+
+bool is_chronic(const std::string& c) {
+  for (const char* k : {"E11", "I10", "N18", "D63", "I50", "I48", "J45", "F32", "M81", "G30"})
+    if (c == k) return true;
+  return false;
+}
+
+TEST(SynthEhr, KnobsDoWhatTheySay) {
+  // recur 0: a chronic code is acquired once and never seen again; recur 1:
+  // at every later visit.
+  SynthEhrKnobs k;
+  k.recur = 0;
+  for (const auto& p : synth_ehr_cohort(300, 5, k)) {
+    std::map<std::string, int> seen;
+    for (const auto& v : p.record.visits)
+      for (const auto& c : v.codes)
+        if (is_chronic(c)) {
+          EXPECT_EQ(++seen[c], 1) << p.id << " " << c;
+        }
+  }
+  k.recur = 1;
+  int64_t acquired = 0;
+  for (const auto& p : synth_ehr_cohort(300, 5, k))
+    for (size_t v = 0; v + 1 < p.record.visits.size(); ++v)
+      for (const auto& c : p.record.visits[v].codes)
+        if (is_chronic(c)) {
+          ++acquired;
+          EXPECT_TRUE(visit_has(p, v + 1, c)) << p.id << " " << c;
+        }
+  EXPECT_GT(acquired, 100);
+  // chains at strength 1: every trigger's target at the next visit, and no
+  // target without its trigger before; at strength 0 no target at all.
+  k = {};
+  k.chains = 5;
+  k.chain_strength = 1;
+  int64_t triggers = 0;
+  for (const auto& p : synth_ehr_cohort(300, 5, k))
+    for (size_t v = 0; v < p.record.visits.size(); ++v)
+      for (int i = 1; i <= 5; ++i) {
+        const std::string x = fmt::format("X{:03}", i), y = fmt::format("Y{:03}", i);
+        if (visit_has(p, v, x) && v + 1 < p.record.visits.size()) {
+          ++triggers;
+          EXPECT_TRUE(visit_has(p, v + 1, y));
+        }
+        if (visit_has(p, v, y)) {
+          EXPECT_TRUE(v > 0 && visit_has(p, v - 1, x));
+        }
+      }
+  EXPECT_GT(triggers, 100);
+  k.chain_strength = 0;
+  for (const auto& p : synth_ehr_cohort(300, 5, k))
+    for (const auto& v : p.record.visits)
+      for (const auto& c : v.codes) EXPECT_NE(c[0], 'Y') << c;
+  // Noise: 100 codes, Zipf 1.5, one a visit: the first code far above the
+  // fiftieth, the extra codes named A001 ..
+  k = {};
+  k.noise_codes = 100;
+  k.noise_per_visit = 1;
+  k.noise_zipf = 1.5;
+  std::map<std::string, int64_t> count;
+  for (const auto& p : synth_ehr_cohort(1000, 5, k))
+    for (const auto& v : p.record.visits) {
+      int64_t acute = 0;
+      for (const auto& c : v.codes) acute += !is_chronic(c);
+      EXPECT_EQ(acute, 1);
+      for (const auto& c : v.codes) ++count[c];
+    }
+  EXPECT_GT(count["J06"], 20 * std::max<int64_t>(1, count["A026"]));  // rank 1 vs rank 50
+  EXPECT_GT(count["A001"] + count["A002"] + count["A003"], 0);
+  // age_effect 0: no age curve, so asthma (falling with age) is as common in
+  // visits after 60 as before 20.
+  k = {};
+  k.age_effect = 0;
+  int64_t old_j45 = 0, old_visits = 0, flat_old_j45 = 0, flat_old_visits = 0;
+  for (int flat = 0; flat < 2; ++flat)
+    for (const auto& p : synth_ehr_cohort(2000, 5, flat ? k : SynthEhrKnobs{}))
+      for (size_t v = 0; v < p.record.visits.size(); ++v)
+        if (p.record.visits[v].age_months > 60 * 12) {
+          (flat ? flat_old_visits : old_visits) += 1;
+          (flat ? flat_old_j45 : old_j45) += visit_has(p, v, "J45");
+        }
+  EXPECT_GT(static_cast<double>(flat_old_j45) / static_cast<double>(flat_old_visits),
+            5.0 * static_cast<double>(old_j45) / static_cast<double>(old_visits));
+  k = {};
+  k.recur = 1.5;
+  EXPECT_THROW(synth_ehr_cohort(1, 1, k), Error);
+  k = {};
+  k.noise_per_visit = 30;
+  EXPECT_THROW(synth_ehr_cohort(1, 1, k), Error);
+}
+
 // ---- the commands ----------------------------------------------------------------
 
 TEST(EhrCli, SynthThenPrepare) {
@@ -412,6 +530,12 @@ TEST(EhrCli, SynthThenPrepare) {
       << r.err;
   r = test::run_rotor(d, "prepare-ehr --jsonl x.jsonl --output " + (d / "q") + " --labels bogus");
   EXPECT_NE(r.code, 0);
+  // A knob out of range: one line naming the flag.
+  r = test::run_rotor(d, "synth ehr --chain-strength 2 --output " + (d / "k"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--chain-strength must be"), std::string::npos) << r.err;
+  r = test::run_rotor(d, "synth ehr --patients 50 --chains 3 --noise-zipf 1 --output " + (d / "k"));
+  ASSERT_EQ(r.code, 0) << r.err;
 }
 
 }  // namespace
