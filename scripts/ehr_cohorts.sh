@@ -14,6 +14,7 @@
 #   scripts/ehr_cohorts.sh [ROTOR] [RUNS_DIR] [PYTHON]
 #       (defaults: build-cpu/rotor, runs/ehr_cohorts, python3 with numpy)
 #   COHORTS="chains_s1 weak_s2" scripts/ehr_cohorts.sh ...   (a subset)
+#   MODELS=behrt scripts/ehr_cohorts.sh ...   (BEHRT only; default "behrt corebehrt")
 #
 # 10000 patients each, prepared with --min-visits 3 (one next-visit example
 # per patient), the masked-LM and next-visit directories from the same input
@@ -34,6 +35,7 @@ declare -A KNOBS=(
   [weak]="--recur 0.5 --age-effect 2 --chains 10 --chain-strength 0.8 --noise-codes 100 --noise-zipf 1 --noise-per-visit 3"
 )
 COHORTS=${COHORTS:-"shipped_s1 shipped_s2 chains_s1 chains_s2 weak_s1 weak_s2"}
+MODELS=${MODELS:-"behrt corebehrt"}
 
 done_run() { [ -f "$1/wall_seconds" ]; }  # written when a run has finished
 train() {  # CONFIG DATA_DIR RUN [--set ...]
@@ -62,7 +64,7 @@ for c in $COHORTS; do
   done
   [ -f "$d/baselines.json" ] ||
     nice "$PY" "$HERE/eval/ehr_baselines.py" "$d/nextvisit" --json "$d/baselines.json" > /dev/null
-  for m in behrt corebehrt; do
+  for m in $MODELS; do
     train ${m}_mlm_tiny.yaml "$d/mlm" "$d/${m}_mlm"
     train ${m}_nextvisit_tiny.yaml "$d/nextvisit" "$d/${m}_nv_scratch"
     train ${m}_nextvisit_tiny.yaml "$d/nextvisit" "$d/${m}_nv_pretrained" \
@@ -71,10 +73,12 @@ for c in $COHORTS; do
 done
 
 "$PY" - "$RUNS" $COHORTS <<'PY'
-import json, sys
+import json, os, sys
 runs, cohorts = sys.argv[1], sys.argv[2:]
 models = ["behrt_nv_scratch", "behrt_nv_pretrained", "corebehrt_nv_scratch", "corebehrt_nv_pretrained"]
 base = ["label frequency", "history rule", "history rule, last visit", "logistic regression"]
+def finished(run):
+    return os.path.exists(run + "/wall_seconds")
 def test_record(run):
     rec = [json.loads(l) for l in open(run + "/metrics.jsonl")]
     return [r for r in rec if r["split"] == "test"][-1]
@@ -87,6 +91,9 @@ for metric in ("ap", "auroc_macro"):
         row = ["%.4f" % b[k][metric] for k in base]
         lr = b["logistic regression"][metric]
         for m in models:
+            if not finished("%s/%s/%s" % (runs, c, m)):
+                row.append("not run")
+                continue
             v = test_record("%s/%s/%s" % (runs, c, m))[metric]
             row.append("%.4f%s" % (v, " (+)" if v >= lr else " (-)") if metric == "ap" else "%.4f" % v)
         print("| %s | %s |" % (c, " | ".join(row)))
@@ -98,6 +105,9 @@ for c in cohorts:
     w = lambda r: int(open("%s/%s/%s/wall_seconds" % (runs, c, r)).read())
     row = []
     for m in models:
+        if not finished("%s/%s/%s" % (runs, c, m)):
+            row.append("not run")
+            continue
         s = w(m)
         if m.endswith("pretrained"):
             s = "%d + %d" % (w(m.split("_")[0] + "_mlm"), s)
