@@ -12,7 +12,8 @@ packages=(build-essential cmake pkg-config libyaml-cpp-dev libspdlog-dev libfmt-
   libopenblas-openmp-dev libprotobuf-dev protobuf-compiler libboost-dev
   libopenmpi-dev openmpi-bin libgloo-dev
   patchelf  # the relocatable install (scripts/install/bundle.sh)
-  clang-14 libclang-rt-14-dev libomp-14-dev)  # the fuzzers (scripts/fuzz.sh): clang, libFuzzer
+  clang-14 libclang-rt-14-dev libomp-14-dev  # the fuzzers (scripts/fuzz.sh): clang, libFuzzer
+  clang-format-14)  # scripts/check_format.sh
 if [[ "${1:-}" == "--with-python" ]]; then
   packages+=(python3 python3-numpy python3-torch python3-matplotlib python3-venv
     python3-sentencepiece)  # the SentencePiece of rotor's C++ library, for the HF export test

@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 bash scripts/deps.sh --with-python
+# Formatting first: it fails in seconds where a build takes minutes.
+bash scripts/check_format.sh
 
 # nvcc is not on PATH in every shell; the toolkit's usual home is enough.
 if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
