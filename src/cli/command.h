@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,7 +24,8 @@ std::vector<CommandSpec>& command_registry();
 
 struct CommandRegistrar {
   CommandRegistrar(std::string name, std::string description, int order, CommandSetup setup) {
-    command_registry().push_back({std::move(name), std::move(description), order, std::move(setup)});
+    command_registry().push_back(
+        {std::move(name), std::move(description), order, std::move(setup)});
   }
 };
 
@@ -33,6 +33,6 @@ struct CommandRegistrar {
 
 #define ROTOR_COMMAND_CAT2(a, b) a##b
 #define ROTOR_COMMAND_CAT(a, b) ROTOR_COMMAND_CAT2(a, b)
-#define ROTOR_COMMAND(name, description, order, setup)                                   \
-  static ::rotor::cli::CommandRegistrar ROTOR_COMMAND_CAT(rotor_command_, __LINE__)(     \
+#define ROTOR_COMMAND(name, description, order, setup)                               \
+  static ::rotor::cli::CommandRegistrar ROTOR_COMMAND_CAT(rotor_command_, __LINE__)( \
       name, description, order, setup)

@@ -71,8 +71,12 @@ BlockCache& cache() {
 }
 }  // namespace
 
-void release_cached_memory() { cache().release(); }
-size_t cached_bytes() { return cache().cached(); }
+void release_cached_memory() {
+  cache().release();
+}
+size_t cached_bytes() {
+  return cache().cached();
+}
 
 void* device_alloc(size_t bytes, Device device) {
   if (bytes == 0) return nullptr;

@@ -18,7 +18,8 @@ std::string build_info_text() {
   s += fmt::format("rotor {}\n", ROTOR_VERSION);
   s += fmt::format("  build:      {} ({})\n", ROTOR_BUILD_TYPE, ROTOR_CXX_COMPILER);
   s += fmt::format("  cpu:        OpenBLAS GEMM, OpenMP with {} threads\n", omp_get_max_threads());
-  s += fmt::format("  spdlog:     {}.{}.{}\n", SPDLOG_VER_MAJOR, SPDLOG_VER_MINOR, SPDLOG_VER_PATCH);
+  s +=
+      fmt::format("  spdlog:     {}.{}.{}\n", SPDLOG_VER_MAJOR, SPDLOG_VER_MINOR, SPDLOG_VER_PATCH);
 #if ROTOR_WITH_MPI
   s += fmt::format("  mpi:        yes (MPI {}.{})\n", MPI_VERSION, MPI_SUBVERSION);
 #else
@@ -31,7 +32,8 @@ std::string build_info_text() {
 #endif
 #if ROTOR_WITH_CUDA
   s += fmt::format("  cuda:       yes (architectures {})\n", ROTOR_CUDA_ARCHS);
-  s += fmt::format("  cuda runtime {}, driver {}\n", cuda::runtime_version(), cuda::driver_version());
+  s += fmt::format("  cuda runtime {}, driver {}\n", cuda::runtime_version(),
+                   cuda::driver_version());
   s += fmt::format("  cublasLt {}, cuDNN {}, NCCL {}\n", cuda::cublas_version(),
                    cuda::cudnn_version(), cuda::nccl_version());
 #else

@@ -33,7 +33,9 @@ std::mutex& state_mutex() {
   static std::mutex m;
   return m;
 }
-int resolve(int index) { return index < 0 ? current_device() : index; }
+int resolve(int index) {
+  return index < 0 ? current_device() : index;
+}
 std::string version_string(int v, int major_div, int minor_div, int minor_mod) {
   return std::to_string(v / major_div) + "." + std::to_string((v / minor_div) % minor_mod);
 }
@@ -67,7 +69,9 @@ std::vector<DeviceInfo> devices() {
   return out;
 }
 
-void set_device(int index) { ROTOR_CUDA_CHECK(cudaSetDevice(index)); }
+void set_device(int index) {
+  ROTOR_CUDA_CHECK(cudaSetDevice(index));
+}
 
 int current_device() {
   int d = 0;
@@ -111,8 +115,9 @@ void* pool_alloc(size_t bytes, int index) {
   cudaError_t err = cudaMallocAsync(&p, bytes, st);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    ROTOR_FAIL("out of GPU memory on cuda:{}: could not allocate {:.1f} MiB ({} MiB in use by rotor)",
-               index, bytes / 1048576.0, s.in_use.load() / 1048576);
+    ROTOR_FAIL(
+        "out of GPU memory on cuda:{}: could not allocate {:.1f} MiB ({} MiB in use by rotor)",
+        index, bytes / 1048576.0, s.in_use.load() / 1048576);
   }
   size_t now = s.in_use.fetch_add(bytes) + bytes;
   size_t peak = s.peak.load();
@@ -127,8 +132,12 @@ void pool_free(void* ptr, size_t bytes, int index) {
   ROTOR_CUDA_CHECK(cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream(index))));
 }
 
-size_t pool_bytes_in_use(int index) { return state()[resolve(index)].in_use.load(); }
-size_t pool_peak_bytes(int index) { return state()[resolve(index)].peak.load(); }
+size_t pool_bytes_in_use(int index) {
+  return state()[resolve(index)].in_use.load();
+}
+size_t pool_peak_bytes(int index) {
+  return state()[resolve(index)].peak.load();
+}
 void pool_reset_peak(int index) {
   auto& s = state()[resolve(index)];
   s.peak.store(s.in_use.load());
@@ -164,16 +173,19 @@ std::string driver_version() {
 }
 std::string cublas_version() {
   size_t v = cublasLtGetVersion();
-  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
+         std::to_string(v % 100);
 }
 std::string cudnn_version() {
   size_t v = cudnnGetVersion();
-  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
+         std::to_string(v % 100);
 }
 std::string nccl_version() {
   int v = 0;
   ncclGetVersion(&v);
-  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
+         std::to_string(v % 100);
 }
 
 #else  // CPU-only build
@@ -181,25 +193,57 @@ std::string nccl_version() {
 void check(int code, const char* what, const char* file, int line) {
   if (code != 0) throw_check_failure(file, line, what, "CUDA call in a CPU-only build");
 }
-int device_count() { return 0; }
-std::vector<DeviceInfo> devices() { return {}; }
-[[noreturn]] static void no_cuda() { ROTOR_FAIL("this rotor was built without CUDA (ROTOR_CUDA=OFF)"); }
-void set_device(int) { no_cuda(); }
-int current_device() { return 0; }
-void* stream(int) { no_cuda(); }
+int device_count() {
+  return 0;
+}
+std::vector<DeviceInfo> devices() {
+  return {};
+}
+[[noreturn]] static void no_cuda() {
+  ROTOR_FAIL("this rotor was built without CUDA (ROTOR_CUDA=OFF)");
+}
+void set_device(int) {
+  no_cuda();
+}
+int current_device() {
+  return 0;
+}
+void* stream(int) {
+  no_cuda();
+}
 void synchronize(int) {}
-void* pool_alloc(size_t, int) { no_cuda(); }
+void* pool_alloc(size_t, int) {
+  no_cuda();
+}
 void pool_free(void*, size_t, int) {}
-size_t pool_bytes_in_use(int) { return 0; }
-size_t pool_peak_bytes(int) { return 0; }
+size_t pool_bytes_in_use(int) {
+  return 0;
+}
+size_t pool_peak_bytes(int) {
+  return 0;
+}
 void pool_reset_peak(int) {}
-void memcpy(void*, const void*, size_t, CopyKind, int) { no_cuda(); }
-void memset_zero(void*, size_t, int) { no_cuda(); }
-std::string runtime_version() { return ""; }
-std::string driver_version() { return ""; }
-std::string cublas_version() { return ""; }
-std::string cudnn_version() { return ""; }
-std::string nccl_version() { return ""; }
+void memcpy(void*, const void*, size_t, CopyKind, int) {
+  no_cuda();
+}
+void memset_zero(void*, size_t, int) {
+  no_cuda();
+}
+std::string runtime_version() {
+  return "";
+}
+std::string driver_version() {
+  return "";
+}
+std::string cublas_version() {
+  return "";
+}
+std::string cudnn_version() {
+  return "";
+}
+std::string nccl_version() {
+  return "";
+}
 
 #endif
 

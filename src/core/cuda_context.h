@@ -18,8 +18,8 @@ struct DeviceInfo {
   int multiprocessors = 0;
 };
 
-int device_count();                  // 0 without CUDA or without a GPU
-std::vector<DeviceInfo> devices();   // the devices that answer
+int device_count();                 // 0 without CUDA or without a GPU
+std::vector<DeviceInfo> devices();  // the devices that answer
 void set_device(int index);
 int current_device();
 
@@ -54,4 +54,5 @@ void check(int code, const char* what, const char* file, int line);
 
 }  // namespace rotor::cuda
 
-#define ROTOR_CUDA_CHECK(call) ::rotor::cuda::check(static_cast<int>(call), #call, __FILE__, __LINE__)
+#define ROTOR_CUDA_CHECK(call) \
+  ::rotor::cuda::check(static_cast<int>(call), #call, __FILE__, __LINE__)

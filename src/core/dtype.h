@@ -19,27 +19,39 @@ enum class DType : uint8_t { F32, F16, BF16, I32, U8 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::I32: return 4;
-    case DType::U8: return 1;
+    case DType::F32:
+      return 4;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::I32:
+      return 4;
+    case DType::U8:
+      return 1;
   }
   return 0;
 }
 
 inline const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::I32: return "i32";
-    case DType::U8: return "u8";
+    case DType::F32:
+      return "f32";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::I32:
+      return "i32";
+    case DType::U8:
+      return "u8";
   }
   return "?";
 }
 
-inline bool is_floating(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+inline bool is_floating(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
 
 // Parses "f32"/"fp32"/"float32", "f16"/"fp16"/"float16", "bf16"/"bfloat16", "i32", "u8".
 // Throws rotor::Error on anything else.
@@ -71,13 +83,15 @@ ROTOR_HD uint16_t float_to_bf16_bits(float f) {
   uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
-ROTOR_HD float bf16_bits_to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
+ROTOR_HD float bf16_bits_to_float(uint16_t b) {
+  return bits_float(static_cast<uint32_t>(b) << 16);
+}
 
 ROTOR_HD uint16_t float_to_half_bits(float f) {
   uint32_t u = float_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t absu = u & 0x7fffffffu;
-  if (absu > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (absu > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (absu >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
   if (absu < 0x38800000u) {
     // Subnormal half (or zero): shift the mantissa with round-to-nearest-even.
@@ -112,9 +126,17 @@ ROTOR_HD float half_bits_to_float(uint16_t h) {
   return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
-inline Half to_half(float f) { return Half{float_to_half_bits(f)}; }
-inline BFloat16 to_bf16(float f) { return BFloat16{float_to_bf16_bits(f)}; }
-inline float to_float(Half h) { return half_bits_to_float(h.bits); }
-inline float to_float(BFloat16 b) { return bf16_bits_to_float(b.bits); }
+inline Half to_half(float f) {
+  return Half{float_to_half_bits(f)};
+}
+inline BFloat16 to_bf16(float f) {
+  return BFloat16{float_to_bf16_bits(f)};
+}
+inline float to_float(Half h) {
+  return half_bits_to_float(h.bits);
+}
+inline float to_float(BFloat16 b) {
+  return bf16_bits_to_float(b.bits);
+}
 
 }  // namespace rotor

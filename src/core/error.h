@@ -22,10 +22,10 @@ Error with_context(const std::string& context, const std::exception& e);
 
 }  // namespace rotor
 
-#define ROTOR_CHECK(cond, ...)                                                        \
-  do {                                                                                \
-    if (!(cond)) ::rotor::throw_check_failure(__FILE__, __LINE__, #cond,              \
-                                              ::fmt::format(__VA_ARGS__));           \
+#define ROTOR_CHECK(cond, ...)                                                             \
+  do {                                                                                     \
+    if (!(cond))                                                                           \
+      ::rotor::throw_check_failure(__FILE__, __LINE__, #cond, ::fmt::format(__VA_ARGS__)); \
   } while (0)
 
 // A user-facing error with a formatted message.

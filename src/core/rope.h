@@ -55,7 +55,9 @@ inline bool operator==(const Params& a, const Params& b) {
          a.scaling == b.scaling && a.factor == b.factor &&
          a.original_max_positions == b.original_max_positions;
 }
-inline bool operator!=(const Params& a, const Params& b) { return !(a == b); }
+inline bool operator!=(const Params& a, const Params& b) {
+  return !(a == b);
+}
 
 // R: the rotated dimensions of a head of dimension D, int(D * fraction) as
 // GPT-NeoX's rotary_ndims (callers check that it is even and > 0).

@@ -52,7 +52,9 @@ namespace {
 std::vector<uint8_t> encode_floats(const std::vector<float>& v, DType dtype) {
   std::vector<uint8_t> out(v.size() * dtype_size(dtype));
   switch (dtype) {
-    case DType::F32: std::memcpy(out.data(), v.data(), out.size()); break;
+    case DType::F32:
+      std::memcpy(out.data(), v.data(), out.size());
+      break;
     case DType::F16: {
       auto* p = reinterpret_cast<uint16_t*>(out.data());
       for (size_t i = 0; i < v.size(); ++i) p[i] = float_to_half_bits(v[i]);
@@ -85,8 +87,8 @@ void upload(Tensor& t, const void* host) {
 
 Tensor Tensor::from_floats(const std::vector<float>& values, const Shape& shape, DType dtype,
                            Device device) {
-  ROTOR_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
-              "{} values for shape {}", values.size(), shape_str(shape));
+  ROTOR_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "{} values for shape {}",
+              values.size(), shape_str(shape));
   Tensor t = empty(shape, dtype, device);
   auto bytes = encode_floats(values, dtype);
   upload(t, bytes.data());
@@ -94,16 +96,16 @@ Tensor Tensor::from_floats(const std::vector<float>& values, const Shape& shape,
 }
 
 Tensor Tensor::from_ints(const std::vector<int32_t>& values, const Shape& shape, Device device) {
-  ROTOR_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
-              "{} values for shape {}", values.size(), shape_str(shape));
+  ROTOR_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "{} values for shape {}",
+              values.size(), shape_str(shape));
   Tensor t = empty(shape, DType::I32, device);
   upload(t, values.data());
   return t;
 }
 
 Tensor Tensor::from_bytes(const std::vector<uint8_t>& values, const Shape& shape, Device device) {
-  ROTOR_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
-              "{} values for shape {}", values.size(), shape_str(shape));
+  ROTOR_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "{} values for shape {}",
+              values.size(), shape_str(shape));
   Tensor t = empty(shape, DType::U8, device);
   upload(t, values.data());
   return t;
@@ -138,7 +140,8 @@ Tensor Tensor::view(const Shape& shape) const {
                 shape_str(shape));
     s[static_cast<size_t>(infer)] = numel_ / known;
   }
-  ROTOR_CHECK(shape_numel(s) == numel_, "cannot view {} as {}", shape_str(shape_), shape_str(shape));
+  ROTOR_CHECK(shape_numel(s) == numel_, "cannot view {} as {}", shape_str(shape_),
+              shape_str(shape));
   Tensor t = *this;
   t.shape_ = s;
   return t;
@@ -205,15 +208,20 @@ std::vector<float> Tensor::to_floats() const {
   std::vector<float> out(static_cast<size_t>(numel_));
   const void* p = h.raw();
   switch (dtype_) {
-    case DType::F32: std::memcpy(out.data(), p, nbytes()); break;
+    case DType::F32:
+      std::memcpy(out.data(), p, nbytes());
+      break;
     case DType::F16:
-      for (size_t i = 0; i < out.size(); ++i) out[i] = half_bits_to_float(static_cast<const uint16_t*>(p)[i]);
+      for (size_t i = 0; i < out.size(); ++i)
+        out[i] = half_bits_to_float(static_cast<const uint16_t*>(p)[i]);
       break;
     case DType::BF16:
-      for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
+      for (size_t i = 0; i < out.size(); ++i)
+        out[i] = bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
       break;
     case DType::I32:
-      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(static_cast<const int32_t*>(p)[i]);
+      for (size_t i = 0; i < out.size(); ++i)
+        out[i] = static_cast<float>(static_cast<const int32_t*>(p)[i]);
       break;
     case DType::U8:
       for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<const uint8_t*>(p)[i];

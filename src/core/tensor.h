@@ -39,10 +39,14 @@ class Storage {
 
 template <class T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::F32;
-  else if constexpr (std::is_same_v<T, Half>) return DType::F16;
-  else if constexpr (std::is_same_v<T, BFloat16>) return DType::BF16;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::I32;
+  if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
+  else if constexpr (std::is_same_v<T, Half>)
+    return DType::F16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DType::BF16;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::I32;
   else {
     static_assert(std::is_same_v<T, uint8_t>, "unsupported tensor element type");
     return DType::U8;

@@ -17,9 +17,9 @@ using Counts = std::unordered_map<std::string_view, int64_t>;
 // What the n-grams of one segment are made of: the text they view into and
 // one Counts per order.
 struct SegmentNgrams {
-  std::string text;                // characters (whitespace removed unless kept)
-  std::vector<std::string> words;  // words for chrF++
-  std::vector<std::string> joined; // word n-gram keys for chrF++
+  std::string text;                 // characters (whitespace removed unless kept)
+  std::vector<std::string> words;   // words for chrF++
+  std::vector<std::string> joined;  // word n-gram keys for chrF++
   std::vector<Counts> orders;
 };
 
@@ -33,10 +33,12 @@ std::vector<std::string> chrf_words(const std::string& s) {
     const std::u32string cps = decode_utf8(w);
     if (cps.size() <= 1) {
       out.push_back(w);
-    } else if (cps.back() < 0x80 && kPuncts.find(static_cast<char>(cps.back())) != std::string_view::npos) {
+    } else if (cps.back() < 0x80 &&
+               kPuncts.find(static_cast<char>(cps.back())) != std::string_view::npos) {
       out.push_back(w.substr(0, w.size() - 1));
       out.push_back(w.substr(w.size() - 1));
-    } else if (cps.front() < 0x80 && kPuncts.find(static_cast<char>(cps.front())) != std::string_view::npos) {
+    } else if (cps.front() < 0x80 &&
+               kPuncts.find(static_cast<char>(cps.front())) != std::string_view::npos) {
       out.push_back(w.substr(0, 1));
       out.push_back(w.substr(1));
     } else {
@@ -74,7 +76,8 @@ void extract(const std::string& segment, const ChrfOptions& opts, SegmentNgrams&
     // Keys live in `joined`; reserve so views stay valid.
     size_t nkeys = 0;
     for (int n = 1; n <= opts.word_order; ++n)
-      if (ng.words.size() >= static_cast<size_t>(n)) nkeys += ng.words.size() - static_cast<size_t>(n) + 1;
+      if (ng.words.size() >= static_cast<size_t>(n))
+        nkeys += ng.words.size() - static_cast<size_t>(n) + 1;
     ng.joined.reserve(nkeys);
     for (int n = 1; n <= opts.word_order; ++n) {
       auto& c = ng.orders[static_cast<size_t>(opts.char_order + n - 1)];
@@ -143,7 +146,8 @@ double chrf_from_stats(const std::vector<int64_t>& stats, const ChrfOptions& opt
   return 100.0 * f;
 }
 
-std::vector<int64_t> chrf_segment_stats(const std::string& hyp, const std::vector<std::string>& refs,
+std::vector<int64_t> chrf_segment_stats(const std::string& hyp,
+                                        const std::vector<std::string>& refs,
                                         const ChrfOptions& opts) {
   SegmentNgrams h, r;
   extract(hyp, opts, h);
@@ -194,7 +198,8 @@ std::string format_chrf(const ChrfResult& r, const ChrfOptions& opts, int width)
 std::string chrf_signature(const ChrfOptions& opts, int nrefs) {
   return fmt::format("nrefs:{}|case:{}|eff:{}|nc:{}|nw:{}|space:{}|version:rotor-{}", nrefs,
                      opts.lowercase ? "lc" : "mixed", opts.eps_smoothing ? "no" : "yes",
-                     opts.char_order, opts.word_order, opts.whitespace ? "yes" : "no", ROTOR_VERSION);
+                     opts.char_order, opts.word_order, opts.whitespace ? "yes" : "no",
+                     ROTOR_VERSION);
 }
 
 }  // namespace rotor::eval

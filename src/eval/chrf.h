@@ -32,7 +32,8 @@ double chrf_from_stats(const std::vector<int64_t>& stats, const ChrfOptions& opt
 
 // Statistics of one segment; with several references the one with the best
 // segment F-score is kept (sacreBLEU's rule).
-std::vector<int64_t> chrf_segment_stats(const std::string& hyp, const std::vector<std::string>& refs,
+std::vector<int64_t> chrf_segment_stats(const std::string& hyp,
+                                        const std::vector<std::string>& refs,
                                         const ChrfOptions& opts);
 
 // refs[k][i]: the k-th reference of segment i (each refs[k] has hyps.size() lines).

@@ -38,10 +38,13 @@ char32_t lower_simple(char32_t cp) {
 }
 
 bool in_ranges(const CodeRange* first, const CodeRange* last, char32_t cp) {
-  const auto* it = std::upper_bound(first, last, cp, [](char32_t c, const CodeRange& r) { return c < r.first; });
+  const auto* it =
+      std::upper_bound(first, last, cp, [](char32_t c, const CodeRange& r) { return c < r.first; });
   return it != first && cp <= (it - 1)->last;
 }
-bool is_cased(char32_t cp) { return in_ranges(std::begin(kCasedRuns), std::end(kCasedRuns), cp); }
+bool is_cased(char32_t cp) {
+  return in_ranges(std::begin(kCasedRuns), std::end(kCasedRuns), cp);
+}
 bool is_case_ignorable(char32_t cp) {
   return in_ranges(std::begin(kCaseIgnorableRuns), std::end(kCaseIgnorableRuns), cp);
 }
@@ -73,14 +76,19 @@ std::u32string decode_utf8(std::string_view s) {
     }
     int len = 0;
     char32_t cp = 0, min = 0;
-    if ((b0 & 0xE0) == 0xC0) len = 2, cp = b0 & 0x1F, min = 0x80;
-    else if ((b0 & 0xF0) == 0xE0) len = 3, cp = b0 & 0x0F, min = 0x800;
-    else if ((b0 & 0xF8) == 0xF0) len = 4, cp = b0 & 0x07, min = 0x10000;
+    if ((b0 & 0xE0) == 0xC0)
+      len = 2, cp = b0 & 0x1F, min = 0x80;
+    else if ((b0 & 0xF0) == 0xE0)
+      len = 3, cp = b0 & 0x0F, min = 0x800;
+    else if ((b0 & 0xF8) == 0xF0)
+      len = 4, cp = b0 & 0x07, min = 0x10000;
     bool ok = len > 0 && i + len <= n;
     for (int k = 1; ok && k < len; ++k) {
       const auto b = static_cast<unsigned char>(s[i + k]);
-      if ((b & 0xC0) != 0x80) ok = false;
-      else cp = (cp << 6) | (b & 0x3F);
+      if ((b & 0xC0) != 0x80)
+        ok = false;
+      else
+        cp = (cp << 6) | (b & 0x3F);
     }
     if (ok && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) ok = false;
     if (ok) {

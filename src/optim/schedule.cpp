@@ -17,10 +17,12 @@ double learning_rate(const ScheduleOptions& o, int64_t step) {
                               static_cast<double>(step));
     case ScheduleKind::Linear: {
       int64_t span = std::max<int64_t>(o.max_updates - o.warmup_updates, 1);
-      double f = std::clamp(static_cast<double>(step - o.warmup_updates) / static_cast<double>(span), 0.0, 1.0);
+      double f = std::clamp(
+          static_cast<double>(step - o.warmup_updates) / static_cast<double>(span), 0.0, 1.0);
       return o.lr + (o.end_lr - o.lr) * f;
     }
-    case ScheduleKind::Constant: return o.lr;
+    case ScheduleKind::Constant:
+      return o.lr;
   }
   return o.lr;
 }

@@ -10,7 +10,7 @@ enum class ScheduleKind { InverseSqrt, Linear, Constant };
 
 struct ScheduleOptions {
   ScheduleKind kind = ScheduleKind::InverseSqrt;
-  double lr = 5e-4;              // peak
+  double lr = 5e-4;  // peak
   int64_t warmup_updates = 4000;
   double warmup_init_lr = 1e-7;  // start of the linear warmup
   double end_lr = 0.0;           // Linear: value reached at max_updates

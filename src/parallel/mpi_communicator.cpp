@@ -40,9 +40,12 @@ void check_cpu_f32(const Tensor& t, const char* what) {
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return MPI_SUM;
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Sum:
+      return MPI_SUM;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
@@ -157,8 +160,8 @@ void MpiCommunicator::serve_pings() {
 
 bool MpiCommunicator::test_all(std::vector<MPI_Request>& requests, const char* what, uint64_t seq) {
   int flag = 0;
-  const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag,
-                             MPI_STATUSES_IGNORE);
+  const int rc =
+      MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag, MPI_STATUSES_IGNORE);
   if (rc != MPI_SUCCESS) report_error(what, seq, rc);
   return flag != 0;
 }
@@ -186,15 +189,17 @@ void MpiCommunicator::wait_until(const std::function<bool()>& test, const char* 
       }
     }
     // Spin briefly (latency), then back off (ranks may share cores).
-    if (++spins < 200) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(spins < 2000 ? 20 : 200));
+    if (++spins < 200)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(spins < 2000 ? 20 : 200));
   }
   waiting_seq_ = outer;
 }
 
 void MpiCommunicator::report_error(const char* what, uint64_t seq, int code) {
-  fatal(rank_, fmt::format("collective {} #{} failed: {} (a rank died or the network failed)",
-                           what, seq, mpi_error_string(code)));
+  fatal(rank_, fmt::format("collective {} #{} failed: {} (a rank died or the network failed)", what,
+                           seq, mpi_error_string(code)));
 }
 
 void MpiCommunicator::report_timeout(const char* what, uint64_t seq, double waited) {
@@ -219,28 +224,37 @@ void MpiCommunicator::report_timeout(const char* what, uint64_t seq, double wait
     for (int r = 0; r < size_; ++r) {
       if (answered[r]) continue;
       int flag = 0;
-      if (MPI_Test(&recvs[r], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) answered[r] = true;
-      else all = false;
+      if (MPI_Test(&recvs[r], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
+        answered[r] = true;
+      else
+        all = false;
     }
     if (all) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   std::vector<int> silent, behind;
   for (int r = 0; r < size_; ++r) {
-    if (!answered[r]) silent.push_back(r);
-    else if (r != rank_ && pongs[2 * r + 1] < static_cast<int64_t>(seq)) behind.push_back(r);
+    if (!answered[r])
+      silent.push_back(r);
+    else if (r != rank_ && pongs[2 * r + 1] < static_cast<int64_t>(seq))
+      behind.push_back(r);
   }
   std::string who;
   if (!silent.empty()) who = fmt::format("rank(s) {} did not answer", rank_list(silent));
   if (!behind.empty())
     who += fmt::format("{}rank(s) {} did not reach it", who.empty() ? "" : "; ", rank_list(behind));
   if (who.empty()) who = "every rank answered: mismatched collectives or a stuck network";
-  fatal(rank_, fmt::format("collective {} #{} timed out after {:.0f} s ({})", what, seq, waited, who));
+  fatal(rank_,
+        fmt::format("collective {} #{} timed out after {:.0f} s ({})", what, seq, waited, who));
 }
 
-void MpiCommunicator::abort(const std::string& message, int code) { fatal(rank_, message, code); }
+void MpiCommunicator::abort(const std::string& message, int code) {
+  fatal(rank_, message, code);
+}
 
-void MpiCommunicator::all_reduce_sum(Tensor& t) { all_reduce_async(t).wait(); }
+void MpiCommunicator::all_reduce_sum(Tensor& t) {
+  all_reduce_async(t).wait();
+}
 
 Handle MpiCommunicator::all_reduce_async(Tensor t) {
   check_cpu_f32(t, "all_reduce");
@@ -267,8 +281,8 @@ void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out_shard) {
   const uint64_t seq = next_seq();
   std::vector<MPI_Request> reqs(1);
   const int rc = MPI_Ireduce_scatter_block(in.data<float>(), out_shard.data<float>(),
-                                           to_count(out_shard.numel(), "reduce_scatter"),
-                                           MPI_FLOAT, MPI_SUM, comm_, &reqs[0]);
+                                           to_count(out_shard.numel(), "reduce_scatter"), MPI_FLOAT,
+                                           MPI_SUM, comm_, &reqs[0]);
   if (rc != MPI_SUCCESS) report_error("reduce_scatter", seq, rc);
   wait_all(reqs, "reduce_scatter", seq);
 }
@@ -278,8 +292,8 @@ void MpiCommunicator::all_gather(const Tensor& shard, Tensor& out) {
   check_cpu_f32(out, "all_gather");
   const int64_t s = shard.numel();
   if (out.numel() != s * size_)
-    ROTOR_FAIL("all_gather: output of {} elements is not world size {} x shard of {}",
-               out.numel(), size_, s);
+    ROTOR_FAIL("all_gather: output of {} elements is not world size {} x shard of {}", out.numel(),
+               size_, s);
   const uint64_t seq = next_seq();
   const bool in_place = shard.data<float>() == out.data<float>() + rank_ * s;
   std::vector<MPI_Request> reqs(1);
@@ -312,7 +326,8 @@ void MpiCommunicator::barrier() {
 void MpiCommunicator::all_reduce_host(std::vector<double>& values, ReduceOp op) {
   const uint64_t seq = next_seq();
   std::vector<MPI_Request> reqs(1);
-  const int rc = MPI_Iallreduce(MPI_IN_PLACE, values.data(), to_count(static_cast<int64_t>(values.size()), "all_reduce_host"),
+  const int rc = MPI_Iallreduce(MPI_IN_PLACE, values.data(),
+                                to_count(static_cast<int64_t>(values.size()), "all_reduce_host"),
                                 MPI_DOUBLE, mpi_op(op), comm_, &reqs[0]);
   if (rc != MPI_SUCCESS) report_error("all_reduce_host", seq, rc);
   wait_all(reqs, "all_reduce_host", seq);
@@ -331,8 +346,8 @@ void MpiCommunicator::broadcast_bytes(std::vector<uint8_t>& bytes, int root) {
   if (n == 0) return;
   const uint64_t seq = next_seq();
   std::vector<MPI_Request> reqs(1);
-  const int rc = MPI_Ibcast(bytes.data(), to_count(n, "broadcast_bytes"), MPI_BYTE, root, comm_,
-                            &reqs[0]);
+  const int rc =
+      MPI_Ibcast(bytes.data(), to_count(n, "broadcast_bytes"), MPI_BYTE, root, comm_, &reqs[0]);
   if (rc != MPI_SUCCESS) report_error("broadcast_bytes", seq, rc);
   wait_all(reqs, "broadcast_bytes", seq);
 }

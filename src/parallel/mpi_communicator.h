@@ -73,7 +73,7 @@ class MpiCommunicator final : public HostCommunicator {
   [[noreturn]] void report_timeout(const char* what, uint64_t seq, double waited);
   [[noreturn]] void report_error(const char* what, uint64_t seq, int code);
 
-  MPI_Comm comm_ = MPI_COMM_NULL;  // collectives
+  MPI_Comm comm_ = MPI_COMM_NULL;     // collectives
   MPI_Comm hb_comm_ = MPI_COMM_NULL;  // watchdog pings
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   uint64_t seq_ = 0;          // collectives started

@@ -14,9 +14,15 @@ namespace rotor::parallel {
 
 namespace {
 
-ncclComm_t nc(void* p) { return static_cast<ncclComm_t>(p); }
-cudaStream_t cs(void* p) { return static_cast<cudaStream_t>(p); }
-cudaEvent_t ce(void* p) { return static_cast<cudaEvent_t>(p); }
+ncclComm_t nc(void* p) {
+  return static_cast<ncclComm_t>(p);
+}
+cudaStream_t cs(void* p) {
+  return static_cast<cudaStream_t>(p);
+}
+cudaEvent_t ce(void* p) {
+  return static_cast<cudaEvent_t>(p);
+}
 
 void check_gpu_f32(const Tensor& t, int device, const char* what) {
   if (!t.defined()) ROTOR_FAIL("{}: undefined tensor", what);
@@ -110,7 +116,9 @@ void* NcclCommunicator::acquire_event() {
   return e;
 }
 
-void NcclCommunicator::release_event(void* ev) { free_events_.push_back(ev); }
+void NcclCommunicator::release_event(void* ev) {
+  free_events_.push_back(ev);
+}
 
 uint64_t NcclCommunicator::begin(const char* /*what*/) {
   void* ready = acquire_event();
@@ -127,7 +135,8 @@ void NcclCommunicator::check_async(const char* what, uint64_t seq) {
     ncclCommAbort(nc(comm_));
     comm_ = nullptr;
     fatal(host_->rank(), fmt::format("collective {} #{} failed: {} (a rank died or the network "
-                                    "failed)", what, seq, ncclGetErrorString(st)));
+                                     "failed)",
+                                     what, seq, ncclGetErrorString(st)));
   }
 }
 
@@ -163,7 +172,7 @@ bool NcclCommunicator::event_done(void* ev, const char* what, uint64_t seq) {
 void NcclCommunicator::wait_event(void* ev, const char* what, uint64_t seq) {
   ROTOR_CUDA_CHECK(cudaStreamWaitEvent(cs(cuda::stream(device_)), ce(ev), 0));
   host_->wait_until([&] { return event_done(ev, what, seq); }, what, seq,
-                   [&] { ncclCommAbort(nc(comm_)); });
+                    [&] { ncclCommAbort(nc(comm_)); });
 }
 
 void NcclCommunicator::abort(const std::string& message, int code) {
@@ -172,7 +181,9 @@ void NcclCommunicator::abort(const std::string& message, int code) {
   fatal(host_->rank(), message, code);
 }
 
-void NcclCommunicator::all_reduce_sum(Tensor& t) { all_reduce_async(t).wait(); }
+void NcclCommunicator::all_reduce_sum(Tensor& t) {
+  all_reduce_async(t).wait();
+}
 
 Handle NcclCommunicator::all_reduce_async(Tensor t) {
   check_gpu_f32(t, device_, "all_reduce");
@@ -202,8 +213,8 @@ void NcclCommunicator::all_gather(const Tensor& shard, Tensor& out) {
   check_gpu_f32(shard, device_, "all_gather");
   check_gpu_f32(out, device_, "all_gather");
   if (out.numel() != shard.numel() * world_size())
-    ROTOR_FAIL("all_gather: output of {} elements is not world size {} x shard of {}",
-               out.numel(), world_size(), shard.numel());
+    ROTOR_FAIL("all_gather: output of {} elements is not world size {} x shard of {}", out.numel(),
+               world_size(), shard.numel());
   const uint64_t seq = begin("all_gather");
   // In place when shard is out's slot of this rank (NCCL allows exactly that).
   const int r = ncclAllGather(shard.raw(), out.raw(), static_cast<size_t>(shard.numel()), ncclFloat,
@@ -228,7 +239,7 @@ void NcclCommunicator::barrier() {
   void* ev = acquire_event();
   ROTOR_CUDA_CHECK(cudaEventRecord(ce(ev), cs(stream_)));
   host_->wait_until([&] { return event_done(ev, "barrier", seq); }, "barrier", seq,
-                   [&] { ncclCommAbort(nc(comm_)); });
+                    [&] { ncclCommAbort(nc(comm_)); });
   release_event(ev);
   host_->barrier();
 }

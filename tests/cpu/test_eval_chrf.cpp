@@ -24,8 +24,9 @@ TEST(Chrf, SacrebleuReadmeExample) {
   const ChrfResult r = corpus_chrf(kReadmeHyps, kReadmeRefs, opts);
   EXPECT_NEAR(r.score, 59.72751782684763, 1e-9);
   EXPECT_EQ(format_chrf(r, opts), "chrF2 = 59.73");
-  EXPECT_EQ(chrf_signature(opts, 2),
-            std::string("nrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no|version:rotor-") + ROTOR_VERSION);
+  EXPECT_EQ(
+      chrf_signature(opts, 2),
+      std::string("nrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no|version:rotor-") + ROTOR_VERSION);
   ChrfOptions pp;
   pp.word_order = 2;
   const ChrfResult p = corpus_chrf(kReadmeHyps, kReadmeRefs, pp);
@@ -94,7 +95,8 @@ TEST(Chrf, RealDataMatchesSacrebleu) {
   ChrfOptions pp;
   pp.word_order = 2;
   EXPECT_NEAR(corpus_chrf(hyp, {de}, pp).score, 67.5068137788405, 1e-9);
-  EXPECT_NEAR(corpus_chrf(read_lines(dir + "newstest2014.en"), {de}).score, 23.228235359603833, 1e-9);
+  EXPECT_NEAR(corpus_chrf(read_lines(dir + "newstest2014.en"), {de}).score, 23.228235359603833,
+              1e-9);
 }
 
 struct CommandResult {
@@ -115,21 +117,28 @@ CommandResult run_command(const std::string& args) {
 
 TEST(ChrfCommand, ScoresAndRejectsLineCountMismatch) {
   test::TempDir dir;
-  std::ofstream(dir / "hyp") << "The dog bit the man.\nIt wasn't surprising.\nThe man had just bitten him.\n";
-  std::ofstream(dir / "ref1") << "The dog bit the man.\nIt was not unexpected.\nThe man bit him first.\n";
-  std::ofstream(dir / "ref2") << "The dog had bit the man.\nNo one was surprised.\nThe man had bitten the dog.\n";
+  std::ofstream(dir / "hyp")
+      << "The dog bit the man.\nIt wasn't surprising.\nThe man had just bitten him.\n";
+  std::ofstream(dir / "ref1")
+      << "The dog bit the man.\nIt was not unexpected.\nThe man bit him first.\n";
+  std::ofstream(dir / "ref2")
+      << "The dog had bit the man.\nNo one was surprised.\nThe man had bitten the dog.\n";
   std::ofstream(dir / "short") << "The dog bit the man.\n";
-  auto r = run_command("chrf --ref " + (dir / "ref1") + " --ref " + (dir / "ref2") + " " + (dir / "hyp"));
+  auto r = run_command("chrf --ref " + (dir / "ref1") + " --ref " + (dir / "ref2") + " " +
+                       (dir / "hyp"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(r.output.rfind("chrF2 = 59.73\nnrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no|version:rotor-", 0), 0u)
+  EXPECT_EQ(r.output.rfind(
+                "chrF2 = 59.73\nnrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no|version:rotor-", 0),
+            0u)
       << r.output;
-  r = run_command("chrf --ref " + (dir / "ref1") + " --ref " + (dir / "ref2") + " --json < " + (dir / "hyp"));
+  r = run_command("chrf --ref " + (dir / "ref1") + " --ref " + (dir / "ref2") + " --json < " +
+                  (dir / "hyp"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"score\": 59.7275178268"), std::string::npos) << r.output;
   r = run_command("chrf --ref " + (dir / "short") + " " + (dir / "hyp"));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("hypothesis " + (dir / "hyp") + " has 3 lines but reference " + (dir / "short") +
-                          " has 1 lines"),
+  EXPECT_NE(r.output.find("hypothesis " + (dir / "hyp") + " has 3 lines but reference " +
+                          (dir / "short") + " has 1 lines"),
             std::string::npos)
       << r.output;
 }
