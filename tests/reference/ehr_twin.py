@@ -385,7 +385,8 @@ def replay(a):
     print("replay: %d updates of rotor's batches from %s; largest weight difference %.2e (%s); "
           "%s: max |p_rotor - p_twin| %.2e, ap twin %.4f rotor %.4f"
           % (updates, a.init, worst[0], worst[1], a.split, diff, ap_t, ap_r))
-    return 0 if diff <= a.tolerance and abs(ap_t - ap_r) <= a.tolerance else 1
+    ok = diff <= a.tolerance and abs(ap_t - ap_r) <= a.tolerance
+    return 0 if ok and worst[0] <= a.weight_tolerance else 1
 
 
 def optimizer(model, o, lr, eps, updates, warmup):
@@ -519,6 +520,8 @@ def main():
     r.add_argument("--dir", required=True)
     r.add_argument("--split", default="test")
     r.add_argument("--tolerance", type=float, default=1e-3)
+    r.add_argument("--weight-tolerance", type=float, default=1e-4,
+                   help="the largest weight difference allowed after the updates")
     a = ap.parse_args()
     sys.exit({"check": check, "train": train, "replay": replay}[a.mode](a))
 
