@@ -9,10 +9,14 @@
 #   chains   20 next-visit chains of strength 0.6 and 200 Zipf(1.1) noise
 #            codes, up to 4 a visit (250 codes: the rare-label regime);
 #   weak     weaker recurrence (0.5), a sharper age effect (2), 10 chains of
-#            strength 0.8, 100 Zipf(1) noise codes, up to 3 a visit.
+#            strength 0.8, 100 Zipf(1) noise codes, up to 3 a visit;
+#   other    not `synth ehr` but scripts/eval/ehr_other_cohort.py, a generator
+#            the recipes were not designed on (290 codes, 7.8 labels a
+#            patient, up to 20 visits: 43% of histories exceed data.seq_len).
 #
 #   scripts/ehr_cohorts.sh [ROTOR] [RUNS_DIR] [PYTHON]
-#       (defaults: build-cpu/rotor, runs/ehr_cohorts, python3 with numpy)
+#       (defaults: build-cpu/rotor, runs/ehr_cohorts, the checkout's .venv
+#       python3 or else python3; it needs numpy)
 #   COHORTS="chains_s1 weak_s2" scripts/ehr_cohorts.sh ...   (a subset)
 #   MODELS=behrt scripts/ehr_cohorts.sh ...   (BEHRT only; default "behrt corebehrt")
 #
@@ -25,8 +29,10 @@
 set -euo pipefail
 ROTOR=${1:-build-cpu/rotor}
 RUNS=${2:-runs/ehr_cohorts}
-PY=${3:-python3}
 HERE=$(cd "$(dirname "$0")" && pwd)
+PY=python3
+[ -x "$HERE/../.venv/bin/python3" ] && PY=$HERE/../.venv/bin/python3  # scripts/deps.sh --with-python
+PY=${3:-$PY}
 CONFIGS=$HERE/../configs/ehr
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_WAIT_POLICY=passive
 declare -A KNOBS=(
@@ -34,7 +40,7 @@ declare -A KNOBS=(
   [chains]="--chains 20 --chain-strength 0.6 --noise-codes 200 --noise-zipf 1.1 --noise-per-visit 4"
   [weak]="--recur 0.5 --age-effect 2 --chains 10 --chain-strength 0.8 --noise-codes 100 --noise-zipf 1 --noise-per-visit 3"
 )
-COHORTS=${COHORTS:-"shipped_s1 shipped_s2 chains_s1 chains_s2 weak_s1 weak_s2"}
+COHORTS=${COHORTS:-"shipped_s1 shipped_s2 chains_s1 chains_s2 weak_s1 weak_s2 other_s1"}
 MODELS=${MODELS:-"behrt corebehrt"}
 
 done_run() { [ -f "$1/wall_seconds" ]; }  # written when a run has finished
@@ -52,15 +58,22 @@ train() {  # CONFIG DATA_DIR RUN [--set ...]
 for c in $COHORTS; do
   setting=${c%_s*} seed=${c##*_s} d=$RUNS/$c
   mkdir -p "$d"
-  # shellcheck disable=SC2086  # the knobs are words
-  [ -f "$d/synth/patients.csv" ] ||
-    "$ROTOR" synth ehr --patients 10000 --seed "$seed" ${KNOBS[$setting]} --output "$d/synth" > /dev/null
+  if [ "$setting" = other ]; then
+    mkdir -p "$d/synth"
+    [ -f "$d/synth/cohort.jsonl" ] ||
+      "$PY" "$HERE/eval/ehr_other_cohort.py" "$seed" 10000 "$d/synth/cohort.jsonl"
+    input=(--jsonl "$d/synth/cohort.jsonl")
+  else
+    # shellcheck disable=SC2086  # the knobs are words
+    [ -f "$d/synth/patients.csv" ] ||
+      "$ROTOR" synth ehr --patients 10000 --seed "$seed" ${KNOBS[$setting]} --output "$d/synth" > /dev/null
+    input=(--events "$d/synth/events.csv" --patients "$d/synth/patients.csv")
+  fi
   for x in mlm nextvisit; do
     [ -f "$d/$x/ehr.json" ] && continue
     labels=()
     [ "$x" = nextvisit ] && labels=(--labels next_visit)
-    "$ROTOR" prepare-ehr --events "$d/synth/events.csv" --patients "$d/synth/patients.csv" \
-      --output "$d/$x" --min-visits 3 "${labels[@]}" > /dev/null
+    "$ROTOR" prepare-ehr "${input[@]}" --output "$d/$x" --min-visits 3 "${labels[@]}" > /dev/null
   done
   [ -f "$d/baselines.json" ] ||
     nice "$PY" "$HERE/eval/ehr_baselines.py" "$d/nextvisit" --json "$d/baselines.json" > /dev/null
