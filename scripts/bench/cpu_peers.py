@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """rotor against its PyTorch / Hugging Face peers on the CPU, every tiny
-config side by side (docs/performance.md, "CPU: rotor against PyTorch").
+config side by side (docs/performance.md, "CPU: rotor against PyTorch 2.x").
 
 For each tiny config of configs/ it makes the data the config needs (in the
 work directory: the numbers task, TSVs, EHR cohorts; WikiText-2 and Multi30k
@@ -160,6 +160,8 @@ def main():
     ap.add_argument("--work", default=str(ROOT / "runs/cpu_peers"))
     ap.add_argument("--shared", default=str(ROOT.parent / "shared/data"))
     ap.add_argument("--markdown", help="also write the table to this file")
+    ap.add_argument("--rotor-env", action="append", default=[], metavar="K=V",
+                    help="an environment variable for rotor's runs only (OMP_NUM_THREADS=1)")
     a = ap.parse_args()
     if a.steps < 1 or a.warmup < 0 or a.rounds < 1:
         fail("--steps and --rounds must be at least 1, --warmup at least 0", 2)
@@ -193,6 +195,7 @@ def main():
         sets = sets + [f"output_dir={out}/run", "device=cpu", "train.log_interval=100000",
                        "train.valid_interval=0"]
         rotor_ms, peer_ms, peer, absent = [], [], "", ""
+        rotor_env = dict(kv.split("=", 1) for kv in a.rotor_env)
         try:
             for r in range(a.rounds):
                 bench_json = out / f"rotor_{r}.json"
@@ -201,7 +204,7 @@ def main():
                        "--json", bench_json]
                 for s in sets:
                     cmd += ["--set", s]
-                run(cmd)
+                run(cmd, env=rotor_env)
                 rotor_ms.append(json.load(open(bench_json))["step_ms"])
                 peer_json = out / f"peer_{r}.json"
                 run([python, ROOT / "scripts/bench/train_peer.py", "--bench", bench_json,
