@@ -112,6 +112,20 @@ class ClassificationTrain : public ::testing::Test {
     r = run("export --checkpoint " + (dir_ / "mlm") + " --format hf --output " + (dir_ / "hf"));
     ASSERT_EQ(r.code, 0) << r.err;
   }
+  // A regression classifier from scratch on the words' lengths (a tokenizer
+  // trained here), run directory DIR/NAME; the caller adds the schedule.
+  rotor::test::TinyConfig regression_from_scratch(const std::string& name) {
+    auto r = run("spm-train --input " + (dir_ / "data/train.en") + " --model-prefix " +
+                 (dir_ / "spm") + " --vocab-size 150 --user-defined-symbols [MASK],[CLS],[SEP]");
+    EXPECT_EQ(r.code, 0) << r.err;
+    return encoder("classification", dir_ / name)
+        .set("data.train", dir_ / "train_reg.tsv")
+        .set("data.valid", dir_ / "valid_reg.tsv")
+        .set("data.spm_model", dir_ / "spm.model")
+        .set("data.label_column", "score")
+        .set("data.regression", "true")
+        .set("data.seq_len", "48");
+  }
   // The parity classifier fine-tuned from DIR/hf.
   std::string classifier_yaml() {
     return encoder("classification", dir_ / "cls")
@@ -217,16 +231,7 @@ TEST_F(ClassificationTrain, FineTunesValidatesKeepsTheBestAndPredicts) {
 }
 
 TEST_F(ClassificationTrain, RegressionFromScratchReportsCorrelations) {
-  auto r = run("spm-train --input " + (dir_ / "data/train.en") + " --model-prefix " +
-               (dir_ / "spm") + " --vocab-size 150 --user-defined-symbols [MASK],[CLS],[SEP]");
-  ASSERT_EQ(r.code, 0) << r.err;
-  encoder("classification", dir_ / "reg")
-      .set("data.train", dir_ / "train_reg.tsv")
-      .set("data.valid", dir_ / "valid_reg.tsv")
-      .set("data.spm_model", dir_ / "spm.model")
-      .set("data.label_column", "score")
-      .set("data.regression", "true")
-      .set("data.seq_len", "48")
+  regression_from_scratch("reg")
       .set("train.max_updates", "150")
       .set("train.batch_size", "16")
       .set("train.valid_interval", "30")
@@ -235,7 +240,7 @@ TEST_F(ClassificationTrain, RegressionFromScratchReportsCorrelations) {
       .set("optim.lr", "2.0e-3")
       .set("optim.warmup_updates", "5")
       .write(dir_ / "reg.yaml");
-  r = run("train " + (dir_ / "reg.yaml"));
+  auto r = run("train " + (dir_ / "reg.yaml"));
   ASSERT_EQ(r.code, 0) << r.err;
   const auto valid = records("reg", "valid");
   ASSERT_EQ(valid.size(), 5u);
@@ -263,16 +268,7 @@ TEST_F(ClassificationTrain, RegressionFromScratchReportsCorrelations) {
 // run's validation of that checkpoint; with the first update's features
 // (what it ran before) the loss differs.
 TEST_F(ClassificationTrain, PredictOfAFavorClassifierUsesItsCheckpointsDraw) {
-  auto r = run("spm-train --input " + (dir_ / "data/train.en") + " --model-prefix " +
-               (dir_ / "spm") + " --vocab-size 150 --user-defined-symbols [MASK],[CLS],[SEP]");
-  ASSERT_EQ(r.code, 0) << r.err;
-  encoder("classification", dir_ / "favor")
-      .set("data.train", dir_ / "train_reg.tsv")
-      .set("data.valid", dir_ / "valid_reg.tsv")
-      .set("data.spm_model", dir_ / "spm.model")
-      .set("data.label_column", "score")
-      .set("data.regression", "true")
-      .set("data.seq_len", "48")
+  regression_from_scratch("favor")
       .set("attention.kind", "linear")
       .set("attention.feature_map", "favor")
       .set("attention.feature_redraw", "1")
@@ -283,7 +279,7 @@ TEST_F(ClassificationTrain, PredictOfAFavorClassifierUsesItsCheckpointsDraw) {
       .set("optim.lr", "2.0e-3")
       .set("optim.warmup_updates", "2")
       .write(dir_ / "favor.yaml");
-  r = run("train " + (dir_ / "favor.yaml"));
+  auto r = run("train " + (dir_ / "favor.yaml"));
   ASSERT_EQ(r.code, 0) << r.err;
   const auto valid = records("favor", "valid");
   ASSERT_EQ(valid.size(), 1u);
