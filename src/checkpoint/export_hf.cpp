@@ -25,12 +25,13 @@ namespace {
 // The encoder of `c` as Hugging Face describes it (models/model_config.h),
 // or an error saying why it cannot be exported.
 models::HfEncoderOptions require_encoder(const Config& c) {
-  if (c.task != Task::Mlm && c.task != Task::Classification)
+  if (c.task->hf_export != HfExport::MaskedLm &&
+      c.task->hf_export != HfExport::SequenceClassification)
     ROTOR_FAIL(
         "export --format hf: the checkpoint's task is {}; tasks mlm and classification "
         "export to a Hugging Face BERT/RoFormer, task lm to GPT-NeoX/GPT-2",
         to_string(c.task));
-  if (c.task == Task::Classification && c.data.choices > 0)
+  if (c.data.choices > 0)
     ROTOR_FAIL(
         "export --format hf: the checkpoint is a multiple-choice classifier (data.choices: {}), "
         "which has no Hugging Face export (its RoFormerForMultipleChoice pools differently); "
@@ -82,7 +83,7 @@ Tensor added_positions(nn::PositionKind kind, int64_t n_pos, int64_t dim) {
 // Registers the parameters of the model `c` describes in `store`, in order.
 void register_model(const Config& c, int64_t vocab, nn::ParameterStore& store) {
   // The models only register: the store owns the parameters after they go.
-  if (c.task == Task::Classification) {
+  if (c.task->hf_export == HfExport::SequenceClassification) {
     models::BertForSequenceClassification model(models::bert_classifier_options(c, vocab), store);
   } else {
     models::BertForMaskedLM model(models::bert_options(c, vocab), store);
@@ -141,7 +142,7 @@ Tensor roformer_sinusoid(int64_t n_pos, int64_t dim) {
 nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
   const models::HfEncoderOptions m = require_encoder(c);
   const bool rope = m.prefix == "roformer";
-  const bool classify = c.task == Task::Classification;
+  const bool classify = c.task->hf_export == HfExport::SequenceClassification;
   json_io::Json j = json_io::Json::object();
   const std::string arch = std::string(rope ? "RoFormer" : "Bert") +
                            (classify ? "ForSequenceClassification" : "ForMaskedLM");
@@ -217,7 +218,7 @@ NamedTensors hf_state_dict(const Config& c, const NamedTensors& weights) {
   if (rope)
     out.emplace_back("roformer.encoder.embed_positions.weight",
                      roformer_sinusoid(m.max_positions, d / m.n_heads));
-  if (c.task == Task::Mlm) {
+  if (c.task->hf_export == HfExport::MaskedLm) {
     out.emplace_back("cls.predictions.decoder.weight", *by_name.at(word));
     out.emplace_back("cls.predictions.decoder.bias", *by_name.at("cls.predictions.bias"));
   }

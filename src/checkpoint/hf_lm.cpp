@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "config/tasks.h"
 #include "core/error.h"
 #include "core/json_io.h"
 #include "data/sentencepiece.h"  // kPadId, kBosId, kEosId
@@ -47,7 +48,8 @@ std::vector<float> transposed(const std::vector<float>& v, int64_t rows, int64_t
 }  // namespace
 
 models::HfLmOptions require_hf_lm(const Config& c, const std::string& what) {
-  ROTOR_CHECK(c.task == Task::Lm, "{}: task {} is not lm", what, to_string(c.task));
+  ROTOR_CHECK(c.task->hf_export == HfExport::CausalLm, "{}: task {} is not lm", what,
+              to_string(c.task));
   if (c.attention.kind != nn::AttentionKind::Softmax)
     ROTOR_FAIL(
         "{}: attention.kind is {}, and Hugging Face GPT-NeoX/GPT-2 compute softmax attention", what,

@@ -133,7 +133,7 @@ std::string HfImportResult::summary(const std::string& dir) const {
 HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterStore& store) {
   if (is_rotor_checkpoint(dir)) return import_rotor_checkpoint(dir, c, store);
   if (task_spec(c.task).model == ModelFamily::Decoder) return import_hf_lm(dir, c, store);
-  if (c.task != Task::Mlm && c.task != Task::Classification && c.task != Task::Multilabel)
+  if (c.task->model != ModelFamily::BertEncoder)
     ROTOR_FAIL("model.init_from: task {} has no BERT/RoFormer encoder", to_string(c.task));
   if (!fs::is_directory(dir))
     ROTOR_FAIL(

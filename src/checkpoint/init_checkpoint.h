@@ -12,7 +12,7 @@
 // data.format; with data.format ehr, the checkpoint's vocab.txt must equal
 // the run's DIR/vocab.txt token for token (two prepare-ehr outputs may number
 // the codes differently). Text runs read the checkpoint's spm.model as their
-// tokenizer (train/task_data.h, tokenizer_path).
+// tokenizer (tasks/data.h, tokenizer_path).
 //
 // Every encoder parameter (`bert.` / `roformer.` but the pooler) must be in
 // model.safetensors with its shape; head parameters (the MLM head, the pooler,

@@ -1,7 +1,7 @@
 // `rotor eval --checkpoint RUN[:best] --input FILE [--block-size N | --lengths L1,L2,...]
 //  [--batch-size N] [--device auto] [--json]`
 // Scores a text file with a language-model checkpoint exactly as the run's
-// validation scores its validation set (train/scoring.h): the file is
+// validation scores its validation set (tasks/scoring.h): the file is
 // binarized with the run's tokenizer as the trainer binarizes raw text, then
 //   task lm:  non-overlapping blocks of N tokens (default data.seq_len), an
 //             end-of-text token after every line; loss (nats per token),
@@ -38,6 +38,7 @@
 #include "cli/inference_config.h"
 #include "cli/inference_session.h"
 #include "config/config.h"
+#include "config/tasks.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/json_io.h"
@@ -52,7 +53,7 @@
 #include "models/model_config.h"
 #include "nn/parameters.h"
 #include "nn/position.h"
-#include "train/scoring.h"
+#include "tasks/scoring.h"
 
 namespace {
 
@@ -133,7 +134,7 @@ std::shared_ptr<const rotor::data::MmapCorpus> binarize(const std::string& input
   o.max_len_ratio = 0;
   o.min_len = 1;
   // A byte LM's text is one byte stream, line breaks included (as training
-  // reads it: train/task_data.cpp).
+  // reads it: tasks/data.cpp).
   o.keep_line_ends = keep_line_ends;
   data::prepare_corpus(o);
   auto corpus = std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(o.output_prefix));
@@ -148,7 +149,7 @@ std::shared_ptr<const rotor::data::MmapCorpus> binarize(const std::string& input
 
 struct Row {
   int64_t length = 0;
-  rotor::train::ValidationResult result;
+  rotor::tasks::ValidationResult result;
 };
 
 double per_token(double sum, int64_t tokens) {
@@ -159,7 +160,7 @@ double per_token(double sum, int64_t tokens) {
 // perfect score).
 constexpr const char* kNothingScored = "no tokens scored";
 
-double measure(const rotor::train::ValidationResult& r, const std::string& name) {
+double measure(const rotor::tasks::ValidationResult& r, const std::string& name) {
   for (const auto& [m, v] : r.measures)
     if (m == name) return v;
   return std::nan("");
@@ -218,7 +219,7 @@ void require_scored(const std::vector<Row>& rows, const std::string& input, bool
 void print_result(const EvalArgs& a, const std::string& dir, const rotor::Config& cfg,
                   const std::vector<Row>& rows, const std::string& how, const Json& size,
                   const std::string& size_text, const std::string& stopped) {
-  const bool lm = cfg.task == rotor::Task::Lm;
+  const bool lm = cfg.task->model == rotor::ModelFamily::Decoder;
   if (a.json) {
     Json j;
     j["checkpoint"] = dir;
@@ -285,7 +286,7 @@ int run_eval_ehr(const EvalArgs& a, rotor::cli::InferenceSession& session) {
   Row row{length, {}};
   {
     cli::Activity activity(fmt::format("{}: scoring the patients of {}", kCmd, a.input));
-    row.result = train::score_ehr_mlm(*model, split, length, train::ehr_mlm_masking(cfg, vocab),
+    row.result = tasks::score_ehr_mlm(*model, split, length, tasks::ehr_mlm_masking(cfg, vocab),
                                       a.batch_size.value_or(cfg.train.batch_size), ctx);
   }
   require_scored({row}, a.input, false);
@@ -308,10 +309,10 @@ int run_eval(const EvalArgs& a) {
   if (a.block_size && !a.lengths.empty())
     ROTOR_FAIL("{}: give --block-size or --lengths, not both", kCmd);
   if (a.batch_size) cli::check_int(kCmd, "--batch-size", *a.batch_size, 1, 100'000);
-  cli::InferenceSession session(kCmd, a.checkpoint, a.sets, a.device, {Task::Lm, Task::Mlm});
+  cli::InferenceSession session(kCmd, a.checkpoint, a.sets, a.device);
   const std::string& dir = session.dir();
   const Config& cfg = session.config();
-  const bool lm = cfg.task == Task::Lm;
+  const bool lm = cfg.task->model == ModelFamily::Decoder;
   if (cfg.data.format == DataFormat::Ehr) return run_eval_ehr(a, session);
   cli::check_input_file(kCmd, "--input", a.input);
   const int64_t shortest = lm ? 1 : 2;  // a masked-LM block is [CLS] and a token
@@ -363,20 +364,20 @@ int run_eval(const EvalArgs& a) {
   }
   const nn::Context ctx = session.context();
   const int64_t batch_size = a.batch_size.value_or(cfg.train.batch_size);
-  const data::MaskingOptions masking = lm ? data::MaskingOptions{} : train::mlm_masking(cfg, tok);
+  const data::MaskingOptions masking = lm ? data::MaskingOptions{} : tasks::mlm_masking(cfg, tok);
   std::vector<Row> rows;
   for (const int64_t length : lengths) {
     cli::Activity activity(fmt::format("{}: scoring {} in blocks of {}", kCmd, a.input, length));
     Row row{length, {}};
     if (lm) {
       auto blocks =
-          train::lm_eval_blocks(corpus, length, tok, fmt::format("{}: --input {}", kCmd, a.input));
-      const int64_t scored = train::lm_scored_bytes(tok, *blocks, [&] { return bytes; });
-      row.result = train::score_lm(*lm_model, std::move(blocks), scored, batch_size, ctx);
+          tasks::lm_eval_blocks(corpus, length, tok, fmt::format("{}: --input {}", kCmd, a.input));
+      const int64_t scored = tasks::lm_scored_bytes(tok, *blocks, [&] { return bytes; });
+      row.result = tasks::score_lm(*lm_model, std::move(blocks), scored, batch_size, ctx);
     } else {
       auto blocks = std::make_shared<const data::PackedBlocks>(corpus, length, masking.special.cls,
                                                                masking.special.sep);
-      row.result = train::score_mlm(*mlm_model, blocks, masking, batch_size, ctx);
+      row.result = tasks::score_mlm(*mlm_model, blocks, masking, batch_size, ctx);
     }
     rows.push_back(std::move(row));
   }

@@ -87,7 +87,7 @@ std::string continuation_text(const rotor::data::Tokenizer& tok, std::vector<int
 int run_generate(const GenerateArgs& a) {
   using namespace rotor;
   check_args(a);
-  cli::InferenceSession session(kCmd, a.checkpoint, a.sets, a.device, {Task::Lm});
+  cli::InferenceSession session(kCmd, a.checkpoint, a.sets, a.device);
   const std::string& dir = session.dir();
   // A whole file is read and checked before the model loads.
   std::unique_ptr<cli::LineSource> source;

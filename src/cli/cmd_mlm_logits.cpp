@@ -129,7 +129,7 @@ int run_mlm_logits(const MlmLogitsArgs& a) {
   const bool npy = ends_with(a.output, ".npy");
   if (!npy && !ends_with(a.output, ".safetensors"))
     ROTOR_FAIL("{}: --output {}: name a .npy or .safetensors file", kCmd, a.output);
-  cli::InferenceSession session(kCmd, a.checkpoint, {}, a.device, {Task::Mlm});
+  cli::InferenceSession session(kCmd, a.checkpoint, {}, a.device);
   const std::string& dir = session.dir();
   if (cli::inside(a.output, dir))
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, a.output, dir);

@@ -48,6 +48,7 @@
 #include "cli/errors.h"
 #include "cli/inference_session.h"
 #include "config/config.h"
+#include "config/tasks.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/io.h"
@@ -56,8 +57,8 @@
 #include "data/sentencepiece.h"
 #include "models/model_config.h"
 #include "nn/parameters.h"
-#include "train/classification.h"
-#include "train/task_data.h"
+#include "tasks/classifier/outputs.h"
+#include "tasks/data.h"
 
 namespace {
 
@@ -98,15 +99,14 @@ int run_predict(const PredictArgs& a) {
   const bool to_stdout = !a.output || *a.output == "-";
   if (!to_stdout) cli::check_output_file(kCmd, "--output", *a.output, {a.input});
   cli::check_int(kCmd, "--batch-size", a.batch_size, 1, 100'000);
-  cli::InferenceSession session(kCmd, a.checkpoint, {}, a.device,
-                                {Task::Classification, Task::Multilabel});
+  cli::InferenceSession session(kCmd, a.checkpoint, {}, a.device);
   const std::string& dir = session.dir();
   if (!to_stdout && cli::inside(*a.output, dir))
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
                dir);
   Config& cfg = session.config();
-  const bool multilabel = cfg.task == Task::Multilabel;
-  if (multilabel) cfg.data.labels = train::read_labels_file(dir + "/" + checkpoint::kLabelsFile);
+  const bool multilabel = cfg.task->labels == LabelMode::Multi;
+  if (multilabel) cfg.data.labels = tasks::read_labels_file(dir + "/" + checkpoint::kLabelsFile);
   const bool ehr = cfg.data.format == DataFormat::Ehr;
   int64_t vocab_size = 0;
   data::ClassificationSet set;
@@ -115,7 +115,7 @@ int run_predict(const PredictArgs& a) {
   } else {
     const data::Tokenizer& tok = session.tokenizer();
     vocab_size = tok.vocab_size();
-    set = data::read_classification_tsv(a.input, train::tsv_format(cfg), tok,
+    set = data::read_classification_tsv(a.input, tasks::tsv_format(cfg), tok,
                                         /*require_labels=*/false);
   }
 
@@ -128,10 +128,10 @@ int run_predict(const PredictArgs& a) {
               models::bert_classifier_options(cfg, vocab_size), store);
         });
   }
-  train::ClassificationOutputs out;
+  tasks::ClassificationOutputs out;
   {
     cli::Activity activity(fmt::format("{}: classifying {}", kCmd, a.input));
-    out = train::classify(*model, set, a.batch_size, session.context());
+    out = tasks::classify(*model, set, a.batch_size, session.context());
   }
 
   const bool regression = cfg.data.regression;
@@ -160,7 +160,7 @@ int run_predict(const PredictArgs& a) {
     } else if (multilabel) {
       std::string predicted, probabilities;
       for (size_t k = 0; k < C; ++k) {
-        const double p = train::sigmoid(out.logits[n * C + k]);
+        const double p = tasks::sigmoid(out.logits[n * C + k]);
         if (p >= 0.5)
           predicted += (predicted.empty() ? "" : cfg.data.label_separator) + cfg.data.labels[k];
         probabilities += fmt::format("\t{:.6g}", p);
@@ -186,25 +186,21 @@ int run_predict(const PredictArgs& a) {
   if (set.truncated > 0)
     summary += fmt::format(" ({} cut to {} tokens)", set.truncated, cfg.data.seq_len);
   if (set.has_labels) {
-    const train::TaskSums& s = out.sums;
+    const tasks::TaskSums& s = out.sums;
     summary +=
         fmt::format(" | loss {:.4f}", s.loss / static_cast<double>(std::max<int64_t>(s.tokens, 1)));
     if (s.has_correct)
       summary += fmt::format(" | accuracy {:.2f}",
                              100.0 * static_cast<double>(s.correct) /
                                  static_cast<double>(std::max<int64_t>(s.tokens, 1)));
-    if (multilabel) {
-      std::vector<std::pair<ValidMetric, double>> scores;
-      std::vector<std::pair<std::string, double>> measures;
-      train::multilabel_scores(out, set, scores, measures);
-      for (const auto& [metric, value] : scores)
-        summary += fmt::format(" | {} {:.4f}", to_string(metric), value);
-      for (const auto& [name, value] : measures)
-        summary += fmt::format(" | {} {:.4f}", name, value);
-    } else {
-      for (const auto& [metric, value] : train::glue_scores(out, set, regression))
-        summary += fmt::format(" | {} {:.2f}", to_string(metric), value);
-    }
+    tasks::ValidationResult scored;
+    tasks::score_classifier(cfg, out, set, scored);
+    // GLUE's scores on their 0-100 scale, the multi-label ones in [0, 1].
+    const char* format = multilabel ? " | {} {:.4f}" : " | {} {:.2f}";
+    for (const auto& [metric, value] : scored.scores)
+      summary += fmt::format(fmt::runtime(format), to_string(metric), value);
+    for (const auto& [name, value] : scored.measures)
+      summary += fmt::format(fmt::runtime(format), name, value);
   }
   std::fprintf(stderr, "%s\n", summary.c_str());
   return 0;

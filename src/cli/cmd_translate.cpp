@@ -59,7 +59,7 @@ int run_translate(const TranslateArgs& a) {
   using namespace rotor;
   using cli::is_std;
   check_ranges(a);
-  cli::InferenceSession session(kCmd, a.checkpoint, a.sets, a.device, {Task::Translation});
+  cli::InferenceSession session(kCmd, a.checkpoint, a.sets, a.device);
   const std::string& dir = session.dir();
   if (!is_std(a.output) && cli::inside(*a.output, dir))
     ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,

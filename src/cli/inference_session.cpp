@@ -3,27 +3,20 @@
 #include <algorithm>
 
 #include "cli/inference_config.h"
+#include "config/tasks.h"
 #include "core/error.h"
 
 namespace rotor::cli {
 
 InferenceSession::InferenceSession(std::string_view cmd, const std::string& checkpoint,
-                                   const std::vector<std::string>& sets, std::string_view device,
-                                   std::vector<Task> tasks)
+                                   const std::vector<std::string>& sets, std::string_view device)
     : cmd_(cmd),
       held_(checkpoint),
       config_(load_inference_config(cmd, held_.dir(), sets)),
       device_(resolve_device(device)) {
-  if (std::find(tasks.begin(), tasks.end(), config_.task) == tasks.end()) {
-    std::string runs;
-    for (size_t i = 0; i < tasks.size(); ++i)
-      runs += (i == 0                  ? ""
-               : i + 1 == tasks.size() ? " and "
-                                       : ", ") +
-              fmt::format("task-{}", to_string(tasks[i]));
+  if (!task_serves(config_.task, cmd_))
     ROTOR_FAIL("{}: {} is a task-{} checkpoint; {} runs {} models", cmd_, dir(),
-               to_string(config_.task), cmd_, runs);
-  }
+               to_string(config_.task), cmd_, tasks_serving(cmd_));
 }
 
 const data::Tokenizer& InferenceSession::tokenizer() {

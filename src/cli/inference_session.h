@@ -31,11 +31,11 @@ namespace rotor::cli {
 
 class InferenceSession {
  public:
-  // `cmd` names the command in messages ("eval"); `tasks` the tasks it
-  // runs. The checkpoint is read as the command's first work.
+  // `cmd` names the command ("eval"); the checkpoint's task must list it
+  // among its commands (config/tasks.h TaskSpec::commands). The checkpoint
+  // is read as the command's first work.
   InferenceSession(std::string_view cmd, const std::string& checkpoint,
-                   const std::vector<std::string>& sets, std::string_view device,
-                   std::vector<Task> tasks);
+                   const std::vector<std::string>& sets, std::string_view device);
 
   const std::string& dir() const { return held_.dir(); }
   const Config& config() const { return config_; }

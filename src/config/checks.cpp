@@ -1,7 +1,7 @@
 // The rules that involve more than one key or the task, checked at load
 // (docs/design.md, "Config"): before `rotor train` touches its run directory
-// and under --dump-config. Each task's own rules and metrics are its row of
-// config/tasks.cpp.
+// and under --dump-config. Each task's own rules and metrics are its row
+// (src/tasks/NAME/spec.cpp, config/tasks.h TaskSpec).
 #include <algorithm>
 
 #include "config/tasks.h"
@@ -138,10 +138,10 @@ std::string bytes_text(double bytes) {
   return fmt::format("{:.1f} MB", bytes / 1e6);
 }
 
-// The tokens of one training batch (translation: data.max_tokens, padding
+// The tokens of one training batch (parallel text: data.max_tokens, padding
 // counted; the other tasks: train.batch_size sequences of data.seq_len).
 double batch_tokens(const Config& c) {
-  if (c.task == Task::Translation) return static_cast<double>(c.data.max_tokens);
+  if (c.task->parallel_text) return static_cast<double>(c.data.max_tokens);
   return static_cast<double>(c.train.batch_size) * static_cast<double>(c.data.seq_len);
 }
 
@@ -207,11 +207,15 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
     if (auto p = m.position->check(shape)) return ConfigProblem{p->key, p->message, p->related};
   }
   if (auto p = rope_problem(m)) return p;
-  if (c.data.format == DataFormat::Ehr && c.task != Task::Mlm && c.task != Task::Multilabel)
-    return ConfigProblem{"data.format",
-                         fmt::format("ehr data feeds tasks mlm and multilabel; task {} reads text",
-                                     to_string(c.task)),
-                         {"task"}};
+  if (c.data.format == DataFormat::Ehr && !c.task->reads_ehr) {
+    std::string readers;
+    for (const Task& t : task_kinds())
+      if (t->reads_ehr) readers += (readers.empty() ? "" : " and ") + std::string(t.name());
+    return ConfigProblem{
+        "data.format",
+        fmt::format("ehr data feeds tasks {}; task {} reads text", readers, to_string(c.task)),
+        {"task"}};
+  }
   if (c.data.format == DataFormat::Ehr && !c.data.labels.empty())
     return ConfigProblem{"data.labels",
                          "the labels of EHR data are the codes of its vocab.txt; leave "
@@ -225,9 +229,10 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
     return ConfigProblem{"model.age_vocab_size",
                          "an age embedding needs EHR data (data.format: ehr)",
                          {"data.format"}};
-  if (m.classifier_bias == ClassifierBias::Prior && c.task != Task::Multilabel)
+  if (m.classifier_bias == ClassifierBias::Prior && c.task->labels != LabelMode::Multi)
     return ConfigProblem{"model.classifier_bias",
-                         "prior starts task multilabel's head at the label log-odds; task " +
+                         "prior starts a multi-label head (task multilabel) at the label "
+                         "log-odds; task " +
                              std::string(to_string(c.task)) + " has no such head",
                          {"task"}};
   if (m.age_embedding == AgeEmbedding::Time2Vec && m.age_vocab_size == 0)
@@ -282,15 +287,15 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
   if (!m.init_from.empty() && hf_init_target(task.model) == nullptr) {
     // "TARGET (task A or B), ..." in the order of the task table.
     std::vector<std::pair<std::string, std::string>> targets;
-    for (const auto& t : task_table()) {
-      const char* target = hf_init_target(t.model);
+    for (const Task& t : task_kinds()) {
+      const char* target = hf_init_target(t->model);
       if (!target) continue;
       auto it = std::find_if(targets.begin(), targets.end(),
                              [&](const auto& e) { return e.first == target; });
       if (it == targets.end())
-        targets.emplace_back(target, to_string(t.task));
+        targets.emplace_back(target, t.name());
       else
-        it->second += " or " + std::string(to_string(t.task));
+        it->second += " or " + std::string(t.name());
     }
     std::string what;
     for (const auto& [target, tasks] : targets)
@@ -452,7 +457,7 @@ std::optional<ConfigProblem> find_problem(const Config& c) {
   if (auto p = unused_model_key(c, task)) return p;
   if (auto p = size_problem(c, task)) return p;
   if (auto p = tokenizer_problem(c)) return p;
-  if (c.data.choices != 0 && c.task != Task::Classification)
+  if (c.data.choices != 0 && c.task->labels != LabelMode::Single)
     return ConfigProblem{"data.choices",
                          fmt::format("a multiple-choice head is task classification's; task is {}",
                                      to_string(c.task)),

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/task_kind.h"
 #include "core/rope.h"
 #include "nn/kinds.h"
 #include "ops/gemm.h"
@@ -30,7 +31,6 @@
 
 namespace rotor {
 
-enum class Task { Translation, Mlm, Classification, Lm, Multilabel };
 enum class Precision { FP32, FP16, BF16 };
 enum class LogLevel { Trace, Debug, Info, Warn, Error };
 enum class NormPlacement { Post, Pre };
@@ -64,9 +64,6 @@ struct EnumNames;
   struct EnumNames<E> {                                                      \
     static constexpr std::pair<E, std::string_view> items[] = {__VA_ARGS__}; \
   }
-ROTOR_ENUM_NAMES(Task, {Task::Translation, "translation"}, {Task::Mlm, "mlm"},
-                 {Task::Classification, "classification"}, {Task::Lm, "lm"},
-                 {Task::Multilabel, "multilabel"});
 ROTOR_ENUM_NAMES(Precision, {Precision::FP32, "fp32"}, {Precision::FP16, "fp16"},
                  {Precision::BF16, "bf16"});
 ROTOR_ENUM_NAMES(LogLevel, {LogLevel::Trace, "trace"}, {LogLevel::Debug, "debug"},
@@ -135,6 +132,11 @@ struct EnumNames<nn::PositionKind> {
 template <>
 struct EnumNames<nn::AttentionKind> {
   static constexpr RegistryNames<nn::AttentionKind, nn::attention_kinds> items{};
+};
+// task: the registered tasks (config/task_kind.h).
+template <>
+struct EnumNames<Task> {
+  static constexpr RegistryNames<Task, task_kinds> items{};
 };
 
 template <class E>
@@ -390,7 +392,7 @@ class KeyOrigins {
 };
 
 struct Config {
-  Task task = Task::Translation;
+  Task task;  // the first registered: translation
   std::string output_dir = "runs/default";
   int64_t seed = 1;
   std::string device = "auto";  // auto | cpu | cuda | cuda:N (resolve_device)

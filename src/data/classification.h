@@ -75,7 +75,7 @@ struct ClassificationSet {
 ClassificationSet read_classification_tsv(const std::string& path, const TsvFormat& format,
                                           const Tokenizer& tokenizer, bool require_labels);
 
-// One batch on the CPU (train/task_data.h makes model inputs of it).
+// One batch on the CPU (tasks/data.h makes model inputs of it).
 struct ClassificationHostBatch {
   std::vector<int64_t> indices;  // [B] example ids in the set
   Tensor input_ids;              // i32 [R, T]: right-padded with <pad>; R = B, or B * N

@@ -112,7 +112,7 @@ struct EhrSequence {
 EhrSequence build_ehr_sequence(std::span<const int32_t> tokens, int64_t max_len);
 
 // What a prepared directory is, for a run that resumes on it
-// (train/task_data.h): the fingerprint DIR/ehr.json records (prepare-ehr's
+// (tasks/data.h): the fingerprint DIR/ehr.json records (prepare-ehr's
 // options and its inputs' sizes and hashes), with DIR/vocab.txt's hashed now
 // as the file "vocab.txt". Two directories agree exactly when they number
 // their codes and ages alike and hold the same patients. nullopt when

@@ -62,7 +62,7 @@ class LmBlocks {
   int64_t stream_tokens_ = 0, target_tokens_ = 0;
 };
 
-// One LM batch on the CPU (train/task_data.h makes model inputs of it).
+// One LM batch on the CPU (tasks/data.h makes model inputs of it).
 struct LmHostBatch {
   Tensor input_ids;    // i32 [B, T], right-padded with pad
   Tensor targets;      // i32 [B, T], pad where an input has no next token

@@ -120,7 +120,7 @@ class Masker {
 
 // ---- batching --------------------------------------------------------------
 
-// One masked-LM batch on the CPU (train/task_data.h makes model inputs of it).
+// One masked-LM batch on the CPU (tasks/data.h makes model inputs of it).
 struct MlmHostBatch {
   Tensor input_ids;           // i32 [B, T]: masked inputs, right-padded with pad
   Tensor token_type_ids;      // i32 [B, T], or undefined = every token in segment 0

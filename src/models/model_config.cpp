@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "config/tasks.h"
 #include "core/error.h"
 #include "nn/position.h"
 
@@ -121,9 +122,9 @@ BertClassifierOptions bert_classifier_options(const Config& c, int64_t vocab_siz
   BertClassifierOptions k;
   k.encoder = bert_options(c, vocab_size);
   k.regression = c.data.regression;
-  k.multilabel = c.task == Task::Multilabel;
+  k.multilabel = c.task->labels == LabelMode::Multi;
   k.num_labels = c.data.regression ? 1 : static_cast<int64_t>(c.data.labels.size());
-  if (c.data.choices > 0 && c.task == Task::Classification) {  // one score per choice
+  if (c.data.choices > 0 && c.task->labels == LabelMode::Single) {  // one score per choice
     k.num_labels = 1;
     k.choices = c.data.choices;
   }

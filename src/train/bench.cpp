@@ -14,11 +14,11 @@
 #include "core/logging.h"
 #include "nn/context.h"
 #include "nn/parameters.h"
+#include "tasks/data.h"
+#include "tasks/task.h"
 #include "train/scheduler.h"
 #include "train/session.h"
 #include "train/step.h"
-#include "train/task.h"
-#include "train/task_data.h"
 
 namespace rotor::train {
 
@@ -83,7 +83,7 @@ class PhaseClock : public StepPhases {
     lap(phases.forward);
     ++marks_;
   }
-  void micro_batch_ends(const TaskSums& s) override {
+  void micro_batch_ends(const tasks::TaskSums& s) override {
     lap(phases.backward);
     if (memory_) memory_->backward_ends();
     if (marks_ != 2) ROTOR_FAIL("the task does not mark its phases (nn::PhaseHook)");
@@ -123,7 +123,7 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   if (opts.steps < 1) ROTOR_FAIL("--steps must be at least 1, got {}", opts.steps);
   if (opts.warmup < 0) ROTOR_FAIL("--warmup must be 0 or more, got {}", opts.warmup);
   validate_for_training(c);
-  check_data(c);  // fail before preparing anything
+  tasks::check_data(c);  // fail before preparing anything
   // The run `rotor train` makes (train/session.h): this rank's device, the
   // communicator, the task, the initialization (model.init_from included),
   // the precision policy and the very update step. A plain bench runs alone
@@ -136,7 +136,7 @@ BenchResult run_train_bench(const Config& c, const BenchOptions& opts) {
   nn::ParameterStore& store = session.params();
   UpdateStep& step = session.step();
   const Scheduler& schedule = session.scheduler();
-  TrainingTask& task = session.task();
+  tasks::TrainingTask& task = session.task();
   checkpoint::TrainerState state;
 
   BenchResult r;
@@ -247,12 +247,15 @@ double percent(double part, double whole) {
   return whole > 0 ? 100.0 * part / whole : 0.0;
 }
 
+// What the tokens of a bench line count (config/tasks.h TaskSpec).
 const char* token_kind(const std::string& task) {
-  return task == "mlm" ? "masked" : "target";
+  const std::optional<Task> t = task_kind(task);
+  return t ? (*t)->loss_tokens : "target";
 }
 
 const char* all_kind(const std::string& task) {
-  return task == "mlm" ? "all input tokens" : "source + target";
+  const std::optional<Task> t = task_kind(task);
+  return t ? (*t)->read_tokens : "source + target";
 }
 
 // The token slots of the timed micro-batches (rows x padded length, source
@@ -433,7 +436,7 @@ nlohmann::ordered_json bench_json(const BenchResult& r, const Config& c,
 
   Value train = Value::object();
   train["update_freq"] = r.update_freq;
-  train["label_smoothing"] = c.task == Task::Translation ? c.train.label_smoothing : 0.0;
+  train["label_smoothing"] = c.task->label_smoothing ? c.train.label_smoothing : 0.0;
   train["clip_norm"] = c.train.clip_norm;
   train["max_tokens"] = c.data.max_tokens;
   train["batch_size"] = c.train.batch_size;

@@ -42,7 +42,7 @@ void Session::build(const std::function<void(Session&)>& resume) {
   // Rank 0 prepares the data (tokenizer, binarized corpora) while the others
   // wait; they then find it prepared and only read it.
   if (!rank0) comm.barrier();
-  task_ = make_task(c, device_, rank(), world());
+  task_ = tasks::make_task(c, device_, rank(), world());
   if (rank0 && world() > 1) comm.barrier();
   nn::ParameterStore& store = task_->params();
   store.initialize(static_cast<uint64_t>(c.seed));

@@ -24,10 +24,10 @@
 #include "core/device.h"
 #include "nn/parameters.h"
 #include "parallel/communicator.h"
+#include "tasks/task.h"
 #include "train/precision.h"
 #include "train/scheduler.h"
 #include "train/step.h"
-#include "train/task.h"
 
 namespace rotor::train {
 
@@ -78,7 +78,7 @@ class Session {
   int world() const { return comm_->world_size(); }
 
   // After build():
-  TrainingTask& task() { return *task_; }
+  tasks::TrainingTask& task() { return *task_; }
   nn::ParameterStore& params() { return task_->params(); }
   PrecisionPolicy& precision() { return *precision_; }
   const Scheduler& scheduler() const { return *scheduler_; }
@@ -88,7 +88,7 @@ class Session {
   const Config& config_;
   Device device_;
   std::unique_ptr<parallel::Communicator> comm_;
-  std::unique_ptr<TrainingTask> task_;
+  std::unique_ptr<tasks::TrainingTask> task_;
   std::unique_ptr<PrecisionPolicy> precision_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<UpdateStep> step_;  // refers to all of the above: destroyed first

@@ -28,7 +28,7 @@ optim::ScheduleOptions schedule_options(const Config& c) {
   return s;
 }
 
-UpdateStep::UpdateStep(const Config& c, TrainingTask& task, PrecisionPolicy& precision,
+UpdateStep::UpdateStep(const Config& c, tasks::TrainingTask& task, PrecisionPolicy& precision,
                        parallel::Communicator& comm, const Scheduler& scheduler)
     : config_(c),
       task_(task),
@@ -91,7 +91,7 @@ UpdateResult UpdateStep::run(checkpoint::TrainerState& state, StepPhases* phases
     // Earlier micro-batches accumulate locally; the last one launches buckets.
     const bool last_micro = micro + 1 == c.train.update_freq;
     ctx_.grad_ready = buckets_ && last_micro ? buckets_->hook() : nn::GradReadyHook();
-    const TaskSums s = task_.train_micro_batch(ctx_);
+    const tasks::TaskSums s = task_.train_micro_batch(ctx_);
     ctx_.grad_ready = nullptr;
     if (phases) phases->micro_batch_ends(s);
     r.sums.add(s);

@@ -25,9 +25,9 @@
 #include "optim/schedule.h"
 #include "parallel/communicator.h"
 #include "parallel/data_parallel.h"
+#include "tasks/task.h"
 #include "train/precision.h"
 #include "train/scheduler.h"
-#include "train/task.h"
 
 namespace rotor::train {
 
@@ -40,12 +40,12 @@ optim::ScheduleOptions schedule_options(const Config& config);
 struct StepPhases : nn::PhaseHook {
   virtual void update_begins() {}       // before the gradients are zeroed
   virtual void micro_batch_begins() {}  // before the task takes its next batch
-  virtual void micro_batch_ends(const TaskSums& /*sums*/) {}  // after its backward
+  virtual void micro_batch_ends(const tasks::TaskSums& /*sums*/) {}  // after its backward
   virtual void optimizer_ends() {}  // after the all-reduce and the optimizer step
 };
 
 struct UpdateResult {
-  TaskSums sums;         // over the micro-batches of every rank; no tokens: no step was made
+  tasks::TaskSums sums;  // over the micro-batches of every rank; no tokens: no step was made
   optim::StepInfo info;  // gradient norm; skipped for non-finite gradients
   double lr = 0;         // the learning rate of this update
 };
@@ -55,7 +55,7 @@ class UpdateStep {
   // The parameters of `task` are initialized (or loaded) before the first
   // run(); `comm` spans the ranks (world size 1: no communication at all);
   // `scheduler` says when the data's epochs end.
-  UpdateStep(const Config& config, TrainingTask& task, PrecisionPolicy& precision,
+  UpdateStep(const Config& config, tasks::TrainingTask& task, PrecisionPolicy& precision,
              parallel::Communicator& comm, const Scheduler& scheduler);
   ~UpdateStep();
 
@@ -77,7 +77,7 @@ class UpdateStep {
 
  private:
   const Config& config_;
-  TrainingTask& task_;
+  tasks::TrainingTask& task_;
   PrecisionPolicy& precision_;
   parallel::Communicator& comm_;
   const Scheduler& scheduler_;

@@ -15,14 +15,14 @@
 #include "parallel/communicator.h"
 #include "parallel/data_parallel.h"
 #include "parallel/signals.h"
+#include "tasks/data.h"
+#include "tasks/task.h"
 #include "train/metrics.h"
 #include "train/precision.h"
 #include "train/run_dir.h"
 #include "train/scheduler.h"
 #include "train/session.h"
 #include "train/step.h"
-#include "train/task.h"
-#include "train/task_data.h"
 #include "train/tensorboard.h"
 
 namespace fs = std::filesystem;
@@ -114,7 +114,7 @@ void check_resumable(const Config& c) {
         ROTOR_FAIL("--resume: {} was trained with model key \"{}\", the config has \"{}\"", dir,
                    lb.substr(lb.find_first_not_of(' ')), la.substr(la.find_first_not_of(' ')));
   }
-  check_resumable_data(c, dir);
+  tasks::check_resumable_data(c, dir);
 }
 
 // OUTPUT_DIR/config.yaml: the resolved config, unless that file is the very
@@ -143,7 +143,7 @@ bool weights_finite(nn::ParameterStore& store) {
 // Continues from OUTPUT_DIR/checkpoint_last: weights, optimizer moments and
 // the trainer state, the data position converted to this world size.
 void resume(const Config& c, Session& session, checkpoint::TrainerState& state) {
-  TrainingTask& task = session.task();
+  tasks::TrainingTask& task = session.task();
   const int world = session.world();
   const std::string dir = checkpoint::latest_checkpoint(c.output_dir);
   if (dir.empty()) {
@@ -200,15 +200,15 @@ struct Recorder {
 
 // The training figures between two log lines.
 struct Window {
-  TaskSums sums;
+  tasks::TaskSums sums;
   int64_t updates = 0;
   Clock::time_point start = Clock::now();
 };
 
 void log_progress(const Config& c, const Window& w, const UpdateResult& u,
-                  const checkpoint::TrainerState& state, const TrainingTask& task,
+                  const checkpoint::TrainerState& state, const tasks::TrainingTask& task,
                   const PrecisionPolicy& precision, double eta, Device device, Recorder& metrics) {
-  const TaskSums& s = w.sums;
+  const tasks::TaskSums& s = w.sums;
   const double loss = per_token(s.loss, s.tokens);
   const double ppl = std::exp(per_token(s.nll, s.tokens));
   const double tps = static_cast<double>(s.all_tokens) / std::max(seconds_since(w.start), 1e-9);
@@ -237,12 +237,13 @@ void log_progress(const Config& c, const Window& w, const UpdateResult& u,
 }
 
 // Evaluates `split`, logs and records the result.
-ValidationResult evaluate(TrainingTask& task, EvalSplit split, Device device,
-                          const checkpoint::TrainerState& state, double lr, Recorder& metrics) {
+tasks::ValidationResult evaluate(tasks::TrainingTask& task, tasks::EvalSplit split, Device device,
+                                 const checkpoint::TrainerState& state, double lr,
+                                 Recorder& metrics) {
   const auto t0 = Clock::now();
-  const ValidationResult r = task.evaluate(split, device);
+  const tasks::ValidationResult r = task.evaluate(split, device);
   const double seconds = seconds_since(t0);
-  const TaskSums& v = r.sums;
+  const tasks::TaskSums& v = r.sums;
   const double loss = per_token(v.loss, v.tokens);
   const double ppl = std::exp(per_token(v.nll, v.tokens));
   std::string extra =
@@ -257,7 +258,7 @@ ValidationResult evaluate(TrainingTask& task, EvalSplit split, Device device,
   if (!r.how.empty()) extra += " | " + r.how;
   if (r.decoded > 0)
     extra += fmt::format(" | decoded {} sentences in {:.1f}s", r.decoded, r.decode_seconds);
-  const char* name = split == EvalSplit::Valid ? "valid" : "test";
+  const char* name = split == tasks::EvalSplit::Valid ? "valid" : "test";
   if (v.tokens == 0)
     log().warn(
         "{} at update {} | no tokens scored (no token of the set counts in the loss: a masked "
@@ -287,7 +288,7 @@ ValidationResult evaluate(TrainingTask& task, EvalSplit split, Device device,
 
 int run_training(const Config& c, const std::string& config_yaml, const TrainOptions& opts) {
   validate_for_training(c);
-  check_data(c);  // fail before writing anything
+  tasks::check_data(c);  // fail before writing anything
   parallel::install_stop_handlers();
   SessionOptions so;
   so.store_dir = (fs::path(c.output_dir) / ".rendezvous").string();
@@ -307,7 +308,7 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
     session.build([&](Session& s) { resume(c, s, state); });
   else
     session.build();
-  TrainingTask& task = session.task();
+  tasks::TrainingTask& task = session.task();
   nn::ParameterStore& store = session.params();
   UpdateStep& step = session.step();
   const PrecisionPolicy& precision = session.precision();
@@ -409,7 +410,8 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       window = Window{};
     }
     if (schedule.validate_now(state.step)) {
-      const ValidationResult v = evaluate(task, EvalSplit::Valid, device, state, u.lr, metrics);
+      const tasks::ValidationResult v =
+          evaluate(task, tasks::EvalSplit::Valid, device, state, u.lr, metrics);
       const Scheduler::Verdict verdict =
           schedule.record_validation(v.value(c.train.best_metric), state);
       if (verdict.improved) save_best();
@@ -433,7 +435,7 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   log().info("done: {} updates in {:.1f}s ({})", state.step, state.train_seconds,
              stop_reason_text(stop));
   // data.test: scored once, by the best model when validation kept one.
-  if (task.has_split(EvalSplit::Test) && stop != StopReason::Signal) {
+  if (task.has_split(tasks::EvalSplit::Test) && stop != StopReason::Signal) {
     if (state.has_best) {
       const std::string best = (fs::path(c.output_dir) / "checkpoints" / "best").string();
       if (rank0 || fs::exists(best)) checkpoint::load_weights(best, store);
@@ -441,7 +443,7 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
       log().info("test: the best model ({} {:.4f} at update {})", to_string(c.train.best_metric),
                  state.best_score, state.best_step);
     }
-    evaluate(task, EvalSplit::Test, device, state,
+    evaluate(task, tasks::EvalSplit::Test, device, state,
              optim::learning_rate(schedule_options(c), state.step), metrics);
   }
   flush_log();

@@ -89,7 +89,7 @@ Config tiny_config(const Case& k, bool checkpoint, int layers = 3) {
   }
   c.data.labels = {"a", "b", "c"};
   if (ehr) {
-    c.task = k.family == Family::EhrMlm ? Task::Mlm : Task::Multilabel;
+    c.task = k.family == Family::EhrMlm ? *task_kind("mlm") : *task_kind("multilabel");
     c.data.format = DataFormat::Ehr;
     c.model.position_source = PositionSource::Visit;
     c.model.age_vocab_size = 16;

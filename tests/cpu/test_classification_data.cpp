@@ -241,7 +241,7 @@ train:
 
 TEST(ClassificationConfig, KeysRoundTrip) {
   const Config c = load_config_from_string(kYaml);
-  EXPECT_EQ(c.task, Task::Classification);
+  EXPECT_EQ(c.task, *task_kind("classification"));
   EXPECT_EQ(c.model.init_from, "/models/roformer");
   EXPECT_EQ(c.data.sentence1_column, "#1 String");
   EXPECT_EQ(c.data.labels, (std::vector<std::string>{"0", "1"}));
@@ -306,7 +306,7 @@ TEST(ClassificationConfig, GlueConfigsHoldThePapersSettings) {
   for (const auto& [name, metric] : tasks) {
     SCOPED_TRACE(name);
     const Config c = load_config(std::string(ROTOR_SOURCE_DIR) + "/configs/glue/" + name + ".yaml");
-    EXPECT_EQ(c.task, Task::Classification);
+    EXPECT_EQ(c.task, *task_kind("classification"));
     EXPECT_EQ(c.train.max_epochs, 3);
     EXPECT_EQ(c.train.batch_size, 32);
     EXPECT_EQ(c.data.seq_len, 512);

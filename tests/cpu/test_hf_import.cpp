@@ -34,7 +34,7 @@ Config make_config(const std::string& task, const std::string& position) {
 // Registers the model of `c` in `store`, allocated, initialized from `seed`
 // and moved off its init so that every value is distinct.
 void build(const Config& c, nn::ParameterStore& store, uint64_t seed) {
-  if (c.task == Task::Classification) {
+  if (c.task == *task_kind("classification")) {
     models::BertForSequenceClassification m(models::bert_classifier_options(c, V), store);
   } else {
     models::BertForMaskedLM m(models::bert_options(c, V), store);

@@ -168,7 +168,7 @@ TEST(LmModel, InitialLossAndLogitsAgree) {
 
 TEST(LmModel, OptionsFromConfig) {
   Config c;
-  c.task = Task::Lm;
+  c.task = *task_kind("lm");
   c.model.decoder_layers = 3;
   c.model.encoder_layers = 7;
   c.model.norm = NormPlacement::Pre;

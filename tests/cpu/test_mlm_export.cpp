@@ -239,7 +239,7 @@ int64_t parameter_count(const Config& c, int64_t vocab) {
 TEST(MlmConfigs, BasePresetsArePaperSettings) {
   for (const char* name : {"bert_base", "roformer_base"}) {
     const Config c = preset(name);
-    EXPECT_EQ(c.task, Task::Mlm) << name;
+    EXPECT_EQ(c.task, *task_kind("mlm")) << name;
     EXPECT_EQ(c.model.encoder_layers, 12);
     EXPECT_EQ(c.model.d_model, 768);
     EXPECT_EQ(c.model.n_heads, 12);
@@ -268,7 +268,7 @@ TEST(MlmConfigs, BasePresetsArePaperSettings) {
 
 TEST(MlmConfigs, TinyPresetsDifferOnlyInPosition) {
   Config b = preset("bert_tiny"), r = preset("roformer_tiny");
-  EXPECT_EQ(b.task, Task::Mlm);
+  EXPECT_EQ(b.task, *task_kind("mlm"));
   EXPECT_EQ(b.model.position, nn::PositionKind::Learned);
   EXPECT_EQ(r.model.position, nn::PositionKind::Rope);
   EXPECT_NE(b.output_dir, r.output_dir);

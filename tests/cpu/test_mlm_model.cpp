@@ -239,7 +239,7 @@ TEST(MlmModel, NoMaskedTokens) {
 
 TEST(MlmModel, PreLnIsRejected) {
   Config c;
-  c.task = Task::Mlm;
+  c.task = *task_kind("mlm");
   c.model.norm = NormPlacement::Pre;
   // The config's checks refuse it (before a run touches its directory); the
   // model's options still refuse what slipped past them.

@@ -11,7 +11,8 @@
 #include "data/tsv.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
-#include "train/task_data.h"
+#include "tasks/classifier/outputs.h"
+#include "tasks/data.h"
 
 namespace rotor {
 namespace {
@@ -128,12 +129,12 @@ TEST_F(MultilabelTsv, ErrorsNameFileAndLine) {
 
 TEST_F(MultilabelTsv, LabelsFileRoundTripsAndRefusesDamage) {
   const std::vector<std::string> labels = {"a b", "c", "I10.1"};
-  const std::string p = write("labels.txt", train::labels_file_text(labels));
+  const std::string p = write("labels.txt", tasks::labels_file_text(labels));
   EXPECT_EQ(test::slurp(p), "a b\nc\nI10.1\n");
-  EXPECT_EQ(train::read_labels_file(p), labels);
+  EXPECT_EQ(tasks::read_labels_file(p), labels);
   auto error_of = [&](const std::string& path) {
     try {
-      train::read_labels_file(path);
+      tasks::read_labels_file(path);
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -147,18 +148,18 @@ TEST_F(MultilabelTsv, LabelsFileRoundTripsAndRefusesDamage) {
 
 TEST_F(MultilabelTsv, VocabularyOfTheConfig) {
   Config c;
-  c.task = Task::Multilabel;
+  c.task = *task_kind("multilabel");
   c.data.train = write("train.tsv", kTrain);
   c.data.sentence1_column = "text";
   c.data.label_column = "codes";
-  EXPECT_EQ(train::multilabel_vocabulary(c),
+  EXPECT_EQ(tasks::multilabel_vocabulary(c),
             (std::vector<std::string>{"ant", "bird", "cat", "dog"}));
   c.data.labels = {"z", "y"};  // given: as given, in its order
-  EXPECT_EQ(train::multilabel_vocabulary(c), c.data.labels);
+  EXPECT_EQ(tasks::multilabel_vocabulary(c), c.data.labels);
   c.data.labels.clear();
   c.data.train = write("none.tsv", "codes\ttext\n\ta\n");
   try {
-    train::multilabel_vocabulary(c);
+    tasks::multilabel_vocabulary(c);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no example has a label in column codes"),
@@ -190,7 +191,7 @@ std::string error_of(const std::vector<std::string>& sets) {
 
 TEST(MultilabelConfig, KeysAndRules) {
   const Config c = load_config_from_string(kYaml);
-  EXPECT_EQ(c.task, Task::Multilabel);
+  EXPECT_EQ(c.task, *task_kind("multilabel"));
   EXPECT_EQ(c.data.label_separator, ",");
   EXPECT_EQ(c.train.best_metric, ValidMetric::Ap);
   EXPECT_EQ(load_config_from_string(dump_config(c)), c);

@@ -21,10 +21,12 @@ ALLOWED = {
     "eval": {"core"},
     "checkpoint": {"core", "ops", "nn", "optim", "config", "models", "data"},
     "parallel": {"core", "ops", "nn", "optim"},
-    "train": {"core", "ops", "nn", "optim", "config", "models", "data", "decode", "eval",
+    "tasks": {"core", "ops", "nn", "optim", "config", "models", "data", "decode", "eval",
               "checkpoint", "parallel"},
+    "train": {"core", "ops", "nn", "optim", "config", "models", "data", "decode", "eval",
+              "checkpoint", "parallel", "tasks"},
     "cli": {"core", "ops", "nn", "optim", "config", "models", "data", "decode", "eval",
-            "checkpoint", "parallel", "train"},
+            "checkpoint", "parallel", "tasks", "train"},
 }
 # kernels/ may use these header-only helpers of core/ (host and device code).
 KERNEL_CORE_HEADERS = {"core/alibi.h", "core/dtype.h", "core/philox.h", "core/rope.h"}

@@ -1,4 +1,4 @@
-#include "train/translation_scores.h"
+#include "tasks/translation/scores.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include "eval/bleu.h"
 #include "eval/chrf.h"
 
-namespace rotor::train {
+namespace rotor::tasks {
 
 namespace {
 
@@ -92,4 +92,4 @@ TranslationScores score_translations(models::EncoderDecoder& model,
   return r;
 }
 
-}  // namespace rotor::train
+}  // namespace rotor::tasks

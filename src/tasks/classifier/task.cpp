@@ -1,14 +1,22 @@
-// The multi-label task: TSV examples whose label column lists any number of
-// labels (data/tsv.h), on the BERT/RoFormer encoder with the classification
-// head of models/bert_classifier.h giving one logit per label, trained with
-// binary cross-entropy. The label vocabulary is data.labels, or else the
-// sorted labels of data.train; every checkpoint holds it (labels.txt), for
-// `rotor predict` and --resume. Validation reports the sample-averaged
-// average precision and ROC AUC (ap, auroc) and their micro and macro
-// averages (eval/multilabel_metrics.h). With data.format ehr the examples are
-// the patients of a labelled prepare-ehr directory (next-visit or window
-// labels; data/ehr.h, ehr_multilabel_set), with the ages, segments and visit
-// positions of the EHR masked LM, and the labels are the directory's codes.
+// The encoder classifier, tasks classification and multilabel: examples on the
+// BERT/RoFormer encoder with the head of models/bert_classifier.h, usually
+// initialized from a pretrained model (model.init_from), in one of four
+// label modes (outputs.h ClassifierMode):
+//   - classes and regression: GLUE-style TSV examples (single sentences or
+//     pairs, data/classification.h); the loss is a mean over examples and
+//     validation reports accuracy and GLUE's scores;
+//   - choices: the right one of data.choices candidates, accuracy only;
+//   - multi: a set of labels an example, from a TSV column of label lists
+//     (data/tsv.h) or the patients of a labelled prepare-ehr directory
+//     (next-visit or window labels; data/ehr.h, ehr_multilabel_set, with the
+//     ages, segments and visit positions of the EHR masked LM, the labels
+//     being the directory's codes); one logit per label, binary
+//     cross-entropy; the label vocabulary is data.labels, or else the sorted
+//     labels of data.train, and every checkpoint holds it (labels.txt), for
+//     `rotor predict` and --resume. Validation reports the sample-averaged
+//     AP and ROC AUC (ap, auroc) and their micro and macro averages.
+#include "tasks/task.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -17,11 +25,10 @@
 #include "data/classification.h"
 #include "models/bert_classifier.h"
 #include "models/model_config.h"
-#include "train/classification.h"
-#include "train/task.h"
-#include "train/task_data.h"
+#include "tasks/classifier/outputs.h"
+#include "tasks/data.h"
 
-namespace rotor::train {
+namespace rotor::tasks {
 
 namespace {
 
@@ -41,10 +48,10 @@ std::vector<float> label_log_odds(const data::ClassificationSet& set, int64_t nu
   return bias;
 }
 
-class MultilabelTask : public TrainingTask {
+class EncoderClassifierTask : public TrainingTask {
  public:
-  MultilabelTask(const Config& c, Device device, int rank, int world_size)
-      : config_(c), device_(device) {
+  EncoderClassifierTask(const Config& c, Device device, int rank, int world_size)
+      : config_(c), device_(device), mode_(classifier_mode(c)) {
     if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
     if (c.data.format == DataFormat::Ehr) {
       open_ehr(rank);
@@ -67,30 +74,35 @@ class MultilabelTask : public TrainingTask {
     }
     model_ = std::make_unique<models::BertForSequenceClassification>(mo, store_);
     store_.allocate(device);
-    data::ClassificationBatcherOptions bo;
-    bo.batch_size = c.train.batch_size;
-    bo.seed = static_cast<uint64_t>(c.seed);
-    bo.rank = rank;
-    bo.world_size = world_size;
-    batcher_ = std::make_unique<data::ClassificationBatcher>(train_, false, bo);
+    const auto bo = batcher_options<data::ClassificationBatcherOptions>(c, rank, world_size);
+    batcher_ = std::make_unique<data::ClassificationBatcher>(
+        train_, mode_ == ClassifierMode::Regression, bo);
   }
 
   void open_tsv(int rank) {
     const Config& c = config_;
-    // The byte tokenizer (data.tokenizer bytes) is written, never trained,
-    // as for classification.
-    spm_path_ = train::fixed_tokenizer(c);
+    // The encoder's tokenizer; a byte tokenizer (data.tokenizer bytes) is
+    // written, never trained.
+    spm_path_ = fixed_tokenizer(c);
     tokenizer_ = data::Tokenizer::load(spm_path_);
     vocab_size_ = tokenizer_.vocab_size();
-    config_.data.labels = multilabel_vocabulary(c);
-    if (rank == 0)
-      log().info("{} labels ({})", config_.data.labels.size(),
-                 c.data.labels.empty() ? "those of data.train" : "data.labels");
+    const bool multi = mode_ == ClassifierMode::Multi;
+    if (multi) {
+      config_.data.labels = multilabel_vocabulary(c);
+      if (rank == 0)
+        log().info("{} labels ({})", config_.data.labels.size(),
+                   c.data.labels.empty() ? "those of data.train" : "data.labels");
+    }
     const data::TsvFormat format = tsv_format(config_);
     auto read = [&](const std::string& path) {
       auto set = std::make_shared<const data::ClassificationSet>(
           data::read_classification_tsv(path, format, tokenizer_, /*require_labels=*/true));
-      if (rank == 0) {
+      if (rank == 0 && !multi) {
+        log().info("{}: {} examples{}", path, set->size(),
+                   set->truncated ? fmt::format(", {} cut to data.seq_len = {} tokens",
+                                                set->truncated, c.data.seq_len)
+                                  : "");
+      } else if (rank == 0) {
         int64_t assigned = 0, empty = 0;
         for (const auto& ex : set->examples) {
           assigned += static_cast<int64_t>(ex.label_set.size());
@@ -150,7 +162,8 @@ class MultilabelTask : public TrainingTask {
   int64_t vocab_size() const override { return vocab_size_; }
   std::vector<std::pair<std::string, std::string>> checkpoint_files() const override {
     auto files = ehr_files_;
-    files.emplace_back(checkpoint::kLabelsFile, labels_file_text(config_.data.labels));
+    if (mode_ == ClassifierMode::Multi)
+      files.emplace_back(checkpoint::kLabelsFile, labels_file_text(config_.data.labels));
     return files;
   }
 
@@ -165,6 +178,8 @@ class MultilabelTask : public TrainingTask {
     t.loss = t.nll = s.loss;
     t.tokens = s.examples;  // the loss is a mean over examples
     t.all_tokens = db.tokens;
+    t.correct = s.correct;
+    t.has_correct = s.has_correct;
     return t;
   }
 
@@ -177,7 +192,7 @@ class MultilabelTask : public TrainingTask {
         classify(*model_, *data, config_.train.batch_size, nn::inference_context(device));
     ValidationResult r;
     r.sums = out.sums;
-    multilabel_scores(out, *data, r.scores, r.measures);
+    score_classifier(config_, out, *data, r);
     return r;
   }
 
@@ -191,6 +206,7 @@ class MultilabelTask : public TrainingTask {
 
   Config config_;  // data.labels: the label vocabulary
   Device device_;
+  ClassifierMode mode_;
   std::string spm_path_;  // "" for EHR data (its vocabulary is the directory's)
   data::Tokenizer tokenizer_;
   int64_t vocab_size_ = 0;
@@ -201,11 +217,26 @@ class MultilabelTask : public TrainingTask {
   std::unique_ptr<data::ClassificationBatcher> batcher_;
 };
 
-}  // namespace
-
-std::unique_ptr<TrainingTask> make_multilabel_task(const Config& config, Device device, int rank,
-                                                   int world_size) {
-  return std::make_unique<MultilabelTask>(config, device, rank, world_size);
+// --resume: the TSV files are read as they are; a multi-label run's label
+// vocabulary is the one the checkpoint was trained with.
+void check_resumable(const Config& c, const std::string& checkpoint_dir) {
+  if (classifier_mode(c) != ClassifierMode::Multi) return;
+  const std::string saved = checkpoint_dir + "/" + checkpoint::kLabelsFile;
+  const std::vector<std::string> was = read_labels_file(saved), now = multilabel_vocabulary(c);
+  if (was != now)
+    ROTOR_FAIL(
+        "--resume: the label vocabulary ({} labels, from {}) differs from {} ({} labels), "
+        "the one {} was trained with",
+        now.size(), c.data.labels.empty() ? "data.train " + c.data.train : "data.labels", saved,
+        was.size(), checkpoint_dir);
 }
 
-}  // namespace rotor::train
+}  // namespace
+
+// Both spellings (task classification, task multilabel) train this task.
+const TaskSlice kClassifierSlice{
+    .make = make_training_task<EncoderClassifierTask>,
+    .check_resumable = check_resumable,
+};
+
+}  // namespace rotor::tasks

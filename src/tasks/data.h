@@ -3,6 +3,7 @@
 // of the data layer turned into model inputs on a device.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,7 +22,7 @@
 #include "models/decoder_lm.h"
 #include "models/transformer.h"
 
-namespace rotor::train {
+namespace rotor::tasks {
 
 // The tokenizer path a config uses: for data.tokenizer bytes the byte
 // tokenizer's description OUTPUT_DIR/tokenizer.bytes; else data.spm_model,
@@ -33,6 +34,9 @@ std::string tokenizer_path(const Config& config);
 // data.<key> ("train", "valid") as the task reads it: parallel
 // (PREFIX.<src_lang>/<tgt_lang>) for translation, one text file for mlm.
 data::CorpusSource corpus_source(const Config& config, const std::string& key);
+// The splits as corpus_source reads them: data.train first (named or not),
+// then data.valid and data.test where named.
+std::vector<data::CorpusSource> corpus_splits(const Config& config);
 
 // Checks, before a run creates anything, that data.train / data.valid name
 // prepared data or raw text that exists, and that the tokenizer exists or can
@@ -72,24 +76,6 @@ std::string prepared_prefix(const Config& config, const std::string& key, const 
 std::shared_ptr<const data::MmapCorpus> open_corpus(const std::string& prefix,
                                                     const data::Tokenizer& tokenizer);
 
-struct ParallelCorpus {
-  std::shared_ptr<const data::MmapCorpus> src, tgt;
-  bool defined() const { return src != nullptr; }
-};
-
-struct TranslationData {
-  std::string spm_path;
-  data::Tokenizer tokenizer;
-  ParallelCorpus train, valid, test;
-};
-
-// The tokenizer and corpora of a translation run. `need_train` false skips
-// the training corpus (validation or decoding only).
-// Every split of a model with a position table is checked to fit it (a
-// prepared corpus may hold longer sentences): a rotor::Error naming the
-// split's key, the file and the sentence otherwise, before training.
-TranslationData load_translation_data(const Config& config, bool need_train = true);
-
 // A split of a prepare-ehr directory (data.format ehr) for the tasks that read
 // them (mlm, multilabel): a rotor::Error when model.age_vocab_size cannot
 // hold its age ids, or, given the training split, when its vocabulary
@@ -104,26 +90,21 @@ std::shared_ptr<const data::EhrSplit> open_ehr_split(const Config& config,
 // by key). Nothing for text.
 std::vector<std::pair<std::string, std::string>> ehr_checkpoint_files(const Config& config);
 
-// The TSV layout of tasks classification and multilabel
-// (data.sentence1_column, ...), its examples at most data.seq_len tokens.
-// Task multilabel's labels are its label vocabulary (multilabel_vocabulary).
-data::TsvFormat tsv_format(const Config& config);
-
-// Task multilabel's label vocabulary: data.labels, or else the sorted
-// labels of data.train (an error when it has none).
-std::vector<std::string> multilabel_vocabulary(const Config& config);
-
-// checkpoint::kLabelsFile: a label a line, each ending in "\n".
-std::string labels_file_text(const std::vector<std::string>& labels);
-// Reads one back; a missing file, an empty line or no label is a
-// rotor::Error naming the file (and the line).
-std::vector<std::string> read_labels_file(const std::string& path);
+// The batcher options every task sets alike (data::MlmBatcherOptions,
+// LmBatcherOptions, ClassificationBatcherOptions): train.batch_size rows,
+// shuffled by `seed`, rank r of world_size reading its own shard.
+template <class Options>
+Options batcher_options(const Config& config, int rank, int world_size) {
+  Options o;
+  o.batch_size = config.train.batch_size;
+  o.seed = static_cast<uint64_t>(config.seed);
+  o.rank = rank;
+  o.world_size = world_size;
+  return o;
+}
 
 // Batches of the data layer as model inputs on `device`.
-models::TranslationBatch to_model_batch(const data::Batch& batch, Device device);
 models::MlmBatch to_model_batch(const data::MlmHostBatch& batch, Device device);
-models::ClassificationBatch to_model_batch(const data::ClassificationHostBatch& batch,
-                                           Device device);
 models::LmBatch to_model_batch(const data::LmHostBatch& batch, Device device);
 
-}  // namespace rotor::train
+}  // namespace rotor::tasks

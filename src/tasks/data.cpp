@@ -1,4 +1,4 @@
-#include "train/task_data.h"
+#include "tasks/data.h"
 
 #include <filesystem>
 #include <span>
@@ -12,10 +12,11 @@
 #include "core/json_io.h"
 #include "data/ehr.h"
 #include "nn/position.h"
+#include "tasks/task.h"
 
 namespace fs = std::filesystem;
 
-namespace rotor::train {
+namespace rotor::tasks {
 
 std::string tokenizer_path(const Config& c) {
   if (c.data.tokenizer == TokenizerType::Bytes)
@@ -31,11 +32,21 @@ data::CorpusSource corpus_source(const Config& c, const std::string& key) {
   data::CorpusSource s;
   s.key = "data." + key;
   s.path = key == "train" ? c.data.train : key == "valid" ? c.data.valid : c.data.test;
-  if (c.task == Task::Translation) {
+  if (c.task->parallel_text) {
     s.src_lang = c.data.src_lang;
     s.tgt_lang = c.data.tgt_lang;
   }
   return s;
+}
+
+// The splits of data.train, data.valid and data.test as the task reads
+// them: train first (named or not), then those named.
+std::vector<data::CorpusSource> corpus_splits(const Config& c) {
+  std::vector<data::CorpusSource> splits{corpus_source(c, "train")};
+  for (const char* key : {"valid", "test"})
+    if (data::CorpusSource s = corpus_source(c, key); !s.path.empty())
+      splits.push_back(std::move(s));
+  return splits;
 }
 
 void check_data(const Config& c) {
@@ -56,13 +67,15 @@ void check_data(const Config& c) {
     }
     return;
   }
-  const data::CorpusSource train = corpus_source(c, "train");
+  // What the checks read of the config, before they go down to the data
+  // layer: the splits it names (train first) and the tokenizer.
+  const std::vector<data::CorpusSource> splits = corpus_splits(c);
+  const data::CorpusSource& train = splits.front();
+  const std::string spm = tokenizer_path(c);
+  const bool bytes = c.data.tokenizer == TokenizerType::Bytes;  // written by the run, never missing
+  const bool line_ends = c.task->byte_line_ends && bytes;
   if (train.path.empty()) ROTOR_FAIL("data.train is required for training");
-  train.check_exists();
-  for (const char* key : {"valid", "test"}) {
-    const data::CorpusSource s = corpus_source(c, key);
-    if (!s.path.empty()) s.check_exists();
-  }
+  for (const data::CorpusSource& s : splits) s.check_exists();
   std::error_code ec;
   if (!c.model.init_from.empty() && fs::exists(c.model.init_from, ec) &&
       !fs::is_directory(c.model.init_from, ec))
@@ -70,14 +83,12 @@ void check_data(const Config& c) {
         "model.init_from: {} is a file; name the Hugging Face model directory that holds "
         "config.json, model.safetensors and spiece.model",
         c.model.init_from);
-  const std::string spm = tokenizer_path(c);
-  const bool bytes = c.data.tokenizer == TokenizerType::Bytes;  // written by the run, never missing
   if (!bytes && !fs::exists(spm) && c.data.spm_model.empty() && !c.model.init_from.empty())
     ROTOR_FAIL(
         "model.init_from: {} not found (the tokenizer of the pretrained model; set "
         "data.spm_model)",
         spm);
-  if (!bytes && !fs::exists(spm) && (c.task == Task::Classification || c.task == Task::Multilabel))
+  if (!bytes && !fs::exists(spm) && !c.task->trains_tokenizer)
     ROTOR_FAIL(
         "data.spm_model: {} not found; task {} reads the tokenizer of its "
         "encoder (data.spm_model, or the spiece.model of model.init_from)",
@@ -92,17 +103,13 @@ void check_data(const Config& c) {
         "{}: {} is a byte tokenizer, and data.tokenizer is sentencepiece: set data.tokenizer: "
         "bytes (which needs no tokenizer file) or name a SentencePiece model",
         c.data.spm_model.empty() ? "model.init_from" : "data.spm_model", spm);
-  // A byte LM's prefix that lost its line breaks, before the run touches anything.
-  if (c.task == Task::Lm && bytes)
-    for (const char* key : {"train", "valid", "test"})
-      if (const data::CorpusSource s = corpus_source(c, key); s.is_prepared())
-        data::check_prepared_line_ends(s);
-  // A prefix prepared with another tokenizer, before the run touches anything.
-  if (fs::exists(spm))
-    for (const char* key : {"train", "valid", "test"}) {
-      const data::CorpusSource s = corpus_source(c, key);
-      if (s.is_prepared()) data::check_prepared_tokenizer(s, spm);
-    }
+  // Before the run touches anything: a byte LM's prefix that lost its line
+  // breaks, a prefix prepared with another tokenizer.
+  for (const data::CorpusSource& s : splits) {
+    if (!s.is_prepared()) continue;
+    if (line_ends) data::check_prepared_line_ends(s);
+    if (fs::exists(spm)) data::check_prepared_tokenizer(s, spm);
+  }
 }
 
 namespace {
@@ -117,7 +124,7 @@ data::SpmTrainOptions spm_options(const Config& c) {
   o.model_type = std::string(to_string(c.data.spm_model_type));
   o.character_coverage = c.data.character_coverage;
   o.input_sentence_size = 2000000;
-  if (c.task == Task::Mlm) o.user_defined_symbols = {"[MASK]", "[CLS]", "[SEP]"};  // ids 4, 5, 6
+  if (c.task->mlm_symbols) o.user_defined_symbols = {"[MASK]", "[CLS]", "[SEP]"};  // ids 4, 5, 6
   return o;
 }
 
@@ -131,13 +138,13 @@ std::vector<std::string> byte_symbols(const Config& c) {
 data::CleanOptions clean_options(const Config& c, const std::string& key) {
   data::CleanOptions clean;
   // A byte LM reads its text as one byte stream: line breaks are tokens.
-  clean.keep_line_ends = c.task == Task::Lm && c.data.tokenizer == TokenizerType::Bytes;
+  clean.keep_line_ends = c.task->byte_line_ends && c.data.tokenizer == TokenizerType::Bytes;
   // Masked-LM blocks are packed from the stream: every non-empty line counts.
-  if (c.task == Task::Translation && key == "train") {
+  if (c.task->parallel_text && key == "train") {
     clean.max_len = c.data.max_len;
     clean.max_len_ratio = c.data.max_len_ratio;
     clean.max_len_key = "data.max_len";
-  } else if (c.task == Task::Translation && nn::has_position_table(c.model.position)) {
+  } else if (c.task->parallel_text && nn::has_position_table(c.model.position)) {
     clean.max_len = c.model.max_positions - 1;  // + eos (source) or bos (target)
     clean.max_len_key = "model.max_positions - 1";
   }
@@ -183,35 +190,45 @@ void check_resumable_data(const Config& c, const std::string& checkpoint_dir) {
   // EHR runs read their prepared splits as they are, which must be the ones
   // the checkpoint was trained on.
   if (c.data.format == DataFormat::Ehr) return check_resumable_ehr(c, checkpoint_dir);
-  // Classification reads its TSV files as they are.
-  if (c.task == Task::Classification) return;
-  if (c.task == Task::Multilabel) {  // the same, with the same label vocabulary
-    const std::string saved = checkpoint_dir + "/" + checkpoint::kLabelsFile;
-    const std::vector<std::string> was = read_labels_file(saved), now = multilabel_vocabulary(c);
-    if (was != now)
-      ROTOR_FAIL(
-          "--resume: the label vocabulary ({} labels, from {}) differs from {} ({} labels), "
-          "the one {} was trained with",
-          now.size(), c.data.labels.empty() ? "data.train " + c.data.train : "data.labels", saved,
-          was.size(), checkpoint_dir);
-    return;
-  }
+  // A task's own check (the label vocabulary of multilabel) replaces the
+  // tokenizer and corpus checks below: a task that never trains its
+  // tokenizer reads its data files as they are.
+  if (const TaskSlice& slice = task_slice(c.task); slice.check_resumable)
+    return slice.check_resumable(c, checkpoint_dir);
+  if (!c.task->trains_tokenizer) return;
+  // What the checks read of the config, before they go down to the data
+  // layer: the tokenizer, and each split named with where the run
+  // binarizes it and how.
   const std::string spm = tokenizer_path(c);
+  const bool bytes = c.data.tokenizer == TokenizerType::Bytes;
+  const std::vector<std::string> symbols = byte_symbols(c);
+  const bool own_spm = !bytes && owns_tokenizer(c);
+  const data::SpmTrainOptions spm_train = spm_options(c);
+  struct Split {
+    data::CorpusSource source;
+    std::string out;  // the prefix the run binarizes it to
+    data::CleanOptions clean;
+  };
+  std::vector<Split> splits;
+  for (data::CorpusSource& s : corpus_splits(c)) {
+    if (s.path.empty()) continue;
+    const std::string key = s.key.substr(std::string("data.").size());
+    splits.push_back({std::move(s), data_prefix(c, key), clean_options(c, key)});
+  }
   const std::string saved = checkpoint_dir + "/spm.model";
   std::error_code ec;
   if (fs::exists(saved, ec)) {
     // The kind first: a byte run's tokenizer file is the run's to write.
     const bool saved_bytes = data::Tokenizer::load(saved).is_bytes();
-    const bool bytes = c.data.tokenizer == TokenizerType::Bytes;
     if (saved_bytes != bytes)
       ROTOR_FAIL("--resume: {} was trained with data.tokenizer {}, the config says {}",
                  checkpoint_dir, saved_bytes ? "bytes" : "sentencepiece",
                  to_string(c.data.tokenizer));
-    if (bytes && read_file(saved) != data::byte_tokenizer_text(byte_symbols(c)))
+    if (bytes && read_file(saved) != data::byte_tokenizer_text(symbols))
       ROTOR_FAIL("--resume: the byte tokenizer {} has other symbols than task {} uses", saved,
                  to_string(c.task));
   }
-  if (fs::exists(saved, ec) && c.data.tokenizer != TokenizerType::Bytes) {
+  if (fs::exists(saved, ec) && !bytes) {
     if (!fs::exists(spm, ec))
       ROTOR_FAIL("--resume: the tokenizer {} is missing; {} was trained with {} (copy it back)",
                  spm, checkpoint_dir, saved);
@@ -219,65 +236,26 @@ void check_resumable_data(const Config& c, const std::string& checkpoint_dir) {
       ROTOR_FAIL("--resume: the tokenizer {} differs from {}, the one {} was trained with", spm,
                  saved, checkpoint_dir);
   }
-  const data::CorpusSource train = corpus_source(c, "train");
-  if (c.data.tokenizer != TokenizerType::Bytes && owns_tokenizer(c) && fs::exists(spm, ec) &&
-      !train.is_prepared()) {
-    const std::string why = data::stale_reason(data::fingerprint_path(spm),
-                                               data::tokenizer_fingerprint(train, spm_options(c)));
+  if (own_spm && fs::exists(spm, ec) && !splits.empty() &&
+      splits.front().source.key == "data.train" && !splits.front().source.is_prepared()) {
+    const std::string why = data::stale_reason(
+        data::fingerprint_path(spm), data::tokenizer_fingerprint(splits.front().source, spm_train));
     if (!why.empty()) refuse_resume(spm, why);
   }
-  for (const char* key : {"train", "valid", "test"}) {
-    const data::CorpusSource s = corpus_source(c, key);
-    if (s.path.empty()) continue;
+  for (const Split& split : splits) {
+    const data::CorpusSource& s = split.source;
     if (s.is_prepared()) {
       if (fs::exists(spm, ec)) data::check_prepared_tokenizer(s, spm);
       continue;
     }
-    const std::string out = data_prefix(c, key);
     bool made = true;
-    for (const auto& f : data::prepared_files(s, out)) made = made && fs::exists(f, ec);
+    for (const auto& f : data::prepared_files(s, split.out)) made = made && fs::exists(f, ec);
     if (!made || !fs::exists(spm, ec)) continue;  // binarized when the run starts
-    const std::string why = data::stale_reason(
-        data::fingerprint_path(out), data::data_fingerprint(s, spm, clean_options(c, key)));
-    if (!why.empty()) refuse_resume(out, why);
+    const std::string why = data::stale_reason(data::fingerprint_path(split.out),
+                                               data::data_fingerprint(s, spm, split.clean));
+    if (!why.empty()) refuse_resume(split.out, why);
   }
 }
-
-namespace {
-
-ParallelCorpus open_pair(const std::string& prefix, const data::Tokenizer& tokenizer) {
-  ParallelCorpus p;
-  p.src = open_corpus(prefix + ".src", tokenizer);
-  p.tgt = open_corpus(prefix + ".tgt", tokenizer);
-  return p;
-}
-
-// Every sentence of `corpus` (data.<key>) fits the model's position table
-// with its eos or bos.
-void check_fits(const Config& c, const std::string& key, const data::MmapCorpus& corpus) {
-  if (!nn::has_position_table(c.model.position)) return;
-  const int64_t most = c.model.max_positions - 1;
-  for (size_t i = 0; i < corpus.size(); ++i) {
-    const std::span<const int32_t> s = corpus.sentence(i);
-    // A stored </s> is the position the batcher would add.
-    const int64_t n = static_cast<int64_t>(s.size()) - (!s.empty() && s.back() == data::kEosId);
-    if (n > most)
-      ROTOR_FAIL(
-          "data.{}: {}: sentence {} has {} tokens, more than model.max_positions - 1 = {} ({} "
-          "positions); prepare it with --max-len {}",
-          key, corpus.prefix(), i + 1, n, most, to_string(c.model.position), most);
-  }
-}
-
-ParallelCorpus open_checked_pair(const Config& c, const std::string& key, const std::string& spm,
-                                 const data::Tokenizer& tokenizer) {
-  ParallelCorpus p = open_pair(prepared_prefix(c, key, spm), tokenizer);
-  check_fits(c, key, *p.src);
-  check_fits(c, key, *p.tgt);
-  return p;
-}
-
-}  // namespace
 
 std::shared_ptr<const data::MmapCorpus> open_corpus(const std::string& prefix,
                                                     const data::Tokenizer& tokenizer) {
@@ -285,82 +263,6 @@ std::shared_ptr<const data::MmapCorpus> open_corpus(const std::string& prefix,
   corpus->check_ids(static_cast<uint64_t>(tokenizer.vocab_size()),
                     "of the tokenizer " + tokenizer.path());
   return corpus;
-}
-
-TranslationData load_translation_data(const Config& c, bool need_train) {
-  TranslationData d;
-  d.spm_path = ensure_tokenizer(c);
-  d.tokenizer = data::Tokenizer::load(d.spm_path);
-  if (need_train) {
-    if (c.data.train.empty()) ROTOR_FAIL("data.train is required for training");
-    d.train = open_checked_pair(c, "train", d.spm_path, d.tokenizer);
-  }
-  if (!c.data.valid.empty()) d.valid = open_checked_pair(c, "valid", d.spm_path, d.tokenizer);
-  if (!c.data.test.empty()) d.test = open_checked_pair(c, "test", d.spm_path, d.tokenizer);
-  return d;
-}
-
-models::TranslationBatch to_model_batch(const data::Batch& b, Device device) {
-  models::TranslationBatch m;
-  m.src = b.src.to(device);
-  m.src_lengths = Tensor::from_ints(b.src_lengths, {b.size()}, device);
-  m.tgt_in = b.tgt_in.to(device);
-  m.tgt_out = b.tgt_out.to(device);
-  m.tgt_tokens = b.tgt_tokens;
-  m.src_tokens = b.src_tokens;
-  return m;
-}
-
-data::TsvFormat tsv_format(const Config& c) {
-  data::TsvFormat f;
-  f.sentence1 = c.data.sentence1_column;
-  f.sentence2 = c.data.sentence2_column;
-  f.label = c.data.label_column;
-  f.header = c.data.header;
-  f.labels = c.data.labels;
-  f.regression = c.data.regression;
-  f.multilabel = c.task == Task::Multilabel;
-  if (c.data.label_separator.size() == 1) f.label_separator = c.data.label_separator[0];
-  f.max_len = c.data.seq_len;
-  f.choices = c.data.choices;
-  return f;
-}
-
-std::vector<std::string> multilabel_vocabulary(const Config& c) {
-  if (!c.data.labels.empty()) return c.data.labels;
-  const std::string text = read_file(c.data.train, kMaxTsvBytes);
-  std::vector<std::string> labels = data::label_vocabulary(text, c.data.train, tsv_format(c));
-  if (labels.empty())
-    ROTOR_FAIL(
-        "data.train {}: no example has a label in column {} (data.label_column); task "
-        "multilabel builds its label vocabulary from them (or set data.labels)",
-        c.data.train, c.data.label_column);
-  return labels;
-}
-
-std::string labels_file_text(const std::vector<std::string>& labels) {
-  std::string text;
-  for (const auto& l : labels) text += l + "\n";
-  return text;
-}
-
-std::vector<std::string> read_labels_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec))
-    ROTOR_FAIL("{}: missing (a task-multilabel checkpoint holds its label vocabulary there)", path);
-  const std::string text = read_file(path, kMaxConfigBytes);
-  std::vector<std::string> labels;
-  size_t line = 0;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    ++line;
-    labels.push_back(text.substr(start, end - start));
-    if (labels.back().empty()) ROTOR_FAIL("{}:{}: an empty label", path, line);
-    start = end + 1;
-  }
-  if (labels.empty()) ROTOR_FAIL("{}: no labels", path);
-  return labels;
 }
 
 std::shared_ptr<const data::EhrSplit> open_ehr_split(const Config& c, const std::string& prefix,
@@ -451,19 +353,6 @@ void check_resumable_ehr(const Config& c, const std::string& checkpoint_dir) {
   }
 }
 
-models::ClassificationBatch to_model_batch(const data::ClassificationHostBatch& b, Device device) {
-  models::ClassificationBatch m;
-  m.input_ids = b.input_ids;
-  m.token_type_ids = b.token_type_ids;
-  m.lengths = b.lengths;
-  m.age_ids = b.age_ids;
-  m.position_ids = b.position_ids;
-  m.labels = b.labels;
-  m.targets = b.targets;
-  m.tokens = b.tokens;
-  return m.to(device);
-}
-
 models::MlmBatch to_model_batch(const data::MlmHostBatch& b, Device device) {
   auto on_device = [&](const Tensor& t) { return t.defined() ? t.to(device) : Tensor(); };
   models::MlmBatch m;
@@ -487,4 +376,4 @@ models::LmBatch to_model_batch(const data::LmHostBatch& b, Device device) {
   return m.to(device);
 }
 
-}  // namespace rotor::train
+}  // namespace rotor::tasks

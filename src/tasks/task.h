@@ -1,9 +1,11 @@
-// What the training loop needs from a job, whatever its model and data: the
-// translation task (encoder-decoder, label-smoothed loss over target tokens),
-// the masked-LM task (encoder, loss over masked tokens), classification,
-// multi-label classification and the causal LM (decoder-only, loss over next tokens). The loop in
-// trainer.cpp owns the schedule, logging and checkpoints; train/step.h the
-// optimizer and the data-parallel exchange.
+// What the training loop needs from a job, whatever its model and data, and
+// the registry of the tasks that provide it. Each task is a folder of
+// src/tasks/ (its config row, data plumbing and TrainingTask) and a line of
+// src/tasks/tasks.def: translation (encoder-decoder, label-smoothed loss over
+// target tokens), mlm (encoder, loss over masked tokens), classification,
+// multilabel and lm (decoder-only, loss over next tokens). The loop in
+// train/trainer.cpp owns the schedule, logging and checkpoints; train/step.h
+// the optimizer and the data-parallel exchange.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +15,12 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/tasks.h"
 #include "data/batcher.h"
 #include "nn/context.h"
 #include "nn/parameters.h"
 
-namespace rotor::train {
+namespace rotor::tasks {
 
 struct TaskSums {
   double loss = 0;         // summed over `tokens` (label-smoothed for translation)
@@ -82,20 +85,46 @@ class TrainingTask {
   virtual void set_position(data::BatchPosition position) = 0;
 };
 
-// The task of config.task, its data loaded (and prepared from raw text when
-// needed), its model built on `device` (parameters allocated, not
-// initialized). Rank r of world_size reads its own shard of every epoch.
+// The training half of a task (its config half is its TaskSpec,
+// config/tasks.h): each task's folder defines one (`kNameSlice`, task.cpp).
+struct TaskSlice {
+  // The task's TrainingTask for `config`, its data loaded (and prepared from
+  // raw text when needed), its model built on `device` (parameters
+  // allocated, not initialized). Rank r of world_size reads its own shard of
+  // every epoch.
+  std::unique_ptr<TrainingTask> (*make)(const Config& config, Device device, int rank,
+                                        int world_size) = nullptr;
+  // Before a resumed run writes anything: the task's own check that its data
+  // is still what the checkpoint was trained on, in place of tasks/data.h's
+  // tokenizer and corpus checks (task multilabel: the label vocabulary).
+  // Null: those checks.
+  void (*check_resumable)(const Config& config, const std::string& checkpoint_dir) = nullptr;
+};
+
+// TaskSlice::make for a TrainingTask constructed from (config, device, rank,
+// world_size).
+template <class T>
+std::unique_ptr<TrainingTask> make_training_task(const Config& config, Device device, int rank,
+                                                 int world_size) {
+  return std::make_unique<T>(config, device, rank, world_size);
+}
+
+// The training halves of the registered tasks (src/tasks/tasks.def), each
+// defined in its task's folder.
+#define ROTOR_TASK(Name, Trainer) extern const TaskSlice k##Trainer##Slice;
+#include "tasks/tasks.def"
+#undef ROTOR_TASK
+
+// The training half of `task`.
+const TaskSlice& task_slice(Task task);
+
+// Registers a task besides those of tasks.def (both halves; they outlive
+// every config that names the task): config.task accepts spec.name from now
+// on. A rotor::Error when the name is taken. Returns the task's handle.
+Task register_task(const TaskSpec& spec, const TaskSlice& slice);
+
+// task_slice(config.task).make.
 std::unique_ptr<TrainingTask> make_task(const Config& config, Device device, int rank = 0,
                                         int world_size = 1);
-std::unique_ptr<TrainingTask> make_translation_task(const Config& config, Device device,
-                                                    int rank = 0, int world_size = 1);
-std::unique_ptr<TrainingTask> make_mlm_task(const Config& config, Device device, int rank = 0,
-                                            int world_size = 1);
-std::unique_ptr<TrainingTask> make_classification_task(const Config& config, Device device,
-                                                       int rank = 0, int world_size = 1);
-std::unique_ptr<TrainingTask> make_lm_task(const Config& config, Device device, int rank = 0,
-                                           int world_size = 1);
-std::unique_ptr<TrainingTask> make_multilabel_task(const Config& config, Device device,
-                                                   int rank = 0, int world_size = 1);
 
-}  // namespace rotor::train
+}  // namespace rotor::tasks

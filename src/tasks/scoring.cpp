@@ -1,13 +1,13 @@
-#include "train/scoring.h"
+#include "tasks/scoring.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/logging.h"
 #include "data/ehr_mlm.h"
-#include "train/task_data.h"
+#include "tasks/data.h"
 
-namespace rotor::train {
+namespace rotor::tasks {
 
 TaskSums to_sums(const models::LmSums& s, const models::LmBatch& b) {
   return {s.loss, s.loss, s.tokens, b.tokens, s.correct, s.has_correct};
@@ -117,4 +117,4 @@ ValidationResult score_ehr_mlm(models::BertForMaskedLM& model,
   return r;
 }
 
-}  // namespace rotor::train
+}  // namespace rotor::tasks

@@ -4,12 +4,14 @@
 // epoch; the decoder-only model; the cross-entropy of every next token.
 // With a byte tokenizer (data.tokenizer bytes) the stream is the text's
 // bytes exactly: line breaks are byte tokens and no end-of-text token is
-// added (the corpus keeps them, task_data.cpp).
+// added (the corpus keeps them, tasks/data.cpp).
 // Validation scores every token of the set once, in non-overlapping blocks
 // (each token sees only the context of its own block), and reports the loss
 // per token, its perplexity and bits per UTF-8 byte of the text
-// (train/scoring.h, shared with `rotor eval`): for bytes exactly the
+// (tasks/scoring.h, shared with `rotor eval`): for bytes exactly the
 // bits per scored byte (every byte of the set but the first).
+#include "tasks/task.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -18,11 +20,10 @@
 #include "data/sentencepiece.h"
 #include "models/decoder_lm.h"
 #include "models/model_config.h"
-#include "train/scoring.h"
-#include "train/task.h"
-#include "train/task_data.h"
+#include "tasks/data.h"
+#include "tasks/scoring.h"
 
-namespace rotor::train {
+namespace rotor::tasks {
 
 namespace {
 
@@ -62,11 +63,7 @@ class LmTask : public TrainingTask {
     model_ =
         std::make_unique<models::DecoderLM>(models::lm_options(c, tokenizer_.vocab_size()), store_);
     store_.allocate(device);
-    data::LmBatcherOptions bo;
-    bo.batch_size = c.train.batch_size;
-    bo.seed = static_cast<uint64_t>(c.seed);
-    bo.rank = rank;
-    bo.world_size = world_size;
+    const auto bo = batcher_options<data::LmBatcherOptions>(c, rank, world_size);
     batcher_ = std::make_unique<data::LmBatcher>(train_, bo);
     if (batcher_->batches_in_epoch() == 0)
       ROTOR_FAIL("data.train {}: {} blocks of {} tokens, fewer than one batch of {}", c.data.train,
@@ -131,9 +128,8 @@ class LmTask : public TrainingTask {
 
 }  // namespace
 
-std::unique_ptr<TrainingTask> make_lm_task(const Config& config, Device device, int rank,
-                                           int world_size) {
-  return std::make_unique<LmTask>(config, device, rank, world_size);
-}
+const TaskSlice kLmSlice{
+    .make = make_training_task<LmTask>,
+};
 
-}  // namespace rotor::train
+}  // namespace rotor::tasks

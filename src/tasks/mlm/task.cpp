@@ -1,21 +1,22 @@
 // The masked-LM task: a monolingual corpus packed into blocks of seq_len
 // tokens, masked anew every epoch from Philox, the BERT/RoFormer encoder with
 // its MLM head, the loss over masked tokens. Validation uses fixed masks so
-// that runs compare (train/scoring.h, shared with `rotor eval`). With
+// that runs compare (tasks/scoring.h, shared with `rotor eval`). With
 // data.format ehr the rows are patients of a `rotor prepare-ehr` directory
 // (data/ehr_mlm.h) with their segments, ages and visit positions; the
 // vocabulary is the directory's vocab.txt.
+#include "tasks/task.h"
+
 #include "core/logging.h"
 #include "data/ehr_mlm.h"
 #include "data/mlm.h"
 #include "data/sentencepiece.h"
 #include "models/bert.h"
 #include "models/model_config.h"
-#include "train/scoring.h"
-#include "train/task.h"
-#include "train/task_data.h"
+#include "tasks/data.h"
+#include "tasks/scoring.h"
 
-namespace rotor::train {
+namespace rotor::tasks {
 
 namespace {
 
@@ -43,11 +44,7 @@ class MlmTask : public TrainingTask {
     model_ = std::make_unique<models::BertForMaskedLM>(
         models::bert_options(c, tokenizer_.vocab_size()), store_);
     store_.allocate(device);
-    data::MlmBatcherOptions bo;
-    bo.batch_size = c.train.batch_size;
-    bo.seed = static_cast<uint64_t>(c.seed);
-    bo.rank = rank;
-    bo.world_size = world_size;
+    const auto bo = batcher_options<data::MlmBatcherOptions>(c, rank, world_size);
     batcher_ = std::make_unique<data::MlmBatcher>(train_blocks_, data::Masker(masking_), bo);
     if (batcher_->batches_in_epoch() == 0)
       ROTOR_FAIL("data.train {}: {} blocks of {} tokens, fewer than one batch of {}", c.data.train,
@@ -124,11 +121,7 @@ class MlmTask : public TrainingTask {
     model_ =
         std::make_unique<models::BertForMaskedLM>(models::bert_options(c, vocab_size_), store_);
     store_.allocate(device_);
-    data::MlmBatcherOptions bo;
-    bo.batch_size = c.train.batch_size;
-    bo.seed = static_cast<uint64_t>(c.seed);
-    bo.rank = rank;
-    bo.world_size = world_size;
+    const auto bo = batcher_options<data::MlmBatcherOptions>(c, rank, world_size);
     ehr_batcher_ = std::make_unique<data::EhrMlmBatcher>(train_ehr_, c.data.seq_len,
                                                          data::Masker(masking_), bo);
     if (ehr_batcher_->batches_in_epoch() == 0)
@@ -148,9 +141,8 @@ class MlmTask : public TrainingTask {
 
 }  // namespace
 
-std::unique_ptr<TrainingTask> make_mlm_task(const Config& config, Device device, int rank,
-                                            int world_size) {
-  return std::make_unique<MlmTask>(config, device, rank, world_size);
-}
+const TaskSlice kMlmSlice{
+    .make = make_training_task<MlmTask>,
+};
 
-}  // namespace rotor::train
+}  // namespace rotor::tasks

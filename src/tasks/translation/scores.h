@@ -17,7 +17,7 @@
 #include "data/sentencepiece.h"
 #include "models/transformer.h"
 
-namespace rotor::train {
+namespace rotor::tasks {
 
 struct TranslationScoreOptions {
   bool bleu = true, chrf = false;
@@ -37,4 +37,4 @@ TranslationScores score_translations(models::EncoderDecoder& model,
                                      const data::MmapCorpus& tgt,
                                      const TranslationScoreOptions& options, Device device);
 
-}  // namespace rotor::train
+}  // namespace rotor::tasks

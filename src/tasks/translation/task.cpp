@@ -1,14 +1,16 @@
 // The translation task: token batches of sentence pairs, the encoder-decoder
 // and its label-smoothed loss normalized by target tokens.
+#include "tasks/task.h"
+
 #include <algorithm>
 
 #include "core/logging.h"
 #include "models/model_config.h"
-#include "train/task.h"
-#include "train/task_data.h"
-#include "train/translation_scores.h"
+#include "tasks/data.h"
+#include "tasks/translation/data.h"
+#include "tasks/translation/scores.h"
 
-namespace rotor::train {
+namespace rotor::tasks {
 
 namespace {
 
@@ -111,9 +113,8 @@ class TranslationTask : public TrainingTask {
 
 }  // namespace
 
-std::unique_ptr<TrainingTask> make_translation_task(const Config& config, Device device, int rank,
-                                                    int world_size) {
-  return std::make_unique<TranslationTask>(config, device, rank, world_size);
-}
+const TaskSlice kTranslationSlice{
+    .make = make_training_task<TranslationTask>,
+};
 
-}  // namespace rotor::train
+}  // namespace rotor::tasks

@@ -1,5 +1,5 @@
 // How the language-model tasks score a whole evaluation set, written once for
-// their validation (lm_task.cpp, mlm_task.cpp) and `rotor eval`
+// their validation (tasks/lm/task.cpp, tasks/mlm/task.cpp) and `rotor eval`
 // (cli/cmd_eval.cpp), so that the command reproduces a run's validation loss.
 //
 //   lm:  every block of an evaluation LmBlocks set (non-overlapping blocks,
@@ -28,9 +28,9 @@
 #include "models/bert.h"
 #include "models/decoder_lm.h"
 #include "nn/context.h"
-#include "train/task.h"
+#include "tasks/task.h"
 
-namespace rotor::train {
+namespace rotor::tasks {
 
 // A batch's loss sums as the trainer counts them (training and evaluation).
 TaskSums to_sums(const models::LmSums& sums, const models::LmBatch& batch);
@@ -83,4 +83,4 @@ ValidationResult score_ehr_mlm(models::BertForMaskedLM& model,
                                const data::MaskingOptions& masking, int64_t batch_size,
                                const nn::Context& ctx);
 
-}  // namespace rotor::train
+}  // namespace rotor::tasks

@@ -1,0 +1,224 @@
+#include "tasks/classifier/outputs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "config/tasks.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "eval/glue_metrics.h"
+#include "eval/multilabel_metrics.h"
+#include "tasks/data.h"
+
+namespace fs = std::filesystem;
+
+namespace rotor::tasks {
+
+ClassificationOutputs classify(models::BertForSequenceClassification& model,
+                               const data::ClassificationSet& set, int64_t batch_size,
+                               const nn::Context& ctx) {
+  const Device device = ctx.device;
+  const bool regression = model.options().regression;
+  ClassificationOutputs out;
+  out.num_labels = model.options().outputs();
+  out.logits.reserve(static_cast<size_t>(set.size() * out.num_labels));
+  std::vector<float> lg;
+  for (int64_t first = 0; first < set.size(); first += batch_size) {
+    std::vector<int64_t> ids(static_cast<size_t>(std::min(batch_size, set.size() - first)));
+    std::iota(ids.begin(), ids.end(), first);
+    const data::ClassificationHostBatch b = data::make_classification_batch(set, ids, regression);
+    const models::ClassificationSums s = model.forward_loss(to_model_batch(b, device), ctx, &lg);
+    out.logits.insert(out.logits.end(), lg.begin(), lg.end());
+    TaskSums t;
+    t.loss = t.nll = s.loss;
+    t.tokens = s.examples;
+    t.all_tokens = b.tokens;
+    t.correct = s.correct;
+    t.has_correct = s.has_correct;
+    out.sums.add(t);
+  }
+  if (!regression && !model.options().multilabel) {
+    const size_t C = static_cast<size_t>(out.num_labels);
+    for (size_t i = 0; i < out.logits.size(); i += C)
+      out.predicted.push_back(static_cast<int32_t>(
+          std::max_element(out.logits.begin() + static_cast<std::ptrdiff_t>(i),
+                           out.logits.begin() + static_cast<std::ptrdiff_t>(i + C)) -
+          (out.logits.begin() + static_cast<std::ptrdiff_t>(i))));
+  }
+  return out;
+}
+
+double sigmoid(double z) {
+  const double e = std::exp(-std::abs(z));
+  return z >= 0 ? 1 / (1 + e) : e / (1 + e);
+}
+
+ClassifierMode classifier_mode(const Config& c) {
+  if (c.task->labels == LabelMode::Multi) return ClassifierMode::Multi;
+  if (c.data.choices > 0) return ClassifierMode::Choices;
+  return c.data.regression ? ClassifierMode::Regression : ClassifierMode::Classes;
+}
+
+std::string_view to_string(ClassifierMode mode) {
+  // In the order of the enum.
+  constexpr std::string_view kNames[] = {"classes", "regression", "choices", "multi-label"};
+  return kNames[static_cast<size_t>(mode)];
+}
+
+namespace {
+
+std::vector<int32_t> gold_labels(const data::ClassificationSet& set) {
+  std::vector<int32_t> gold;
+  for (const auto& ex : set.examples) gold.push_back(ex.label);
+  return gold;
+}
+
+std::vector<double> gold_targets(const data::ClassificationSet& set) {
+  std::vector<double> y;
+  for (const auto& ex : set.examples) y.push_back(ex.target);
+  return y;
+}
+
+void f1(const ClassificationOutputs& o, const data::ClassificationSet& set, ValidationResult& r) {
+  if (o.num_labels != 2) return;  // the F1 of the second of two labels
+  r.scores.emplace_back(ValidMetric::F1, 100.0 * eval::f1_score(o.predicted, gold_labels(set)));
+}
+
+void mcc(const ClassificationOutputs& o, const data::ClassificationSet& set, ValidationResult& r) {
+  r.scores.emplace_back(ValidMetric::Mcc,
+                        100.0 * eval::matthews_corrcoef(o.predicted, gold_labels(set),
+                                                        static_cast<int32_t>(o.num_labels)));
+}
+
+template <ValidMetric M,
+          double (*Correlation)(const std::vector<double>&, const std::vector<double>&)>
+void correlation(const ClassificationOutputs& o, const data::ClassificationSet& set,
+                 ValidationResult& r) {
+  const std::vector<double> x(o.logits.begin(), o.logits.end());
+  r.scores.emplace_back(M, 100.0 * Correlation(x, gold_targets(set)));
+}
+
+// The multi-label scores of the outputs: the sigmoid of the logits against
+// the label sets.
+eval::MultilabelScores multilabel(const ClassificationOutputs& o,
+                                  const data::ClassificationSet& set) {
+  const size_t C = static_cast<size_t>(o.num_labels);
+  std::vector<double> p(o.logits.size());
+  for (size_t i = 0; i < p.size(); ++i) p[i] = sigmoid(o.logits[i]);
+  std::vector<uint8_t> truth(p.size(), 0);
+  for (size_t n = 0; n < set.examples.size(); ++n)
+    for (int32_t k : set.examples[n].label_set) truth[n * C + static_cast<size_t>(k)] = 1;
+  return eval::multilabel_scores(p, truth, o.num_labels);
+}
+
+void ap(const ClassificationOutputs& o, const data::ClassificationSet& set, ValidationResult& r) {
+  const eval::MultilabelScores m = multilabel(o, set);
+  r.scores.emplace_back(ValidMetric::Ap, m.ap);
+  r.measures.emplace_back("ap_micro", m.ap_micro);
+  r.measures.emplace_back("ap_macro", m.ap_macro);
+}
+
+void auroc(const ClassificationOutputs& o, const data::ClassificationSet& set,
+           ValidationResult& r) {
+  const eval::MultilabelScores m = multilabel(o, set);
+  r.scores.emplace_back(ValidMetric::Auroc, m.auroc);
+  r.measures.emplace_back("auroc_micro", m.auroc_micro);
+  r.measures.emplace_back("auroc_macro", m.auroc_macro);
+}
+
+constexpr ClassifierValidator kValidators[] = {
+    {ValidMetric::F1, ClassifierMode::Classes, f1},
+    {ValidMetric::Mcc, ClassifierMode::Classes, mcc},
+    {ValidMetric::Pearson, ClassifierMode::Regression,
+     correlation<ValidMetric::Pearson, eval::pearson>},
+    {ValidMetric::Spearman, ClassifierMode::Regression,
+     correlation<ValidMetric::Spearman, eval::spearman>},
+    {ValidMetric::Ap, ClassifierMode::Multi, ap},
+    {ValidMetric::Auroc, ClassifierMode::Multi, auroc},
+};
+
+}  // namespace
+
+std::span<const ClassifierValidator> classifier_validators() {
+  return kValidators;
+}
+
+void score_classifier(const Config& c, const ClassificationOutputs& o,
+                      const data::ClassificationSet& set, ValidationResult& r) {
+  if (!set.has_labels || set.size() == 0) return;
+  const ClassifierMode mode = classifier_mode(c);
+  const auto& listed = c.train.valid_metrics;
+  for (const ClassifierValidator& v : kValidators)
+    if (v.mode == mode && (metric_always_reported(c, v.metric) ||
+                           std::find(listed.begin(), listed.end(), v.metric) != listed.end()))
+      v.score(o, set, r);
+}
+
+data::TsvFormat tsv_format(const Config& c) {
+  data::TsvFormat f;
+  f.sentence1 = c.data.sentence1_column;
+  f.sentence2 = c.data.sentence2_column;
+  f.label = c.data.label_column;
+  f.header = c.data.header;
+  f.labels = c.data.labels;
+  f.regression = c.data.regression;
+  f.multilabel = c.task->labels == LabelMode::Multi;
+  if (c.data.label_separator.size() == 1) f.label_separator = c.data.label_separator[0];
+  f.max_len = c.data.seq_len;
+  f.choices = c.data.choices;
+  return f;
+}
+
+std::vector<std::string> multilabel_vocabulary(const Config& c) {
+  if (!c.data.labels.empty()) return c.data.labels;
+  const std::string text = read_file(c.data.train, kMaxTsvBytes);
+  std::vector<std::string> labels = data::label_vocabulary(text, c.data.train, tsv_format(c));
+  if (labels.empty())
+    ROTOR_FAIL(
+        "data.train {}: no example has a label in column {} (data.label_column); task "
+        "multilabel builds its label vocabulary from them (or set data.labels)",
+        c.data.train, c.data.label_column);
+  return labels;
+}
+
+std::string labels_file_text(const std::vector<std::string>& labels) {
+  std::string text;
+  for (const auto& l : labels) text += l + "\n";
+  return text;
+}
+
+std::vector<std::string> read_labels_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    ROTOR_FAIL("{}: missing (a task-multilabel checkpoint holds its label vocabulary there)", path);
+  const std::string text = read_file(path, kMaxConfigBytes);
+  std::vector<std::string> labels;
+  size_t line = 0;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    ++line;
+    labels.push_back(text.substr(start, end - start));
+    if (labels.back().empty()) ROTOR_FAIL("{}:{}: an empty label", path, line);
+    start = end + 1;
+  }
+  if (labels.empty()) ROTOR_FAIL("{}: no labels", path);
+  return labels;
+}
+
+models::ClassificationBatch to_model_batch(const data::ClassificationHostBatch& b, Device device) {
+  models::ClassificationBatch m;
+  m.input_ids = b.input_ids;
+  m.token_type_ids = b.token_type_ids;
+  m.lengths = b.lengths;
+  m.age_ids = b.age_ids;
+  m.position_ids = b.position_ids;
+  m.labels = b.labels;
+  m.targets = b.targets;
+  m.tokens = b.tokens;
+  return m.to(device);
+}
+
+}  // namespace rotor::tasks
