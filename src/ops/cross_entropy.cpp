@@ -1,10 +1,15 @@
 // CPU label-smoothed cross-entropy (fairseq's definition), row sums in double.
+// The exponentials are ops/cpu_math.h's exp_f32 in vector clones
+// (ops/cpu_clones.h); the row sums run in 16 fixed double lanes, added in a
+// fixed order, so that every clone and every CPU gives the same bits.
 #include "ops/cross_entropy.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "ops/cpu_clones.h"
 #include "ops/cpu_f32.h"
+#include "ops/cpu_math.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -35,6 +40,45 @@ struct Smoothing {
   Smoothing(float eps, int64_t vocab)
       : on(1.0 - eps), off(vocab > 1 ? static_cast<double>(eps) / (vocab - 1) : 0.0) {}
 };
+
+// The largest of row[0, n).
+ROTOR_CPU_CLONES float row_max(const float* row, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+  return mx;
+}
+
+// sum_j e^(row[j] - mx) and sum_j row[j], in double: 16 lanes, lane l adding
+// the elements j = l mod 16 in order, then the lanes and the tail in order.
+ROTOR_CPU_CLONES void row_sums(const float* row, int64_t n, float mx, double& sum_exp,
+                               double& sum_x) {
+  constexpr int64_t kLanes = 16;
+  double se[kLanes] = {}, sx[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      se[l] += static_cast<double>(detail::exp_f32(row[j + l] - mx));
+      sx[l] += static_cast<double>(row[j + l]);
+    }
+  double s = 0.0, x = 0.0;
+  for (int64_t l = 0; l < kLanes; ++l) {
+    s += se[l];
+    x += sx[l];
+  }
+  for (; j < n; ++j) {
+    s += static_cast<double>(detail::exp_f32(row[j] - mx));
+    x += static_cast<double>(row[j]);
+  }
+  sum_exp = s;
+  sum_x = x;
+}
+
+// d[j] = scale * (e^(row[j] - lse) - off) for every j (the caller fixes the
+// target's).
+ROTOR_CPU_CLONES void softmax_minus(const float* row, int64_t n, float lse, float off, float scale,
+                                    float* d) {
+  for (int64_t j = 0; j < n; ++j) d[j] = scale * (detail::exp_f32(row[j] - lse) - off);
+}
 
 int32_t checked_target(const int32_t* targets, int64_t i, int64_t vocab, const char* op) {
   const int32_t t = targets[i];
@@ -69,13 +113,10 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float sm
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float* row = px + i * vocab;
-    double mx = -INFINITY, s = 0.0, sum_x = 0.0;
-    for (int64_t j = 0; j < vocab; ++j) mx = std::max(mx, static_cast<double>(row[j]));
-    for (int64_t j = 0; j < vocab; ++j) {
-      s += std::exp(row[j] - mx);
-      sum_x += row[j];
-    }
-    const double l = mx + std::log(s);
+    const float mx = row_max(row, vocab);
+    double s = 0.0, sum_x = 0.0;
+    row_sums(row, vocab, mx, s, sum_x);
+    const double l = static_cast<double>(mx) + std::log(s);
     ps[i] = static_cast<float>(l);
     if (pt[i] == ignore_index) {
       pl[i] = 0.0f;
@@ -125,10 +166,9 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
       for (int64_t j = 0; j < vocab; ++j) drow[j] = 0.0f;
       continue;
     }
-    for (int64_t j = 0; j < vocab; ++j) {
-      const float p = std::exp(row[j] - ps[i]);
-      drow[j] = loss_scale * (p - (j == t ? on : off));
-    }
+    const float pt_i = detail::exp_f32(row[t] - ps[i]);  // before drow, which may alias row
+    softmax_minus(row, vocab, ps[i], off, loss_scale, drow);
+    drow[t] = loss_scale * (pt_i - on);
   }
 }
 

@@ -1,7 +1,8 @@
 // The CPU ops' own elementary functions (ops/cpu_math.h): tanh within 3 ulp
 // of the true value over every float exponent, NaN, infinities and signed
-// zeros as tanh has them; and GELU's vector clones (ops/cpu_clones.h) give
-// exactly what the scalar formula gives, element by element.
+// zeros as tanh has them; exp within 2 ulp wherever e^x is a normal float;
+// and the vector clones (ops/cpu_clones.h) of GELU and the cross-entropy
+// give exactly what the scalar formulas give.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "core/tensor.h"
 #include "ops/cpu_math.h"
+#include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "support/test_util.h"
 
@@ -46,6 +48,80 @@ TEST(CpuMath, TanhWithinThreeUlps) {
   EXPECT_TRUE(std::signbit(ops::detail::tanh_f32(-0.0f)));
   EXPECT_EQ(ops::detail::exp_nonneg_f32(0.0f), 1.0f);
   EXPECT_LE(ulps(ops::detail::exp_nonneg_f32(10.0f), std::exp(10.0)), 2.0);
+}
+
+TEST(CpuMath, ExpWithinTwoUlps) {
+  double worst = 0;
+  float at = 0;
+  // Every 97th float of [-87.3, 88]: e^x is a normal float there.
+  for (uint32_t b = 0; b < 0x42B00000u; b += 97) {
+    float x;
+    std::memcpy(&x, &b, 4);
+    for (const float v : {x, -x}) {
+      if (v < -87.3f) continue;
+      const double u = ulps(ops::detail::exp_f32(v), std::exp(static_cast<double>(v)));
+      if (u > worst) worst = u, at = v;
+    }
+  }
+  EXPECT_LE(worst, 2.0) << "at " << at;
+  EXPECT_EQ(ops::detail::exp_f32(0.0f), 1.0f);
+  EXPECT_EQ(ops::detail::exp_f32(-0.0f), 1.0f);
+  EXPECT_EQ(ops::detail::exp_f32(-90.0f), 0.0f);
+  EXPECT_EQ(ops::detail::exp_f32(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(ops::detail::exp_f32(1000.0f), ops::detail::exp_f32(88.0f));
+  EXPECT_TRUE(std::isnan(ops::detail::exp_f32(std::numeric_limits<float>::quiet_NaN())));
+}
+
+// The cross-entropy's vector clones against the scalar formula, compiled for
+// the baseline: its 16 double lanes added in order, its exponentials.
+TEST(CpuMath, CrossEntropyClonesGiveTheScalarBits) {
+  const int64_t n = 7, v = 1003;  // a tail of 11 after the 16-lane blocks
+  const std::vector<float> x = test::random_floats(static_cast<size_t>(n * v), 5, -12.0f, 9.0f);
+  const std::vector<int32_t> t = {0, 5, 1002, 17, 999, 1, 500};
+  Tensor logits = Tensor::from_floats(x, {n, v}), targets = Tensor::from_ints(t, {n});
+  Tensor loss = Tensor::zeros({n}), nll = Tensor::zeros({n}), lse = Tensor::zeros({n});
+  const float eps = 0.1f;
+  ops::cross_entropy_forward(logits, targets, eps, -1, loss, nll, lse);
+  Tensor d = Tensor::zeros({n, v});
+  ops::cross_entropy_backward(logits, targets, lse, eps, -1, 2.0f, d);
+  const std::vector<float> got_lse = lse.to_floats(), got_loss = loss.to_floats(),
+                           got_d = d.to_floats();
+  const double on = 1.0 - eps, off = eps / (v - 1.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = x.data() + i * v;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < v; ++j) mx = row[j] > mx ? row[j] : mx;
+    double se[16] = {}, sx[16] = {}, s = 0, sum_x = 0;
+    int64_t j = 0;
+    for (; j + 16 <= v; j += 16)
+      for (int l = 0; l < 16; ++l) {
+        se[l] += static_cast<double>(ops::detail::exp_f32(row[j + l] - mx));
+        sx[l] += static_cast<double>(row[j + l]);
+      }
+    for (int l = 0; l < 16; ++l) s += se[l], sum_x += sx[l];
+    for (; j < v; ++j) {
+      s += static_cast<double>(ops::detail::exp_f32(row[j] - mx));
+      sum_x += static_cast<double>(row[j]);
+    }
+    const double l = static_cast<double>(mx) + std::log(s);
+    const double nll_i = l - row[t[static_cast<size_t>(i)]];
+    const float want_loss = static_cast<float>(on * nll_i + off * ((v * l - sum_x) - nll_i));
+    const float want_lse = static_cast<float>(l);
+    ASSERT_EQ(std::memcmp(&got_lse[static_cast<size_t>(i)], &want_lse, 4), 0) << i;
+    ASSERT_EQ(std::memcmp(&got_loss[static_cast<size_t>(i)], &want_loss, 4), 0) << i;
+    // And against the exact value in double.
+    double exact = 0;
+    for (int64_t k = 0; k < v; ++k) exact += std::exp(static_cast<double>(row[k]) - l);
+    EXPECT_NEAR(exact, 1.0, 1e-6) << i;
+    for (int64_t k = 0; k < v; ++k) {
+      const float p = ops::detail::exp_f32(row[k] - want_lse);
+      const float q =
+          k == t[static_cast<size_t>(i)] ? static_cast<float>(on) : static_cast<float>(off);
+      const float want_d = 2.0f * (p - q);
+      ASSERT_EQ(std::memcmp(&got_d[static_cast<size_t>(i * v + k)], &want_d, 4), 0)
+          << i << ", " << k << ": " << got_d[static_cast<size_t>(i * v + k)] << " vs " << want_d;
+    }
+  }
 }
 
 // The activation ops run the vector clone the CPU has; the scalar formula
