@@ -81,48 +81,35 @@ std::vector<double> gold_targets(const data::ClassificationSet& set) {
   return y;
 }
 
-void f1(const ClassificationOutputs& o, const data::ClassificationSet& set, ValidationResult& r) {
+void f1(const ClassifierScoring& s, ValidationResult& r) {
+  const ClassificationOutputs& o = s.outputs;
   if (o.num_labels != 2) return;  // the F1 of the second of two labels
-  r.scores.emplace_back(ValidMetric::F1, 100.0 * eval::f1_score(o.predicted, gold_labels(set)));
+  r.scores.emplace_back(ValidMetric::F1, 100.0 * eval::f1_score(o.predicted, gold_labels(s.set)));
 }
 
-void mcc(const ClassificationOutputs& o, const data::ClassificationSet& set, ValidationResult& r) {
+void mcc(const ClassifierScoring& s, ValidationResult& r) {
+  const ClassificationOutputs& o = s.outputs;
   r.scores.emplace_back(ValidMetric::Mcc,
-                        100.0 * eval::matthews_corrcoef(o.predicted, gold_labels(set),
+                        100.0 * eval::matthews_corrcoef(o.predicted, gold_labels(s.set),
                                                         static_cast<int32_t>(o.num_labels)));
 }
 
 template <ValidMetric M,
           double (*Correlation)(const std::vector<double>&, const std::vector<double>&)>
-void correlation(const ClassificationOutputs& o, const data::ClassificationSet& set,
-                 ValidationResult& r) {
-  const std::vector<double> x(o.logits.begin(), o.logits.end());
-  r.scores.emplace_back(M, 100.0 * Correlation(x, gold_targets(set)));
+void correlation(const ClassifierScoring& s, ValidationResult& r) {
+  const std::vector<double> x(s.outputs.logits.begin(), s.outputs.logits.end());
+  r.scores.emplace_back(M, 100.0 * Correlation(x, gold_targets(s.set)));
 }
 
-// The multi-label scores of the outputs: the sigmoid of the logits against
-// the label sets.
-eval::MultilabelScores multilabel(const ClassificationOutputs& o,
-                                  const data::ClassificationSet& set) {
-  const size_t C = static_cast<size_t>(o.num_labels);
-  std::vector<double> p(o.logits.size());
-  for (size_t i = 0; i < p.size(); ++i) p[i] = sigmoid(o.logits[i]);
-  std::vector<uint8_t> truth(p.size(), 0);
-  for (size_t n = 0; n < set.examples.size(); ++n)
-    for (int32_t k : set.examples[n].label_set) truth[n * C + static_cast<size_t>(k)] = 1;
-  return eval::multilabel_scores(p, truth, o.num_labels);
-}
-
-void ap(const ClassificationOutputs& o, const data::ClassificationSet& set, ValidationResult& r) {
-  const eval::MultilabelScores m = multilabel(o, set);
+void ap(const ClassifierScoring& s, ValidationResult& r) {
+  const eval::MultilabelScores& m = s.multilabel();
   r.scores.emplace_back(ValidMetric::Ap, m.ap);
   r.measures.emplace_back("ap_micro", m.ap_micro);
   r.measures.emplace_back("ap_macro", m.ap_macro);
 }
 
-void auroc(const ClassificationOutputs& o, const data::ClassificationSet& set,
-           ValidationResult& r) {
-  const eval::MultilabelScores m = multilabel(o, set);
+void auroc(const ClassifierScoring& s, ValidationResult& r) {
+  const eval::MultilabelScores& m = s.multilabel();
   r.scores.emplace_back(ValidMetric::Auroc, m.auroc);
   r.measures.emplace_back("auroc_micro", m.auroc_micro);
   r.measures.emplace_back("auroc_macro", m.auroc_macro);
@@ -141,6 +128,20 @@ constexpr ClassifierValidator kValidators[] = {
 
 }  // namespace
 
+// The sigmoid of the logits against the label sets.
+const eval::MultilabelScores& ClassifierScoring::multilabel() const {
+  if (!multilabel_) {
+    const size_t C = static_cast<size_t>(outputs.num_labels);
+    std::vector<double> p(outputs.logits.size());
+    for (size_t i = 0; i < p.size(); ++i) p[i] = sigmoid(outputs.logits[i]);
+    std::vector<uint8_t> truth(p.size(), 0);
+    for (size_t n = 0; n < set.examples.size(); ++n)
+      for (int32_t k : set.examples[n].label_set) truth[n * C + static_cast<size_t>(k)] = 1;
+    multilabel_ = eval::multilabel_scores(p, truth, outputs.num_labels);
+  }
+  return *multilabel_;
+}
+
 std::span<const ClassifierValidator> classifier_validators() {
   return kValidators;
 }
@@ -150,10 +151,11 @@ void score_classifier(const Config& c, const ClassificationOutputs& o,
   if (!set.has_labels || set.size() == 0) return;
   const ClassifierMode mode = classifier_mode(c);
   const auto& listed = c.train.valid_metrics;
+  const ClassifierScoring scoring{o, set};
   for (const ClassifierValidator& v : kValidators)
     if (v.mode == mode && (metric_always_reported(c, v.metric) ||
                            std::find(listed.begin(), listed.end(), v.metric) != listed.end()))
-      v.score(o, set, r);
+      v.score(scoring, r);
 }
 
 data::TsvFormat tsv_format(const Config& c) {

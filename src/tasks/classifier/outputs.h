@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include "config/config.h"
 #include "data/classification.h"
+#include "eval/multilabel_metrics.h"
 #include "models/bert_classifier.h"
 #include "nn/context.h"
 #include "tasks/task.h"
@@ -55,11 +57,23 @@ std::string_view to_string(ClassifierMode mode);
 // averages as named measures (ap_micro, ...). NaN where no example (or label)
 // defines one. Multiple choice has accuracy (sums.correct / sums.tokens)
 // only.
+// What the validators of one evaluation score: the outputs against the set,
+// and the multi-label scores, computed once on first use for both ap and
+// auroc.
+struct ClassifierScoring {
+  ClassifierScoring(const ClassificationOutputs& o, const data::ClassificationSet& s)
+      : outputs(o), set(s) {}
+  const ClassificationOutputs& outputs;
+  const data::ClassificationSet& set;
+  const eval::MultilabelScores& multilabel() const;
+
+ private:
+  mutable std::optional<eval::MultilabelScores> multilabel_;
+};
 struct ClassifierValidator {
   ValidMetric metric;
   ClassifierMode mode;
-  void (*score)(const ClassificationOutputs& outputs, const data::ClassificationSet& set,
-                ValidationResult& result);
+  void (*score)(const ClassifierScoring& scoring, ValidationResult& result);
 };
 std::span<const ClassifierValidator> classifier_validators();
 
