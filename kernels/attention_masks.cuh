@@ -4,8 +4,8 @@
 // and the CPU implementations they are tested against (src/ops/attention.cpp,
 // src/ops/flash_attention.cpp) -- see the same keys, draw the same mask and
 // add the same bias. M is a parameter struct with B-indexed key_lengths, H,
-// Tq, Tk, causal, dropout, seed, stream_id, alibi, alibi_q_offset and
-// alibi_k_offset (AttentionMask, FlashParams).
+// Tq, Tk, causal, dropout, seed, stream_id, alibi, bias_q_offset and
+// bias_k_offset (AttentionMask, FlashParams).
 //
 // Only device code that plain C++ can also compile: the CPU emulation of the
 // Volta kernels (tests/emulation/flash_sm70_emulate.cpp) includes it with
@@ -64,11 +64,11 @@ __device__ __forceinline__ float keep_factor(const M& m, float keep_scale, uint6
 
 // ALiBi (core/alibi.h), computed in the kernel, never materialized: head h
 // adds -slope_h * |p_i - p_j| to the scaled score of query i and key j, with
-// p_i = alibi_q_offset + i + (Tk - Tq) and p_j = alibi_k_offset + j (the
+// p_i = bias_q_offset + i + (Tk - Tq) and p_j = bias_k_offset + j (the
 // contract of ops::AttentionOptions::alibi). A kernel takes the negated slope
 // once (alibi_neg_slope, times log2(e) where it works in the log2 domain) and
 // the query's distance origin once per row or tile (alibi_origin: p_i minus
-// alibi_k_offset, i.e. the key index at distance 0), and then adds the bias
+// bias_k_offset, i.e. the key index at distance 0), and then adds the bias
 // with one FMA per score (alibi_add). Positions are exact in fp32 below 2^24.
 template <class M>
 __device__ __forceinline__ float alibi_neg_slope(const M& m, int64_t h) {
@@ -76,7 +76,7 @@ __device__ __forceinline__ float alibi_neg_slope(const M& m, int64_t h) {
 }
 template <class M>
 __device__ __forceinline__ float alibi_origin(const M& m, int64_t i) {
-  return static_cast<float>(m.alibi_q_offset + i + (m.Tk - m.Tq) - m.alibi_k_offset);
+  return static_cast<float>(m.bias_q_offset + i + (m.Tk - m.Tq) - m.bias_k_offset);
 }
 // s + neg_slope * |origin - j| (j: the key index, or origin and j both
 // shifted by the same tile offset).

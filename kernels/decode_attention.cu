@@ -2,7 +2,9 @@
 // Each warp walks a strided subset of the cached keys with its own running
 // max and sum (online softmax); lane t owns output columns t, t + 32, ...;
 // the warps' partial results are merged through shared memory at the end.
-// ALiBi's bias, when asked for, is one FMA on each key's score.
+// ALiBi's bias, when asked for, is one FMA on each key's score; T5's is one
+// load from its gathered table (a few KB, cached).
+#include "core/t5_bias.h"
 #include "kernels/attention_masks.cuh"
 #include "kernels/common.cuh"
 #include "kernels/decode_attention.cuh"
@@ -28,7 +30,8 @@ template <class T>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     decode_attention_kernel(const T* __restrict__ q, const T* __restrict__ kc,
                             const T* __restrict__ vc, T* __restrict__ out, int64_t Tmax, int D,
-                            int64_t length, int64_t alibi_heads) {
+                            int64_t length, DecodeBias bias) {
+  const int64_t alibi_heads = bias.alibi_heads;
   __shared__ float s_m[kDecodeWarps], s_l[kDecodeWarps];
   __shared__ float s_acc[kDecodeWarps][kMaxColsPerLane * 32];
   const int64_t bh = blockIdx.x;
@@ -56,6 +59,9 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     }
     s = warp_sum(s);
     if (alibi_heads > 0) s = alibi_add(s, neg_slope, origin, static_cast<float>(j));
+    if (bias.rel)
+      s += __ldg(bias.rel + t5::relative_row(j - (length - 1), bias.rel_max) * bias.heads +
+                 bh % bias.heads);
     const float m_new = fmaxf(m, s);
     const float alpha = expf(m - m_new);  // m = -inf on the first key: 0
     const float pr = expf(s - m_new);
@@ -118,16 +124,18 @@ cudaError_t kv_cache_write(const void* src, void* cache, int64_t BH, int64_t Tma
 
 cudaError_t decode_attention(const void* q, const void* k_cache, const void* v_cache, void* out,
                              int64_t BH, int64_t Tmax, int64_t D, int64_t length, DType dt,
-                             cudaStream_t stream, int64_t alibi_heads) {
+                             cudaStream_t stream, const DecodeBias& bias) {
+  const int64_t alibi_heads = bias.alibi_heads;
   if (D > kMaxColsPerLane * 32 || BH > 2147483647 || length > Tmax || alibi_heads < 0 ||
-      (alibi_heads > 0 && BH % alibi_heads != 0))
+      (alibi_heads > 0 && BH % alibi_heads != 0) ||
+      (bias.rel && (alibi_heads > 0 || bias.heads < 1 || BH % bias.heads != 0 || bias.rel_max < 0)))
     return cudaErrorInvalidValue;
   if (BH == 0) return cudaSuccess;
   ROTOR_FLOAT_SWITCH(
       dt, T,
       decode_attention_kernel<T><<<static_cast<unsigned>(BH), kDecodeWarps * 32, 0, stream>>>(
           static_cast<const T*>(q), static_cast<const T*>(k_cache), static_cast<const T*>(v_cache),
-          static_cast<T*>(out), Tmax, static_cast<int>(D), length, alibi_heads));
+          static_cast<T*>(out), Tmax, static_cast<int>(D), length, bias));
   return cudaGetLastError();
 }
 

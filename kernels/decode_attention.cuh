@@ -15,14 +15,24 @@ namespace rotor::kernels {
 cudaError_t kv_cache_write(const void* src, void* cache, int64_t BH, int64_t Tmax, int64_t D,
                            int64_t position, DType dt, cudaStream_t stream);
 
+// The bias decode_attention adds to each key's score, the query at position
+// length - 1 and key j at j. alibi_heads > 0: ALiBi with that many heads per
+// batch row -- head h = bh % alibi_heads adds -alibi::slope(h, alibi_heads) *
+// (length - 1 - j) (kernels/attention_masks.cuh). rel (device f32
+// [2 rel_max + 1, heads], T5's gathered table, ops::AttentionOptions::
+// rel_bias): head h = bh % heads adds rel[t5::relative_row(j - (length - 1),
+// rel_max), h]. Neither: no bias.
+struct DecodeBias {
+  int64_t alibi_heads = 0;
+  const float* rel = nullptr;
+  int64_t rel_max = 0, heads = 1;
+};
+
 // q [BH, D] (rotated and scaled) against k/v cache [BH, Tmax, D], keys
-// 0..length-1 -> out [BH, D]. fp32 arithmetic; D <= 256. alibi_heads > 0:
-// ALiBi with that many heads per batch row -- head h = bh % alibi_heads adds
-// -alibi::slope(h, alibi_heads) * (length - 1 - j) to key j's score (the
-// query at position length - 1; kernels/attention_masks.cuh); 0: no bias.
+// 0..length-1 -> out [BH, D]. fp32 arithmetic; D <= 256; `bias` as above.
 cudaError_t decode_attention(const void* q, const void* k_cache, const void* v_cache, void* out,
                              int64_t BH, int64_t Tmax, int64_t D, int64_t length, DType dt,
-                             cudaStream_t stream, int64_t alibi_heads = 0);
+                             cudaStream_t stream, const DecodeBias& bias = {});
 
 // dst row i = src row index[i]; rows of row_bytes bytes; index i32 [M] on the
 // device, already validated against the number of source rows.

@@ -28,11 +28,11 @@ struct FlashParams {
   float dropout = 0.0f;
   uint64_t seed = 0, stream_id = 0;
   // ALiBi (kernels/attention_masks.cuh): head h adds -slope_h * |p_i - p_j|
-  // to the scaled score, p_i = alibi_q_offset + i + (Tk - Tq), p_j =
-  // alibi_k_offset + j; the slope is computed in the kernel from h and H.
+  // to the scaled score, p_i = bias_q_offset + i + (Tk - Tq), p_j =
+  // bias_k_offset + j; the slope is computed in the kernel from h and H.
   // The backward recomputes the scores with the same bias.
   bool alibi = false;
-  int64_t alibi_q_offset = 0, alibi_k_offset = 0;
+  int64_t bias_q_offset = 0, bias_k_offset = 0;
 };
 
 // True for the head dimensions the kernels are instantiated for.

@@ -65,6 +65,39 @@ std::optional<ConfigProblem> rope_problem(const ModelConfig& m) {
   return std::nullopt;
 }
 
+// model.t5's keys: set only under model.position t5, and a log-spaced range
+// that is not empty (T5's buckets: the exact ones reach half the buckets of
+// a causal stack, and max_distance must lie beyond them).
+std::optional<ConfigProblem> t5_problem(const ModelConfig& m) {
+  const ModelConfig::T5Bias defaults;
+  if (!m.position->relative_bias) {
+    const std::pair<bool, const char*> keys[] = {
+        {m.t5.buckets != defaults.buckets, "model.t5.buckets"},
+        {m.t5.max_distance != defaults.max_distance, "model.t5.max_distance"},
+    };
+    for (const auto& [set, key] : keys)
+      if (set)
+        return ConfigProblem{key,
+                             fmt::format("a setting of model.position t5, and model.position is {}",
+                                         to_string(m.position)),
+                             {"model.position"}};
+    return std::nullopt;
+  }
+  if (m.t5.buckets % 2 != 0)
+    return ConfigProblem{
+        "model.t5.buckets",
+        fmt::format("{} is odd; an encoder gives half the buckets to each side", m.t5.buckets),
+        {}};
+  if (m.t5.max_distance <= m.t5.buckets / 2)
+    return ConfigProblem{"model.t5.max_distance",
+                         fmt::format("{} does not exceed the {} distances with a bucket each "
+                                     "(half of model.t5.buckets = {}); the log-spaced buckets "
+                                     "need room beyond them",
+                                     m.t5.max_distance, m.t5.buckets / 2, m.t5.buckets),
+                         {"model.t5.buckets"}};
+  return std::nullopt;
+}
+
 // Keys that do nothing for the chosen task, kind or feature map are refused.
 // The rule (docs/design.md, "Config"): such a key set to anything but its
 // default is a mistake, refused with the reason; written out at its default
@@ -207,6 +240,7 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
     if (auto p = m.position->check(shape)) return ConfigProblem{p->key, p->message, p->related};
   }
   if (auto p = rope_problem(m)) return p;
+  if (auto p = t5_problem(m)) return p;
   if (c.data.format == DataFormat::Ehr && !c.task->reads_ehr) {
     std::string readers;
     for (const Task& t : task_kinds())
@@ -252,6 +286,11 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "visit positions are not read by ALiBi's bias, which counts tokens "
                          "(model.position alibi)",
                          {"model.position"}};
+  if (m.position_source == PositionSource::Visit && m.position->relative_bias)
+    return ConfigProblem{"model.position_source",
+                         "visit positions are not read by T5's relative bias, which counts tokens "
+                         "(model.position t5)",
+                         {"model.position"}};
   // ALiBi's bias is added inside rotor's attention cores (CPU and CUDA);
   // cuDNN's attention has no such bias.
   if (m.position->alibi && c.attention.impl == nn::AttentionImpl::Cudnn)
@@ -259,6 +298,20 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "cudnn is cuDNN's attention, which does not add ALiBi's bias "
                          "(model.position alibi); use auto, rotor or reference",
                          {"model.position"}};
+  // T5's bias is added, and its gradient summed, by the materialized core
+  // (CPU and CUDA) and by the flash core's CPU twin; no CUDA flash kernel and
+  // not cuDNN.
+  if (m.position->relative_bias && c.attention.impl == nn::AttentionImpl::Cudnn)
+    return ConfigProblem{"attention.impl",
+                         "cudnn is cuDNN's attention, which does not add T5's relative bias "
+                         "(model.position t5); use auto or reference",
+                         {"model.position"}};
+  if (m.position->relative_bias && c.attention.impl == nn::AttentionImpl::Rotor &&
+      c.device.rfind("cuda", 0) == 0)
+    return ConfigProblem{"attention.impl",
+                         "rotor's CUDA flash kernels do not add T5's relative bias "
+                         "(model.position t5); use auto or reference on a GPU",
+                         {"model.position", "device"}};
   if (task.model == ModelFamily::BertEncoder && m.norm != NormPlacement::Post)
     return ConfigProblem{"model.norm",
                          fmt::format("task {} builds BERT/RoFormer, which are post-LN; got {}",
@@ -341,6 +394,11 @@ std::optional<ConfigProblem> attention_problem(const Config& c) {
     return ConfigProblem{"attention.kind",
                          "linear attention has no scores to add ALiBi's bias to "
                          "(model.position alibi); use attention.kind softmax",
+                         {"model.position"}};
+  if (c.model.position->relative_bias)
+    return ConfigProblem{"attention.kind",
+                         "linear attention has no scores to add T5's relative bias to "
+                         "(model.position t5); use attention.kind softmax",
                          {"model.position"}};
   if (a.feature_map != ops::LinearFeatureMap::Favor) {
     // elu1 and relu map each head's D dimensions to D features: nothing random.

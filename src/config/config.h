@@ -188,6 +188,14 @@ struct ModelConfig {
   double layer_norm_eps = 1e-5;
   nn::PositionKind position = nn::PositionKind::Sinusoidal;
   rope::Params rope;  // model.rope.*; original_max_positions 0: max_positions
+  // model.t5.*: T5's relative bias (model.position t5, core/t5_bias.h): the
+  // buckets per head, half of them for keys after the query in an encoder,
+  // and the distance from which every distance shares the last bucket.
+  struct T5Bias {
+    int buckets = 32;
+    int max_distance = 128;
+    bool operator==(const T5Bias&) const = default;
+  } t5;
   int max_positions = 1024;
   // Source, target and output projection share one matrix (task lm: the
   // output projection is the token embedding).

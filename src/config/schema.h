@@ -36,6 +36,8 @@ constexpr FloatRange kUnitOpenTop{0, 1, false, true, "a number in [0, 1)"};
 constexpr FloatRange kUnitOpenBottom{0, 1, true, false, "a number in (0, 1]"};
 constexpr FloatRange kAtLeastOne{1, kInf, false, true, "a number >= 1"};
 // The decode keys take what `rotor translate` takes on its command line.
+constexpr IntRange kT5Buckets{4, "an integer from 4 to 1024", 1024};
+constexpr IntRange kT5MaxDistance{2, "an integer from 2 to 65536", 65536};
 constexpr IntRange kBeam{1, "an integer from 1 to 1024", 1024};
 constexpr IntRange kMaxLenB{0, "an integer from 0 to 1000000", 1'000'000};
 constexpr FloatRange kLenpen{-10, 10, false, false, "a number from -10 to 10"};
@@ -71,6 +73,10 @@ void visit_config(C& c, V& v) {
       v.enumeration("scaling", m.rope.scaling);
       v.floating("factor", m.rope.factor, kAtLeastOne);
       v.integer("original_max_positions", m.rope.original_max_positions, kNonNegative);
+    });
+    v.section("t5", [&] {
+      v.integer("buckets", m.t5.buckets, kT5Buckets);
+      v.integer("max_distance", m.t5.max_distance, kT5MaxDistance);
     });
     // Read (never dumped): the old spelling of model.rope.theta.
     v.deprecated_floating("rope_base", "model.rope.theta", m.rope.theta, kPositiveF);

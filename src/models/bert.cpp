@@ -67,11 +67,16 @@ BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
   emb_norm_ = std::make_unique<nn::LayerNorm>(store, p + ".embeddings.LayerNorm", d,
                                               c.layer.layer_norm_eps);
   emb_drop_ = std::make_unique<nn::Dropout>(store, c.layer.dropout);
-  take(embeddings_range_);
   nn::LayerOptions lc = c.layer;
   lc.rope = c.position->rotates_qk;
   lc.alibi = c.position->alibi;
   lc.normal_init_std = c.init_std;
+  if (c.position->relative_bias) {
+    rel_ = std::make_unique<nn::RelativeBias>(store, p + ".encoder.relative_attention_bias.weight",
+                                              nn::relative_bias_options(lc, true), c.init_std);
+    lc.relative_bias = rel_.get();
+  }
+  take(embeddings_range_);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     layers_.push_back(std::make_unique<nn::EncoderLayer>(
         store, bert_layer_names(p + ".encoder.layer." + std::to_string(i)), lc));
@@ -122,6 +127,7 @@ Tensor BertEncoder::forward(const EncoderInputs& in, const Context& ctx) {
   x = emb_norm_->forward(x, ctx);
   x = emb_drop_->forward(x, ctx).view({B_, T_, d});
   const std::vector<int32_t>* rope_positions = host_positions_.empty() ? nullptr : &host_positions_;
+  if (rel_) rel_->prepare(ctx);
   for (auto& layer : layers_) x = layer->forward(x, in.lengths, ctx, rope_positions);
   return x;  // [B, T, d]
 }
@@ -133,6 +139,7 @@ void BertEncoder::backward(const Tensor& dh, const Context& ctx) {
     dx = layers_[i]->backward(dx);
     ctx.report_grads_ready(*store_, layer_ranges_[i]);
   }
+  if (rel_) rel_->backward();
   Tensor g = emb_drop_->backward(dx.view({N, d}));  // [N, d]
   g = emb_norm_->backward(g);                       // [N, d]
   if (positions_.defined())

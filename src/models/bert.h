@@ -130,6 +130,8 @@ class BertEncoder {
   std::unique_ptr<nn::PositionEncoding> position_;
   std::unique_ptr<nn::LayerNorm> emb_norm_;
   std::unique_ptr<nn::Dropout> emb_drop_;
+  // T5's bias (model.position t5), in the embeddings' range.
+  std::unique_ptr<nn::RelativeBias> rel_;
   std::vector<std::unique_ptr<nn::EncoderLayer>> layers_;
   nn::ParamRange embeddings_range_;
   std::vector<nn::ParamRange> layer_ranges_;

@@ -41,10 +41,15 @@ DecoderLM::DecoderLM(const DecoderLmOptions& c, nn::ParameterStore& store)
   position_ = std::make_unique<nn::PositionEncoding>(store, "model.embed_positions.weight",
                                                      c.position, c.max_positions, d, std);
   drop_ = std::make_unique<nn::Dropout>(store, c.layer.dropout);
-  take(ranges_.position);
   nn::LayerOptions lc = c.layer;
   lc.rope = c.position->rotates_qk;
   lc.alibi = c.position->alibi;
+  if (c.position->relative_bias) {
+    rel_ = std::make_unique<nn::RelativeBias>(store, "model.relative_attention_bias.weight",
+                                              nn::relative_bias_options(lc, false), std);
+    lc.relative_bias = rel_.get();
+  }
+  take(ranges_.position);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     layers_.push_back(std::make_unique<nn::EncoderLayer>(
         store, bart_encoder_layer_names("model.layers." + std::to_string(i)), lc, true));
@@ -71,6 +76,7 @@ Tensor DecoderLM::hidden(const Tensor& ids, const Context& ctx) {
   Tensor x = embedding_->forward(ids.view({B_ * T_}), ctx).view({B_, T_, d});  // [B, T, d]
   position_->add(x, 0, ctx);
   x = drop_->forward(x, ctx);
+  if (rel_) rel_->prepare(ctx);
   // Right padding only (the last block of a set): the causal mask hides every
   // pad key from the real queries, so no key lengths are needed.
   for (auto& layer : layers_) x = layer->forward(x, Tensor(), ctx);
@@ -148,6 +154,7 @@ void DecoderLM::backward(float loss_scale) {
     dx = layers_[i]->backward(dx);
     ready(ranges_.layers[i]);
   }
+  if (rel_) rel_->backward();
   dx = drop_->backward(dx);
   position_->backward(dx, 0);
   ready(ranges_.position);
@@ -183,6 +190,7 @@ Tensor DecoderLM::prefill(LmDecodeState& state, const Tensor& ids,
   state.max_length = max_length;
   Tensor x = embedding_->apply(ids, ctx).view({B, T, d});  // [B, T, d]
   position_->add(x, 0, ctx);
+  if (rel_) rel_->prepare(ctx);
   for (size_t i = 0; i < layers_.size(); ++i)
     x = layers_[i]->prefill(x, state.layers[i], max_length, ctx);
   Tensor h = ctx.empty({B, d});  // [B, d]: each row's last prompt position
@@ -205,6 +213,7 @@ Tensor DecoderLM::decode_step(LmDecodeState& state, const Tensor& tokens, const 
       Tensor row = x.narrow(b, 1);  // [1, 1, d]
       position_->add(row, state.lengths[b], ctx);
     }
+  if (rel_) rel_->prepare(ctx);
   for (size_t i = 0; i < layers_.size(); ++i)
     x = layers_[i]->step(x, state.layers[i], state.lengths, ctx);
   for (int64_t& n : state.lengths) ++n;

@@ -107,6 +107,7 @@ class DecoderLM {
   std::unique_ptr<nn::Embedding> embedding_;
   std::unique_ptr<nn::PositionEncoding> position_;
   std::unique_ptr<nn::Dropout> drop_;
+  std::unique_ptr<nn::RelativeBias> rel_;  // T5's bias (model.position t5), in the position range
   std::vector<std::unique_ptr<nn::EncoderLayer>> layers_;
   std::unique_ptr<nn::LayerNorm> norm_;  // pre-LN only
   nn::Parameter* head_ = nullptr;        // lm_head.weight without share_embeddings

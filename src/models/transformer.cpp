@@ -51,6 +51,12 @@ EncoderDecoder::EncoderDecoder(const TransformerOptions& c, nn::ParameterStore& 
   enc_pos_ = std::make_unique<nn::PositionEncoding>(store, "model.encoder.embed_positions.weight",
                                                     c.position, c.max_positions, d, pos_std);
   enc_drop_ = std::make_unique<nn::Dropout>(store, lc.dropout);
+  if (c.position->relative_bias) {
+    enc_rel_ =
+        std::make_unique<nn::RelativeBias>(store, "model.encoder.relative_attention_bias.weight",
+                                           nn::relative_bias_options(lc, true), pos_std);
+    lc.relative_bias = enc_rel_.get();
+  }
   take(ranges_.enc_pos);
   for (int64_t i = 0; i < c.encoder_layers; ++i) {
     encoder_.push_back(std::make_unique<nn::EncoderLayer>(
@@ -66,6 +72,12 @@ EncoderDecoder::EncoderDecoder(const TransformerOptions& c, nn::ParameterStore& 
   dec_pos_ = std::make_unique<nn::PositionEncoding>(store, "model.decoder.embed_positions.weight",
                                                     c.position, c.max_positions, d, pos_std);
   dec_drop_ = std::make_unique<nn::Dropout>(store, lc.dropout);
+  if (c.position->relative_bias) {
+    dec_rel_ =
+        std::make_unique<nn::RelativeBias>(store, "model.decoder.relative_attention_bias.weight",
+                                           nn::relative_bias_options(lc, false), pos_std);
+    lc.relative_bias = dec_rel_.get();
+  }
   take(ranges_.dec_pos);
   for (int64_t i = 0; i < c.decoder_layers; ++i) {
     decoder_.push_back(
@@ -98,6 +110,7 @@ Tensor EncoderDecoder::logits(const Tensor& h, const Context& ctx) const {
 Tensor EncoderDecoder::encode(const Tensor& src, const Tensor& src_lengths, const Context& ctx) {
   Tensor x = embed(*embedding_, src, 0, *enc_pos_, ctx);  // [B, S, d]
   x = enc_drop_->forward(x, ctx);
+  if (enc_rel_) enc_rel_->prepare(ctx);
   for (auto& layer : encoder_) x = layer->forward(x, src_lengths, ctx);
   if (enc_norm_) {
     const int64_t B = x.size(0), S = x.size(1), d = options_.layer.d_model;
@@ -115,6 +128,7 @@ LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label
   memory_ = encode(batch.src, batch.src_lengths, ctx);
   Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);  // [B, T, d]
   y = dec_drop_->forward(y, ctx);
+  if (dec_rel_) dec_rel_->prepare(ctx);
   for (auto& layer : decoder_) y = layer->forward(y, memory_, batch.src_lengths, ctx);
   dec_out_ = y.view({B * T, d});
   if (dec_norm_) dec_out_ = dec_norm_->forward(dec_out_, ctx);
@@ -136,6 +150,7 @@ Tensor EncoderDecoder::forward_logits(const TranslationBatch& batch, const Conte
   Tensor memory = encode(batch.src, batch.src_lengths, ctx);               // [B, S, d]
   Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);  // [B, T, d]
   y = dec_drop_->forward(y, ctx);
+  if (dec_rel_) dec_rel_->prepare(ctx);
   for (auto& layer : decoder_) y = layer->forward(y, memory, batch.src_lengths, ctx);
   Tensor h = y.view({B * T, d});  // [B*T, d]
   if (dec_norm_) h = dec_norm_->forward(h, ctx);
@@ -174,6 +189,7 @@ void EncoderDecoder::backward(float loss_scale) {
     dy = decoder_[i]->backward(dy, d_memory);
     ready(ranges_.decoder[i]);
   }
+  if (dec_rel_) dec_rel_->backward();
   dy = dec_drop_->backward(dy);
   dec_pos_->backward(dy, 0);
   ready(ranges_.dec_pos);
@@ -187,6 +203,7 @@ void EncoderDecoder::backward(float loss_scale) {
     dx = encoder_[i]->backward(dx);
     ready(ranges_.encoder[i]);
   }
+  if (enc_rel_) enc_rel_->backward();
   dx = enc_drop_->backward(dx);
   enc_pos_->backward(dx, 0);
   ready(ranges_.enc_pos);
@@ -213,6 +230,7 @@ Tensor EncoderDecoder::decode_step(DecodeState& state, const Tensor& tokens, con
   ROTOR_CHECK(state.position < state.max_length, "decoding past max length {}", state.max_length);
   // [B, 1, d]
   Tensor y = embed(decoder_embedding(), tokens.view({B, 1}), state.position, *dec_pos_, ctx);
+  if (dec_rel_) dec_rel_->prepare(ctx);
   for (size_t i = 0; i < decoder_.size(); ++i)
     y = decoder_[i]->step(y, state.memory, state.memory_lengths, state.layers[i], state.position,
                           state.max_length, ctx);

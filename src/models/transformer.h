@@ -94,6 +94,9 @@ class EncoderDecoder {
     return dec_embedding_ ? *dec_embedding_ : *embedding_;
   }
   std::unique_ptr<nn::PositionEncoding> enc_pos_, dec_pos_;
+  // T5's bias of each stack (model.position t5; null otherwise), in the
+  // ranges of enc_pos and dec_pos: final once the stack's layers are done.
+  std::unique_ptr<nn::RelativeBias> enc_rel_, dec_rel_;
   std::unique_ptr<nn::Dropout> enc_drop_, dec_drop_;
   std::vector<std::unique_ptr<nn::EncoderLayer>> encoder_;
   std::vector<std::unique_ptr<nn::DecoderLayer>> decoder_;

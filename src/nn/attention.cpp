@@ -15,7 +15,8 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
     : options_(options), cross_(cross) {
   // Cross-attention stays softmax attention (and never rotates).
   if (cross) options_.kind = AttentionKind::Softmax;
-  if (cross) options_.alibi = false;  // ALiBi biases self-attention only
+  if (cross) options_.alibi = false;            // ALiBi biases self-attention only
+  if (cross) options_.relative_bias = nullptr;  // and so does T5's
   ROTOR_CHECK(options.d_model % options.n_heads == 0, "n_heads {} does not divide d_model {}",
               options.n_heads, options.d_model);
   head_dim_ = options.d_model / options.n_heads;
@@ -61,7 +62,7 @@ const AttentionPlan& MultiHeadAttention::plan_for(const AttentionCase& c, const 
   // for RoPE inside the core; an explicit impl, or auto on the CPU, says
   // nothing new. A kind other than softmax says what its core runs.
   if ((plan.on_gpu && c.impl == AttentionImpl::Auto) || (c.rope && c.rope_in_kernel) ||
-      c.kind != AttentionKind::Softmax || c.alibi)
+      c.kind != AttentionKind::Softmax || c.alibi || c.rel_bias)
     log_once(plan.why);
   return plans_.emplace(c, plan).first->second;
 }
@@ -91,6 +92,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.impl = options_.impl;
   c.rope = options_.rope && !cross_;
   c.alibi = options_.alibi;
+  c.rel_bias = options_.relative_bias != nullptr;
   // Explicit positions are rotated in the head split (the cores count tokens).
   const bool explicit_positions = positions && c.rope;
   c.rope_in_kernel = options_.rope_in_kernel && !explicit_positions;
@@ -127,6 +129,11 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   }
   attn_options_.flash_kernel = plan_.kernel;
   attn_options_.alibi = options_.alibi;
+  if (options_.relative_bias) {  // the rows the model prepared for this forward
+    attn_options_.rel_bias = options_.relative_bias->rows();
+    attn_options_.rel_max = options_.relative_bias->max_distance();
+    attn_options_.rel_bias_grad = options_.relative_bias->rows_grad();  // read by backward only
+  }
   if (plan_.rope == RopePlacement::Core) {
     attn_options_.rope = true;
     attn_options_.rope_params = options_.rope_params;
@@ -206,6 +213,7 @@ void MultiHeadAttention::release() {
   q_h_ = k_h_ = v_h_ = Tensor();
   saved_.clear();
   attn_options_.key_lengths = Tensor();
+  attn_options_.rel_bias = attn_options_.rel_bias_grad = Tensor();
   for (Linear* l : {qkv_.get(), q_.get(), kv_.get(), out_.get()})
     if (l) l->release();
 }
@@ -237,8 +245,9 @@ Tensor MultiHeadAttention::step(const Tensor& x, const Tensor& memory, const Ten
     ops::kv_cache_write(k, cache.k, position);
     ops::kv_cache_write(v, cache.v, position);
     cache.length = position + 1;
-    // ALiBi at the step's position: the query at `position`, key j at j.
-    ops::decode_attention(q, cache.k, cache.v, cache.length, o, options_.alibi);
+    // ALiBi or T5's bias at the step's position: the query at `position`, key j at j.
+    ops::decode_attention(q, cache.k, cache.v, cache.length, o, options_.alibi, rel_rows(),
+                          rel_max());
   } else {
     const int64_t S = memory.size(1);
     if (!cache.k.defined()) {
@@ -283,6 +292,7 @@ Tensor MultiHeadAttention::prefill(const Tensor& x, Cache& cache, int64_t max_le
   c.rope = options_.rope;
   c.rope_in_kernel = false;
   c.alibi = options_.alibi;
+  c.rel_bias = options_.relative_bias != nullptr;
   c.causal = true;
   c.dtype = ctx.dtype;
   c.B = B;
@@ -313,6 +323,8 @@ Tensor MultiHeadAttention::prefill(const Tensor& x, Cache& cache, int64_t max_le
   ao.scale = 1.0f;  // as in forward: q is pre-scaled by the split where the plan says
   ao.causal = true;
   ao.alibi = options_.alibi;
+  ao.rel_bias = rel_rows();
+  ao.rel_max = rel_max();
   ao.flash_kernel = plan.kernel;
   AttentionCall call{layer_id_, 0};
   call.draw = trained_draw_ >= 0 ? static_cast<uint64_t>(trained_draw_)
@@ -364,8 +376,9 @@ Tensor MultiHeadAttention::step_rows(const Tensor& x, Cache& cache,
     Tensor vc = cache.v.narrow(g * rows, rows);  // [rows, H, slots, D]
     ops::kv_cache_write(parts[1], kc, p);
     ops::kv_cache_write(parts[2], vc, p);
-    Tensor o_g = o.narrow(g * rows, rows);                                // [rows, H, 1, D]
-    ops::decode_attention(parts[0], kc, vc, p + 1, o_g, options_.alibi);  // ALiBi at position p
+    Tensor o_g = o.narrow(g * rows, rows);  // [rows, H, 1, D]
+    // ALiBi or T5's bias at position p
+    ops::decode_attention(parts[0], kc, vc, p + 1, o_g, options_.alibi, rel_rows(), rel_max());
   }
   Tensor merged = ctx.empty({B, 1, d});  // [B, 1, d]
   ops::merge_heads_forward(o, merged);

@@ -4,7 +4,7 @@
 //   -> attention core (masks, dropout)
 //   -> merge heads -> output projection.
 // Cross-attention projects q from the decoder and k, v from the encoder
-// output, never rotates, adds no ALiBi bias and is always softmax attention
+// output, never rotates, adds no ALiBi or T5 bias and is always softmax attention
 // (whatever kind the options name, which is self-attention's).
 #pragma once
 
@@ -18,6 +18,7 @@
 #include "nn/kinds.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
+#include "nn/relative_bias.h"
 #include "ops/attention.h"
 #include "ops/flash_attention.h"
 #include "ops/heads.h"
@@ -34,6 +35,9 @@ struct MultiHeadAttentionOptions {
   // scores, causal or symmetric as `causal` says; the decoding steps add it at
   // the query's position. Self-attention only (cross-attention drops it).
   bool alibi = false;
+  // T5's relative bias (nn/relative_bias.h), shared by the stack's layers and
+  // prepared by the model before they run; null: none. Self-attention only.
+  RelativeBias* relative_bias = nullptr;
   float dropout = 0.0f;                         // on the attention probabilities
   AttentionKind kind = AttentionKind::Softmax;  // its plan rule and core (nn/attention_kind.h)
   AttentionImpl impl = AttentionImpl::Auto;
@@ -101,6 +105,13 @@ class MultiHeadAttention {
   const MultiHeadAttentionOptions& options() const { return options_; }
 
  private:
+  // T5's prepared rows and their reach (undefined and 0 without the bias).
+  Tensor rel_rows() const {
+    return options_.relative_bias ? options_.relative_bias->rows() : Tensor();
+  }
+  int64_t rel_max() const {
+    return options_.relative_bias ? options_.relative_bias->max_distance() : 0;
+  }
   // The head split's options; RoPE on q and k of a self-attention where the
   // plan puts it in the split.
   // q is scaled by 1/sqrt(D) where the plan says (split_scales_q).

@@ -81,6 +81,9 @@ struct AttentionCase {
   // (rope::interleaved_full), all that the tensor-core kernel can rotate.
   bool rope_interleaved_full = true;
   bool alibi = false;  // ALiBi's bias: only a core that computes it may run the case
+  // T5's learned bias (model.position t5): only a core that adds it, and
+  // sums its gradient, may run the case.
+  bool rel_bias = false;
   bool causal = false;
   bool key_padding = false;  // key lengths given
   bool dropout = false;      // attention dropout in this call (training)
@@ -89,8 +92,8 @@ struct AttentionCase {
   LinearKindOptions linear;  // kind linear's
 
   auto key() const {
-    return std::tuple(kind, impl, rope, rope_in_kernel, rope_interleaved_full, alibi, causal,
-                      key_padding, dropout, dtype, B, H, Tq, Tk, D, linear.key());
+    return std::tuple(kind, impl, rope, rope_in_kernel, rope_interleaved_full, alibi, rel_bias,
+                      causal, key_padding, dropout, dtype, B, H, Tq, Tk, D, linear.key());
   }
   bool operator<(const AttentionCase& o) const { return key() < o.key(); }
   bool operator==(const AttentionCase& o) const { return key() == o.key(); }
@@ -101,7 +104,8 @@ struct AttentionPlan {
   AttentionCore core = AttentionCore::Reference;
   ops::FlashKernel kernel = ops::FlashKernel::Portable;  // of core Rotor on a GPU
   RopePlacement rope = RopePlacement::None;
-  bool alibi = false;  // the core adds ALiBi's bias (only cores that can are chosen)
+  bool alibi = false;     // the core adds ALiBi's bias (only cores that can are chosen)
+  bool rel_bias = false;  // the core adds T5's bias (likewise)
   bool on_gpu = false;
   // The head split multiplies q by 1/sqrt(D) (softmax); the linear core
   // scales q and k itself (LinearAttentionOptions::qk_scale).

@@ -70,6 +70,11 @@ struct PositionScheme {
   // the core (core/alibi.h, ops::AttentionOptions::alibi); cross-attention
   // never does.
   bool alibi = false;
+  // Self-attention adds T5's learned relative bias to its scores, inside the
+  // core (core/t5_bias.h, nn/relative_bias.h): the model keeps one [buckets,
+  // H] table per stack of layers (model.t5's settings); cross-attention
+  // never does.
+  bool relative_bias = false;
   HfPositions hf;
   // Its own config rule, or nullptr.
   std::optional<PositionProblem> (*check)(const PositionShape&) = nullptr;

@@ -31,6 +31,11 @@ struct LayerOptions {
   bool rope = false;
   rope::Params rope_params{};  // model.rope's settings (core/rope.h)
   bool alibi = false;          // self-attention adds ALiBi's bias (model.position alibi)
+  // T5's relative bias (model.position t5): each model builds one table per
+  // stack with these settings (model.t5's; nn/relative_bias.h) and points
+  // relative_bias at it for that stack's layers.
+  int64_t t5_buckets = 32, t5_max_distance = 128;
+  RelativeBias* relative_bias = nullptr;
   AttentionKind attention_kind = AttentionKind::Softmax;  // nn/attention_kind.h
   AttentionImpl impl = AttentionImpl::Auto;  // attention core (config key attention.impl)
   bool rope_in_kernel = false;               // config key attention.rope_in_kernel
@@ -43,6 +48,12 @@ struct LayerOptions {
   // inputs, the backward recomputes the rest. The gradients are unchanged.
   bool checkpoint = false;
 };
+
+// The settings of a stack's T5 bias under layer options `c` (its table's
+// heads, model.t5's buckets and reach); bidirectional in an encoder.
+inline RelativeBiasOptions relative_bias_options(const LayerOptions& c, bool bidirectional) {
+  return {c.n_heads, c.t5_buckets, c.t5_max_distance, bidirectional};
+}
 
 // The parameter names of one encoder layer.
 struct EncoderLayerNames {

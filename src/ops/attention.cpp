@@ -77,10 +77,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       for (int64_t i = 0; i < d.Tq; ++i) {
         float* prow = pb + i * d.Tk;
         const int64_t n = visible_keys(d, options.causal, key_len[b], i);
-        if (options.alibi) {  // the bias of this row, added to the visible scores
-          const detail::AlibiRow bias(d, options, h, i);
+        const detail::BiasRow bias(d, options, h, i);
+        if (bias.on())  // ALiBi's or T5's bias of this row, added to the visible scores
           for (int64_t j = 0; j < n; ++j) prow[j] += bias(j);
-        }
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < n; ++j) mx = std::max(mx, prow[j]);
         double sum = 0.0;
@@ -145,8 +144,10 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   //   dV = (P o M)^T dout,  dP = (dout V^T) o M,  dS = P o (dP - rowsum(dP o P)),
   //   dQ = scale dS K,  dK = scale dS^T Q.  Masked entries have P = 0, hence dS = 0.
   // ALiBi's bias has no parameter and is constant in q and k: it enters only
-  // through P, which the forward saved.
+  // through P, which the forward saved. T5's bias is a parameter: its
+  // gradient is dS / scale summed over the scores that read each row.
   // The four products are GEMMs per (batch, head).
+  detail::RelBiasGrad rel_grad(d, options);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.B; ++b) {
     for (int64_t h = 0; h < d.H; ++h) {
@@ -182,6 +183,16 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
           dot += static_cast<double>(row[j]) * prow[j];
         }
         const float rowsum = static_cast<float>(dot);
+        if (rel_grad.on()) {
+          const detail::BiasRow bias(d, options, h, i);
+          double* sums = rel_grad.of(bh);
+          for (int64_t j = 0; j < d.Tk; ++j) {
+            const float g = prow[j] * (row[j] - rowsum);
+            sums[bias.rel_row(j)] += g;
+            row[j] = g * options.scale;
+          }
+          continue;
+        }
         for (int64_t j = 0; j < d.Tk; ++j) row[j] = prow[j] * (row[j] - rowsum) * options.scale;
       }
       // dQ = dS K: [Tq, D];  dK = dS^T Q: [Tk, D]
@@ -190,6 +201,10 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, ds.data(), Tk, qb, D,
                   0.0f, pdk + bh * d.Tk * d.D, D);
     }
+  }
+  if (rel_grad.on()) {
+    Tensor g = options.rel_bias_grad;
+    rel_grad.add_into(g);
   }
 }
 

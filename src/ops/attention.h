@@ -43,16 +43,29 @@ struct AttentionOptions {
   int64_t rope_q_offset = 0, rope_k_offset = 0;
   // ALiBi (core/alibi.h) computed inside the core, never materialized: head h
   // of H adds -alibi::slope(h, H) * |p_i - p_j| to the scaled score of query i
-  // and key j, with p_i = alibi_q_offset + i + (Tk - Tq) (the last query
+  // and key j, with p_i = bias_q_offset + i + (Tk - Tq) (the last query
   // aligned with the last key, as the causal mask aligns them) and
-  // p_j = alibi_k_offset + j. Causal: -slope * (i - j) on the visible keys;
+  // p_j = bias_k_offset + j. Causal: -slope * (i - j) on the visible keys;
   // otherwise symmetric. No parameters: the backward only changes through the
   // softmax. Honored by every rotor core: on the CPU (attention_forward/
   // backward and the flash twin) and in every CUDA kernel (the reference row
   // kernel and the portable, tc and volta flash kernels compute the bias
   // themselves, kernels/attention_masks.cuh); cuDNN's attention refuses it.
   bool alibi = false;
-  int64_t alibi_q_offset = 0, alibi_k_offset = 0;
+  // The positions of ALiBi's and T5's biases: p_i and p_j as above.
+  int64_t bias_q_offset = 0, bias_k_offset = 0;
+  // T5's learned relative bias (model.position t5, core/t5_bias.h), added
+  // like ALiBi's to the scaled score and never materialized: rel_bias is f32
+  // [2 rel_max + 1, H] on q's device, and head h adds
+  // rel_bias[t5::relative_row(p_j - p_i, rel_max), h] (the model gathers it
+  // from its [buckets, H] table, nn/relative_bias.h). The backward adds the
+  // bias's gradient, the sum of dS over the scores of each row, into
+  // rel_bias_grad (same shape), when that is defined. Honored on the CPU
+  // (attention_forward/backward, the flash twin, decode_attention) and by the
+  // CUDA reference core; the CUDA flash kernels and cuDNN refuse it
+  // (nn/attention_plan.cpp chooses the reference core on a GPU).
+  Tensor rel_bias, rel_bias_grad;
+  int64_t rel_max = 0;
   // The CUDA kernel of flash_attention_forward/backward (ignored elsewhere).
   FlashKernel flash_kernel = FlashKernel::Portable;
 };

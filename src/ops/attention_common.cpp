@@ -24,7 +24,27 @@ AttentionDims check_attention_args(const Tensor& q, const Tensor& k, const Tenso
   }
   if (!(o.dropout >= 0.0f && o.dropout < 1.0f))
     ROTOR_FAIL("{}: dropout must be in [0, 1), got {}", op, o.dropout);
+  check_rel_bias(o, d, q, op);
   return d;
+}
+
+void check_rel_bias(const AttentionOptions& o, const AttentionDims& d, const Tensor& q,
+                    const char* op) {
+  if (!o.rel_bias.defined()) {
+    if (o.rel_bias_grad.defined()) ROTOR_FAIL("{}: rel_bias_grad without rel_bias", op);
+    return;
+  }
+  if (o.alibi) ROTOR_FAIL("{}: ALiBi and T5's relative bias together", op);
+  const Shape want{2 * o.rel_max + 1, d.H};
+  if (o.rel_max < 0 || o.rel_bias.dtype() != DType::F32 || o.rel_bias.shape() != want)
+    ROTOR_FAIL("{}: rel_bias must be f32 {}, got {}", op, shape_str(want), o.rel_bias.str());
+  check_same_device(q, o.rel_bias, op);
+  if (o.rel_bias_grad.defined()) {
+    if (o.rel_bias_grad.dtype() != DType::F32 || o.rel_bias_grad.shape() != want)
+      ROTOR_FAIL("{}: rel_bias_grad must be f32 {}, got {}", op, shape_str(want),
+                 o.rel_bias_grad.str());
+    check_same_device(q, o.rel_bias_grad, op);
+  }
 }
 
 void check_like(const Tensor& t, const Shape& shape, const Tensor& q, const char* what) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/alibi.h"
+#include "core/t5_bias.h"
 #include "ops/attention.h"
 
 namespace rotor::ops::detail {
@@ -34,18 +35,69 @@ inline int64_t visible_keys(const AttentionDims& d, bool causal, int64_t key_len
   return n;
 }
 
-// ALiBi of one (head, query row) as the cores apply it (AttentionOptions::
-// alibi): bias(j) = -slope * |q_pos - (k_offset + j)|, 0 when alibi is off.
-struct AlibiRow {
+// The bias of one (head, query row) as the cores add it to the scaled
+// scores: ALiBi's (AttentionOptions::alibi), bias(j) = -slope * |q_pos -
+// (k_offset + j)|, or T5's (AttentionOptions::rel_bias), bias(j) = the row of
+// k_offset + j - q_pos, head h; 0 when neither is on.
+struct BiasRow {
   float slope = 0.0f;
   int64_t q_pos = 0, k_offset = 0;
-  bool on = false;
-  AlibiRow(const AttentionDims& d, const AttentionOptions& o, int64_t h, int64_t i)
-      : slope(static_cast<float>(alibi::slope(h, d.H))),
-        q_pos(o.alibi_q_offset + i + (d.Tk - d.Tq)),
-        k_offset(o.alibi_k_offset),
-        on(o.alibi) {}
-  float operator()(int64_t j) const { return on ? alibi::bias(slope, q_pos, k_offset + j) : 0.0f; }
+  bool alibi = false;
+  const float* rel = nullptr;  // rel_bias + h: column h of [2 rel_max + 1, H]
+  int64_t rel_max = 0, H = 1;
+  BiasRow(const AttentionDims& d, const AttentionOptions& o, int64_t h, int64_t i)
+      : slope(o.alibi ? static_cast<float>(alibi::slope(h, d.H)) : 0.0f),
+        q_pos(o.bias_q_offset + i + (d.Tk - d.Tq)),
+        k_offset(o.bias_k_offset),
+        alibi(o.alibi),
+        rel(o.rel_bias.defined() ? o.rel_bias.data<float>() + h : nullptr),
+        rel_max(o.rel_max),
+        H(d.H) {}
+  bool on() const { return alibi || rel; }
+  // The row of T5's table that key j reads.
+  int64_t rel_row(int64_t j) const { return t5::relative_row(k_offset + j - q_pos, rel_max); }
+  float operator()(int64_t j) const {
+    if (alibi) return alibi::bias(slope, q_pos, k_offset + j);
+    if (rel) return rel[rel_row(j) * H];
+    return 0.0f;
+  }
 };
+
+// The gradient of T5's gathered table, summed per (batch, head) by the
+// backward's parallel loop in double, then over the batch in a fixed order
+// and added into rel_bias_grad: the same bits for any thread count.
+class RelBiasGrad {
+ public:
+  RelBiasGrad(const AttentionDims& d, const AttentionOptions& o)
+      : H_(d.H),
+        rows_(2 * o.rel_max + 1),
+        on_(o.rel_bias_grad.defined()),
+        sums_(on_ ? static_cast<size_t>(d.B * d.H * rows_) : 0, 0.0) {}
+  bool on() const { return on_; }
+  // The sums of (batch, head) bh, one per row of the table.
+  double* of(int64_t bh) { return sums_.data() + bh * rows_; }
+  // rel_bias_grad[row, h] += sum over b of of(b H + h)[row].
+  void add_into(Tensor& grad) const {
+    if (!on_) return;
+    float* g = grad.data<float>();
+    const int64_t B = static_cast<int64_t>(sums_.size()) / (H_ * rows_);
+    for (int64_t h = 0; h < H_; ++h)
+      for (int64_t r = 0; r < rows_; ++r) {
+        double t = 0.0;
+        for (int64_t b = 0; b < B; ++b) t += sums_[static_cast<size_t>((b * H_ + h) * rows_ + r)];
+        g[r * H_ + h] += static_cast<float>(t);
+      }
+  }
+
+ private:
+  int64_t H_, rows_;
+  bool on_;
+  std::vector<double> sums_;
+};
+
+// rel_bias and rel_bias_grad of `o`, where set: f32 [2 rel_max + 1, H] on q's
+// device, and not together with ALiBi. A rotor::Error naming `op` otherwise.
+void check_rel_bias(const AttentionOptions& o, const AttentionDims& d, const Tensor& q,
+                    const char* op);
 
 }  // namespace rotor::ops::detail

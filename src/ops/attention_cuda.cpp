@@ -1,9 +1,11 @@
 // CUDA glue for the reference attention (src/ops/attention.h). It is the
 // ground truth for the fused kernels, so it stays plain: the scores and the
 // probabilities are materialized ([B, H, Tq, Tk]), the four products run on
-// cuBLASLt and two row kernels do the masked softmax (adding ALiBi's bias to
-// the scores as it reads them), the Philox attention dropout (flat
-// [B, H, Tq, Tk] element index, as on the CPU) and its backward.
+// cuBLASLt and two row kernels do the masked softmax (adding ALiBi's or T5's
+// bias to the scores as it reads them), the Philox attention dropout (flat
+// [B, H, Tq, Tk] element index, as on the CPU) and its backward; T5's table
+// gradient is reduced from the unscaled dS by two deterministic kernels
+// (kernels/attention_reference.cuh, attention_rel_bias_grad).
 #if ROTOR_WITH_CUDA
 
 #include "kernels/attention_reference.cuh"
@@ -33,8 +35,10 @@ kernels::AttentionMask mask_of(const Dims& d, const AttentionOptions& o) {
   m.seed = o.seed;
   m.stream_id = o.stream;
   m.alibi = o.alibi;
-  m.alibi_q_offset = o.alibi_q_offset;
-  m.alibi_k_offset = o.alibi_k_offset;
+  m.bias_q_offset = o.bias_q_offset;
+  m.bias_k_offset = o.bias_k_offset;
+  m.rel = o.rel_bias.defined() ? o.rel_bias.data<float>() : nullptr;  // [2 rel_max + 1, H]
+  m.rel_max = o.rel_max;
   return m;
 }
 
@@ -79,13 +83,26 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   cuda_impl::gemm(dropped, dout, dv, tn);
 
   // dP_dropped = dout V^T (f32), then dS = scale * P o (dP - rowsum(P o dP)).
+  // T5's table gradient is the unscaled dS summed per table row: the row
+  // kernel writes it over dp (which it no longer needs), then
+  // attention_rel_bias_grad adds it into rel_bias_grad.
   Tensor dp = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, DType::F32, q.device());  // [B, H, Tq, Tk]
   GemmOptions nt;
   nt.trans_b = true;
   cuda_impl::gemm(dout, v, dp, nt);
   Tensor ds = Tensor::empty(probs.shape(), q.dtype(), q.device());  // [B, H, Tq, Tk]
-  ROTOR_CUDA_CHECK(kernels::attention_softmax_backward(probs.raw(), dp.data<float>(), ds.raw(),
-                                                       q.dtype(), options.scale, mask, s.stream()));
+  const bool rel_grad = options.rel_bias_grad.defined();
+  ROTOR_CUDA_CHECK(kernels::attention_softmax_backward(
+      probs.raw(), dp.data<float>(), ds.raw(), q.dtype(), options.scale, mask,
+      rel_grad ? dp.data<float>() : nullptr, s.stream()));
+  if (rel_grad) {
+    cuda_glue::Scratch diag(
+        sizeof(double) * static_cast<size_t>(kernels::attention_rel_bias_diagonals(mask)),
+        s.index());  // f64 [B H, Tq + Tk - 1]
+    ROTOR_CUDA_CHECK(kernels::attention_rel_bias_grad(dp.data<float>(), diag.as<double>(),
+                                                      options.rel_bias_grad.data<float>(), mask,
+                                                      s.stream()));
+  }
   cuda_impl::gemm(ds, k, dq, GemmOptions{});  // dQ = dS K
   cuda_impl::gemm(ds, q, dk, tn);             // dK = dS^T Q
 }

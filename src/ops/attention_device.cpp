@@ -93,6 +93,11 @@ std::string flash_kernel_unsupported(FlashKernel kernel, const FlashCase& c,
   if (c.rope && kernel != FlashKernel::TensorCore)
     return fmt::format(
         "RoPE inside the kernel is rotor's tensor-core kernel's alone, not the {} one's", name);
+  if (c.rel_bias)
+    return fmt::format(
+        "rotor's {} flash kernel does not add T5's relative bias (model.position t5); the "
+        "reference core does",
+        name);
   if (c.rope && !c.rope_interleaved_full)
     return "rotor's tc flash kernel rotates interleaved pairs over the whole head, not "
            "model.rope.layout half or a model.rope.fraction below 1";

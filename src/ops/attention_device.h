@@ -41,6 +41,9 @@ struct FlashCase {
   // (rope::interleaved_full): what the tensor-core kernel's fragments hold.
   bool rope_interleaved_full = true;
   bool alibi = false;  // AttentionOptions::alibi: a per-head linear bias (every kernel adds it)
+  // AttentionOptions::rel_bias: T5's learned bias, which no CUDA flash kernel
+  // adds yet (its gradient needs per-distance sums the kernels do not form).
+  bool rel_bias = false;
 };
 
 // The head dims every CUDA flash kernel is instantiated for, and the most

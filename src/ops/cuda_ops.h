@@ -80,7 +80,7 @@ void linear_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
 // Incremental decoding (src/ops/decode_cuda.cpp, kernels/decode_attention.cu).
 void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position);
 void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t length,
-                      Tensor& out, bool alibi);
+                      Tensor& out, bool alibi, const Tensor& rel_bias, int64_t rel_max);
 void index_select(const Tensor& src, const Tensor& index, Tensor& dst);
 
 // Head split with fused RoPE (defined in src/ops/heads_cuda.cpp, kernels/heads.cu).

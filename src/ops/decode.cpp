@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/alibi.h"
+#include "core/t5_bias.h"
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
 
@@ -37,7 +38,7 @@ void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position) {
 }
 
 void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t length,
-                      Tensor& out, bool alibi) {
+                      Tensor& out, bool alibi, const Tensor& rel_bias, int64_t rel_max) {
   if (k_cache.dim() != 4)
     ROTOR_FAIL("decode_attention: k_cache must be [B, H, Tmax, D], got {}", k_cache.str());
   const int64_t B = k_cache.size(0), H = k_cache.size(1), Tmax = k_cache.size(2),
@@ -52,14 +53,23 @@ void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
       ROTOR_FAIL("decode_attention: {} differs in dtype from q {}", t->str(), q.str());
     check_same_device(q, *t, "decode_attention");
   }
+  if (rel_bias.defined()) {
+    if (alibi) ROTOR_FAIL("decode_attention: ALiBi and T5's relative bias together");
+    if (rel_bias.dtype() != DType::F32 || rel_bias.shape() != Shape{2 * rel_max + 1, H})
+      ROTOR_FAIL("decode_attention: rel_bias must be f32 [{}, {}], got {}", 2 * rel_max + 1, H,
+                 rel_bias.str());
+    check_same_device(q, rel_bias, "decode_attention");
+  }
   // kernels/decode_attention.cu keeps a query in registers: head dims up to 256.
   if (q.is_cuda() && D > 256)
     ROTOR_FAIL("decode_attention: head dim {} above 256 is not supported on CUDA", D);
-  ROTOR_DISPATCH_CUDA(q, decode_attention(q, k_cache, v_cache, length, out, alibi));
+  ROTOR_DISPATCH_CUDA(q,
+                      decode_attention(q, k_cache, v_cache, length, out, alibi, rel_bias, rel_max));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
     Tensor out32 = f.output(out);
-    decode_attention(f.input(q), f.input(k_cache), f.input(v_cache), length, out32, alibi);
+    decode_attention(f.input(q), f.input(k_cache), f.input(v_cache), length, out32, alibi, rel_bias,
+                     rel_max);
     f.commit();
     return;
   }
@@ -67,6 +77,7 @@ void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   const float* kp = k_cache.data<float>();
   const float* vp = v_cache.data<float>();
   float* op = out.data<float>();
+  const float* rel = rel_bias.defined() ? rel_bias.data<float>() : nullptr;
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * H; ++bh) {
     std::vector<double> w(static_cast<size_t>(length));
@@ -78,6 +89,7 @@ void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
       double s = 0;
       for (int64_t i = 0; i < D; ++i) s += static_cast<double>(qr[i]) * kr[i];
       if (alibi) s += alibi::bias(slope, length - 1, j);
+      if (rel) s += rel[t5::relative_row(j - (length - 1), rel_max) * H + bh % H];
       w[j] = s;
       mx = std::max(mx, s);
     }

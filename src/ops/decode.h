@@ -15,9 +15,12 @@ void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position);
 // key is visible (they are all at or before the query's position). alibi:
 // head h of H adds -alibi::slope(h, H) * (length - 1 - j) to key j's score
 // (the query sits at position length - 1, core/alibi.h), as the causal
-// forward does, on the CPU and in the CUDA kernel.
+// forward does, on the CPU and in the CUDA kernel. rel_bias (f32
+// [2 rel_max + 1, H], T5's gathered table, ops::AttentionOptions::rel_bias):
+// head h adds rel_bias[t5::relative_row(j - (length - 1), rel_max), h].
 void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t length,
-                      Tensor& out, bool alibi = false);
+                      Tensor& out, bool alibi = false, const Tensor& rel_bias = Tensor(),
+                      int64_t rel_max = 0);
 // dst[i] = src[index[i]] along the leading dimension; index i32 [M].
 void index_select(const Tensor& src, const Tensor& index, Tensor& dst);
 

@@ -15,12 +15,19 @@ void kv_cache_write(const Tensor& src, Tensor& cache, int64_t position) {
 }
 
 void decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t length,
-                      Tensor& out, bool alibi) {
+                      Tensor& out, bool alibi, const Tensor& rel_bias, int64_t rel_max) {
   cuda_glue::DeviceScope s(q);
   const int64_t D = k_cache.size(3);
-  ROTOR_CUDA_CHECK(kernels::decode_attention(
-      q.raw(), k_cache.raw(), v_cache.raw(), out.raw(), k_cache.size(0) * k_cache.size(1),
-      k_cache.size(2), D, length, q.dtype(), s.stream(), alibi ? k_cache.size(1) : 0));
+  kernels::DecodeBias bias;
+  bias.alibi_heads = alibi ? k_cache.size(1) : 0;
+  if (rel_bias.defined()) {
+    bias.rel = rel_bias.data<float>();
+    bias.rel_max = rel_max;
+    bias.heads = k_cache.size(1);
+  }
+  ROTOR_CUDA_CHECK(kernels::decode_attention(q.raw(), k_cache.raw(), v_cache.raw(), out.raw(),
+                                             k_cache.size(0) * k_cache.size(1), k_cache.size(2), D,
+                                             length, q.dtype(), s.stream(), bias));
 }
 
 void index_select(const Tensor& src, const Tensor& index, Tensor& dst) {

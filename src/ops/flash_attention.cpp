@@ -46,10 +46,11 @@ void check_supported(const Tensor& q, const Tensor& k, const AttentionOptions& o
                q.size(3), o.rope_q_offset, o.rope_k_offset);
   if (o.rope) check_rope_params(o.rope_params, q.size(3), op);
   if (!q.is_cuda()) return;
-  const FlashCase c{
-      q.dtype(), q.size(0), q.size(1), q.size(2),
-      k.size(2), q.size(3), o.rope,    !o.rope || rope::interleaved_full(o.rope_params, q.size(3)),
-      o.alibi};
+  const FlashCase c{q.dtype(), q.size(0),
+                    q.size(1), q.size(2),
+                    k.size(2), q.size(3),
+                    o.rope,    !o.rope || rope::interleaved_full(o.rope_params, q.size(3)),
+                    o.alibi,   o.rel_bias.defined()};
   const std::string why = flash_kernel_unsupported(o.flash_kernel, c, attention_device(q.device()));
   if (!why.empty()) ROTOR_FAIL("{}: {}", op, why);
 }
@@ -144,7 +145,7 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
           const int64_t j1 = std::min(n, j0 + kFlashTile);
           if (j1 <= j0) continue;  // this tile is fully masked for query i
           const float* qrow = pq + (bh * d.Tq + i) * d.D;
-          const detail::AlibiRow bias(d, options, bh % d.H, i);
+          const detail::BiasRow bias(d, options, bh % d.H, i);
           float tile_max = kNegInf;
           for (int64_t j = j0; j < j1; ++j) {
             s[j - j0] = dot(qrow, kb + j * d.D, d.D) * options.scale + bias(j);
@@ -224,9 +225,11 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   float* pdk = dk.data<float>();          // [B, H, Tk, D]
   float* pdv = dv.data<float>();          // [B, H, Tk, D]
 
+  detail::RelBiasGrad rel_grad(d, options);  // T5's table (AttentionOptions::rel_bias_grad)
 #pragma omp parallel for schedule(dynamic)
   for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
     const int64_t b = bh / d.H;
+    double* rel_sums = rel_grad.on() ? rel_grad.of(bh) : nullptr;
     const float* qb = pq + bh * d.Tq * d.D;
     const float* kb = pk + bh * d.Tk * d.D;
     const float* vb = pv + bh * d.Tk * d.D;
@@ -255,13 +258,15 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
           const float* dorow = dob + i * d.D;
           float* dqrow = dqb + i * d.D;
           const uint64_t row_flat = static_cast<uint64_t>((bh * d.Tq + i) * d.Tk);
-          const detail::AlibiRow bias(d, options, bh % d.H, i);
+          const detail::BiasRow bias(d, options, bh % d.H, i);
           for (int64_t j = j0; j < n; ++j) {
             const float p =
                 std::exp(dot(qrow, kb + j * d.D, d.D) * options.scale + bias(j) - lse_i);
             const float mk = keep_factor(options, keep_scale, row_flat + j);
             const float dp = dot(dorow, vb + j * d.D, d.D) * mk;
-            const float ds = p * (dp - delta[i]) * options.scale;
+            const float g = p * (dp - delta[i]);  // dL/d(score + bias)
+            if (rel_sums) rel_sums[bias.rel_row(j)] += g;
+            const float ds = g * options.scale;
             const float pm = p * mk;
             float* dkrow = dkb + j * d.D;
             float* dvrow = dvb + j * d.D;
@@ -275,6 +280,10 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
         }
       }
     }
+  }
+  if (rel_grad.on()) {
+    Tensor g = options.rel_bias_grad;
+    rel_grad.add_into(g);
   }
 }
 

@@ -40,8 +40,8 @@ kernels::FlashParams params_of(const Tensor& q, const Tensor& k, const Tensor& v
   p.seed = o.seed;
   p.stream_id = o.stream;
   p.alibi = o.alibi;
-  p.alibi_q_offset = o.alibi_q_offset;
-  p.alibi_k_offset = o.alibi_k_offset;
+  p.bias_q_offset = o.bias_q_offset;
+  p.bias_k_offset = o.bias_k_offset;
   return p;
 }
 

@@ -186,7 +186,7 @@ TEST(Alibi, ShiftingAllPositionsChangesNothing) {
   Tensor ref0 = Tensor::zeros(qs), probs = Tensor::zeros({c.B, c.H, c.Tq, c.Tk});
   ops::attention_forward(q, k, v, o, ref0, probs);
   for (int64_t shift : {1, 37, 100000}) {
-    o.alibi_q_offset = o.alibi_k_offset = shift;
+    o.bias_q_offset = o.bias_k_offset = shift;
     Tensor out = Tensor::zeros(qs), lse = Tensor::zeros({c.B, c.H, c.Tq});
     ops::flash_attention_forward(q, k, v, o, out, lse);
     EXPECT_EQ(out.to_floats(), out0.to_floats()) << shift;
@@ -196,8 +196,8 @@ TEST(Alibi, ShiftingAllPositionsChangesNothing) {
     EXPECT_EQ(ref.to_floats(), ref0.to_floats()) << shift;
   }
   // Shifting the keys alone moves every distance: the output changes.
-  o.alibi_q_offset = 0;
-  o.alibi_k_offset = 3;
+  o.bias_q_offset = 0;
+  o.bias_k_offset = 3;
   Tensor moved = Tensor::zeros(qs);
   ops::attention_forward(q, k, v, o, moved, probs);
   EXPECT_GT(test::max_rel_error(moved.to_floats(), ref0.to_floats()), 1e-3);

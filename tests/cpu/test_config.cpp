@@ -194,7 +194,7 @@ TEST(Config, OutOfRangeNamesPathAndLine) {
 TEST(Config, BadEnumNamesChoices) {
   EXPECT_EQ(load_error("model:\n  position: rotary\n"),
             "configs/x.yaml:2: model.position: expected one of sinusoidal | learned | rope | none "
-            "| alibi, "
+            "| alibi | t5, "
             "got \"rotary\"");
   EXPECT_EQ(load_error("task: gpt\n"),
             "configs/x.yaml:1: task: expected one of translation | mlm | classification | lm | "
@@ -233,6 +233,41 @@ TEST(Config, CrossFieldChecks) {
   EXPECT_EQ(load_error("model:\n  position: alibi\nattention:\n  impl: cudnn\n"),
             "configs/x.yaml:4: attention.impl: cudnn is cuDNN's attention, which does not add "
             "ALiBi's bias (model.position alibi); use auto, rotor or reference");
+  // T5's bias: the materialized core and the CPU flash twin add it; cuDNN
+  // and rotor's CUDA flash kernels do not, nor does linear attention, and
+  // visit positions are not what it counts.
+  EXPECT_EQ(load_error("model:\n  position: t5\nattention:\n  impl: cudnn\n"),
+            "configs/x.yaml:4: attention.impl: cudnn is cuDNN's attention, which does not add "
+            "T5's relative bias (model.position t5); use auto or reference");
+  EXPECT_EQ(load_error("device: cuda\nmodel:\n  position: t5\nattention:\n  impl: rotor\n"),
+            "configs/x.yaml:5: attention.impl: rotor's CUDA flash kernels do not add T5's "
+            "relative bias (model.position t5); use auto or reference on a GPU");
+  EXPECT_EQ(load_config_from_string("device: cpu\nmodel:\n  position: t5\nattention:\n  impl: "
+                                    "rotor\n")
+                .attention.impl,
+            nn::AttentionImpl::Rotor);
+  EXPECT_EQ(load_error("model:\n  position: t5\nattention:\n  kind: linear\n"),
+            "configs/x.yaml:4: attention.kind: linear attention has no scores to add T5's "
+            "relative bias to (model.position t5); use attention.kind softmax");
+  // model.t5's keys: only under t5, and a log-spaced range that is not empty.
+  EXPECT_EQ(load_error("model:\n  t5:\n    buckets: 64\n"),
+            "configs/x.yaml:3: model.t5.buckets: a setting of model.position t5, and "
+            "model.position is sinusoidal");
+  EXPECT_EQ(load_error("model:\n  position: t5\n  t5:\n    buckets: 33\n"),
+            "configs/x.yaml:4: model.t5.buckets: 33 is odd; an encoder gives half the buckets to "
+            "each side");
+  EXPECT_EQ(load_error("model:\n  position: t5\n  t5:\n    buckets: 32\n    max_distance: 16\n"),
+            "configs/x.yaml:5: model.t5.max_distance: 16 does not exceed the 16 distances with a "
+            "bucket each (half of model.t5.buckets = 32); the log-spaced buckets need room beyond "
+            "them");
+  EXPECT_EQ(load_error("model:\n  position: t5\n  t5:\n    buckets: 2\n"),
+            "configs/x.yaml:4: model.t5.buckets: expected an integer from 4 to 1024, got \"2\"");
+  {
+    const Config t5 = load_config_from_string(
+        "model:\n  position: t5\n  t5:\n    buckets: 64\n    max_distance: 256\n");
+    EXPECT_EQ(t5.model.t5.buckets, 64);
+    EXPECT_EQ(t5.model.t5.max_distance, 256);
+  }
   // fp16 on the CPU is emulated, not an error; an unknown precision is.
   EXPECT_EQ(load_config_from_string("device: cpu\nprecision: fp16\n").precision, Precision::FP16);
   e = load_error("precision: fp8\n");
@@ -349,7 +384,7 @@ TEST(Config, SetErrorsNameTheOverride) {
             "list of 1");
   EXPECT_EQ(load_error("", {"model.position=rotary"}),
             "--set model.position=rotary: model.position: expected one of sinusoidal | learned | "
-            "rope | none | alibi, got "
+            "rope | none | alibi | t5, got "
             "\"rotary\"");
   EXPECT_EQ(load_error("", {"seed"}),
             "--set seed: expected KEY=VALUE, e.g. --set train.max_updates=1000");

@@ -101,6 +101,8 @@ const Entry kEntries[] = {
   {"model.rope.factor", "4", Shows::Metrics, "--set model.rope.scaling=linear"},
   {"model.rope.original_max_positions", "8", Shows::Metrics,
    "--set model.rope.scaling=dynamic_ntk --set model.rope.factor=4"},
+  {"model.t5.buckets", "16", Shows::Metrics, "--set model.position=t5"},
+  {"model.t5.max_distance", "17", Shows::Metrics, "--set model.position=t5"},
   {"model.max_positions", "300", Shows::Log, "--set model.position=learned"},  // the table, not the figures
   {"model.share_embeddings", "false", Shows::Metrics},
   {"model.scale_embeddings", "false", Shows::Metrics},

@@ -156,6 +156,32 @@ TEST_F(LmTrain, AlibiTrainsAndIsNotExported) {
   EXPECT_FALSE(fs::exists(dir_ / "hf/config.json"));
 }
 
+// T5's relative bias (model.position t5) trains and
+// generates (the cached decoding step reads the same table); no Hugging Face
+// causal LM has it: the export refuses in one line.
+TEST_F(LmTrain, T5TrainsGeneratesAndIsNotExported) {
+  RunResult r = train("t5",
+                      "--set model.position=t5 --set model.t5.buckets=16 "
+                      "--set model.t5.max_distance=24");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string log = r.out + r.err;
+  EXPECT_NE(log.find("T5's bias added inside the core"), std::string::npos) << log;
+  const auto valid = field_by_step(dir_ / "t5/metrics.jsonl", "valid", "loss");
+  ASSERT_EQ(valid.size(), 2u);
+  EXPECT_LT(std::stod(valid.at(4)), std::stod(valid.at(2)));  // it learns
+  r = run_rotor(dir_, "generate --checkpoint " + (dir_ / "t5") +
+                          " --prompt 'the ' --max-new-tokens 8 --greedy");
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = run_rotor(dir_,
+                "export --checkpoint " + (dir_ / "t5") + " --format hf --output " + (dir_ / "hf5"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("export --format hf: model.position is t5: Hugging Face BERT, "
+                       "RoFormer, GPT-NeoX and GPT-2 have no T5 relative bias"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "hf5/config.json"));
+}
+
 // Data-parallel through the trainer's generic path: two ranks of one block
 // each per update hold the weights of one process accumulating two (no
 // dropout: its masks are keyed by the rank). And 16-bit precision trains.

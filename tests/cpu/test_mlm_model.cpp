@@ -158,6 +158,7 @@ INSTANTIATE_TEST_SUITE_P(Positions, MlmModelGrad,
                          ::testing::Values(ModelCase{nn::PositionKind::Learned, 2, "learned"},
                                            ModelCase{nn::PositionKind::Rope, 2, "rope"},
                                            ModelCase{nn::PositionKind::None, 2, "none"},
+                                           ModelCase{*nn::position_kind("t5"), 2, "t5"},
                                            ModelCase{nn::PositionKind::Sinusoidal, 0,
                                                      "sinusoidal_no_types"}),
                          [](const auto& info) { return std::string(info.param.name); });

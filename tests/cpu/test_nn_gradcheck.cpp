@@ -921,6 +921,10 @@ void check_model(nn::PositionKind position, bool post, float dropout, uint64_t s
   cfg.layer.activation = activation;
   cfg.position = position;
   cfg.max_positions = 8;
+  // T5's tables: few buckets, so that the sampled ones are mostly in use
+  // (exact up to 2 on each side of an encoder, log-spaced to 12).
+  cfg.layer.t5_buckets = 8;
+  cfg.layer.t5_max_distance = 12;
   ParameterStore store;
   models::EncoderDecoder model(cfg, store);
   init_store(store, seed, 0.2f, {{"model.shared.weight", kPad}});
@@ -1008,6 +1012,13 @@ TEST(GradCheck, ModelRopePreReLU) {
 }
 TEST(GradCheck, ModelSinusoidalPostReLU) {
   check_model(nn::PositionKind::Sinusoidal, true, 0.0f, 131, Activation::ReLU);
+}
+// T5's relative bias: both stacks' tables, shared by their layers.
+TEST(GradCheck, ModelT5Post) {
+  check_model(*nn::position_kind("t5"), true, 0.0f, 132);
+}
+TEST(GradCheck, ModelT5PreDropout) {
+  check_model(*nn::position_kind("t5"), false, 0.1f, 133);
 }
 
 }  // namespace

@@ -26,21 +26,22 @@ namespace rotor {
 namespace {
 
 struct Traits {
-  bool learned_table, fixed_table, rotates_qk, alibi;
+  bool learned_table, fixed_table, rotates_qk, alibi, relative_bias;
   std::string hf_family, hf_imports;
   bool export_note;
 };
 
 bool operator==(const Traits& a, const Traits& b) {
   return a.learned_table == b.learned_table && a.fixed_table == b.fixed_table &&
-         a.rotates_qk == b.rotates_qk && a.alibi == b.alibi && a.hf_family == b.hf_family &&
-         a.hf_imports == b.hf_imports && a.export_note == b.export_note;
+         a.rotates_qk == b.rotates_qk && a.alibi == b.alibi && a.relative_bias == b.relative_bias &&
+         a.hf_family == b.hf_family && a.hf_imports == b.hf_imports &&
+         a.export_note == b.export_note;
 }
 
 void PrintTo(const Traits& t, std::ostream* os) {
   *os << "{learned " << t.learned_table << ", fixed " << t.fixed_table << ", rotates "
-      << t.rotates_qk << ", alibi " << t.alibi << ", hf " << t.hf_family << " imports '"
-      << t.hf_imports << "', note " << t.export_note << "}";
+      << t.rotates_qk << ", alibi " << t.alibi << ", t5 " << t.relative_bias << ", hf "
+      << t.hf_family << " imports '" << t.hf_imports << "', note " << t.export_note << "}";
 }
 
 Traits traits_of(nn::PositionKind k) {
@@ -48,6 +49,7 @@ Traits traits_of(nn::PositionKind k) {
           k->fixed_table != nullptr,
           k->rotates_qk,
           k->alibi,
+          k->relative_bias,
           std::string(k->hf.family),
           std::string(k->hf.imports),
           !k->hf.export_note.empty()};
@@ -55,11 +57,12 @@ Traits traits_of(nn::PositionKind k) {
 
 // What each encoding is, by its model.position name (in registry order).
 const std::vector<std::pair<std::string, Traits>> kTable = {
-    {"sinusoidal", {false, true, false, false, "bert", "", true}},
-    {"learned", {true, false, false, false, "bert", "learned absolute positions", false}},
-    {"rope", {false, false, true, false, "roformer", "rotary positions", false}},
-    {"none", {false, false, false, false, "bert", "", true}},
-    {"alibi", {false, false, false, true, "bert", "", false}},
+    {"sinusoidal", {false, true, false, false, false, "bert", "", true}},
+    {"learned", {true, false, false, false, false, "bert", "learned absolute positions", false}},
+    {"rope", {false, false, true, false, false, "roformer", "rotary positions", false}},
+    {"none", {false, false, false, false, false, "bert", "", true}},
+    {"alibi", {false, false, false, true, false, "bert", "", false}},
+    {"t5", {false, false, false, false, true, "bert", "", false}},
 };
 
 Config config_with(const std::string& position, const std::string& task = "mlm") {
@@ -136,6 +139,12 @@ TEST(Positions, ModelsDoWhatTheTraitsSay) {
       const std::string table = b.prefix() + ".embeddings.position_embeddings.weight";
       EXPECT_EQ(store.find(table) != nullptr, k->learned_table);
       EXPECT_NE(store.find(b.prefix() + ".embeddings.word_embeddings.weight"), nullptr);
+      // T5's table, [buckets, heads], one per stack.
+      const nn::Parameter* rel = store.find(b.prefix() + ".encoder.relative_attention_bias.weight");
+      EXPECT_EQ(rel != nullptr, k->relative_bias);
+      if (rel) {
+        EXPECT_EQ(rel->shape, (Shape{32, 2}));
+      }
     }
     const Config mt = config_with(name, "translation");
     const models::TransformerOptions t = models::transformer_options(mt, 40);
@@ -147,6 +156,10 @@ TEST(Positions, ModelsDoWhatTheTraitsSay) {
       models::EncoderDecoder model(t, store);
       EXPECT_EQ(store.find("model.encoder.embed_positions.weight") != nullptr, k->learned_table);
       EXPECT_EQ(store.find("model.decoder.embed_positions.weight") != nullptr, k->learned_table);
+      for (const char* stack : {"encoder", "decoder"})
+        EXPECT_EQ(store.find(std::string("model.") + stack + ".relative_attention_bias.weight") !=
+                      nullptr,
+                  k->relative_bias);
     }
     const Config lmc = config_with(name, "lm");
     const models::DecoderLmOptions l = models::lm_options(lmc, 40);
@@ -157,6 +170,7 @@ TEST(Positions, ModelsDoWhatTheTraitsSay) {
       nn::ParameterStore store;
       models::DecoderLM model(l, store);
       EXPECT_EQ(store.find("model.embed_positions.weight") != nullptr, k->learned_table);
+      EXPECT_EQ(store.find("model.relative_attention_bias.weight") != nullptr, k->relative_bias);
       store.allocate(Device::cpu());
       store.initialize(3);
       // A run of one token: attention mixes equal values whatever it

@@ -6,8 +6,8 @@
 // optionally RoPE on q and k (the fp32 cos/sin of src/core/rope.h; the
 // gradients rotated back) and optionally ALiBi: a materialized bias
 // [H, Tq, Tk] in double, -alibi::slope(h, H) * |p_i - p_j| with the paper's
-// slopes in double, p_i = alibi_q_offset + i + (Tk - Tq), p_j =
-// alibi_k_offset + j (ops::AttentionOptions::alibi), added to the scaled
+// slopes in double, p_i = bias_q_offset + i + (Tk - Tq), p_j =
+// bias_k_offset + j (ops::AttentionOptions::alibi), added to the scaled
 // scores. Inputs are the kernels' 16-bit inputs as doubles.
 #pragma once
 
@@ -34,8 +34,8 @@ struct AttentionShape {
   int64_t q_offset = 0, k_offset = 0;  // RoPE positions of the first query / key
   rotor::rope::Params rope_params{};   // interleaved pairs over the whole head
   bool alibi = false;
-  int64_t alibi_q_offset = 0,
-          alibi_k_offset = 0;  // ALiBi positions of query 0 (less Tk - Tq), key 0
+  int64_t bias_q_offset = 0,
+          bias_k_offset = 0;  // ALiBi positions of query 0 (less Tk - Tq), key 0
 };
 
 // ALiBi's bias materialized in double: [H, Tq, Tk] (empty without alibi).
@@ -47,7 +47,7 @@ inline std::vector<double> alibi_bias(const AttentionShape& c) {
     const double slope = rotor::alibi::slope(h, c.H);
     for (int64_t i = 0; i < c.Tq; ++i)
       for (int64_t j = 0; j < c.Tk; ++j) {
-        const int64_t pi = c.alibi_q_offset + i + (c.Tk - c.Tq), pj = c.alibi_k_offset + j;
+        const int64_t pi = c.bias_q_offset + i + (c.Tk - c.Tq), pj = c.bias_k_offset + j;
         bias[static_cast<size_t>((h * c.Tq + i) * c.Tk + j)] =
             -slope * static_cast<double>(pi > pj ? pi - pj : pj - pi);
       }

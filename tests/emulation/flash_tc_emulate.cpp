@@ -294,8 +294,8 @@ bool run_case(const Case& c, uint32_t seed) {
   p.seed = 4321;
   p.stream_id = rotor::rng_stream(5, 3, rotor::RngPurpose::AttentionDropout, 0);
   p.alibi = c.alibi;
-  p.alibi_q_offset = c.alibi_q;
-  p.alibi_k_offset = c.alibi_k;
+  p.bias_q_offset = c.alibi_q;
+  p.bias_k_offset = c.alibi_k;
   FlashRope r;
   r.enabled = c.rope;
   r.q_offset = c.q_offset;
@@ -327,8 +327,8 @@ bool run_case(const Case& c, uint32_t seed) {
                             c.causal,    c.lengths, c.dropout,  p.scale,    p.seed,
                             p.stream_id, c.rope,    c.q_offset, c.k_offset, r.params};
   shape.alibi = c.alibi;
-  shape.alibi_q_offset = c.alibi_q;
-  shape.alibi_k_offset = c.alibi_k;
+  shape.bias_q_offset = c.alibi_q;
+  shape.bias_k_offset = c.alibi_k;
   const emu::AttentionResult ref =
       emu::reference_attention(shape, dbl(q), dbl(k), dbl(v), dbl(dout));
 

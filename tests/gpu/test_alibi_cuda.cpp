@@ -58,7 +58,7 @@ struct Case {
   int64_t B, H, Tq, Tk, D;
   bool causal;
   std::vector<int32_t> lengths;
-  int64_t alibi_q, alibi_k;  // AttentionOptions::alibi_q_offset, alibi_k_offset
+  int64_t alibi_q, alibi_k;  // AttentionOptions::bias_q_offset, bias_k_offset
   uint64_t seed;
 };
 
@@ -94,8 +94,8 @@ void run_case(const Param& prm) {
   o.causal = c.causal;
   if (!c.lengths.empty()) o.key_lengths = e.ints(c.lengths, {c.B});
   o.alibi = true;
-  o.alibi_q_offset = c.alibi_q;
-  o.alibi_k_offset = c.alibi_k;
+  o.bias_q_offset = c.alibi_q;
+  o.bias_k_offset = c.alibi_k;
   o.flash_kernel = flash_kernel_of(prm.core);
 
   const Tensor tq = e.in(q, qs), tk = e.in(k, ks), tv = e.in(v, ks), tdo = e.in(dout, qs);
@@ -113,8 +113,8 @@ void run_case(const Param& prm) {
   emu::AttentionShape shape{c.B,  c.H,     c.Tq, c.Tk, static_cast<int>(c.D), c.causal, c.lengths,
                             0.0f, o.scale, 0,    0};
   shape.alibi = true;
-  shape.alibi_q_offset = c.alibi_q;
-  shape.alibi_k_offset = c.alibi_k;
+  shape.bias_q_offset = c.alibi_q;
+  shape.bias_k_offset = c.alibi_k;
   const emu::AttentionResult ref =
       emu::reference_attention(shape, doubles(q), doubles(k), doubles(v), doubles(dout));
   const double tol = tolerance(dt);

@@ -49,6 +49,10 @@ AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
     ROTOR_FAIL(
         "attention.kind: linear attention has no scores to add ALiBi's bias to (model.position "
         "alibi); use attention.kind: softmax");
+  if (c.rel_bias)
+    ROTOR_FAIL(
+        "attention.kind: linear attention has no scores to add T5's relative bias to "
+        "(model.position t5); use attention.kind: softmax");
   if (c.dropout)
     ROTOR_FAIL(
         "model.attention_dropout: linear attention has no attention probabilities to drop; set "

@@ -19,7 +19,7 @@ namespace {
 using ops::FlashKernel;
 
 ops::FlashCase flash_case(const AttentionCase& c, bool rope) {
-  return {c.dtype, c.B, c.H, c.Tq, c.Tk, c.D, rope, c.rope_interleaved_full, c.alibi};
+  return {c.dtype, c.B, c.H, c.Tq, c.Tk, c.D, rope, c.rope_interleaved_full, c.alibi, c.rel_bias};
 }
 
 // The fastest of rotor's CUDA kernels that runs the case, or nullopt with the
@@ -40,6 +40,7 @@ std::string cudnn_unsupported(const AttentionCase& c, const ops::AttentionDevice
   // ALiBi's bias (model.position alibi) is added by rotor's cores alone: the
   // materialized reference and every flash kernel, on the CPU and on CUDA.
   if (c.alibi) return "cuDNN's attention does not add ALiBi's bias (model.position alibi)";
+  if (c.rel_bias) return "cuDNN's attention does not add T5's relative bias (model.position t5)";
   ops::CudnnAttentionCase cc;
   cc.dtype = c.dtype;
   cc.B = c.B;
@@ -130,6 +131,10 @@ AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
   if (c.alibi) {
     p.alibi = true;
     p.why += "; ALiBi's bias computed inside the core";
+  }
+  if (c.rel_bias) {
+    p.rel_bias = true;
+    p.why += "; T5's bias added inside the core";
   }
   if (!c.rope) return p;
   p.rope = RopePlacement::HeadSplit;

@@ -8,7 +8,7 @@
 namespace rotor::nn {
 
 extern const PositionScheme kSinusoidalPositions, kLearnedPositions, kRopePositions, kNonePositions,
-    kAlibiPositions;
+    kAlibiPositions, kT5Positions;
 
 namespace {
 
@@ -16,7 +16,7 @@ namespace {
 constinit const PositionKind kRegistered[] = {
     PositionKind(&kSinusoidalPositions), PositionKind(&kLearnedPositions),
     PositionKind(&kRopePositions),       PositionKind(&kNonePositions),
-    PositionKind(&kAlibiPositions),
+    PositionKind(&kAlibiPositions),      PositionKind(&kT5Positions),
 };
 
 }  // namespace
