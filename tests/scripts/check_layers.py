@@ -29,7 +29,8 @@ ALLOWED = {
             "checkpoint", "parallel", "tasks", "train"},
 }
 # kernels/ may use these header-only helpers of core/ (host and device code).
-KERNEL_CORE_HEADERS = {"core/alibi.h", "core/dtype.h", "core/philox.h", "core/rope.h"}
+KERNEL_CORE_HEADERS = {"core/alibi.h", "core/dtype.h", "core/philox.h", "core/rope.h",
+                       "core/t5_bias.h"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
