@@ -6,6 +6,14 @@
 //
 //   reference_dump_transformer --position rope --norm post --out OUT.safetensors
 //   reference_dump_transformer --model lm --position rope --norm pre --out OUT.safetensors
+//   reference_dump_transformer --position t5 --norm pre --out OUT.safetensors
+//
+// --position t5 uses 8 buckets and max distance 5 unless --t5-buckets and
+// --t5-max-distance say otherwise (model.t5's defaults, 32 and 128, would
+// give every relative position of the 7-token batches a bucket of its own):
+// the encoder's table then has exact, log-spaced and shared buckets, and
+// |r| = 6 lies beyond the max distance, so the cores' clamped rows are
+// checked too.
 //
 // Tensors written (all F32 unless noted):
 //   NAME                 every parameter's initial value (Hugging Face names)
@@ -38,12 +46,14 @@ using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unq
 namespace {
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "reference_dump_transformer: %s\n"
-               "usage: reference_dump_transformer [--model seq2seq|lm] "
-               "--position sinusoidal|learned|rope|none --norm post|pre [--activation relu|gelu] "
-               "[--optimizer adam|adamw] [--share-embeddings true|false] [--seed N] --out FILE\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "reference_dump_transformer: %s\n"
+      "usage: reference_dump_transformer [--model seq2seq|lm] "
+      "--position sinusoidal|learned|rope|none|t5 --norm post|pre [--activation relu|gelu] "
+      "[--optimizer adam|adamw] [--share-embeddings true|false] [--t5-buckets N] "
+      "[--t5-max-distance N] [--seed N] --out FILE\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -108,6 +118,7 @@ models::LmBatch make_lm_batch() {
 struct Args {
   std::string model = "seq2seq", position, norm, activation = "relu", optimizer = "adamw",
               share = "true", out;
+  int64_t t5_buckets = 8, t5_max_distance = 5;  // --position t5 only
   uint64_t seed = 1234;
 };
 
@@ -130,6 +141,8 @@ nn::LayerOptions layer_options(const Args& a) {
   layer.dropout = layer.attention_dropout = layer.activation_dropout = 0.0f;
   layer.post_norm = a.norm == "post";
   layer.layer_norm_eps = kLayerNormEps;
+  layer.t5_buckets = a.t5_buckets;
+  layer.t5_max_distance = a.t5_max_distance;
   return layer;
 }
 
@@ -200,6 +213,8 @@ int dump(const Args& a, nn::ParameterStore& store, const ModelCalls& m, int64_t 
       {"n_heads", std::to_string(layer.n_heads)},
       {"d_ff", std::to_string(layer.d_ff)},
       {"rope_base", num(layer.rope_params.theta)},
+      {"t5_buckets", std::to_string(layer.t5_buckets)},
+      {"t5_max_distance", std::to_string(layer.t5_max_distance)},
       {"layer_norm_eps", num(kLayerNormEps)},
       {"tgt_tokens", std::to_string(tokens)},
       {"lr", num(kLr)},
@@ -300,6 +315,10 @@ int run(int argc, char** argv) {
       a.optimizer = v;
     else if (opt == "--share-embeddings")
       a.share = v;
+    else if (opt == "--t5-buckets")
+      a.t5_buckets = std::stoll(v);
+    else if (opt == "--t5-max-distance")
+      a.t5_max_distance = std::stoll(v);
     else if (opt == "--seed")
       a.seed = std::stoull(v);
     else if (opt == "--out")
@@ -309,6 +328,11 @@ int run(int argc, char** argv) {
   }
   if (a.position.empty() || a.out.empty()) usage("--position and --out are required");
   if (a.model != "seq2seq" && a.model != "lm") usage("--model must be seq2seq or lm");
+  if (!enum_from_string<nn::PositionKind>(a.position)) usage("unknown --position " + a.position);
+  // model.t5's rules (config/checks.cpp): an even count, and a max distance
+  // beyond the causal table's exact buckets.
+  if (a.t5_buckets < 4 || a.t5_buckets % 2 != 0 || a.t5_max_distance <= a.t5_buckets / 2)
+    usage("--t5-buckets must be even and at least 4, --t5-max-distance above half of it");
   if (a.norm != "post" && a.norm != "pre") usage("--norm must be post or pre");
   if (a.activation != "relu" && a.activation != "gelu") usage("--activation must be relu or gelu");
   if (a.optimizer != "adam" && a.optimizer != "adamw") usage("--optimizer must be adam or adamw");

@@ -6,8 +6,9 @@ tiny model; logits, loss, every gradient and the weights after a few Adam steps
 must match."
 
 The models below are written from the math (Vaswani et al. 2017; RoFormer,
-Su et al. 2021, eq. 34; fairseq's label smoothing; PyTorch's AdamW; a
-GPT-style causal LM: Radford et al. 2018/2019), not from rotor's code: they
+Su et al. 2021, eq. 34; T5's relative position bias, Raffel et al. 2020,
+section 2.1; fairseq's label smoothing; PyTorch's AdamW; a GPT-style causal
+LM: Radford et al. 2018/2019), not from rotor's code: they
 share nothing with rotor but the parameter names (Hugging Face BART/Marian)
 and the batch. --model seq2seq (the default) checks the encoder-decoder
 (label-smoothed loss over the target tokens), --model lm the decoder-only
@@ -110,6 +111,42 @@ def rope_rotate(x, base):
     return x * cos + swapped * sin
 
 
+def t5_bucket(rel, bidirectional, num_buckets, max_distance):
+    """T5's bucket (Raffel et al. 2020, section 2.1) of each relative position
+    rel = memory (key) position - query position, an int64 tensor.
+
+    A bidirectional stack (the encoder) splits the buckets: the lower half for
+    keys at or before the query, the upper half for keys after it, each half
+    indexed by the distance |rel|. A causal stack (decoder, LM) indexes all its
+    buckets by the distance back, max(-rel, 0). Of the n buckets of a side,
+    distances below n/2 have one each; from there to max_distance the rest are
+    log-spaced, bucket n/2 + floor(log(dist / (n/2)) / log(max_distance / (n/2))
+    * (n - n/2)), and every distance beyond falls into the side's last bucket.
+    The log is taken in float32 and the product truncated, as T5 does, so a
+    distance whose product lands on a whole number gets T5's bucket."""
+    if bidirectional:
+        num_buckets //= 2
+        side = (rel > 0).long() * num_buckets
+        dist = rel.abs()
+    else:
+        side = torch.zeros_like(rel)
+        dist = torch.clamp(-rel, min=0)
+    exact = num_buckets // 2
+    far = torch.clamp(dist, min=exact)  # log's argument: only used where dist >= exact
+    steps = torch.log(far.float() / exact) / math.log(max_distance / exact) * (num_buckets - exact)
+    log_bucket = torch.clamp(exact + steps.long(), max=num_buckets - 1)
+    return side + torch.where(dist < exact, dist, log_bucket)
+
+
+def t5_bias(table, Tq, Tk, bidirectional, max_distance):
+    """T5's bias of one self-attention, [H, Tq, Tk]: head h adds
+    table[bucket(key - query), h] (table [buckets, H]) to the score of query i
+    and key j."""
+    rel = torch.arange(Tk)[None, :] - torch.arange(Tq)[:, None]  # [Tq, Tk]
+    buckets = t5_bucket(rel, bidirectional, table.shape[0], max_distance)
+    return F.embedding(buckets, table).permute(2, 0, 1)
+
+
 def rope_at(x, m, base=10000.0):
     """x [D] rotated to position m (for the self-check)."""
     T = m + 1
@@ -126,8 +163,9 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d, d)
         self.out_proj = nn.Linear(d, d)
 
-    def forward(self, x, kv, key_pad):
-        """x [B, Tq, d] queries, kv [B, Tk, d] keys/values, key_pad bool [B, Tk] (True = pad) or None."""
+    def forward(self, x, kv, key_pad, bias=None):
+        """x [B, Tq, d] queries, kv [B, Tk, d] keys/values, key_pad bool [B, Tk] (True = pad) or None,
+        bias [H, Tq, Tk] (T5's, added to the scaled scores) or None."""
         B, Tq, d = x.shape
         Tk = kv.shape[1]
         D = d // self.h
@@ -138,6 +176,8 @@ class Attention(nn.Module):
             q = rope_rotate(q, self.base)
             k = rope_rotate(k, self.base)
         scores = torch.matmul(q / math.sqrt(D), k.transpose(-1, -2))  # [B, H, Tq, Tk]
+        if bias is not None:
+            scores = scores + bias[None]
         masked = torch.zeros(B, 1, Tq, Tk, dtype=torch.bool)
         if self.causal:
             masked = masked | torch.triu(torch.ones(Tq, Tk, dtype=torch.bool), diagonal=1)
@@ -180,8 +220,9 @@ class Block(nn.Module):
         h = gelu_tanh(h) if self.act == "gelu" else torch.relu(h)
         return self.fc2(h)
 
-    def forward(self, x, self_pad, memory=None, memory_pad=None):
-        x = self.sub(x, self.self_attn_layer_norm, lambda h: self.self_attn(h, h, self_pad))
+    def forward(self, x, self_pad, memory=None, memory_pad=None, bias=None):
+        """bias: T5's [H, T, T] for the self-attention (cross-attention has none)."""
+        x = self.sub(x, self.self_attn_layer_norm, lambda h: self.self_attn(h, h, self_pad, bias))
         if self.decoder:
             x = self.sub(x, self.encoder_attn_layer_norm,
                          lambda h: self.encoder_attn(h, memory, memory_pad))
@@ -196,6 +237,8 @@ class Stack(nn.Module):
             self.embed_tokens = nn.Embedding(cfg["vocab_size"], d)
         if cfg["position"] == "learned":
             self.embed_positions = nn.Embedding(cfg["max_positions"], d)
+        if cfg["position"] == "t5":  # one table for all the stack's layers
+            self.relative_attention_bias = nn.Embedding(cfg["t5_buckets"], cfg["n_heads"])
         self.layers = nn.ModuleList([Block(cfg, decoder) for _ in range(n_layers)])
         if cfg["norm"] == "pre":
             self.layer_norm = nn.LayerNorm(d, eps=cfg["layer_norm_eps"])
@@ -235,20 +278,30 @@ class Seq2Seq(nn.Module):
             x = x + sinusoidal_table(T, cfg["d_model"])[None]
         elif cfg["position"] == "learned":
             x = x + stack.embed_positions.weight[:T][None]
-        return x  # rope: inside attention; none: nothing
+        return x  # rope, t5: inside attention; none: nothing
+
+    def self_bias(self, stack, T, bidirectional):
+        """T5's bias of the stack's self-attention ([H, T, T], the same in every
+        layer), or None under the other position encodings."""
+        if self.cfg["position"] != "t5":
+            return None
+        return t5_bias(stack.relative_attention_bias.weight, T, T, bidirectional,
+                       self.cfg["t5_max_distance"])
 
     def forward(self, src, src_lengths, tgt_in):
         m = self.model
         S = src.shape[1]
         src_pad = torch.arange(S)[None, :] >= src_lengths[:, None]  # [B, S]
         x = self.embed(src, m.encoder)
+        bias = self.self_bias(m.encoder, S, True)  # the encoder sees keys on both sides
         for layer in m.encoder.layers:
-            x = layer(x, src_pad)
+            x = layer(x, src_pad, bias=bias)
         if self.cfg["norm"] == "pre":
             x = m.encoder.layer_norm(x)
         y = self.embed(tgt_in, m.decoder)
+        bias = self.self_bias(m.decoder, tgt_in.shape[1], False)
         for layer in m.decoder.layers:  # causal mask only: right padding is never seen by real tokens
-            y = layer(y, None, x, src_pad)
+            y = layer(y, None, x, src_pad, bias)
         if self.cfg["norm"] == "pre":
             y = m.decoder.layer_norm(y)
         B, T, d = y.shape
@@ -264,6 +317,8 @@ class LmInner(nn.Module):
         self.embed_tokens = nn.Embedding(cfg["vocab_size"], d)
         if cfg["position"] == "learned":
             self.embed_positions = nn.Embedding(cfg["max_positions"], d)
+        if cfg["position"] == "t5":
+            self.relative_attention_bias = nn.Embedding(cfg["t5_buckets"], cfg["n_heads"])
         self.layers = nn.ModuleList([Block(cfg, False, causal=True) for _ in range(cfg["layers"])])
         if cfg["norm"] == "pre":
             self.layer_norm = nn.LayerNorm(d, eps=cfg["layer_norm_eps"])
@@ -272,9 +327,10 @@ class LmInner(nn.Module):
 class CausalLM(nn.Module):
     """A decoder-only language model: h_0 = sqrt(d) E[x_t] (+ the position's
     row for learned or sinusoidal positions; RoPE rotates q and k inside
-    attention), L layers of causal self-attention and feed-forward, a final
-    LayerNorm when pre-LN, logits_t = h_t W^T with W = E (tied) or its own
-    matrix, no bias. Position t's logits predict x_{t+1}."""
+    attention; T5's causal bias is added to every layer's scores), L layers
+    of causal self-attention and feed-forward, a final LayerNorm when pre-LN,
+    logits_t = h_t W^T with W = E (tied) or its own matrix, no bias.
+    Position t's logits predict x_{t+1}."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -291,8 +347,11 @@ class CausalLM(nn.Module):
             x = x + sinusoidal_table(T, cfg["d_model"])[None]
         elif cfg["position"] == "learned":
             x = x + m.embed_positions.weight[:T][None]
+        bias = None
+        if cfg["position"] == "t5":
+            bias = t5_bias(m.relative_attention_bias.weight, T, T, False, cfg["t5_max_distance"])
         for layer in m.layers:  # right padding: the causal mask hides pads from real tokens
-            x = layer(x, None)
+            x = layer(x, None, bias=bias)
         if cfg["norm"] == "pre":
             x = m.layer_norm(x)
         out = m.embed_tokens.weight if cfg["share_embeddings"] else self.lm_head.weight
@@ -352,6 +411,20 @@ def self_check():
         dot = float(rope_at(q, a) @ rope_at(k, b))
         if abs(dot - 1.388696273717) > 1e-10:
             raise Mismatch(f"reference self-check: dot(R_{a} q, R_{b} k) = {dot}, want 1.388696273717")
+    # T5's buckets for 32 buckets and max distance 128, worked out by hand from
+    # the definition: bidirectional, 16 a side, 8 exact, e.g. r = -20:
+    # 8 + floor(log(20/8) / log(128/8) * 8) = 8 + floor(2.64) = 10, r = -16 lands
+    # on 8 + floor(2) = 10 exactly; causal, 16 exact, r = -32: 16 + floor(16/3) = 21,
+    # r = -128: 16 + floor(1 * 16) = 32, clamped to 31.
+    cases = {True: {0: 0, -1: 1, 1: 17, -7: 7, 7: 23, -8: 8, -16: 10, -20: 10, 20: 26, -100: 15,
+                    100: 31, -127: 15, -128: 15, 500: 31, -500: 15},
+             False: {0: 0, 5: 0, 200: 0, -1: 1, -15: 15, -16: 16, -32: 21, -100: 30, -127: 31,
+                     -128: 31, -1000: 31}}
+    for bidirectional, want in cases.items():
+        got = t5_bucket(torch.tensor(list(want)), bidirectional, 32, 128).tolist()
+        if got != list(want.values()):
+            raise Mismatch(f"reference self-check: T5 buckets (bidirectional={bidirectional}) of "
+                           f"{list(want)} are {got}, want {list(want.values())}")
 
 
 def run(args):
@@ -368,6 +441,10 @@ def run(args):
         t, meta = read_safetensors(out)
 
     cfg = {"position": meta["position"], "norm": meta["norm"], "activation": meta["activation"],
+           # t5: the dump's table size and reach (8 and 5 by default, so that the
+           # 7-token batches reach log-spaced and shared buckets)
+           "t5_buckets": int(meta.get("t5_buckets", 0)),
+           "t5_max_distance": int(meta.get("t5_max_distance", 0)),
            "rope": meta["position"] == "rope", "rope_base": float(meta["rope_base"]),
            "layer_norm_eps": float(meta["layer_norm_eps"]),
            "share_embeddings": meta["share_embeddings"] == "true"}
@@ -435,6 +512,8 @@ def run(args):
             full = f"{mname}.{pname}" if mname else pname
             if isinstance(mod, nn.LayerNorm) or pname == "bias":
                 no_decay.add(full)
+    # rotor keeps T5's bias tables out of weight decay too (a bias, though a learned one).
+    no_decay |= {n for n in params if n.endswith(".relative_attention_bias.weight")}
     wd = float(meta["weight_decay"])
     lr = float(meta["lr"])
     groups = [{"params": [p for n, p in params.items() if n not in no_decay], "weight_decay": wd},
@@ -513,7 +592,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dump-tool", required=True, help="path of reference_dump_transformer")
     ap.add_argument("--model", default="seq2seq", choices=["seq2seq", "lm"])
-    ap.add_argument("--position", required=True, choices=["sinusoidal", "learned", "rope", "none"])
+    ap.add_argument("--position", required=True, choices=["sinusoidal", "learned", "rope", "none", "t5"])
     ap.add_argument("--norm", default="post", choices=["post", "pre"])
     ap.add_argument("--activation", default="relu", choices=["relu", "gelu"])
     ap.add_argument("--optimizer", default="adamw", choices=["adam", "adamw"])
