@@ -286,6 +286,11 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "visit positions are not read by ALiBi's bias, which counts tokens "
                          "(model.position alibi)",
                          {"model.position"}};
+  if (m.position_source == PositionSource::Visit && m.position->xl_terms)
+    return ConfigProblem{"model.position_source",
+                         "visit positions are not read by Transformer-XL's relative terms, which "
+                         "count tokens (model.position transformer_xl)",
+                         {"model.position"}};
   if (m.position_source == PositionSource::Visit && m.position->relative_bias)
     return ConfigProblem{"model.position_source",
                          "visit positions are not read by T5's relative bias, which counts tokens "
@@ -301,6 +306,29 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
   // T5's bias is added, and its gradient summed, by the materialized core
   // (CPU and CUDA) and by the flash core's CPU twin; no CUDA flash kernel and
   // not cuDNN.
+  // Transformer-XL's terms reach the materialized core as a dense bias, on
+  // the CPU in fp32 so far.
+  if (m.position->xl_terms) {
+    if (c.attention.impl == nn::AttentionImpl::Cudnn ||
+        c.attention.impl == nn::AttentionImpl::Rotor)
+      return ConfigProblem{"attention.impl",
+                           fmt::format("{} does not add Transformer-XL's relative terms "
+                                       "(model.position transformer_xl), a dense bias that only "
+                                       "the materialized core adds; use auto or reference",
+                                       to_string(c.attention.impl)),
+                           {"model.position"}};
+    if (c.device.rfind("cuda", 0) == 0)
+      return ConfigProblem{"device",
+                           "model.position transformer_xl runs on the CPU only so far; use "
+                           "device: cpu",
+                           {"model.position"}};
+    if (c.precision != Precision::FP32)
+      return ConfigProblem{"precision",
+                           fmt::format("model.position transformer_xl computes in fp32 only so "
+                                       "far, not {}",
+                                       to_string(c.precision)),
+                           {"model.position"}};
+  }
   if (m.position->relative_bias && c.attention.impl == nn::AttentionImpl::Cudnn)
     return ConfigProblem{"attention.impl",
                          "cudnn is cuDNN's attention, which does not add T5's relative bias "
@@ -394,6 +422,11 @@ std::optional<ConfigProblem> attention_problem(const Config& c) {
     return ConfigProblem{"attention.kind",
                          "linear attention has no scores to add ALiBi's bias to "
                          "(model.position alibi); use attention.kind softmax",
+                         {"model.position"}};
+  if (c.model.position->xl_terms)
+    return ConfigProblem{"attention.kind",
+                         "linear attention has no scores to add Transformer-XL's relative terms "
+                         "to (model.position transformer_xl); use attention.kind softmax",
                          {"model.position"}};
   if (c.model.position->relative_bias)
     return ConfigProblem{"attention.kind",

@@ -70,6 +70,7 @@ BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
   nn::LayerOptions lc = c.layer;
   lc.rope = c.position->rotates_qk;
   lc.alibi = c.position->alibi;
+  lc.xl = c.position->xl_terms;
   lc.normal_init_std = c.init_std;
   if (c.position->relative_bias) {
     rel_ = std::make_unique<nn::RelativeBias>(store, p + ".encoder.relative_attention_bias.weight",

@@ -44,6 +44,7 @@ DecoderLM::DecoderLM(const DecoderLmOptions& c, nn::ParameterStore& store)
   nn::LayerOptions lc = c.layer;
   lc.rope = c.position->rotates_qk;
   lc.alibi = c.position->alibi;
+  lc.xl = c.position->xl_terms;
   if (c.position->relative_bias) {
     rel_ = std::make_unique<nn::RelativeBias>(store, "model.relative_attention_bias.weight",
                                               nn::relative_bias_options(lc, false), std);

@@ -55,6 +55,7 @@ nn::LayerOptions layer_options(const Config& c) {
   l.rope = m.position->rotates_qk;
   l.rope_params = rope_params(m);
   l.alibi = m.position->alibi;
+  l.xl = m.position->xl_terms;
   l.t5_buckets = m.t5.buckets;
   l.t5_max_distance = m.t5.max_distance;
   l.impl = c.attention.impl;

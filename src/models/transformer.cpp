@@ -47,6 +47,7 @@ EncoderDecoder::EncoderDecoder(const TransformerOptions& c, nn::ParameterStore& 
   nn::LayerOptions lc = c.layer;
   lc.rope = c.position->rotates_qk;
   lc.alibi = c.position->alibi;
+  lc.xl = c.position->xl_terms;
   const double pos_std = std::pow(static_cast<double>(d), -0.5);
   enc_pos_ = std::make_unique<nn::PositionEncoding>(store, "model.encoder.embed_positions.weight",
                                                     c.position, c.max_positions, d, pos_std);

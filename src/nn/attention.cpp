@@ -7,6 +7,7 @@
 #include "nn/attention_kind.h"
 #include "ops/decode.h"
 #include "ops/elementwise.h"
+#include "ops/xl_bias.h"
 
 namespace rotor::nn {
 
@@ -17,6 +18,7 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
   if (cross) options_.kind = AttentionKind::Softmax;
   if (cross) options_.alibi = false;            // ALiBi biases self-attention only
   if (cross) options_.relative_bias = nullptr;  // and so does T5's
+  if (cross) options_.xl = false;               // and Transformer-XL's terms
   ROTOR_CHECK(options.d_model % options.n_heads == 0, "n_heads {} does not divide d_model {}",
               options.n_heads, options.d_model);
   head_dim_ = options.d_model / options.n_heads;
@@ -38,6 +40,28 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
                                    std::vector<int64_t>{d, d}, true, qkv_init);
   }
   out_ = std::make_unique<Linear>(store, names.out, d, d, true, out_init);
+  if (options_.xl) {
+    const std::string prefix = names.q.substr(0, names.q.rfind('.'));
+    r_proj_ = std::make_unique<Linear>(store, prefix + ".r_proj", d, d, false, qkv_init);
+    const Init uv = Init::normal(std ? *std : 0.02);
+    xl_u_ = store.add(prefix + ".r_w_bias", {options.n_heads, head_dim_}, uv, true);
+    xl_v_ = store.add(prefix + ".r_r_bias", {options.n_heads, head_dim_}, uv, true);
+  }
+}
+
+Tensor MultiHeadAttention::xl_bias(const Tensor& q, const Tensor& k, int64_t q_offset,
+                                   const Context& ctx, bool training, Tensor* r_out) {
+  const int64_t Tq = q.size(2), Tk = k.size(2);
+  ROTOR_CHECK(q.is_cpu() && q.dtype() == DType::F32,
+              "model.position transformer_xl runs on the CPU in fp32 only so far, not {}", q.str());
+  // One projected sinusoid per distance from -(Tk - 1) to q_offset + Tq - 1.
+  const Tensor table = ops::xl_distance_table(q_offset + Tq + Tk - 1, -(Tk - 1), options_.d_model);
+  Tensor r = training ? r_proj_->forward(table, ctx) : r_proj_->apply(table, ctx);
+  Tensor bias = Tensor::empty({q.size(0), q.size(1), Tq, Tk}, DType::F32, q.device());
+  ops::xl_bias_forward(q, k, r, xl_u_->value, xl_v_->value,
+                       1.0f / std::sqrt(static_cast<float>(head_dim_)), q_offset, bias);
+  if (r_out) *r_out = r;
+  return bias;
 }
 
 ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t offset,
@@ -62,7 +86,7 @@ const AttentionPlan& MultiHeadAttention::plan_for(const AttentionCase& c, const 
   // for RoPE inside the core; an explicit impl, or auto on the CPU, says
   // nothing new. A kind other than softmax says what its core runs.
   if ((plan.on_gpu && c.impl == AttentionImpl::Auto) || (c.rope && c.rope_in_kernel) ||
-      c.kind != AttentionKind::Softmax || c.alibi || c.rel_bias)
+      c.kind != AttentionKind::Softmax || c.alibi || c.rel_bias || c.score_bias)
     log_once(plan.why);
   return plans_.emplace(c, plan).first->second;
 }
@@ -93,6 +117,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.rope = options_.rope && !cross_;
   c.alibi = options_.alibi;
   c.rel_bias = options_.relative_bias != nullptr;
+  c.score_bias = options_.xl;
   // Explicit positions are rotated in the head split (the cores count tokens).
   const bool explicit_positions = positions && c.rope;
   c.rope_in_kernel = options_.rope_in_kernel && !explicit_positions;
@@ -155,6 +180,11 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     o.part0_scale = 1.0f;
     ops::split_heads_forward(kv.view({B_, Tk_, 2 * d}), kvp, o);
   }
+  if (options_.xl) {  // Transformer-XL's terms, as the core's dense bias
+    attn_options_.score_bias = xl_bias(q_h_, k_h_, 0, ctx, true, &xl_r_);
+    attn_options_.score_bias_grad =
+        Tensor::empty(attn_options_.score_bias.shape(), DType::F32, q_h_.device());
+  }
   Tensor o = ctx.empty({B_, H, Tq_, D});  // [B, H, Tq, D]
   plan_.kind->forward(plan_, q_h_, k_h_, v_h_, attn_options_, o, saved_, ctx, call);
   Tensor merged = ctx.empty({B_, Tq_, d});  // [B, Tq, d]
@@ -173,6 +203,14 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   Tensor dq = Tensor::empty(q_h_.shape(), dt, dev), dk = Tensor::empty(k_h_.shape(), dt, dev),
          dv = Tensor::empty(v_h_.shape(), dt, dev);
   plan_.kind->backward(plan_, q_h_, k_h_, v_h_, saved_, d_o, attn_options_, dq, dk, dv);
+  if (options_.xl) {  // the terms' gradients: into dq, dk, u, v and W_R
+    Tensor dr = Tensor::empty(xl_r_.shape(), DType::F32, dev);
+    ops::xl_bias_backward(q_h_, k_h_, xl_r_, xl_u_->value, xl_v_->value,
+                          1.0f / std::sqrt(static_cast<float>(head_dim_)), 0,
+                          attn_options_.score_bias_grad, dq, dk, dr, xl_u_->grad, xl_v_->grad);
+    r_proj_->backward(dr, false);
+    xl_r_ = attn_options_.score_bias = attn_options_.score_bias_grad = Tensor();
+  }
   q_h_ = k_h_ = v_h_ = Tensor();
   saved_.clear();
   if (!cross_) {
@@ -214,7 +252,8 @@ void MultiHeadAttention::release() {
   saved_.clear();
   attn_options_.key_lengths = Tensor();
   attn_options_.rel_bias = attn_options_.rel_bias_grad = Tensor();
-  for (Linear* l : {qkv_.get(), q_.get(), kv_.get(), out_.get()})
+  attn_options_.score_bias = attn_options_.score_bias_grad = xl_r_ = Tensor();
+  for (Linear* l : {qkv_.get(), q_.get(), kv_.get(), out_.get(), r_proj_.get()})
     if (l) l->release();
 }
 
@@ -245,9 +284,13 @@ Tensor MultiHeadAttention::step(const Tensor& x, const Tensor& memory, const Ten
     ops::kv_cache_write(k, cache.k, position);
     ops::kv_cache_write(v, cache.v, position);
     cache.length = position + 1;
-    // ALiBi or T5's bias at the step's position: the query at `position`, key j at j.
-    ops::decode_attention(q, cache.k, cache.v, cache.length, o, options_.alibi, rel_rows(),
-                          rel_max());
+    if (options_.xl) {
+      xl_step(q, cache, position, o, ctx);
+    } else {
+      // ALiBi or T5's bias at the step's position: the query at `position`, key j at j.
+      ops::decode_attention(q, cache.k, cache.v, cache.length, o, options_.alibi, rel_rows(),
+                            rel_max());
+    }
   } else {
     const int64_t S = memory.size(1);
     if (!cache.k.defined()) {
@@ -293,6 +336,7 @@ Tensor MultiHeadAttention::prefill(const Tensor& x, Cache& cache, int64_t max_le
   c.rope_in_kernel = false;
   c.alibi = options_.alibi;
   c.rel_bias = options_.relative_bias != nullptr;
+  c.score_bias = options_.xl;
   c.causal = true;
   c.dtype = ctx.dtype;
   c.B = B;
@@ -325,6 +369,7 @@ Tensor MultiHeadAttention::prefill(const Tensor& x, Cache& cache, int64_t max_le
   ao.alibi = options_.alibi;
   ao.rel_bias = rel_rows();
   ao.rel_max = rel_max();
+  if (options_.xl) ao.score_bias = xl_bias(q, k, 0, ctx, false, nullptr);
   ao.flash_kernel = plan.kernel;
   AttentionCall call{layer_id_, 0};
   call.draw = trained_draw_ >= 0 ? static_cast<uint64_t>(trained_draw_)
@@ -377,12 +422,39 @@ Tensor MultiHeadAttention::step_rows(const Tensor& x, Cache& cache,
     ops::kv_cache_write(parts[1], kc, p);
     ops::kv_cache_write(parts[2], vc, p);
     Tensor o_g = o.narrow(g * rows, rows);  // [rows, H, 1, D]
-    // ALiBi or T5's bias at position p
-    ops::decode_attention(parts[0], kc, vc, p + 1, o_g, options_.alibi, rel_rows(), rel_max());
+    if (options_.xl) {
+      Cache rows_cache{kc, vc, p + 1};
+      xl_step(parts[0], rows_cache, p, o_g, ctx);
+    } else {
+      // ALiBi or T5's bias at position p
+      ops::decode_attention(parts[0], kc, vc, p + 1, o_g, options_.alibi, rel_rows(), rel_max());
+    }
   }
   Tensor merged = ctx.empty({B, 1, d});  // [B, 1, d]
   ops::merge_heads_forward(o, merged);
   return out_->apply(merged.view({B, d}), ctx).view({B, 1, d});
+}
+
+void MultiHeadAttention::xl_step(const Tensor& q, const Cache& cache, int64_t position, Tensor& o,
+                                 const Context& ctx) {
+  // The cached keys and values 0..position, contiguous: [B, H, position + 1, D].
+  const int64_t B = cache.k.size(0), H = cache.k.size(1), slots = cache.k.size(2),
+                D = cache.k.size(3), n = position + 1;
+  ROTOR_CHECK(cache.k.is_cpu() && cache.k.dtype() == DType::F32,
+              "model.position transformer_xl decodes on the CPU in fp32 only so far");
+  Tensor k = Tensor::empty({B, H, n, D}, DType::F32, cache.k.device());
+  Tensor v = Tensor::empty({B, H, n, D}, DType::F32, cache.k.device());
+  const float* pk = cache.k.data<float>();
+  const float* pv = cache.v.data<float>();
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    std::copy(pk + bh * slots * D, pk + (bh * slots + n) * D, k.data<float>() + bh * n * D);
+    std::copy(pv + bh * slots * D, pv + (bh * slots + n) * D, v.data<float>() + bh * n * D);
+  }
+  ops::AttentionOptions ao;
+  ao.scale = 1.0f;  // q is pre-scaled by the split
+  ao.score_bias = xl_bias(q, k, position, ctx, false, nullptr);
+  Tensor probs = Tensor::empty({B, H, 1, n}, DType::F32, k.device());  // [B, H, 1, n]
+  ops::attention_forward(q, k, v, ao, o, probs);
 }
 
 }  // namespace rotor::nn

@@ -38,6 +38,13 @@ struct MultiHeadAttentionOptions {
   // T5's relative bias (nn/relative_bias.h), shared by the stack's layers and
   // prepared by the model before they run; null: none. Self-attention only.
   RelativeBias* relative_bias = nullptr;
+  // Transformer-XL's relative terms (model.position transformer_xl; Dai et
+  // al. 2019, eq. 4): self-attention adds (q_i + v) . W_R R(i - j) + u . k_j
+  // to its scores, with its own projection W_R (PREFIX.r_proj.weight) of
+  // the distances' sinusoids and u, v per head (PREFIX.r_w_bias,
+  // PREFIX.r_r_bias), PREFIX the q projection's parent. Computed here as a
+  // dense bias for the materialized core (ops/xl_bias.h); CPU only so far.
+  bool xl = false;
   float dropout = 0.0f;                         // on the attention probabilities
   AttentionKind kind = AttentionKind::Softmax;  // its plan rule and core (nn/attention_kind.h)
   AttentionImpl impl = AttentionImpl::Auto;
@@ -132,6 +139,19 @@ class MultiHeadAttention {
   std::unique_ptr<Linear> q_;    // cross: [d, d]
   std::unique_ptr<Linear> kv_;   // cross: [2d, d]
   std::unique_ptr<Linear> out_;
+  // Transformer-XL's terms (options xl, self-attention): W_R, u and v.
+  std::unique_ptr<Linear> r_proj_;
+  Parameter *xl_u_ = nullptr, *xl_v_ = nullptr;
+  // The terms as the core's dense bias for queries at q_offset + i against
+  // keys 0..Tk-1 (ops::xl_bias_forward), with the projected distances it
+  // read; training saves r for the backward.
+  Tensor xl_bias(const Tensor& q, const Tensor& k, int64_t q_offset, const Context& ctx,
+                 bool training, Tensor* r_out);
+  // The decoding step's attention under Transformer-XL's terms: q [B, H, 1,
+  // D] at `position` against the cache's first position + 1 keys -> o.
+  void xl_step(const Tensor& q, const Cache& cache, int64_t position, Tensor& o,
+               const Context& ctx);
+  Tensor xl_r_;  // saved: the projected distances [2 Tk - 1, d] of the last forward
   // Saved for backward.
   Tensor q_h_, k_h_, v_h_;     // [B, H, Tq|Tk, D]
   std::vector<Tensor> saved_;  // what the planned core keeps (nn/attention_kind.h)

@@ -84,6 +84,9 @@ struct AttentionCase {
   // T5's learned bias (model.position t5): only a core that adds it, and
   // sums its gradient, may run the case.
   bool rel_bias = false;
+  // A dense bias the layer computes (model.position transformer_xl): only
+  // the materialized core on the CPU adds it.
+  bool score_bias = false;
   bool causal = false;
   bool key_padding = false;  // key lengths given
   bool dropout = false;      // attention dropout in this call (training)
@@ -93,7 +96,8 @@ struct AttentionCase {
 
   auto key() const {
     return std::tuple(kind, impl, rope, rope_in_kernel, rope_interleaved_full, alibi, rel_bias,
-                      causal, key_padding, dropout, dtype, B, H, Tq, Tk, D, linear.key());
+                      score_bias, causal, key_padding, dropout, dtype, B, H, Tq, Tk, D,
+                      linear.key());
   }
   bool operator<(const AttentionCase& o) const { return key() < o.key(); }
   bool operator==(const AttentionCase& o) const { return key() == o.key(); }

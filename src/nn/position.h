@@ -75,6 +75,10 @@ struct PositionScheme {
   // H] table per stack of layers (model.t5's settings); cross-attention
   // never does.
   bool relative_bias = false;
+  // Self-attention adds Transformer-XL's relative terms to its scores: each
+  // layer projects the distances' sinusoids and has its own u and v per
+  // head (nn::MultiHeadAttentionOptions::xl); cross-attention never does.
+  bool xl_terms = false;
   HfPositions hf;
   // Its own config rule, or nullptr.
   std::optional<PositionProblem> (*check)(const PositionShape&) = nullptr;

@@ -43,6 +43,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
         "core (ops::flash_attention_*); rotate q and k before the reference attention");
   check_like(out, q.shape(), q, "attention_forward out");
   check_like(probs, {d.B, d.H, d.Tq, d.Tk}, q, "attention_forward probs");
+  if (options.score_bias.defined() && !q.is_cpu())
+    ROTOR_FAIL(
+        "attention_forward: a dense score bias (options.score_bias) is added on the CPU "
+        "only so far");
   ROTOR_DISPATCH_CUDA(q, attention_forward(q, k, v, options, out, probs));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
@@ -57,6 +61,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   const float* pv = v.data<float>();  // [B, H, Tk, D]
   float* po = out.data<float>();      // [B, H, Tq, D]
   float* pp = probs.data<float>();    // [B, H, Tq, Tk]
+  const float* pbias = options.score_bias.defined() ? options.score_bias.data<float>() : nullptr;
 
   // Per (batch, head): S = scale Q K^T and O = (P o M) V are GEMMs (OpenBLAS
   // runs them single-threaded inside this parallel loop); the masked softmax
@@ -80,6 +85,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
         const detail::BiasRow bias(d, options, h, i);
         if (bias.on())  // ALiBi's or T5's bias of this row, added to the visible scores
           for (int64_t j = 0; j < n; ++j) prow[j] += bias(j);
+        if (pbias) {  // the caller's dense bias
+          const float* brow = pbias + (bh * d.Tq + i) * d.Tk;
+          for (int64_t j = 0; j < n; ++j) prow[j] += brow[j];
+        }
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < n; ++j) mx = std::max(mx, prow[j]);
         double sum = 0.0;
@@ -121,6 +130,10 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   check_like(dq, q.shape(), q, "attention_backward dq");
   check_like(dk, k.shape(), q, "attention_backward dk");
   check_like(dv, v.shape(), q, "attention_backward dv");
+  if (options.score_bias.defined() && !q.is_cpu())
+    ROTOR_FAIL(
+        "attention_backward: a dense score bias (options.score_bias) is added on the CPU "
+        "only so far");
   ROTOR_DISPATCH_CUDA(q, attention_backward(q, k, v, probs, dout, options, dq, dk, dv));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
@@ -148,6 +161,8 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   // gradient is dS / scale summed over the scores that read each row.
   // The four products are GEMMs per (batch, head).
   detail::RelBiasGrad rel_grad(d, options);
+  float* pbias_grad =
+      options.score_bias_grad.defined() ? options.score_bias_grad.data<float>() : nullptr;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.B; ++b) {
     for (int64_t h = 0; h < d.H; ++h) {
@@ -183,6 +198,10 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
           dot += static_cast<double>(row[j]) * prow[j];
         }
         const float rowsum = static_cast<float>(dot);
+        if (pbias_grad) {  // the dense bias's gradient: dS / scale, 0 where masked
+          float* grow = pbias_grad + (bh * d.Tq + i) * d.Tk;
+          for (int64_t j = 0; j < d.Tk; ++j) grow[j] = prow[j] * (row[j] - rowsum);
+        }
         if (rel_grad.on()) {
           const detail::BiasRow bias(d, options, h, i);
           double* sums = rel_grad.of(bh);

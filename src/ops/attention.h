@@ -66,6 +66,13 @@ struct AttentionOptions {
   // (nn/attention_plan.cpp chooses the reference core on a GPU).
   Tensor rel_bias, rel_bias_grad;
   int64_t rel_max = 0;
+  // A dense additive bias of the scaled scores, f32 [B, H, Tq, Tk] on q's
+  // device, that the caller computed (model.position transformer_xl's
+  // relative terms, nn/attention.cpp). The backward writes its gradient,
+  // dS / scale (0 where masked), into score_bias_grad (same shape) when that
+  // is defined. Honored by the materialized core on the CPU alone
+  // (attention_forward/backward); every other core refuses it.
+  Tensor score_bias, score_bias_grad;
   // The CUDA kernel of flash_attention_forward/backward (ignored elsewhere).
   FlashKernel flash_kernel = FlashKernel::Portable;
 };

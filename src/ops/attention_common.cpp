@@ -1,5 +1,8 @@
 #include "ops/attention_common.h"
 
+#include <initializer_list>
+#include <utility>
+
 #include "ops/dispatch.h"
 
 namespace rotor::ops::detail {
@@ -25,6 +28,16 @@ AttentionDims check_attention_args(const Tensor& q, const Tensor& k, const Tenso
   if (!(o.dropout >= 0.0f && o.dropout < 1.0f))
     ROTOR_FAIL("{}: dropout must be in [0, 1), got {}", op, o.dropout);
   check_rel_bias(o, d, q, op);
+  const Shape scores{d.B, d.H, d.Tq, d.Tk};
+  for (const auto& [t, what] :
+       {std::pair{&o.score_bias, "score_bias"}, std::pair{&o.score_bias_grad, "score_bias_grad"}}) {
+    if (!t->defined()) continue;
+    if (t->dtype() != DType::F32 || t->shape() != scores)
+      ROTOR_FAIL("{}: {} must be f32 {}, got {}", op, what, shape_str(scores), t->str());
+    check_same_device(q, *t, op);
+  }
+  if (o.score_bias_grad.defined() && !o.score_bias.defined())
+    ROTOR_FAIL("{}: score_bias_grad without score_bias", op);
   return d;
 }
 

@@ -173,6 +173,10 @@ bool cudnn_attention_supported(const Tensor& q, const Tensor& k, const Attention
     reason = "options.rope (RoPE inside the kernel) is only in rotor's tensor-core flash kernel";
   } else if (options.alibi) {
     reason = "options.alibi (ALiBi) is not in cuDNN's attention (rotor's cores add it)";
+  } else if (options.rel_bias.defined()) {
+    reason = "options.rel_bias (T5's bias) is not in cuDNN's attention (rotor's cores add it)";
+  } else if (options.score_bias.defined()) {
+    reason = "options.score_bias is added by rotor's materialized core alone";
   } else {
     const CudnnAttentionCase c = cudnn_attention_case(q, k, options);
     reason = cudnn_attention_unsupported(c, cudnn_capability(q.device()));

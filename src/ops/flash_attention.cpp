@@ -45,6 +45,11 @@ void check_supported(const Tensor& q, const Tensor& k, const AttentionOptions& o
     ROTOR_FAIL("{}: rope needs an even head dim and offsets >= 0 (D {}, offsets {}, {})", op,
                q.size(3), o.rope_q_offset, o.rope_k_offset);
   if (o.rope) check_rope_params(o.rope_params, q.size(3), op);
+  if (o.score_bias.defined())
+    ROTOR_FAIL(
+        "{}: a dense score bias (options.score_bias) is added by the materialized core "
+        "alone (ops::attention_forward)",
+        op);
   if (!q.is_cuda()) return;
   const FlashCase c{q.dtype(), q.size(0),
                     q.size(1), q.size(2),

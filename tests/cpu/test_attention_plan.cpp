@@ -76,6 +76,7 @@ struct Row {
   bool dropout = false;
   bool alibi = false;  // model.position alibi: only a core that adds the bias may run it
   bool t5 = false;     // model.position t5: likewise, and it sums the table's gradient
+  bool xl = false;     // model.position transformer_xl: a dense bias, the CPU reference only
 };
 
 // gtest prints a failing row by its name.
@@ -103,6 +104,7 @@ AttentionCase case_of(const Row& r) {
   c.dropout = r.dropout;
   c.alibi = r.alibi;
   c.rel_bias = r.t5;
+  c.score_bias = r.xl;
   return c;
 }
 
@@ -294,6 +296,71 @@ const std::map<std::string, std::vector<Row>> kRows = {
           "attention.impl: cudnn: cuDNN's attention does not add T5's relative bias",
           "",
           {},
+          false,
+          false,
+          true},
+         // Transformer-XL's terms: a dense bias, which the CPU's
+         // materialized core alone adds so far.
+         {"cpu auto transformer_xl",
+          &M.cpu,
+          Auto,
+          F32,
+          32,
+          128,
+          128,
+          true,
+          false,
+          false,
+          false,
+          8,
+          8,
+          "reference",
+          "adds Transformer-XL's relative terms as a dense bias",
+          "",
+          {},
+          false,
+          false,
+          false,
+          true},
+         {"cpu rotor transformer_xl",
+          &M.cpu,
+          Rotor,
+          F32,
+          32,
+          128,
+          128,
+          true,
+          false,
+          false,
+          false,
+          8,
+          8,
+          "error",
+          "attention.impl: rotor: Transformer-XL's relative terms",
+          "",
+          {},
+          false,
+          false,
+          false,
+          true},
+         {"h100 auto transformer_xl",
+          &M.h100,
+          Auto,
+          BF16,
+          64,
+          512,
+          512,
+          true,
+          false,
+          false,
+          false,
+          8,
+          8,
+          "error",
+          "its relative terms run on the CPU only so far",
+          "",
+          {},
+          false,
           false,
           false,
           true},

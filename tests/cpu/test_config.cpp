@@ -194,7 +194,7 @@ TEST(Config, OutOfRangeNamesPathAndLine) {
 TEST(Config, BadEnumNamesChoices) {
   EXPECT_EQ(load_error("model:\n  position: rotary\n"),
             "configs/x.yaml:2: model.position: expected one of sinusoidal | learned | rope | none "
-            "| alibi | t5, "
+            "| alibi | t5 | transformer_xl, "
             "got \"rotary\"");
   EXPECT_EQ(load_error("task: gpt\n"),
             "configs/x.yaml:1: task: expected one of translation | mlm | classification | lm | "
@@ -249,6 +249,21 @@ TEST(Config, CrossFieldChecks) {
   EXPECT_EQ(load_error("model:\n  position: t5\nattention:\n  kind: linear\n"),
             "configs/x.yaml:4: attention.kind: linear attention has no scores to add T5's "
             "relative bias to (model.position t5); use attention.kind softmax");
+  // Transformer-XL's terms: the materialized core on the CPU, in fp32.
+  EXPECT_EQ(load_error("model:\n  position: transformer_xl\nattention:\n  impl: rotor\n"),
+            "configs/x.yaml:4: attention.impl: rotor does not add Transformer-XL's relative terms "
+            "(model.position transformer_xl), a dense bias that only the materialized core adds; "
+            "use auto or reference");
+  EXPECT_EQ(load_error("device: cuda\nmodel:\n  position: transformer_xl\n"),
+            "configs/x.yaml:1: device: model.position transformer_xl runs on the CPU only so far; "
+            "use device: cpu");
+  EXPECT_EQ(load_error("precision: bf16\nmodel:\n  position: transformer_xl\n"),
+            "configs/x.yaml:1: precision: model.position transformer_xl computes in fp32 only so "
+            "far, not bf16");
+  EXPECT_EQ(load_error("model:\n  position: transformer_xl\nattention:\n  kind: linear\n"),
+            "configs/x.yaml:4: attention.kind: linear attention has no scores to add "
+            "Transformer-XL's relative terms to (model.position transformer_xl); use "
+            "attention.kind softmax");
   // model.t5's keys: only under t5, and a log-spaced range that is not empty.
   EXPECT_EQ(load_error("model:\n  t5:\n    buckets: 64\n"),
             "configs/x.yaml:3: model.t5.buckets: a setting of model.position t5, and "
@@ -384,7 +399,7 @@ TEST(Config, SetErrorsNameTheOverride) {
             "list of 1");
   EXPECT_EQ(load_error("", {"model.position=rotary"}),
             "--set model.position=rotary: model.position: expected one of sinusoidal | learned | "
-            "rope | none | alibi | t5, got "
+            "rope | none | alibi | t5 | transformer_xl, got "
             "\"rotary\"");
   EXPECT_EQ(load_error("", {"seed"}),
             "--set seed: expected KEY=VALUE, e.g. --set train.max_updates=1000");

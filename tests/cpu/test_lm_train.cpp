@@ -182,6 +182,30 @@ TEST_F(LmTrain, T5TrainsGeneratesAndIsNotExported) {
   EXPECT_FALSE(fs::exists(dir_ / "hf5/config.json"));
 }
 
+// Transformer-XL's relative terms (model.position transformer_xl) train on
+// the materialized core and generate (the cached step computes its own
+// terms at its position); the export refuses them in one line.
+TEST_F(LmTrain, TransformerXlTrainsGeneratesAndIsNotExported) {
+  RunResult r = train("xl", "--set model.position=transformer_xl");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string log = r.out + r.err;
+  EXPECT_NE(log.find("adds Transformer-XL's relative terms as a dense bias"), std::string::npos)
+      << log;
+  const auto valid = field_by_step(dir_ / "xl/metrics.jsonl", "valid", "loss");
+  ASSERT_EQ(valid.size(), 2u);
+  EXPECT_LT(std::stod(valid.at(4)), std::stod(valid.at(2)));  // it learns
+  r = run_rotor(dir_, "generate --checkpoint " + (dir_ / "xl") +
+                          " --prompt 'the ' --max-new-tokens 8 --greedy");
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = run_rotor(
+      dir_, "export --checkpoint " + (dir_ / "xl") + " --format hf --output " + (dir_ / "hfxl"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("model.position is transformer_xl: Hugging Face BERT, RoFormer, GPT-NeoX "
+                       "and GPT-2 have no Transformer-XL relative attention"),
+            std::string::npos)
+      << r.err;
+}
+
 // Data-parallel through the trainer's generic path: two ranks of one block
 // each per update hold the weights of one process accumulating two (no
 // dropout: its masks are keyed by the rank). And 16-bit precision trains.

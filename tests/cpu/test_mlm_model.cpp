@@ -154,14 +154,15 @@ TEST_P(MlmModelGrad, MatchesFiniteDifferences) {
   EXPECT_GT(check_params(store, objective), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Positions, MlmModelGrad,
-                         ::testing::Values(ModelCase{nn::PositionKind::Learned, 2, "learned"},
-                                           ModelCase{nn::PositionKind::Rope, 2, "rope"},
-                                           ModelCase{nn::PositionKind::None, 2, "none"},
-                                           ModelCase{*nn::position_kind("t5"), 2, "t5"},
-                                           ModelCase{nn::PositionKind::Sinusoidal, 0,
-                                                     "sinusoidal_no_types"}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Positions, MlmModelGrad,
+    ::testing::Values(ModelCase{nn::PositionKind::Learned, 2, "learned"},
+                      ModelCase{nn::PositionKind::Rope, 2, "rope"},
+                      ModelCase{nn::PositionKind::None, 2, "none"},
+                      ModelCase{*nn::position_kind("t5"), 2, "t5"},
+                      ModelCase{*nn::position_kind("transformer_xl"), 2, "transformer_xl"},
+                      ModelCase{nn::PositionKind::Sinusoidal, 0, "sinusoidal_no_types"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 TEST(MlmModel, LossScaleScalesGradients) {
   nn::ParameterStore store;

@@ -1020,6 +1020,13 @@ TEST(GradCheck, ModelT5Post) {
 TEST(GradCheck, ModelT5PreDropout) {
   check_model(*nn::position_kind("t5"), false, 0.1f, 133);
 }
+// Transformer-XL's terms: each layer's W_R, u and v.
+TEST(GradCheck, ModelTransformerXlPost) {
+  check_model(*nn::position_kind("transformer_xl"), true, 0.0f, 134);
+}
+TEST(GradCheck, ModelTransformerXlPreDropout) {
+  check_model(*nn::position_kind("transformer_xl"), false, 0.1f, 135);
+}
 
 }  // namespace
 }  // namespace rotor

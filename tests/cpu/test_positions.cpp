@@ -26,7 +26,7 @@ namespace rotor {
 namespace {
 
 struct Traits {
-  bool learned_table, fixed_table, rotates_qk, alibi, relative_bias;
+  bool learned_table, fixed_table, rotates_qk, alibi, relative_bias, xl_terms;
   std::string hf_family, hf_imports;
   bool export_note;
 };
@@ -34,14 +34,15 @@ struct Traits {
 bool operator==(const Traits& a, const Traits& b) {
   return a.learned_table == b.learned_table && a.fixed_table == b.fixed_table &&
          a.rotates_qk == b.rotates_qk && a.alibi == b.alibi && a.relative_bias == b.relative_bias &&
-         a.hf_family == b.hf_family && a.hf_imports == b.hf_imports &&
+         a.xl_terms == b.xl_terms && a.hf_family == b.hf_family && a.hf_imports == b.hf_imports &&
          a.export_note == b.export_note;
 }
 
 void PrintTo(const Traits& t, std::ostream* os) {
   *os << "{learned " << t.learned_table << ", fixed " << t.fixed_table << ", rotates "
-      << t.rotates_qk << ", alibi " << t.alibi << ", t5 " << t.relative_bias << ", hf "
-      << t.hf_family << " imports '" << t.hf_imports << "', note " << t.export_note << "}";
+      << t.rotates_qk << ", alibi " << t.alibi << ", t5 " << t.relative_bias << ", xl "
+      << t.xl_terms << ", hf " << t.hf_family << " imports '" << t.hf_imports << "', note "
+      << t.export_note << "}";
 }
 
 Traits traits_of(nn::PositionKind k) {
@@ -50,6 +51,7 @@ Traits traits_of(nn::PositionKind k) {
           k->rotates_qk,
           k->alibi,
           k->relative_bias,
+          k->xl_terms,
           std::string(k->hf.family),
           std::string(k->hf.imports),
           !k->hf.export_note.empty()};
@@ -57,12 +59,14 @@ Traits traits_of(nn::PositionKind k) {
 
 // What each encoding is, by its model.position name (in registry order).
 const std::vector<std::pair<std::string, Traits>> kTable = {
-    {"sinusoidal", {false, true, false, false, false, "bert", "", true}},
-    {"learned", {true, false, false, false, false, "bert", "learned absolute positions", false}},
-    {"rope", {false, false, true, false, false, "roformer", "rotary positions", false}},
-    {"none", {false, false, false, false, false, "bert", "", true}},
-    {"alibi", {false, false, false, true, false, "bert", "", false}},
-    {"t5", {false, false, false, false, true, "bert", "", false}},
+    {"sinusoidal", {false, true, false, false, false, false, "bert", "", true}},
+    {"learned",
+     {true, false, false, false, false, false, "bert", "learned absolute positions", false}},
+    {"rope", {false, false, true, false, false, false, "roformer", "rotary positions", false}},
+    {"none", {false, false, false, false, false, false, "bert", "", true}},
+    {"alibi", {false, false, false, true, false, false, "bert", "", false}},
+    {"t5", {false, false, false, false, true, false, "bert", "", false}},
+    {"transformer_xl", {false, false, false, false, false, true, "bert", "", false}},
 };
 
 Config config_with(const std::string& position, const std::string& task = "mlm") {

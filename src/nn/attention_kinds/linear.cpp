@@ -49,6 +49,10 @@ AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
     ROTOR_FAIL(
         "attention.kind: linear attention has no scores to add ALiBi's bias to (model.position "
         "alibi); use attention.kind: softmax");
+  if (c.score_bias)
+    ROTOR_FAIL(
+        "attention.kind: linear attention has no scores to add Transformer-XL's relative terms "
+        "to (model.position transformer_xl); use attention.kind: softmax");
   if (c.rel_bias)
     ROTOR_FAIL(
         "attention.kind: linear attention has no scores to add T5's relative bias to "

@@ -127,6 +127,23 @@ AttentionPlan choose_core(const AttentionCase& c, const ops::AttentionDevice& de
 
 // softmax's rule: the core, then who rotates q and k.
 AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
+  if (c.score_bias) {
+    // Transformer-XL's terms reach the core as a dense bias, which only the
+    // materialized core adds, on the CPU so far.
+    if (device.cuda)
+      ROTOR_FAIL(
+          "model.position transformer_xl: its relative terms run on the CPU only so far (the "
+          "materialized core with a dense score bias); use device: cpu");
+    if (c.impl == AttentionImpl::Rotor || c.impl == AttentionImpl::Cudnn)
+      ROTOR_FAIL(
+          "attention.impl: {}: Transformer-XL's relative terms (model.position transformer_xl) "
+          "are a dense bias that only the materialized core adds; use auto or reference",
+          c.impl == AttentionImpl::Rotor ? "rotor" : "cudnn");
+    AttentionPlan p;
+    p.core = AttentionCore::Reference;
+    p.why = "the materialized core, which adds Transformer-XL's relative terms as a dense bias";
+    return p;
+  }
   AttentionPlan p = choose_core(c, device);
   if (c.alibi) {
     p.alibi = true;

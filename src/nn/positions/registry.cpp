@@ -8,15 +8,16 @@
 namespace rotor::nn {
 
 extern const PositionScheme kSinusoidalPositions, kLearnedPositions, kRopePositions, kNonePositions,
-    kAlibiPositions, kT5Positions;
+    kAlibiPositions, kT5Positions, kTransformerXlPositions;
 
 namespace {
 
 // In the order model.position's error lists them.
 constinit const PositionKind kRegistered[] = {
-    PositionKind(&kSinusoidalPositions), PositionKind(&kLearnedPositions),
-    PositionKind(&kRopePositions),       PositionKind(&kNonePositions),
-    PositionKind(&kAlibiPositions),      PositionKind(&kT5Positions),
+    PositionKind(&kSinusoidalPositions),    PositionKind(&kLearnedPositions),
+    PositionKind(&kRopePositions),          PositionKind(&kNonePositions),
+    PositionKind(&kAlibiPositions),         PositionKind(&kT5Positions),
+    PositionKind(&kTransformerXlPositions),
 };
 
 }  // namespace
