@@ -7,6 +7,7 @@
 //   reference_dump_transformer --position rope --norm post --out OUT.safetensors
 //   reference_dump_transformer --model lm --position rope --norm pre --out OUT.safetensors
 //   reference_dump_transformer --position t5 --norm pre --out OUT.safetensors
+//   reference_dump_transformer --position transformer_xl --norm post --out OUT.safetensors
 //
 // --position t5 uses 8 buckets and max distance 5 unless --t5-buckets and
 // --t5-max-distance say otherwise (model.t5's defaults, 32 and 128, would
@@ -14,6 +15,11 @@
 // the encoder's table then has exact, log-spaced and shared buckets, and
 // |r| = 6 lies beyond the max distance, so the cores' clamped rows are
 // checked too.
+//
+// --position transformer_xl needs no settings of its own: every
+// self-attention gains r_proj.weight, r_w_bias and r_r_bias, which are
+// dumped, with their gradients and values after the steps, like any other
+// parameter (the 7-token batches reach distances -6..6).
 //
 // Tensors written (all F32 unless noted):
 //   NAME                 every parameter's initial value (Hugging Face names)
@@ -46,14 +52,14 @@ using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unq
 namespace {
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(
-      stderr,
-      "reference_dump_transformer: %s\n"
-      "usage: reference_dump_transformer [--model seq2seq|lm] "
-      "--position sinusoidal|learned|rope|none|t5 --norm post|pre [--activation relu|gelu] "
-      "[--optimizer adam|adamw] [--share-embeddings true|false] [--t5-buckets N] "
-      "[--t5-max-distance N] [--seed N] --out FILE\n",
-      why.c_str());
+  std::fprintf(stderr,
+               "reference_dump_transformer: %s\n"
+               "usage: reference_dump_transformer [--model seq2seq|lm] "
+               "--position sinusoidal|learned|rope|none|t5|transformer_xl --norm post|pre "
+               "[--activation relu|gelu] [--optimizer adam|adamw] "
+               "[--share-embeddings true|false] [--t5-buckets N] [--t5-max-distance N] "
+               "[--seed N] --out FILE\n",
+               why.c_str());
   std::exit(2);
 }
 

@@ -7,8 +7,9 @@ must match."
 
 The models below are written from the math (Vaswani et al. 2017; RoFormer,
 Su et al. 2021, eq. 34; T5's relative position bias, Raffel et al. 2020,
-section 2.1; fairseq's label smoothing; PyTorch's AdamW; a GPT-style causal
-LM: Radford et al. 2018/2019), not from rotor's code: they
+section 2.1; Transformer-XL's relative attention, Dai et al. 2019, eq. 4;
+fairseq's label smoothing; PyTorch's AdamW; a GPT-style causal LM: Radford
+et al. 2018/2019), not from rotor's code: they
 share nothing with rotor but the parameter names (Hugging Face BART/Marian)
 and the batch. --model seq2seq (the default) checks the encoder-decoder
 (label-smoothed loss over the target tokens), --model lm the decoder-only
@@ -38,7 +39,10 @@ Tolerances (rotor computes in fp32, the reference in fp64):
                         there into steps of up to ~lr. They are checked against
                         the bound of three Adam steps, 3 * 2 * lr, instead.
                         Elements with a small but nonzero true gradient g (the
-                        key bias under RoPE) get 2e-6 + 3 lr dg/|g|, dg the
+                        key bias under RoPE; the columns of Transformer-XL's
+                        r_proj.weight that meet the slowest cosines, ~1 at
+                        every distance of a 7-token batch, so that softmax
+                        all but cancels them) get 2e-6 + 3 lr dg/|g|, dg the
                         gradient tolerance above: Adam divides by |g|.
 
 Exit status: 0 pass, 1 mismatch (the first mismatching tensor and its error
@@ -147,6 +151,17 @@ def t5_bias(table, Tq, Tk, bidirectional, max_distance):
     return F.embedding(buckets, table).permute(2, 0, 1)
 
 
+def xl_sinusoids(dist, d):
+    """The sinusoid embedding R of signed relative distances (Dai et al. 2019,
+    section 3.3: the Vaswani et al. table, but of i - j instead of a position):
+    dist an int64 tensor of any shape -> [*dist.shape, d], the first d/2
+    columns sin(x w_c), the rest cos(x w_c), w_c = 10000^(-2c/d), c < d/2."""
+    c = torch.arange(d // 2, dtype=DT)
+    w = 10000.0 ** (-2.0 * c / d)                 # [d/2]
+    a = dist.to(DT)[..., None] * w                # [..., d/2]
+    return torch.cat([torch.sin(a), torch.cos(a)], dim=-1)
+
+
 def rope_at(x, m, base=10000.0):
     """x [D] rotated to position m (for the self-check)."""
     T = m + 1
@@ -155,13 +170,33 @@ def rope_at(x, m, base=10000.0):
 
 
 class Attention(nn.Module):
-    def __init__(self, d, heads, rope, causal, base):
+    def __init__(self, d, heads, rope, causal, base, xl=False):
         super().__init__()
-        self.h, self.rope, self.causal, self.base = heads, rope, causal, base
+        self.h, self.rope, self.causal, self.base, self.xl = heads, rope, causal, base, xl
         self.q_proj = nn.Linear(d, d)
         self.k_proj = nn.Linear(d, d)
         self.v_proj = nn.Linear(d, d)
         self.out_proj = nn.Linear(d, d)
+        if xl:  # Transformer-XL: W_R of this layer, and u, v per head
+            self.r_proj = nn.Linear(d, d, bias=False)
+            self.r_w_bias = nn.Parameter(torch.zeros(heads, d // heads))  # u
+            self.r_r_bias = nn.Parameter(torch.zeros(heads, d // heads))  # v
+
+    def xl_terms(self, q, k):
+        """Terms (b), (c) and (d) of Dai et al. 2019, eq. 4, for the projected
+        queries q [B, H, Tq, D] and keys k [B, H, Tk, D] (query i at position
+        i, key j at j): head h adds
+            q_i . r_ij + v_h . r_ij + u_h . k_j,   r_ij = (W_R R(i - j))_h,
+        the h-th D-slice of the layer's projection of the distance's sinusoids,
+        scaled by 1/sqrt(D) like term (a). -> [B, H, Tq, Tk]."""
+        B, H, Tq, D = q.shape
+        Tk = k.shape[2]
+        dist = torch.arange(Tq)[:, None] - torch.arange(Tk)[None, :]         # [Tq, Tk], i - j
+        r = self.r_proj(xl_sinusoids(dist, H * D)).view(Tq, Tk, H, D)       # W_R R(i - j)
+        b = torch.einsum("bhid,ijhd->bhij", q, r)                           # (b)
+        d_ = torch.einsum("hd,ijhd->hij", self.r_r_bias, r)[None]           # (d)
+        c = torch.einsum("hd,bhjd->bhj", self.r_w_bias, k)[:, :, None, :]   # (c)
+        return (b + c + d_) / math.sqrt(D)
 
     def forward(self, x, kv, key_pad, bias=None):
         """x [B, Tq, d] queries, kv [B, Tk, d] keys/values, key_pad bool [B, Tk] (True = pad) or None,
@@ -178,6 +213,8 @@ class Attention(nn.Module):
         scores = torch.matmul(q / math.sqrt(D), k.transpose(-1, -2))  # [B, H, Tq, Tk]
         if bias is not None:
             scores = scores + bias[None]
+        if self.xl:
+            scores = scores + self.xl_terms(q, k)
         masked = torch.zeros(B, 1, Tq, Tk, dtype=torch.bool)
         if self.causal:
             masked = masked | torch.triu(torch.ones(Tq, Tk, dtype=torch.bool), diagonal=1)
@@ -203,9 +240,10 @@ class Block(nn.Module):
         d, eps = cfg["d_model"], cfg["layer_norm_eps"]
         self.pre, self.decoder, self.act = cfg["norm"] == "pre", decoder, cfg["activation"]
         causal = decoder if causal is None else causal
-        self.self_attn = Attention(d, cfg["n_heads"], cfg["rope"], causal, cfg["rope_base"])
+        self.self_attn = Attention(d, cfg["n_heads"], cfg["rope"], causal, cfg["rope_base"],
+                                   cfg["xl"])
         self.self_attn_layer_norm = nn.LayerNorm(d, eps=eps)
-        if decoder:  # cross-attention never rotates
+        if decoder:  # cross-attention never rotates (nor adds Transformer-XL's terms)
             self.encoder_attn = Attention(d, cfg["n_heads"], False, False, cfg["rope_base"])
             self.encoder_attn_layer_norm = nn.LayerNorm(d, eps=eps)
         self.fc1 = nn.Linear(d, cfg["d_ff"])
@@ -278,7 +316,7 @@ class Seq2Seq(nn.Module):
             x = x + sinusoidal_table(T, cfg["d_model"])[None]
         elif cfg["position"] == "learned":
             x = x + stack.embed_positions.weight[:T][None]
-        return x  # rope, t5: inside attention; none: nothing
+        return x  # rope, t5, transformer_xl: inside attention; none: nothing
 
     def self_bias(self, stack, T, bidirectional):
         """T5's bias of the stack's self-attention ([H, T, T], the same in every
@@ -327,10 +365,11 @@ class LmInner(nn.Module):
 class CausalLM(nn.Module):
     """A decoder-only language model: h_0 = sqrt(d) E[x_t] (+ the position's
     row for learned or sinusoidal positions; RoPE rotates q and k inside
-    attention; T5's causal bias is added to every layer's scores), L layers
-    of causal self-attention and feed-forward, a final LayerNorm when pre-LN,
-    logits_t = h_t W^T with W = E (tied) or its own matrix, no bias.
-    Position t's logits predict x_{t+1}."""
+    attention; T5's causal bias is added to every layer's scores, and so are
+    each layer's own Transformer-XL terms), L layers of causal self-attention
+    and feed-forward, a final LayerNorm when pre-LN, logits_t = h_t W^T with
+    W = E (tied) or its own matrix, no bias. Position t's logits predict
+    x_{t+1}."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -425,6 +464,13 @@ def self_check():
         if got != list(want.values()):
             raise Mismatch(f"reference self-check: T5 buckets (bidirectional={bidirectional}) of "
                            f"{list(want)} are {got}, want {list(want.values())}")
+    # Transformer-XL's distance sinusoids for d = 4 (w = 1, 1/100), by hand:
+    # x = -3: [sin -3, sin -0.03, cos -3, cos -0.03], x = 0: [0, 0, 1, 1].
+    got = xl_sinusoids(torch.tensor([-3, 0]), 4)
+    want = torch.tensor([[-0.1411200080598672, -0.0299955002024957, -0.9899924966004454,
+                          0.9995500337489875], [0.0, 0.0, 1.0, 1.0]], dtype=DT)
+    if float((got - want).abs().max()) > 1e-12:
+        raise Mismatch(f"reference self-check: XL sinusoids are {got.tolist()}, want {want.tolist()}")
 
 
 def run(args):
@@ -446,6 +492,7 @@ def run(args):
            "t5_buckets": int(meta.get("t5_buckets", 0)),
            "t5_max_distance": int(meta.get("t5_max_distance", 0)),
            "rope": meta["position"] == "rope", "rope_base": float(meta["rope_base"]),
+           "xl": meta["position"] == "transformer_xl",
            "layer_norm_eps": float(meta["layer_norm_eps"]),
            "share_embeddings": meta["share_embeddings"] == "true"}
     lm = meta["model"] == "lm"
@@ -512,8 +559,10 @@ def run(args):
             full = f"{mname}.{pname}" if mname else pname
             if isinstance(mod, nn.LayerNorm) or pname == "bias":
                 no_decay.add(full)
-    # rotor keeps T5's bias tables out of weight decay too (a bias, though a learned one).
-    no_decay |= {n for n in params if n.endswith(".relative_attention_bias.weight")}
+    # rotor keeps T5's bias tables out of weight decay too (a bias, though a learned one),
+    # and Transformer-XL's u and v; W_R (r_proj.weight) decays like any projection.
+    no_decay |= {n for n in params if n.endswith(".relative_attention_bias.weight")
+                 or n.endswith(".r_w_bias") or n.endswith(".r_r_bias")}
     wd = float(meta["weight_decay"])
     lr = float(meta["lr"])
     groups = [{"params": [p for n, p in params.items() if n not in no_decay], "weight_decay": wd},
@@ -524,8 +573,9 @@ def run(args):
     opt = Opt(groups, lr=lr, betas=(float(meta["beta1"]), float(meta["beta2"])),
               eps=float(meta["adam_eps"]))
     # Tensors whose true gradient is zero (see the module docstring): the key
-    # bias adds q.b_k to all of a query's scores, which softmax cancels, unless
-    # RoPE rotates b_k differently at every key position.
+    # bias adds q.b_k to all of a query's scores (Transformer-XL's term (c)
+    # adds u.b_k, the same for every key), which softmax cancels, unless RoPE
+    # rotates b_k differently at every key position.
     zero_grad = {n for n in params
                  if n.endswith(".k_proj.bias") and (".encoder_attn." in n or not cfg["rope"])}
     ref_zero_max = 0.0
@@ -592,7 +642,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dump-tool", required=True, help="path of reference_dump_transformer")
     ap.add_argument("--model", default="seq2seq", choices=["seq2seq", "lm"])
-    ap.add_argument("--position", required=True, choices=["sinusoidal", "learned", "rope", "none", "t5"])
+    ap.add_argument("--position", required=True, choices=["sinusoidal", "learned", "rope", "none", "t5",
+                                                             "transformer_xl"])
     ap.add_argument("--norm", default="post", choices=["post", "pre"])
     ap.add_argument("--activation", default="relu", choices=["relu", "gelu"])
     ap.add_argument("--optimizer", default="adamw", choices=["adam", "adamw"])
