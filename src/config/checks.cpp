@@ -70,7 +70,12 @@ std::optional<ConfigProblem> rope_problem(const ModelConfig& m) {
 // a causal stack, and max_distance must lie beyond them).
 std::optional<ConfigProblem> t5_problem(const ModelConfig& m) {
   const ModelConfig::T5Bias defaults;
-  if (!m.position->relative_bias) {
+  if (m.tupe.relative && !m.position->untied_correlation)
+    return ConfigProblem{"model.tupe.relative",
+                         fmt::format("a setting of model.position tupe, and model.position is {}",
+                                     to_string(m.position)),
+                         {"model.position"}};
+  if (!m.position->relative_bias && !m.tupe.relative) {
     const std::pair<bool, const char*> keys[] = {
         {m.t5.buckets != defaults.buckets, "model.t5.buckets"},
         {m.t5.max_distance != defaults.max_distance, "model.t5.max_distance"},
@@ -78,7 +83,8 @@ std::optional<ConfigProblem> t5_problem(const ModelConfig& m) {
     for (const auto& [set, key] : keys)
       if (set)
         return ConfigProblem{key,
-                             fmt::format("a setting of model.position t5, and model.position is {}",
+                             fmt::format("a setting of model.position t5 (or tupe with "
+                                         "model.tupe.relative), and model.position is {}",
                                          to_string(m.position)),
                              {"model.position"}};
     return std::nullopt;
@@ -291,6 +297,11 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "visit positions are not read by Transformer-XL's relative terms, which "
                          "count tokens (model.position transformer_xl)",
                          {"model.position"}};
+  if (m.position_source == PositionSource::Visit && m.position->untied_correlation)
+    return ConfigProblem{"model.position_source",
+                         "visit positions are not read by TUPE's positional correlation, which "
+                         "counts tokens (model.position tupe)",
+                         {"model.position"}};
   if (m.position_source == PositionSource::Visit && m.position->relative_bias)
     return ConfigProblem{"model.position_source",
                          "visit positions are not read by T5's relative bias, which counts tokens "
@@ -303,32 +314,44 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "cudnn is cuDNN's attention, which does not add ALiBi's bias "
                          "(model.position alibi); use auto, rotor or reference",
                          {"model.position"}};
-  // T5's bias is added, and its gradient summed, by the materialized core
-  // (CPU and CUDA) and by the flash core's CPU twin; no CUDA flash kernel and
-  // not cuDNN.
-  // Transformer-XL's terms reach the materialized core as a dense bias, on
-  // the CPU in fp32 so far.
-  if (m.position->xl_terms) {
+  // Transformer-XL's terms and TUPE's correlation reach the materialized
+  // core as a dense bias, on the CPU in fp32 so far.
+  if (m.position->xl_terms || m.position->untied_correlation) {
+    const std::string name(to_string(m.position));
+    const char* what =
+        m.position->xl_terms ? "Transformer-XL's relative terms" : "TUPE's positional correlation";
     if (c.attention.impl == nn::AttentionImpl::Cudnn ||
         c.attention.impl == nn::AttentionImpl::Rotor)
       return ConfigProblem{"attention.impl",
-                           fmt::format("{} does not add Transformer-XL's relative terms "
-                                       "(model.position transformer_xl), a dense bias that only "
-                                       "the materialized core adds; use auto or reference",
-                                       to_string(c.attention.impl)),
+                           fmt::format("{} does not add {} (model.position {}), a dense bias that "
+                                       "only the materialized core adds; use auto or reference",
+                                       to_string(c.attention.impl), what, name),
                            {"model.position"}};
     if (c.device.rfind("cuda", 0) == 0)
-      return ConfigProblem{"device",
-                           "model.position transformer_xl runs on the CPU only so far; use "
-                           "device: cpu",
-                           {"model.position"}};
+      return ConfigProblem{
+          "device",
+          fmt::format("model.position {} runs on the CPU only so far; use device: cpu", name),
+          {"model.position"}};
     if (c.precision != Precision::FP32)
       return ConfigProblem{"precision",
-                           fmt::format("model.position transformer_xl computes in fp32 only so "
-                                       "far, not {}",
-                                       to_string(c.precision)),
+                           fmt::format("model.position {} computes in fp32 only so far, not {}",
+                                       name, to_string(c.precision)),
                            {"model.position"}};
   }
+  // TUPE unties [CLS], the first token of the BERT encoder's tasks; the
+  // decoders' incremental steps carry no TUPE term.
+  if (m.position->untied_correlation && task.model != ModelFamily::BertEncoder)
+    return ConfigProblem{"model.position",
+                         fmt::format("tupe is built for the BERT encoder, whose first token is "
+                                     "[CLS] (tasks mlm, classification, multilabel); task {} "
+                                     "builds {}",
+                                     to_string(c.task),
+                                     task.model == ModelFamily::Decoder ? "a decoder-only LM"
+                                                                        : "an encoder-decoder"),
+                         {"task"}};
+  // T5's bias is added, and its gradient summed, by the materialized core
+  // (CPU and CUDA) and by the flash core's CPU twin; no CUDA flash kernel and
+  // not cuDNN.
   if (m.position->relative_bias && c.attention.impl == nn::AttentionImpl::Cudnn)
     return ConfigProblem{"attention.impl",
                          "cudnn is cuDNN's attention, which does not add T5's relative bias "
@@ -422,6 +445,11 @@ std::optional<ConfigProblem> attention_problem(const Config& c) {
     return ConfigProblem{"attention.kind",
                          "linear attention has no scores to add ALiBi's bias to "
                          "(model.position alibi); use attention.kind softmax",
+                         {"model.position"}};
+  if (c.model.position->untied_correlation)
+    return ConfigProblem{"attention.kind",
+                         "linear attention has no scores to add TUPE's positional correlation "
+                         "to (model.position tupe); use attention.kind softmax",
                          {"model.position"}};
   if (c.model.position->xl_terms)
     return ConfigProblem{"attention.kind",

@@ -196,6 +196,12 @@ struct ModelConfig {
     int max_distance = 128;
     bool operator==(const T5Bias&) const = default;
   } t5;
+  // model.tupe.*: TUPE (model.position tupe); relative adds T5's bucketed
+  // bias with model.t5's settings (TUPE-R), false is TUPE-A.
+  struct Tupe {
+    bool relative = false;
+    bool operator==(const Tupe&) const = default;
+  } tupe;
   int max_positions = 1024;
   // Source, target and output projection share one matrix (task lm: the
   // output projection is the token embedding).

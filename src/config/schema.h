@@ -74,6 +74,7 @@ void visit_config(C& c, V& v) {
       v.floating("factor", m.rope.factor, kAtLeastOne);
       v.integer("original_max_positions", m.rope.original_max_positions, kNonNegative);
     });
+    v.section("tupe", [&] { v.boolean("relative", m.tupe.relative); });
     v.section("t5", [&] {
       v.integer("buckets", m.t5.buckets, kT5Buckets);
       v.integer("max_distance", m.t5.max_distance, kT5MaxDistance);

@@ -72,7 +72,12 @@ BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
   lc.alibi = c.position->alibi;
   lc.xl = c.position->xl_terms;
   lc.normal_init_std = c.init_std;
-  if (c.position->relative_bias) {
+  if (c.position->untied_correlation) {
+    tupe_ = std::make_unique<nn::TupeBias>(store, p + ".encoder.tupe", c.max_positions, d,
+                                           lc.n_heads, c.init_std);
+    lc.tupe = tupe_.get();
+  }
+  if (c.position->relative_bias || (c.position->untied_correlation && c.tupe_relative)) {
     rel_ = std::make_unique<nn::RelativeBias>(store, p + ".encoder.relative_attention_bias.weight",
                                               nn::relative_bias_options(lc, true), c.init_std);
     lc.relative_bias = rel_.get();
@@ -129,6 +134,7 @@ Tensor BertEncoder::forward(const EncoderInputs& in, const Context& ctx) {
   x = emb_drop_->forward(x, ctx).view({B_, T_, d});
   const std::vector<int32_t>* rope_positions = host_positions_.empty() ? nullptr : &host_positions_;
   if (rel_) rel_->prepare(ctx);
+  if (tupe_) tupe_->prepare(B_, T_, ctx);
   for (auto& layer : layers_) x = layer->forward(x, in.lengths, ctx, rope_positions);
   return x;  // [B, T, d]
 }
@@ -141,6 +147,7 @@ void BertEncoder::backward(const Tensor& dh, const Context& ctx) {
     ctx.report_grads_ready(*store_, layer_ranges_[i]);
   }
   if (rel_) rel_->backward();
+  if (tupe_) tupe_->backward();
   Tensor g = emb_drop_->backward(dx.view({N, d}));  // [N, d]
   g = emb_norm_->backward(g);                       // [N, d]
   if (positions_.defined())

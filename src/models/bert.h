@@ -84,6 +84,9 @@ struct BertOptions {
   // position ids index the position table or rotate q and k, instead of the
   // token index.
   bool visit_positions = false;
+  // model.position tupe: also T5's bucketed bias (TUPE-R, model.tupe.relative,
+  // with layer's t5 settings).
+  bool tupe_relative = false;
   double init_std = 0.02;  // embeddings and every weight
   // The Hugging Face family of the position encoding ("roformer" for rope,
   // else "bert"): the prefix of the parameter names.
@@ -130,8 +133,10 @@ class BertEncoder {
   std::unique_ptr<nn::PositionEncoding> position_;
   std::unique_ptr<nn::LayerNorm> emb_norm_;
   std::unique_ptr<nn::Dropout> emb_drop_;
-  // T5's bias (model.position t5), in the embeddings' range.
+  // T5's bias (model.position t5, or tupe with tupe_relative) and TUPE's
+  // correlation (model.position tupe), in the embeddings' range.
   std::unique_ptr<nn::RelativeBias> rel_;
+  std::unique_ptr<nn::TupeBias> tupe_;
   std::vector<std::unique_ptr<nn::EncoderLayer>> layers_;
   nn::ParamRange embeddings_range_;
   std::vector<nn::ParamRange> layer_ranges_;

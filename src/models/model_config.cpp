@@ -104,6 +104,7 @@ BertOptions bert_options(const Config& c, int64_t vocab_size) {
   b.age_vocab_size = c.model.age_vocab_size;
   b.age_time2vec = c.model.age_embedding == AgeEmbedding::Time2Vec ? c.model.time2vec_dim : 0;
   b.visit_positions = c.model.position_source == PositionSource::Visit;
+  b.tupe_relative = c.model.tupe.relative;
   b.init_std = c.model.init_std;
   return b;
 }

@@ -19,6 +19,7 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
   if (cross) options_.alibi = false;            // ALiBi biases self-attention only
   if (cross) options_.relative_bias = nullptr;  // and so does T5's
   if (cross) options_.xl = false;               // and Transformer-XL's terms
+  if (cross) options_.tupe = nullptr;           // and TUPE's correlation
   ROTOR_CHECK(options.d_model % options.n_heads == 0, "n_heads {} does not divide d_model {}",
               options.n_heads, options.d_model);
   head_dim_ = options.d_model / options.n_heads;
@@ -71,7 +72,9 @@ ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t 
   o.rope_parts = (self_qkv && options_.rope && rope == RopePlacement::HeadSplit) ? 2 : 0;
   o.rope = options_.rope_params;
   o.position_offset = offset;
-  o.part0_scale = scale_q ? 1.0f / std::sqrt(static_cast<float>(head_dim_)) : 1.0f;
+  // TUPE scales the content term by 1/sqrt(2 D), as its positional one.
+  const float dims = static_cast<float>(head_dim_) * (options_.tupe ? 2.0f : 1.0f);
+  o.part0_scale = scale_q ? 1.0f / std::sqrt(dims) : 1.0f;
   return o;
 }
 
@@ -117,7 +120,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.rope = options_.rope && !cross_;
   c.alibi = options_.alibi;
   c.rel_bias = options_.relative_bias != nullptr;
-  c.score_bias = options_.xl;
+  c.score_bias = options_.xl || options_.tupe;
   // Explicit positions are rotated in the head split (the cores count tokens).
   const bool explicit_positions = positions && c.rope;
   c.rope_in_kernel = options_.rope_in_kernel && !explicit_positions;
@@ -185,6 +188,14 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     attn_options_.score_bias_grad =
         Tensor::empty(attn_options_.score_bias.shape(), DType::F32, q_h_.device());
   }
+  if (options_.tupe) {  // TUPE's correlation, as the model prepared it for this batch
+    attn_options_.score_bias = options_.tupe->bias();
+    ROTOR_CHECK(attn_options_.score_bias.shape() == (Shape{B_, H, Tq_, Tk_}),
+                "TUPE's correlation {} does not match the attention [{}, {}, {}, {}]",
+                attn_options_.score_bias.str(), B_, H, Tq_, Tk_);
+    attn_options_.score_bias_grad =
+        Tensor::empty(attn_options_.score_bias.shape(), DType::F32, q_h_.device());
+  }
   Tensor o = ctx.empty({B_, H, Tq_, D});  // [B, H, Tq, D]
   plan_.kind->forward(plan_, q_h_, k_h_, v_h_, attn_options_, o, saved_, ctx, call);
   Tensor merged = ctx.empty({B_, Tq_, d});  // [B, Tq, d]
@@ -210,6 +221,11 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
                           attn_options_.score_bias_grad, dq, dk, dr, xl_u_->grad, xl_v_->grad);
     r_proj_->backward(dr, false);
     xl_r_ = attn_options_.score_bias = attn_options_.score_bias_grad = Tensor();
+  }
+  if (options_.tupe) {  // this layer's share of the shared correlation's gradient
+    Tensor& shared = options_.tupe->bias_grad();
+    ops::add(shared, attn_options_.score_bias_grad, shared);
+    attn_options_.score_bias = attn_options_.score_bias_grad = Tensor();
   }
   q_h_ = k_h_ = v_h_ = Tensor();
   saved_.clear();
@@ -336,7 +352,7 @@ Tensor MultiHeadAttention::prefill(const Tensor& x, Cache& cache, int64_t max_le
   c.rope_in_kernel = false;
   c.alibi = options_.alibi;
   c.rel_bias = options_.relative_bias != nullptr;
-  c.score_bias = options_.xl;
+  c.score_bias = options_.xl || options_.tupe;
   c.causal = true;
   c.dtype = ctx.dtype;
   c.B = B;

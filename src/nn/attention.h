@@ -19,6 +19,7 @@
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/relative_bias.h"
+#include "nn/tupe.h"
 #include "ops/attention.h"
 #include "ops/flash_attention.h"
 #include "ops/heads.h"
@@ -45,6 +46,12 @@ struct MultiHeadAttentionOptions {
   // PREFIX.r_r_bias), PREFIX the q projection's parent. Computed here as a
   // dense bias for the materialized core (ops/xl_bias.h); CPU only so far.
   bool xl = false;
+  // TUPE's untied positional correlation (model.position tupe,
+  // nn/tupe.h), shared by the stack's layers and prepared by the model: q
+  // and k are scaled by 1/sqrt(2 D) and the core adds the correlation as a
+  // dense bias, whose gradient each layer adds into it. Self-attention only;
+  // null: none.
+  TupeBias* tupe = nullptr;
   float dropout = 0.0f;                         // on the attention probabilities
   AttentionKind kind = AttentionKind::Softmax;  // its plan rule and core (nn/attention_kind.h)
   AttentionImpl impl = AttentionImpl::Auto;

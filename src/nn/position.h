@@ -79,6 +79,11 @@ struct PositionScheme {
   // layer projects the distances' sinusoids and has its own u and v per
   // head (nn::MultiHeadAttentionOptions::xl); cross-attention never does.
   bool xl_terms = false;
+  // TUPE's untied positional correlation (nn/tupe.h): a table of its own
+  // (model.max_positions rows, not added to the embeddings), projected and
+  // correlated once per forward and added by every self-attention of the
+  // BERT encoder, the content term rescaled to 1/sqrt(2 D).
+  bool untied_correlation = false;
   HfPositions hf;
   // Its own config rule, or nullptr.
   std::optional<PositionProblem> (*check)(const PositionShape&) = nullptr;
@@ -86,10 +91,11 @@ struct PositionScheme {
   bool adds_to_embeddings() const { return learned_table || fixed_table != nullptr; }
 };
 
-// Whether the encoding adds rows of a [max_positions, d] table, which bounds a
-// sequence's length (RoPE, ALiBi and none have no such bound).
+// Whether the encoding reads rows of a [max_positions, d] table (added to the
+// embeddings, or TUPE's), which bounds a sequence's length (RoPE, ALiBi,
+// T5, Transformer-XL and none have no such bound).
 inline bool has_position_table(PositionKind k) {
-  return k->adds_to_embeddings();
+  return k->adds_to_embeddings() || k->untied_correlation;
 }
 
 // The rule of every encoding with a table (learned, sinusoidal): the longest

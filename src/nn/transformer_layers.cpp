@@ -17,6 +17,7 @@ MultiHeadAttentionOptions attention_options(const LayerOptions& c, bool causal, 
   a.alibi = c.alibi;  // self-attention only: MultiHeadAttention drops it for cross-attention
   a.relative_bias = c.relative_bias;  // likewise
   a.xl = c.xl;                        // likewise
+  a.tupe = c.tupe;                    // likewise
   a.dropout = c.attention_dropout;
   a.kind = c.attention_kind;
   a.impl = c.impl;

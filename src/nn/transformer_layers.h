@@ -36,7 +36,8 @@ struct LayerOptions {
   // relative_bias at it for that stack's layers.
   int64_t t5_buckets = 32, t5_max_distance = 128;
   RelativeBias* relative_bias = nullptr;
-  bool xl = false;  // Transformer-XL's relative terms (model.position transformer_xl)
+  bool xl = false;           // Transformer-XL's relative terms (model.position transformer_xl)
+  TupeBias* tupe = nullptr;  // TUPE's shared correlation (model.position tupe)
   AttentionKind attention_kind = AttentionKind::Softmax;  // nn/attention_kind.h
   AttentionImpl impl = AttentionImpl::Auto;  // attention core (config key attention.impl)
   bool rope_in_kernel = false;               // config key attention.rope_in_kernel

@@ -262,6 +262,30 @@ TEST_F(ClassificationTrain, RegressionFromScratchReportsCorrelations) {
   EXPECT_TRUE(std::isfinite(std::stod(line.substr(line.find('\t') + 1)))) << line;
 }
 
+// TUPE (model.position tupe) fine-tunes the classifier from scratch: its
+// correlation and [CLS] scalars train with the encoder, and `rotor predict`
+// reads them back.
+TEST_F(ClassificationTrain, TupeClassifierTrainsAndPredicts) {
+  regression_from_scratch("tupe")
+      .set("model.position", "tupe")
+      .set("train.max_updates", "60")
+      .set("train.batch_size", "16")
+      .set("train.valid_interval", "30")
+      .set("train.save_interval", "60")
+      .set("train.best_metric", "spearman")
+      .set("optim.lr", "2.0e-3")
+      .set("optim.warmup_updates", "5")
+      .write(dir_ / "tupe.yaml");
+  auto r = run("train " + (dir_ / "tupe.yaml"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto valid = records("tupe", "valid");
+  ASSERT_EQ(valid.size(), 2u);
+  EXPECT_TRUE(std::isfinite(valid.back().at("pearson").get<double>())) << valid.back().dump();
+  r = run("predict --checkpoint " + (dir_ / "tupe") + " --input " + (dir_ / "valid_reg.tsv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("| pearson "), std::string::npos) << r.err;
+}
+
 // A classifier with random attention features redrawn every update
 // (FAVOR+): `rotor predict` runs it with the features of the update its
 // checkpoint was saved after (cli/inference_session.h), so it reproduces the

@@ -194,7 +194,7 @@ TEST(Config, OutOfRangeNamesPathAndLine) {
 TEST(Config, BadEnumNamesChoices) {
   EXPECT_EQ(load_error("model:\n  position: rotary\n"),
             "configs/x.yaml:2: model.position: expected one of sinusoidal | learned | rope | none "
-            "| alibi | t5 | transformer_xl, "
+            "| alibi | t5 | transformer_xl | tupe, "
             "got \"rotary\"");
   EXPECT_EQ(load_error("task: gpt\n"),
             "configs/x.yaml:1: task: expected one of translation | mlm | classification | lm | "
@@ -264,10 +264,27 @@ TEST(Config, CrossFieldChecks) {
             "configs/x.yaml:4: attention.kind: linear attention has no scores to add "
             "Transformer-XL's relative terms to (model.position transformer_xl); use "
             "attention.kind softmax");
+  // TUPE: the BERT encoder's tasks, model.tupe.relative only under tupe,
+  // where model.t5's keys set its T5 bias.
+  EXPECT_EQ(load_error("task: lm\nmodel:\n  decoder_layers: 1\n  position: tupe\n"),
+            "configs/x.yaml:4: model.position: tupe is built for the BERT encoder, whose first "
+            "token is [CLS] (tasks mlm, classification, multilabel); task lm builds a "
+            "decoder-only LM");
+  EXPECT_EQ(load_error("task: mlm\nmodel:\n  encoder_layers: 1\n  tupe:\n    relative: true\n"),
+            "configs/x.yaml:5: model.tupe.relative: a setting of model.position tupe, and "
+            "model.position is sinusoidal");
+  EXPECT_EQ(load_error("task: mlm\nmodel:\n  encoder_layers: 1\n  position: tupe\n  t5:\n    "
+                       "buckets: 16\n"),
+            "configs/x.yaml:6: model.t5.buckets: a setting of model.position t5 (or tupe with "
+            "model.tupe.relative), and model.position is tupe");
+  EXPECT_EQ(load_config_from_string("task: mlm\nmodel:\n  encoder_layers: 1\n  position: tupe\n  "
+                                    "tupe:\n    relative: true\n  t5:\n    buckets: 16\n")
+                .model.t5.buckets,
+            16);
   // model.t5's keys: only under t5, and a log-spaced range that is not empty.
   EXPECT_EQ(load_error("model:\n  t5:\n    buckets: 64\n"),
-            "configs/x.yaml:3: model.t5.buckets: a setting of model.position t5, and "
-            "model.position is sinusoidal");
+            "configs/x.yaml:3: model.t5.buckets: a setting of model.position t5 (or tupe with "
+            "model.tupe.relative), and model.position is sinusoidal");
   EXPECT_EQ(load_error("model:\n  position: t5\n  t5:\n    buckets: 33\n"),
             "configs/x.yaml:4: model.t5.buckets: 33 is odd; an encoder gives half the buckets to "
             "each side");
@@ -399,7 +416,7 @@ TEST(Config, SetErrorsNameTheOverride) {
             "list of 1");
   EXPECT_EQ(load_error("", {"model.position=rotary"}),
             "--set model.position=rotary: model.position: expected one of sinusoidal | learned | "
-            "rope | none | alibi | t5 | transformer_xl, got "
+            "rope | none | alibi | t5 | transformer_xl | tupe, got "
             "\"rotary\"");
   EXPECT_EQ(load_error("", {"seed"}),
             "--set seed: expected KEY=VALUE, e.g. --set train.max_updates=1000");

@@ -103,6 +103,7 @@ const Entry kEntries[] = {
    "--set model.rope.scaling=dynamic_ntk --set model.rope.factor=4"},
   {"model.t5.buckets", "16", Shows::Metrics, "--set model.position=t5"},
   {"model.t5.max_distance", "17", Shows::Metrics, "--set model.position=t5"},
+  {"model.tupe.relative", "true", Shows::Metrics, "--set model.position=tupe", "", "", "mlm.yaml"},
   {"model.max_positions", "300", Shows::Log, "--set model.position=learned"},  // the table, not the figures
   {"model.share_embeddings", "false", Shows::Metrics},
   {"model.scale_embeddings", "false", Shows::Metrics},

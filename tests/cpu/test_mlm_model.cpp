@@ -122,6 +122,7 @@ struct ModelCase {
   nn::PositionKind position;
   int64_t type_vocab;
   const char* name;
+  bool tupe_relative = false;  // TUPE-R: T5's bias besides TUPE's correlation
 };
 
 class MlmModelGrad : public ::testing::TestWithParam<ModelCase> {};
@@ -129,10 +130,14 @@ class MlmModelGrad : public ::testing::TestWithParam<ModelCase> {};
 TEST_P(MlmModelGrad, MatchesFiniteDifferences) {
   const ModelCase mc = GetParam();
   nn::ParameterStore store;
-  models::BertForMaskedLM model(tiny_model(mc.position, mc.type_vocab), store);
+  models::BertOptions options = tiny_model(mc.position, mc.type_vocab);
+  options.tupe_relative = mc.tupe_relative;
+  options.layer.t5_buckets = 8;  // few buckets: most of them in use at 7 tokens
+  options.layer.t5_max_distance = 12;
+  models::BertForMaskedLM model(options, store);
   store.allocate(Device::cpu());
   store.initialize(1);
-  jitter(store, 2, 0.1f);
+  jitter(store, 2, 0.1f);  // TUPE's [CLS] scalars start at 0: jittered off it
   // Keep the embedding pad row zero, as the model's init does.
   nn::Parameter* word = store.find(model.options().prefix() + ".embeddings.word_embeddings.weight");
   ASSERT_NE(word, nullptr);
@@ -161,6 +166,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{nn::PositionKind::None, 2, "none"},
                       ModelCase{*nn::position_kind("t5"), 2, "t5"},
                       ModelCase{*nn::position_kind("transformer_xl"), 2, "transformer_xl"},
+                      ModelCase{*nn::position_kind("tupe"), 2, "tupe"},
+                      ModelCase{*nn::position_kind("tupe"), 2, "tupe_r", true},
                       ModelCase{nn::PositionKind::Sinusoidal, 0, "sinusoidal_no_types"}),
     [](const auto& info) { return std::string(info.param.name); });
 

@@ -26,7 +26,7 @@ namespace rotor {
 namespace {
 
 struct Traits {
-  bool learned_table, fixed_table, rotates_qk, alibi, relative_bias, xl_terms;
+  bool learned_table, fixed_table, rotates_qk, alibi, relative_bias, xl_terms, untied;
   std::string hf_family, hf_imports;
   bool export_note;
 };
@@ -34,8 +34,8 @@ struct Traits {
 bool operator==(const Traits& a, const Traits& b) {
   return a.learned_table == b.learned_table && a.fixed_table == b.fixed_table &&
          a.rotates_qk == b.rotates_qk && a.alibi == b.alibi && a.relative_bias == b.relative_bias &&
-         a.xl_terms == b.xl_terms && a.hf_family == b.hf_family && a.hf_imports == b.hf_imports &&
-         a.export_note == b.export_note;
+         a.xl_terms == b.xl_terms && a.untied == b.untied && a.hf_family == b.hf_family &&
+         a.hf_imports == b.hf_imports && a.export_note == b.export_note;
 }
 
 void PrintTo(const Traits& t, std::ostream* os) {
@@ -52,6 +52,7 @@ Traits traits_of(nn::PositionKind k) {
           k->alibi,
           k->relative_bias,
           k->xl_terms,
+          k->untied_correlation,
           std::string(k->hf.family),
           std::string(k->hf.imports),
           !k->hf.export_note.empty()};
@@ -59,14 +60,16 @@ Traits traits_of(nn::PositionKind k) {
 
 // What each encoding is, by its model.position name (in registry order).
 const std::vector<std::pair<std::string, Traits>> kTable = {
-    {"sinusoidal", {false, true, false, false, false, false, "bert", "", true}},
+    {"sinusoidal", {false, true, false, false, false, false, false, "bert", "", true}},
     {"learned",
-     {true, false, false, false, false, false, "bert", "learned absolute positions", false}},
-    {"rope", {false, false, true, false, false, false, "roformer", "rotary positions", false}},
-    {"none", {false, false, false, false, false, false, "bert", "", true}},
-    {"alibi", {false, false, false, true, false, false, "bert", "", false}},
-    {"t5", {false, false, false, false, true, false, "bert", "", false}},
-    {"transformer_xl", {false, false, false, false, false, true, "bert", "", false}},
+     {true, false, false, false, false, false, false, "bert", "learned absolute positions", false}},
+    {"rope",
+     {false, false, true, false, false, false, false, "roformer", "rotary positions", false}},
+    {"none", {false, false, false, false, false, false, false, "bert", "", true}},
+    {"alibi", {false, false, false, true, false, false, false, "bert", "", false}},
+    {"t5", {false, false, false, false, true, false, false, "bert", "", false}},
+    {"transformer_xl", {false, false, false, false, false, true, false, "bert", "", false}},
+    {"tupe", {false, false, false, false, false, false, true, "bert", "", false}},
 };
 
 Config config_with(const std::string& position, const std::string& task = "mlm") {
@@ -149,6 +152,15 @@ TEST(Positions, ModelsDoWhatTheTraitsSay) {
       if (rel) {
         EXPECT_EQ(rel->shape, (Shape{32, 2}));
       }
+      // TUPE's own table and projections.
+      EXPECT_EQ(store.find(b.prefix() + ".encoder.tupe.position_embeddings.weight") != nullptr,
+                k->untied_correlation);
+      EXPECT_EQ(store.find(b.prefix() + ".encoder.tupe.cls") != nullptr, k->untied_correlation);
+    }
+    if (k->untied_correlation) {  // the BERT encoder's alone: translation and lm refuse it
+      EXPECT_THROW(config_with(name, "translation"), Error);
+      EXPECT_THROW(config_with(name, "lm"), Error);
+      continue;
     }
     const Config mt = config_with(name, "translation");
     const models::TransformerOptions t = models::transformer_options(mt, 40);

@@ -8,7 +8,7 @@
 namespace rotor::nn {
 
 extern const PositionScheme kSinusoidalPositions, kLearnedPositions, kRopePositions, kNonePositions,
-    kAlibiPositions, kT5Positions, kTransformerXlPositions;
+    kAlibiPositions, kT5Positions, kTransformerXlPositions, kTupePositions;
 
 namespace {
 
@@ -17,7 +17,7 @@ constinit const PositionKind kRegistered[] = {
     PositionKind(&kSinusoidalPositions),    PositionKind(&kLearnedPositions),
     PositionKind(&kRopePositions),          PositionKind(&kNonePositions),
     PositionKind(&kAlibiPositions),         PositionKind(&kT5Positions),
-    PositionKind(&kTransformerXlPositions),
+    PositionKind(&kTransformerXlPositions), PositionKind(&kTupePositions),
 };
 
 }  // namespace
