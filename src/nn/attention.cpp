@@ -56,9 +56,11 @@ Tensor MultiHeadAttention::xl_bias(const Tensor& q, const Tensor& k, int64_t q_o
   ROTOR_CHECK(q.is_cpu() && q.dtype() == DType::F32,
               "model.position transformer_xl runs on the CPU in fp32 only so far, not {}", q.str());
   // One projected sinusoid per distance from -(Tk - 1) to q_offset + Tq - 1.
-  const Tensor table = ops::xl_distance_table(q_offset + Tq + Tk - 1, -(Tk - 1), options_.d_model);
-  Tensor r = training ? r_proj_->forward(table, ctx) : r_proj_->apply(table, ctx);
-  Tensor bias = Tensor::empty({q.size(0), q.size(1), Tq, Tk}, DType::F32, q.device());
+  const Tensor table =  // [L, d], L = q_offset + Tq + Tk - 1
+      ops::xl_distance_table(q_offset + Tq + Tk - 1, -(Tk - 1), options_.d_model);
+  Tensor r = training ? r_proj_->forward(table, ctx) : r_proj_->apply(table, ctx);  // [L, d]
+  Tensor bias =
+      Tensor::empty({q.size(0), q.size(1), Tq, Tk}, DType::F32, q.device());  // [B, H, Tq, Tk]
   ops::xl_bias_forward(q, k, r, xl_u_->value, xl_v_->value,
                        1.0f / std::sqrt(static_cast<float>(head_dim_)), q_offset, bias);
   if (r_out) *r_out = r;
@@ -215,7 +217,7 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
          dv = Tensor::empty(v_h_.shape(), dt, dev);
   plan_.kind->backward(plan_, q_h_, k_h_, v_h_, saved_, d_o, attn_options_, dq, dk, dv);
   if (options_.xl) {  // the terms' gradients: into dq, dk, u, v and W_R
-    Tensor dr = Tensor::empty(xl_r_.shape(), DType::F32, dev);
+    Tensor dr = Tensor::empty(xl_r_.shape(), DType::F32, dev);  // [2 Tq - 1, d]
     ops::xl_bias_backward(q_h_, k_h_, xl_r_, xl_u_->value, xl_v_->value,
                           1.0f / std::sqrt(static_cast<float>(head_dim_)), 0,
                           attn_options_.score_bias_grad, dq, dk, dr, xl_u_->grad, xl_v_->grad);
@@ -223,7 +225,7 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
     xl_r_ = attn_options_.score_bias = attn_options_.score_bias_grad = Tensor();
   }
   if (options_.tupe) {  // this layer's share of the shared correlation's gradient
-    Tensor& shared = options_.tupe->bias_grad();
+    Tensor& shared = options_.tupe->bias_grad();  // f32 [B, H, T, T]
     ops::add(shared, attn_options_.score_bias_grad, shared);
     attn_options_.score_bias = attn_options_.score_bias_grad = Tensor();
   }
@@ -458,8 +460,8 @@ void MultiHeadAttention::xl_step(const Tensor& q, const Cache& cache, int64_t po
                 D = cache.k.size(3), n = position + 1;
   ROTOR_CHECK(cache.k.is_cpu() && cache.k.dtype() == DType::F32,
               "model.position transformer_xl decodes on the CPU in fp32 only so far");
-  Tensor k = Tensor::empty({B, H, n, D}, DType::F32, cache.k.device());
-  Tensor v = Tensor::empty({B, H, n, D}, DType::F32, cache.k.device());
+  Tensor k = Tensor::empty({B, H, n, D}, DType::F32, cache.k.device());  // [B, H, n, D]
+  Tensor v = Tensor::empty({B, H, n, D}, DType::F32, cache.k.device());  // [B, H, n, D]
   const float* pk = cache.k.data<float>();
   const float* pv = cache.v.data<float>();
   for (int64_t bh = 0; bh < B * H; ++bh) {

@@ -48,8 +48,8 @@ class RelativeBias {
  private:
   RelativeBiasOptions options_;
   Parameter* table_;
-  Tensor ids_;  // i32 [2 max_distance + 1]: the bucket of each row (t5::relative_ids)
-  Tensor rows_, rows_grad_;
+  Tensor ids_;               // i32 [2 max_distance + 1]: the bucket of each row (t5::relative_ids)
+  Tensor rows_, rows_grad_;  // f32 [2 max_distance + 1, H]
 };
 
 }  // namespace rotor::nn

@@ -65,23 +65,23 @@ void TupeBias::backward() {
     for (int64_t b = 0; b < B_; ++b) s += pg[b * H * T * T + e];
     g[static_cast<size_t>(e)] = static_cast<float>(s);
   }
+  // theta_1 adds one constant to all of [CLS]'s scores, which softmax
+  // cancels: its gradient is exactly zero, and it gets none (the round-off
+  // it would collect is what Adam turns into steps of ~lr, as for the key
+  // bias, nn/attention.cpp). theta_2 gets the sum of [CLS]'s column.
   float* dtheta = cls_->grad.data<float>();
   for (int64_t h = 0; h < H; ++h) {
     float* gh = g.data() + h * T * T;
-    double row = 0.0, col = 0.0;
-    for (int64_t j = 0; j < T; ++j) {
-      row += gh[j];
-      gh[j] = 0.0f;
-    }
+    double col = 0.0;
+    for (int64_t j = 0; j < T; ++j) gh[j] = 0.0f;
     for (int64_t i = 1; i < T; ++i) {
       col += gh[i * T];
       gh[i * T] = 0.0f;
     }
-    dtheta[h] += static_cast<float>(row);
     dtheta[H + h] += static_cast<float>(col);
   }
   // C_h = scale pq_h pk_h^T: dpq_h = scale G_h pk_h, dpk_h = scale G_h^T pq_h.
-  Tensor dpq = Tensor::empty({T, d_}), dpk = Tensor::empty({T, d_});
+  Tensor dpq = Tensor::empty({T, d_}), dpk = Tensor::empty({T, d_});  // [T, d] each
   for (int64_t h = 0; h < H; ++h) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(D),
                 static_cast<int>(T), scale, g.data() + h * T * T, static_cast<int>(T),

@@ -10,7 +10,9 @@
 // as the authors' implementation does. The [CLS] token (position 0 in every
 // task that builds the BERT encoder) is untied from the positions: its row
 // (what [CLS] attends to) takes a learned scalar theta_1 per head, and its
-// column (what attends to [CLS]) theta_2.
+// column (what attends to [CLS]) theta_2. theta_1 shifts all of a row's
+// scores alike, which softmax cancels: it is kept, as the paper has it, with
+// a gradient of exactly zero.
 //
 // The layers receive it as the materialized core's dense bias [B, H, T, T]
 // (ops::AttentionOptions::score_bias) and add their gradients of it into

@@ -315,7 +315,7 @@ const std::map<std::string, std::vector<Row>> kRows = {
           8,
           8,
           "reference",
-          "adds Transformer-XL's relative terms as a dense bias",
+          "adds the dense score bias of Transformer-XL's terms or TUPE's correlation",
           "",
           {},
           false,

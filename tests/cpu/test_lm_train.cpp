@@ -189,7 +189,7 @@ TEST_F(LmTrain, TransformerXlTrainsGeneratesAndIsNotExported) {
   RunResult r = train("xl", "--set model.position=transformer_xl");
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string log = r.out + r.err;
-  EXPECT_NE(log.find("adds Transformer-XL's relative terms as a dense bias"), std::string::npos)
+  EXPECT_NE(log.find("adds the dense score bias of Transformer-XL's terms"), std::string::npos)
       << log;
   const auto valid = field_by_step(dir_ / "xl/metrics.jsonl", "valid", "loss");
   ASSERT_EQ(valid.size(), 2u);

@@ -141,7 +141,9 @@ AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
           c.impl == AttentionImpl::Rotor ? "rotor" : "cudnn");
     AttentionPlan p;
     p.core = AttentionCore::Reference;
-    p.why = "the materialized core, which adds Transformer-XL's relative terms as a dense bias";
+    p.why =
+        "the materialized core, which adds the dense score bias of Transformer-XL's terms or "
+        "TUPE's correlation";
     return p;
   }
   AttentionPlan p = choose_core(c, device);
