@@ -1,13 +1,16 @@
 // Dumps what tests/reference/transformer_reference.py checks against an
 // independent PyTorch model (docs/design.md, Tests): a tiny EncoderDecoder's
-// (--model seq2seq, the default) or decoder-only causal LM's (--model lm)
-// initial weights, its logits, loss and every gradient on a fixed padded
-// batch, and its weights after three AdamW steps.
+// (--model seq2seq, the default), decoder-only causal LM's (--model lm) or
+// BERT masked LM's (--model mlm, models/bert.h BertForMaskedLM) initial
+// weights, its logits, loss and every gradient on a fixed padded batch, and
+// its weights after three AdamW steps.
 //
 //   reference_dump_transformer --position rope --norm post --out OUT.safetensors
 //   reference_dump_transformer --model lm --position rope --norm pre --out OUT.safetensors
 //   reference_dump_transformer --position t5 --norm pre --out OUT.safetensors
 //   reference_dump_transformer --position transformer_xl --norm post --out OUT.safetensors
+//   reference_dump_transformer --model mlm --position tupe --norm post --tupe-relative true
+//       --activation gelu --out OUT.safetensors
 //
 // --position t5 uses 8 buckets and max distance 5 unless --t5-buckets and
 // --t5-max-distance say otherwise (model.t5's defaults, 32 and 128, would
@@ -21,17 +24,30 @@
 // dumped, with their gradients and values after the steps, like any other
 // parameter (the 7-token batches reach distances -6..6).
 //
+// --model mlm builds BERT (post-LN only, as model.norm must be for it) with
+// two token types and weights drawn from N(0, 0.3^2): model.init_std's 0.02
+// would leave the attention all but uniform and TUPE's correlation of the
+// order of 1e-6, so that neither would be tested. Its batch has 8-token rows
+// starting with [CLS]; --position tupe (TUPE-A; TUPE-R with --tupe-relative
+// true, T5's bias with the --t5-* settings) sets the [CLS] scalars
+// PREFIX.encoder.tupe.cls to fixed nonzero values (they start at zero) before
+// the weights are dumped, so that the logits depend on them.
+//
 // Tensors written (all F32 unless noted):
 //   NAME                 every parameter's initial value (Hugging Face names)
 //   NAME.grad            d(loss_sum)/d(NAME) at the initial weights
 //   NAME.after3          the value after three optimizer steps
-//   logits               [B*T, V]
+//   logits               [B*T, V] (mlm: every position's, pads included)
 //   loss_sum, nll_sum    [1]: label-smoothed loss and NLL summed over target tokens
-//                        (lm: both the cross-entropy summed over the targets)
+//                        (lm: both the cross-entropy summed over the targets;
+//                        mlm: both that of the masked tokens)
 //   step_loss_sum        [3]: loss_sum before each of the three steps
 //   batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out   (I32; seq2seq)
 //   batch.input_ids, batch.targets                              (I32; lm)
+//   batch.input_ids, batch.token_type_ids, batch.lengths,
+//   batch.masked_positions, batch.masked_targets                (I32; mlm)
 // The metadata records the configuration, so the reference builds the same model.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -42,6 +58,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "config/config.h"
+#include "models/bert.h"
 #include "models/decoder_lm.h"
 #include "models/transformer.h"
 #include "optim/optimizer.h"
@@ -54,11 +71,11 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "reference_dump_transformer: %s\n"
-               "usage: reference_dump_transformer [--model seq2seq|lm] "
-               "--position sinusoidal|learned|rope|none|t5|transformer_xl --norm post|pre "
+               "usage: reference_dump_transformer [--model seq2seq|lm|mlm] "
+               "--position sinusoidal|learned|rope|none|t5|transformer_xl|tupe --norm post|pre "
                "[--activation relu|gelu] [--optimizer adam|adamw] "
                "[--share-embeddings true|false] [--t5-buckets N] [--t5-max-distance N] "
-               "[--seed N] --out FILE\n",
+               "[--tupe-relative true|false] [--seed N] --out FILE\n",
                why.c_str());
   std::exit(2);
 }
@@ -121,9 +138,34 @@ models::LmBatch make_lm_batch() {
   return batch;
 }
 
+// The masked LM's fixed batch: B = 3 rows of [CLS](2) tokens [SEP](3) ...,
+// right-padded with pad 0 to T = 8, token types 0 then 1 after the first
+// [SEP] (row 0). Five positions are predicted: three hold [MASK](4), one a
+// random token (row 0, t = 6) and one its own token (row 1, t = 4), as BERT's
+// 80/10/10 rule leaves them. Token 9 is an input and a target (the tied
+// decoder and the word embedding meet in its row).
+models::MlmBatch make_mlm_batch() {
+  constexpr int B = 3, T = 8;
+  models::MlmBatch batch;
+  batch.input_ids = Tensor::from_ints({2, 11, 4,  25, 3,  17, 35, 3,  //
+                                       2, 9,  30, 4,  14, 3,  0,  0,  //
+                                       2, 4,  21, 9,  3,  0,  0,  0},
+                                      {B, T});
+  batch.token_type_ids = Tensor::from_ints({0, 0, 0, 0, 0, 1, 1, 1,  //
+                                            0, 0, 0, 0, 0, 0, 0, 0,  //
+                                            0, 0, 0, 0, 0, 0, 0, 0},
+                                           {B, T});
+  batch.lengths = Tensor::from_ints({8, 6, 5}, {B});
+  batch.masked_positions = Tensor::from_ints({2, 6, 11, 12, 17}, {5});
+  batch.masked_targets = Tensor::from_ints({9, 22, 31, 14, 12}, {5});
+  batch.tokens = 19;
+  batch.masked_tokens = 5;
+  return batch;
+}
+
 struct Args {
   std::string model = "seq2seq", position, norm, activation = "relu", optimizer = "adamw",
-              share = "true", out;
+              share = "true", tupe_relative = "false", out;
   int64_t t5_buckets = 8, t5_max_distance = 5;  // --position t5 only
   uint64_t seed = 1234;
 };
@@ -221,6 +263,7 @@ int dump(const Args& a, nn::ParameterStore& store, const ModelCalls& m, int64_t 
       {"rope_base", num(layer.rope_params.theta)},
       {"t5_buckets", std::to_string(layer.t5_buckets)},
       {"t5_max_distance", std::to_string(layer.t5_max_distance)},
+      {"tupe_relative", a.tupe_relative},
       {"layer_norm_eps", num(kLayerNormEps)},
       {"tgt_tokens", std::to_string(tokens)},
       {"lr", num(kLr)},
@@ -303,6 +346,53 @@ int run_lm(const Args& a) {
                {"max_positions", std::to_string(config.max_positions)}});
 }
 
+int run_mlm(const Args& a) {
+  models::BertOptions config;
+  config.vocab_size = 37;
+  config.pad_id = 0;
+  config.num_layers = 2;
+  config.layer = layer_options(a);
+  config.position = enum_from_string<nn::PositionKind>(a.position).value();
+  config.max_positions = 32;
+  config.type_vocab_size = 2;
+  config.tupe_relative = a.tupe_relative == "true";
+  config.init_std = 0.3;
+
+  nn::ParameterStore store;
+  models::BertForMaskedLM model(config, store);
+  store.allocate(Device::cpu());
+  store.initialize(a.seed);
+  if (nn::Parameter* cls = store.find(config.prefix() + ".encoder.tupe.cls")) {
+    // [2, H]: theta_1 (what [CLS] attends to), theta_2 (what attends to [CLS])
+    const std::vector<float> theta = {0.4f, -0.3f, -0.5f, 0.6f};
+    std::copy(theta.begin(), theta.end(), cls->value.data<float>());
+  }
+  const models::MlmBatch batch = make_mlm_batch();
+  ModelCalls m;
+  m.logits = [&](const nn::Context& ctx) {
+    const Tensor lg = model.forward_logits(batch.input_ids, batch.token_type_ids, batch.lengths,
+                                           ctx);  // [B, T, V]
+    return lg.view({lg.size(0) * lg.size(1), lg.size(2)});
+  };
+  m.loss = [&](const nn::Context& ctx) {
+    const models::MlmSums s = model.forward_loss(batch, ctx);
+    return std::make_pair(s.loss, s.loss);
+  };
+  m.backward = [&] { model.backward(1.0f); };
+  return dump(a, store, m, batch.masked_tokens,
+              {{"batch.input_ids", batch.input_ids},
+               {"batch.token_type_ids", batch.token_type_ids},
+               {"batch.lengths", batch.lengths},
+               {"batch.masked_positions", batch.masked_positions},
+               {"batch.masked_targets", batch.masked_targets}},
+              {{"vocab_size", std::to_string(config.vocab_size)},
+               {"pad_id", std::to_string(config.pad_id)},
+               {"layers", std::to_string(config.num_layers)},
+               {"max_positions", std::to_string(config.max_positions)},
+               {"type_vocab_size", std::to_string(config.type_vocab_size)},
+               {"prefix", config.prefix()}});
+}
+
 int run(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -325,6 +415,8 @@ int run(int argc, char** argv) {
       a.t5_buckets = std::stoll(v);
     else if (opt == "--t5-max-distance")
       a.t5_max_distance = std::stoll(v);
+    else if (opt == "--tupe-relative")
+      a.tupe_relative = v;
     else if (opt == "--seed")
       a.seed = std::stoull(v);
     else if (opt == "--out")
@@ -333,7 +425,8 @@ int run(int argc, char** argv) {
       usage("unknown option " + opt);
   }
   if (a.position.empty() || a.out.empty()) usage("--position and --out are required");
-  if (a.model != "seq2seq" && a.model != "lm") usage("--model must be seq2seq or lm");
+  if (a.model != "seq2seq" && a.model != "lm" && a.model != "mlm")
+    usage("--model must be seq2seq, lm or mlm");
   if (!enum_from_string<nn::PositionKind>(a.position)) usage("unknown --position " + a.position);
   // model.t5's rules (config/checks.cpp): an even count, and a max distance
   // beyond the causal table's exact buckets.
@@ -343,6 +436,13 @@ int run(int argc, char** argv) {
   if (a.activation != "relu" && a.activation != "gelu") usage("--activation must be relu or gelu");
   if (a.optimizer != "adam" && a.optimizer != "adamw") usage("--optimizer must be adam or adamw");
   if (a.share != "true" && a.share != "false") usage("--share-embeddings must be true or false");
+  if (a.tupe_relative != "true" && a.tupe_relative != "false")
+    usage("--tupe-relative must be true or false");
+  if (a.tupe_relative == "true" && (a.model != "mlm" || a.position != "tupe"))
+    usage("--tupe-relative true needs --model mlm --position tupe");
+  // BERT is post-LN (model.norm pre is refused for the tasks that build it).
+  if (a.model == "mlm" && a.norm != "post") usage("--model mlm needs --norm post");
+  if (a.model == "mlm") return run_mlm(a);
   return a.model == "lm" ? run_lm(a) : run_seq2seq(a);
 }
 
