@@ -104,6 +104,39 @@ std::optional<ConfigProblem> t5_problem(const ModelConfig& m) {
   return std::nullopt;
 }
 
+// model.deberta's keys: only under model.position deberta; with buckets,
+// an even count whose log-spaced part reaches beyond its exact half.
+std::optional<ConfigProblem> deberta_problem(const ModelConfig& m) {
+  const ModelConfig::Deberta defaults;
+  if (!m.position->disentangled) {
+    const std::pair<bool, const char*> keys[] = {
+        {m.deberta.position_buckets != defaults.position_buckets, "model.deberta.position_buckets"},
+        {m.deberta.max_relative_positions != defaults.max_relative_positions,
+         "model.deberta.max_relative_positions"},
+    };
+    for (const auto& [set, key] : keys)
+      if (set)
+        return ConfigProblem{
+            key,
+            fmt::format("a setting of model.position deberta, and model.position is {}",
+                        to_string(m.position)),
+            {"model.position"}};
+    return std::nullopt;
+  }
+  const int buckets = m.deberta.position_buckets;
+  if (buckets > 0 && (buckets % 2 != 0 || buckets < 4))
+    return ConfigProblem{"model.deberta.position_buckets",
+                         fmt::format("{}: 0 (no buckets) or an even count of at least 4", buckets),
+                         {}};
+  if (buckets > 0 && m.deberta.max_relative_positions <= buckets / 2 + 1)
+    return ConfigProblem{"model.deberta.max_relative_positions",
+                         fmt::format("{} does not reach beyond the {} exact distances of "
+                                     "model.deberta.position_buckets = {}",
+                                     m.deberta.max_relative_positions, buckets / 2, buckets),
+                         {"model.deberta.position_buckets"}};
+  return std::nullopt;
+}
+
 // Keys that do nothing for the chosen task, kind or feature map are refused.
 // The rule (docs/design.md, "Config"): such a key set to anything but its
 // default is a mistake, refused with the reason; written out at its default
@@ -247,6 +280,7 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
   }
   if (auto p = rope_problem(m)) return p;
   if (auto p = t5_problem(m)) return p;
+  if (auto p = deberta_problem(m)) return p;
   if (c.data.format == DataFormat::Ehr && !c.task->reads_ehr) {
     std::string readers;
     for (const Task& t : task_kinds())
@@ -307,6 +341,11 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "visit positions are not read by T5's relative bias, which counts tokens "
                          "(model.position t5)",
                          {"model.position"}};
+  if (m.position_source == PositionSource::Visit && m.position->disentangled)
+    return ConfigProblem{"model.position_source",
+                         "visit positions are not read by DeBERTa's relative positions, which "
+                         "count tokens (model.position deberta)",
+                         {"model.position"}};
   // ALiBi's bias is added inside rotor's attention cores (CPU and CUDA);
   // cuDNN's attention has no such bias.
   if (m.position->alibi && c.attention.impl == nn::AttentionImpl::Cudnn)
@@ -314,12 +353,13 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "cudnn is cuDNN's attention, which does not add ALiBi's bias "
                          "(model.position alibi); use auto, rotor or reference",
                          {"model.position"}};
-  // Transformer-XL's terms and TUPE's correlation reach the materialized
-  // core as a dense bias, on the CPU in fp32 so far.
-  if (m.position->xl_terms || m.position->untied_correlation) {
+  // Transformer-XL's terms, TUPE's correlation and DeBERTa's terms reach the
+  // materialized core as a dense bias, on the CPU in fp32 so far.
+  if (m.position->xl_terms || m.position->untied_correlation || m.position->disentangled) {
     const std::string name(to_string(m.position));
-    const char* what =
-        m.position->xl_terms ? "Transformer-XL's relative terms" : "TUPE's positional correlation";
+    const char* what = m.position->xl_terms             ? "Transformer-XL's relative terms"
+                       : m.position->untied_correlation ? "TUPE's positional correlation"
+                                                        : "DeBERTa's disentangled terms";
     if (c.attention.impl == nn::AttentionImpl::Cudnn ||
         c.attention.impl == nn::AttentionImpl::Rotor)
       return ConfigProblem{"attention.impl",
@@ -340,6 +380,14 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
   }
   // TUPE unties [CLS], the first token of the BERT encoder's tasks; the
   // decoders' incremental steps carry no TUPE term.
+  if (m.position->disentangled && task.model != ModelFamily::BertEncoder)
+    return ConfigProblem{"model.position",
+                         fmt::format("deberta is built for the BERT encoder so far (tasks mlm, "
+                                     "classification, multilabel); task {} builds {}",
+                                     to_string(c.task),
+                                     task.model == ModelFamily::Decoder ? "a decoder-only LM"
+                                                                        : "an encoder-decoder"),
+                         {"task"}};
   if (m.position->untied_correlation && task.model != ModelFamily::BertEncoder)
     return ConfigProblem{"model.position",
                          fmt::format("tupe is built for the BERT encoder, whose first token is "
@@ -445,6 +493,11 @@ std::optional<ConfigProblem> attention_problem(const Config& c) {
     return ConfigProblem{"attention.kind",
                          "linear attention has no scores to add ALiBi's bias to "
                          "(model.position alibi); use attention.kind softmax",
+                         {"model.position"}};
+  if (c.model.position->disentangled)
+    return ConfigProblem{"attention.kind",
+                         "linear attention has no scores to add DeBERTa's disentangled terms to "
+                         "(model.position deberta); use attention.kind softmax",
                          {"model.position"}};
   if (c.model.position->untied_correlation)
     return ConfigProblem{"attention.kind",

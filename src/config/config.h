@@ -202,6 +202,14 @@ struct ModelConfig {
     bool relative = false;
     bool operator==(const Tupe&) const = default;
   } tupe;
+  // model.deberta.*: DeBERTa's relative positions (model.position deberta,
+  // core/deberta_bias.h): log buckets (0: none, distances clamped at
+  // max_relative_positions) and the reach of the last bucket.
+  struct Deberta {
+    int position_buckets = 256;
+    int max_relative_positions = 512;
+    bool operator==(const Deberta&) const = default;
+  } deberta;
   int max_positions = 1024;
   // Source, target and output projection share one matrix (task lm: the
   // output projection is the token embedding).

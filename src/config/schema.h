@@ -38,6 +38,8 @@ constexpr FloatRange kAtLeastOne{1, kInf, false, true, "a number >= 1"};
 // The decode keys take what `rotor translate` takes on its command line.
 constexpr IntRange kT5Buckets{4, "an integer from 4 to 1024", 1024};
 constexpr IntRange kT5MaxDistance{2, "an integer from 2 to 65536", 65536};
+constexpr IntRange kDebertaBuckets{0, "an integer from 0 to 4096", 4096};
+constexpr IntRange kDebertaReach{1, "an integer from 1 to 65536", 65536};
 constexpr IntRange kBeam{1, "an integer from 1 to 1024", 1024};
 constexpr IntRange kMaxLenB{0, "an integer from 0 to 1000000", 1'000'000};
 constexpr FloatRange kLenpen{-10, 10, false, false, "a number from -10 to 10"};
@@ -75,6 +77,10 @@ void visit_config(C& c, V& v) {
       v.integer("original_max_positions", m.rope.original_max_positions, kNonNegative);
     });
     v.section("tupe", [&] { v.boolean("relative", m.tupe.relative); });
+    v.section("deberta", [&] {
+      v.integer("position_buckets", m.deberta.position_buckets, kDebertaBuckets);
+      v.integer("max_relative_positions", m.deberta.max_relative_positions, kDebertaReach);
+    });
     v.section("t5", [&] {
       v.integer("buckets", m.t5.buckets, kT5Buckets);
       v.integer("max_distance", m.t5.max_distance, kT5MaxDistance);

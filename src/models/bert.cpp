@@ -72,6 +72,11 @@ BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
   lc.alibi = c.position->alibi;
   lc.xl = c.position->xl_terms;
   lc.normal_init_std = c.init_std;
+  if (c.position->disentangled) {
+    deberta_ = std::make_unique<nn::DebertaRelative>(store, p + ".encoder", c.deberta, d,
+                                                     lc.layer_norm_eps, c.init_std);
+    lc.deberta = deberta_.get();
+  }
   if (c.position->untied_correlation) {
     tupe_ = std::make_unique<nn::TupeBias>(store, p + ".encoder.tupe", c.max_positions, d,
                                            lc.n_heads, c.init_std);
@@ -135,6 +140,7 @@ Tensor BertEncoder::forward(const EncoderInputs& in, const Context& ctx) {
   const std::vector<int32_t>* rope_positions = host_positions_.empty() ? nullptr : &host_positions_;
   if (rel_) rel_->prepare(ctx);
   if (tupe_) tupe_->prepare(B_, T_, ctx);
+  if (deberta_) deberta_->prepare(T_, ctx);
   for (auto& layer : layers_) x = layer->forward(x, in.lengths, ctx, rope_positions);
   return x;  // [B, T, d]
 }
@@ -148,6 +154,7 @@ void BertEncoder::backward(const Tensor& dh, const Context& ctx) {
   }
   if (rel_) rel_->backward();
   if (tupe_) tupe_->backward();
+  if (deberta_) deberta_->backward();
   Tensor g = emb_drop_->backward(dx.view({N, d}));  // [N, d]
   g = emb_norm_->backward(g);                       // [N, d]
   if (positions_.defined())

@@ -87,7 +87,8 @@ struct BertOptions {
   // model.position tupe: also T5's bucketed bias (TUPE-R, model.tupe.relative,
   // with layer's t5 settings).
   bool tupe_relative = false;
-  double init_std = 0.02;  // embeddings and every weight
+  nn::DebertaOptions deberta;  // model.position deberta: model.deberta's settings
+  double init_std = 0.02;      // embeddings and every weight
   // The Hugging Face family of the position encoding ("roformer" for rope,
   // else "bert"): the prefix of the parameter names.
   std::string prefix() const { return std::string(position->hf.family); }
@@ -137,6 +138,7 @@ class BertEncoder {
   // correlation (model.position tupe), in the embeddings' range.
   std::unique_ptr<nn::RelativeBias> rel_;
   std::unique_ptr<nn::TupeBias> tupe_;
+  std::unique_ptr<nn::DebertaRelative> deberta_;  // model.position deberta
   std::vector<std::unique_ptr<nn::EncoderLayer>> layers_;
   nn::ParamRange embeddings_range_;
   std::vector<nn::ParamRange> layer_ranges_;

@@ -27,7 +27,7 @@ DecoderLM::DecoderLM(const DecoderLmOptions& c, nn::ParameterStore& store)
     : options_(c), store_(&store) {
   ROTOR_CHECK(c.vocab_size > 0, "vocabulary size must be positive");
   ROTOR_CHECK(c.num_layers > 0, "a language model needs at least one layer");
-  ROTOR_CHECK(!c.position->untied_correlation,
+  ROTOR_CHECK(!c.position->bert_encoder_only,
               "model.position {} is built for the BERT encoder, not a decoder-only LM",
               c.position.name());
   const int64_t d = c.layer.d_model;

@@ -105,6 +105,8 @@ BertOptions bert_options(const Config& c, int64_t vocab_size) {
   b.age_time2vec = c.model.age_embedding == AgeEmbedding::Time2Vec ? c.model.time2vec_dim : 0;
   b.visit_positions = c.model.position_source == PositionSource::Visit;
   b.tupe_relative = c.model.tupe.relative;
+  b.deberta.position_buckets = c.model.deberta.position_buckets;
+  b.deberta.max_relative_positions = c.model.deberta.max_relative_positions;
   b.init_std = c.model.init_std;
   return b;
 }

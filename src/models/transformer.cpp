@@ -28,7 +28,7 @@ EncoderDecoder::EncoderDecoder(const TransformerOptions& c, nn::ParameterStore& 
     : options_(c), store_(&store) {
   const int64_t d = c.layer.d_model;
   ROTOR_CHECK(c.vocab_size > 0, "vocabulary size must be positive");
-  ROTOR_CHECK(!c.position->untied_correlation,
+  ROTOR_CHECK(!c.position->bert_encoder_only,
               "model.position {} is built for the BERT encoder, not an encoder-decoder",
               c.position.name());
   // Each part's parameters, from the registration marks around it.

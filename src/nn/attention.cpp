@@ -1,10 +1,12 @@
 #include "nn/attention.h"
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include <cmath>
 
 #include "nn/attention_kind.h"
+#include "ops/deberta_bias.h"
 #include "ops/decode.h"
 #include "ops/elementwise.h"
 #include "ops/xl_bias.h"
@@ -20,6 +22,7 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
   if (cross) options_.relative_bias = nullptr;  // and so does T5's
   if (cross) options_.xl = false;               // and Transformer-XL's terms
   if (cross) options_.tupe = nullptr;           // and TUPE's correlation
+  if (cross) options_.deberta = nullptr;        // and DeBERTa's terms
   ROTOR_CHECK(options.d_model % options.n_heads == 0, "n_heads {} does not divide d_model {}",
               options.n_heads, options.d_model);
   head_dim_ = options.d_model / options.n_heads;
@@ -75,7 +78,9 @@ ops::SplitHeadsOptions MultiHeadAttention::split_options(bool self_qkv, int64_t 
   o.rope = options_.rope_params;
   o.position_offset = offset;
   // TUPE scales the content term by 1/sqrt(2 D), as its positional one.
-  const float dims = static_cast<float>(head_dim_) * (options_.tupe ? 2.0f : 1.0f);
+  // DeBERTa scales its three terms by 1/sqrt(3 D).
+  const float dims =
+      static_cast<float>(head_dim_) * (options_.tupe ? 2.0f : (options_.deberta ? 3.0f : 1.0f));
   o.part0_scale = scale_q ? 1.0f / std::sqrt(dims) : 1.0f;
   return o;
 }
@@ -122,7 +127,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.rope = options_.rope && !cross_;
   c.alibi = options_.alibi;
   c.rel_bias = options_.relative_bias != nullptr;
-  c.score_bias = options_.xl || options_.tupe;
+  c.score_bias = options_.xl || options_.tupe || options_.deberta;
   // Explicit positions are rotated in the head split (the cores count tokens).
   const bool explicit_positions = positions && c.rope;
   c.rope_in_kernel = options_.rope_in_kernel && !explicit_positions;
@@ -190,6 +195,31 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     attn_options_.score_bias_grad =
         Tensor::empty(attn_options_.score_bias.shape(), DType::F32, q_h_.device());
   }
+  if (options_.deberta) {  // DeBERTa's disentangled terms, as a dense bias
+    const Tensor& le = options_.deberta->embeddings();  // [S, d]
+    ROTOR_CHECK(le.is_cpu() && q_h_.dtype() == DType::F32,
+                "model.position deberta runs on the CPU in fp32 only so far");
+    const int64_t S = le.size(0);
+    const Tensor w = qkv_->weight(DType::F32), b = qkv_->bias(DType::F32);  // [3d, d], [3d]
+    deberta_qr_ = Tensor::empty({S, d});                                    // [S, d]
+    deberta_kr_ = Tensor::empty({S, d});                                    // [S, d]
+    for (int part = 0; part < 2; ++part) {  // the layer's query, then key projection
+      Tensor& out = part == 0 ? deberta_qr_ : deberta_kr_;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(S), static_cast<int>(d),
+                  static_cast<int>(d), 1.0f, le.data<float>(), static_cast<int>(d),
+                  w.data<float>() + part * d * d, static_cast<int>(d), 0.0f, out.data<float>(),
+                  static_cast<int>(d));
+      float* po = out.data<float>();
+      const float* pb = b.data<float>() + part * d;
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t c = 0; c < d; ++c) po[s * d + c] += pb[c];
+    }
+    attn_options_.score_bias = Tensor::empty({B_, H, Tq_, Tk_});  // [B, H, Tq, Tk]
+    ops::deberta_bias_forward(q_h_, k_h_, deberta_kr_, deberta_qr_, options_.deberta->rows(),
+                              1.0f / std::sqrt(3.0f * static_cast<float>(D)),
+                              attn_options_.score_bias);
+    attn_options_.score_bias_grad = Tensor::empty({B_, H, Tq_, Tk_});  // [B, H, Tq, Tk]
+  }
   if (options_.tupe) {  // TUPE's correlation, as the model prepared it for this batch
     attn_options_.score_bias = options_.tupe->bias();
     ROTOR_CHECK(attn_options_.score_bias.shape() == (Shape{B_, H, Tq_, Tk_}),
@@ -224,6 +254,36 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
     r_proj_->backward(dr, false);
     xl_r_ = attn_options_.score_bias = attn_options_.score_bias_grad = Tensor();
   }
+  if (options_.deberta) {  // the terms' gradients: into dq, dk, the projections and the rows
+    const Tensor& le = options_.deberta->embeddings();  // [S, d]
+    const int64_t S = le.size(0);
+    Tensor dqr = Tensor::empty({S, d}), dkr = Tensor::empty({S, d});  // [S, d] each
+    ops::deberta_bias_backward(q_h_, k_h_, deberta_kr_, deberta_qr_, options_.deberta->rows(),
+                               1.0f / std::sqrt(3.0f * static_cast<float>(D)),
+                               attn_options_.score_bias_grad, dq, dk, dkr, dqr);
+    const Tensor w = qkv_->weight(DType::F32);                // [3d, d]
+    Tensor wg = qkv_->weight_grad(), bg = qkv_->bias_grad();  // f32 [3d, d], [3d]
+    Tensor& dle = options_.deberta->embeddings_grad();        // f32 [S, d]
+    for (int part = 0; part < 2; ++part) {
+      const Tensor& g = part == 0 ? dqr : dkr;
+      // dW_part += g^T le; db_part += column sums of g; dle += g W_part.
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d), static_cast<int>(d),
+                  static_cast<int>(S), 1.0f, g.data<float>(), static_cast<int>(d), le.data<float>(),
+                  static_cast<int>(d), 1.0f, wg.data<float>() + part * d * d, static_cast<int>(d));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(S),
+                  static_cast<int>(d), static_cast<int>(d), 1.0f, g.data<float>(),
+                  static_cast<int>(d), w.data<float>() + part * d * d, static_cast<int>(d), 1.0f,
+                  dle.data<float>(), static_cast<int>(d));
+      float* pbg = bg.data<float>() + part * d;
+      const float* pg = g.data<float>();
+      for (int64_t c = 0; c < d; ++c) {
+        double s = 0.0;
+        for (int64_t r = 0; r < S; ++r) s += pg[r * d + c];
+        pbg[c] += static_cast<float>(s);
+      }
+    }
+    deberta_qr_ = deberta_kr_ = attn_options_.score_bias = attn_options_.score_bias_grad = Tensor();
+  }
   if (options_.tupe) {  // this layer's share of the shared correlation's gradient
     Tensor& shared = options_.tupe->bias_grad();  // f32 [B, H, T, T]
     ops::add(shared, attn_options_.score_bias_grad, shared);
@@ -237,7 +297,9 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
     if (!positions_.empty()) so.positions = &positions_;
     ops::split_heads_backward({dq, dk, dv}, dqkv, so);
     Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});  // [B, Tq, d]
-    if (!options_.rope && plan_.kind->shift_invariant) {
+    // (DeBERTa's position-to-content term reads the key bias through k_j . Q_r
+    // of a row that varies with j: there it has a gradient.)
+    if (!options_.rope && !options_.deberta && plan_.kind->shift_invariant) {
       // Without rotation the key bias adds q.b_k to all of a query's scores,
       // which softmax cancels: its gradient is exactly zero, and the fp32
       // round-off it would otherwise collect is what Adam (dividing by the
@@ -271,6 +333,7 @@ void MultiHeadAttention::release() {
   attn_options_.key_lengths = Tensor();
   attn_options_.rel_bias = attn_options_.rel_bias_grad = Tensor();
   attn_options_.score_bias = attn_options_.score_bias_grad = xl_r_ = Tensor();
+  deberta_qr_ = deberta_kr_ = Tensor();
   for (Linear* l : {qkv_.get(), q_.get(), kv_.get(), out_.get(), r_proj_.get()})
     if (l) l->release();
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nn/attention_plan.h"
+#include "nn/deberta.h"
 #include "nn/kinds.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
@@ -52,6 +53,12 @@ struct MultiHeadAttentionOptions {
   // dense bias, whose gradient each layer adds into it. Self-attention only;
   // null: none.
   TupeBias* tupe = nullptr;
+  // DeBERTa's disentangled attention (model.position deberta, nn/deberta.h):
+  // the shared relative embeddings, prepared by the model, which this layer
+  // projects with its own query and key projections; its scores add q_i .
+  // K_r[row] + k_j . Q_r[row], all three terms scaled by 1/sqrt(3 D), as the
+  // materialized core's dense bias. Self-attention only; null: none.
+  DebertaRelative* deberta = nullptr;
   float dropout = 0.0f;                         // on the attention probabilities
   AttentionKind kind = AttentionKind::Softmax;  // its plan rule and core (nn/attention_kind.h)
   AttentionImpl impl = AttentionImpl::Auto;
@@ -158,6 +165,9 @@ class MultiHeadAttention {
   // D] at `position` against the cache's first position + 1 keys -> o.
   void xl_step(const Tensor& q, const Cache& cache, int64_t position, Tensor& o,
                const Context& ctx);
+  // DeBERTa's projected relative embeddings of the last forward, [S, d]
+  // each (saved for the backward).
+  Tensor deberta_qr_, deberta_kr_;
   Tensor xl_r_;  // saved: the projected distances [2 Tk - 1, d] of the last forward
   // Saved for backward.
   Tensor q_h_, k_h_, v_h_;     // [B, H, Tq|Tk, D]

@@ -84,6 +84,13 @@ struct PositionScheme {
   // correlated once per forward and added by every self-attention of the
   // BERT encoder, the content term rescaled to 1/sqrt(2 D).
   bool untied_correlation = false;
+  // DeBERTa's disentangled attention (nn/deberta.h): relative embeddings
+  // shared by the BERT encoder's layers, projected by each layer's own query
+  // and key projections (model.deberta's settings).
+  bool disentangled = false;
+  // Built for the BERT encoder alone (tupe, deberta): the config refuses it
+  // for the other tasks' models, and they refuse it at construction.
+  bool bert_encoder_only = false;
   HfPositions hf;
   // Its own config rule, or nullptr.
   std::optional<PositionProblem> (*check)(const PositionShape&) = nullptr;

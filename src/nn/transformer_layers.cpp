@@ -18,6 +18,7 @@ MultiHeadAttentionOptions attention_options(const LayerOptions& c, bool causal, 
   a.relative_bias = c.relative_bias;  // likewise
   a.xl = c.xl;                        // likewise
   a.tupe = c.tupe;                    // likewise
+  a.deberta = c.deberta;              // likewise
   a.dropout = c.attention_dropout;
   a.kind = c.attention_kind;
   a.impl = c.impl;

@@ -38,6 +38,7 @@ struct LayerOptions {
   RelativeBias* relative_bias = nullptr;
   bool xl = false;           // Transformer-XL's relative terms (model.position transformer_xl)
   TupeBias* tupe = nullptr;  // TUPE's shared correlation (model.position tupe)
+  DebertaRelative* deberta = nullptr;  // DeBERTa's shared relative rows (model.position deberta)
   AttentionKind attention_kind = AttentionKind::Softmax;  // nn/attention_kind.h
   AttentionImpl impl = AttentionImpl::Auto;  // attention core (config key attention.impl)
   bool rope_in_kernel = false;               // config key attention.rope_in_kernel

@@ -194,7 +194,7 @@ TEST(Config, OutOfRangeNamesPathAndLine) {
 TEST(Config, BadEnumNamesChoices) {
   EXPECT_EQ(load_error("model:\n  position: rotary\n"),
             "configs/x.yaml:2: model.position: expected one of sinusoidal | learned | rope | none "
-            "| alibi | t5 | transformer_xl | tupe, "
+            "| alibi | t5 | transformer_xl | tupe | deberta, "
             "got \"rotary\"");
   EXPECT_EQ(load_error("task: gpt\n"),
             "configs/x.yaml:1: task: expected one of translation | mlm | classification | lm | "
@@ -281,6 +281,27 @@ TEST(Config, CrossFieldChecks) {
                                     "tupe:\n    relative: true\n  t5:\n    buckets: 16\n")
                 .model.t5.buckets,
             16);
+  // DeBERTa: the BERT encoder's tasks; model.deberta's keys only under it,
+  // with even buckets whose reach lies beyond their exact half.
+  EXPECT_EQ(load_error("task: lm\nmodel:\n  decoder_layers: 1\n  position: deberta\n"),
+            "configs/x.yaml:4: model.position: deberta is built for the BERT encoder so far "
+            "(tasks mlm, classification, multilabel); task lm builds a decoder-only LM");
+  EXPECT_EQ(load_error("task: mlm\nmodel:\n  encoder_layers: 1\n  deberta:\n    "
+                       "position_buckets: 64\n"),
+            "configs/x.yaml:5: model.deberta.position_buckets: a setting of model.position "
+            "deberta, and model.position is sinusoidal");
+  EXPECT_EQ(load_error("task: mlm\nmodel:\n  encoder_layers: 1\n  position: deberta\n  "
+                       "deberta:\n    position_buckets: 7\n"),
+            "configs/x.yaml:6: model.deberta.position_buckets: 7: 0 (no buckets) or an even count "
+            "of at least 4");
+  EXPECT_EQ(load_error("task: mlm\nmodel:\n  encoder_layers: 1\n  position: deberta\n  "
+                       "deberta:\n    max_relative_positions: 100\n"),
+            "configs/x.yaml:6: model.deberta.max_relative_positions: 100 does not reach beyond "
+            "the 128 exact distances of model.deberta.position_buckets = 256");
+  EXPECT_EQ(load_error("device: cuda\ntask: mlm\nmodel:\n  encoder_layers: 1\n  position: "
+                       "deberta\n"),
+            "configs/x.yaml:1: device: model.position deberta runs on the CPU only so far; use "
+            "device: cpu");
   // model.t5's keys: only under t5, and a log-spaced range that is not empty.
   EXPECT_EQ(load_error("model:\n  t5:\n    buckets: 64\n"),
             "configs/x.yaml:3: model.t5.buckets: a setting of model.position t5 (or tupe with "
@@ -416,7 +437,7 @@ TEST(Config, SetErrorsNameTheOverride) {
             "list of 1");
   EXPECT_EQ(load_error("", {"model.position=rotary"}),
             "--set model.position=rotary: model.position: expected one of sinusoidal | learned | "
-            "rope | none | alibi | t5 | transformer_xl | tupe, got "
+            "rope | none | alibi | t5 | transformer_xl | tupe | deberta, got "
             "\"rotary\"");
   EXPECT_EQ(load_error("", {"seed"}),
             "--set seed: expected KEY=VALUE, e.g. --set train.max_updates=1000");

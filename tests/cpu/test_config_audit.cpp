@@ -104,6 +104,10 @@ const Entry kEntries[] = {
   {"model.t5.buckets", "16", Shows::Metrics, "--set model.position=t5"},
   {"model.t5.max_distance", "17", Shows::Metrics, "--set model.position=t5"},
   {"model.tupe.relative", "true", Shows::Metrics, "--set model.position=tupe", "", "", "mlm.yaml"},
+  {"model.deberta.position_buckets", "0", Shows::Metrics, "--set model.position=deberta", "", "",
+   "mlm.yaml"},
+  {"model.deberta.max_relative_positions", "300", Shows::Metrics,
+   "--set model.position=deberta --set model.deberta.position_buckets=8", "", "", "mlm.yaml"},
   {"model.max_positions", "300", Shows::Log, "--set model.position=learned"},  // the table, not the figures
   {"model.share_embeddings", "false", Shows::Metrics},
   {"model.scale_embeddings", "false", Shows::Metrics},

@@ -176,7 +176,7 @@ void check_incremental(PositionKind position, bool post, uint64_t seed) {
 TEST(Decode, IncrementalEqualsFullForward) {
   uint64_t seed = 10;
   for (PositionKind p : nn::position_kinds())
-    if (!p->untied_correlation)
+    if (!p->bert_encoder_only)
       for (bool post : {true, false}) check_incremental(p, post, seed++);
 }
 

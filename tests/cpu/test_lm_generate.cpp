@@ -99,7 +99,7 @@ struct PosCase {
 std::vector<PosCase> pos_cases() {
   std::vector<PosCase> cases;
   for (const nn::PositionKind& k : nn::position_kinds())
-    if (!k->untied_correlation)  // TUPE: the BERT encoder's alone
+    if (!k->bert_encoder_only)  // TUPE, DeBERTa: the BERT encoder's alone
       cases.push_back({k, true, k->name.data()});
   cases.push_back({nn::PositionKind::Rope, false, "rope_post_ln"});
   cases.push_back({nn::PositionKind::Learned, false, "learned_post_ln"});
@@ -179,7 +179,7 @@ decode::GenerateOptions options(int64_t max_new, bool greedy, uint64_t seed = 1)
 // sequence so far (pad and bos excluded), ending at eos or max_new_tokens.
 TEST(Generate, GreedyIsTheArgmaxOfFullForwards) {
   for (const nn::PositionKind& k : nn::position_kinds()) {
-    if (k->untied_correlation) continue;  // TUPE: the BERT encoder's alone
+    if (k->bert_encoder_only) continue;  // TUPE, DeBERTa: the BERT encoder's alone
     TinyModel tm(tiny_lm(k), 7);
     const std::vector<std::vector<int32_t>> prompts = {{3, 17, 9}, {3}, {3, 5, 12, 30, 8, 21}};
     const decode::GenerateOptions o = options(10, true);

@@ -92,7 +92,7 @@ TEST_P(LmModelGrad, MatchesFiniteDifferences) {
 std::vector<ModelCase> model_cases() {
   std::vector<ModelCase> cases;
   for (const nn::PositionKind& k : nn::position_kinds())
-    if (!k->untied_correlation)  // TUPE: the BERT encoder's alone
+    if (!k->bert_encoder_only)  // TUPE, DeBERTa: the BERT encoder's alone
       cases.push_back({k, true, true, k->name.data()});
   cases.push_back({nn::PositionKind::Rope, false, true, "rope_post_ln"});
   cases.push_back({nn::PositionKind::Learned, true, false, "learned_untied"});

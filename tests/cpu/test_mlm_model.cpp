@@ -134,6 +134,7 @@ TEST_P(MlmModelGrad, MatchesFiniteDifferences) {
   options.tupe_relative = mc.tupe_relative;
   options.layer.t5_buckets = 8;  // few buckets: most of them in use at 7 tokens
   options.layer.t5_max_distance = 12;
+  options.deberta = {4, 6};  // DeBERTa: exact within 2, log-spaced to 6, 8 rows
   models::BertForMaskedLM model(options, store);
   store.allocate(Device::cpu());
   store.initialize(1);
@@ -168,6 +169,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{*nn::position_kind("transformer_xl"), 2, "transformer_xl"},
                       ModelCase{*nn::position_kind("tupe"), 2, "tupe"},
                       ModelCase{*nn::position_kind("tupe"), 2, "tupe_r", true},
+                      ModelCase{*nn::position_kind("deberta"), 2, "deberta"},
                       ModelCase{nn::PositionKind::Sinusoidal, 0, "sinusoidal_no_types"}),
     [](const auto& info) { return std::string(info.param.name); });
 

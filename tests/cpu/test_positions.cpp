@@ -26,7 +26,8 @@ namespace rotor {
 namespace {
 
 struct Traits {
-  bool learned_table, fixed_table, rotates_qk, alibi, relative_bias, xl_terms, untied;
+  bool learned_table, fixed_table, rotates_qk, alibi, relative_bias, xl_terms, untied, disentangled,
+      bert_only;
   std::string hf_family, hf_imports;
   bool export_note;
 };
@@ -34,14 +35,16 @@ struct Traits {
 bool operator==(const Traits& a, const Traits& b) {
   return a.learned_table == b.learned_table && a.fixed_table == b.fixed_table &&
          a.rotates_qk == b.rotates_qk && a.alibi == b.alibi && a.relative_bias == b.relative_bias &&
-         a.xl_terms == b.xl_terms && a.untied == b.untied && a.hf_family == b.hf_family &&
-         a.hf_imports == b.hf_imports && a.export_note == b.export_note;
+         a.xl_terms == b.xl_terms && a.untied == b.untied && a.disentangled == b.disentangled &&
+         a.bert_only == b.bert_only && a.hf_family == b.hf_family && a.hf_imports == b.hf_imports &&
+         a.export_note == b.export_note;
 }
 
 void PrintTo(const Traits& t, std::ostream* os) {
   *os << "{learned " << t.learned_table << ", fixed " << t.fixed_table << ", rotates "
       << t.rotates_qk << ", alibi " << t.alibi << ", t5 " << t.relative_bias << ", xl "
-      << t.xl_terms << ", hf " << t.hf_family << " imports '" << t.hf_imports << "', note "
+      << t.xl_terms << ", tupe " << t.untied << ", deberta " << t.disentangled << ", bert only "
+      << t.bert_only << ", hf " << t.hf_family << " imports '" << t.hf_imports << "', note "
       << t.export_note << "}";
 }
 
@@ -53,6 +56,8 @@ Traits traits_of(nn::PositionKind k) {
           k->relative_bias,
           k->xl_terms,
           k->untied_correlation,
+          k->disentangled,
+          k->bert_encoder_only,
           std::string(k->hf.family),
           std::string(k->hf.imports),
           !k->hf.export_note.empty()};
@@ -60,16 +65,21 @@ Traits traits_of(nn::PositionKind k) {
 
 // What each encoding is, by its model.position name (in registry order).
 const std::vector<std::pair<std::string, Traits>> kTable = {
-    {"sinusoidal", {false, true, false, false, false, false, false, "bert", "", true}},
+    {"sinusoidal",
+     {false, true, false, false, false, false, false, false, false, "bert", "", true}},
     {"learned",
-     {true, false, false, false, false, false, false, "bert", "learned absolute positions", false}},
+     {true, false, false, false, false, false, false, false, false, "bert",
+      "learned absolute positions", false}},
     {"rope",
-     {false, false, true, false, false, false, false, "roformer", "rotary positions", false}},
-    {"none", {false, false, false, false, false, false, false, "bert", "", true}},
-    {"alibi", {false, false, false, true, false, false, false, "bert", "", false}},
-    {"t5", {false, false, false, false, true, false, false, "bert", "", false}},
-    {"transformer_xl", {false, false, false, false, false, true, false, "bert", "", false}},
-    {"tupe", {false, false, false, false, false, false, true, "bert", "", false}},
+     {false, false, true, false, false, false, false, false, false, "roformer", "rotary positions",
+      false}},
+    {"none", {false, false, false, false, false, false, false, false, false, "bert", "", true}},
+    {"alibi", {false, false, false, true, false, false, false, false, false, "bert", "", false}},
+    {"t5", {false, false, false, false, true, false, false, false, false, "bert", "", false}},
+    {"transformer_xl",
+     {false, false, false, false, false, true, false, false, false, "bert", "", false}},
+    {"tupe", {false, false, false, false, false, false, true, false, true, "bert", "", false}},
+    {"deberta", {false, false, false, false, false, false, false, true, true, "bert", "", false}},
 };
 
 Config config_with(const std::string& position, const std::string& task = "mlm") {
@@ -157,7 +167,7 @@ TEST(Positions, ModelsDoWhatTheTraitsSay) {
                 k->untied_correlation);
       EXPECT_EQ(store.find(b.prefix() + ".encoder.tupe.cls") != nullptr, k->untied_correlation);
     }
-    if (k->untied_correlation) {  // the BERT encoder's alone: translation and lm refuse it
+    if (k->bert_encoder_only) {  // the BERT encoder's alone: translation and lm refuse it
       EXPECT_THROW(config_with(name, "translation"), Error);
       EXPECT_THROW(config_with(name, "lm"), Error);
       continue;
@@ -233,7 +243,11 @@ TEST(Positions, TheirRulesAreTheConfigChecks) {
       if (k->check) p = k->check(odd_head);
       if (!p && k->check) p = k->check(too_long);
       if (!p) {
-        EXPECT_NO_THROW(load_config_from_string(yaml, "configs/x.yaml"));
+        if (k->bert_encoder_only && task == "lm") {  // refused for the decoder, not by its rule
+          EXPECT_THROW(load_config_from_string(yaml, "configs/x.yaml"), Error);
+        } else {
+          EXPECT_NO_THROW(load_config_from_string(yaml, "configs/x.yaml"));
+        }
         continue;
       }
       const std::string e = load_error(yaml);

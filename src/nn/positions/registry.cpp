@@ -8,7 +8,7 @@
 namespace rotor::nn {
 
 extern const PositionScheme kSinusoidalPositions, kLearnedPositions, kRopePositions, kNonePositions,
-    kAlibiPositions, kT5Positions, kTransformerXlPositions, kTupePositions;
+    kAlibiPositions, kT5Positions, kTransformerXlPositions, kTupePositions, kDebertaPositions;
 
 namespace {
 
@@ -18,6 +18,7 @@ constinit const PositionKind kRegistered[] = {
     PositionKind(&kRopePositions),          PositionKind(&kNonePositions),
     PositionKind(&kAlibiPositions),         PositionKind(&kT5Positions),
     PositionKind(&kTransformerXlPositions), PositionKind(&kTupePositions),
+    PositionKind(&kDebertaPositions),
 };
 
 }  // namespace

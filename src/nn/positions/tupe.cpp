@@ -22,6 +22,7 @@ extern const PositionScheme kTupePositions;
 constinit const PositionScheme kTupePositions{
     .name = "tupe",
     .untied_correlation = true,
+    .bert_encoder_only = true,
     .hf = {.family = "bert",
            .imports = "",
            .export_note = "",
