@@ -199,12 +199,13 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     const Tensor& le = options_.deberta->embeddings();  // [S, d]
     ROTOR_CHECK(le.is_cpu() && q_h_.dtype() == DType::F32,
                 "model.position deberta runs on the CPU in fp32 only so far");
+    ROTOR_CHECK(plan_.split_scales_q, "DeBERTa's terms need q scaled by the head split");
     const int64_t S = le.size(0);
     const Tensor w = qkv_->weight(DType::F32), b = qkv_->bias(DType::F32);  // [3d, d], [3d]
     deberta_qr_ = Tensor::empty({S, d});                                    // [S, d]
     deberta_kr_ = Tensor::empty({S, d});                                    // [S, d]
     for (int part = 0; part < 2; ++part) {  // the layer's query, then key projection
-      Tensor& out = part == 0 ? deberta_qr_ : deberta_kr_;
+      Tensor& out = part == 0 ? deberta_qr_ : deberta_kr_;  // [S, d]
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(S), static_cast<int>(d),
                   static_cast<int>(d), 1.0f, le.data<float>(), static_cast<int>(d),
                   w.data<float>() + part * d * d, static_cast<int>(d), 0.0f, out.data<float>(),
@@ -265,7 +266,7 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
     Tensor wg = qkv_->weight_grad(), bg = qkv_->bias_grad();  // f32 [3d, d], [3d]
     Tensor& dle = options_.deberta->embeddings_grad();        // f32 [S, d]
     for (int part = 0; part < 2; ++part) {
-      const Tensor& g = part == 0 ? dqr : dkr;
+      const Tensor& g = part == 0 ? dqr : dkr;  // [S, d]
       // dW_part += g^T le; db_part += column sums of g; dle += g W_part.
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d), static_cast<int>(d),
                   static_cast<int>(S), 1.0f, g.data<float>(), static_cast<int>(d), le.data<float>(),

@@ -167,7 +167,7 @@ class MultiHeadAttention {
                const Context& ctx);
   // DeBERTa's projected relative embeddings of the last forward, [S, d]
   // each (saved for the backward).
-  Tensor deberta_qr_, deberta_kr_;
+  Tensor deberta_qr_, deberta_kr_;  // [S, d] each
   Tensor xl_r_;  // saved: the projected distances [2 Tk - 1, d] of the last forward
   // Saved for backward.
   Tensor q_h_, k_h_, v_h_;     // [B, H, Tq|Tk, D]

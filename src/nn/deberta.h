@@ -46,7 +46,7 @@ class DebertaRelative {
   int64_t span_;
   Parameter* table_;
   std::unique_ptr<LayerNorm> norm_;
-  Tensor rows_, rows_grad_;
+  Tensor rows_, rows_grad_;  // f32 [2 span, d]
   std::vector<int32_t> index_;
   int64_t T_ = -1;
 };

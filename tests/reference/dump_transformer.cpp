@@ -11,6 +11,8 @@
 //   reference_dump_transformer --position transformer_xl --norm post --out OUT.safetensors
 //   reference_dump_transformer --model mlm --position tupe --norm post --tupe-relative true
 //       --activation gelu --out OUT.safetensors
+//   reference_dump_transformer --model mlm --position deberta --norm post --activation gelu
+//       --out OUT.safetensors
 //
 // --position t5 uses 8 buckets and max distance 5 unless --t5-buckets and
 // --t5-max-distance say otherwise (model.t5's defaults, 32 and 128, would
@@ -32,6 +34,17 @@
 // true, T5's bias with the --t5-* settings) sets the [CLS] scalars
 // PREFIX.encoder.tupe.cls to fixed nonzero values (they start at zero) before
 // the weights are dumped, so that the logits depend on them.
+//
+// --position deberta (mlm only) uses 4 position buckets and a max relative
+// position of 6 unless --deberta-buckets and --deberta-max-relative say
+// otherwise (model.deberta's defaults, 256 and 512, would give every distance
+// of the 8-token batch an exact bucket of its own): the relative table then
+// has 8 rows, |i - j| = 3 .. 7 fall into the log-spaced buckets 3 and 4
+// (|i - j| = 3, 4 and 5 share bucket 3, 6 and 7 bucket 4), and the rows of
+// i - j >= 3 (bucket 3 and the clamped bucket 4, both row 7) are shared at
+// the table's upper end, so that the rows' sums in the gradients and the
+// clamping are checked. The shared table PREFIX.encoder.rel_embeddings.weight
+// and its PREFIX.encoder.LayerNorm are dumped like any other parameter.
 //
 // Tensors written (all F32 unless noted):
 //   NAME                 every parameter's initial value (Hugging Face names)
@@ -69,14 +82,16 @@ using namespace rotor::checkpoint;  // NOLINT: tests name the checkpoint API unq
 namespace {
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "reference_dump_transformer: %s\n"
-               "usage: reference_dump_transformer [--model seq2seq|lm|mlm] "
-               "--position sinusoidal|learned|rope|none|t5|transformer_xl|tupe --norm post|pre "
-               "[--activation relu|gelu] [--optimizer adam|adamw] "
-               "[--share-embeddings true|false] [--t5-buckets N] [--t5-max-distance N] "
-               "[--tupe-relative true|false] [--seed N] --out FILE\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "reference_dump_transformer: %s\n"
+      "usage: reference_dump_transformer [--model seq2seq|lm|mlm] "
+      "--position sinusoidal|learned|rope|none|t5|transformer_xl|tupe|deberta --norm post|pre "
+      "[--activation relu|gelu] [--optimizer adam|adamw] "
+      "[--share-embeddings true|false] [--t5-buckets N] [--t5-max-distance N] "
+      "[--tupe-relative true|false] [--deberta-buckets N] [--deberta-max-relative N] "
+      "[--seed N] --out FILE\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -166,7 +181,8 @@ models::MlmBatch make_mlm_batch() {
 struct Args {
   std::string model = "seq2seq", position, norm, activation = "relu", optimizer = "adamw",
               share = "true", tupe_relative = "false", out;
-  int64_t t5_buckets = 8, t5_max_distance = 5;  // --position t5 only
+  int64_t t5_buckets = 8, t5_max_distance = 5;            // --position t5 only
+  int64_t deberta_buckets = 4, deberta_max_relative = 6;  // --position deberta only
   uint64_t seed = 1234;
 };
 
@@ -264,6 +280,8 @@ int dump(const Args& a, nn::ParameterStore& store, const ModelCalls& m, int64_t 
       {"t5_buckets", std::to_string(layer.t5_buckets)},
       {"t5_max_distance", std::to_string(layer.t5_max_distance)},
       {"tupe_relative", a.tupe_relative},
+      {"deberta_buckets", std::to_string(a.deberta_buckets)},
+      {"deberta_max_relative", std::to_string(a.deberta_max_relative)},
       {"layer_norm_eps", num(kLayerNormEps)},
       {"tgt_tokens", std::to_string(tokens)},
       {"lr", num(kLr)},
@@ -356,6 +374,8 @@ int run_mlm(const Args& a) {
   config.max_positions = 32;
   config.type_vocab_size = 2;
   config.tupe_relative = a.tupe_relative == "true";
+  config.deberta.position_buckets = a.deberta_buckets;
+  config.deberta.max_relative_positions = a.deberta_max_relative;
   config.init_std = 0.3;
 
   nn::ParameterStore store;
@@ -417,6 +437,10 @@ int run(int argc, char** argv) {
       a.t5_max_distance = std::stoll(v);
     else if (opt == "--tupe-relative")
       a.tupe_relative = v;
+    else if (opt == "--deberta-buckets")
+      a.deberta_buckets = std::stoll(v);
+    else if (opt == "--deberta-max-relative")
+      a.deberta_max_relative = std::stoll(v);
     else if (opt == "--seed")
       a.seed = std::stoull(v);
     else if (opt == "--out")
@@ -440,6 +464,17 @@ int run(int argc, char** argv) {
     usage("--tupe-relative must be true or false");
   if (a.tupe_relative == "true" && (a.model != "mlm" || a.position != "tupe"))
     usage("--tupe-relative true needs --model mlm --position tupe");
+  // model.deberta's rules (config/checks.cpp): no buckets (0) or an even
+  // count of at least 4, and a reach beyond the exact distances.
+  const bool deberta_buckets_ok =
+      a.deberta_buckets == 0 || (a.deberta_buckets >= 4 && a.deberta_buckets % 2 == 0 &&
+                                 a.deberta_max_relative > a.deberta_buckets / 2 + 1);
+  if (!deberta_buckets_ok || a.deberta_max_relative < 1)
+    usage(
+        "--deberta-buckets must be 0 or even and at least 4, --deberta-max-relative positive "
+        "and above half the buckets plus 1");
+  if (a.position == "deberta" && a.model != "mlm")
+    usage("--position deberta needs --model mlm (DeBERTa is built for the BERT encoder)");
   // BERT is post-LN (model.norm pre is refused for the tasks that build it).
   if (a.model == "mlm" && a.norm != "post") usage("--model mlm needs --norm post");
   if (a.model == "mlm") return run_mlm(a);

@@ -10,13 +10,17 @@ Su et al. 2021, eq. 34; T5's relative position bias, Raffel et al. 2020,
 section 2.1; Transformer-XL's relative attention, Dai et al. 2019, eq. 4;
 fairseq's label smoothing; PyTorch's AdamW; a GPT-style causal LM: Radford
 et al. 2018/2019; BERT's masked LM, Devlin et al. 2019; TUPE's untied
-positional correlation and untied [CLS], Ke, He & Liu 2021), not from rotor's code:
+positional correlation and untied [CLS], Ke, He & Liu 2021; DeBERTa's
+disentangled attention, He et al. 2021, eq. 4 and section 3.1, with
+DeBERTa-v2's shared relative embeddings, projections and log buckets), not from rotor's code:
 they share nothing with rotor but the parameter names (Hugging Face
 BART/Marian, BERT/RoFormer) and the batch. --model seq2seq (the default)
 checks the encoder-decoder (label-smoothed loss over the target tokens),
 --model lm the decoder-only causal language model (cross-entropy of every
 next token), --model mlm BERT's masked LM (cross-entropy of the original ids
-at the masked positions; --tupe-relative true with --position tupe: TUPE-R).
+at the masked positions; --tupe-relative true with --position tupe: TUPE-R;
+--position deberta: DeBERTa-v2's disentangled attention, with the dump's
+position buckets and max relative position).
 The script
 
   1. runs rotor's dump tool (tests/reference/dump_transformer.cpp), which
@@ -429,6 +433,67 @@ def tupe_correlation(table, q_proj, k_proj, theta, T, heads):
     return torch.where(i == 0, theta[0][:, None, None], v)
 
 
+def deberta_bucket(rel, buckets, max_relative):
+    """DeBERTa-v2's log bucket of each relative position rel (an int64 tensor
+    of query - key positions): with mid = buckets / 2, a distance |rel| up to
+    mid keeps its own bucket, rel; a longer one gets
+        sign(rel) * (mid + ceil(log(|rel| / mid) / log((max_relative - 1) / mid) * (mid - 1))),
+    log-spaced so that |rel| = max_relative - 1 lands in bucket buckets - 1
+    (beyond, the buckets go on growing and the table's rows clamp them). The
+    quotient, its logs and the product are float32 tensors, as DeBERTa-v2
+    computes them, so a distance whose product lands on a whole number (5 of
+    buckets 4, max_relative 6: log 2.5 / log 2.5 = 1) gets DeBERTa-v2's bucket.
+    buckets = 0: no buckets, rel itself."""
+    if buckets <= 0:
+        return rel
+    mid = buckets // 2
+    dist = rel.abs()
+    far = torch.clamp(dist, min=mid)  # log's argument: only used where dist > mid
+    ratio = far.to(torch.float32) / mid
+    reach = torch.log(torch.tensor((max_relative - 1) / mid, dtype=torch.float32))
+    steps = torch.ceil(torch.log(ratio) / reach * (mid - 1))  # float32
+    logged = (steps + mid).to(torch.int64) * torch.sign(rel)
+    return torch.where(dist <= mid, rel, logged)
+
+
+def deberta_indices(T, buckets, max_relative):
+    """The rows of DeBERTa-v2's relative table [2 span, d] (span = buckets, or
+    max_relative without buckets) that its two terms read for T positions:
+      c2p [T, T]: query i's row for key j, span + bucket(i - j);
+      p2c [T, T]: key j's row for query i, span - bucket(j - i), indexed
+                  [j, i] (the key's relative position to the query, negated:
+                  He et al. 2021, eq. 4 reads P_{delta(j, i)} for the key);
+    each clamped to 0 .. 2 span - 1."""
+    span = buckets if buckets > 0 else max_relative
+    pos = torch.arange(T)
+    rel = pos[:, None] - pos[None, :]                              # [a, b] = a - b
+    bucket = deberta_bucket(rel, buckets, max_relative)
+    c2p = torch.clamp(span + bucket, 0, 2 * span - 1)             # [i, j]
+    p2c = torch.clamp(span - bucket, 0, 2 * span - 1)             # [j, i]: span - bucket(j - i)
+    return c2p, p2c
+
+
+def deberta_terms(q, k, rel_rows, query, key, c2p_index, p2c_index, scale):
+    """DeBERTa's content-to-position and position-to-content terms of one
+    layer, [B, H, T, T] (He et al. 2021, eq. 4, terms 2 and 3, with
+    DeBERTa-v2's share_att_key): the shared, normalized relative rows
+    rel_rows [2 span, d] are projected by the layer's own query and key
+    projections, biases included, Q_r = query(rel_rows), K_r =
+    key(rel_rows), and head h adds
+        (q_i . K_r[c2p[i, j]]_h + k_j . Q_r[p2c[j, i]]_h) * scale
+    to the score of query i and key j (q, k [B, H, T, D] the layer's
+    projected queries and keys, unscaled)."""
+    B, H, T, D = q.shape
+    S = rel_rows.shape[0]
+    kr = key(rel_rows).view(S, H, D).transpose(0, 1)               # [H, S, D]
+    qr = query(rel_rows).view(S, H, D).transpose(0, 1)
+    c2p = torch.einsum("bhid,hsd->bhis", q, kr)                    # [B, H, T(query), S]
+    c2p = torch.gather(c2p, -1, c2p_index[None, None].expand(B, H, T, T))
+    p2c = torch.einsum("bhjd,hsd->bhjs", k, qr)                    # [B, H, T(key), S]
+    p2c = torch.gather(p2c, -1, p2c_index[None, None].expand(B, H, T, T)).transpose(-1, -2)
+    return (c2p + p2c) * scale
+
+
 def _module(**children):
     """An nn.Module holding the given submodules and parameters (names only)."""
     m = nn.Module()
@@ -442,7 +507,9 @@ class BertLayer(nn.Module):
     layer): a = LN(x + O(MHA(x))), y = LN(a + W_2 act(W_1 a)). MHA scores
     query i and key j of head h by q_i.k_j * scale plus the bias (TUPE's
     correlation and/or T5's bias, the same for every layer), pad keys masked.
-    RoFormer (rope) rotates q and k before the product."""
+    RoFormer (rope) rotates q and k before the product. DeBERTa (rel, the
+    normalized shared relative rows and the indices of deberta_indices) adds
+    this layer's disentangled terms of deberta_terms, scaled like q.k."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -455,7 +522,7 @@ class BertLayer(nn.Module):
         self.intermediate = _module(dense=nn.Linear(d, cfg["d_ff"]))
         self.output = _module(dense=nn.Linear(cfg["d_ff"], d), LayerNorm=nn.LayerNorm(d, eps=eps))
 
-    def forward(self, x, key_pad, scale, bias):
+    def forward(self, x, key_pad, scale, bias, rel=None):
         B, T, d = x.shape
         D = d // self.h
         a = getattr(self.attention, "self")
@@ -467,6 +534,9 @@ class BertLayer(nn.Module):
         s = (q @ k.transpose(-1, -2)) * scale                 # [B, H, T, T]
         if bias is not None:
             s = s + bias[None]
+        if rel is not None:
+            rows, c2p_index, p2c_index = rel
+            s = s + deberta_terms(q, k, rows, a.query, a.key, c2p_index, p2c_index, scale)
         s = s.masked_fill(key_pad[:, None, None, :], float("-inf"))
         o = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, d)
         x = self.attention.output.LayerNorm(x + self.attention.output.dense(o))
@@ -485,7 +555,11 @@ class BertMLM(nn.Module):
                   scales the content term q.k by 1/sqrt(2 D) like it;
                   TUPE-R adds T5's bidirectional bias b_{j-i} besides
                   (one table for the encoder); t5 alone adds that bias to the
-                  1/sqrt(D)-scaled scores
+                  1/sqrt(D)-scaled scores; deberta adds each layer's
+                  disentangled terms (deberta_terms) of one relative table
+                  PREFIX.encoder.rel_embeddings [2 span, d], normalized by
+                  PREFIX.encoder.LayerNorm, and scales all three terms,
+                  q.k included, by 1/sqrt(3 D)
       MLM head    t = LN(act(W_t h + b_t)); logits = t E_word^T + b, the
                   decoder tied to the word embedding, its bias its own
       loss        cross-entropy of the original ids at the masked positions,
@@ -510,6 +584,10 @@ class BertMLM(nn.Module):
                                cls=nn.Parameter(torch.zeros(2, H)))
         if pos == "t5" or (pos == "tupe" and cfg["tupe_relative"]):
             enc.relative_attention_bias = nn.Embedding(cfg["t5_buckets"], H)
+        if pos == "deberta":  # one table for the encoder, and its LayerNorm
+            span = cfg["deberta_buckets"] if cfg["deberta_buckets"] > 0 else cfg["deberta_max_relative"]
+            enc.rel_embeddings = nn.Embedding(2 * span, d)
+            enc.LayerNorm = nn.LayerNorm(d, eps=cfg["layer_norm_eps"])
         setattr(self, cfg["prefix"], _module(embeddings=emb, encoder=enc))
         self.cls = _module(predictions=_module(
             transform=_module(dense=nn.Linear(d, d), LayerNorm=nn.LayerNorm(d, eps=cfg["layer_norm_eps"])),
@@ -539,9 +617,14 @@ class BertMLM(nn.Module):
         if hasattr(enc, "relative_attention_bias"):
             rel = t5_bias(enc.relative_attention_bias.weight, T, T, True, cfg["t5_max_distance"])
             bias = rel if bias is None else bias + rel
+        rel = None
+        if cfg["position"] == "deberta":
+            rows = enc.LayerNorm(enc.rel_embeddings.weight)  # [2 span, d], once for all layers
+            rel = (rows,) + deberta_indices(T, cfg["deberta_buckets"], cfg["deberta_max_relative"])
+            scale = 1.0 / math.sqrt(3 * D)
         key_pad = torch.arange(T)[None, :] >= lengths[:, None]  # [B, T]
         for layer in enc.layer:
-            x = layer(x, key_pad, scale, bias)
+            x = layer(x, key_pad, scale, bias, rel)
         p = self.cls.predictions
         h = p.transform.dense(x)
         h = gelu_tanh(h) if cfg["activation"] == "gelu" else torch.relu(h)
@@ -616,6 +699,33 @@ def self_check():
         if got != list(want.values()):
             raise Mismatch(f"reference self-check: T5 buckets (bidirectional={bidirectional}) of "
                            f"{list(want)} are {got}, want {list(want.values())}")
+    # DeBERTa-v2's log buckets, worked out by hand from the definition: 256
+    # buckets (mid 128) and max_relative 512, r = 200: 128 + ceil(log(200/128) /
+    # log(511/128) * 127) = 128 + ceil(40.94) = 169, r = 511 lands on 127 exactly
+    # (bucket 255), r = 600 on 128 + ceil(141.73) = 270 (beyond the table: the
+    # rows clamp it); 4 buckets (mid 2), max_relative 6: |r| = 3, 4, 5 ->
+    # 2 + ceil(0.44, 0.76, 1) = 3, |r| = 6, 7 -> 2 + ceil(1.20, 1.37) = 4.
+    cases = {(256, 512): {0: 0, 1: 1, -127: -127, 128: 128, -128: -128, 129: 129, 200: 169,
+                          -200: -169, 511: 255, -511: -255, 600: 270},
+             (4, 6): {0: 0, -1: -1, 2: 2, -2: -2, 3: 3, 4: 3, 5: 3, -5: -3, 6: 4, 7: 4, -7: -4},
+             (0, 6): {0: 0, 5: 5, -9: -9}}
+    for (nb, mr), want in cases.items():
+        got = deberta_bucket(torch.tensor(list(want)), nb, mr).tolist()
+        if got != list(want.values()):
+            raise Mismatch(f"reference self-check: DeBERTa buckets ({nb}, {mr}) of {list(want)} are "
+                           f"{got}, want {list(want.values())}")
+    # ... and the rows of T = 8 with 4 buckets, max_relative 6 (span 4): query
+    # i's row for key j, i - j = 7 .. -7 -> bucket 4, 4, 3, 3, 3, 2, 1, 0, -1,
+    # -2, -3, -3, -3, -4, -4 -> rows 8 (clamped to 7), 8 (7), 7, 7, 7, 6, 5, 4,
+    # 3, 2, 1, 1, 1, 0, 0; key j's row for query i, 4 - bucket(j - i), j - i =
+    # 7 .. -7 -> 0, 0, 1, 1, 1, 2, 3, 4, 5, 6, 7, 7, 7, 8 (7), 8 (7).
+    c2p, p2c = deberta_indices(8, 4, 6)
+    for name, index, want in (("query", c2p, [7, 7, 7, 7, 7, 6, 5, 4, 3, 2, 1, 1, 1, 0, 0]),
+                              ("key", p2c, [0, 0, 1, 1, 1, 2, 3, 4, 5, 6, 7, 7, 7, 7, 7])):
+        got = [int(index[a, 0]) for a in range(7, 0, -1)] + [int(index[0, b]) for b in range(8)]
+        if got != want:
+            raise Mismatch(f"reference self-check: DeBERTa's {name} rows of distances 7 .. -7 are "
+                           f"{got}, want {want}")
     # Transformer-XL's distance sinusoids for d = 4 (w = 1, 1/100), by hand:
     # x = -3: [sin -3, sin -0.03, cos -3, cos -0.03], x = 0: [0, 0, 1, 1].
     got = xl_sinusoids(torch.tensor([-3, 0]), 4)
@@ -647,7 +757,12 @@ def run(args):
            "xl": meta["position"] == "transformer_xl",
            "layer_norm_eps": float(meta["layer_norm_eps"]),
            "share_embeddings": meta["share_embeddings"] == "true",
-           "tupe_relative": meta.get("tupe_relative") == "true"}
+           "tupe_relative": meta.get("tupe_relative") == "true",
+           # deberta: the dump's buckets and max relative position (4 and 6 by
+           # default, so that the 8-token batch reaches log-spaced, shared and
+           # clamped rows)
+           "deberta_buckets": int(meta.get("deberta_buckets", 0)),
+           "deberta_max_relative": int(meta.get("deberta_max_relative", 0))}
     lm, mlm = meta["model"] == "lm", meta["model"] == "mlm"
     layer_keys = ("layers",) if lm or mlm else ("encoder_layers", "decoder_layers")
     if mlm:
@@ -753,9 +868,11 @@ def run(args):
     # TUPE's theta_1 (row 0 of PREFIX.encoder.tupe.cls) is such a constant
     # too: it replaces the whole row of [CLS]'s positional scores. zero_grad:
     # name -> the mask of its elements with a zero true gradient.
+    # DeBERTa's position-to-content term reads the key bias as b_k . Q_r[row]
+    # with a row that varies with the key: there it has a gradient.
     zero_grad = {n: np.ones(tuple(p.shape), dtype=bool) for n, p in params.items()
                  if (n.endswith(".k_proj.bias") or n.endswith(".attention.self.key.bias"))
-                 and (".encoder_attn." in n or not cfg["rope"])}
+                 and (".encoder_attn." in n or not (cfg["rope"] or cfg["position"] == "deberta"))}
     for n, p in params.items():
         if n.endswith(".tupe.cls"):
             zero_grad[n] = np.zeros(tuple(p.shape), dtype=bool)
@@ -818,6 +935,8 @@ def run(args):
             kind = "after3[zero-grad]"
         worst[kind] = max(worst.get(kind, (0.0, 0.0, "")), (err / tol if tol else 0.0, err, name))
     tupe_r = " tupe_relative=true" if cfg["tupe_relative"] else ""
+    if cfg["position"] == "deberta":
+        tupe_r = f" buckets={cfg['deberta_buckets']} max_relative={cfg['deberta_max_relative']}"
     print(f"PASS model={meta['model']} position={cfg['position']}{tupe_r} norm={cfg['norm']} activation={cfg['activation']} "
           f"optimizer={meta['optimizer']} share_embeddings={meta['share_embeddings']}: "
           f"{len(params)} parameters, loss_sum {float(t['loss_sum'][0]):.6f} (ref {step_losses[0]:.6f})")
@@ -833,7 +952,7 @@ def main():
     ap.add_argument("--dump-tool", required=True, help="path of reference_dump_transformer")
     ap.add_argument("--model", default="seq2seq", choices=["seq2seq", "lm", "mlm"])
     ap.add_argument("--position", required=True, choices=["sinusoidal", "learned", "rope", "none", "t5",
-                                                             "transformer_xl", "tupe"])
+                                                             "transformer_xl", "tupe", "deberta"])
     ap.add_argument("--norm", default="post", choices=["post", "pre"])
     ap.add_argument("--activation", default="relu", choices=["relu", "gelu"])
     ap.add_argument("--optimizer", default="adamw", choices=["adam", "adamw"])
