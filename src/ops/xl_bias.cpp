@@ -32,6 +32,14 @@ XlDims check_xl(const Tensor& q, const Tensor& k, const Tensor& r, const Tensor&
   return d;
 }
 
+// q + scale v of one (batch, head): q's Tq rows [Tq, D] plus the head's v.
+std::vector<float> query_plus_v(const float* q, const float* v, float scale, const XlDims& d) {
+  std::vector<float> qv(static_cast<size_t>(d.Tq * d.D));
+  for (int64_t i = 0; i < d.Tq; ++i)
+    for (int64_t c = 0; c < d.D; ++c) qv[i * d.D + c] = q[i * d.D + c] + scale * v[c];
+  return qv;
+}
+
 }  // namespace
 
 void xl_bias_forward(const Tensor& q, const Tensor& k, const Tensor& r, const Tensor& u,
@@ -50,11 +58,8 @@ void xl_bias_forward(const Tensor& q, const Tensor& k, const Tensor& r, const Te
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h) {
       const int64_t bh = b * d.H + h;
-      // qv = q + scale v: [Tq, D]
-      std::vector<float> qv(static_cast<size_t>(d.Tq * d.D));
-      for (int64_t i = 0; i < d.Tq; ++i)
-        for (int64_t c = 0; c < d.D; ++c)
-          qv[i * d.D + c] = pq[(bh * d.Tq + i) * d.D + c] + scale * pv[h * d.D + c];
+      const std::vector<float> qv =
+          query_plus_v(pq + bh * d.Tq * d.D, pv + h * d.D, scale, d);  // [Tq, D]
       // G = qv r_h^T: [Tq, L], r_h the head's D columns of r (leading dim H D).
       std::vector<float> g(static_cast<size_t>(d.Tq * d.L));
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(d.Tq),
@@ -107,10 +112,8 @@ void xl_bias_backward(const Tensor& q, const Tensor& k, const Tensor& r, const T
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h) {
       const int64_t bh = b * d.H + h;
-      std::vector<float> qv(static_cast<size_t>(d.Tq * d.D));
-      for (int64_t i = 0; i < d.Tq; ++i)
-        for (int64_t c = 0; c < d.D; ++c)
-          qv[i * d.D + c] = pq[(bh * d.Tq + i) * d.D + c] + scale * pv[h * d.D + c];
+      const std::vector<float> qv =
+          query_plus_v(pq + bh * d.Tq * d.D, pv + h * d.D, scale, d);  // [Tq, D]
       // dG[i, base_i - j] = dbias[i, j] (each (i, row) from one j at most);
       // dc_j = sum_i dbias[i, j].
       std::vector<float> dg(static_cast<size_t>(d.Tq * d.L), 0.0f);
