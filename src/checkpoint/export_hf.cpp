@@ -92,6 +92,22 @@ void register_model(const Config& c, int64_t vocab, nn::ParameterStore& store) {
 
 }  // namespace
 
+std::string hf_name(const models::HfEncoderOptions& m, const std::string& name) {
+  if (m.model_type != "deberta-v2") return name;
+  const auto replace = [](std::string s, std::string_view from, std::string_view to) {
+    if (const size_t at = s.find(from); at != std::string::npos) s.replace(at, from.size(), to);
+    return s;
+  };
+  const std::string p = m.prefix + ".";
+  if (name.rfind(p + "pooler.", 0) == 0) return name.substr(p.size());  // ContextPooler
+  if (name.rfind(p, 0) != 0) return name;                               // cls.*, classifier.*
+  std::string out = "deberta." + name.substr(p.size());
+  for (std::string_view proj : {"query", "key", "value"})
+    out = replace(out, fmt::format(".attention.self.{}.", proj),
+                  fmt::format(".attention.self.{}_proj.", proj));
+  return out;
+}
+
 DirectoryWriter hf_export_writer() {
   return {"export", [](const std::string& name) {
             // What a Hugging Face model directory holds (an earlier export, or
@@ -142,12 +158,15 @@ Tensor roformer_sinusoid(int64_t n_pos, int64_t dim) {
 nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
   const models::HfEncoderOptions m = require_encoder(c);
   const bool rope = m.prefix == "roformer";
+  const bool deberta = m.model_type == "deberta-v2";
   const bool classify = c.task->hf_export == HfExport::SequenceClassification;
   json_io::Json j = json_io::Json::object();
-  const std::string arch = std::string(rope ? "RoFormer" : "Bert") +
+  const std::string arch = std::string(rope      ? "RoFormer"
+                                       : deberta ? "DebertaV2"
+                                                 : "Bert") +
                            (classify ? "ForSequenceClassification" : "ForMaskedLM");
   j["architectures"] = json_io::Json::array({arch});
-  j["model_type"] = m.prefix;
+  j["model_type"] = m.model_type;
   j["vocab_size"] = vocab_size;
   if (rope) j["embedding_size"] = m.d_model;
   j["hidden_size"] = m.d_model;
@@ -158,14 +177,33 @@ nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
   j["hidden_dropout_prob"] = m.dropout;
   j["attention_probs_dropout_prob"] = m.attention_dropout;
   j["max_position_embeddings"] = m.max_positions;
-  j["type_vocab_size"] = std::max<int64_t>(m.type_vocab_size, 1);
+  // DeBERTa-v2 takes 0 token types (no table); BERT and RoFormer need a row.
+  j["type_vocab_size"] = deberta ? m.type_vocab_size : std::max<int64_t>(m.type_vocab_size, 1);
   j["initializer_range"] = m.init_std;
   j["layer_norm_eps"] = m.layer_norm_eps;
   j["pad_token_id"] = 0;
-  if (rope)
+  if (rope) {
     j["rotary_value"] = false;
-  else
+  } else if (deberta) {
+    // rotor's deberta (nn/deberta.h): relative terms c2p and p2c through the
+    // layers' own projections, the shared table under its LayerNorm, nothing
+    // added to the embeddings, the MLM head under cls.predictions.
+    j["relative_attention"] = true;
+    j["position_biased_input"] = false;
+    j["pos_att_type"] = json_io::Json::array({"p2c", "c2p"});
+    j["share_att_key"] = true;
+    j["norm_rel_ebd"] = "layer_norm";
+    j["position_buckets"] = m.deberta_buckets > 0 ? m.deberta_buckets : -1;
+    j["max_relative_positions"] = m.deberta_max_relative;
+    j["legacy"] = true;
+    if (classify) {
+      j["pooler_hidden_size"] = m.d_model;
+      j["pooler_hidden_act"] = "tanh";  // rotor's pooler, as BERT's
+      j["pooler_dropout"] = m.dropout;
+    }
+  } else {
     j["position_embedding_type"] = "absolute";
+  }
   j["tie_word_embeddings"] = true;
   j["torch_dtype"] = "float32";  // transformers 4.x
   j["dtype"] = "float32";        // 5.x
@@ -191,6 +229,7 @@ NamedTensors hf_state_dict(const Config& c, const NamedTensors& weights) {
   for (const auto& [name, t] : weights) by_name[name] = &t;
   const std::string& P = m.prefix;
   const bool rope = P == "roformer";
+  const bool deberta = m.model_type == "deberta-v2";
   const std::string word = P + ".embeddings.word_embeddings.weight";
   auto it = by_name.find(word);
   if (it == by_name.end())
@@ -207,12 +246,13 @@ NamedTensors hf_state_dict(const Config& c, const NamedTensors& weights) {
     if (f->second->shape() != p->shape)
       ROTOR_FAIL("export: parameter {} has shape {} but the config needs {}", p->name,
                  shape_str(f->second->shape()), shape_str(p->shape));
-    out.emplace_back(p->name, *f->second);
-    // Hugging Face keeps tensors that rotor does not: insert them in its order.
-    if (p->name == word && !rope && !m.position->learned_table)
+    out.emplace_back(hf_name(m, p->name), *f->second);
+    // Hugging Face keeps tensors that rotor does not: insert them in its order
+    // (DeBERTa-v2 needs neither: position_biased_input false, 0 types).
+    if (p->name == word && !rope && !deberta && !m.position->learned_table)
       out.emplace_back(P + ".embeddings.position_embeddings.weight",
                        added_positions(m.position, m.max_positions, d));
-    if (p->name == word && m.type_vocab_size == 0)
+    if (p->name == word && m.type_vocab_size == 0 && !deberta)
       out.emplace_back(P + ".embeddings.token_type_embeddings.weight", Tensor::zeros({1, d}));
   }
   if (rope)
@@ -256,7 +296,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   if (task_spec(c.task).model == ModelFamily::Decoder) return export_hf_lm(c, dir, output_dir);
   const models::HfEncoderOptions m = require_encoder(c);
   HfExportResult r = write_hf_export(
-      dir, output_dir, m.prefix, [&](const NamedTensors& w) { return hf_state_dict(c, w); },
+      dir, output_dir, m.model_type, [&](const NamedTensors& w) { return hf_state_dict(c, w); },
       [&](int64_t vocab) { return hf_config(c, vocab); }, HfTokenizerTemplate::Encoder,
       m.max_positions);
   if (m.activation_dropout > 0)

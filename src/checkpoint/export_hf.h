@@ -5,12 +5,16 @@
 // classifier, id2label from data.labels, problem_type regression or
 // single_label_classification; no MLM head):
 //
-//   config.json              BertConfig (position learned | sinusoidal | none) or
-//                            RoFormerConfig (position rope), architectures
-//                            [BertForMaskedLM | RoFormerForMaskedLM] (or
-//                            [Bert|RoFormer]ForSequenceClassification)
+//   config.json              BertConfig (position learned | sinusoidal | none),
+//                            RoFormerConfig (position rope) or DebertaV2Config
+//                            (position deberta: relative_attention, share_att_key,
+//                            pos_att_type p2c|c2p, norm_rel_ebd layer_norm, no
+//                            position_biased_input, legacy head), architectures
+//                            [BertForMaskedLM | RoFormerForMaskedLM |
+//                            DebertaV2ForMaskedLM] (or ...ForSequenceClassification)
 //   model.safetensors        the weights under their Hugging Face names (rotor
-//                            already uses them) plus what Hugging Face stores
+//                            already uses them, but DeBERTa-v2's: hf_name) plus
+//                            what Hugging Face stores
 //                            and rotor does not:
 //                              cls.predictions.decoder.weight = word embeddings (tied, mlm)
 //                              cls.predictions.decoder.bias   = cls.predictions.bias (mlm)
@@ -43,6 +47,7 @@
 #include "checkpoint/safetensors.h"
 #include "config/config.h"
 #include "core/io.h"
+#include "models/model_config.h"
 
 namespace rotor::checkpoint {
 
@@ -55,12 +60,18 @@ nlohmann::ordered_json hf_config(const Config& config, int64_t vocab_size);
 // its shape; throws rotor::Error naming the first that is not.
 NamedTensors hf_state_dict(const Config& config, const NamedTensors& weights);
 
+// The Hugging Face name of rotor parameter NAME in an encoder export: the
+// same name, but for DeBERTa-v2 (model.position deberta): bert. -> deberta.,
+// attention.self.{query,key,value} -> {query,key,value}_proj, and the
+// classifier's bert.pooler.dense -> pooler.dense (its ContextPooler).
+std::string hf_name(const models::HfEncoderOptions& m, const std::string& name);
+
 // Hugging Face RoFormer's fixed table [n_pos, dim]: [sin(p w_j) | cos(p w_j)],
 // w_j = 10000^(-2j/dim), j < dim/2 (the angles rotor's RoPE uses).
 Tensor roformer_sinusoid(int64_t n_pos, int64_t dim);
 
 struct HfExportResult {
-  std::string model_type;          // "bert" | "roformer"
+  std::string model_type;          // "bert" | "roformer" | "deberta-v2" (task lm: hf_lm.h)
   std::vector<std::string> files;  // written, relative to the output dir
   std::vector<std::string> notes;  // things a user should know
 };

@@ -1,5 +1,7 @@
 #include "checkpoint/import_hf.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -29,7 +31,8 @@ bool starts_with(const std::string& s, const std::string& p) {
 }
 
 // The names a rotor parameter may have in a Hugging Face file, preferred first.
-std::vector<std::string> hf_names(const std::string& name) {
+std::vector<std::string> hf_names(const models::HfEncoderOptions& m, const std::string& rotor) {
+  const std::string name = hf_name(m, rotor);
   std::vector<std::string> out{name};
   auto swap_suffix = [&](const std::string& from, const std::string& to) {
     if (name.size() > from.size() &&
@@ -39,7 +42,87 @@ std::vector<std::string> hf_names(const std::string& name) {
   swap_suffix("LayerNorm.weight", "LayerNorm.gamma");
   swap_suffix("LayerNorm.bias", "LayerNorm.beta");
   if (name == "cls.predictions.bias") out.push_back("cls.predictions.decoder.bias");
+  // DeBERTa-v2 with legacy false: the same head under lm_predictions.lm_head.
+  if (m.model_type == "deberta-v2") {
+    if (name == "cls.predictions.bias") out.push_back("lm_predictions.lm_head.bias");
+    const std::string t = "cls.predictions.transform.";
+    if (name.rfind(t, 0) == 0) out.push_back("lm_predictions.lm_head." + name.substr(t.size()));
+  }
   return out;
+}
+
+// What a DebertaV2Config must say for rotor's deberta encoding to compute
+// the same model (defaults as transformers' DebertaV2Config and modules).
+void check_deberta_config(const Json& j, const models::HfEncoderOptions& m,
+                          const std::string& where) {
+  const auto flag = [&](const char* key, bool fallback) {
+    return j.contains(key) && !j.at(key).is_null() ? json_io::get_bool(j, key, where) : fallback;
+  };
+  const auto int_or = [&](const char* key, int64_t fallback) {
+    return j.contains(key) && !j.at(key).is_null() ? json_io::get_int(j, key, where) : fallback;
+  };
+  if (!flag("relative_attention", false))
+    ROTOR_FAIL("{}: relative_attention is false; model.position deberta is relative attention",
+               where);
+  if (flag("position_biased_input", true))
+    ROTOR_FAIL(
+        "{}: position_biased_input is true (absolute positions added to the embeddings), which "
+        "rotor's deberta does not add",
+        where);
+  if (!flag("share_att_key", false))
+    ROTOR_FAIL(
+        "{}: share_att_key is false (separate pos_key_proj / pos_query_proj); rotor's deberta "
+        "projects relative embeddings with the layer's own query and key projections",
+        where);
+  std::vector<std::string> att;
+  if (j.contains("pos_att_type") && j.at("pos_att_type").is_array()) {
+    for (const auto& v : j.at("pos_att_type")) att.push_back(v.get<std::string>());
+  } else if (j.contains("pos_att_type") && j.at("pos_att_type").is_string()) {
+    std::string v = j.at("pos_att_type").get<std::string>();
+    for (size_t at = 0; at <= v.size();) {
+      const size_t bar = std::min(v.find('|', at), v.size());
+      att.push_back(v.substr(at, bar - at));
+      at = bar + 1;
+    }
+  }
+  for (auto& a : att) {
+    a.erase(0, a.find_first_not_of(' '));
+    a.erase(a.find_last_not_of(' ') + 1);
+    for (char& ch : a) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  std::sort(att.begin(), att.end());
+  att.erase(std::unique(att.begin(), att.end()), att.end());
+  if (att != std::vector<std::string>{"c2p", "p2c"})
+    ROTOR_FAIL("{}: pos_att_type is not c2p and p2c; rotor's deberta adds exactly those terms",
+               where);
+  const std::string norm =
+      j.contains("norm_rel_ebd") ? json_io::get_string(j, "norm_rel_ebd", where) : "none";
+  if (norm.find("layer_norm") == std::string::npos)
+    ROTOR_FAIL(
+        "{}: norm_rel_ebd is {}; rotor's deberta normalizes the relative embeddings "
+        "(layer_norm)",
+        where, norm);
+  if (const int64_t k = int_or("conv_kernel_size", 0); k > 0)
+    ROTOR_FAIL("{}: conv_kernel_size is {}; rotor's deberta has no convolution layer", where, k);
+  if (int_or("embedding_size", m.d_model) != m.d_model)
+    ROTOR_FAIL("{}: embedding_size is {}, but hidden_size is {} (rotor has no embed_proj)", where,
+               int_or("embedding_size", m.d_model), m.d_model);
+  if (const int64_t h = int_or("attention_head_size", m.d_model / m.n_heads);
+      h != m.d_model / m.n_heads)
+    ROTOR_FAIL("{}: attention_head_size is {}, but model.d_model / model.n_heads is {}", where, h,
+               m.d_model / m.n_heads);
+  const int64_t buckets = std::max<int64_t>(int_or("position_buckets", -1), 0);
+  if (buckets != m.deberta_buckets)
+    ROTOR_FAIL("{}: position_buckets is {}, but model.deberta.position_buckets is {}", where,
+               buckets > 0 ? buckets : int_or("position_buckets", -1), m.deberta_buckets);
+  int64_t max_rel = int_or("max_relative_positions", -1);
+  if (max_rel < 1) max_rel = int_or("max_position_embeddings", 512);
+  if (max_rel != m.deberta_max_relative)
+    ROTOR_FAIL("{}: max_relative_positions is {}, but model.deberta.max_relative_positions is {}",
+               where, max_rel, m.deberta_max_relative);
+  if (int_or("type_vocab_size", 0) != m.type_vocab_size)
+    ROTOR_FAIL("{}: type_vocab_size is {}, but model.type_vocab_size is {}", where,
+               int_or("type_vocab_size", 0), m.type_vocab_size);
 }
 
 }  // namespace
@@ -48,12 +131,15 @@ void check_hf_config(const Json& j, const Config& c, int64_t vocab, const std::s
                      std::vector<std::string>* notes) {
   const models::HfEncoderOptions m = models::hf_encoder_options(c);
   const std::string type = json_io::get_string(j, "model_type", where);
-  if (type != "bert" && type != "roformer")
-    ROTOR_FAIL("{}: model_type is {}; rotor initializes from bert or roformer", where, type);
-  // The registered encoding that reads this family's positions.
+  if (type != "bert" && type != "roformer" && type != "deberta-v2")
+    ROTOR_FAIL("{}: model_type is {}; rotor initializes from bert, roformer or deberta-v2", where,
+               type);
+  // The registered encoding that reads this model_type's positions.
   std::optional<nn::PositionKind> reader;
   for (nn::PositionKind k : nn::position_kinds())
-    if (k->hf.family == type && !k->hf.imports.empty()) reader = k;
+    if ((k->hf.model_type.empty() ? k->hf.family : k->hf.model_type) == type &&
+        !k->hf.imports.empty())
+      reader = k;
   ROTOR_CHECK(reader, "no position encoding imports Hugging Face {}", type);
   if (m.position != *reader)
     ROTOR_FAIL("{}: model_type {} has {}, but model.position is {} (set model.position: {})", where,
@@ -79,11 +165,15 @@ void check_hf_config(const Json& j, const Config& c, int64_t vocab, const std::s
   same("num_attention_heads", json_io::get_int(j, "num_attention_heads", where), m.n_heads,
        "model.n_heads");
   same("intermediate_size", json_io::get_int(j, "intermediate_size", where), m.d_ff, "model.d_ff");
-  same("max_position_embeddings", int_or("max_position_embeddings", 512), m.max_positions,
-       "model.max_positions");
-  same("type_vocab_size", int_or("type_vocab_size", 2), std::max<int64_t>(m.type_vocab_size, 1),
-       m.type_vocab_size == 0 ? "1 (the one zero row rotor exports for model.type_vocab_size 0)"
-                              : "model.type_vocab_size");
+  if (type == "deberta-v2") {
+    check_deberta_config(j, m, where);
+  } else {
+    same("max_position_embeddings", int_or("max_position_embeddings", 512), m.max_positions,
+         "model.max_positions");
+    same("type_vocab_size", int_or("type_vocab_size", 2), std::max<int64_t>(m.type_vocab_size, 1),
+         m.type_vocab_size == 0 ? "1 (the one zero row rotor exports for model.type_vocab_size 0)"
+                                : "model.type_vocab_size");
+  }
   const std::string act =
       j.contains("hidden_act") ? json_io::get_string(j, "hidden_act", where) : "gelu";
   const bool gelu = act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh";
@@ -145,17 +235,18 @@ HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterS
   const nn::Parameter* word = store.find(P + ".embeddings.word_embeddings.weight");
   ROTOR_CHECK(word != nullptr && store.allocated(), "import_hf: the store holds no {} model", P);
   HfImportResult r;
-  r.model_type = P;
+  r.model_type = m.model_type;
   const std::string cfg = (fs::path(dir) / "config.json").string();
   if (!fs::exists(cfg)) ROTOR_FAIL("model.init_from {}: no config.json", dir);
-  check_hf_config(json_io::load(cfg), c, word->shape[0], cfg, &r.notes);
+  const Json hf_cfg = json_io::load(cfg);
+  check_hf_config(hf_cfg, c, word->shape[0], cfg, &r.notes);
 
   const HfWeights weights(dir);
   std::set<std::string> used;
   for (const auto& p : store.parameters()) {
     const SafetensorsFile* file = nullptr;
     const SafetensorsEntry* e = nullptr;
-    for (const auto& n : hf_names(p->name))
+    for (const auto& n : hf_names(m, p->name))
       if ((e = weights.find(n, &file))) break;
     const bool encoder = starts_with(p->name, P + ".") && !starts_with(p->name, P + ".pooler.");
     if (!e) {
@@ -177,8 +268,18 @@ HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterS
     used.insert(e->name);
     ++r.loaded;
   }
+  // DebertaV2's ContextPooler applies pooler_hidden_act (gelu by default);
+  // rotor's pooler applies tanh, as BERT's.
+  if (m.model_type == "deberta-v2" && used.count("pooler.dense.weight")) {
+    const std::string act = hf_cfg.contains("pooler_hidden_act")
+                                ? json_io::get_string(hf_cfg, "pooler_hidden_act", cfg)
+                                : "gelu";
+    if (act != "tanh")
+      r.notes.push_back(fmt::format(
+          "pooler_hidden_act is {}; rotor's pooler applies tanh to the loaded pooler.dense", act));
+  }
   // rotor's model.type_vocab_size 0 stands for Hugging Face's one row of zeros.
-  const std::string types = P + ".embeddings.token_type_embeddings.weight";
+  const std::string types = hf_name(m, P + ".embeddings.token_type_embeddings.weight");
   if (m.type_vocab_size == 0) {
     const SafetensorsFile* file = nullptr;
     if (const SafetensorsEntry* e = weights.find(types, &file)) {

@@ -1,10 +1,13 @@
-// `model.init_from: DIR`: a local Hugging Face BERT/RoFormer directory
+// `model.init_from: DIR`: a local Hugging Face BERT/RoFormer/DeBERTa-v2 directory
 // initializes rotor's model (task mlm, classification or multilabel), the reverse of
 // checkpoint/export_hf.h:
 //
 //   DIR/config.json        checked against the rotor config before any weight
 //                          is read: model_type (bert for position learned,
-//                          roformer for rope), vocab_size (the tokenizer's),
+//                          roformer for rope, deberta-v2 for deberta: its
+//                          relative settings as export_hf.h writes them,
+//                          position_buckets and max_relative_positions equal
+//                          to model.deberta's), vocab_size (the tokenizer's),
 //                          hidden_size, num_hidden_layers, num_attention_heads,
 //                          intermediate_size, hidden_act (gelu / gelu_new /
 //                          gelu_pytorch_tanh for gelu, relu), layer_norm_eps,
@@ -18,7 +21,8 @@
 //                          pytorch_model.bin is refused (unpickling runs code
 //                          from the file).
 //
-// Every encoder parameter (`bert.` / `roformer.` but the pooler) must be in
+// Every encoder parameter (`bert.` / `roformer.` / `deberta.` but the pooler;
+// DeBERTa-v2's names through export_hf.h's hf_name) must be in
 // the directory with its shape. Head parameters (the MLM head, the pooler, the
 // classifier) are loaded when the directory has them and keep their fresh
 // initialization otherwise, as Hugging Face's from_pretrained does. F16 and

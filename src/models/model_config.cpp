@@ -147,7 +147,11 @@ HfEncoderOptions hf_encoder_options(const Config& c) {
   HfEncoderOptions h;
   h.position = m.position;
   h.prefix = std::string(m.position->hf.family);
+  h.model_type =
+      m.position->hf.model_type.empty() ? h.prefix : std::string(m.position->hf.model_type);
   h.rope = m.rope;
+  h.deberta_buckets = m.deberta.position_buckets;
+  h.deberta_max_relative = m.deberta.max_relative_positions;
   h.d_model = m.d_model;
   h.num_layers = m.encoder_layers;
   h.n_heads = m.n_heads;

@@ -53,8 +53,10 @@ BertClassifierOptions bert_classifier_options(const Config& config, int64_t voca
 // and model.init_from compares a checkpoint's with them.
 struct HfEncoderOptions {
   nn::PositionKind position = nn::PositionKind::Learned;
-  std::string prefix;  // position's Hugging Face family: "bert" or "roformer"
+  std::string prefix;      // position's Hugging Face family: "bert" or "roformer"
+  std::string model_type;  // the Hugging Face model_type: prefix, or "deberta-v2"
   rope::Params rope;
+  int64_t deberta_buckets = 0, deberta_max_relative = 0;  // model.deberta
   int64_t d_model = 0, num_layers = 0, n_heads = 0, d_ff = 0;
   int64_t max_positions = 0, type_vocab_size = 0;
   ops::Activation activation = ops::Activation::GELU;

@@ -38,6 +38,9 @@ struct HfPositions {
   // "bert" or "roformer": the prefix of the parameter names, the classifier's
   // head, and the model_type `rotor export --format hf` writes.
   std::string_view family = "bert";
+  // The Hugging Face model_type where it is not `family`: "deberta-v2", whose
+  // names differ from rotor's BERT names (checkpoint/export_hf.h hf_name).
+  std::string_view model_type;
   // What the positions of a `family` checkpoint are, where model.init_from
   // reads them into this encoding ("learned absolute positions"); "" where it
   // does not (another encoding of the family does).

@@ -89,21 +89,23 @@ TEST_P(HfRoundTrip, IsBitwise) {
   const std::vector<float> original = export_model(c, tmp);
   nn::ParameterStore store;
   const checkpoint::HfImportResult r = import_into(c, tmp / "hf", store);
-  EXPECT_EQ(r.model_type, c.model.position == nn::PositionKind::Rope ? "roformer" : "bert");
+  const char* type = c.model.position == nn::PositionKind::Rope ? "roformer"
+                     : c.model.position->disentangled           ? "deberta-v2"
+                                                                : "bert";
+  EXPECT_EQ(r.model_type, type);
   EXPECT_TRUE(r.fresh.empty());
   EXPECT_TRUE(r.unused.empty()) << r.unused.front();
   EXPECT_EQ(r.loaded, static_cast<int64_t>(store.parameters().size()));
   EXPECT_EQ(store.values().to_floats(), original);  // bitwise
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HfRoundTrip,
-                         ::testing::Values(RoundTripCase{"mlm", "learned"},
-                                           RoundTripCase{"mlm", "rope"},
-                                           RoundTripCase{"classification", "learned"},
-                                           RoundTripCase{"classification", "rope"}),
-                         [](const auto& info) {
-                           return std::string(info.param.task) + "_" + info.param.position;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, HfRoundTrip,
+    ::testing::Values(RoundTripCase{"mlm", "learned"}, RoundTripCase{"mlm", "rope"},
+                      RoundTripCase{"mlm", "deberta"}, RoundTripCase{"classification", "learned"},
+                      RoundTripCase{"classification", "rope"},
+                      RoundTripCase{"classification", "deberta"}),
+    [](const auto& info) { return std::string(info.param.task) + "_" + info.param.position; });
 
 TEST(HfImport, MaskedLmExportInitializesTheClassifierEncoder) {
   for (const char* position : {"learned", "rope"}) {
@@ -160,7 +162,11 @@ TEST(HfImport, ArchitectureMismatchesAreOneLine) {
       {"layer_norm_eps", 1e-5, "layer_norm_eps is 1e-05, but model.layer_norm_eps is 1e-12"},
       {"model_type", "bert",
        "model_type bert has learned absolute positions, but model.position is rope"},
-      {"model_type", "gpt2", "model_type is gpt2; rotor initializes from bert or roformer"},
+      {"model_type", "gpt2",
+       "model_type is gpt2; rotor initializes from bert, roformer or deberta-v2"},
+      {"model_type", "deberta-v2",
+       "model_type deberta-v2 has DeBERTa-v2's disentangled attention, but model.position is "
+       "rope (set model.position: deberta)"},
       {"rotary_value", true, "rotary_value is true"},
       {"embedding_size", 8, "embedding_size is 8, but hidden_size"},
       {"tie_word_embeddings", false, "tie_word_embeddings is false"},
@@ -178,6 +184,93 @@ TEST(HfImport, ArchitectureMismatchesAreOneLine) {
   set_key(hf, "hidden_act", "gelu");
   nn::ParameterStore store;
   EXPECT_FALSE(import_into(c, hf, store).notes.empty());
+}
+
+// DebertaV2Config's settings that rotor's deberta computes otherwise.
+TEST(HfImport, DebertaSettingsMismatchesAreOneLine) {
+  test::TempDir tmp;
+  const Config c = make_config("mlm", "deberta");
+  export_model(c, tmp);
+  const std::string hf = tmp / "hf";
+  const std::string cfg = read_file(hf + "/config.json");
+  struct Case {
+    const char* key;
+    json_io::Json value;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"relative_attention", false, "relative_attention is false"},
+      {"position_biased_input", true, "position_biased_input is true"},
+      {"position_biased_input", nullptr, "position_biased_input is true"},  // the default
+      {"share_att_key", false, "share_att_key is false"},
+      {"share_att_key", nullptr, "share_att_key is false"},
+      {"pos_att_type", "c2p", "pos_att_type is not c2p and p2c"},
+      {"pos_att_type", json_io::Json::array({"c2p", "p2p"}), "pos_att_type is not c2p and p2c"},
+      {"norm_rel_ebd", "none", "norm_rel_ebd is none"},
+      {"conv_kernel_size", 3, "conv_kernel_size is 3"},
+      {"position_buckets", 128,
+       "position_buckets is 128, but model.deberta.position_buckets is 256"},
+      {"max_relative_positions", 64,
+       "max_relative_positions is 64, but model.deberta.max_relative_positions is 512"},
+      {"max_relative_positions", -1,  // then max_position_embeddings
+       "max_relative_positions is 24, but model.deberta.max_relative_positions is 512"},
+      {"type_vocab_size", 0, "type_vocab_size is 0, but model.type_vocab_size is 2"},
+      {"embedding_size", 8, "embedding_size is 8, but hidden_size is 16"},
+      {"model_type", "bert",
+       "model_type bert has learned absolute positions, but model.position is deberta"},
+  };
+  for (const Case& k : cases) {
+    atomic_write_file(hf + "/config.json", cfg);
+    set_key(hf, k.key, k.value);
+    const std::string e = import_error(c, hf);
+    EXPECT_NE(e.find(k.expect), std::string::npos) << k.key << ": " << e;
+    EXPECT_NE(e.find("config.json: "), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  // transformers' own spellings of the same settings load.
+  atomic_write_file(hf + "/config.json", cfg);
+  set_key(hf, "pos_att_type", "P2C| c2p");
+  set_key(hf, "norm_rel_ebd", "layer_norm|conv");
+  EXPECT_EQ(import_error(c, hf), "no error");
+}
+
+// DebertaV2ForMaskedLM with legacy false keeps the MLM head under
+// lm_predictions.lm_head: the same computation, read bitwise.
+TEST(HfImport, DebertaLmPredictionsHead) {
+  test::TempDir tmp;
+  const Config c = make_config("mlm", "deberta");
+  const std::vector<float> original = export_model(c, tmp);
+  const std::string hf = tmp / "hf";
+  checkpoint::NamedTensors renamed;
+  for (auto& [name, t] : checkpoint::load_safetensors(hf + "/model.safetensors")) {
+    if (name.rfind("cls.predictions.decoder.", 0) == 0) continue;  // tied
+    std::string n = name;
+    if (n == "cls.predictions.bias") n = "lm_predictions.lm_head.bias";
+    if (n.rfind("cls.predictions.transform.", 0) == 0)
+      n = "lm_predictions.lm_head." + n.substr(std::string("cls.predictions.transform.").size());
+    renamed.emplace_back(n, t);
+  }
+  checkpoint::save_safetensors(hf + "/model.safetensors", renamed);
+  set_key(hf, "legacy", false);
+  nn::ParameterStore store;
+  const checkpoint::HfImportResult r = import_into(c, hf, store);
+  EXPECT_TRUE(r.fresh.empty());
+  EXPECT_TRUE(r.unused.empty()) << r.unused.front();
+  EXPECT_EQ(store.values().to_floats(), original);
+}
+
+// A DeBERTa classifier's pooler runs tanh in rotor: another act is a note.
+TEST(HfImport, DebertaPoolerActIsNoted) {
+  test::TempDir tmp;
+  const Config c = make_config("classification", "deberta");
+  export_model(c, tmp);
+  nn::ParameterStore store;
+  EXPECT_TRUE(import_into(c, tmp / "hf", store).notes.empty());
+  set_key(tmp / "hf", "pooler_hidden_act", "gelu");
+  nn::ParameterStore again;
+  const checkpoint::HfImportResult r = import_into(c, tmp / "hf", again);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("pooler_hidden_act is gelu"), std::string::npos) << r.notes[0];
 }
 
 TEST(HfImport, FilesAndTensorsAreChecked) {

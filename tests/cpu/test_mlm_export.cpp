@@ -166,6 +166,82 @@ TEST(MlmExport, RoFormer) {
   check_export("rope", true);
 }
 
+// DebertaV2ForMaskedLM's state dict (transformers' names, written out
+// independently of rotor's) with REL_ROWS relative embeddings (2 buckets, or
+// 2 max_relative_positions without buckets).
+std::map<std::string, Shape> expected_deberta(int64_t rel_rows) {
+  std::map<std::string, Shape> m;
+  m["deberta.embeddings.word_embeddings.weight"] = {V, D};
+  m["deberta.embeddings.token_type_embeddings.weight"] = {2, D};
+  m["deberta.embeddings.LayerNorm.weight"] = {D};
+  m["deberta.embeddings.LayerNorm.bias"] = {D};
+  m["deberta.encoder.rel_embeddings.weight"] = {rel_rows, D};
+  m["deberta.encoder.LayerNorm.weight"] = {D};
+  m["deberta.encoder.LayerNorm.bias"] = {D};
+  for (int i = 0; i < L; ++i) {
+    const std::string l = "deberta.encoder.layer." + std::to_string(i) + ".";
+    for (const char* n : {"attention.self.query_proj", "attention.self.key_proj",
+                          "attention.self.value_proj", "attention.output.dense"}) {
+      m[l + n + ".weight"] = {D, D};
+      m[l + n + ".bias"] = {D};
+    }
+    m[l + "intermediate.dense.weight"] = {FF, D};
+    m[l + "intermediate.dense.bias"] = {FF};
+    m[l + "output.dense.weight"] = {D, FF};
+    m[l + "output.dense.bias"] = {D};
+    for (const char* n : {"attention.output.LayerNorm", "output.LayerNorm"}) {
+      m[l + n + ".weight"] = {D};
+      m[l + n + ".bias"] = {D};
+    }
+  }
+  m["cls.predictions.transform.dense.weight"] = {D, D};
+  m["cls.predictions.transform.dense.bias"] = {D};
+  m["cls.predictions.transform.LayerNorm.weight"] = {D};
+  m["cls.predictions.transform.LayerNorm.bias"] = {D};
+  m["cls.predictions.bias"] = {V};
+  m["cls.predictions.decoder.weight"] = {V, D};
+  m["cls.predictions.decoder.bias"] = {V};
+  return m;
+}
+
+TEST(MlmExport, DebertaV2) {
+  for (const int64_t buckets : {8, 0}) {
+    test::TempDir tmp;
+    const Config c =
+        load_config_from_string(test::tiny_hf_encoder("mlm", "deberta").text(), "x",
+                                {"model.deberta.position_buckets=" + std::to_string(buckets),
+                                 "model.deberta.max_relative_positions=12"});
+    write_checkpoint(tmp / "ckpt", c);
+    const checkpoint::HfExportResult r = checkpoint::export_hf(tmp / "ckpt", tmp / "hf");
+    EXPECT_EQ(r.model_type, "deberta-v2");
+    SafetensorsFile f(tmp / "hf/model.safetensors");
+    std::map<std::string, Shape> got;
+    for (const auto& e : f.entries()) got[e.name] = e.shape;
+    EXPECT_EQ(got, expected_deberta(buckets > 0 ? 2 * buckets : 24));
+    // Weights unchanged under their new names; the decoder tied.
+    SafetensorsFile src(tmp / "ckpt/model.safetensors");
+    EXPECT_EQ(f.load("deberta.encoder.layer.1.attention.self.key_proj.bias").to_floats(),
+              src.load("bert.encoder.layer.1.attention.self.key.bias").to_floats());
+    EXPECT_EQ(f.load("deberta.encoder.rel_embeddings.weight").to_floats(),
+              src.load("bert.encoder.rel_embeddings.weight").to_floats());
+    EXPECT_EQ(f.load("cls.predictions.decoder.weight").to_floats(),
+              src.load("bert.embeddings.word_embeddings.weight").to_floats());
+    const json_io::Json j = json_io::load(tmp / "hf/config.json");
+    EXPECT_EQ(j.at("architectures").at(0).get<std::string>(), "DebertaV2ForMaskedLM");
+    EXPECT_EQ(j.at("model_type").get<std::string>(), "deberta-v2");
+    EXPECT_TRUE(j.at("relative_attention").get<bool>());
+    EXPECT_FALSE(j.at("position_biased_input").get<bool>());
+    EXPECT_TRUE(j.at("share_att_key").get<bool>());
+    EXPECT_EQ(j.at("pos_att_type"), json_io::Json::array({"p2c", "c2p"}));
+    EXPECT_EQ(j.at("norm_rel_ebd").get<std::string>(), "layer_norm");
+    EXPECT_EQ(j.at("position_buckets").get<int64_t>(), buckets > 0 ? buckets : -1);
+    EXPECT_EQ(j.at("max_relative_positions").get<int64_t>(), 12);
+    EXPECT_EQ(j.at("type_vocab_size").get<int64_t>(), 2);
+    EXPECT_TRUE(j.at("legacy").get<bool>());
+    EXPECT_FALSE(j.contains("position_embedding_type"));
+  }
+}
+
 TEST(MlmExport, RotorNamesAreHuggingFaceNames) {
   // The model registers exactly the HF names minus those the export adds.
   for (bool rope : {false, true}) {

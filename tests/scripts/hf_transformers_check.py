@@ -64,7 +64,7 @@ import transformers
 from safetensors.torch import load_file
 from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM,
                           AutoModelForSequenceClassification, AutoTokenizer, BertConfig,
-                          BertForMaskedLM, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig,
+                          BertForMaskedLM, DebertaV2Config, DebertaV2ForMaskedLM, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig,
                           GPTNeoXForCausalLM, RoFormerConfig, RoFormerForMaskedLM)
 
 TOL = 1e-4
@@ -98,7 +98,14 @@ def run(rotor, *args):
     return r
 
 
+# DeBERTa-v2's log buckets: 8 buckets, distances up to 32, so that the short
+# test sequences reach the log-spaced and clamped rows.
+DEBERTA_BUCKETS, DEBERTA_MAX_REL = 8, 32
+
+
 def model_yaml(position, extra):
+    deberta = (f"\n  deberta:\n    position_buckets: {DEBERTA_BUCKETS}\n"
+               f"    max_relative_positions: {DEBERTA_MAX_REL}") if position == "deberta" else ""
     return f"""device: cpu
 seed: 3
 model:
@@ -109,7 +116,7 @@ model:
   activation: gelu
   layer_norm_eps: 1.0e-12
   position: {position}
-  max_positions: {POS}
+  max_positions: {POS}{deberta}
 {extra}"""
 
 
@@ -343,6 +350,11 @@ def check_import(rotor, tmp, position, spm_model, vocab):
                   max_position_embeddings=POS, layer_norm_eps=1e-12, pad_token_id=0)
     if position == "rope":
         model = RoFormerForMaskedLM(RoFormerConfig(embedding_size=D, **common))
+    elif position == "deberta":
+        model = DebertaV2ForMaskedLM(DebertaV2Config(
+            type_vocab_size=2, relative_attention=True, position_biased_input=False,
+            pos_att_type="p2c|c2p", share_att_key=True, norm_rel_ebd="layer_norm",
+            position_buckets=DEBERTA_BUCKETS, max_relative_positions=DEBERTA_MAX_REL, **common))
     else:
         model = BertForMaskedLM(BertConfig(**common))
     with torch.no_grad():  # biases and norms away from 0 and 1, so that each one counts
@@ -627,7 +639,7 @@ def main():
             for variant in LM_VARIANTS:
                 ok &= check_lm_import(rotor, args.lm_logits, tmp, variant, f"{tmp}/spm_lm.model",
                                       vocab)
-        for position in ("learned", "rope") if args.only != "lm" else ():
+        for position in ("learned", "rope", "deberta") if args.only != "lm" else ():
             with open(f"{tmp}/mlm_{position}.yaml", "w") as f:
                 f.write(model_yaml(position, f"""task: mlm
 output_dir: {tmp}/mlm_{position}

@@ -14,6 +14,7 @@ constinit const PositionScheme kAlibiPositions{
     .name = "alibi",
     .alibi = true,
     .hf = {.family = "bert",
+           .model_type = "",
            .imports = "",
            .export_note = "",
            .causal_lm = "",

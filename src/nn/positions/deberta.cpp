@@ -7,7 +7,10 @@
 // embeddings shared by the encoder's layers (nn/deberta.h) and row() the
 // log-bucketed, clamped distance (core/deberta_bias.h; model.deberta's
 // settings). Built for the BERT encoder; the terms reach the materialized
-// core as a dense bias, on the CPU so far.
+// core as a dense bias, on the CPU so far. Exports as (and initializes from)
+// Hugging Face DebertaV2ForMaskedLM / ForSequenceClassification with
+// relative_attention, share_att_key, pos_att_type p2c|c2p, norm_rel_ebd
+// layer_norm and no position_biased_input.
 #include "nn/position.h"
 
 namespace rotor::nn {
@@ -18,11 +21,11 @@ constinit const PositionScheme kDebertaPositions{
     .disentangled = true,
     .bert_encoder_only = true,
     .hf = {.family = "bert",
-           .imports = "",
+           .model_type = "deberta-v2",
+           .imports = "DeBERTa-v2's disentangled attention",
            .export_note = "",
            .causal_lm = "",
-           .no_export = "the export to DebertaV2ForMaskedLM is not written yet, and Hugging Face "
-                        "BERT and RoFormer have no disentangled attention"},
+           .no_export = ""},
 };
 
 }  // namespace rotor::nn

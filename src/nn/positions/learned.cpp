@@ -17,6 +17,7 @@ constinit const PositionScheme kLearnedPositions{
     .name = "learned",
     .learned_table = true,
     .hf = {.family = "bert",
+           .model_type = "",
            .imports = "learned absolute positions",
            .export_note = "",
            .causal_lm = "gpt2",

@@ -8,6 +8,7 @@ extern const PositionScheme kNonePositions;
 constinit const PositionScheme kNonePositions{
     .name = "none",
     .hf = {.family = "bert",
+           .model_type = "",
            .imports = "",
            .export_note = "position none exported as a zero position_embeddings table",
            .causal_lm = "",

@@ -27,6 +27,7 @@ constinit const PositionScheme kRopePositions{
     .name = "rope",
     .rotates_qk = true,
     .hf = {.family = "roformer",
+           .model_type = "",
            .imports = "rotary positions",
            .export_note = "",
            .causal_lm = "gpt_neox",

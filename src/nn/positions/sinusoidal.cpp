@@ -34,6 +34,7 @@ constinit const PositionScheme kSinusoidalPositions{
     .name = "sinusoidal",
     .fixed_table = sinusoid,
     .hf = {.family = "bert",
+           .model_type = "",
            .imports = "",
            .export_note = "sinusoidal positions exported as a fixed position_embeddings table",
            .causal_lm = "",

@@ -16,6 +16,7 @@ constinit const PositionScheme kT5Positions{
     .name = "t5",
     .relative_bias = true,
     .hf = {.family = "bert",
+           .model_type = "",
            .imports = "",
            .export_note = "",
            .causal_lm = "",

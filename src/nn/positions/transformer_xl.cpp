@@ -17,6 +17,7 @@ constinit const PositionScheme kTransformerXlPositions{
     .name = "transformer_xl",
     .xl_terms = true,
     .hf = {.family = "bert",
+           .model_type = "",
            .imports = "",
            .export_note = "",
            .causal_lm = "",

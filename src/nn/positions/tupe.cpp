@@ -24,6 +24,7 @@ constinit const PositionScheme kTupePositions{
     .untied_correlation = true,
     .bert_encoder_only = true,
     .hf = {.family = "bert",
+           .model_type = "",
            .imports = "",
            .export_note = "",
            .causal_lm = "",
