@@ -10,6 +10,9 @@
 #if ROTOR_WITH_MPI
 #include <mpi.h>
 #endif
+#if ROTOR_ONEDNN_GEMM
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 namespace rotor {
 
@@ -17,7 +20,13 @@ std::string build_info_text() {
   std::string s;
   s += fmt::format("rotor {}\n", ROTOR_VERSION);
   s += fmt::format("  build:      {} ({})\n", ROTOR_BUILD_TYPE, ROTOR_CXX_COMPILER);
+#if ROTOR_ONEDNN_GEMM
+  const dnnl_version_t* dnnl = dnnl_version();
+  s += fmt::format("  cpu:        oneDNN {}.{}.{} GEMM, OpenMP with {} threads\n", dnnl->major,
+                   dnnl->minor, dnnl->patch, omp_get_max_threads());
+#else
   s += fmt::format("  cpu:        OpenBLAS GEMM, OpenMP with {} threads\n", omp_get_max_threads());
+#endif
   s +=
       fmt::format("  spdlog:     {}.{}.{}\n", SPDLOG_VER_MAJOR, SPDLOG_VER_MINOR, SPDLOG_VER_PATCH);
 #if ROTOR_WITH_MPI

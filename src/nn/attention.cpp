@@ -1,11 +1,11 @@
 #include "nn/attention.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <cmath>
 
 #include "nn/attention_kind.h"
+#include "ops/cpu_gemm.h"
 #include "ops/deberta_bias.h"
 #include "ops/decode.h"
 #include "ops/elementwise.h"
@@ -206,10 +206,10 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     deberta_kr_ = Tensor::empty({S, d});                                    // [S, d]
     for (int part = 0; part < 2; ++part) {  // the layer's query, then key projection
       Tensor& out = part == 0 ? deberta_qr_ : deberta_kr_;  // [S, d]
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(S), static_cast<int>(d),
-                  static_cast<int>(d), 1.0f, le.data<float>(), static_cast<int>(d),
-                  w.data<float>() + part * d * d, static_cast<int>(d), 0.0f, out.data<float>(),
-                  static_cast<int>(d));
+      ops::cpu_sgemm(CblasNoTrans, CblasTrans, static_cast<int>(S), static_cast<int>(d),
+                     static_cast<int>(d), 1.0f, le.data<float>(), static_cast<int>(d),
+                     w.data<float>() + part * d * d, static_cast<int>(d), 0.0f, out.data<float>(),
+                     static_cast<int>(d));
       float* po = out.data<float>();
       const float* pb = b.data<float>() + part * d;
       for (int64_t s = 0; s < S; ++s)
@@ -268,13 +268,14 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
     for (int part = 0; part < 2; ++part) {
       const Tensor& g = part == 0 ? dqr : dkr;  // [S, d]
       // dW_part += g^T le; db_part += column sums of g; dle += g W_part.
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d), static_cast<int>(d),
-                  static_cast<int>(S), 1.0f, g.data<float>(), static_cast<int>(d), le.data<float>(),
-                  static_cast<int>(d), 1.0f, wg.data<float>() + part * d * d, static_cast<int>(d));
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(S),
-                  static_cast<int>(d), static_cast<int>(d), 1.0f, g.data<float>(),
-                  static_cast<int>(d), w.data<float>() + part * d * d, static_cast<int>(d), 1.0f,
-                  dle.data<float>(), static_cast<int>(d));
+      ops::cpu_sgemm(CblasTrans, CblasNoTrans, static_cast<int>(d), static_cast<int>(d),
+                     static_cast<int>(S), 1.0f, g.data<float>(), static_cast<int>(d),
+                     le.data<float>(), static_cast<int>(d), 1.0f, wg.data<float>() + part * d * d,
+                     static_cast<int>(d));
+      ops::cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(S), static_cast<int>(d),
+                     static_cast<int>(d), 1.0f, g.data<float>(), static_cast<int>(d),
+                     w.data<float>() + part * d * d, static_cast<int>(d), 1.0f, dle.data<float>(),
+                     static_cast<int>(d));
       float* pbg = bg.data<float>() + part * d;
       const float* pg = g.data<float>();
       for (int64_t c = 0; c < d; ++c) {

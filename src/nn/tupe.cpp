@@ -1,11 +1,10 @@
 #include "nn/tupe.h"
 
-#include <cblas.h>
-
 #include <cmath>
 #include <vector>
 
 #include "core/error.h"
+#include "ops/cpu_gemm.h"
 
 namespace rotor::nn {
 
@@ -33,10 +32,10 @@ void TupeBias::prepare(int64_t B, int64_t T, const Context& ctx) {
   const float scale = 1.0f / std::sqrt(2.0f * static_cast<float>(D));
   std::vector<float> c(static_cast<size_t>(H * T * T));  // [H, T, T]
   for (int64_t h = 0; h < H; ++h)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(T),
-                static_cast<int>(D), scale, pq_.data<float>() + h * D, static_cast<int>(d_),
-                pk_.data<float>() + h * D, static_cast<int>(d_), 0.0f, c.data() + h * T * T,
-                static_cast<int>(T));
+    ops::cpu_sgemm(CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(T),
+                   static_cast<int>(D), scale, pq_.data<float>() + h * D, static_cast<int>(d_),
+                   pk_.data<float>() + h * D, static_cast<int>(d_), 0.0f, c.data() + h * T * T,
+                   static_cast<int>(T));
   // [CLS] untied: its row theta_1, its column (below it) theta_2.
   const float* theta = cls_->value.data<float>();  // [2, H]
   for (int64_t h = 0; h < H; ++h) {
@@ -83,14 +82,14 @@ void TupeBias::backward() {
   // C_h = scale pq_h pk_h^T: dpq_h = scale G_h pk_h, dpk_h = scale G_h^T pq_h.
   Tensor dpq = Tensor::empty({T, d_}), dpk = Tensor::empty({T, d_});  // [T, d] each
   for (int64_t h = 0; h < H; ++h) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(D),
-                static_cast<int>(T), scale, g.data() + h * T * T, static_cast<int>(T),
-                pk_.data<float>() + h * D, static_cast<int>(d_), 0.0f, dpq.data<float>() + h * D,
-                static_cast<int>(d_));
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(D),
-                static_cast<int>(T), scale, g.data() + h * T * T, static_cast<int>(T),
-                pq_.data<float>() + h * D, static_cast<int>(d_), 0.0f, dpk.data<float>() + h * D,
-                static_cast<int>(d_));
+    ops::cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(D),
+                   static_cast<int>(T), scale, g.data() + h * T * T, static_cast<int>(T),
+                   pk_.data<float>() + h * D, static_cast<int>(d_), 0.0f, dpq.data<float>() + h * D,
+                   static_cast<int>(d_));
+    ops::cpu_sgemm(CblasTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(D),
+                   static_cast<int>(T), scale, g.data() + h * T * T, static_cast<int>(T),
+                   pq_.data<float>() + h * D, static_cast<int>(d_), 0.0f, dpk.data<float>() + h * D,
+                   static_cast<int>(d_));
   }
   const Tensor dp_q = uq_->backward(dpq), dp_k = uk_->backward(dpk);  // [T, d] each
   float* dtable = table_->grad.data<float>();

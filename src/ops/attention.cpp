@@ -4,8 +4,6 @@
 // draws. On the CPU this is also the fastest path.
 #include "ops/attention.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,6 +12,7 @@
 #include "core/philox.h"
 #include "ops/attention_common.h"
 #include "ops/cpu_f32.h"
+#include "ops/cpu_gemm.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -63,7 +62,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   float* pp = probs.data<float>();    // [B, H, Tq, Tk]
   const float* pbias = options.score_bias.defined() ? options.score_bias.data<float>() : nullptr;
 
-  // Per (batch, head): S = scale Q K^T and O = (P o M) V are GEMMs (OpenBLAS
+  // Per (batch, head): S = scale Q K^T and O = (P o M) V are GEMMs (cpu_sgemm
   // runs them single-threaded inside this parallel loop); the masked softmax
   // in between is per row, with sums in double.
 #pragma omp parallel for collapse(2) schedule(static)
@@ -75,10 +74,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       const float* vb = pv + bh * d.Tk * d.D;
       float* pb = pp + bh * d.Tq * d.Tk;  // [Tq, Tk]
       float* ob = po + bh * d.Tq * d.D;   // [Tq, D]
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(d.Tq),
-                  static_cast<int>(d.Tk), static_cast<int>(d.D), options.scale, qb,
-                  static_cast<int>(d.D), kb, static_cast<int>(d.D), 0.0f, pb,
-                  static_cast<int>(d.Tk));
+      cpu_sgemm(CblasNoTrans, CblasTrans, static_cast<int>(d.Tq), static_cast<int>(d.Tk),
+                static_cast<int>(d.D), options.scale, qb, static_cast<int>(d.D), kb,
+                static_cast<int>(d.D), 0.0f, pb, static_cast<int>(d.Tk));
       for (int64_t i = 0; i < d.Tq; ++i) {
         float* prow = pb + i * d.Tk;
         const int64_t n = visible_keys(d, options.causal, key_len[b], i);
@@ -109,10 +107,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
           dropped[x] = pb[x] == 0.0f ? 0.0f : pb[x] * dropout_factor(options, base + x);
         weights = dropped.data();
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tq),
-                  static_cast<int>(d.D), static_cast<int>(d.Tk), 1.0f, weights,
-                  static_cast<int>(d.Tk), vb, static_cast<int>(d.D), 0.0f, ob,
-                  static_cast<int>(d.D));
+      cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tq), static_cast<int>(d.D),
+                static_cast<int>(d.Tk), 1.0f, weights, static_cast<int>(d.Tk), vb,
+                static_cast<int>(d.D), 0.0f, ob, static_cast<int>(d.D));
     }
   }
 }
@@ -179,11 +176,10 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
         w[x] = (options.dropout > 0.0f && pb[x] != 0.0f) ? pb[x] * dropout_factor(options, base + x)
                                                          : pb[x];
       // dV = W^T dout: [Tk, D]
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, w.data(), Tk, dob, D,
-                  0.0f, pdv + bh * d.Tk * d.D, D);
+      cpu_sgemm(CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, w.data(), Tk, dob, D, 0.0f,
+                pdv + bh * d.Tk * d.D, D);
       // dP = dout V^T: [Tq, Tk] (into ds)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dob, D, vb, D, 0.0f,
-                  ds.data(), Tk);
+      cpu_sgemm(CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dob, D, vb, D, 0.0f, ds.data(), Tk);
       for (int64_t i = 0; i < d.Tq; ++i) {
         const float* prow = pb + i * d.Tk;
         float* row = ds.data() + i * d.Tk;
@@ -215,10 +211,10 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
         for (int64_t j = 0; j < d.Tk; ++j) row[j] = prow[j] * (row[j] - rowsum) * options.scale;
       }
       // dQ = dS K: [Tq, D];  dK = dS^T Q: [Tk, D]
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, ds.data(), Tk, kb, D,
-                  0.0f, pdq + bh * d.Tq * d.D, D);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, ds.data(), Tk, qb, D,
-                  0.0f, pdk + bh * d.Tk * d.D, D);
+      cpu_sgemm(CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, ds.data(), Tk, kb, D, 0.0f,
+                pdq + bh * d.Tq * d.D, D);
+      cpu_sgemm(CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, ds.data(), Tk, qb, D, 0.0f,
+                pdk + bh * d.Tk * d.D, D);
     }
   }
   if (rel_grad.on()) {

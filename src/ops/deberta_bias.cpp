@@ -1,10 +1,9 @@
 #include "ops/deberta_bias.h"
 
-#include <cblas.h>
-
 #include <initializer_list>
 
 #include "core/error.h"
+#include "ops/cpu_gemm.h"
 
 namespace rotor::ops {
 
@@ -35,9 +34,9 @@ Dims check_deberta(const Tensor& q, const Tensor& k, const Tensor& kr, const Ten
 // out [rows_a, S] = a [rows_a, D] x_h^T, x_h the head's D columns of x [S, H D].
 void products(const float* a, int64_t rows_a, const float* x, int64_t h, const Dims& d,
               float* out) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows_a),
-              static_cast<int>(d.S), static_cast<int>(d.D), 1.0f, a, static_cast<int>(d.D),
-              x + h * d.D, static_cast<int>(d.H * d.D), 0.0f, out, static_cast<int>(d.S));
+  cpu_sgemm(CblasNoTrans, CblasTrans, static_cast<int>(rows_a), static_cast<int>(d.S),
+            static_cast<int>(d.D), 1.0f, a, static_cast<int>(d.D), x + h * d.D,
+            static_cast<int>(d.H * d.D), 0.0f, out, static_cast<int>(d.S));
 }
 
 }  // namespace
@@ -101,17 +100,15 @@ void deberta_bias_backward(const Tensor& q, const Tensor& k, const Tensor& kr, c
       }
       const int S = static_cast<int>(d.S), D = static_cast<int>(d.D), ld = static_cast<int>(HD);
       // dq += dC2P kr_h; dk += dP2C qr_h.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tq), D, S, 1.0f,
-                  dc2p.data(), S, kr.data<float>() + h * d.D, ld, 1.0f, pdq + bh * d.Tq * d.D, D);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tk), D, S, 1.0f,
-                  dp2c.data(), S, qr.data<float>() + h * d.D, ld, 1.0f, pdk + bh * d.Tk * d.D, D);
+      cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tq), D, S, 1.0f, dc2p.data(), S,
+                kr.data<float>() + h * d.D, ld, 1.0f, pdq + bh * d.Tq * d.D, D);
+      cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tk), D, S, 1.0f, dp2c.data(), S,
+                qr.data<float>() + h * d.D, ld, 1.0f, pdk + bh * d.Tk * d.D, D);
       // dkr_h = dC2P^T q; dqr_h = dP2C^T k, into this batch row's parts.
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, static_cast<int>(d.Tq), 1.0f,
-                  dc2p.data(), S, pq + bh * d.Tq * d.D, D, 0.0f,
-                  dkr_part.data() + b * d.S * HD + h * d.D, ld);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, static_cast<int>(d.Tk), 1.0f,
-                  dp2c.data(), S, pk + bh * d.Tk * d.D, D, 0.0f,
-                  dqr_part.data() + b * d.S * HD + h * d.D, ld);
+      cpu_sgemm(CblasTrans, CblasNoTrans, S, D, static_cast<int>(d.Tq), 1.0f, dc2p.data(), S,
+                pq + bh * d.Tq * d.D, D, 0.0f, dkr_part.data() + b * d.S * HD + h * d.D, ld);
+      cpu_sgemm(CblasTrans, CblasNoTrans, S, D, static_cast<int>(d.Tk), 1.0f, dp2c.data(), S,
+                pk + bh * d.Tk * d.D, D, 0.0f, dqr_part.data() + b * d.S * HD + h * d.D, ld);
     }
   float* pdkr = dkr.data<float>();
   float* pdqr = dqr.data<float>();

@@ -1,12 +1,11 @@
-// CPU GEMM: OpenBLAS sgemm per batch element, then a bias + activation
-// epilogue (cuBLASLt fuses the same epilogue on the GPU).
+// CPU GEMM: ops/cpu_gemm.h's sgemm (oneDNN or OpenBLAS) per batch element,
+// then a bias + activation epilogue (cuBLASLt fuses the same epilogue on the GPU).
 #include "ops/gemm.h"
-
-#include <cblas.h>
 
 #include <cmath>
 
 #include "ops/cpu_f32.h"
+#include "ops/cpu_gemm.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 
@@ -122,18 +121,18 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& option
       scale(c, options.beta);
   } else if (!options.trans_a && a_stride != 0 && b_stride == 0) {
     // A batched [..., M, K] against a shared B: one sgemm over all rows.
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, options.trans_b ? CblasTrans : CblasNoTrans,
-                static_cast<int>(batch * M), static_cast<int>(N), static_cast<int>(K),
-                options.alpha, A, static_cast<int>(K), B, static_cast<int>(options.trans_b ? K : N),
-                options.beta, C, static_cast<int>(N));
+    cpu_sgemm(CblasNoTrans, options.trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(batch * M), static_cast<int>(N), static_cast<int>(K), options.alpha,
+              A, static_cast<int>(K), B, static_cast<int>(options.trans_b ? K : N), options.beta, C,
+              static_cast<int>(N));
   } else {
     const int lda = static_cast<int>(options.trans_a ? M : K);
     const int ldb = static_cast<int>(options.trans_b ? K : N);
     for (int64_t i = 0; i < batch; ++i) {
-      cblas_sgemm(CblasRowMajor, options.trans_a ? CblasTrans : CblasNoTrans,
-                  options.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-                  static_cast<int>(N), static_cast<int>(K), options.alpha, A + i * a_stride, lda,
-                  B + i * b_stride, ldb, options.beta, C + i * M * N, static_cast<int>(N));
+      cpu_sgemm(options.trans_a ? CblasTrans : CblasNoTrans,
+                options.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+                static_cast<int>(N), static_cast<int>(K), options.alpha, A + i * a_stride, lda,
+                B + i * b_stride, ldb, options.beta, C + i * M * N, static_cast<int>(N));
     }
   }
 

@@ -1,4 +1,4 @@
-// Matrix products. CPU: OpenBLAS sgemm; CUDA: cuBLASLt with fused epilogues.
+// Matrix products. CPU: ops/cpu_gemm.h (oneDNN or OpenBLAS); CUDA: cuBLASLt with fused epilogues.
 #pragma once
 
 #include "core/tensor.h"

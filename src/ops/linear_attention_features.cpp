@@ -1,13 +1,12 @@
 // Feature maps of linear attention and their gradients, the rotation of
 // feature rows, and the public linear_attention_features / favor_projection.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/favor.h"
 #include "core/rope.h"
+#include "ops/cpu_gemm.h"
 #include "ops/dispatch.h"
 #include "ops/linear_attention_common.h"
 #include "ops/rope_rows.h"
@@ -24,10 +23,9 @@ void lin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+  cpu_sgemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+            static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+            static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
 void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t pos0,

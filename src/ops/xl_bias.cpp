@@ -1,12 +1,11 @@
 #include "ops/xl_bias.h"
 
-#include <cblas.h>
-
 #include <cmath>
 #include <initializer_list>
 #include <vector>
 
 #include "core/error.h"
+#include "ops/cpu_gemm.h"
 
 namespace rotor::ops {
 
@@ -62,10 +61,9 @@ void xl_bias_forward(const Tensor& q, const Tensor& k, const Tensor& r, const Te
           query_plus_v(pq + bh * d.Tq * d.D, pv + h * d.D, scale, d);  // [Tq, D]
       // G = qv r_h^T: [Tq, L], r_h the head's D columns of r (leading dim H D).
       std::vector<float> g(static_cast<size_t>(d.Tq * d.L));
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(d.Tq),
-                  static_cast<int>(d.L), static_cast<int>(d.D), 1.0f, qv.data(),
-                  static_cast<int>(d.D), pr + h * d.D, static_cast<int>(HD), 0.0f, g.data(),
-                  static_cast<int>(d.L));
+      cpu_sgemm(CblasNoTrans, CblasTrans, static_cast<int>(d.Tq), static_cast<int>(d.L),
+                static_cast<int>(d.D), 1.0f, qv.data(), static_cast<int>(d.D), pr + h * d.D,
+                static_cast<int>(HD), 0.0f, g.data(), static_cast<int>(d.L));
       // c_j = scale u . k_j
       std::vector<float> cu(static_cast<size_t>(d.Tk));
       for (int64_t j = 0; j < d.Tk; ++j) {
@@ -128,10 +126,9 @@ void xl_bias_backward(const Tensor& q, const Tensor& k, const Tensor& r, const T
       }
       // dqv = dG r_h: [Tq, D]; dq += dqv, dv_h += scale sum_i dqv_i.
       std::vector<float> dqv(static_cast<size_t>(d.Tq * d.D));
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tq),
-                  static_cast<int>(d.D), static_cast<int>(d.L), 1.0f, dg.data(),
-                  static_cast<int>(d.L), pr + h * d.D, static_cast<int>(HD), 0.0f, dqv.data(),
-                  static_cast<int>(d.D));
+      cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tq), static_cast<int>(d.D),
+                static_cast<int>(d.L), 1.0f, dg.data(), static_cast<int>(d.L), pr + h * d.D,
+                static_cast<int>(HD), 0.0f, dqv.data(), static_cast<int>(d.D));
       double* dvb = dv_part.data() + b * HD + h * d.D;
       for (int64_t i = 0; i < d.Tq; ++i)
         for (int64_t c = 0; c < d.D; ++c) {
@@ -139,10 +136,10 @@ void xl_bias_backward(const Tensor& q, const Tensor& k, const Tensor& r, const T
           dvb[c] += static_cast<double>(scale) * dqv[i * d.D + c];
         }
       // dr_h = dG^T qv: [L, D], into this batch row's part (leading dim H D).
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.L),
-                  static_cast<int>(d.D), static_cast<int>(d.Tq), 1.0f, dg.data(),
-                  static_cast<int>(d.L), qv.data(), static_cast<int>(d.D), 0.0f,
-                  dr_part.data() + b * d.L * HD + h * d.D, static_cast<int>(HD));
+      cpu_sgemm(CblasTrans, CblasNoTrans, static_cast<int>(d.L), static_cast<int>(d.D),
+                static_cast<int>(d.Tq), 1.0f, dg.data(), static_cast<int>(d.L), qv.data(),
+                static_cast<int>(d.D), 0.0f, dr_part.data() + b * d.L * HD + h * d.D,
+                static_cast<int>(HD));
       // c_j = scale u . k_j: dk_j += scale dc_j u, du += scale sum_j dc_j k_j.
       double* dub = du_part.data() + b * HD + h * d.D;
       for (int64_t j = 0; j < d.Tk; ++j) {

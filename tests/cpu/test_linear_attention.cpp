@@ -212,10 +212,14 @@ void check_case(const Case& c, LinearFeatureMap map, LinearRope rope) {
     fd(kd, dk_ref, c.Tk, c.D);
     fd(vd, dv_ref, c.Tk, c.Dv);
   }
+  // fp32 sweeps against double: the gradients' references are central
+  // differences, and the fp32 GEMM's rounding depends on its library's
+  // blocking (ops/cpu_gemm.h): 1.1e-5 is the largest seen (oneDNN, dq of
+  // relu rotated before the feature map).
   EXPECT_LT(rel_error(out.to_floats(), out_ref), 1e-5) << "out";
-  EXPECT_LT(rel_error(dq.to_floats(), dq_ref), 1e-5) << "dq";
-  EXPECT_LT(rel_error(dk.to_floats(), dk_ref), 1e-5) << "dk";
-  EXPECT_LT(rel_error(dv.to_floats(), dv_ref), 1e-5) << "dv";
+  EXPECT_LT(rel_error(dq.to_floats(), dq_ref), 2e-5) << "dq";
+  EXPECT_LT(rel_error(dk.to_floats(), dk_ref), 2e-5) << "dk";
+  EXPECT_LT(rel_error(dv.to_floats(), dv_ref), 2e-5) << "dv";
 }
 
 const std::vector<Case> kCases = {

@@ -49,18 +49,12 @@ void PrintTo(const Traits& t, std::ostream* os) {
 }
 
 Traits traits_of(nn::PositionKind k) {
-  return {k->learned_table,
-          k->fixed_table != nullptr,
-          k->rotates_qk,
-          k->alibi,
-          k->relative_bias,
-          k->xl_terms,
-          k->untied_correlation,
-          k->disentangled,
-          k->bert_encoder_only,
-          std::string(k->hf.family),
-          std::string(k->hf.imports),
-          !k->hf.export_note.empty()};
+  return {k->learned_table, k->fixed_table != nullptr, k->rotates_qk, k->alibi, k->relative_bias,
+          k->xl_terms, k->untied_correlation, k->disentangled, k->bert_encoder_only,
+          // the family, and the model_type where it is another ("bert as deberta-v2")
+          std::string(k->hf.family) +
+              (k->hf.model_type.empty() ? "" : " as " + std::string(k->hf.model_type)),
+          std::string(k->hf.imports), !k->hf.export_note.empty()};
 }
 
 // What each encoding is, by its model.position name (in registry order).
@@ -79,7 +73,9 @@ const std::vector<std::pair<std::string, Traits>> kTable = {
     {"transformer_xl",
      {false, false, false, false, false, true, false, false, false, "bert", "", false}},
     {"tupe", {false, false, false, false, false, false, true, false, true, "bert", "", false}},
-    {"deberta", {false, false, false, false, false, false, false, true, true, "bert", "", false}},
+    {"deberta",
+     {false, false, false, false, false, false, false, true, true, "bert as deberta-v2",
+      "DeBERTa-v2's disentangled attention", false}},
 };
 
 Config config_with(const std::string& position, const std::string& task = "mlm") {

@@ -92,7 +92,8 @@ AttentionPlan choose_core(const AttentionCase& c, const ops::AttentionDevice& de
   if (!dev.cuda) {
     p.core = AttentionCore::Reference;
     p.why =
-        "attention.impl auto: the materialized core on the CPU (its products are OpenBLAS GEMMs)";
+        "attention.impl auto: the materialized core on the CPU (its products are the CPU GEMM's, "
+        "ops/cpu_gemm.h)";
     return p;
   }
   std::string no_flash;
