@@ -13,6 +13,7 @@
 #include "ops/attention_common.h"
 #include "ops/cpu_f32.h"
 #include "ops/cpu_gemm.h"
+#include "ops/cpu_rows.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -64,7 +65,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
 
   // Per (batch, head): S = scale Q K^T and O = (P o M) V are GEMMs (cpu_sgemm
   // runs them single-threaded inside this parallel loop); the masked softmax
-  // in between is per row, with sums in double.
+  // in between is per row (detail::softmax_row: vector exp, sums in double).
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.B; ++b) {
     for (int64_t h = 0; h < d.H; ++h) {
@@ -87,15 +88,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
           const float* brow = pbias + (bh * d.Tq + i) * d.Tk;
           for (int64_t j = 0; j < n; ++j) prow[j] += brow[j];
         }
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, prow[j]);
-        double sum = 0.0;
-        for (int64_t j = 0; j < n; ++j) {
-          prow[j] = std::exp(prow[j] - mx);
-          sum += prow[j];
-        }
-        const float inv = n > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
-        for (int64_t j = 0; j < n; ++j) prow[j] *= inv;
+        detail::softmax_row(prow, n);
         for (int64_t j = n; j < d.Tk; ++j) prow[j] = 0.0f;  // masked, or no visible key at all
       }
       const float* weights = pb;

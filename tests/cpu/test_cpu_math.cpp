@@ -1,8 +1,9 @@
 // The CPU ops' own elementary functions (ops/cpu_math.h): tanh within 3 ulp
 // of the true value over every float exponent, NaN, infinities and signed
 // zeros as tanh has them; exp within 2 ulp wherever e^x is a normal float;
-// and the vector clones (ops/cpu_clones.h) of GELU and the cross-entropy
-// give exactly what the scalar formulas give.
+// and the vector clones (ops/cpu_clones.h) of GELU, the cross-entropy and
+// the attention core's softmax rows give exactly what the scalar formulas
+// give.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "core/tensor.h"
 #include "ops/cpu_math.h"
+#include "ops/cpu_rows.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "support/test_util.h"
@@ -120,6 +122,45 @@ TEST(CpuMath, CrossEntropyClonesGiveTheScalarBits) {
       const float want_d = 2.0f * (p - q);
       ASSERT_EQ(std::memcmp(&got_d[static_cast<size_t>(i * v + k)], &want_d, 4), 0)
           << i << ", " << k << ": " << got_d[static_cast<size_t>(i * v + k)] << " vs " << want_d;
+    }
+  }
+}
+
+// The attention core's softmax row (ops/cpu_rows.h) runs the clone the CPU
+// has: the scalar formula's bits (exp_f32, 16 double lanes, one reciprocal),
+// within 2e-6 of the softmax in double, rows of every length around the
+// 16-lane blocks, and 0 elements left alone.
+TEST(CpuMath, SoftmaxRowCloneGivesTheScalarBits) {
+  for (const int64_t n : {0, 1, 7, 16, 17, 45, 128, 131}) {
+    const std::vector<float> x = test::random_floats(static_cast<size_t>(n) + 1,
+                                                     static_cast<uint64_t>(n) + 9, -30.0f, 12.0f);
+    std::vector<float> got = x;
+    ops::detail::softmax_row(got.data(), n);
+    EXPECT_EQ(got[static_cast<size_t>(n)], x[static_cast<size_t>(n)]) << "past the row, n " << n;
+    if (n == 0) continue;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
+    std::vector<float> e(static_cast<size_t>(n));
+    double lanes[16] = {}, sum = 0;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+      for (int l = 0; l < 16; ++l) {
+        e[j + l] = ops::detail::exp_f32(x[j + l] - mx);
+        lanes[l] += e[j + l];
+      }
+    for (int l = 0; l < 16; ++l) sum += lanes[l];
+    for (; j < n; ++j) {
+      e[j] = ops::detail::exp_f32(x[j] - mx);
+      sum += e[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    double exact_sum = 0;
+    for (int64_t k = 0; k < n; ++k) exact_sum += std::exp(static_cast<double>(x[k]) - mx);
+    for (int64_t k = 0; k < n; ++k) {
+      const float want = e[k] * inv;
+      ASSERT_EQ(std::memcmp(&got[k], &want, 4), 0) << "n " << n << ", " << k;
+      EXPECT_NEAR(got[k], std::exp(static_cast<double>(x[k]) - mx) / exact_sum, 2e-6)
+          << "n " << n << ", " << k;
     }
   }
 }

@@ -1,0 +1,15 @@
+// Row loops of the CPU attention cores in vector clones (ops/cpu_clones.h):
+// the same bits on every CPU, sums in double in a fixed order.
+#pragma once
+
+#include <cstdint>
+
+namespace rotor::ops::detail {
+
+// The softmax of row[0, n) in place: e^(row[j] - max) by ops/cpu_math.h's
+// exp_f32 (within about 2 ulp), the sum in double in 16 lanes (lane l adds
+// j = l mod 16 in order, then the lanes, then the tail), each term times
+// the float reciprocal of the sum. n = 0 leaves the row alone.
+void softmax_row(float* row, int64_t n);
+
+}  // namespace rotor::ops::detail
