@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "ops/cpu_f32.h"
 #include "ops/dispatch.h"
@@ -42,20 +43,32 @@ void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
   const int64_t rows = n ? x.numel() / n : 0;
   const float* px = x.data<float>();  // [rows, n]
   float* po = out.data<float>();      // [n]
-  // Columns are independent: each thread owns a block of them and walks the
-  // rows in order (contiguous reads; the same sums for any thread count).
-  constexpr int64_t kBlock = 256;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
-    double acc[kBlock];
-    for (int64_t j = j0; j < j1; ++j) acc[j - j0] = accumulate ? po[j] : 0.0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = px + r * n;
-      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+  // Work items of kRows rows by kBlock columns: each sums its rows in order
+  // into double partials (contiguous reads), and each column adds its
+  // partials in chunk order. The chunks are fixed by the shape, never by the
+  // thread count, so the sums are the same for any number of threads; a
+  // bias gradient of d_model columns (one block) still spreads over the
+  // threads by its rows.
+  constexpr int64_t kBlock = 256, kRows = 256;
+  const int64_t blocks = (n + kBlock - 1) / kBlock,
+                chunks = std::max<int64_t>(1, (rows + kRows - 1) / kRows);
+  std::vector<double> partial(static_cast<size_t>(chunks * n));
+#pragma omp parallel for collapse(2) schedule(static) if (chunks * blocks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
+      double acc[kBlock] = {};
+      for (int64_t r = c * kRows; r < std::min(rows, (c + 1) * kRows); ++r) {
+        const float* row = px + r * n;
+        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+      }
+      std::copy(acc, acc + (j1 - j0), partial.data() + c * n + j0);
     }
-    for (int64_t j = j0; j < j1; ++j) po[j] = static_cast<float>(acc[j - j0]);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    double acc = accumulate ? po[j] : 0.0;
+    for (int64_t c = 0; c < chunks; ++c) acc += partial[static_cast<size_t>(c * n + j)];
+    po[j] = static_cast<float>(acc);
   }
 }
 
