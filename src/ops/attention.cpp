@@ -164,12 +164,16 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
       const float* pb = pp + bh * d.Tq * d.Tk;
       const float* dob = pdo + bh * d.Tq * d.D;
       const uint64_t base = static_cast<uint64_t>(bh * d.Tq * d.Tk);
-      std::vector<float> w(static_cast<size_t>(d.Tq * d.Tk)), ds(static_cast<size_t>(d.Tq * d.Tk));
-      for (int64_t x = 0; x < d.Tq * d.Tk; ++x)
-        w[x] = (options.dropout > 0.0f && pb[x] != 0.0f) ? pb[x] * dropout_factor(options, base + x)
-                                                         : pb[x];
+      std::vector<float> ds(static_cast<size_t>(d.Tq * d.Tk)), w;
+      const float* weights = pb;  // P o M: P itself without dropout
+      if (options.dropout > 0.0f) {
+        w.resize(static_cast<size_t>(d.Tq * d.Tk));
+        for (int64_t x = 0; x < d.Tq * d.Tk; ++x)
+          w[x] = pb[x] != 0.0f ? pb[x] * dropout_factor(options, base + x) : 0.0f;
+        weights = w.data();
+      }
       // dV = W^T dout: [Tk, D]
-      cpu_sgemm(CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, w.data(), Tk, dob, D, 0.0f,
+      cpu_sgemm(CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, weights, Tk, dob, D, 0.0f,
                 pdv + bh * d.Tk * d.D, D);
       // dP = dout V^T: [Tq, Tk] (into ds)
       cpu_sgemm(CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dob, D, vb, D, 0.0f, ds.data(), Tk);
@@ -178,13 +182,17 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
         float* row = ds.data() + i * d.Tk;
         const uint64_t row_index = base + static_cast<uint64_t>(i * d.Tk);
         double dot = 0.0;
-        for (int64_t j = 0; j < d.Tk; ++j) {
-          if (prow[j] == 0.0f) {
-            row[j] = 0.0f;
-            continue;
+        if (options.dropout > 0.0f) {
+          for (int64_t j = 0; j < d.Tk; ++j) {
+            if (prow[j] == 0.0f) {
+              row[j] = 0.0f;
+              continue;
+            }
+            row[j] *= dropout_factor(options, row_index + j);
+            dot += static_cast<double>(row[j]) * prow[j];
           }
-          if (options.dropout > 0.0f) row[j] *= dropout_factor(options, row_index + j);
-          dot += static_cast<double>(row[j]) * prow[j];
+        } else {
+          dot = detail::masked_dot_row(prow, row, d.Tk);
         }
         const float rowsum = static_cast<float>(dot);
         if (pbias_grad) {  // the dense bias's gradient: dS / scale, 0 where masked

@@ -30,4 +30,24 @@ ROTOR_CPU_CLONES void softmax_row(float* row, int64_t n) {
   for (int64_t i = 0; i < n; ++i) row[i] *= inv;
 }
 
+ROTOR_CPU_CLONES double masked_dot_row(const float* p, float* dp, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  double lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const float g = p[j + l] == 0.0f ? 0.0f : dp[j + l];
+      dp[j + l] = g;
+      lanes[l] += static_cast<double>(g) * p[j + l];
+    }
+  double dot = 0.0;
+  for (int64_t l = 0; l < kLanes; ++l) dot += lanes[l];
+  for (; j < n; ++j) {
+    const float g = p[j] == 0.0f ? 0.0f : dp[j];
+    dp[j] = g;
+    dot += static_cast<double>(g) * p[j];
+  }
+  return dot;
+}
+
 }  // namespace rotor::ops::detail

@@ -12,4 +12,9 @@ namespace rotor::ops::detail {
 // the float reciprocal of the sum. n = 0 leaves the row alone.
 void softmax_row(float* row, int64_t n);
 
+// The softmax backward's row sum without dropout: dp[j] set to 0 where
+// p[j] is 0 (a masked key), then sum_j dp[j] p[j] in double in the same 16
+// lanes.
+double masked_dot_row(const float* p, float* dp, int64_t n);
+
 }  // namespace rotor::ops::detail

@@ -165,6 +165,36 @@ TEST(CpuMath, SoftmaxRowCloneGivesTheScalarBits) {
   }
 }
 
+// The softmax backward's row sum (ops/cpu_rows.h): masked keys (p = 0)
+// zeroed, NaN there included, and the scalar formula's bits.
+TEST(CpuMath, MaskedDotRowCloneGivesTheScalarBits) {
+  for (const int64_t n : {0, 5, 16, 33, 130}) {
+    std::vector<float> p =
+        test::random_floats(static_cast<size_t>(n), static_cast<uint64_t>(n) + 3, 0.0f, 1.0f);
+    const std::vector<float> dp0 =
+        test::random_floats(static_cast<size_t>(n), static_cast<uint64_t>(n) + 4, -2.0f, 2.0f);
+    std::vector<float> dp = dp0;
+    for (int64_t j = 0; j < n; j += 3) {
+      p[static_cast<size_t>(j)] = 0.0f;
+      dp[static_cast<size_t>(j)] = std::numeric_limits<float>::quiet_NaN();
+    }
+    const double got = ops::detail::masked_dot_row(p.data(), dp.data(), n);
+    double lanes[16] = {}, want = 0;
+    int64_t j = 0;
+    const auto term = [&](int64_t k) {
+      return p[k] == 0.0f ? 0.0 : static_cast<double>(dp0[k]) * p[k];
+    };
+    for (; j + 16 <= n; j += 16)
+      for (int l = 0; l < 16; ++l) lanes[l] += term(j + l);
+    for (int l = 0; l < 16; ++l) want += lanes[l];
+    for (; j < n; ++j) want += term(j);
+    EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+        << "n " << n << ": " << got << " vs " << want;
+    for (int64_t k = 0; k < n; ++k)
+      EXPECT_EQ(dp[k], p[k] == 0.0f ? 0.0f : dp0[k]) << "n " << n << ", " << k;
+  }
+}
+
 // The activation ops run the vector clone the CPU has; the scalar formula
 // here is compiled for the baseline: the same bits, NaN and infinities too.
 TEST(CpuMath, GeluClonesGiveTheScalarBits) {
