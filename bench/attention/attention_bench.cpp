@@ -7,11 +7,15 @@
 // memory-bound and not counted).
 //
 //   bench_attention [--dtype bf16|fp16|fp32]
-//                   [--impl rotor|tc|portable|cudnn|reference|all]
+//                   [--impl auto|rotor|tc|portable|cudnn|reference|all]
 //                   [--iters N] [--causal] [--peer peer.json] [--rope-placement]
 //
-// --impl: rotor = the flash core as the model runs it (the tensor-core kernel
-// where it runs, else the portable one); tc and portable force one of the two
+// --impl: auto = what a model with attention.impl auto runs at each shape
+// (the attention plan: cuDNN from kCudnnMinKeys keys on where it serves the
+// case, else rotor's flash kernel), the row naming the core; rotor = rotor's
+// flash core as the model runs it under attention.impl rotor (the
+// tensor-core kernel where it runs, else the portable one); tc and portable
+// force one of the two
 // (ROTOR_FLASH_KERNEL); cudnn = ops::cudnn_attention_* (a build with the cuDNN
 // frontend); reference = the materializing attention; all = tc, portable and
 // cudnn one after the other, then their fwd+bwd times side by side.
@@ -78,10 +82,12 @@ double time_ms(F&& f, int iters) {
   return std::chrono::duration<double, std::milli>(t1 - t0).count() / iters;
 }
 
-enum class Impl { Rotor, Tc, Portable, Cudnn, Reference };
+enum class Impl { Auto, Rotor, Tc, Portable, Cudnn, Reference };
 
 const char* impl_name(Impl i) {
   switch (i) {
+    case Impl::Auto:
+      return "auto";
     case Impl::Rotor:
       return "rotor";
     case Impl::Tc:
@@ -114,6 +120,24 @@ ops::FlashKernel flash_kernel_for(Impl impl, const Shape4& s, DType dt, bool cau
   return nn::plan_attention(c, ops::attention_device(Device::cuda(0))).kernel;
 }
 
+// What attention.impl auto runs at this shape (RoPE in the head split, as
+// here): Cudnn where the plan picks cuDNN, else Rotor (whose kernel
+// flash_kernel_for then asks the plan for).
+Impl auto_impl(const Shape4& s, DType dt, bool causal, bool rope_in_kernel) {
+  nn::AttentionCase c;
+  c.impl = nn::AttentionImpl::Auto;
+  c.rope = true;
+  c.rope_in_kernel = rope_in_kernel;
+  c.causal = causal;
+  c.dtype = dt;
+  c.B = s.B;
+  c.H = s.H;
+  c.Tq = c.Tk = s.T;
+  c.D = s.D;
+  const nn::AttentionPlan p = nn::plan_attention(c, ops::attention_device(Device::cuda(0)));
+  return p.core == nn::AttentionCore::Cudnn ? Impl::Cudnn : Impl::Rotor;
+}
+
 // A random tensor (uniform in [-1, 1]; xorshift: fast enough for 10^8 values).
 Tensor random_tensor(const rotor::Shape& shape, DType dt, Device dev, uint64_t seed) {
   std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
@@ -131,6 +155,7 @@ Tensor random_tensor(const rotor::Shape& shape, DType dt, Device dev, uint64_t s
 // (AttentionOptions::rope, the tensor-core kernel only).
 Timing run_shape(const Shape4& s, DType dt, Impl impl, bool causal, int iters,
                  bool rope_in_kernel = false) {
+  if (impl == Impl::Auto) impl = auto_impl(s, dt, causal, rope_in_kernel);
   const Device gpu = Device::cuda(0);
   const bool reference = impl == Impl::Reference;
   const int64_t d = s.H * s.D;
@@ -225,9 +250,9 @@ std::map<std::string, Timing> read_peer(const std::string& path) {
 const char* kUsage =
     "usage: bench_attention [--dtype bf16|fp16|fp32] "
 #if ROTOR_WITH_CUDNN_FRONTEND
-    "[--impl rotor|tc|portable|cudnn|reference|all] "
+    "[--impl auto|rotor|tc|portable|cudnn|reference|all] "
 #else
-    "[--impl rotor|tc|portable|reference|all] "
+    "[--impl auto|rotor|tc|portable|reference|all] "
 #endif
     "[--iters N] [--causal] [--peer peer.json] [--rope-placement]\n";
 
@@ -241,7 +266,8 @@ std::map<std::string, Timing> run_impl(Impl impl, DType dt, bool causal, int ite
                                        const std::map<std::string, Timing>& peer) {
   std::map<std::string, Timing> results;
   std::printf("attention core + RoPE split, %s, %s, %s\n", dtype_name(dt),
-              impl == Impl::Reference  ? "reference"
+              impl == Impl::Auto       ? "attention.impl auto (core per row)"
+              : impl == Impl::Reference ? "reference"
               : impl == Impl::Rotor    ? "rotor flash"
               : impl == Impl::Tc       ? "rotor flash (tensor-core kernel)"
               : impl == Impl::Portable ? "rotor flash (portable kernel)"
@@ -269,6 +295,7 @@ std::map<std::string, Timing> run_impl(Impl impl, DType dt, bool causal, int ite
     if (it != peer.end())
       std::printf(" %8.2f %8.2f %8.2f", it->second.fwd_ms / t.fwd_ms, it->second.bwd_ms / t.bwd_ms,
                   it->second.fwdbwd_ms / t.fwdbwd_ms);
+    if (impl == Impl::Auto) std::printf("  %s", impl_name(auto_impl(s, dt, causal, false)));
     std::printf("\n");
   }
   return results;
@@ -331,7 +358,9 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--impl") {
       const std::string v = next();
-      if (v == "rotor") {
+      if (v == "auto") {
+        impl = Impl::Auto;
+      } else if (v == "rotor") {
         impl = Impl::Rotor;
       } else if (v == "tc") {
         impl = Impl::Tc;
@@ -345,7 +374,7 @@ int main(int argc, char** argv) {
         all = true;
       } else {
         std::fprintf(stderr,
-                     "bench_attention: --impl rotor|tc|portable|cudnn|reference|all, got %s\n",
+                     "bench_attention: --impl auto|rotor|tc|portable|cudnn|reference|all, got %s\n",
                      v.c_str());
         return 2;
       }

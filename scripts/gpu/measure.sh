@@ -240,7 +240,10 @@ block() {
 add_library_dirs() {
   ((dry)) && return 0
   [[ -x $rotor ]] || return 0
-  ldd "$rotor" 2>/dev/null | grep -q "not found" || return 0
+  # Read whole outputs before matching: under pipefail, `cmd | grep -q` fails
+  # when cmd exits non-zero (bench_attention --help exits 2) or is cut off
+  # by SIGPIPE once grep has its match.
+  [[ $(ldd "$rotor" 2>/dev/null || true) == *"not found"* ]] || return 0
   local dirs
   dirs=$("$python" - <<'PY' 2>/dev/null || true
 import glob, os, site
@@ -452,9 +455,11 @@ if wants attention; then
     block attention_peer "attention_peer.py --dtype bf16 (PyTorch SDPA flash + rotary)"
     peer_args=()
     if ((dry)) || [[ -f $peer_json ]]; then peer_args=(--peer "$peer_json"); fi
-    # rotor = what the model runs; tc, cudnn and portable = each core forced.
-    impls=(rotor tc)
-    if ((dry)) || "$bench_attention" --help 2>&1 | grep -q cudnn; then impls+=(cudnn); fi
+    # auto = what a model runs (attention.impl auto: cuDNN from 128 keys);
+    # tc, cudnn and portable = each core forced.
+    impls=(auto tc)
+    # (the 2026-11-27 window skipped cudnn: `--help | grep -q` under pipefail)
+    if ((dry)) || [[ $("$bench_attention" --help 2>&1 || true) == *cudnn* ]]; then impls+=(cudnn); fi
     for impl in "${impls[@]}"; do
       step "attention_$impl" 45 "$bench_attention" --dtype bf16 --impl "$impl" "${peer_args[@]}"
       block "attention_$impl" "bench_attention --impl $impl (bf16, non-causal)"
