@@ -134,6 +134,10 @@ std::string cudnn_attention_unsupported(const CudnnAttentionCase& c, const Cudnn
     return fmt::format("head dim {}: cuDNN attention takes multiples of 8 up to 128", c.D);
   if (c.B == 0 || c.H == 0 || c.Tq == 0 || c.Tk == 0)
     return "an empty batch leaves nothing for cuDNN attention";
+  // Seen on an H200 with cuDNN 9.14 (docs/performance.md, 2026-11-27): the
+  // backward graph fails validation with "s_q = s_kv = 1 is not supported".
+  if (c.Tq == 1 && c.Tk == 1)
+    return "one query and one key: cuDNN 9's attention graphs refuse s_q = s_kv = 1";
   if (c.causal && c.Tq != c.Tk) {
     // rotor's causal mask is aligned at the bottom right (query i sees keys
     // j <= i + Tk - Tq); cuDNN's bottom-right diagonal takes neither padding

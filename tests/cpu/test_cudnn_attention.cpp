@@ -186,6 +186,8 @@ TEST(CudnnAttentionSupport, SaysWhyNot) {
       {"head dim 100", with([](auto& c) { c.D = 100; }), kH100, "head dim 100"},
       {"head dim 256", with([](auto& c) { c.D = 256; }), kH100, "multiples of 8 up to 128"},
       {"empty", with([](auto& c) { c.B = 0; }), kH100, "empty batch"},
+      {"one query, one key", with([](auto& c) { c.Tq = c.Tk = 1; }), kH100,
+       "refuse s_q = s_kv = 1"},
       {"causal, more queries", with([](auto& c) {
          c.causal = true;
          c.Tq = 9;
