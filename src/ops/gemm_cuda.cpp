@@ -130,6 +130,16 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& o) {
     return;
   }
 
+  // A 16-bit C with both beta C and a bias: cuBLASLt's fused epilogue gave
+  // errors of 2.4-2.6x one rounding on an H200 (2026-11-27 window,
+  // docs/performance.md), as if C + AB were rounded before the bias was
+  // added. No training step asks for this combination (weight gradients
+  // accumulate without a bias), so it takes the f32 path.
+  if (c.dtype() != DType::F32 && o.beta != 0.0f && o.bias.defined()) {
+    gemm_via_f32(g, e, ws);
+    return;
+  }
+
   // 1. The fully fused epilogue.
   kernels::GemmArgs fused = g;
   fused.bias = o.bias.defined() ? o.bias.raw() : nullptr;
