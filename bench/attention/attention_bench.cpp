@@ -266,12 +266,12 @@ std::map<std::string, Timing> run_impl(Impl impl, DType dt, bool causal, int ite
                                        const std::map<std::string, Timing>& peer) {
   std::map<std::string, Timing> results;
   std::printf("attention core + RoPE split, %s, %s, %s\n", dtype_name(dt),
-              impl == Impl::Auto       ? "attention.impl auto (core per row)"
+              impl == Impl::Auto        ? "attention.impl auto (core per row)"
               : impl == Impl::Reference ? "reference"
-              : impl == Impl::Rotor    ? "rotor flash"
-              : impl == Impl::Tc       ? "rotor flash (tensor-core kernel)"
-              : impl == Impl::Portable ? "rotor flash (portable kernel)"
-                                       : "cuDNN",
+              : impl == Impl::Rotor     ? "rotor flash"
+              : impl == Impl::Tc        ? "rotor flash (tensor-core kernel)"
+              : impl == Impl::Portable  ? "rotor flash (portable kernel)"
+                                        : "cuDNN",
               causal ? "causal" : "non-causal");
   std::printf("%-22s %9s %9s %9s %9s %9s %9s", "shape", "fwd ms", "bwd ms", "f+b ms", "fwd TF/s",
               "bwd TF/s", "f+b TF/s");
