@@ -464,6 +464,16 @@ if wants attention; then
       step "attention_$impl" 45 "$bench_attention" --dtype bf16 --impl "$impl" "${peer_args[@]}"
       block "attention_$impl" "bench_attention --impl $impl (bf16, non-causal)"
     done
+    # Causal (the LM's case): the peer and what attention.impl auto runs.
+    causal_json=$out/attention_peer_causal.json
+    ((dry)) || rm -f "$causal_json"
+    step attention_peer_causal 60 "$python" scripts/bench/attention_peer.py --dtype bf16 --causal \
+      --json "$causal_json"
+    block attention_peer_causal "attention_peer.py --dtype bf16 --causal"
+    causal_args=()
+    if ((dry)) || [[ -f $causal_json ]]; then causal_args=(--peer "$causal_json"); fi
+    step attention_auto_causal 45 "$bench_attention" --dtype bf16 --impl auto --causal "${causal_args[@]}"
+    block attention_auto_causal "bench_attention --impl auto --causal (bf16)"
     # RoPE in the head split vs in the tensor-core kernel (attention.rope_in_kernel).
     step attention_rope_placement 45 "$bench_attention" --dtype bf16 --rope-placement
     block attention_rope_placement "bench_attention --rope-placement (bf16)"

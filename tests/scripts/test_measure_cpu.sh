@@ -36,7 +36,7 @@ last=0
 for want in "ctest --test-dir $build -L gpu" "configs/mlm/roformer_base.yaml" \
   "train_peer.py --bench $tmp/dry/train1.rotor.json --mode eager" "configs/mlm/bert_base.yaml" \
   "configs/wmt14_en_de/transformer_base.yaml" "precision=fp32" "attention_peer.py --dtype bf16" \
-  "bench_attention --dtype bf16 --impl rotor" "configs/lm/enwik8_paper.yaml" "bench_linear_attention --device cuda" \
+  "bench_attention --dtype bf16 --impl auto" "configs/lm/enwik8_paper.yaml" "bench_linear_attention --device cuda" \
   "launch_check.sh" "attention.rope_in_kernel=true" "--mode compile"; do
   line=$(grep -nF -- "$want" "$tmp/dry.txt" | head -n 1 | cut -d: -f1)
   [[ -n $line ]] || fail "--dry-run does not run '$want'"
