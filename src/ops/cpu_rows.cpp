@@ -50,4 +50,12 @@ ROTOR_CPU_CLONES double masked_dot_row(const float* p, float* dp, int64_t n) {
   return dot;
 }
 
+ROTOR_CPU_CLONES void exp_shift_scale_row(float* row, int64_t n, float shift, float scale) {
+  for (int64_t j = 0; j < n; ++j) row[j] = exp_f32(row[j] - shift) * scale;
+}
+
+ROTOR_CPU_CLONES void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] *= exp_f32(c[j] - c0) * m;
+}
+
 }  // namespace rotor::ops::detail

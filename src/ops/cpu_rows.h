@@ -17,4 +17,12 @@ void softmax_row(float* row, int64_t n);
 // lanes.
 double masked_dot_row(const float* p, float* dp, int64_t n);
 
+// row[j] = e^(row[j] - shift) * scale for j < n, by exp_f32 (linear
+// attention's FAVOR+ features).
+void exp_shift_scale_row(float* row, int64_t n, float shift, float scale);
+
+// row[j] *= e^(c[j] - c0) * m for j < n, by exp_f32 (causal FAVOR+'s
+// per-key stabilizers).
+void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n);
+
 }  // namespace rotor::ops::detail

@@ -23,6 +23,7 @@
 
 #include "ops/attention_common.h"
 #include "ops/cpu_f32.h"
+#include "ops/cpu_rows.h"
 #include "ops/dispatch.h"
 #include "ops/linear_attention_common.h"
 #include "ops/rope_rows.h"
@@ -103,6 +104,9 @@ struct Head {
   int64_t key_len, C;
   bool after;  // LinearRope::AfterFeatureMap
   detail::FeatureMapSpec qs, ks;
+  // After the feature map: the factors of the query and key rows (width M),
+  // made once per call.
+  const rope::Rotation *q_after, *k_after;
   int64_t visible(int64_t i) const {
     const detail::AttentionDims ad{d.B, d.H, d.Tq, d.Tk, d.D};
     return detail::visible_keys(ad, o.causal, key_len, i);
@@ -163,8 +167,9 @@ Features make_features(const Head& h, const float* q, const float* k, Arena& w) 
                            h.prefix() ? FavorStabilizer::Prefix : FavorStabilizer::Global, f.xk,
                            f.phk, f.ck);
   if (h.after) {
-    detail::rotate_rows(f.phq, f.aq, d.Tq, d.M, h.o.rope_q_offset, h.qs.rope, false);
-    detail::rotate_rows(f.phk, f.bk, h.key_len, d.M, h.o.rope_k_offset, h.qs.rope, false);
+    detail::rotate_rows(f.phq, f.aq, d.Tq, d.M, h.o.rope_q_offset, h.qs.rope, false, h.q_after);
+    detail::rotate_rows(f.phk, f.bk, h.key_len, d.M, h.o.rope_k_offset, h.qs.rope, false,
+                        h.k_after);
   }
   return f;
 }
@@ -186,7 +191,7 @@ void rescale_product(const Head& h, const Features& f, int64_t i0, int64_t nq, i
   for (int64_t r = 0; r < nq; ++r) {
     const int64_t seen = std::min(nk, h.visible(i0 + r) - lo);
     const float cr = f.row_c(h, i0 + r), m = by_row ? by_row[i0 + r] : 1.0f;
-    for (int64_t j = 0; j < seen; ++j) P[r * nk + j] *= std::exp(f.ck[lo + j] - cr) * m;
+    detail::mul_exp_row(P + r * nk, f.ck + lo, cr, m, seen);
   }
 }
 
@@ -409,8 +414,8 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   }
   if (!f.ck || u_any) key_grads_from_state(h, f, v, 0, next, U, y, cU, vs, db, dphk, dv);
   if (h.after) {  // d phi += R^T d(R phi)
-    detail::rotate_rows(da, da, d.Tq, M, h.o.rope_q_offset, h.qs.rope, true);
-    detail::rotate_rows(db, db, h.key_len, M, h.o.rope_k_offset, h.qs.rope, true);
+    detail::rotate_rows(da, da, d.Tq, M, h.o.rope_q_offset, h.qs.rope, true, h.q_after);
+    detail::rotate_rows(db, db, h.key_len, M, h.o.rope_k_offset, h.qs.rope, true, h.k_after);
     for (int64_t i = 0; i < d.Tq * M; ++i) dphq[i] += da[i];
     for (int64_t i = 0; i < h.key_len * M; ++i) dphk[i] += db[i];
   }
@@ -438,6 +443,20 @@ void for_each_head(const Dims& d, const LinearAttentionOptions& o, const Tensor&
   detail::FeatureMapSpec qs{o.feature_map, d.D, d.M, scale, W, before, rp, o.rope_q_offset};
   detail::FeatureMapSpec ks = qs;
   ks.pos0 = o.rope_k_offset;
+  // The rotation's factors, shared by every (batch, head): cos and sin of
+  // each (position, pair) once per call rather than once per head.
+  std::vector<rope::Rotation> q_table, k_table;
+  if (after || before) {
+    const int64_t width = after ? d.M : d.D;
+    q_table = rope_table(rp, width, o.rope_q_offset, d.Tq);
+    k_table = rope_table(rp, width, o.rope_k_offset, d.Tk);
+  }
+  const rope::Rotation* q_after = after ? q_table.data() : nullptr;
+  const rope::Rotation* k_after = after ? k_table.data() : nullptr;
+  if (before) {
+    qs.table = q_table.data();
+    ks.table = k_table.data();
+  }
   const bool prefix = o.causal && o.feature_map == LinearFeatureMap::Favor;
   const int64_t per = head_floats(d, C, after, prefix, backward);
   const int threads = static_cast<int>(
@@ -447,7 +466,7 @@ void for_each_head(const Dims& d, const LinearAttentionOptions& o, const Tensor&
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t hh = 0; hh < d.H; ++hh) {
-      const Head head{d, o, key_len[b], C, after, qs, ks};
+      const Head head{d, o, key_len[b], C, after, qs, ks, q_after, k_after};
       fn(head, b * d.H + hh, Arena(wp + omp_get_thread_num() * per));
     }
 }

@@ -23,6 +23,9 @@ struct FeatureMapSpec {
   bool rotate = false;  // rotate x before phi (LinearRope::BeforeFeatureMap)
   rope::Params rope{};  // resolved at the call's length (rope::at_length)
   int64_t pos0 = 0;     // position of row 0
+  // With rotate: the factors of rows pos0.. (rope_table of width D), made
+  // once per call; null: rotate_rows makes them.
+  const rope::Rotation* table = nullptr;
 };
 
 // x [n, D] -> xs [n, D] = scale (R x or x), phi [n, M]; c [n] (optional)
@@ -35,8 +38,10 @@ void features_backward(const FeatureMapSpec& s, const float* xs, const float* ph
                        int64_t n, float* dx);
 // out row r = R_{pos0 + r} in row r (back: the transpose) for rows of
 // `width` under the settings p (core/rope.h with head dim `width`; p resolved
-// at the call's length); in may equal out.
+// at the call's length); in may equal out. table: the factors of rows
+// pos0.. (rope_table(p, width, pos0, >= n)), or null to make them here --
+// every (batch, head) of a call shares one table, made once.
 void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t pos0,
-                 const rope::Params& p, bool back);
+                 const rope::Params& p, bool back, const rope::Rotation* table = nullptr);
 
 }  // namespace rotor::ops::detail

@@ -7,6 +7,7 @@
 #include "core/favor.h"
 #include "core/rope.h"
 #include "ops/cpu_gemm.h"
+#include "ops/cpu_rows.h"
 #include "ops/dispatch.h"
 #include "ops/linear_attention_common.h"
 #include "ops/rope_rows.h"
@@ -29,18 +30,22 @@ void lin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
 }
 
 void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t pos0,
-                 const rope::Params& p, bool back) {
-  const std::vector<rope::Rotation> table = rope_table(p, width, pos0, n);
+                 const rope::Params& p, bool back, const rope::Rotation* table) {
+  std::vector<rope::Rotation> own;
+  if (!table) {
+    own = rope_table(p, width, pos0, n);
+    table = own.data();
+  }
   const int64_t half = rope::rotated_dims(p, width) / 2;
   for (int64_t r = 0; r < n; ++r)
-    rope_row(p, width, table.data() + r * half, in + r * width, out + r * width, back);
+    rope_row(p, width, table + r * half, in + r * width, out + r * width, back);
 }
 
 void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorStabilizer stab,
                       float* xs, float* phi, float* c) {
   const int64_t D = s.D, M = s.M;
   if (s.rotate)
-    rotate_rows(x, xs, n, D, s.pos0, s.rope, false);
+    rotate_rows(x, xs, n, D, s.pos0, s.rope, false, s.table);
   else
     std::copy(x, x + n * D, xs);
   for (int64_t i = 0; i < n * D; ++i) xs[i] *= s.scale;
@@ -76,7 +81,7 @@ void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorS
       c0 = running = std::max(running, *std::max_element(p, p + M));
     if (c) c[r] = c0;
     const float shift = static_cast<float>(0.5 * sq) + c0;
-    for (int64_t j = 0; j < M; ++j) p[j] = std::exp(p[j] - shift) * inv_sqrt_m;
+    exp_shift_scale_row(p, M, shift, inv_sqrt_m);
   }
 }
 
@@ -106,7 +111,7 @@ void features_backward(const FeatureMapSpec& s, const float* xs, const float* ph
     }
   }
   for (int64_t i = 0; i < n * D; ++i) dx[i] *= s.scale;
-  if (s.rotate) rotate_rows(dx, dx, n, D, s.pos0, s.rope, true);
+  if (s.rotate) rotate_rows(dx, dx, n, D, s.pos0, s.rope, true, s.table);
 }
 
 }  // namespace detail
