@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ops/cpu_clones.h"
+#include "ops/cpu_lanes.h"
 #include "ops/cpu_math.h"
 
 namespace rotor::ops::detail {
@@ -11,43 +12,21 @@ ROTOR_CPU_CLONES void softmax_row(float* row, int64_t n) {
   if (n <= 0) return;
   float mx = -INFINITY;
   for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-  constexpr int64_t kLanes = 16;
-  double lanes[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const float e = exp_f32(row[j + l] - mx);
-      row[j + l] = e;
-      lanes[l] += static_cast<double>(e);
-    }
-  double sum = 0.0;
-  for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
-  for (; j < n; ++j) {
-    row[j] = exp_f32(row[j] - mx);
-    sum += static_cast<double>(row[j]);
-  }
+  const double sum = lane_sum(n, [&](int64_t j) {
+    const float e = exp_f32(row[j] - mx);
+    row[j] = e;
+    return static_cast<double>(e);
+  });
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) row[i] *= inv;
 }
 
 ROTOR_CPU_CLONES double masked_dot_row(const float* p, float* dp, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  double lanes[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const float g = p[j + l] == 0.0f ? 0.0f : dp[j + l];
-      dp[j + l] = g;
-      lanes[l] += static_cast<double>(g) * p[j + l];
-    }
-  double dot = 0.0;
-  for (int64_t l = 0; l < kLanes; ++l) dot += lanes[l];
-  for (; j < n; ++j) {
+  return lane_sum(n, [&](int64_t j) {
     const float g = p[j] == 0.0f ? 0.0f : dp[j];
     dp[j] = g;
-    dot += static_cast<double>(g) * p[j];
-  }
-  return dot;
+    return static_cast<double>(g) * p[j];
+  });
 }
 
 ROTOR_CPU_CLONES void exp_shift_scale_row(float* row, int64_t n, float shift, float scale) {
@@ -56,6 +35,51 @@ ROTOR_CPU_CLONES void exp_shift_scale_row(float* row, int64_t n, float shift, fl
 
 ROTOR_CPU_CLONES void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n) {
   for (int64_t j = 0; j < n; ++j) row[j] *= exp_f32(c[j] - c0) * m;
+}
+
+ROTOR_CPU_CLONES void layer_norm_row(const float* x, const float* gamma, const float* beta,
+                                     int64_t n, float eps, float* y, float& mean, float& rstd) {
+  const double mu = lane_sum(n, [&](int64_t j) { return double{x[j]}; }) / static_cast<double>(n);
+  // Two passes: sum((x - mu)^2) avoids the cancellation of E[x^2] - mu^2.
+  const double ss = lane_sum(n, [&](int64_t j) { return (x[j] - mu) * (x[j] - mu); });
+  const double rs = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+  const float muf = static_cast<float>(mu), rsf = static_cast<float>(rs);
+  for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - muf) * rsf * gamma[j] + beta[j];
+  mean = muf;
+  rstd = rsf;
+}
+
+ROTOR_CPU_CLONES void layer_norm_dx_row(const float* dy, const float* x, const float* gamma,
+                                        float mean, float rstd, int64_t n, float* dx) {
+  double sg = 0.0, sgx = 0.0;
+  lane_sum2(
+      n,
+      [&](int64_t j, double& g, double& gx) {
+        g = static_cast<double>(dy[j]) * gamma[j];
+        gx = g * (x[j] - mean) * rstd;
+      },
+      sg, sgx);
+  const float mg = static_cast<float>(sg / n), mgx = static_cast<float>(sgx / n);
+  for (int64_t j = 0; j < n; ++j) {
+    const float xhat = (x[j] - mean) * rstd;
+    dx[j] = rstd * (dy[j] * gamma[j] - mg - xhat * mgx);
+  }
+}
+
+ROTOR_CPU_CLONES void layer_norm_param_rows(const float* dy, const float* x, const float* mean,
+                                            const float* rstd, int64_t rows, int64_t n, int64_t w,
+                                            double* dg, double* db) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* dyr = dy + r * n;
+    const float* xr = x + r * n;
+    const float mu = mean[r];
+    const double rs = static_cast<double>(rstd[r]);
+    for (int64_t j = 0; j < w; ++j) {
+      const double xhat = (xr[j] - mu) * rs;
+      dg[j] += dyr[j] * xhat;
+      db[j] += dyr[j];
+    }
+  }
 }
 
 }  // namespace rotor::ops::detail

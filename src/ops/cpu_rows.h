@@ -25,4 +25,21 @@ void exp_shift_scale_row(float* row, int64_t n, float shift, float scale);
 // per-key stabilizers).
 void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n);
 
+// Layer normalization of one row x[n] (ops/layer_norm.h): mean and the
+// biased variance in double by the lane sums (two passes), rstd =
+// 1/sqrt(var + eps), y = (x - mean) rstd gamma + beta in f32.
+void layer_norm_row(const float* x, const float* gamma, const float* beta, int64_t n, float eps,
+                    float* y, float& mean, float& rstd);
+
+// Its backward for one row: dx = rstd (g - mean(g) - xhat mean(g xhat)),
+// g = dy gamma, the two means by the lane sums in double. dx may alias dy.
+void layer_norm_dx_row(const float* dy, const float* x, const float* gamma, float mean, float rstd,
+                       int64_t n, float* dx);
+
+// dg[j] += sum_r dy[r, j] xhat[r, j] and db[j] += sum_r dy[r, j] for the w
+// columns starting at dy and x (rows of stride n), the rows in order, in
+// double: each column the same additions as one column at a time.
+void layer_norm_param_rows(const float* dy, const float* x, const float* mean, const float* rstd,
+                           int64_t rows, int64_t n, int64_t w, double* dg, double* db);
+
 }  // namespace rotor::ops::detail

@@ -9,6 +9,7 @@
 
 #include "ops/cpu_clones.h"
 #include "ops/cpu_f32.h"
+#include "ops/cpu_lanes.h"
 #include "ops/cpu_math.h"
 #include "ops/dispatch.h"
 
@@ -52,25 +53,13 @@ ROTOR_CPU_CLONES float row_max(const float* row, int64_t n) {
 // the elements j = l mod 16 in order, then the lanes and the tail in order.
 ROTOR_CPU_CLONES void row_sums(const float* row, int64_t n, float mx, double& sum_exp,
                                double& sum_x) {
-  constexpr int64_t kLanes = 16;
-  double se[kLanes] = {}, sx[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      se[l] += static_cast<double>(detail::exp_f32(row[j + l] - mx));
-      sx[l] += static_cast<double>(row[j + l]);
-    }
-  double s = 0.0, x = 0.0;
-  for (int64_t l = 0; l < kLanes; ++l) {
-    s += se[l];
-    x += sx[l];
-  }
-  for (; j < n; ++j) {
-    s += static_cast<double>(detail::exp_f32(row[j] - mx));
-    x += static_cast<double>(row[j]);
-  }
-  sum_exp = s;
-  sum_x = x;
+  detail::lane_sum2(
+      n,
+      [&](int64_t j, double& e, double& x) {
+        e = static_cast<double>(detail::exp_f32(row[j] - mx));
+        x = static_cast<double>(row[j]);
+      },
+      sum_exp, sum_x);
 }
 
 // d[j] = scale * (e^(row[j] - lse) - off) for every j (the caller fixes the

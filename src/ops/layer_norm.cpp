@@ -1,5 +1,6 @@
-// CPU layer normalization over the last dimension. Statistics in double
-// (row sums in 16 fixed lanes), biased variance (as PyTorch), rstd =
+// CPU layer normalization over the last dimension, its row loops in vector
+// clones (ops/cpu_rows.h). Statistics in double (row sums in 16 fixed
+// lanes, ops/cpu_lanes.h), biased variance (as PyTorch), rstd =
 // 1/sqrt(var + eps). 16-bit x, y, dy, dx
 // go through f32 copies (ops/cpu_f32.h); gamma and beta have x's dtype or f32,
 // dgamma and dbeta any floating dtype (f32 in mixed-precision training).
@@ -10,6 +11,7 @@
 #include <initializer_list>
 
 #include "ops/cpu_f32.h"
+#include "ops/cpu_rows.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -40,48 +42,6 @@ int64_t check_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& bet
   return n;
 }
 
-// Row sums in double in a fixed order, whatever the vector width: 16 lanes,
-// lane l adding the terms j = l mod 16 in order, then the lanes in order,
-// then the tail. Independent lanes let the compiler vectorize the sums (one
-// accumulator would chain every addition on the last).
-constexpr int64_t kLanes = 16;
-
-template <class Term>
-double lane_sum(int64_t n, Term term) {
-  double acc[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) acc[l] += term(j + l);
-  double s = 0.0;
-  for (int64_t l = 0; l < kLanes; ++l) s += acc[l];
-  for (; j < n; ++j) s += term(j);
-  return s;
-}
-
-// Two sums of the same terms' halves at once (the backward's g and g xhat).
-template <class Terms>
-void lane_sum2(int64_t n, Terms terms, double& s1, double& s2) {
-  double a[kLanes] = {}, b[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      double u, v;
-      terms(j + l, u, v);
-      a[l] += u;
-      b[l] += v;
-    }
-  s1 = s2 = 0.0;
-  for (int64_t l = 0; l < kLanes; ++l) {
-    s1 += a[l];
-    s2 += b[l];
-  }
-  for (; j < n; ++j) {
-    double u, v;
-    terms(j, u, v);
-    s1 += u;
-    s2 += v;
-  }
-}
 }  // namespace
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
@@ -108,18 +68,8 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   float* pm = mean.data<float>();  // [rows]
   float* pr = rstd.data<float>();  // [rows]
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = px + r * n;
-    const double mu =
-        lane_sum(n, [&](int64_t j) { return double{xr[j]}; }) / static_cast<double>(n);
-    // Two passes: sum((x - mu)^2) avoids the cancellation of E[x^2] - mu^2.
-    const double ss = lane_sum(n, [&](int64_t j) { return (xr[j] - mu) * (xr[j] - mu); });
-    const double rs = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
-    const float muf = static_cast<float>(mu), rsf = static_cast<float>(rs);
-    for (int64_t j = 0; j < n; ++j) py[r * n + j] = (xr[j] - muf) * rsf * pg[j] + pb[j];
-    pm[r] = muf;
-    pr[r] = rsf;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    detail::layer_norm_row(px + r * n, pg, pb, n, eps, py + r * n, pm[r], pr[r]);
 }
 
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
@@ -161,17 +111,7 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t j0 = blk * kBlock, w = std::min(kBlock, n - j0);
     double dg[kBlock] = {}, db[kBlock] = {};
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* dyr = pdy + r * n + j0;
-      const float* xr = px + r * n + j0;
-      const float mu = pm[r];
-      const double rs = static_cast<double>(pr[r]);
-      for (int64_t j = 0; j < w; ++j) {
-        const double xhat = (xr[j] - mu) * rs;
-        dg[j] += dyr[j] * xhat;
-        db[j] += dyr[j];
-      }
-    }
+    detail::layer_norm_param_rows(pdy + j0, px + j0, pm, pr, rows, n, w, dg, db);
     for (int64_t j = 0; j < w; ++j) {
       pdg[j0 + j] += static_cast<float>(dg[j]);
       pdb[j0 + j] += static_cast<float>(db[j]);
@@ -180,22 +120,8 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
 
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float mu = pm[r], rs = pr[r];
-    double sg = 0.0, sgx = 0.0;
-    lane_sum2(
-        n,
-        [&](int64_t j, double& g, double& gx) {
-          g = static_cast<double>(pdy[r * n + j]) * pg[j];
-          gx = g * (px[r * n + j] - mu) * rs;
-        },
-        sg, sgx);
-    const float mg = static_cast<float>(sg / n), mgx = static_cast<float>(sgx / n);
-    for (int64_t j = 0; j < n; ++j) {
-      const float xhat = (px[r * n + j] - mu) * rs;
-      pdx[r * n + j] = rs * (pdy[r * n + j] * pg[j] - mg - xhat * mgx);
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    detail::layer_norm_dx_row(pdy + r * n, px + r * n, pg, pm[r], pr[r], n, pdx + r * n);
 }
 
 }  // namespace rotor::ops

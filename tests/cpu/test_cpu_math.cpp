@@ -195,6 +195,92 @@ TEST(CpuMath, MaskedDotRowCloneGivesTheScalarBits) {
   }
 }
 
+// Linear attention's exponentials (ops/cpu_rows.h): the scalar formula's bits.
+TEST(CpuMath, ExpRowClonesGiveTheScalarBits) {
+  for (const int64_t n : {0, 3, 16, 110, 131}) {
+    const std::vector<float> x =
+        test::random_floats(static_cast<size_t>(n), static_cast<uint64_t>(n) + 5, -20.0f, 5.0f);
+    const std::vector<float> c =
+        test::random_floats(static_cast<size_t>(n), static_cast<uint64_t>(n) + 6, -3.0f, 1.0f);
+    std::vector<float> a = x, b = x;
+    ops::detail::exp_shift_scale_row(a.data(), n, 1.25f, 0.3f);
+    ops::detail::mul_exp_row(b.data(), c.data(), 0.5f, 0.7f, n);
+    for (int64_t j = 0; j < n; ++j) {
+      const float wa = ops::detail::exp_f32(x[j] - 1.25f) * 0.3f;
+      const float wb = x[j] * (ops::detail::exp_f32(c[j] - 0.5f) * 0.7f);
+      ASSERT_EQ(std::memcmp(&a[j], &wa, 4), 0) << "exp_shift_scale_row n " << n << ", " << j;
+      ASSERT_EQ(std::memcmp(&b[j], &wb, 4), 0) << "mul_exp_row n " << n << ", " << j;
+    }
+  }
+}
+
+// Layer normalization's row loops (ops/cpu_rows.h) against the scalar
+// formulas with the same 16 double lanes: forward, dx (in place too) and
+// the parameter columns, bit for bit.
+TEST(CpuMath, LayerNormRowClonesGiveTheScalarBits) {
+  const auto lanes = [](int64_t n, auto term) {
+    double acc[16] = {}, s = 0;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+      for (int l = 0; l < 16; ++l) acc[l] += term(j + l);
+    for (int l = 0; l < 16; ++l) s += acc[l];
+    for (; j < n; ++j) s += term(j);
+    return s;
+  };
+  for (const int64_t n : {1, 7, 16, 33, 128}) {
+    const auto u = static_cast<uint64_t>(n);
+    const std::vector<float> x = test::random_floats(static_cast<size_t>(n), u + 1, -3.0f, 4.0f);
+    const std::vector<float> g = test::random_floats(static_cast<size_t>(n), u + 2, 0.5f, 1.5f);
+    const std::vector<float> b = test::random_floats(static_cast<size_t>(n), u + 3, -1.0f, 1.0f);
+    const std::vector<float> dy = test::random_floats(static_cast<size_t>(n), u + 4, -1.0f, 1.0f);
+    std::vector<float> y(static_cast<size_t>(n));
+    float mean = 0, rstd = 0;
+    ops::detail::layer_norm_row(x.data(), g.data(), b.data(), n, 1e-5f, y.data(), mean, rstd);
+    const double mu = lanes(n, [&](int64_t j) { return double{x[j]}; }) / static_cast<double>(n);
+    const double ss = lanes(n, [&](int64_t j) { return (x[j] - mu) * (x[j] - mu); });
+    const float wm = static_cast<float>(mu);
+    const float wr = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + 1e-5f));
+    ASSERT_EQ(std::memcmp(&mean, &wm, 4), 0) << "mean, n " << n;
+    ASSERT_EQ(std::memcmp(&rstd, &wr, 4), 0) << "rstd, n " << n;
+    for (int64_t j = 0; j < n; ++j) {
+      const float want = (x[j] - wm) * wr * g[j] + b[j];
+      ASSERT_EQ(std::memcmp(&y[j], &want, 4), 0) << "y, n " << n << ", " << j;
+    }
+    std::vector<float> dx(static_cast<size_t>(n)), inplace = dy;
+    ops::detail::layer_norm_dx_row(dy.data(), x.data(), g.data(), mean, rstd, n, dx.data());
+    ops::detail::layer_norm_dx_row(inplace.data(), x.data(), g.data(), mean, rstd, n,
+                                   inplace.data());
+    const double sg = lanes(n, [&](int64_t j) { return static_cast<double>(dy[j]) * g[j]; });
+    const double sgx = lanes(
+        n, [&](int64_t j) { return static_cast<double>(dy[j]) * g[j] * (x[j] - mean) * rstd; });
+    const float mg = static_cast<float>(sg / n), mgx = static_cast<float>(sgx / n);
+    for (int64_t j = 0; j < n; ++j) {
+      const float want = rstd * (dy[j] * g[j] - mg - (x[j] - mean) * rstd * mgx);
+      ASSERT_EQ(std::memcmp(&dx[j], &want, 4), 0) << "dx, n " << n << ", " << j;
+      ASSERT_EQ(std::memcmp(&inplace[j], &want, 4), 0) << "dx in place, n " << n << ", " << j;
+    }
+  }
+  // Parameter columns: 5 rows of 40, the 23 columns from 9 on.
+  const int64_t rows = 5, n = 40, j0 = 9, w = 23;
+  const std::vector<float> x = test::random_floats(rows * n, 21, -2.0f, 2.0f);
+  const std::vector<float> dy = test::random_floats(rows * n, 22, -1.0f, 1.0f);
+  const std::vector<float> mean = test::random_floats(rows, 23, -0.5f, 0.5f);
+  const std::vector<float> rstd = test::random_floats(rows, 24, 0.5f, 2.0f);
+  std::vector<double> dg(w, 0.25), db(w, -0.5);
+  ops::detail::layer_norm_param_rows(dy.data() + j0, x.data() + j0, mean.data(), rstd.data(), rows,
+                                     n, w, dg.data(), db.data());
+  for (int64_t j = 0; j < w; ++j) {
+    double wg = 0.25, wb = -0.5;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float d = dy[r * n + j0 + j];
+      wg += d * ((x[r * n + j0 + j] - mean[r]) * static_cast<double>(rstd[r]));
+      wb += d;
+    }
+    ASSERT_EQ(std::memcmp(&dg[j], &wg, 8), 0) << "dgamma column " << j;
+    ASSERT_EQ(std::memcmp(&db[j], &wb, 8), 0) << "dbeta column " << j;
+  }
+}
+
 // The activation ops run the vector clone the CPU has; the scalar formula
 // here is compiled for the baseline: the same bits, NaN and infinities too.
 TEST(CpuMath, GeluClonesGiveTheScalarBits) {
