@@ -9,12 +9,12 @@
 #include <limits>
 #include <vector>
 
-#include "core/philox.h"
 #include "ops/attention_common.h"
 #include "ops/cpu_f32.h"
 #include "ops/cpu_gemm.h"
 #include "ops/cpu_rows.h"
 #include "ops/dispatch.h"
+#include "ops/dropout.h"
 
 namespace rotor::ops {
 
@@ -25,11 +25,12 @@ using detail::key_lengths_host;
 using detail::visible_keys;
 using Dims = detail::AttentionDims;
 
-// Dropout keep-and-scale factor of probs element (b, h, i, j): 0 or 1/(1-p).
-inline float dropout_factor(const AttentionOptions& o, uint64_t flat_index) {
-  if (o.dropout == 0.0f) return 1.0f;
-  return philox_uniform(o.seed, o.stream, flat_index) >= o.dropout ? 1.0f / (1.0f - o.dropout)
-                                                                   : 0.0f;
+// Dropout keep-and-scale factors (0 or 1/(1-p)) of the [Tq, Tk] probs of
+// one (batch, head), whose element (i, j) is stream element base + i Tk + j.
+void head_dropout_factors(const AttentionOptions& o, uint64_t base, int64_t n,
+                          std::vector<float>& factor) {
+  factor.resize(static_cast<size_t>(n));
+  detail::dropout_factors(o.seed, o.stream, base, n, o.dropout, factor.data());
 }
 
 }  // namespace
@@ -94,10 +95,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       const float* weights = pb;
       std::vector<float> dropped;
       if (options.dropout > 0.0f) {
-        dropped.resize(static_cast<size_t>(d.Tq * d.Tk));
-        const uint64_t base = static_cast<uint64_t>(bh * d.Tq * d.Tk);
-        for (int64_t x = 0; x < d.Tq * d.Tk; ++x)
-          dropped[x] = pb[x] == 0.0f ? 0.0f : pb[x] * dropout_factor(options, base + x);
+        // P o M: masked entries stay 0 (0 times a factor).
+        head_dropout_factors(options, static_cast<uint64_t>(bh * d.Tq * d.Tk), d.Tq * d.Tk,
+                             dropped);
+        for (int64_t x = 0; x < d.Tq * d.Tk; ++x) dropped[x] *= pb[x];
         weights = dropped.data();
       }
       cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tq), static_cast<int>(d.D),
@@ -164,12 +165,12 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
       const float* pb = pp + bh * d.Tq * d.Tk;
       const float* dob = pdo + bh * d.Tq * d.D;
       const uint64_t base = static_cast<uint64_t>(bh * d.Tq * d.Tk);
-      std::vector<float> ds(static_cast<size_t>(d.Tq * d.Tk)), w;
+      std::vector<float> ds(static_cast<size_t>(d.Tq * d.Tk)), w, m;
       const float* weights = pb;  // P o M: P itself without dropout
       if (options.dropout > 0.0f) {
+        head_dropout_factors(options, base, d.Tq * d.Tk, m);
         w.resize(static_cast<size_t>(d.Tq * d.Tk));
-        for (int64_t x = 0; x < d.Tq * d.Tk; ++x)
-          w[x] = pb[x] != 0.0f ? pb[x] * dropout_factor(options, base + x) : 0.0f;
+        for (int64_t x = 0; x < d.Tq * d.Tk; ++x) w[x] = pb[x] * m[x];
         weights = w.data();
       }
       // dV = W^T dout: [Tk, D]
@@ -180,20 +181,11 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
       for (int64_t i = 0; i < d.Tq; ++i) {
         const float* prow = pb + i * d.Tk;
         float* row = ds.data() + i * d.Tk;
-        const uint64_t row_index = base + static_cast<uint64_t>(i * d.Tk);
-        double dot = 0.0;
-        if (options.dropout > 0.0f) {
-          for (int64_t j = 0; j < d.Tk; ++j) {
-            if (prow[j] == 0.0f) {
-              row[j] = 0.0f;
-              continue;
-            }
-            row[j] *= dropout_factor(options, row_index + j);
-            dot += static_cast<double>(row[j]) * prow[j];
-          }
-        } else {
-          dot = detail::masked_dot_row(prow, row, d.Tk);
+        if (options.dropout > 0.0f) {  // dP o M (masked entries: masked_dot_row zeroes them)
+          const float* mrow = m.data() + i * d.Tk;
+          for (int64_t j = 0; j < d.Tk; ++j) row[j] *= mrow[j];
         }
+        const double dot = detail::masked_dot_row(prow, row, d.Tk);
         const float rowsum = static_cast<float>(dot);
         if (pbias_grad) {  // the dense bias's gradient: dS / scale, 0 where masked
           float* grow = pbias_grad + (bh * d.Tq + i) * d.Tk;

@@ -83,6 +83,15 @@ ROTOR_CPU_CLONES void mask_span(const uint32_t* __restrict r, const float* in, c
   }
 }
 
+// factor[i] = keep(i) ? keep_scale : 0 from the random words r.
+ROTOR_CPU_CLONES void factor_span(const uint32_t* __restrict r, float* factor, int64_t n, float p,
+                                  float keep_scale) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = static_cast<float>(r[i] >> 8) * (1.0f / 16777216.0f);
+    factor[i] = u >= p ? keep_scale : 0.0f;
+  }
+}
+
 // out[i] = (residual[i] +) in[i] * keep(i) / (1 - p): forward and backward
 // are the same map. In f32; 16-bit tensors through f32 copies, rounded once.
 void apply_mask(const Tensor* residual16, const Tensor& in16, Tensor& out16, float p, uint64_t seed,
@@ -135,5 +144,23 @@ void dropout_add_forward(const Tensor& residual, const Tensor& x, float p, uint6
   ROTOR_DISPATCH_CUDA(x, dropout_add_forward(residual, x, p, seed, stream, out));
   apply_mask(&residual, x, out, p, seed, stream);
 }
+
+namespace detail {
+
+void dropout_factors(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float p,
+                     float* factor) {
+  const float keep_scale = 1.0f / (1.0f - p);
+  alignas(64) uint32_t r[4 * kBlocks];
+  for (int64_t done = 0; done < n;) {
+    const uint64_t index = first + static_cast<uint64_t>(done);
+    const int64_t skip = static_cast<int64_t>(index & 3);  // lanes before `index` in its block
+    philox_blocks(index >> 2, stream, seed, r);
+    const int64_t take = std::min<int64_t>(4 * kBlocks - skip, n - done);
+    factor_span(r + skip, factor + done, take, p, keep_scale);
+    done += take;
+  }
+}
+
+}  // namespace detail
 
 }  // namespace rotor::ops

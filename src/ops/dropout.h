@@ -18,4 +18,13 @@ void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint
 void dropout_add_forward(const Tensor& residual, const Tensor& x, float p, uint64_t seed,
                          uint64_t stream, Tensor& out);
 
+namespace detail {
+// factor[i] = philox_uniform(seed, stream, first + i) >= p ? 1/(1-p) : 0 for
+// i < n: the keep-and-scale factors of n consecutive elements of a stream
+// (the attention cores' dropout of probabilities), drawn 64 at a time by
+// the vector Philox of dropout_forward. Bit for bit philox_uniform's.
+void dropout_factors(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float p,
+                     float* factor);
+}  // namespace detail
+
 }  // namespace rotor::ops

@@ -173,6 +173,24 @@ TEST(Dropout, MaskIsPhiloxForEverySeedStreamAndLength) {
 
 // The fused residual end: residual + dropout(x) with dropout_forward's mask,
 // bitwise in f32 (the same two f32 operations) and in place.
+// The attention cores' factors (ops::detail::dropout_factors): philox_uniform's
+// decision for every element, from offsets inside a Philox block and across
+// the 64-element draws.
+TEST(Dropout, FactorsAreThoseOfPhiloxUniformAtAnyOffset) {
+  const float p = 0.3f, keep = 1.0f / (1.0f - p);
+  for (const uint64_t first : {0ull, 1ull, 3ull, 62ull, 4099ull})
+    for (const int64_t n : {1, 5, 63, 64, 65, 200}) {
+      std::vector<float> f(static_cast<size_t>(n) + 1, -1.0f);
+      ops::detail::dropout_factors(7, 11, first, n, p, f.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float want =
+            philox_uniform(7, 11, first + static_cast<uint64_t>(i)) >= p ? keep : 0.0f;
+        ASSERT_EQ(f[static_cast<size_t>(i)], want) << "first " << first << ", n " << n << ", " << i;
+      }
+      EXPECT_EQ(f[static_cast<size_t>(n)], -1.0f) << "written past n, first " << first;
+    }
+}
+
 TEST(Dropout, AddIsResidualPlusTheSameMask) {
   const int64_t n = 4099;  // not a multiple of 4 (Philox draws 4 at a time)
   Tensor x = test::random_tensor({n}, 4), r = test::random_tensor({n}, 6);
