@@ -138,18 +138,36 @@ void set_key(const std::string& dir, const std::string& key, const json_io::Json
   atomic_write_file(dir + "/config.json", j.dump(2));
 }
 
+// One config.json key set to a value the import must refuse.
+struct Mismatch {
+  const char* key;
+  json_io::Json value;
+  const char* expect;  // in the one-line error
+};
+
+// Each mismatch on a fresh copy of HF/config.json (cfg): the import of c
+// fails in one line that names config.json and says `expect`. Leaves
+// config.json as cfg.
+void expect_one_line_refusals(const Config& c, const std::string& hf, const std::string& cfg,
+                              const std::vector<Mismatch>& cases) {
+  for (const Mismatch& k : cases) {
+    atomic_write_file(hf + "/config.json", cfg);
+    set_key(hf, k.key, k.value);
+    const std::string e = import_error(c, hf);
+    EXPECT_NE(e.find(k.expect), std::string::npos) << k.key << ": " << e;
+    EXPECT_NE(e.find("config.json: "), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  atomic_write_file(hf + "/config.json", cfg);
+}
+
 TEST(HfImport, ArchitectureMismatchesAreOneLine) {
   test::TempDir tmp;
   const Config c = make_config("mlm", "rope");
   export_model(c, tmp);
   const std::string hf = tmp / "hf";
   const std::string cfg = read_file(hf + "/config.json");
-  struct Case {
-    const char* key;
-    json_io::Json value;
-    const char* expect;
-  };
-  const std::vector<Case> cases = {
+  expect_one_line_refusals(c, hf, cfg, {
       {"hidden_size", 32, "hidden_size is 32, but model.d_model is 16"},
       {"num_hidden_layers", 3, "num_hidden_layers is 3, but model.encoder_layers is 2"},
       {"num_attention_heads", 4, "num_attention_heads is 4, but model.n_heads is 2"},
@@ -170,17 +188,8 @@ TEST(HfImport, ArchitectureMismatchesAreOneLine) {
       {"rotary_value", true, "rotary_value is true"},
       {"embedding_size", 8, "embedding_size is 8, but hidden_size"},
       {"tie_word_embeddings", false, "tie_word_embeddings is false"},
-  };
-  for (const Case& k : cases) {
-    atomic_write_file(hf + "/config.json", cfg);
-    set_key(hf, k.key, k.value);
-    const std::string e = import_error(c, hf);
-    EXPECT_NE(e.find(k.expect), std::string::npos) << k.key << ": " << e;
-    EXPECT_NE(e.find("config.json: "), std::string::npos) << e;
-    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
-  }
+  });
   // gelu (erf) and gelu_new both run as rotor's GELU; the former with a note.
-  atomic_write_file(hf + "/config.json", cfg);
   set_key(hf, "hidden_act", "gelu");
   nn::ParameterStore store;
   EXPECT_FALSE(import_into(c, hf, store).notes.empty());
@@ -193,12 +202,7 @@ TEST(HfImport, DebertaSettingsMismatchesAreOneLine) {
   export_model(c, tmp);
   const std::string hf = tmp / "hf";
   const std::string cfg = read_file(hf + "/config.json");
-  struct Case {
-    const char* key;
-    json_io::Json value;
-    const char* expect;
-  };
-  const std::vector<Case> cases = {
+  expect_one_line_refusals(c, hf, cfg, {
       {"relative_attention", false, "relative_attention is false"},
       {"position_biased_input", true, "position_biased_input is true"},
       {"position_biased_input", nullptr, "position_biased_input is true"},  // the default
@@ -218,17 +222,8 @@ TEST(HfImport, DebertaSettingsMismatchesAreOneLine) {
       {"embedding_size", 8, "embedding_size is 8, but hidden_size is 16"},
       {"model_type", "bert",
        "model_type bert has learned absolute positions, but model.position is deberta"},
-  };
-  for (const Case& k : cases) {
-    atomic_write_file(hf + "/config.json", cfg);
-    set_key(hf, k.key, k.value);
-    const std::string e = import_error(c, hf);
-    EXPECT_NE(e.find(k.expect), std::string::npos) << k.key << ": " << e;
-    EXPECT_NE(e.find("config.json: "), std::string::npos) << e;
-    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
-  }
+  });
   // transformers' own spellings of the same settings load.
-  atomic_write_file(hf + "/config.json", cfg);
   set_key(hf, "pos_att_type", "P2C| c2p");
   set_key(hf, "norm_rel_ebd", "layer_norm|conv");
   EXPECT_EQ(import_error(c, hf), "no error");

@@ -35,21 +35,15 @@ std::string mlm_yaml(const std::string& position, int type_vocab = 2) {
 
 // The Hugging Face state dict of BertForMaskedLM / RoFormerForMaskedLM
 // (written out independently of rotor's model code).
-std::map<std::string, Shape> expected_hf(bool roformer, int64_t types = 2) {
-  const std::string p = roformer ? "roformer" : "bert";
-  std::map<std::string, Shape> m;
-  m[p + ".embeddings.word_embeddings.weight"] = {V, D};
-  if (!roformer)
-    m[p + ".embeddings.position_embeddings.weight"] = {P, D};
-  else
-    m["roformer.encoder.embed_positions.weight"] = {P, D / H};
-  m[p + ".embeddings.token_type_embeddings.weight"] = {types, D};
-  m[p + ".embeddings.LayerNorm.weight"] = {D};
-  m[p + ".embeddings.LayerNorm.bias"] = {D};
+// The L encoder layers under PREFIX.encoder.layer.i, their self-attention's
+// projections named Q, K and V, and the MLM head (cls.predictions), as
+// transformers names them.
+void add_layers_and_head(std::map<std::string, Shape>& m, const std::string& prefix,
+                         const std::string& q, const std::string& k, const std::string& v) {
   for (int i = 0; i < L; ++i) {
-    const std::string l = p + ".encoder.layer." + std::to_string(i) + ".";
-    for (const char* n : {"attention.self.query", "attention.self.key", "attention.self.value",
-                          "attention.output.dense"}) {
+    const std::string l = prefix + ".encoder.layer." + std::to_string(i) + ".";
+    for (const std::string& n : {"attention.self." + q, "attention.self." + k,
+                                 "attention.self." + v, std::string("attention.output.dense")}) {
       m[l + n + ".weight"] = {D, D};
       m[l + n + ".bias"] = {D};
     }
@@ -69,6 +63,20 @@ std::map<std::string, Shape> expected_hf(bool roformer, int64_t types = 2) {
   m["cls.predictions.bias"] = {V};
   m["cls.predictions.decoder.weight"] = {V, D};
   m["cls.predictions.decoder.bias"] = {V};
+}
+
+std::map<std::string, Shape> expected_hf(bool roformer, int64_t types = 2) {
+  const std::string p = roformer ? "roformer" : "bert";
+  std::map<std::string, Shape> m;
+  m[p + ".embeddings.word_embeddings.weight"] = {V, D};
+  if (!roformer)
+    m[p + ".embeddings.position_embeddings.weight"] = {P, D};
+  else
+    m["roformer.encoder.embed_positions.weight"] = {P, D / H};
+  m[p + ".embeddings.token_type_embeddings.weight"] = {types, D};
+  m[p + ".embeddings.LayerNorm.weight"] = {D};
+  m[p + ".embeddings.LayerNorm.bias"] = {D};
+  add_layers_and_head(m, p, "query", "key", "value");
   return m;
 }
 
@@ -178,29 +186,7 @@ std::map<std::string, Shape> expected_deberta(int64_t rel_rows) {
   m["deberta.encoder.rel_embeddings.weight"] = {rel_rows, D};
   m["deberta.encoder.LayerNorm.weight"] = {D};
   m["deberta.encoder.LayerNorm.bias"] = {D};
-  for (int i = 0; i < L; ++i) {
-    const std::string l = "deberta.encoder.layer." + std::to_string(i) + ".";
-    for (const char* n : {"attention.self.query_proj", "attention.self.key_proj",
-                          "attention.self.value_proj", "attention.output.dense"}) {
-      m[l + n + ".weight"] = {D, D};
-      m[l + n + ".bias"] = {D};
-    }
-    m[l + "intermediate.dense.weight"] = {FF, D};
-    m[l + "intermediate.dense.bias"] = {FF};
-    m[l + "output.dense.weight"] = {D, FF};
-    m[l + "output.dense.bias"] = {D};
-    for (const char* n : {"attention.output.LayerNorm", "output.LayerNorm"}) {
-      m[l + n + ".weight"] = {D};
-      m[l + n + ".bias"] = {D};
-    }
-  }
-  m["cls.predictions.transform.dense.weight"] = {D, D};
-  m["cls.predictions.transform.dense.bias"] = {D};
-  m["cls.predictions.transform.LayerNorm.weight"] = {D};
-  m["cls.predictions.transform.LayerNorm.bias"] = {D};
-  m["cls.predictions.bias"] = {V};
-  m["cls.predictions.decoder.weight"] = {V, D};
-  m["cls.predictions.decoder.bias"] = {V};
+  add_layers_and_head(m, "deberta", "query_proj", "key_proj", "value_proj");
   return m;
 }
 
