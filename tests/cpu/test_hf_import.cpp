@@ -167,28 +167,30 @@ TEST(HfImport, ArchitectureMismatchesAreOneLine) {
   export_model(c, tmp);
   const std::string hf = tmp / "hf";
   const std::string cfg = read_file(hf + "/config.json");
-  expect_one_line_refusals(c, hf, cfg, {
-      {"hidden_size", 32, "hidden_size is 32, but model.d_model is 16"},
-      {"num_hidden_layers", 3, "num_hidden_layers is 3, but model.encoder_layers is 2"},
-      {"num_attention_heads", 4, "num_attention_heads is 4, but model.n_heads is 2"},
-      {"intermediate_size", 64, "intermediate_size is 64, but model.d_ff is 32"},
-      {"vocab_size", 51, "vocab_size is 51, but the tokenizer's vocabulary size is 50"},
-      {"max_position_embeddings", 512,
-       "max_position_embeddings is 512, but model.max_positions is 24"},
-      {"type_vocab_size", 1, "type_vocab_size is 1, but model.type_vocab_size is 2"},
-      {"hidden_act", "relu", "hidden_act is relu, but model.activation is gelu"},
-      {"layer_norm_eps", 1e-5, "layer_norm_eps is 1e-05, but model.layer_norm_eps is 1e-12"},
-      {"model_type", "bert",
-       "model_type bert has learned absolute positions, but model.position is rope"},
-      {"model_type", "gpt2",
-       "model_type is gpt2; rotor initializes from bert, roformer or deberta-v2"},
-      {"model_type", "deberta-v2",
-       "model_type deberta-v2 has DeBERTa-v2's disentangled attention, but model.position is "
-       "rope (set model.position: deberta)"},
-      {"rotary_value", true, "rotary_value is true"},
-      {"embedding_size", 8, "embedding_size is 8, but hidden_size"},
-      {"tie_word_embeddings", false, "tie_word_embeddings is false"},
-  });
+  expect_one_line_refusals(
+      c, hf, cfg,
+      {
+          {"hidden_size", 32, "hidden_size is 32, but model.d_model is 16"},
+          {"num_hidden_layers", 3, "num_hidden_layers is 3, but model.encoder_layers is 2"},
+          {"num_attention_heads", 4, "num_attention_heads is 4, but model.n_heads is 2"},
+          {"intermediate_size", 64, "intermediate_size is 64, but model.d_ff is 32"},
+          {"vocab_size", 51, "vocab_size is 51, but the tokenizer's vocabulary size is 50"},
+          {"max_position_embeddings", 512,
+           "max_position_embeddings is 512, but model.max_positions is 24"},
+          {"type_vocab_size", 1, "type_vocab_size is 1, but model.type_vocab_size is 2"},
+          {"hidden_act", "relu", "hidden_act is relu, but model.activation is gelu"},
+          {"layer_norm_eps", 1e-5, "layer_norm_eps is 1e-05, but model.layer_norm_eps is 1e-12"},
+          {"model_type", "bert",
+           "model_type bert has learned absolute positions, but model.position is rope"},
+          {"model_type", "gpt2",
+           "model_type is gpt2; rotor initializes from bert, roformer or deberta-v2"},
+          {"model_type", "deberta-v2",
+           "model_type deberta-v2 has DeBERTa-v2's disentangled attention, but model.position is "
+           "rope (set model.position: deberta)"},
+          {"rotary_value", true, "rotary_value is true"},
+          {"embedding_size", 8, "embedding_size is 8, but hidden_size"},
+          {"tie_word_embeddings", false, "tie_word_embeddings is false"},
+      });
   // gelu (erf) and gelu_new both run as rotor's GELU; the former with a note.
   set_key(hf, "hidden_act", "gelu");
   nn::ParameterStore store;
@@ -202,27 +204,29 @@ TEST(HfImport, DebertaSettingsMismatchesAreOneLine) {
   export_model(c, tmp);
   const std::string hf = tmp / "hf";
   const std::string cfg = read_file(hf + "/config.json");
-  expect_one_line_refusals(c, hf, cfg, {
-      {"relative_attention", false, "relative_attention is false"},
-      {"position_biased_input", true, "position_biased_input is true"},
-      {"position_biased_input", nullptr, "position_biased_input is true"},  // the default
-      {"share_att_key", false, "share_att_key is false"},
-      {"share_att_key", nullptr, "share_att_key is false"},
-      {"pos_att_type", "c2p", "pos_att_type is not c2p and p2c"},
-      {"pos_att_type", json_io::Json::array({"c2p", "p2p"}), "pos_att_type is not c2p and p2c"},
-      {"norm_rel_ebd", "none", "norm_rel_ebd is none"},
-      {"conv_kernel_size", 3, "conv_kernel_size is 3"},
-      {"position_buckets", 128,
-       "position_buckets is 128, but model.deberta.position_buckets is 256"},
-      {"max_relative_positions", 64,
-       "max_relative_positions is 64, but model.deberta.max_relative_positions is 512"},
-      {"max_relative_positions", -1,  // then max_position_embeddings
-       "max_relative_positions is 24, but model.deberta.max_relative_positions is 512"},
-      {"type_vocab_size", 0, "type_vocab_size is 0, but model.type_vocab_size is 2"},
-      {"embedding_size", 8, "embedding_size is 8, but hidden_size is 16"},
-      {"model_type", "bert",
-       "model_type bert has learned absolute positions, but model.position is deberta"},
-  });
+  expect_one_line_refusals(
+      c, hf, cfg,
+      {
+          {"relative_attention", false, "relative_attention is false"},
+          {"position_biased_input", true, "position_biased_input is true"},
+          {"position_biased_input", nullptr, "position_biased_input is true"},  // the default
+          {"share_att_key", false, "share_att_key is false"},
+          {"share_att_key", nullptr, "share_att_key is false"},
+          {"pos_att_type", "c2p", "pos_att_type is not c2p and p2c"},
+          {"pos_att_type", json_io::Json::array({"c2p", "p2p"}), "pos_att_type is not c2p and p2c"},
+          {"norm_rel_ebd", "none", "norm_rel_ebd is none"},
+          {"conv_kernel_size", 3, "conv_kernel_size is 3"},
+          {"position_buckets", 128,
+           "position_buckets is 128, but model.deberta.position_buckets is 256"},
+          {"max_relative_positions", 64,
+           "max_relative_positions is 64, but model.deberta.max_relative_positions is 512"},
+          {"max_relative_positions", -1,  // then max_position_embeddings
+           "max_relative_positions is 24, but model.deberta.max_relative_positions is 512"},
+          {"type_vocab_size", 0, "type_vocab_size is 0, but model.type_vocab_size is 2"},
+          {"embedding_size", 8, "embedding_size is 8, but hidden_size is 16"},
+          {"model_type", "bert",
+           "model_type bert has learned absolute positions, but model.position is deberta"},
+      });
   // transformers' own spellings of the same settings load.
   set_key(hf, "pos_att_type", "P2C| c2p");
   set_key(hf, "norm_rel_ebd", "layer_norm|conv");
