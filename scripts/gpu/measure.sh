@@ -20,6 +20,9 @@
 #              softmax cores from 512 to 32k tokens, time and memory;
 #   launch     scripts/gpu/launch_check.sh: `rotor launch -n 1` (NCCL at world
 #              size 1) against the plain run (equal losses), the launcher's cost;
+#   profile    BERT-base MLM (bf16) under `rotor bench train --profile`: each
+#              op's time with the device synchronized per op (where an
+#              update's time goes, without ncu);
 #   placement  RoFormer-base MLM with RoPE in the head split and in the kernel;
 #   compile    the torch.compile peers of mlm, mt and lm (about a minute each).
 # Each step's row (or block) is appended to the table (OUT/table.md) as soon as
@@ -77,7 +80,7 @@ out=runs/measure
 table=""
 info=""
 budget=540
-all_steps=tests,mlm,mt,attention,lm,linear,launch,placement,compile
+all_steps=tests,mlm,mt,attention,lm,linear,launch,profile,placement,compile
 only=$all_steps
 compile=1
 cpu=0
@@ -520,6 +523,14 @@ if wants launch; then
     [[ -n $launch_md ]] || launch_md="launch_check failed${step_note:+ ($step_note)}: $(tail -n 3 "$out/launch_check.log")"
     append '```' "$launch_md" '```'
   fi
+fi
+
+# ---- 6b. where an update's time goes: per-op times, the device synchronized per op ----
+if wants profile && ((!cpu)); then
+  section "Where BERT-base MLM's update goes (rotor bench train --profile)"
+  step profile_bert 60 "$rotor" bench train configs/mlm/bert_base.yaml --steps 5 --warmup 2 \
+    --profile $(for s in $mlm precision=bf16 output_dir=$out/mlm_bert_profile; do printf -- '--set %s ' "$s"; done)
+  block profile_bert "rotor bench train configs/mlm/bert_base.yaml --profile (bf16; ops timed one at a time)"
 fi
 
 # ---- 7. RoPE placement in a whole update -------------------------------------------

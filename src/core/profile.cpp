@@ -11,6 +11,7 @@ namespace rotor::profile {
 namespace {
 
 std::atomic<bool> g_enabled{false};
+std::atomic<void (*)()> g_sync{nullptr};
 thread_local Scope* t_innermost = nullptr;
 
 struct Totals {
@@ -29,16 +30,21 @@ void set_enabled(bool on) {
 bool enabled() {
   return g_enabled.load(std::memory_order_relaxed);
 }
+void set_sync(void (*fn)()) {
+  g_sync.store(fn, std::memory_order_relaxed);
+}
 
 Scope::Scope(const char* call) : call_(call && enabled() ? call : nullptr) {
   if (!call_) return;
   parent_ = t_innermost;
   t_innermost = this;
+  if (auto sync = g_sync.load(std::memory_order_relaxed)) sync();  // earlier work is not ours
   start_ = std::chrono::steady_clock::now();
 }
 
 Scope::~Scope() {
   if (!call_) return;
+  if (auto sync = g_sync.load(std::memory_order_relaxed)) sync();  // our kernels have run
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   t_innermost = parent_;

@@ -5,6 +5,9 @@
 // GEMM also adds its FLOPs, an op the bytes it reads and writes where it
 // declares them. Off (the default), a Scope costs one load and a branch.
 // Times are of the calling thread: an op's OpenMP team works inside it.
+// On a GPU, whose kernels run after the op returns, set_sync(fn) makes each
+// scope call fn (a device synchronize) as it opens and closes: an op's time
+// is then its kernels' (serialized, launch gaps included).
 #pragma once
 
 #include <chrono>
@@ -16,6 +19,8 @@ namespace rotor::profile {
 
 void set_enabled(bool on);
 bool enabled();
+// Called at each scope's start and end while profiling (nullptr: none).
+void set_sync(void (*fn)());
 
 class Scope {
  public:

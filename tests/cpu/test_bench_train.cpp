@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/json_io.h"
+#include "core/profile.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
 #include "support/tiny_configs.h"
@@ -22,6 +23,31 @@
 namespace {
 
 namespace fs = std::filesystem;
+
+// The profile's device hook (what --profile sets on a GPU): called as each
+// scope opens and closes while profiling is on, never while it is off;
+// nested scopes keep their self times.
+int g_syncs = 0;
+TEST(Profile, SyncHookRunsAtEachScopesStartAndEnd) {
+  g_syncs = 0;
+  rotor::profile::take();
+  rotor::profile::set_sync(+[] { ++g_syncs; });
+  {
+    rotor::profile::Scope off("off(x)");
+  }
+  EXPECT_EQ(g_syncs, 0);
+  rotor::profile::set_enabled(true);
+  {
+    rotor::profile::Scope outer("outer(x)");
+    rotor::profile::Scope inner("inner(y)");
+  }
+  rotor::profile::set_enabled(false);
+  rotor::profile::set_sync(nullptr);
+  EXPECT_EQ(g_syncs, 4);
+  const auto rows = rotor::profile::take();
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) EXPECT_EQ(r.calls, 1) << r.op;
+}
 using rotor::test::TempDir;
 
 using rotor::test::RunResult;
