@@ -32,9 +32,7 @@ TEST(Profile, SyncHookRunsAtEachScopesStartAndEnd) {
   g_syncs = 0;
   rotor::profile::take();
   rotor::profile::set_sync(+[] { ++g_syncs; });
-  {
-    rotor::profile::Scope off("off(x)");
-  }
+  { rotor::profile::Scope off("off(x)"); }
   EXPECT_EQ(g_syncs, 0);
   rotor::profile::set_enabled(true);
   {
