@@ -102,30 +102,13 @@ const char* impl_name(Impl i) {
   return "?";
 }
 
-// The flash kernel an impl runs: tc and portable as named, rotor the one
-// the attention plan picks for the case (nn/attention_plan.h), as a layer would.
-ops::FlashKernel flash_kernel_for(Impl impl, const Shape4& s, DType dt, bool causal,
-                                  bool rope_in_kernel) {
-  if (impl == Impl::Tc) return ops::FlashKernel::TensorCore;
-  if (impl == Impl::Portable) return ops::FlashKernel::Portable;
+// The attention plan (nn/attention_plan.h) of the bench's case under
+// attention.impl `impl`: q and k rotated (in the head split, or in the
+// kernel with rope_in_kernel), Tq = Tk, as a layer would ask for it.
+nn::AttentionPlan plan_for(nn::AttentionImpl impl, const Shape4& s, DType dt, bool causal,
+                           bool rope_in_kernel) {
   nn::AttentionCase c;
-  c.impl = nn::AttentionImpl::Rotor;
-  c.rope = c.rope_in_kernel = rope_in_kernel;
-  c.causal = causal;
-  c.dtype = dt;
-  c.B = s.B;
-  c.H = s.H;
-  c.Tq = c.Tk = s.T;
-  c.D = s.D;
-  return nn::plan_attention(c, ops::attention_device(Device::cuda(0))).kernel;
-}
-
-// What attention.impl auto runs at this shape (RoPE in the head split, as
-// here): Cudnn where the plan picks cuDNN, else Rotor (whose kernel
-// flash_kernel_for then asks the plan for).
-Impl auto_impl(const Shape4& s, DType dt, bool causal, bool rope_in_kernel) {
-  nn::AttentionCase c;
-  c.impl = nn::AttentionImpl::Auto;
+  c.impl = impl;
   c.rope = true;
   c.rope_in_kernel = rope_in_kernel;
   c.causal = causal;
@@ -134,7 +117,22 @@ Impl auto_impl(const Shape4& s, DType dt, bool causal, bool rope_in_kernel) {
   c.H = s.H;
   c.Tq = c.Tk = s.T;
   c.D = s.D;
-  const nn::AttentionPlan p = nn::plan_attention(c, ops::attention_device(Device::cuda(0)));
+  return nn::plan_attention(c, ops::attention_device(Device::cuda(0)));
+}
+
+// The flash kernel an impl runs: tc and portable as named, rotor the one
+// the plan picks for attention.impl rotor.
+ops::FlashKernel flash_kernel_for(Impl impl, const Shape4& s, DType dt, bool causal,
+                                  bool rope_in_kernel) {
+  if (impl == Impl::Tc) return ops::FlashKernel::TensorCore;
+  if (impl == Impl::Portable) return ops::FlashKernel::Portable;
+  return plan_for(nn::AttentionImpl::Rotor, s, dt, causal, rope_in_kernel).kernel;
+}
+
+// What attention.impl auto runs at this shape: Cudnn where the plan picks
+// cuDNN, else Rotor (whose kernel flash_kernel_for then asks the plan for).
+Impl auto_impl(const Shape4& s, DType dt, bool causal, bool rope_in_kernel) {
+  const nn::AttentionPlan p = plan_for(nn::AttentionImpl::Auto, s, dt, causal, rope_in_kernel);
   return p.core == nn::AttentionCore::Cudnn ? Impl::Cudnn : Impl::Rotor;
 }
 
