@@ -136,12 +136,18 @@ struct Rotation {
   float cos, sin;
 };
 
-ROTOR_HD Rotation rotation(const Params& p, int64_t position, int64_t pair, int64_t rotated) {
-  const double angle = static_cast<double>(position) * frequency(p, pair, rotated);
+// The same at a frequency made once (frequency(p, pair, rotated)), for
+// tables of many positions.
+ROTOR_HD Rotation rotation_at(const Params& p, int64_t position, double freq) {
+  const double angle = static_cast<double>(position) * freq;
   if (p.scaling != Scaling::Yarn)
     return {static_cast<float>(std::cos(angle)), static_cast<float>(std::sin(angle))};
   const double a = attention_factor(p);
   return {static_cast<float>(a * std::cos(angle)), static_cast<float>(a * std::sin(angle))};
+}
+
+ROTOR_HD Rotation rotation(const Params& p, int64_t position, int64_t pair, int64_t rotated) {
+  return rotation_at(p, position, frequency(p, pair, rotated));
 }
 
 // The dimensions (a, b) that slot j of a head row holds, 0 <= j < D/2: for

@@ -1,5 +1,6 @@
 #include "ops/cpu_rows.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cpu_clones.h"
@@ -35,6 +36,78 @@ ROTOR_CPU_CLONES void exp_shift_scale_row(float* row, int64_t n, float shift, fl
 
 ROTOR_CPU_CLONES void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n) {
   for (int64_t j = 0; j < n; ++j) row[j] *= exp_f32(c[j] - c0) * m;
+}
+
+ROTOR_CPU_CLONES void elu1_row(const float* x, float* phi, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = exp_f32(x[j] > 0.0f ? 0.0f : x[j]);  // NaN stays NaN
+    phi[j] = x[j] > 0.0f ? x[j] + 1.0f : e;
+  }
+}
+
+ROTOR_CPU_CLONES void elu1_grad_row(const float* x, const float* phi, const float* dphi, float* dx,
+                                    int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dx[j] = x[j] > 0.0f ? dphi[j] : dphi[j] * phi[j];
+}
+
+ROTOR_CPU_CLONES void relu_row(const float* x, float* phi, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) phi[j] = x[j] > 0.0f ? x[j] : 0.0f;
+}
+
+ROTOR_CPU_CLONES void relu_grad_row(const float* x, const float* dphi, float* dx, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dx[j] = x[j] > 0.0f ? dphi[j] : 0.0f;
+}
+
+// table_cos_sin: (cos, sin) of pair i of row r at 2 (r half + i). The
+// pairs go through even / odd scratch rows 64 at a time: a loop over the
+// interleaved pairs themselves is what GCC's vectorizer turns into
+// vfmaddsub (an FMA, whatever -ffp-contract says), which would change bits.
+ROTOR_CPU_CLONES void rope_rows_interleaved(const float* table_cos_sin, const float* in, float* out,
+                                            int64_t n, int64_t width, int64_t half, bool back) {
+  constexpr int64_t kBlock = 64;
+  float e[kBlock], o[kBlock], c[kBlock], s[kBlock], ye[kBlock], yo[kBlock];
+  const float sign = back ? -1.0f : 1.0f;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* t = table_cos_sin + 2 * r * half;
+    const float* x = in + r * width;
+    float* y = out + r * width;
+    for (int64_t i0 = 0; i0 < half; i0 += kBlock) {
+      const int64_t m = std::min(kBlock, half - i0);
+      for (int64_t i = 0; i < m; ++i) {
+        e[i] = x[2 * (i0 + i)];
+        o[i] = x[2 * (i0 + i) + 1];
+        c[i] = t[2 * (i0 + i)];
+        s[i] = sign * t[2 * (i0 + i) + 1];
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        ye[i] = e[i] * c[i] - o[i] * s[i];
+        yo[i] = o[i] * c[i] + e[i] * s[i];
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        y[2 * (i0 + i)] = ye[i];
+        y[2 * (i0 + i) + 1] = yo[i];
+      }
+    }
+    if (y != x)
+      for (int64_t j = 2 * half; j < width; ++j) y[j] = x[j];
+  }
+}
+
+ROTOR_CPU_CLONES void rope_rows_half(const float* table_cos_sin, const float* in, float* out,
+                                     int64_t n, int64_t width, int64_t half, bool back) {
+  const float sign = back ? -1.0f : 1.0f;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* t = table_cos_sin + 2 * r * half;
+    const float* x = in + r * width;
+    float* y = out + r * width;
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = x[i], x1 = x[i + half], c = t[2 * i], s = sign * t[2 * i + 1];
+      y[i] = x0 * c - x1 * s;
+      y[i + half] = x1 * c + x0 * s;
+    }
+    if (y != x)
+      for (int64_t j = 2 * half; j < width; ++j) y[j] = x[j];
+  }
 }
 
 ROTOR_CPU_CLONES void layer_norm_row(const float* x, const float* gamma, const float* beta,

@@ -25,6 +25,24 @@ void exp_shift_scale_row(float* row, int64_t n, float shift, float scale);
 // per-key stabilizers).
 void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n);
 
+// Linear attention's elementwise feature maps, n values: phi = elu(x) + 1
+// (x + 1 for x > 0, else exp_f32(x)) or max(x, 0), and their backward dx =
+// dphi phi' (for elu1 phi' = 1 for x > 0, else phi). dx may alias dphi.
+void elu1_row(const float* x, float* phi, int64_t n);
+void elu1_grad_row(const float* x, const float* phi, const float* dphi, float* dx, int64_t n);
+void relu_row(const float* x, float* phi, int64_t n);
+void relu_grad_row(const float* x, const float* dphi, float* dx, int64_t n);
+
+// RoPE of n rows of `width` floats (core/rope.h, pairs of the first 2 half
+// dimensions rotated by table[r * half + i], the rest copied; back: the
+// transpose), for the interleaved (pairs (2i, 2i+1)) and the half layout
+// (pairs (i, i + half)). in may equal out. The same products as
+// rope::rotate / rotate_back, pair by pair.
+void rope_rows_interleaved(const float* table_cos_sin, const float* in, float* out, int64_t n,
+                           int64_t width, int64_t half, bool back);
+void rope_rows_half(const float* table_cos_sin, const float* in, float* out, int64_t n,
+                    int64_t width, int64_t half, bool back);
+
 // Layer normalization of one row x[n] (ops/layer_norm.h): mean and the
 // biased variance in double by the lane sums (two passes), rstd =
 // 1/sqrt(var + eps), y = (x - mean) rstd gamma + beta in f32.

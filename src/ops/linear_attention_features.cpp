@@ -36,9 +36,7 @@ void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t 
     own = rope_table(p, width, pos0, n);
     table = own.data();
   }
-  const int64_t half = rope::rotated_dims(p, width) / 2;
-  for (int64_t r = 0; r < n; ++r)
-    rope_row(p, width, table + r * half, in + r * width, out + r * width, back);
+  rope_rows(p, width, table, in, out, n, back);
 }
 
 void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorStabilizer stab,
@@ -51,11 +49,11 @@ void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorS
   for (int64_t i = 0; i < n * D; ++i) xs[i] *= s.scale;
   switch (s.map) {
     case LinearFeatureMap::Elu1:
-      for (int64_t i = 0; i < n * D; ++i) phi[i] = xs[i] > 0.0f ? xs[i] + 1.0f : std::exp(xs[i]);
+      elu1_row(xs, phi, n * D);
       if (c) std::fill(c, c + n, 0.0f);
       return;
     case LinearFeatureMap::Relu:
-      for (int64_t i = 0; i < n * D; ++i) phi[i] = std::max(xs[i], 0.0f);
+      relu_row(xs, phi, n * D);
       if (c) std::fill(c, c + n, 0.0f);
       return;
     case LinearFeatureMap::Favor:
@@ -91,10 +89,10 @@ void features_backward(const FeatureMapSpec& s, const float* xs, const float* ph
   switch (s.map) {
     case LinearFeatureMap::Elu1:
       // d/dx (elu(x) + 1) = 1 for x > 0, exp(x) = phi otherwise.
-      for (int64_t i = 0; i < n * D; ++i) dx[i] = xs[i] > 0.0f ? dphi[i] : dphi[i] * phi[i];
+      elu1_grad_row(xs, phi, dphi, dx, n * D);
       break;
     case LinearFeatureMap::Relu:
-      for (int64_t i = 0; i < n * D; ++i) dx[i] = xs[i] > 0.0f ? dphi[i] : 0.0f;
+      relu_grad_row(xs, dphi, dx, n * D);
       break;
     case LinearFeatureMap::Favor: {
       // d phi_j / dx = phi_j (w_j - x): with t = dphi o phi,

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "ops/cpu_rows.h"
 
 namespace rotor::ops {
 
@@ -33,8 +34,10 @@ std::vector<rope::Rotation> rope_table(const rope::Params& p, int64_t head_dim, 
   const rope::Params at = rope::at_length(p, head_dim, pos0 + T);
   const int64_t r = rope::rotated_dims(at, head_dim), half = r / 2;
   std::vector<rope::Rotation> table(static_cast<size_t>(T * half));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t i = 0; i < half; ++i) table[t * half + i] = rope::rotation(at, pos0 + t, i, r);
+  for (int64_t i = 0; i < half; ++i) {
+    const double freq = rope::frequency(at, i, r);
+    for (int64_t t = 0; t < T; ++t) table[t * half + i] = rope::rotation_at(at, pos0 + t, freq);
+  }
   return table;
 }
 
@@ -57,6 +60,17 @@ void rope_row(const rope::Params& p, int64_t head_dim, const rope::Rotation* r, 
     y[a] = y0;
     y[b] = y1;
   }
+}
+
+void rope_rows(const rope::Params& p, int64_t head_dim, const rope::Rotation* table,
+               const float* in, float* out, int64_t n, bool back) {
+  static_assert(sizeof(rope::Rotation) == 2 * sizeof(float), "Rotation is (cos, sin)");
+  const int64_t half = rope::rotated_dims(p, head_dim) / 2;
+  const float* t = reinterpret_cast<const float*>(table);
+  if (p.layout == rope::Layout::Half)
+    detail::rope_rows_half(t, in, out, n, head_dim, half, back);
+  else
+    detail::rope_rows_interleaved(t, in, out, n, head_dim, half, back);
 }
 
 }  // namespace rotor::ops

@@ -27,4 +27,10 @@ std::vector<rope::Rotation> rope_table(const rope::Params& p, int64_t head_dim, 
 void rope_row(const rope::Params& p, int64_t head_dim, const rope::Rotation* r, const float* x,
               float* y, bool back);
 
+// rope_row over n rows of head_dim floats, row r by the factors
+// table[r * R/2, (r + 1) * R/2): the same bits, in vector loops
+// (ops/cpu_rows.h). in may equal out.
+void rope_rows(const rope::Params& p, int64_t head_dim, const rope::Rotation* table,
+               const float* in, float* out, int64_t n, bool back);
+
 }  // namespace rotor::ops

@@ -16,6 +16,7 @@
 #include "ops/cpu_rows.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
+#include "ops/rope_rows.h"
 #include "support/test_util.h"
 
 namespace rotor {
@@ -212,6 +213,83 @@ TEST(CpuMath, ExpRowClonesGiveTheScalarBits) {
       ASSERT_EQ(std::memcmp(&b[j], &wb, 4), 0) << "mul_exp_row n " << n << ", " << j;
     }
   }
+}
+
+// Linear attention's elementwise feature maps (ops/cpu_rows.h): elu(x) + 1
+// and relu with their backward, the scalar formulas' bits; NaN stays NaN.
+TEST(CpuMath, FeatureMapRowClonesGiveTheScalarBits) {
+  for (const int64_t n : {0, 3, 16, 110, 131}) {
+    std::vector<float> x =
+        test::random_floats(static_cast<size_t>(n), static_cast<uint64_t>(n) + 7, -30.0f, 4.0f);
+    const std::vector<float> g =
+        test::random_floats(static_cast<size_t>(n), static_cast<uint64_t>(n) + 8, -1.0f, 1.0f);
+    if (n > 3) {
+      x[1] = 0.0f;
+      x[2] = -0.0f;
+    }
+    std::vector<float> e(x.size()), de(x.size()), r(x.size()), dr(x.size());
+    ops::detail::elu1_row(x.data(), e.data(), n);
+    ops::detail::elu1_grad_row(x.data(), e.data(), g.data(), de.data(), n);
+    ops::detail::relu_row(x.data(), r.data(), n);
+    ops::detail::relu_grad_row(x.data(), g.data(), dr.data(), n);
+    for (int64_t j = 0; j < n; ++j) {
+      const float we = x[j] > 0.0f ? x[j] + 1.0f : ops::detail::exp_f32(x[j]);
+      const float wde = x[j] > 0.0f ? g[j] : g[j] * we;
+      const float wr = x[j] > 0.0f ? x[j] : 0.0f, wdr = x[j] > 0.0f ? g[j] : 0.0f;
+      ASSERT_EQ(std::memcmp(&e[j], &we, 4), 0) << "elu1_row n " << n << ", " << j;
+      ASSERT_EQ(std::memcmp(&de[j], &wde, 4), 0) << "elu1_grad_row n " << n << ", " << j;
+      ASSERT_EQ(std::memcmp(&r[j], &wr, 4), 0) << "relu_row n " << n << ", " << j;
+      ASSERT_EQ(std::memcmp(&dr[j], &wdr, 4), 0) << "relu_grad_row n " << n << ", " << j;
+    }
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  float phi = 0.0f;
+  ops::detail::elu1_row(&nan, &phi, 1);
+  EXPECT_TRUE(std::isnan(phi));
+}
+
+// RoPE over rows (ops/rope_rows.h rope_rows, vector clones) against the
+// pair-by-pair rope_row: both layouts, partial rotation, YaRN's factor,
+// forward and back, in place and not, bit for bit.
+TEST(CpuMath, RopeRowsGiveRopeRowsBits) {
+  for (const rope::Layout layout : {rope::Layout::Interleaved, rope::Layout::Half})
+    for (const double fraction : {1.0, 0.5})
+      for (const bool yarn : {false, true})
+        for (const int64_t width : {8, 32, 108, 160}) {  // R even; 80 pairs: two blocks
+          rope::Params p;
+          p.layout = layout;
+          p.fraction = fraction;
+          p.theta = 500.0;
+          if (yarn) {
+            p.scaling = rope::Scaling::Yarn;
+            p.factor = 4.0;
+            p.original_max_positions = 16;
+          }
+          const int64_t n = 9, pos0 = 5;
+          const std::vector<rope::Rotation> table = ops::rope_table(p, width, pos0, n);
+          const int64_t half = rope::rotated_dims(p, width) / 2;
+          const std::vector<float> x = test::random_floats(
+              static_cast<size_t>(n * width), static_cast<uint64_t>(width), -2.0f, 2.0f);
+          for (const bool back : {false, true}) {
+            std::vector<float> want(x.size()), got(x.size()), inplace = x;
+            for (int64_t r = 0; r < n; ++r)
+              ops::rope_row(p, width, table.data() + r * half, x.data() + r * width,
+                            want.data() + r * width, back);
+            ops::rope_rows(p, width, table.data(), x.data(), got.data(), n, back);
+            ops::rope_rows(p, width, table.data(), inplace.data(), inplace.data(), n, back);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), 4 * want.size()), 0)
+                << "layout " << static_cast<int>(layout) << " fraction " << fraction << " yarn "
+                << yarn << " width " << width << " back " << back;
+            ASSERT_EQ(std::memcmp(inplace.data(), want.data(), 4 * want.size()), 0) << "in place";
+          }
+          // The table made per pair's frequency once equals rope::rotation's.
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t i = 0; i < half; ++i) {
+              const rope::Rotation w = rope::rotation(rope::at_length(p, width, pos0 + n), pos0 + t,
+                                                      i, rope::rotated_dims(p, width));
+              ASSERT_EQ(std::memcmp(&table[t * half + i], &w, sizeof w), 0) << t << ", " << i;
+            }
+        }
 }
 
 // Layer normalization's row loops (ops/cpu_rows.h) against the scalar
