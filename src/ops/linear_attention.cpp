@@ -118,10 +118,11 @@ struct Head {
 // Floats of one (batch, head)'s workspace.
 int64_t head_floats(const Dims& d, int64_t C, bool after, bool prefix, bool backward) {
   const int64_t copies = after ? 2 : 1;  // phi, and its rotation
-  int64_t n = (d.Tq + d.Tk) * (d.D + copies * d.M) + d.M * d.Dv + d.M + copies * C * C;
+  // features, S, Z, P
+  int64_t n = (d.Tq + d.Tk) * (d.D + copies * d.M) + d.M * d.Dv + d.M + C * C;
   if (prefix) n += d.Tk + d.Tk * d.M;  // c_n, rescaled key rows
-  if (backward)                        // G, dden, da (+ dphi_q), db (+ dphi_k), U, y, dP, Md
-    n += d.Tq * (d.Dv + 1) + (d.Tq + d.Tk) * copies * d.M + d.M * d.Dv + d.M + 2 * C * C;
+  if (backward)                        // G, dden, da (+ dphi_q), db (+ dphi_k), U, Y, dP
+    n += d.Tq * (d.Dv + 1) + (d.Tq + d.Tk) * copies * d.M + d.M * d.Dv + d.M + C * C;
   if (backward && prefix) n += d.Tk * d.Dv + C * d.M;  // rescaled v rows, chunk rows of a(q)
   return n;
 }
@@ -195,10 +196,10 @@ void rescale_product(const Head& h, const Features& f, int64_t i0, int64_t nq, i
   }
 }
 
-// S += a(k)^T v and z += phi(k) over keys [from, to); with prefix stabilizers
-// S, z are at cS (the c of key from - 1) and move to c_{to - 1}.
+// S += a(k)^T v over keys [from, to); with prefix stabilizers S is at cS (the
+// c of key from - 1) and moves to c_{to - 1}.
 void add_keys(const Head& h, const Features& f, const float* v, int64_t from, int64_t to, float* S,
-              float* z, float& cS) {
+              float& cS) {
   const int64_t M = h.d.M, Dv = h.d.Dv;
   if (to <= from) return;
   const float* b = f.bk;
@@ -207,27 +208,89 @@ void add_keys(const Head& h, const Features& f, const float* v, int64_t from, in
     if (from > 0) {
       const float r = std::exp(cS - cn);
       for (int64_t i = 0; i < M * Dv; ++i) S[i] *= r;
-      for (int64_t j = 0; j < M; ++j) z[j] *= r;
     }
     for (int64_t n = from; n < to; ++n) {
       const float e = std::exp(f.ck[n] - cn);
-      for (int64_t j = 0; j < M; ++j) {
-        f.bs[n * M + j] = f.bk[n * M + j] * e;
-        z[j] += f.phk[n * M + j] * e;
-      }
+      for (int64_t j = 0; j < M; ++j) f.bs[n * M + j] = f.bk[n * M + j] * e;
     }
     b = f.bs;
     cS = cn;
-  } else {
-    for (int64_t n = from; n < to; ++n)
-      for (int64_t j = 0; j < M; ++j) z[j] += f.phk[n * M + j];
   }
   lin_gemm(true, false, M, Dv, to - from, b + from * M, M, v + from * Dv, Dv, 1.0f, S, Dv);
 }
 
-// The factor of the state S, z (at cS, holding keys [0, lo)) in row i's sums.
+// The factor of the state S (at cS, holding keys [0, lo)) in row i's sums.
 float state_factor(const Head& h, const Features& f, int64_t lo, float cS, int64_t i) {
   return f.ck && lo > 0 ? std::exp(cS - f.row_c(h, i)) : 1.0f;
+}
+
+// The denominators' key sums, one row at a time: Z_m = sum over the keys row
+// m sees of phi(k_n) exp(c_n - c_m) [M], kept at the stabilizer of its last
+// key (rescaled when a key raises it), then fn(m, Z_m) for every query row
+// in order. den_m = phi(q_m) . Z_m; the backward's dphi(q_m) += dden_m Z_m.
+// O(T M) for any visibility: the masked [chunk, chunk] products of the
+// denominator are never formed.
+template <class Fn>
+void prefix_key_sums(const Head& h, const Features& f, float* Z, Fn&& fn) {
+  const int64_t M = h.d.M;
+  std::fill(Z, Z + M, 0.0f);
+  int64_t added = 0;
+  float cZ = 0.0f;
+  for (int64_t m = 0; m < h.d.Tq; ++m) {
+    for (const int64_t nv = h.visible(m); added < nv; ++added) {
+      const float* p = f.phk + added * M;
+      if (f.ck) {
+        if (added > 0 && f.ck[added] != cZ) {
+          const float r = std::exp(cZ - f.ck[added]);
+          for (int64_t j = 0; j < M; ++j) Z[j] *= r;
+        }
+        cZ = f.ck[added];
+      }
+      for (int64_t j = 0; j < M; ++j) Z[j] += p[j];
+    }
+    fn(m, static_cast<const float*>(Z));
+  }
+}
+
+// The backward's key side of the denominators, rows last to first: Y_m =
+// sum over rows m' >= m of dden_m' phi(q_m') exp(c_m - c_m') [M] (Y at the
+// stabilizer of its earliest row), and every key n that row m is the first
+// to see gets dphi(k_n) += exp(c_n - c_m) Y_m. Rows that see no key add
+// nothing (they come first: visibility never falls).
+void suffix_query_sums(const Head& h, const Features& f, const float* dden, float* Y, float* dphk) {
+  const int64_t M = h.d.M;
+  std::fill(Y, Y + M, 0.0f);
+  float cY = 0.0f;
+  bool any = false;
+  for (int64_t m = h.d.Tq - 1; m >= 0; --m) {
+    const int64_t nv = h.visible(m);
+    if (nv == 0) break;
+    const float cm = f.ck ? f.ck[nv - 1] : 0.0f;
+    if (f.ck && any && cm != cY) {
+      const float r = std::exp(cm - cY);
+      for (int64_t j = 0; j < M; ++j) Y[j] *= r;
+    }
+    cY = cm;
+    any = true;
+    const float g = dden[m];
+    const float* p = f.phq + m * M;
+    for (int64_t j = 0; j < M; ++j) Y[j] += g * p[j];
+    for (int64_t n = m > 0 ? h.visible(m - 1) : 0; n < nv; ++n) {
+      float* dst = dphk + n * M;
+      if (f.ck) {
+        const float e = std::exp(f.ck[n] - cm);
+        for (int64_t j = 0; j < M; ++j) dst[j] += e * Y[j];
+      } else {
+        for (int64_t j = 0; j < M; ++j) dst[j] += Y[j];
+      }
+    }
+  }
+}
+
+double dot_row(const float* a, const float* b, int64_t n) {
+  double s = 0.0;
+  for (int64_t j = 0; j < n; ++j) s += static_cast<double>(a[j]) * b[j];
+  return s;
 }
 
 void forward_head(const Head& h, const float* q, const float* k, const float* v, float* out,
@@ -236,16 +299,17 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
   const int64_t M = d.M, Dv = d.Dv, C = h.C;
   const Features f = make_features(h, q, k, w);
   float* S = w.take(M * Dv);  // [M, Dv]
-  float* z = w.take(M);
-  float* P = w.take(C * C);                 // rotated weights (numerator)
-  float* Pd = h.after ? w.take(C * C) : P;  // plain weights (denominator)
+  float* Z = w.take(M);
+  float* P = w.take(C * C);  // weights of the numerator (rotated after the feature map)
+  prefix_key_sums(h, f, Z, [&](int64_t m, const float* Zm) {
+    den[m] = static_cast<float>(dot_row(f.phq + m * M, Zm, M));
+  });
   std::fill(S, S + M * Dv, 0.0f);
-  std::fill(z, z + M, 0.0f);
-  int64_t done = 0;  // keys [0, done) are in S and z
+  int64_t done = 0;  // keys [0, done) are in S
   float cS = 0.0f;
   for (int64_t i0 = 0; i0 < d.Tq; i0 += C) {
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
-    add_keys(h, f, v, done, lo, S, z, cS);
+    add_keys(h, f, v, done, lo, S, cS);
     done = lo;
     lin_gemm(false, false, nq, Dv, M, f.aq + i0 * M, M, S, Dv, 0.0f, out + i0 * Dv, Dv);
     if (f.ck)
@@ -255,31 +319,21 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
       }
     if (nk > 0) {
       masked_product(h, f.aq, f.bk, M, i0, nq, lo, nk, P);
-      if (h.after) masked_product(h, f.phq, f.phk, M, i0, nq, lo, nk, Pd);
-      if (f.ck) {
-        rescale_product(h, f, i0, nq, lo, nk, P);
-        if (h.after) rescale_product(h, f, i0, nq, lo, nk, Pd);
-      }
+      if (f.ck) rescale_product(h, f, i0, nq, lo, nk, P);
       lin_gemm(false, false, nq, Dv, nk, P, nk, v + lo * Dv, Dv, 1.0f, out + i0 * Dv, Dv);
     }
-    for (int64_t r = 0; r < nq; ++r) {
-      double s = 0.0;  // phi(q) . z + the row of Pd
-      for (int64_t j = 0; j < M; ++j) s += static_cast<double>(f.phq[(i0 + r) * M + j]) * z[j];
-      if (f.ck) s *= state_factor(h, f, lo, cS, i0 + r);
-      for (int64_t j = 0; j < nk; ++j) s += Pd[r * nk + j];
-      den[i0 + r] = static_cast<float>(s);
-      const float inv = static_cast<float>(1.0 / (s + h.o.eps));
-      for (int64_t c = 0; c < Dv; ++c) out[(i0 + r) * Dv + c] *= inv;
+    for (int64_t r = i0; r < i0 + nq; ++r) {
+      const float inv = static_cast<float>(1.0 / (static_cast<double>(den[r]) + h.o.eps));
+      for (int64_t c = 0; c < Dv; ++c) out[r * Dv + c] *= inv;
     }
   }
 }
 
-// Keys [from, to), seen in full by the queries summed in U, y: db += v U^T,
-// dv += a(k) U, dphi_k += y; with prefix stabilizers key n's terms times
-// exp(c_n - cU) (vs: scratch for the rescaled rows of v).
+// Keys [from, to), seen in full by the queries summed in U: db += v U^T and
+// dv += a(k) U; with prefix stabilizers key n's terms times exp(c_n - cU)
+// (vs: scratch for the rescaled rows of v).
 void key_grads_from_state(const Head& h, const Features& f, const float* v, int64_t from,
-                          int64_t to, const float* U, const float* y, float cU, float* vs,
-                          float* db, float* dphk, float* dv) {
+                          int64_t to, const float* U, float cU, float* vs, float* db, float* dv) {
   const int64_t M = h.d.M, Dv = h.d.Dv, n = to - from;
   if (n <= 0) return;
   const float *vv = v, *b = f.bk;
@@ -287,16 +341,10 @@ void key_grads_from_state(const Head& h, const Features& f, const float* v, int6
     for (int64_t r = from; r < to; ++r) {
       const float e = std::exp(f.ck[r] - cU);
       for (int64_t c = 0; c < Dv; ++c) vs[r * Dv + c] = v[r * Dv + c] * e;
-      for (int64_t j = 0; j < M; ++j) {
-        f.bs[r * M + j] = f.bk[r * M + j] * e;
-        dphk[r * M + j] += y[j] * e;
-      }
+      for (int64_t j = 0; j < M; ++j) f.bs[r * M + j] = f.bk[r * M + j] * e;
     }
     vv = vs;
     b = f.bs;
-  } else {
-    for (int64_t r = from; r < to; ++r)
-      for (int64_t j = 0; j < M; ++j) dphk[r * M + j] += y[j];
   }
   lin_gemm(false, true, n, M, Dv, vv + from * Dv, Dv, U, Dv, 1.0f, db + from * M, M);
   lin_gemm(false, false, n, Dv, M, b + from * M, M, U, Dv, 1.0f, dv + from * Dv, Dv);
@@ -308,9 +356,8 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   const int64_t M = d.M, Dv = d.Dv, C = h.C;
   const Features f = make_features(h, q, k, w);
   float* S = w.take(M * Dv);
-  float* z = w.take(M);
+  float* Z = w.take(M);
   float* P = w.take(C * C);
-  w.take(h.after ? C * C : 0);
   float* G = w.take(d.Tq * Dv);  // dnum = dout / (den + eps)
   float* dden = w.take(d.Tq);    // -dout . out / (den + eps)
   float* da = w.take(d.Tq * M);
@@ -318,9 +365,8 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   float* db = w.take(d.Tk * M);
   float* dphk = h.after ? w.take(d.Tk * M) : db;
   float* U = w.take(M * Dv);
-  float* y = w.take(M);
+  float* Y = w.take(M);
   float* dP = w.take(C * C);
-  float* Md = w.take(C * C);
   float* vs = f.ck ? w.take(d.Tk * Dv) : nullptr;  // rescaled v rows
   float* as = f.ck ? w.take(C * M) : nullptr;      // rescaled chunk rows of a(q)
   for (int64_t i = 0; i < d.Tq; ++i) {
@@ -334,60 +380,57 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   }
   std::fill(S, S + M * Dv, 0.0f);
   std::fill(U, U + M * Dv, 0.0f);
-  std::fill(z, z + M, 0.0f);
-  std::fill(y, y + M, 0.0f);
   std::fill(da, da + d.Tq * M, 0.0f);
-  std::fill(dphq, dphq + d.Tq * M, 0.0f);
   std::fill(db, db + d.Tk * M, 0.0f);
-  std::fill(dphk, dphk + d.Tk * M, 0.0f);
   std::fill(dv, dv + d.Tk * Dv, 0.0f);
-  // Forward over the chunks: dq's parts, and the in-chunk parts of dk and dv.
+  // The denominators' part: dphi(q_m) = dden_m Z_m (without rotation dphq
+  // is da, whose numerator parts the chunks add below), and its key side.
+  prefix_key_sums(h, f, Z, [&](int64_t m, const float* Zm) {
+    const float g = dden[m];
+    for (int64_t j = 0; j < M; ++j) dphq[m * M + j] = g * Zm[j];
+  });
+  if (h.after) std::fill(dphk, dphk + d.Tk * M, 0.0f);
+  suffix_query_sums(h, f, dden, Y, dphk);
+  // Forward over the chunks: dq's numerator parts, and the in-chunk parts of
+  // dk and dv.
   int64_t done = 0;
   float cS = 0.0f;
   for (int64_t i0 = 0; i0 < d.Tq; i0 += C) {
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
-    add_keys(h, f, v, done, lo, S, z, cS);
+    add_keys(h, f, v, done, lo, S, cS);
     done = lo;
-    lin_gemm(false, true, nq, M, Dv, G + i0 * Dv, Dv, S, Dv, 1.0f, da + i0 * M, M);
-    for (int64_t r = i0; r < i0 + nq; ++r) {
-      const float e = state_factor(h, f, lo, cS, r);
-      if (f.ck)  // da's rows hold only the state's part yet
-        for (int64_t j = 0; j < M; ++j) da[r * M + j] *= e;
-      for (int64_t j = 0; j < M; ++j) dphq[r * M + j] += dden[r] * e * z[j];
+    if (f.ck) {  // the state's part of da, times each row's factor
+      float* dst = as;
+      lin_gemm(false, true, nq, M, Dv, G + i0 * Dv, Dv, S, Dv, 0.0f, dst, M);
+      for (int64_t r = 0; r < nq; ++r) {
+        const float e = state_factor(h, f, lo, cS, i0 + r);
+        for (int64_t j = 0; j < M; ++j) da[(i0 + r) * M + j] += dst[r * M + j] * e;
+      }
+    } else {
+      lin_gemm(false, true, nq, M, Dv, G + i0 * Dv, Dv, S, Dv, 1.0f, da + i0 * M, M);
     }
     if (nk == 0) continue;
     masked_product(h, f.aq, f.bk, M, i0, nq, lo, nk, P);
     masked_product(h, G, v, Dv, i0, nq, lo, nk, dP);
-    for (int64_t r = 0; r < nq; ++r) {
-      const int64_t seen = h.visible(i0 + r) - lo;
-      for (int64_t j = 0; j < nk; ++j) Md[r * nk + j] = j < seen ? 1.0f : 0.0f;
-    }
     if (f.ck) {
       rescale_product(h, f, i0, nq, lo, nk, P);
       rescale_product(h, f, i0, nq, lo, nk, dP);
-      rescale_product(h, f, i0, nq, lo, nk, Md);
     }
-    for (int64_t r = 0; r < nq; ++r)
-      for (int64_t j = 0; j < nk; ++j) Md[r * nk + j] *= dden[i0 + r];
     lin_gemm(false, false, nq, M, nk, dP, nk, f.bk + lo * M, M, 1.0f, da + i0 * M, M);
     lin_gemm(true, false, nk, M, nq, dP, nk, f.aq + i0 * M, M, 1.0f, db + lo * M, M);
     lin_gemm(true, false, nk, Dv, nq, P, nk, G + i0 * Dv, Dv, 1.0f, dv + lo * Dv, Dv);
-    lin_gemm(false, false, nq, M, nk, Md, nk, f.phk + lo * M, M, 1.0f, dphq + i0 * M, M);
-    lin_gemm(true, false, nk, M, nq, Md, nk, f.phq + i0 * M, M, 1.0f, dphk + lo * M, M);
   }
   // Backward over the chunks: keys [n(i0), next) are seen in full exactly by
-  // the chunks after this one, whose sums U and y hold.
+  // the chunks after this one, whose sum U holds.
   int64_t next = d.Tq > 0 ? h.visible(d.Tq - 1) : 0;
   float cU = 0.0f;  // prefix stabilizers: the c of U's first row
   bool u_any = false;
   for (int64_t i0 = d.Tq > 0 ? (d.Tq - 1) / C * C : -1; i0 >= 0; i0 -= C) {
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0);
-    if (!f.ck || u_any) key_grads_from_state(h, f, v, lo, next, U, y, cU, vs, db, dphk, dv);
+    if (!f.ck || u_any) key_grads_from_state(h, f, v, lo, next, U, cU, vs, db, dv);
     next = lo;
     if (!f.ck) {
       lin_gemm(true, false, M, Dv, nq, f.aq + i0 * M, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
-      for (int64_t r = i0; r < i0 + nq; ++r)
-        for (int64_t j = 0; j < M; ++j) y[j] += dden[r] * f.phq[r * M + j];
       continue;
     }
     // Rows that see no key add nothing; the first that sees one has the
@@ -399,20 +442,16 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
     if (u_any) {
       const float r = std::exp(c_new - cU);
       for (int64_t i = 0; i < M * Dv; ++i) U[i] *= r;
-      for (int64_t j = 0; j < M; ++j) y[j] *= r;
     }
     for (int64_t r = i0; r < i0 + nq; ++r) {
       const float e = r < first ? 0.0f : std::exp(c_new - f.row_c(h, r));
-      for (int64_t j = 0; j < M; ++j) {
-        as[(r - i0) * M + j] = f.aq[r * M + j] * e;
-        y[j] += dden[r] * e * f.phq[r * M + j];
-      }
+      for (int64_t j = 0; j < M; ++j) as[(r - i0) * M + j] = f.aq[r * M + j] * e;
     }
     lin_gemm(true, false, M, Dv, nq, as, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
     cU = c_new;
     u_any = true;
   }
-  if (!f.ck || u_any) key_grads_from_state(h, f, v, 0, next, U, y, cU, vs, db, dphk, dv);
+  if (!f.ck || u_any) key_grads_from_state(h, f, v, 0, next, U, cU, vs, db, dv);
   if (h.after) {  // d phi += R^T d(R phi)
     detail::rotate_rows(da, da, d.Tq, M, h.o.rope_q_offset, h.qs.rope, true, h.q_after);
     detail::rotate_rows(db, db, h.key_len, M, h.o.rope_k_offset, h.qs.rope, true, h.k_after);
