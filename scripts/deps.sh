@@ -60,13 +60,16 @@ python_packages() {
 # libraries: about 5.6 GB and two minutes on the project's machine; there is
 # no CPU-only torch on PyPI. Offline, or when pip fails (a full disk), it
 # warns and removes the half-made environment: the 5.x test skips.
-# ROTOR_HF5=0 skips it.
+# ROTOR_HF5=0 skips it. performer-pytorch (a few pure-Python wheels) joins it:
+# the Performer configs' twin in scripts/bench/cpu_peers.py (Hugging Face has
+# no linear attention); where it cannot be installed that row says so.
 hf5_environment() {
   [[ "${1:-}" == "--with-python" && "${ROTOR_HF5:-1}" != 0 ]] || return 0
   local venv=.venv-hf5
   if [[ -x $venv/bin/python3 ]] &&
     $venv/bin/python3 -c "import torch, transformers, sentencepiece, safetensors, numpy; \
 import sys; sys.exit(int(transformers.__version__.split('.')[0]) < 5)" 2>/dev/null; then
+    performer_twin "$venv"
     return 0
   fi
   echo "rotor: installing torch 2.x and transformers 5.x from PyPI into $venv (about 5.6 GB)"
@@ -77,7 +80,18 @@ import sys; sys.exit(int(transformers.__version__.split('.')[0]) < 5)" 2>/dev/nu
     echo "rotor: warning: could not install torch and transformers 5 into $venv: the" \
       "transformers 5 test will skip" >&2
     rm -rf "$venv"
+    return 0
   fi
+  performer_twin "$venv"
+  return 0
+}
+
+performer_twin() {
+  "$1/bin/python3" -c "import performer_pytorch" 2>/dev/null && return 0
+  "$1/bin/python3" -m pip install -q --disable-pip-version-check --retries 1 --timeout 60 \
+    performer-pytorch ||
+    echo "rotor: warning: could not install performer-pytorch into $1: cpu_peers.py's" \
+      "Performer twin rows will say so" >&2
   return 0
 }
 

@@ -11,7 +11,9 @@ alternately, so that both see the same machine. It prints one markdown row
 a config: milliseconds per update (the median over the rounds) of rotor and
 of the peer, and rotor's speed relative to the peer's (peer ms / rotor ms:
 above 1, rotor is faster). A config without a Hugging Face twin gets rotor's
-time alone.
+time alone. A linear-attention config (the Performers) gets a second row:
+its twin from performer-pytorch (train_peer.py --peer performer), the
+softmax row being a reference point rather than a twin.
 
   python3 scripts/bench/cpu_peers.py [--rotor build/rotor] [--python PY]
       [--configs quickstart/numbers_sinusoidal,lm/wikitext2_char_tiny,...]
@@ -195,6 +197,7 @@ def main():
         sets = sets + [f"output_dir={out}/run", "device=cpu", "train.log_interval=100000",
                        "train.valid_interval=0"]
         rotor_ms, peer_ms, peer, absent = [], [], "", ""
+        twin_ms, twin, twin_absent = [], "", ""
         rotor_env = dict(kv.split("=", 1) for kv in a.rotor_env)
         try:
             for r in range(a.rounds):
@@ -215,6 +218,18 @@ def main():
                     absent = p["absent"]
                 else:
                     peer_ms.append(p["step_ms"])
+                attention = json.load(open(bench_json))["model"].get("attention") or {}
+                if attention.get("kind") == "linear":
+                    twin_json = out / f"twin_{r}.json"
+                    run([python, ROOT / "scripts/bench/train_peer.py", "--bench", bench_json,
+                         "--device", "cpu", "--mode", "eager", "--peer", "performer",
+                         "--json", twin_json])
+                    t = json.load(open(twin_json))
+                    twin = f"{t.get('peer', '')} (performer-pytorch {t.get('performer_pytorch', '?')})"
+                    if "absent" in t:
+                        twin_absent = t["absent"]
+                    else:
+                        twin_ms.append(t["step_ms"])
         except RuntimeError as e:
             rows.append(f"| {name} | {peer} | failed: {str(e).splitlines()[0]} | | |")
             print(rows[-1], flush=True)
@@ -226,6 +241,13 @@ def main():
         else:
             rows.append(f"| {name} | none: {absent} | {r_ms:.1f} | | |")
         print(rows[-1], flush=True)
+        if twin_ms:
+            t_ms = statistics.median(twin_ms)
+            rows.append(f"| {name} | {twin} | {r_ms:.1f} | {t_ms:.1f} | {t_ms / r_ms:.2f}x |")
+            print(rows[-1], flush=True)
+        elif twin_absent:
+            rows.append(f"| {name} | twin none: {twin_absent} | {r_ms:.1f} | | |")
+            print(rows[-1], flush=True)
         shutil.rmtree(out / "run", ignore_errors=True)
     info = run([rotor, "info"]).splitlines()
     table = "\n".join([

@@ -14,6 +14,20 @@ BertForMaskedLM; task lm (pre-norm) with position rope -> GPTNeoXForCausalLM
 (sequential residual), with learned positions -> GPT2LMHeadModel. Other models
 have no Hugging Face twin and are reported absent, with the reason.
 
+--peer performer: for a model with attention.kind linear (the bench JSON's
+model.attention), the twin from performer-pytorch (PyPI, lucidrains'
+PerformerLM; scripts/deps.sh puts it in .venv-hf5) instead: the same
+layers, heads, widths, dropout and tied embeddings, FAVOR+ with the same M
+and redraw interval (feature_map favor) or a generalized kernel of elu or
+relu over M = D features (elu1, relu: its features are kernel(x W) + 0.001,
+one [D, D] projection more than rotor's), causal for task lm and not for
+mlm, RoPE through its rotary_position_emb (before the feature map, where
+rotor's linear_rope may put it after). Its causal attention on the CPU is
+its cumulative-sum version (performer_pytorch's non-CUDA path).
+Hugging Face has no linear attention: without --peer, these models are
+timed against the softmax twin above, a reference point rather than a
+twin.
+
 Runs under transformers 4.36 (Debian's torch 1.13) and 5.x (torch 2.x):
   - RoPE settings come from the JSON's model.rope (theta, fraction, scaling,
     factor, original_max_positions). GPT-NeoX gets them as rope_parameters
@@ -67,8 +81,42 @@ def absent(args, peer, reason):
     return 0
 
 
-def peer_name(bench):
+def linear_attention(bench):
+    """The bench JSON's model.attention when it is linear attention, else None."""
+    a = bench["model"].get("attention") or {}
+    return a if a.get("kind") == "linear" else None
+
+
+def performer_features(m, a):
+    """Linear attention's feature count M as rotor resolves it
+    (nn/attention_kinds/linear.cpp): D for elu1 and relu; for favor
+    attention.features, or floor(D ln D), rounded down to even (at least 2)
+    where RoPE rotates the features."""
+    D = m["d_model"] // m["n_heads"]
+    if a["feature_map"] != "favor":
+        return D
+    if a.get("features", 0) > 0:
+        return a["features"]
+    M = max(1, int(math.floor(D * math.log(D))))
+    if m["position"] == "rope" and a.get("linear_rope") == "after_feature_map":
+        M = max(2, M - M % 2)
+    return M
+
+
+def peer_name(bench, which="hf"):
     m, task = bench["model"], bench["task"]
+    if which == "performer":
+        if not linear_attention(bench):
+            return "PerformerLM", "not a linear-attention model (attention.kind softmax)"
+        if task not in ("lm", "mlm"):
+            return "PerformerLM", f"no PerformerLM twin for task {task}"
+        if m["norm"] != "pre":
+            return "PerformerLM", "PerformerLM has pre-norm layers only"
+        if m["position"] not in ("rope", "learned"):
+            return "PerformerLM", f"no PerformerLM with {m['position']} positions"
+        if m["d_ff"] % m["d_model"] != 0:
+            return "PerformerLM", "PerformerLM's feed-forward width is a multiple of d_model"
+        return "PerformerLM", None
     if task == "translation":
         if m["norm"] != "post" or m["position"] != "sinusoidal":
             return "MarianMTModel", (f"no Hugging Face encoder-decoder with {m['norm']}-norm and "
@@ -235,7 +283,66 @@ def with_attention(make, config_cls, kwargs, info):
     raise RuntimeError("could not build the model: " + "; ".join(errors))
 
 
-def build_model(bench, transformers, torch, notes, info):
+def build_performer(bench, torch, notes, info):
+    """performer-pytorch's PerformerLM as the twin of a linear-attention
+    model, wrapped to take input_ids and return .logits like the Hugging
+    Face models."""
+    import performer_pytorch
+    from performer_pytorch import PerformerLM
+    m, a = bench["model"], linear_attention(bench)
+    seq = max(b["src_len"] for b in bench["batches"])
+    favor = a["feature_map"] == "favor"
+    M = performer_features(m, a)
+    layers = m["decoder_layers"] if bench["task"] == "lm" else m["encoder_layers"]
+    kernel = {"elu1": torch.nn.ELU, "relu": torch.nn.ReLU}.get(a["feature_map"])
+    rotary = m["position"] == "rope"
+    model = PerformerLM(
+        num_tokens=m["vocab_size"], max_seq_len=max(m["max_positions"], seq), dim=m["d_model"],
+        depth=layers, heads=m["n_heads"], dim_head=m["d_model"] // m["n_heads"],
+        causal=bench["task"] == "lm", ff_mult=m["d_ff"] // m["d_model"], nb_features=M,
+        feature_redraw_interval=a.get("feature_redraw") or 10**9, emb_dropout=m["dropout"],
+        ff_dropout=m["dropout"], attn_dropout=m["attention_dropout"],
+        generalized_attention=not favor, kernel_fn=kernel() if kernel else torch.nn.ReLU(),
+        tie_embed=bool(m["share_embeddings"]), rotary_position_emb=rotary, qkv_bias=True,
+        attn_out_bias=True)
+    if m["activation"] != "gelu":
+        notes.append(f"PerformerLM's feed-forward is GELU, rotor's {m['activation']}")
+    if rotary and a.get("linear_rope") == "after_feature_map":
+        notes.append("PerformerLM rotates q and k before the feature map, rotor after it")
+    if rotary and (m["rope"]["scaling"] != "none" or m["rope"]["fraction"] != 1.0):
+        notes.append("PerformerLM's rotary embedding has no scaling or partial rotation")
+    if not favor:
+        notes.append(f"PerformerLM's generalized kernel is {a['feature_map'][:4]}(x W) + 0.001 "
+                     f"with a [D, D] projection, rotor's {a['feature_map']} has none")
+    version = getattr(performer_pytorch, "__version__", None)
+    if version is None:
+        try:
+            from importlib.metadata import version as dist_version
+            version = dist_version("performer-pytorch")
+        except Exception:  # noqa: BLE001 - only for the report
+            version = "?"
+    info["performer_pytorch"] = version
+
+    class Out:
+        def __init__(self, logits):
+            self.logits = logits
+
+    class Twin(torch.nn.Module):
+        def __init__(self, lm):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+            return Out(self.lm(input_ids))
+
+    kind = "causal " if bench["task"] == "lm" else ""
+    feats = f"FAVOR+ M={M}" if favor else f"{a['feature_map']} kernel M={M}"
+    return Twin(model), f"performer-pytorch {version} {kind}linear attention, {feats}"
+
+
+def build_model(bench, transformers, torch, notes, info, which="hf"):
+    if which == "performer":
+        return build_performer(bench, torch, notes, info)
     m = bench["model"]
     hf5 = major_version(transformers) >= 5
     V, d, H, ff = m["vocab_size"], m["d_model"], m["n_heads"], m["d_ff"]
@@ -338,13 +445,15 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--build-only", action="store_true",
                     help="build the model and report it, no training")
+    ap.add_argument("--peer", choices=["hf", "performer"], default="hf",
+                    help="performer: performer-pytorch's PerformerLM for a linear-attention model")
     args = ap.parse_args()
     with open(args.bench) as f:
         bench = json.load(f)
     for key in ("task", "model", "train", "batches", "precision"):
         if key not in bench:
             sys.exit(f"train_peer: {args.bench} has no '{key}' (not a rotor bench train --json file)")
-    peer, why_not = peer_name(bench)
+    peer, why_not = peer_name(bench, args.peer)
     if why_not:
         return absent(args, peer, why_not)
     try:
@@ -353,6 +462,11 @@ def main():
         import transformers
     except ImportError as e:
         return absent(args, peer, f"PyTorch and transformers are needed ({e})")
+    if args.peer == "performer":
+        try:
+            import performer_pytorch  # noqa: F401
+        except ImportError as e:
+            return absent(args, peer, f"performer-pytorch is needed ({e})")
     if args.device == "cuda" and not torch.cuda.is_available():
         return absent(args, peer, "no GPU answers to PyTorch")
     if args.mode == "compile" and not hasattr(torch, "compile"):
@@ -367,7 +481,7 @@ def main():
         return absent(args, peer, f"{precision} autocast needs a GPU")
 
     notes, info = [], {}
-    model, attention = build_model(bench, transformers, torch, notes, info)
+    model, attention = build_model(bench, transformers, torch, notes, info, args.peer)
     parameters = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     base = {
@@ -376,6 +490,8 @@ def main():
         "attention": attention, "parameters": parameters, "trainable_parameters": trainable,
         "rotor_parameters": bench.get("parameters"),
     }
+    if "performer_pytorch" in info:
+        base["performer_pytorch"] = info["performer_pytorch"]
     if "rope" in info:
         base["rope"] = info["rope"]
     if "rope_applied" in info:

@@ -439,6 +439,18 @@ nlohmann::ordered_json bench_json(const BenchResult& r, const Config& c,
   model["attention_dropout"] = m.attention_dropout;
   model["activation_dropout"] = m.activation_dropout;
   model["layer_norm_eps"] = m.layer_norm_eps;
+  // What self-attention computes (the peers pick their twin by it):
+  // attention.kind, and for linear attention its feature map, attention.features
+  // as configured (0: floor(D ln D), nn/attention_kinds/linear.cpp), the
+  // redraw interval, where RoPE goes and the denominator's eps.
+  model["attention"]["kind"] = std::string(c.attention.kind.name());
+  if (c.attention.kind != nn::AttentionKind::Softmax) {
+    model["attention"]["feature_map"] = to_string(c.attention.feature_map);
+    model["attention"]["features"] = c.attention.features;
+    model["attention"]["feature_redraw"] = c.attention.feature_redraw;
+    model["attention"]["linear_rope"] = to_string(c.attention.linear_rope);
+    model["attention"]["linear_eps"] = c.attention.linear_eps;
+  }
 
   Value train = Value::object();
   train["update_freq"] = r.update_freq;
