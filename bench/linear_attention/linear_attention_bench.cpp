@@ -25,7 +25,7 @@
 //
 //   bench_linear_attention [--tokens 4096,8192,16384] [--heads H] [--dim D]
 //                          [--features M] [--rope none|after|before] [--causal]
-//                          [--backward] [--iters N] [--no-softmax]
+//                          [--backward] [--iters N] [--no-softmax] [--chunk C]
 //                          [--device cpu|cuda] [--dtype f32|bf16|f16]
 #include <malloc.h>
 
@@ -105,7 +105,7 @@ namespace {
 const char* kUsage =
     "usage: bench_linear_attention [--tokens 4096,8192,16384] [--heads H] [--dim D] "
     "[--features M] [--rope none|after|before] [--causal] [--backward] [--iters N] "
-    "[--no-softmax] [--device cpu|cuda] [--dtype f32|bf16|f16]\n";
+    "[--no-softmax] [--chunk C] [--device cpu|cuda] [--dtype f32|bf16|f16]\n";
 
 struct Args {
   std::vector<int64_t> tokens{4096, 8192, 16384};
@@ -113,6 +113,7 @@ struct Args {
   ops::LinearRope rope = ops::LinearRope::AfterFeatureMap;
   bool causal = false, backward = false, softmax = true;
   int iters = 1;
+  int64_t chunk = 0;  // causal query rows per chunk; 0: the op's default
   Device device = Device::cpu();
   DType dtype = DType::F32;
 };
@@ -164,6 +165,8 @@ Args parse(int argc, char** argv) {
       a.backward = true;
     } else if (flag == "--iters") {
       a.iters = static_cast<int>(positive(flag, next()));
+    } else if (flag == "--chunk") {
+      a.chunk = positive(flag, next());
     } else if (flag == "--no-softmax") {
       a.softmax = false;
     } else if (flag == "--device") {
@@ -260,6 +263,7 @@ int main(int argc, char** argv) {
       for (auto map : {ops::LinearFeatureMap::Elu1, ops::LinearFeatureMap::Favor}) {
         ops::LinearAttentionOptions o;
         o.feature_map = map;
+        if (a.chunk > 0) o.chunk = a.chunk;
         o.causal = a.causal;
         o.rope = a.rope;
         const Tensor p = map == ops::LinearFeatureMap::Favor ? proj : Tensor();

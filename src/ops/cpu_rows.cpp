@@ -38,6 +38,16 @@ ROTOR_CPU_CLONES void mul_exp_row(float* row, const float* c, float c0, float m,
   for (int64_t j = 0; j < n; ++j) row[j] *= exp_f32(c[j] - c0) * m;
 }
 
+ROTOR_CPU_CLONES float max_row(const float* row, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+  return mx;
+}
+
+ROTOR_CPU_CLONES double sum_squares_row(const float* x, int64_t n) {
+  return lane_sum(n, [&](int64_t j) { return static_cast<double>(x[j]) * x[j]; });
+}
+
 ROTOR_CPU_CLONES void elu1_row(const float* x, float* phi, int64_t n) {
   for (int64_t j = 0; j < n; ++j) {
     const float e = exp_f32(x[j] > 0.0f ? 0.0f : x[j]);  // NaN stays NaN

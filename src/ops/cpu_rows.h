@@ -25,6 +25,11 @@ void exp_shift_scale_row(float* row, int64_t n, float shift, float scale);
 // per-key stabilizers).
 void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n);
 
+// FAVOR+'s per-row statistics of n values: the largest of row[0, n) (-inf
+// for n = 0), and sum x[j]^2 in double in the 16 lanes of softmax_row.
+float max_row(const float* row, int64_t n);
+double sum_squares_row(const float* x, int64_t n);
+
 // Linear attention's elementwise feature maps, n values: phi = elu(x) + 1
 // (x + 1 for x > 0, else exp_f32(x)) or max(x, 0), and their backward dx =
 // dphi phi' (for elu1 phi' = 1 for x > 0, else phi). dx may alias dphi.

@@ -311,8 +311,11 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
     add_keys(h, f, v, done, lo, S, cS);
     done = lo;
-    lin_gemm(false, false, nq, Dv, M, f.aq + i0 * M, M, S, Dv, 0.0f, out + i0 * Dv, Dv);
-    if (f.ck)
+    if (lo == 0)  // the state holds no key yet
+      std::fill(out + i0 * Dv, out + (i0 + nq) * Dv, 0.0f);
+    else
+      lin_gemm(false, false, nq, Dv, M, f.aq + i0 * M, M, S, Dv, 0.0f, out + i0 * Dv, Dv);
+    if (f.ck && lo > 0)
       for (int64_t r = 0; r < nq; ++r) {
         const float e = state_factor(h, f, lo, cS, i0 + r);
         for (int64_t c = 0; c < Dv; ++c) out[(i0 + r) * Dv + c] *= e;
@@ -399,7 +402,8 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
     add_keys(h, f, v, done, lo, S, cS);
     done = lo;
-    if (f.ck) {  // the state's part of da, times each row's factor
+    if (lo == 0) {  // the state holds no key yet: no part of da
+    } else if (f.ck) {  // the state's part of da, times each row's factor
       float* dst = as;
       lin_gemm(false, true, nq, M, Dv, G + i0 * Dv, Dv, S, Dv, 0.0f, dst, M);
       for (int64_t r = 0; r < nq; ++r) {

@@ -63,20 +63,17 @@ void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorS
   lin_gemm(false, true, n, M, D, xs, D, s.W, D, 0.0f, phi, M);
   float global = 0.0f;
   if (stab == FavorStabilizer::Global && n > 0) {
-    global = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n * M; ++i) global = std::max(global, phi[i]);
+    global = max_row(phi, n * M);
   }
   const float inv_sqrt_m = static_cast<float>(1.0 / std::sqrt(static_cast<double>(M)));
   float running = -std::numeric_limits<float>::infinity();  // Prefix: max over rows 0..r
   for (int64_t r = 0; r < n; ++r) {
     float* p = phi + r * M;
     const float* xr = xs + r * D;
-    double sq = 0.0;
-    for (int64_t i = 0; i < D; ++i) sq += static_cast<double>(xr[i]) * xr[i];
+    const double sq = sum_squares_row(xr, D);
     float c0 = global;
-    if (stab == FavorStabilizer::Row) c0 = *std::max_element(p, p + M);
-    if (stab == FavorStabilizer::Prefix)
-      c0 = running = std::max(running, *std::max_element(p, p + M));
+    if (stab == FavorStabilizer::Row) c0 = max_row(p, M);
+    if (stab == FavorStabilizer::Prefix) c0 = running = std::max(running, max_row(p, M));
     if (c) c[r] = c0;
     const float shift = static_cast<float>(0.5 * sq) + c0;
     exp_shift_scale_row(p, M, shift, inv_sqrt_m);
