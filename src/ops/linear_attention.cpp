@@ -402,7 +402,7 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
     add_keys(h, f, v, done, lo, S, cS);
     done = lo;
-    if (lo == 0) {  // the state holds no key yet: no part of da
+    if (lo == 0) {      // the state holds no key yet: no part of da
     } else if (f.ck) {  // the state's part of da, times each row's factor
       float* dst = as;
       lin_gemm(false, true, nq, M, Dv, G + i0 * Dv, Dv, S, Dv, 0.0f, dst, M);
