@@ -371,7 +371,8 @@ int run_eval(const EvalArgs& a) {
     Row row{length, {}};
     if (lm) {
       auto blocks =
-          tasks::lm_eval_blocks(corpus, length, tok, fmt::format("{}: --input {}", kCmd, a.input));
+          tasks::lm_eval_blocks(corpus, length, tok, fmt::format("{}: --input {}", kCmd, a.input),
+                                tasks::lm_packing(cfg));
       const int64_t scored = tasks::lm_scored_bytes(tok, *blocks, [&] { return bytes; });
       row.result = tasks::score_lm(*lm_model, std::move(blocks), scored, batch_size, ctx);
     } else {

@@ -11,10 +11,10 @@ Config load_inference_config(std::string_view cmd, const std::string& dir,
     std::string key = s.substr(0, eq);
     while (!key.empty() && key.back() == ' ') key.pop_back();
     while (!key.empty() && key.front() == ' ') key.erase(0, 1);
-    if (key != "model.rope" && key.rfind("model.rope.", 0) != 0)
+    if (key != "model.rope" && key.rfind("model.rope.", 0) != 0 && key != "data.packing")
       ROTOR_FAIL(
-          "{}: --set {}: only model.rope.* keys change at inference (the checkpoint's weights "
-          "fix every other key)",
+          "{}: --set {}: only model.rope.* keys and data.packing change at inference (the "
+          "checkpoint's weights fix every other key)",
           cmd, s);
   }
   return load_config(dir + "/config.yaml", sets);

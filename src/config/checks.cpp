@@ -634,6 +634,12 @@ std::optional<ConfigProblem> find_problem(const Config& c) {
                          fmt::format("a multiple-choice head is task classification's; task is {}",
                                      to_string(c.task)),
                          {"task"}};
+  if (c.data.packing == Packing::Documents && task.model != ModelFamily::Decoder)
+    return ConfigProblem{"data.packing",
+                         fmt::format("documents packs lines for task lm only so far; task {} "
+                                     "keeps its own batches (stream)",
+                                     to_string(c.task)),
+                         {"task"}};
   if (task.rules)
     if (auto p = task.rules(c)) return p;
   if (auto p = metrics_problem(c)) return p;

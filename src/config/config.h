@@ -40,6 +40,10 @@ enum class TokenizerType { SentencePiece, Bytes };
 // What data.train/valid/test name: text (raw or `rotor prepare`d), or EHR
 // patient sequences made by `rotor prepare-ehr` (data/ehr.h).
 enum class DataFormat { Text, Ehr };
+// How task lm lays its corpus into blocks (data.packing, data/lm.h): one
+// token stream cut into blocks, or whole lines as documents packed into
+// blocks with positions restarting per document and a block-diagonal mask.
+enum class Packing { Stream, Documents };
 // What positions count (model.position_source): tokens, or visits as in BEHRT.
 enum class PositionSource { Token, Visit };
 // How ages enter the EHR encoder (model.age_embedding): a table of age ids,
@@ -91,6 +95,7 @@ ROTOR_ENUM_NAMES(SpmModelType, {SpmModelType::Bpe, "bpe"}, {SpmModelType::Unigra
 ROTOR_ENUM_NAMES(TokenizerType, {TokenizerType::SentencePiece, "sentencepiece"},
                  {TokenizerType::Bytes, "bytes"});
 ROTOR_ENUM_NAMES(DataFormat, {DataFormat::Text, "text"}, {DataFormat::Ehr, "ehr"});
+ROTOR_ENUM_NAMES(Packing, {Packing::Stream, "stream"}, {Packing::Documents, "documents"});
 ROTOR_ENUM_NAMES(PositionSource, {PositionSource::Token, "token"},
                  {PositionSource::Visit, "visit"});
 ROTOR_ENUM_NAMES(AgeEmbedding, {AgeEmbedding::Table, "table"},
@@ -283,6 +288,7 @@ struct DataConfig {
   double max_len_ratio = 1.5;
   int64_t max_tokens = 4096;  // per batch, padding counted
   int seq_len = 128;          // mlm block length; lm block length (inputs, targets shifted by one)
+  Packing packing = Packing::Stream;  // lm: stream blocks or packed documents (data/lm.h)
   double mask_prob = 0.15;
   double mask_token_prob = 0.8;
   double random_token_prob = 0.1;

@@ -126,6 +126,7 @@ void visit_config(C& c, V& v) {
     v.floating("max_len_ratio", d.max_len_ratio, kPositiveF);
     v.integer("max_tokens", d.max_tokens, kPositive);
     v.integer("seq_len", d.seq_len, kPositive);
+    v.enumeration("packing", d.packing);
     v.floating("mask_prob", d.mask_prob, kUnit);
     v.floating("mask_token_prob", d.mask_token_prob, kUnit);
     v.floating("random_token_prob", d.random_token_prob, kUnit);

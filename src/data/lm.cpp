@@ -7,10 +7,14 @@
 namespace rotor::data {
 
 LmBlocks::LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, int32_t eos_id,
-                   bool keep_partial, const std::string& name)
-    : corpus_(std::move(corpus)), seq_len_(seq_len), eos_(eos_id) {
+                   bool keep_partial, const std::string& name, LmPacking packing)
+    : corpus_(std::move(corpus)), seq_len_(seq_len), eos_(eos_id), packing_(packing) {
   ROTOR_CHECK(corpus_, "LmBlocks needs a corpus");
   if (seq_len < 1) ROTOR_FAIL("data.seq_len: {} tokens; a block needs at least 1", seq_len);
+  if (packing == LmPacking::Documents) {
+    pack_documents(name);
+    return;
+  }
   const uint64_t sep = eos_ >= 0 ? 1 : 0;  // the end-of-text token after a sentence
   uint64_t n = 0;                          // stream length
   for (size_t j = 0; j < corpus_->size(); ++j)
@@ -41,12 +45,80 @@ LmBlocks::LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, in
               blocks);
 }
 
+void LmBlocks::pack_documents(const std::string& name) {
+  const int64_t sep = eos_ >= 0 ? 1 : 0, L = seq_len_;
+  int64_t used = 0;  // pairs in the open block
+  block_pieces_.assign(1, 0);
+  for (size_t j = 0; j < corpus_->size(); ++j) {
+    const int64_t content = content_length(j);
+    if (content == 0) continue;
+    const int64_t m = content + sep;  // the document's tokens
+    stream_tokens_ += m;
+    if (m < 2) continue;  // no (input, next token) pair
+    ROTOR_CHECK(m < (int64_t{1} << 32), "a document of {} tokens", m);
+    ++documents_;
+    if (m - 1 > L) ++split_;
+    for (int64_t off = 0; off < m - 1; off += L) {
+      const int64_t pairs = std::min(L, m - 1 - off);
+      if (used > 0 && used + pairs > L) {
+        block_pieces_.push_back(pieces_.size());
+        used = 0;
+      }
+      pieces_.push_back({j, static_cast<uint32_t>(off), static_cast<uint32_t>(pairs + 1)});
+      used += pairs;
+      target_tokens_ += pairs;
+    }
+  }
+  if (used > 0) block_pieces_.push_back(pieces_.size());
+  if (pieces_.empty())
+    ROTOR_FAIL("{} has no document (line) of 2 or more tokens{} to pack (data.packing documents)",
+               name.empty() ? "language-model corpus " + corpus_->prefix() : name,
+               sep ? " with its end-of-text token" : "");
+}
+
+void LmBlocks::pairs_into(int64_t i, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,
+                          std::vector<int32_t>& positions, std::vector<int32_t>& segments) const {
+  ROTOR_CHECK(i >= 0 && i < size(), "block {} of {}", i, size());
+  inputs.clear();
+  targets.clear();
+  positions.clear();
+  segments.clear();
+  if (packing_ == LmPacking::Stream) {
+    std::vector<int32_t> toks;
+    block_into(i, toks);
+    const int64_t n = static_cast<int64_t>(toks.size()) - 1;
+    for (int64_t t = 0; t < n; ++t) {
+      inputs.push_back(toks[static_cast<size_t>(t)]);
+      targets.push_back(toks[static_cast<size_t>(t + 1)]);
+      positions.push_back(static_cast<int32_t>(t));
+      segments.push_back(0);
+    }
+    return;
+  }
+  const uint64_t first = block_pieces_[static_cast<size_t>(i)],
+                 last = block_pieces_[static_cast<size_t>(i) + 1];
+  for (uint64_t p = first; p < last; ++p) {
+    const Piece& piece = pieces_[p];
+    auto toks = corpus_->sentence(piece.sentence);
+    const int64_t content = content_length(piece.sentence);
+    auto token = [&](int64_t k) { return k < content ? toks[static_cast<size_t>(k)] : eos_; };
+    for (int64_t t = 0; t + 1 < piece.tokens; ++t) {
+      inputs.push_back(token(piece.offset + t));
+      targets.push_back(token(piece.offset + t + 1));
+      positions.push_back(static_cast<int32_t>(t));
+      segments.push_back(static_cast<int32_t>(p - first));
+    }
+  }
+}
+
 int64_t LmBlocks::content_length(uint64_t sentence) const {
   auto s = corpus_->sentence(sentence);
   return static_cast<int64_t>(s.size()) - (!s.empty() && s.back() == eos_ ? 1 : 0);
 }
 
 void LmBlocks::block_into(int64_t i, std::vector<int32_t>& out) const {
+  ROTOR_CHECK(packing_ == LmPacking::Stream,
+              "LmBlocks::block_into: packed documents are read by pairs_into");
   ROTOR_CHECK(i >= 0 && i < size(), "block {} of {}", i, size());
   out.clear();
   int64_t remaining = seq_len_ + 1;
@@ -80,27 +152,42 @@ LmBatcher::LmBatcher(std::shared_ptr<const LmBlocks> blocks, LmBatcherOptions op
 LmHostBatch LmBatcher::make_batch(const std::vector<int64_t>& ids) const {
   const int64_t B = static_cast<int64_t>(ids.size());
   ROTOR_CHECK(B > 0, "an empty LM batch");
-  std::vector<std::vector<int32_t>> rows(ids.size());
+  struct Row {
+    std::vector<int32_t> inputs, targets, positions, segments;
+  };
+  std::vector<Row> rows(ids.size());
   int64_t T = 0;
   for (size_t b = 0; b < ids.size(); ++b) {
-    blocks_->block_into(ids[b], rows[b]);
-    T = std::max<int64_t>(T, static_cast<int64_t>(rows[b].size()) - 1);
+    Row& r = rows[b];
+    blocks_->pairs_into(ids[b], r.inputs, r.targets, r.positions, r.segments);
+    ROTOR_CHECK(!r.inputs.empty(), "block {} has no target", ids[b]);
+    T = std::max<int64_t>(T, static_cast<int64_t>(r.inputs.size()));
   }
+  const bool documents = blocks_->packing() == LmPacking::Documents;
   std::vector<int32_t> input(static_cast<size_t>(B * T), opt_.pad_id);
   std::vector<int32_t> target(static_cast<size_t>(B * T), opt_.pad_id);
+  LmHostBatch batch;
+  std::vector<int32_t> positions;
+  if (documents) {
+    batch.segments.assign(static_cast<size_t>(B * T), -1);
+    positions.assign(static_cast<size_t>(B * T), 0);
+  }
   int64_t tokens = 0;
   for (size_t b = 0; b < ids.size(); ++b) {
-    const auto& r = rows[b];
-    const int64_t n = static_cast<int64_t>(r.size()) - 1;  // inputs with a target
-    ROTOR_CHECK(n >= 1, "block {} has no target", ids[b]);
-    std::copy(r.begin(), r.end() - 1, input.begin() + static_cast<int64_t>(b) * T);
-    std::copy(r.begin() + 1, r.end(), target.begin() + static_cast<int64_t>(b) * T);
-    tokens += n;
+    const Row& r = rows[b];
+    const int64_t at = static_cast<int64_t>(b) * T;
+    std::copy(r.inputs.begin(), r.inputs.end(), input.begin() + at);
+    std::copy(r.targets.begin(), r.targets.end(), target.begin() + at);
+    if (documents) {
+      std::copy(r.segments.begin(), r.segments.end(), batch.segments.begin() + at);
+      std::copy(r.positions.begin(), r.positions.end(), positions.begin() + at);
+    }
+    tokens += static_cast<int64_t>(r.inputs.size());
   }
-  LmHostBatch batch;
   batch.input_ids = Tensor::from_ints(input, {B, T});
   batch.targets = Tensor::from_ints(target, {B, T});
   batch.tokens = tokens;
+  if (documents) batch.positions = Tensor::from_ints(positions, {B, T});
   return batch;
 }
 

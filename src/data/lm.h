@@ -17,6 +17,19 @@
 // full blocks; an evaluation set (keep_partial) also the last, shorter one,
 // so that every target of the set is scored once. Only the block starts are
 // stored (sentence, offset): 16 bytes per block.
+//
+// Packed documents (LmPacking::Documents, data.packing: documents): every
+// non-empty sentence is a document, its tokens and (with eos_id >= 0) the
+// end-of-text token; a document of m tokens gives m - 1 (input, next token)
+// pairs, so its first token is never a target and nothing is predicted
+// across documents. A document of more than seq_len pairs is split into
+// pieces of seq_len pairs (overlapping by one token, as stream blocks do),
+// each a document of its own. Pieces fill blocks greedily in corpus order: a
+// piece that does not fit the rest of the block starts the next one, and
+// the rest is padding. Every token of a block carries its position within
+// its piece (from 0) and its piece's index in the block (ops see a
+// block-diagonal mask, nn::DocLayout). Every block is kept, for training
+// and evaluation alike. 24 bytes per piece.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +44,8 @@
 
 namespace rotor::data {
 
+enum class LmPacking { Stream, Documents };
+
 class LmBlocks {
  public:
   // Throws rotor::Error when seq_len < 1 or the stream has no block (fewer
@@ -38,8 +53,16 @@ class LmBlocks {
   // naming the corpus as `name` ("data.train notes.txt") when given, else by
   // its prefix.
   LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, int32_t eos_id,
-           bool keep_partial, const std::string& name = "");
-  int64_t size() const { return static_cast<int64_t>(starts_.size()); }
+           bool keep_partial, const std::string& name = "", LmPacking packing = LmPacking::Stream);
+  LmPacking packing() const { return packing_; }
+  // Documents: how many documents there were, and how many were split.
+  int64_t documents() const { return documents_; }
+  int64_t split_documents() const { return split_; }
+  int64_t pieces() const { return static_cast<int64_t>(pieces_.size()); }
+  int64_t size() const {
+    return static_cast<int64_t>(packing_ == LmPacking::Documents ? block_pieces_.size() - 1
+                                                                 : starts_.size());
+  }
   int64_t seq_len() const { return seq_len_; }
   int64_t stream_tokens() const { return stream_tokens_; }  // sentences + end-of-text tokens
   // The targets of all blocks (each stream token but the first at most once).
@@ -48,18 +71,32 @@ class LmBlocks {
   // all but the last, targets all but the first).
   void block_into(int64_t i, std::vector<int32_t>& out) const;
   std::vector<int32_t> block(int64_t i) const;
+  // Block i as (input, target) pairs, at most seq_len: for Documents each
+  // piece's pairs in order, with the position of each input in its piece
+  // and the piece's index in the block; for Stream one piece.
+  void pairs_into(int64_t i, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,
+                  std::vector<int32_t>& positions, std::vector<int32_t>& segments) const;
 
  private:
   struct Start {
     uint64_t sentence;  // the sentence the block starts in
     uint64_t offset;    // token offset in it (== content length: its </s>)
   };
+  struct Piece {
+    uint64_t sentence;
+    uint32_t offset;  // its first token in the document (sentence + </s>)
+    uint32_t tokens;  // >= 2: tokens - 1 pairs
+  };
+  void pack_documents(const std::string& name);
   int64_t content_length(uint64_t sentence) const;  // tokens without a trailing </s>
   std::shared_ptr<const MmapCorpus> corpus_;
   int64_t seq_len_;
   int32_t eos_;
-  std::vector<Start> starts_;
-  int64_t stream_tokens_ = 0, target_tokens_ = 0;
+  LmPacking packing_;
+  std::vector<Start> starts_;           // Stream
+  std::vector<Piece> pieces_;           // Documents
+  std::vector<uint64_t> block_pieces_;  // Documents: block i's pieces from [i] to [i + 1]
+  int64_t stream_tokens_ = 0, target_tokens_ = 0, documents_ = 0, split_ = 0;
 };
 
 // One LM batch on the CPU (tasks/data.h makes model inputs of it).
@@ -67,6 +104,11 @@ struct LmHostBatch {
   Tensor input_ids;    // i32 [B, T], right-padded with pad
   Tensor targets;      // i32 [B, T], pad where an input has no next token
   int64_t tokens = 0;  // non-pad targets
+  // Documents only (empty / undefined for Stream): each token's document
+  // index in its row (-1 for padding), host [B*T], and its position in its
+  // document, i32 [B, T] (0 for padding).
+  std::vector<int32_t> segments;
+  Tensor positions;
 };
 
 // Batch size (blocks), shuffling, sharding; training drops the last, partial

@@ -20,6 +20,7 @@ LmBatch LmBatch::to(Device device) const {
   LmBatch b = *this;
   b.input_ids = input_ids.to(device);
   b.targets = targets.to(device);
+  if (positions.defined()) b.positions = positions.to(device);
   return b;
 }
 
@@ -71,19 +72,30 @@ nn::Parameter* DecoderLM::output_table() const {
   return head_ ? head_ : embedding_->table();
 }
 
-Tensor DecoderLM::hidden(const Tensor& ids, const Context& ctx) {
+Tensor DecoderLM::hidden(const Tensor& ids, const Context& ctx,
+                         const std::vector<int32_t>* segments, const Tensor& positions) {
   ROTOR_CHECK(ids.dim() == 2 && ids.dtype() == DType::I32,
               "language model: input ids must be i32 [B, T], got {}", ids.str());
   B_ = ids.size(0);
   T_ = ids.size(1);
   const int64_t d = options_.layer.d_model;
   Tensor x = embedding_->forward(ids.view({B_ * T_}), ctx).view({B_, T_, d});  // [B, T, d]
-  position_->add(x, 0, ctx);
+  docs_.reset();
+  if (segments && !segments->empty()) {
+    ROTOR_CHECK(positions.defined() && positions.numel() == B_ * T_,
+                "language model: packed documents need a position per token, got {}",
+                positions.defined() ? positions.str() : "none");
+    docs_ = nn::DocLayout::from_segments(*segments, B_, T_, ctx.device);
+    position_->add_at(x, positions, ctx);
+  } else {
+    position_->add(x, 0, ctx);
+  }
   x = drop_->forward(x, ctx);
   if (rel_) rel_->prepare(ctx);
   // Right padding only (the last block of a set): the causal mask hides every
   // pad key from the real queries, so no key lengths are needed.
-  for (auto& layer : layers_) x = layer->forward(x, Tensor(), ctx);
+  const nn::DocLayout* docs = docs_ ? &*docs_ : nullptr;
+  for (auto& layer : layers_) x = layer->forward(x, Tensor(), ctx, nullptr, docs);
   Tensor h = x.view({B_ * T_, d});  // [B*T, d]
   if (norm_) h = norm_->forward(h, ctx);
   return h;
@@ -103,7 +115,7 @@ LmSums DecoderLM::forward_loss(const LmBatch& batch, const Context& ctx) {
               batch.input_ids.str());
   batch_ = batch;
   ctx_ = ctx;
-  out_ = hidden(batch.input_ids, ctx);
+  out_ = hidden(batch.input_ids, ctx, &batch.segments, batch.positions);
   const int64_t N = B_ * T_;
   Tensor lg = logits(out_, ctx);                             // [N, V]
   Tensor loss = Tensor::empty({N}, DType::F32, ctx.device);  // f32 [N]
@@ -160,10 +172,14 @@ void DecoderLM::backward(float loss_scale) {
   }
   if (rel_) rel_->backward();
   dx = drop_->backward(dx);
-  position_->backward(dx, 0);
+  if (docs_)
+    position_->backward_at(dx, batch_.positions);
+  else
+    position_->backward(dx, 0);
   ready(ranges_.position);
   embedding_->backward(batch_.input_ids.view({N}), dx.view({N, d}));
   ready(ranges_.embedding);
+  docs_.reset();
   out_ = lse_ = Tensor();
   batch_ = LmBatch{};
   ctx_.grad_ready = nullptr;  // the listener lives only for this backward
@@ -171,6 +187,12 @@ void DecoderLM::backward(float loss_scale) {
 
 Tensor DecoderLM::forward_logits(const Tensor& input_ids, const Context& ctx) {
   Tensor h = hidden(input_ids, ctx);  // [B*T, d]
+  return logits(h, ctx).view({B_, T_, options_.vocab_size});
+}
+
+Tensor DecoderLM::forward_logits(const LmBatch& batch, const Context& ctx) {
+  Tensor h = hidden(batch.input_ids, ctx, &batch.segments, batch.positions);  // [B*T, d]
+  docs_.reset();
   return logits(h, ctx).view({B_, T_, options_.vocab_size});
 }
 

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "nn/layers.h"
@@ -46,6 +47,12 @@ struct LmBatch {
   Tensor input_ids;    // i32 [B, T]
   Tensor targets;      // i32 [B, T]: the next token of each input, pad_id where none
   int64_t tokens = 0;  // non-pad targets: the loss's normalizer
+  // Packed documents (data.packing documents; empty otherwise): each
+  // token's document index in its row (host [B*T], -1 for padding), and its
+  // position in its document, i32 [B, T]. Attention stays within a document
+  // (nn::DocLayout) and a position table reads these positions.
+  std::vector<int32_t> segments;
+  Tensor positions;  // i32 [B, T]
   LmBatch to(Device device) const;
 };
 
@@ -79,6 +86,8 @@ class DecoderLM {
   // Inference: ids i32 [B, T] -> logits f32/ctx.dtype [B, T, V]. Overwrites
   // what the layers saved for a backward.
   Tensor forward_logits(const Tensor& input_ids, const nn::Context& ctx);
+  // The same for a batch, packed documents included (LmBatch::segments).
+  Tensor forward_logits(const LmBatch& batch, const nn::Context& ctx);
 
   // Incremental decoding through the key/value cache; ids on the model's
   // device, logits f32/ctx.dtype [B, V], nothing kept for a backward.
@@ -98,7 +107,9 @@ class DecoderLM {
   const DecoderLmOptions& options() const { return options_; }
 
  private:
-  Tensor hidden(const Tensor& ids, const nn::Context& ctx);      // [B*T, d], final norm applied
+  // [B*T, d], final norm applied; with segments (LmBatch) packed documents.
+  Tensor hidden(const Tensor& ids, const nn::Context& ctx,
+                const std::vector<int32_t>* segments = nullptr, const Tensor& positions = Tensor());
   Tensor logits(const Tensor& h, const nn::Context& ctx) const;  // [N, d] -> [N, V]
   nn::Parameter* output_table() const;
 
@@ -118,7 +129,8 @@ class DecoderLM {
 
   // Saved by forward_loss for backward.
   LmBatch batch_;
-  Tensor out_, lse_;  // [B*T, d], f32 [B*T]
+  Tensor out_, lse_;                   // [B*T, d], f32 [B*T]
+  std::optional<nn::DocLayout> docs_;  // the forward's packed documents
   int64_t B_ = 0, T_ = 0;
   nn::Context ctx_;
 };

@@ -101,19 +101,71 @@ const AttentionPlan& MultiHeadAttention::plan_for(const AttentionCase& c, const 
   return plans_.emplace(c, plan).first->second;
 }
 
+DocLayout DocLayout::from_segments(const std::vector<int32_t>& segments, int64_t B, int64_t T,
+                                   Device device) {
+  ROTOR_CHECK(static_cast<int64_t>(segments.size()) == B * T && B > 0 && T > 0,
+              "DocLayout: {} segment ids for a batch [{}, {}]", segments.size(), B, T);
+  struct Run {
+    int64_t start, length;  // batch rows start .. start + length - 1
+  };
+  std::vector<Run> runs;
+  DocLayout l;
+  l.B = B;
+  l.T = T;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T;) {
+      int64_t e = t + 1;
+      while (e < T && segments[b * T + e] == segments[b * T + t]) ++e;
+      runs.push_back({b * T + t, e - t});
+      l.L = std::max(l.L, e - t);
+      t = e;
+    }
+  l.N = static_cast<int64_t>(runs.size());
+  std::vector<int32_t> gather(static_cast<size_t>(l.N * l.L)), grad(gather.size()),
+      scatter(static_cast<size_t>(B * T)), lengths(static_cast<size_t>(l.N));
+  for (int64_t n = 0; n < l.N; ++n) {
+    const Run& r = runs[static_cast<size_t>(n)];
+    lengths[n] = static_cast<int32_t>(r.length);
+    for (int64_t t = 0; t < l.L; ++t) {
+      const bool real = t < r.length;
+      gather[n * l.L + t] = static_cast<int32_t>(real ? r.start + t : r.start);
+      grad[n * l.L + t] = static_cast<int32_t>(real ? r.start + t : B * T);
+      if (real) scatter[r.start + t] = static_cast<int32_t>(n * l.L + t);
+    }
+  }
+  l.key_lengths = Tensor::from_ints(lengths, {l.N}).to(device);
+  l.gather = Tensor::from_ints(gather, {l.N * l.L}).to(device);
+  l.gather_grad = Tensor::from_ints(grad, {l.N * l.L}).to(device);
+  l.scatter = Tensor::from_ints(scatter, {B * T}).to(device);
+  return l;
+}
+
 Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
-                                   const Context& ctx, const std::vector<int32_t>* positions) {
+                                   const Context& ctx, const std::vector<int32_t>* positions,
+                                   const DocLayout* docs) {
   const int64_t d = options_.d_model, H = options_.n_heads, D = head_dim_;
   B_ = x.size(0);
   Tq_ = x.size(1);
   Tk_ = cross_ ? memory.size(1) : Tq_;
-  q_h_ = ctx.empty({B_, H, Tq_, D});
-  k_h_ = ctx.empty({B_, H, Tk_, D});
-  v_h_ = ctx.empty({B_, H, Tk_, D});
+  docs_ = docs;
+  if (docs) {
+    ROTOR_CHECK(!cross_ && !key_lengths.defined() && !positions && !options_.tupe,
+                "attention: packed documents are for self-attention without key lengths, "
+                "explicit positions or TUPE");
+    ROTOR_CHECK(docs->B == B_ && docs->T == Tq_,
+                "attention: packed documents of a batch [{}, {}], input [{}, {}]", docs->B, docs->T,
+                B_, Tq_);
+  }
+  Bc_ = docs ? docs->N : B_;
+  Tc_ = docs ? docs->L : Tq_;
+  const int64_t Tkc = docs ? docs->L : Tk_;  // the core's key length
+  q_h_ = ctx.empty({Bc_, H, Tc_, D});
+  k_h_ = ctx.empty({Bc_, H, Tkc, D});
+  v_h_ = ctx.empty({Bc_, H, Tkc, D});
   attn_options_ = ops::AttentionOptions{};
   attn_options_.scale = 1.0f;  // q is pre-scaled by the split
   attn_options_.causal = options_.causal;
-  attn_options_.key_lengths = key_lengths;
+  attn_options_.key_lengths = docs ? docs->key_lengths : key_lengths;
   if (ctx.training && options_.dropout > 0.0f) {
     attn_options_.dropout = options_.dropout;
     attn_options_.seed = ctx.seed;
@@ -133,13 +185,13 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.rope_in_kernel = options_.rope_in_kernel && !explicit_positions;
   c.rope_interleaved_full = rope::interleaved_full(options_.rope_params, D);
   c.causal = options_.causal;
-  c.key_padding = key_lengths.defined();
+  c.key_padding = attn_options_.key_lengths.defined();
   c.dropout = attn_options_.dropout > 0.0f;
   c.dtype = q_h_.dtype();
-  c.B = B_;
+  c.B = Bc_;
   c.H = H;
-  c.Tq = Tq_;
-  c.Tk = Tk_;
+  c.Tq = Tc_;
+  c.Tk = Tkc;
   c.D = D;
   c.linear = options_.linear;
   plan_ = plan_for(c, q_h_.device());
@@ -176,10 +228,15 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   }
   if (!cross_) {
     Tensor qkv = qkv_->forward(x.view({B_ * Tq_, d}), ctx);  // [B*T, 3d]
+    if (docs) {                                       // each document a row of its own: [N*L, 3d]
+      Tensor packed = ctx.empty({Bc_ * Tc_, 3 * d});  // [N*L, 3d]
+      ops::index_select(qkv, docs->gather, packed);
+      qkv = packed;
+    }
     std::vector<Tensor> parts{q_h_, k_h_, v_h_};
     ops::SplitHeadsOptions so = split_options(true, 0, plan_.rope, plan_.split_scales_q);
     if (!positions_.empty()) so.positions = &positions_;
-    ops::split_heads_forward(qkv.view({B_, Tq_, 3 * d}), parts, so);
+    ops::split_heads_forward(qkv.view({Bc_, Tc_, 3 * d}), parts, so);
   } else {
     Tensor q = q_->forward(x.view({B_ * Tq_, d}), ctx);  // [B*Tq, d]
     std::vector<Tensor> qp{q_h_};
@@ -215,11 +272,11 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
       for (int64_t s = 0; s < S; ++s)
         for (int64_t c = 0; c < d; ++c) po[s * d + c] += pb[c];
     }
-    attn_options_.score_bias = Tensor::empty({B_, H, Tq_, Tk_});  // [B, H, Tq, Tk]
+    attn_options_.score_bias = Tensor::empty({Bc_, H, Tc_, Tkc});  // [B, H, Tq, Tk]
     ops::deberta_bias_forward(q_h_, k_h_, deberta_kr_, deberta_qr_, options_.deberta->rows(),
                               1.0f / std::sqrt(3.0f * static_cast<float>(D)),
                               attn_options_.score_bias);
-    attn_options_.score_bias_grad = Tensor::empty({B_, H, Tq_, Tk_});  // [B, H, Tq, Tk]
+    attn_options_.score_bias_grad = Tensor::empty({Bc_, H, Tc_, Tkc});  // [B, H, Tq, Tk]
   }
   if (options_.tupe) {  // TUPE's correlation, as the model prepared it for this batch
     attn_options_.score_bias = options_.tupe->bias();
@@ -229,10 +286,15 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     attn_options_.score_bias_grad =
         Tensor::empty(attn_options_.score_bias.shape(), DType::F32, q_h_.device());
   }
-  Tensor o = ctx.empty({B_, H, Tq_, D});  // [B, H, Tq, D]
+  Tensor o = ctx.empty({Bc_, H, Tc_, D});  // [B, H, Tq, D]
   plan_.kind->forward(plan_, q_h_, k_h_, v_h_, attn_options_, o, saved_, ctx, call);
-  Tensor merged = ctx.empty({B_, Tq_, d});  // [B, Tq, d]
+  Tensor merged = ctx.empty({Bc_, Tc_, d});  // [B, Tq, d]
   ops::merge_heads_forward(o, merged);
+  if (docs) {                                // the documents' rows back into the batch's: [B*T, d]
+    Tensor back = ctx.empty({B_ * Tq_, d});  // [B*T, d]
+    ops::index_select(merged.view({Bc_ * Tc_, d}), docs->scatter, back);
+    merged = back;
+  }
   return out_->forward(merged.view({B_ * Tq_, d}), ctx).view({B_, Tq_, d});
 }
 
@@ -241,8 +303,18 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   const DType dt = dy.dtype();
   const Device dev = dy.device();
   Tensor dmerged = out_->backward(dy.view({B_ * Tq_, d}));  // [B*Tq, d]
-  Tensor d_o = Tensor::empty({B_, H, Tq_, D}, dt, dev);     // [B, H, Tq, D]
-  ops::merge_heads_backward(dmerged.view({B_, Tq_, d}), d_o);
+  if (docs_) {  // into the documents' rows, their padding slots zero: [N*L, d]
+    Tensor ext = Tensor::empty({B_ * Tq_ + 1, d}, dt, dev);  // [B*T + 1, d]
+    Tensor rows = ext.narrow(0, B_ * Tq_);                   // [B*T, d]
+    rows.copy_from(dmerged);
+    Tensor zero = ext.narrow(B_ * Tq_, 1);  // [1, d]
+    zero.zero_();
+    Tensor packed = Tensor::empty({Bc_ * Tc_, d}, dt, dev);  // [N*L, d]
+    ops::index_select(ext, docs_->gather_grad, packed);
+    dmerged = packed;
+  }
+  Tensor d_o = Tensor::empty({Bc_, H, Tc_, D}, dt, dev);  // [B, H, Tq, D]
+  ops::merge_heads_backward(dmerged.view({Bc_, Tc_, d}), d_o);
   // dq [B, H, Tq, D]; dk, dv [B, H, Tk, D]
   Tensor dq = Tensor::empty(q_h_.shape(), dt, dev), dk = Tensor::empty(k_h_.shape(), dt, dev),
          dv = Tensor::empty(v_h_.shape(), dt, dev);
@@ -294,10 +366,15 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   q_h_ = k_h_ = v_h_ = Tensor();
   saved_.clear();
   if (!cross_) {
-    Tensor dqkv = Tensor::empty({B_, Tq_, 3 * d}, dt, dev);  // [B, Tq, 3d]
+    Tensor dqkv = Tensor::empty({Bc_, Tc_, 3 * d}, dt, dev);  // [B, Tq, 3d]
     ops::SplitHeadsOptions so = split_options(true, 0, plan_.rope, plan_.split_scales_q);
     if (!positions_.empty()) so.positions = &positions_;
     ops::split_heads_backward({dq, dk, dv}, dqkv, so);
+    if (docs_) {  // back into the batch's rows (padding slots dropped): [B*T, 3d]
+      Tensor back = Tensor::empty({B_ * Tq_, 3 * d}, dt, dev);  // [B*T, 3d]
+      ops::index_select(dqkv.view({Bc_ * Tc_, 3 * d}), docs_->scatter, back);
+      dqkv = back;
+    }
     Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});  // [B, Tq, d]
     // (DeBERTa's position-to-content term reads the key bias through k_j . Q_r
     // of a row that varies with j: there it has a gradient.)

@@ -72,6 +72,27 @@ struct MultiHeadAttentionOptions {
   std::optional<double> normal_init_std;
 };
 
+// Packed documents (data.packing documents, data/lm.h): several documents
+// share a batch row, and attention never crosses one's boundary. Self-
+// attention regroups the projected tokens so that each document is a row of
+// its own, N rows of at most L tokens with key lengths (every core takes
+// those), runs the core there and puts the rows back: the core's output is
+// exactly that of each document run alone, positions counting from 0 in each
+// (RoPE, ALiBi, T5 and Transformer-XL's relative terms alike). The maps
+// are host-built once per batch (from_segments) and read by every layer.
+struct DocLayout {
+  int64_t B = 0, T = 0;  // the batch
+  int64_t N = 0, L = 0;  // documents (runs of one segment id in a row) and the longest
+  Tensor key_lengths;    // i32 [N] on the device: each document's tokens
+  Tensor gather;         // i32 [N*L]: the batch row b*T + t of each slot (padding: the doc's first)
+  Tensor gather_grad;    // i32 [N*L]: as gather, padding slots -> B*T (a zero row)
+  Tensor scatter;        // i32 [B*T]: the slot n*L + t of each batch token
+  // segments: host [B*T], each token's document index in its row; every
+  // maximal run of one value (padding's -1 included) is a document.
+  static DocLayout from_segments(const std::vector<int32_t>& segments, int64_t B, int64_t T,
+                                 Device device);
+};
+
 // Parameter names of the four projections (Hugging Face conventions differ
 // between BART/Marian and BERT/RoFormer).
 struct AttentionNames {
@@ -89,8 +110,11 @@ class MultiHeadAttention {
   // [B*T], or null: token t at position t) are the positions q and k are
   // rotated at (BEHRT's visit positions); the rotation then stays in the
   // head split.
+  // `docs` (self-attention, no key_lengths or positions): packed documents
+  // (DocLayout), which must outlive the backward.
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
-                 const Context& ctx, const std::vector<int32_t>* positions = nullptr);
+                 const Context& ctx, const std::vector<int32_t>* positions = nullptr,
+                 const DocLayout* docs = nullptr);
   // Returns dx; for cross-attention adds the memory gradient into d_memory.
   Tensor backward(const Tensor& dy, Tensor* d_memory);
 
@@ -179,6 +203,8 @@ class MultiHeadAttention {
   // keeps using (frozen); -1: none yet in this process (then ctx.update's).
   int64_t trained_draw_ = -1;
   int64_t B_ = 0, Tq_ = 0, Tk_ = 0;
+  int64_t Bc_ = 0, Tc_ = 0;          // the core's batch and query length (packed: N, L)
+  const DocLayout* docs_ = nullptr;  // the forward's packed documents
 };
 
 }  // namespace rotor::nn

@@ -41,8 +41,9 @@ EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const 
       d_(c.d_model) {}
 
 Tensor EncoderLayer::forward(const Tensor& x, const Tensor& lengths, const Context& ctx,
-                             const std::vector<int32_t>* positions) {
-  Tensor y = run(x, lengths, ctx, positions);  // [B, T, d]
+                             const std::vector<int32_t>* positions, const DocLayout* docs) {
+  Tensor y = run(x, lengths, ctx, positions, docs);  // [B, T, d]
+  checkpoint_docs_ = docs;
   if (!recompute_.applies(ctx)) {
     recompute_.drop();
     checkpoint_positions_.reset();
@@ -65,14 +66,14 @@ void EncoderLayer::release() {
 }
 
 Tensor EncoderLayer::run(const Tensor& x, const Tensor& lengths, const Context& ctx,
-                         const std::vector<int32_t>* positions) {
+                         const std::vector<int32_t>* positions, const DocLayout* docs) {
   B_ = x.size(0);
   T_ = x.size(1);
   Tensor x2 = x.view({B_ * T_, d_});    // [B*T, d]
   Tensor h = attn_res_.begin(x2, ctx);  // [B*T, d]
   // [B*T, d]
-  Tensor a =
-      attn_.forward(h.view({B_, T_, d_}), Tensor(), lengths, ctx, positions).view({B_ * T_, d_});
+  Tensor a = attn_.forward(h.view({B_, T_, d_}), Tensor(), lengths, ctx, positions, docs)
+                 .view({B_ * T_, d_});
   Tensor y = attn_res_.end(x2, a, ctx);  // [B*T, d]
   Tensor h2 = ffn_res_.begin(y, ctx);    // [B*T, d]
   Tensor f = ffn_.forward(h2, ctx);      // [B*T, d]
@@ -82,7 +83,7 @@ Tensor EncoderLayer::run(const Tensor& x, const Tensor& lengths, const Context& 
 Tensor EncoderLayer::backward(const Tensor& dy) {
   if (recompute_.pending()) {
     run(recompute_.input(0), recompute_.input(1), recompute_.context(),
-        checkpoint_positions_ ? &*checkpoint_positions_ : nullptr);
+        checkpoint_positions_ ? &*checkpoint_positions_ : nullptr, checkpoint_docs_);
     recompute_.drop();
     checkpoint_positions_.reset();
   }

@@ -71,9 +71,10 @@ class EncoderLayer {
   EncoderLayer(ParameterStore& store, const EncoderLayerNames& names, const LayerOptions& c,
                bool causal = false);
   // x [B, T, d], lengths i32 [B] -> [B, T, d]; `positions` (host i32 [B*T]
-  // or null) are RoPE's explicit positions (MultiHeadAttention::forward).
+  // or null) are RoPE's explicit positions, `docs` packed documents
+  // (MultiHeadAttention::forward; they must outlive the backward).
   Tensor forward(const Tensor& x, const Tensor& lengths, const Context& ctx,
-                 const std::vector<int32_t>* positions = nullptr);
+                 const std::vector<int32_t>* positions = nullptr, const DocLayout* docs = nullptr);
   // With checkpointing, first recomputes the forward from its saved inputs.
   Tensor backward(const Tensor& dy);
 
@@ -89,7 +90,7 @@ class EncoderLayer {
  private:
   // The forward proper, saving what backward needs; release() drops that.
   Tensor run(const Tensor& x, const Tensor& lengths, const Context& ctx,
-             const std::vector<int32_t>* positions);
+             const std::vector<int32_t>* positions, const DocLayout* docs);
   void release();
 
   MultiHeadAttention attn_;
@@ -98,6 +99,7 @@ class EncoderLayer {
   Residual ffn_res_;
   LayerRecompute recompute_;
   std::optional<std::vector<int32_t>> checkpoint_positions_;  // the forward's explicit positions
+  const DocLayout* checkpoint_docs_ = nullptr;                // and its packed documents
   int64_t B_ = 0, T_ = 0, d_;
 };
 

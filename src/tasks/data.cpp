@@ -373,6 +373,8 @@ models::LmBatch to_model_batch(const data::LmHostBatch& b, Device device) {
   m.input_ids = b.input_ids;
   m.targets = b.targets;
   m.tokens = b.tokens;
+  m.segments = b.segments;
+  m.positions = b.positions;
   return m.to(device);
 }
 

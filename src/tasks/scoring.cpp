@@ -29,9 +29,16 @@ int64_t lm_scored_bytes(const data::Tokenizer& tokenizer, const data::LmBlocks& 
 std::shared_ptr<const data::LmBlocks> lm_eval_blocks(std::shared_ptr<const data::MmapCorpus> corpus,
                                                      int64_t block_size,
                                                      const data::Tokenizer& tokenizer,
-                                                     const std::string& name) {
-  return std::make_shared<const data::LmBlocks>(
-      std::move(corpus), block_size, lm_end_of_text(tokenizer), /*keep_partial=*/true, name);
+                                                     const std::string& name,
+                                                     data::LmPacking packing) {
+  return std::make_shared<const data::LmBlocks>(std::move(corpus), block_size,
+                                                lm_end_of_text(tokenizer),
+                                                /*keep_partial=*/true, name, packing);
+}
+
+data::LmPacking lm_packing(const Config& c) {
+  return c.data.packing == Packing::Documents ? data::LmPacking::Documents
+                                              : data::LmPacking::Stream;
 }
 
 std::string lm_scoring_how(int64_t block_size) {

@@ -48,10 +48,14 @@ int64_t lm_scored_bytes(const data::Tokenizer& tokenizer, const data::LmBlocks& 
 // The causal-LM blocks of an evaluation set: keep_partial, so that every
 // target of the corpus is scored once.
 // `name` is the set in messages ("data.valid notes.txt"; "": its prefix).
-std::shared_ptr<const data::LmBlocks> lm_eval_blocks(std::shared_ptr<const data::MmapCorpus> corpus,
-                                                     int64_t block_size,
-                                                     const data::Tokenizer& tokenizer,
-                                                     const std::string& name = "");
+// With data.packing documents (lm_packing), packed documents instead: the
+// targets of every document, none across documents (data/lm.h).
+std::shared_ptr<const data::LmBlocks> lm_eval_blocks(
+    std::shared_ptr<const data::MmapCorpus> corpus, int64_t block_size,
+    const data::Tokenizer& tokenizer, const std::string& name = "",
+    data::LmPacking packing = data::LmPacking::Stream);
+// data.packing as data/lm.h spells it.
+data::LmPacking lm_packing(const Config& c);
 
 // How score_lm reads a set, for the log and `rotor eval`.
 std::string lm_scoring_how(int64_t block_size);

@@ -163,6 +163,7 @@ const Entry kEntries[] = {
   {"data.max_tokens", "128", Shows::Metrics},
   {"data.seq_len", "16", Shows::Metrics, "", "", "", kMlmConfig},
   {"data.seq_len", "8", Shows::Metrics, "", "", "", kLmConfig},  // task lm's block length
+  {"data.packing", "documents", Shows::Metrics, "", "", "", kLmConfig},  // lines as documents
   {"data.mask_prob", "0.3", Shows::Metrics, "", "", "", kMlmConfig},
   {"data.mask_token_prob", "0.5", Shows::Metrics, "", "", "", kMlmConfig},
   {"data.random_token_prob", "0.2", Shows::Metrics, "", "", "", kMlmConfig},

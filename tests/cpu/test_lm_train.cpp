@@ -234,4 +234,60 @@ TEST_F(LmTrain, DataParallelAndPrecision) {
   }
 }
 
+// data.packing documents end to end: the log counts the documents, a
+// resumed run continues exactly, two ranks equal one process accumulating
+// two, activation checkpointing changes nothing, and other tasks refuse it.
+TEST_F(LmTrain, PackedDocumentsResumeRanksAndCheckpointing) {
+  const std::string docs = " --set data.packing=documents --set model.dropout=0";
+  RunResult r = train("docs", docs + " --set train.update_freq=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out + r.err, std::regex("data.train [^\n]*: [0-9]+ documents, [0-9]+ split \\(longer "
+                                "than a block\\), [0-9]+ pieces in [0-9]+ blocks")))
+      << r.out + r.err;
+  const auto valid = field_by_step(dir_ / "docs/metrics.jsonl", "valid", "loss");
+  ASSERT_EQ(valid.size(), 2u);
+  EXPECT_LT(std::stod(valid.at(4)), std::stod(valid.at(2)));  // it learns
+  // Packed documents are not the stream: another first loss.
+  r = train("stream", " --set model.dropout=0 --set train.update_freq=2 --set train.max_updates=1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(field_by_step(dir_ / "docs/metrics.jsonl", "train", "loss").at(1),
+            field_by_step(dir_ / "stream/metrics.jsonl", "train", "loss").at(1));
+  r = train("docs_split", docs + " --set train.update_freq=2 --set train.max_updates=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = train("docs_split", docs + " --set train.update_freq=2 --resume");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(field_by_step(dir_ / "docs/metrics.jsonl", "train", "loss"),
+            field_by_step(dir_ / "docs_split/metrics.jsonl", "train", "loss"));
+  expect_same_weights(dir_ / "docs/checkpoints/step_4/model.safetensors",
+                      dir_ / "docs_split/checkpoints/step_4/model.safetensors");
+  r = train("docs_ckpt",
+            docs + " --set train.update_freq=2 --set train.checkpoint_activations=true");
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_weights(dir_ / "docs/checkpoints/step_4/model.safetensors",
+                      dir_ / "docs_ckpt/checkpoints/step_4/model.safetensors");
+  const std::string two = docs + " --set train.max_updates=2";
+  r = train("docs_one", two + " --set train.update_freq=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_rotor(dir_,
+                "launch -q -n 2 -- train " + (dir_ / "lm.yaml") +
+                    " --set output_dir=" + (dir_ / "docs_two") + two,
+                "OMP_NUM_THREADS=1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_LT(rotor::test::max_weight_diff(dir_ / "docs_one/checkpoints/step_2/model.safetensors",
+                                         dir_ / "docs_two/checkpoints/step_2/model.safetensors"),
+            1e-5);
+}
+
+TEST_F(LmTrain, PackedDocumentsAreRefusedElsewhere) {
+  rotor::test::tiny_mlm(dir_ / "lm.txt", dir_ / "lm_valid.txt").write(dir_ / "mlm.yaml");
+  RunResult r =
+      run_rotor(dir_, "train " + (dir_ / "mlm.yaml") + " --set output_dir=" + (dir_ / "m") +
+                          " --set data.packing=documents");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("data.packing: documents packs lines for task lm only so far"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace

@@ -32,6 +32,20 @@ struct EvalSet {
   int64_t bytes = 0;  // UTF-8 bytes of its text (bytes: those scored)
 };
 
+// What data.packing documents made of a set: the documents, how many a
+// block holds and how many were longer than a block (split).
+void log_packing(const data::LmBlocks& blocks, const std::string& name) {
+  if (blocks.packing() != data::LmPacking::Documents) return;
+  log().info(
+      "{}: {} documents, {} split (longer than a block), {} pieces in {} blocks of up to "
+      "{} tokens ({:.2f} a block); {} targets",
+      name, blocks.documents(), blocks.split_documents(), blocks.pieces(), blocks.size(),
+      blocks.seq_len(),
+      static_cast<double>(blocks.pieces()) /
+          static_cast<double>(std::max<int64_t>(blocks.size(), 1)),
+      blocks.target_tokens());
+}
+
 class LmTask : public TrainingTask {
  public:
   LmTask(const Config& c, Device device, int rank, int world_size) : config_(c), device_(device) {
@@ -49,10 +63,12 @@ class LmTask : public TrainingTask {
       EvalSet set;
       if (!eval) {
         set.blocks = std::make_shared<const data::LmBlocks>(
-            corpus, c.data.seq_len, lm_end_of_text(tokenizer_), false, name);
+            corpus, c.data.seq_len, lm_end_of_text(tokenizer_), false, name, lm_packing(c));
+        log_packing(*set.blocks, name);
         return set;
       }
-      set.blocks = lm_eval_blocks(corpus, c.data.seq_len, tokenizer_, name);
+      set.blocks = lm_eval_blocks(corpus, c.data.seq_len, tokenizer_, name, lm_packing(c));
+      log_packing(*set.blocks, name);
       set.bytes =
           lm_scored_bytes(tokenizer_, *set.blocks, [&] { return text_bytes(key, *corpus); });
       return set;
