@@ -4,7 +4,9 @@
 // validation scores its validation set (tasks/scoring.h): the file is
 // binarized with the run's tokenizer as the trainer binarizes raw text, then
 //   task lm:  non-overlapping blocks of N tokens (default data.seq_len), an
-//             end-of-text token after every line; loss (nats per token),
+//             end-of-text token after every line (with data.packing
+//             documents, the run's or --set's: lines packed as documents in
+//             blocks of N, data/lm.h); loss (nats per token),
 //             perplexity, bits per UTF-8 byte of the file, accuracy;
 //   task mlm: packed blocks of N tokens with the fixed validation masks of
 //             the run's seed; masked-LM loss, perplexity and accuracy.
@@ -384,7 +386,10 @@ int run_eval(const EvalArgs& a) {
   }
 
   require_scored(rows, a.input, lm);
-  const std::string how = lm ? "non-overlapping blocks" : "packed blocks, fixed validation masks";
+  const std::string how = !lm ? "packed blocks, fixed validation masks"
+                          : tasks::lm_packing(cfg) == data::LmPacking::Documents
+                              ? "packed documents (lines)"
+                              : "non-overlapping blocks";
   print_result(a, dir, cfg, rows, how, Json{{"bytes", bytes}}, fmt::format("{} bytes", bytes),
                stopped);
   if (!stopped.empty()) std::fprintf(stderr, "%s: %s\n", kCmd, stopped.c_str());

@@ -49,6 +49,7 @@ ValidationResult score_lm(models::DecoderLM& model, std::shared_ptr<const data::
                           int64_t text_bytes, int64_t batch_size, const nn::Context& ctx) {
   ROTOR_CHECK(blocks != nullptr, "score_lm: no blocks");
   const int64_t block_size = blocks->seq_len();
+  const bool documents = blocks->packing() == data::LmPacking::Documents;
   data::LmBatcherOptions bo;
   bo.batch_size = batch_size;
   bo.shuffle = false;
@@ -63,7 +64,8 @@ ValidationResult score_lm(models::DecoderLM& model, std::shared_ptr<const data::
   // of the text it scores.
   const double bytes = static_cast<double>(std::max<int64_t>(text_bytes, 1));
   r.measures.emplace_back("bpb", r.sums.nll / (std::log(2.0) * bytes));
-  r.how = lm_scoring_how(block_size);
+  r.how = documents ? fmt::format("packed documents (lines) in blocks of {} tokens", block_size)
+                    : lm_scoring_how(block_size);
   return r;
 }
 

@@ -132,8 +132,7 @@ models::DecoderLmOptions tiny_lm(nn::PositionKind position, const Core& core) {
 // One packed batch: row 0 holds documents of 4, 1 and 3 tokens; row 1 one
 // of 5 tokens and 3 of padding.
 struct Packed {
-  std::vector<std::vector<int32_t>> docs{
-      {5, 12, 3, 30}, {17}, {4, 6, 8}, {22, 9, 13, 25, 31}};
+  std::vector<std::vector<int32_t>> docs{{5, 12, 3, 30}, {17}, {4, 6, 8}, {22, 9, 13, 25, 31}};
   std::vector<int64_t> row{0, 0, 0, 1}, start{0, 4, 5, 0};
   int64_t B = 2, T = 8;
   models::LmBatch batch() const {
