@@ -114,17 +114,29 @@ void index_select(const Tensor& src, const Tensor& index, Tensor& dst) {
     ROTOR_FAIL("index_select: dst {} differs in dtype from src {}", dst.str(), src.str());
   check_same_device(src, dst, "index_select");
   // The index may live on the host even for device rows (beam search builds
-  // it there). It is small (one entry per hypothesis): read and checked here.
-  const std::vector<int32_t> rows = index.to_ints();
-  for (int32_t i : rows)
-    if (i < 0 || i >= src.size(0))
-      ROTOR_FAIL("index_select: index {} outside [0, {})", i, src.size(0));
+  // it there); packed documents (nn::DocLayout) keep it beside the rows.
+  // Read in place where it is on the host, and checked here.
+  std::vector<int32_t> copied;
+  const int32_t* rows = nullptr;
+  if (index.is_cpu()) {
+    rows = index.data<int32_t>();
+  } else {
+    copied = index.to_ints();
+    rows = copied.data();
+  }
+  const int64_t M = index.size(0), N = src.size(0);
+  for (int64_t i = 0; i < M; ++i)
+    if (rows[i] < 0 || rows[i] >= N)
+      ROTOR_FAIL("index_select: index {} outside [0, {})", rows[i], N);
   ROTOR_DISPATCH_CUDA(src, index_select(src, index, dst));
-  const size_t row_bytes = src.size(0) ? src.nbytes() / static_cast<size_t>(src.size(0)) : 0;
+  const size_t row_bytes = N ? src.nbytes() / static_cast<size_t>(N) : 0;
   const char* s = static_cast<const char*>(src.raw());
   char* d = static_cast<char*>(dst.raw());
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(d + i * row_bytes, s + rows[i] * row_bytes, row_bytes);
+  // Rows in parallel where there are many (a batch's tokens), on the calling
+  // thread where there are few (beam hypotheses).
+#pragma omp parallel for schedule(static) if (M * static_cast<int64_t>(row_bytes) > (1 << 18))
+  for (int64_t i = 0; i < M; ++i)
+    std::memcpy(d + i * row_bytes, s + static_cast<int64_t>(rows[i]) * row_bytes, row_bytes);
 }
 
 }  // namespace rotor::ops
