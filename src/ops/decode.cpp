@@ -134,7 +134,7 @@ void index_select(const Tensor& src, const Tensor& index, Tensor& dst) {
   char* d = static_cast<char*>(dst.raw());
   // Rows in parallel where there are many (a batch's tokens), on the calling
   // thread where there are few (beam hypotheses).
-#pragma omp parallel for schedule(static) if (M * static_cast<int64_t>(row_bytes) > (1 << 18))
+#pragma omp parallel for schedule(static) if (M * static_cast <int64_t>(row_bytes) > (1 << 18))
   for (int64_t i = 0; i < M; ++i)
     std::memcpy(d + i * row_bytes, s + static_cast<int64_t>(rows[i]) * row_bytes, row_bytes);
 }
