@@ -86,13 +86,9 @@ void LmBlocks::pairs_into(int64_t i, std::vector<int32_t>& inputs, std::vector<i
   if (packing_ == LmPacking::Stream) {
     std::vector<int32_t> toks;
     block_into(i, toks);
-    const int64_t n = static_cast<int64_t>(toks.size()) - 1;
-    for (int64_t t = 0; t < n; ++t) {
-      inputs.push_back(toks[static_cast<size_t>(t)]);
-      targets.push_back(toks[static_cast<size_t>(t + 1)]);
-      positions.push_back(static_cast<int32_t>(t));
-      segments.push_back(0);
-    }
+    if (toks.size() < 2) return;
+    inputs.assign(toks.begin(), toks.end() - 1);  // positions and segments stay empty
+    targets.assign(toks.begin() + 1, toks.end());
     return;
   }
   const uint64_t first = block_pieces_[static_cast<size_t>(i)],

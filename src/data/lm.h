@@ -73,7 +73,8 @@ class LmBlocks {
   std::vector<int32_t> block(int64_t i) const;
   // Block i as (input, target) pairs, at most seq_len: for Documents each
   // piece's pairs in order, with the position of each input in its piece
-  // and the piece's index in the block; for Stream one piece.
+  // and the piece's index in the block; for Stream the block's pairs, with
+  // positions and segments left empty (the stream needs neither).
   void pairs_into(int64_t i, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,
                   std::vector<int32_t>& positions, std::vector<int32_t>& segments) const;
 

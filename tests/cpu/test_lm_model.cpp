@@ -12,6 +12,7 @@
 #include "models/model_config.h"
 #include "nn/position.h"
 #include "support/model_gradcheck.h"
+#include "support/packed_lm.h"
 #include "support/test_util.h"
 
 namespace rotor {
@@ -185,18 +186,10 @@ TEST(LmModel, OptionsFromConfig) {
 
 // ---- data ------------------------------------------------------------------------
 
-std::shared_ptr<const data::MmapCorpus> write_corpus(const test::TempDir& dir,
-                                                     const std::vector<std::vector<int32_t>>& s) {
-  data::CorpusWriter w(dir / "c", 100);
-  for (const auto& x : s) w.add(x);
-  w.finish();
-  return std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(dir / "c"));
-}
-
 TEST(LmData, StreamBlocksAndTargets) {
   test::TempDir dir;
   // An empty sentence is skipped; a trailing </s> (3) is the end-of-text token.
-  auto corpus = write_corpus(dir, {{10, 11, 12}, {}, {20, 21, 3}, {30}});
+  auto corpus = test::write_lm_corpus(dir, {{10, 11, 12}, {}, {20, 21, 3}, {30}});
   // Stream: 10 11 12 3 20 21 3 30 3 (9 tokens, 8 targets).
   data::LmBlocks train(corpus, 3, 3, false), eval(corpus, 3, 3, true);
   EXPECT_EQ(train.stream_tokens(), 9);
@@ -224,7 +217,7 @@ TEST(LmData, ShuffledPerEpochAndResumable) {
   test::TempDir dir;
   std::vector<std::vector<int32_t>> s;
   for (int i = 0; i < 40; ++i) s.push_back({10 + i % 50, 11 + i % 40, 12 + i % 30});
-  auto blocks = std::make_shared<const data::LmBlocks>(write_corpus(dir, s), 4, 3, false);
+  auto blocks = std::make_shared<const data::LmBlocks>(test::write_lm_corpus(dir, s), 4, 3, false);
   ASSERT_EQ(blocks->size(), 39);  // 160 stream tokens, 159 targets
   data::LmBatcherOptions o;
   o.batch_size = 4;

@@ -16,6 +16,7 @@
 #include "nn/attention.h"
 #include "nn/position.h"
 #include "support/model_gradcheck.h"
+#include "support/packed_lm.h"
 #include "support/test_util.h"
 
 namespace rotor {
@@ -23,20 +24,12 @@ namespace {
 
 constexpr int64_t kVocab = 40;
 
-std::shared_ptr<const data::MmapCorpus> write_corpus(const test::TempDir& dir,
-                                                     const std::vector<std::vector<int32_t>>& s) {
-  data::CorpusWriter w(dir / "c", 100);
-  for (const auto& x : s) w.add(x);
-  w.finish();
-  return std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(dir / "c"));
-}
-
 TEST(LmPackingData, DocumentsPiecesAndBatches) {
   test::TempDir dir;
   // eos 3. Documents: 10 11 12 3 (3 pairs), 20 21 3 (2), 30 3 (1), and
   // 40..46 3 (7 pairs: split into 4 + 3); the empty line is none.
-  auto corpus =
-      write_corpus(dir, {{10, 11, 12}, {}, {20, 21, 3}, {30}, {40, 41, 42, 43, 44, 45, 46}});
+  auto corpus = test::write_lm_corpus(
+      dir, {{10, 11, 12}, {}, {20, 21, 3}, {30}, {40, 41, 42, 43, 44, 45, 46}});
   data::LmBlocks blocks(corpus, 4, 3, false, "", data::LmPacking::Documents);
   EXPECT_EQ(blocks.documents(), 4);
   EXPECT_EQ(blocks.split_documents(), 1);
@@ -74,7 +67,7 @@ TEST(LmPackingData, DocumentsPiecesAndBatches) {
   data::LmBlocks bytes(corpus, 4, -1, false, "", data::LmPacking::Documents);
   EXPECT_EQ(bytes.documents(), 3);  // 10 11 12; 20 21 3; 40..46
   EXPECT_EQ(bytes.target_tokens(), 2 + 2 + 6);
-  auto lonely = write_corpus(dir, {{7}, {8}});
+  auto lonely = test::write_lm_corpus(dir, {{7}, {8}});
   EXPECT_THROW(data::LmBlocks(lonely, 4, -1, false, "", data::LmPacking::Documents), Error);
 }
 
@@ -129,47 +122,6 @@ models::DecoderLmOptions tiny_lm(nn::PositionKind position, const Core& core) {
   return o;
 }
 
-// One packed batch: row 0 holds documents of 4, 1 and 3 tokens; row 1 one
-// of 5 tokens and 3 of padding.
-struct Packed {
-  std::vector<std::vector<int32_t>> docs{{5, 12, 3, 30}, {17}, {4, 6, 8}, {22, 9, 13, 25, 31}};
-  std::vector<int64_t> row{0, 0, 0, 1}, start{0, 4, 5, 0};
-  int64_t B = 2, T = 8;
-  models::LmBatch batch() const {
-    std::vector<int32_t> ids(16, 0), tg(16, 0), pos(16, 0), seg(16, -1);
-    std::vector<int32_t> next_seg(2, 0);  // each document of a row its own id
-    for (size_t i = 0; i < docs.size(); ++i) {
-      for (size_t t = 0; t < docs[i].size(); ++t) {
-        const int64_t at = row[i] * T + start[i] + static_cast<int64_t>(t);
-        ids[at] = docs[i][t];
-        tg[at] = (docs[i][t] * 7 + 3) % (kVocab - 1) + 1;  // any non-pad target
-        pos[at] = static_cast<int32_t>(t);
-        seg[at] = next_seg[row[i]];
-      }
-      ++next_seg[row[i]];
-    }
-    models::LmBatch m;
-    m.input_ids = Tensor::from_ints(ids, {B, T});
-    m.targets = Tensor::from_ints(tg, {B, T});
-    m.tokens = 13;
-    m.segments = seg;
-    m.positions = Tensor::from_ints(pos, {B, T});
-    return m;
-  }
-  models::LmBatch alone(size_t i) const {
-    const models::LmBatch full = batch();
-    const std::vector<int32_t> tg = full.targets.to_ints();
-    const int64_t n = static_cast<int64_t>(docs[i].size());
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) t[k] = tg[row[i] * T + start[i] + k];
-    models::LmBatch m;
-    m.input_ids = Tensor::from_ints(docs[i], {1, n});
-    m.targets = Tensor::from_ints(t, {1, n});
-    m.tokens = n;
-    return m;
-  }
-};
-
 double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
   for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
@@ -216,12 +168,12 @@ class LmPacking : public ::testing::TestWithParam<PackCase> {};
 TEST_P(LmPacking, PackedBatchEqualsDocumentsOneByOne) {
   const PackCase& pc = GetParam();
   Model s(pc.position, pc.core);
-  const Packed p;
+  const test::PackedDocs p;
   nn::Context infer;
   const std::vector<float> packed = s.model->forward_logits(p.batch(), infer).to_floats();
   for (size_t i = 0; i < p.docs.size(); ++i) {
     const std::vector<float> alone = s.model->forward_logits(p.alone(i), infer).to_floats();
-    const size_t off = static_cast<size_t>((p.row[i] * p.T + p.start[i]) * kVocab);
+    const size_t off = p.logit_offset(i);
     const std::vector<float> part(packed.begin() + static_cast<int64_t>(off),
                                   packed.begin() + static_cast<int64_t>(off + alone.size()));
     EXPECT_LT(max_diff(part, alone), 2e-5) << "document " << i;
@@ -251,10 +203,10 @@ TEST_P(LmPacking, PackedBatchEqualsDocumentsOneByOne) {
 TEST_P(LmPacking, DocumentsDoNotSeeEachOther) {
   const PackCase& pc = GetParam();
   Model s(pc.position, pc.core);
-  Packed p;
+  test::PackedDocs p;
   nn::Context infer;
   const std::vector<float> base = s.model->forward_logits(p.batch(), infer).to_floats();
-  Packed q = p;
+  test::PackedDocs q = p;
   q.docs[1][0] = 33;  // the one-token document between the first and the third
   q.docs[0][3] = 35;
   const std::vector<float> changed = s.model->forward_logits(q.batch(), infer).to_floats();
@@ -264,7 +216,7 @@ TEST_P(LmPacking, DocumentsDoNotSeeEachOther) {
   for (size_t j = fourth; j < fourth + 5 * kVocab; ++j)
     ASSERT_EQ(changed[j], base[j]) << "another row's document saw this one";
   // The third document moved to the front of row 0.
-  Packed r = p;
+  test::PackedDocs r = p;
   r.start = {3, 7, 0, 0};
   const std::vector<float> moved = s.model->forward_logits(r.batch(), infer).to_floats();
   const std::vector<float> a(base.begin() + third, base.begin() + third + 3 * kVocab),

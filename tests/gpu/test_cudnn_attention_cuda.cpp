@@ -32,6 +32,7 @@
 #include "ops/flash_attention.h"
 #include "support/model_gradcheck.h"
 #include "support/op_case.h"
+#include "support/packed_lm.h"
 #include "support/test_util.h"
 
 namespace rotor {
@@ -247,45 +248,6 @@ models::DecoderLmOptions tiny_lm(nn::PositionKind position, const Core& core) {
   return o;
 }
 
-// Row 0: documents of 4, 1 and 3 tokens; row 1: 5 tokens and 3 of padding.
-struct Packed {
-  std::vector<std::vector<int32_t>> docs{{5, 12, 3, 30}, {17}, {4, 6, 8}, {22, 9, 13, 25, 31}};
-  std::vector<int64_t> row{0, 0, 0, 1}, start{0, 4, 5, 0};
-  static constexpr int64_t B = 2, T = 8;
-  models::LmBatch batch(Device device) const {
-    std::vector<int32_t> ids(B * T, 0), tg(B * T, 0), pos(B * T, 0), seg(B * T, -1);
-    std::vector<int32_t> next(B, 0);
-    for (size_t i = 0; i < docs.size(); ++i) {
-      for (size_t t = 0; t < docs[i].size(); ++t) {
-        const int64_t at = row[i] * T + start[i] + static_cast<int64_t>(t);
-        ids[at] = docs[i][t];
-        tg[at] = (docs[i][t] * 7 + 3) % (kVocab - 1) + 1;
-        pos[at] = static_cast<int32_t>(t);
-        seg[at] = next[row[i]];
-      }
-      ++next[row[i]];
-    }
-    models::LmBatch m;
-    m.input_ids = Tensor::from_ints(ids, {B, T});
-    m.targets = Tensor::from_ints(tg, {B, T});
-    m.tokens = 13;
-    m.segments = seg;
-    m.positions = Tensor::from_ints(pos, {B, T});
-    return m.to(device);
-  }
-  models::LmBatch alone(size_t i, Device device) const {
-    const std::vector<int32_t> tg = batch(Device::cpu()).targets.to_ints();
-    const int64_t n = static_cast<int64_t>(docs[i].size());
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) t[k] = tg[row[i] * T + start[i] + k];
-    models::LmBatch m;
-    m.input_ids = Tensor::from_ints(docs[i], {1, n});
-    m.targets = Tensor::from_ints(t, {1, n});
-    m.tokens = n;
-    return m.to(device);
-  }
-};
-
 double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i)
@@ -342,13 +304,13 @@ TEST_P(LmPackingCuda, PackedBatchEqualsDocumentsAloneAndTheCpu) {
   const bool f32 = p.dtype == DType::F32;
   const double tol = f32 ? 2e-4 : 0.1;  // bf16 rounds every product input
   Model gpu(p.position, p.core, kGpu, p.dtype);
-  const Packed pk;
+  const test::PackedDocs pk;
   const std::vector<float> packed =
       gpu.lm->forward_logits(pk.batch(kGpu), gpu.ctx).to(Device::cpu()).to_floats();
   for (size_t i = 0; i < pk.docs.size(); ++i) {
     const std::vector<float> alone =
         gpu.lm->forward_logits(pk.alone(i, kGpu), gpu.ctx).to(Device::cpu()).to_floats();
-    const size_t off = static_cast<size_t>((pk.row[i] * Packed::T + pk.start[i]) * kVocab);
+    const size_t off = pk.logit_offset(i);
     const std::vector<float> part(packed.begin() + static_cast<int64_t>(off),
                                   packed.begin() + static_cast<int64_t>(off + alone.size()));
     EXPECT_LT(max_diff(part, alone), tol) << "document " << i;
@@ -357,11 +319,11 @@ TEST_P(LmPackingCuda, PackedBatchEqualsDocumentsAloneAndTheCpu) {
     Model cpu(p.position, p.core, Device::cpu(), DType::F32);
     const std::vector<float> host =
         cpu.lm->forward_logits(pk.batch(Device::cpu()), cpu.ctx).to_floats();
-    for (int64_t b = 0; b < Packed::B; ++b)
-      for (int64_t t = 0; t < Packed::T; ++t) {
+    for (int64_t b = 0; b < test::PackedDocs::B; ++b)
+      for (int64_t t = 0; t < test::PackedDocs::T; ++t) {
         if (b == 1 && t >= 5) continue;  // padding: no document
         for (int64_t v = 0; v < kVocab; ++v) {
-          const size_t j = static_cast<size_t>((b * Packed::T + t) * kVocab + v);
+          const size_t j = static_cast<size_t>((b * test::PackedDocs::T + t) * kVocab + v);
           ASSERT_NEAR(packed[j], host[j], tol) << "row " << b << " token " << t;
         }
       }

@@ -1,0 +1,72 @@
+// Shared by the causal-LM tests: a corpus file of token sentences, and one
+// packed batch of documents (data.packing documents, models::LmBatch with
+// segments and positions) with each document's own batch, for the CPU
+// (tests/cpu/test_lm_packing.cpp) and GPU (tests/gpu/test_cudnn_attention_cuda.cpp)
+// checks that a packed batch equals its documents run alone.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "data/corpus.h"
+#include "models/decoder_lm.h"
+#include "support/test_util.h"
+
+namespace rotor::test {
+
+inline std::shared_ptr<const data::MmapCorpus> write_lm_corpus(
+    const TempDir& dir, const std::vector<std::vector<int32_t>>& sentences) {
+  data::CorpusWriter w(dir / "c", 100);
+  for (const auto& x : sentences) w.add(x);
+  w.finish();
+  return std::make_shared<const data::MmapCorpus>(data::MmapCorpus::open(dir / "c"));
+}
+
+// Row 0 holds documents of 4, 1 and 3 tokens; row 1 one of 5 tokens and 3
+// of padding. Targets are any non-pad ids below `vocab`.
+struct PackedDocs {
+  std::vector<std::vector<int32_t>> docs{{5, 12, 3, 30}, {17}, {4, 6, 8}, {22, 9, 13, 25, 31}};
+  std::vector<int64_t> row{0, 0, 0, 1}, start{0, 4, 5, 0};
+  int64_t vocab = 40;
+  static constexpr int64_t B = 2, T = 8;
+
+  models::LmBatch batch(Device device = Device::cpu()) const {
+    std::vector<int32_t> ids(B * T, 0), tg(B * T, 0), pos(B * T, 0), seg(B * T, -1);
+    std::vector<int32_t> next(B, 0);  // each document of a row its own id
+    for (size_t i = 0; i < docs.size(); ++i) {
+      for (size_t t = 0; t < docs[i].size(); ++t) {
+        const int64_t at = row[i] * T + start[i] + static_cast<int64_t>(t);
+        ids[at] = docs[i][t];
+        tg[at] = (docs[i][t] * 7 + 3) % static_cast<int32_t>(vocab - 1) + 1;
+        pos[at] = static_cast<int32_t>(t);
+        seg[at] = next[row[i]];
+      }
+      ++next[row[i]];
+    }
+    models::LmBatch m;
+    m.input_ids = Tensor::from_ints(ids, {B, T});
+    m.targets = Tensor::from_ints(tg, {B, T});
+    m.tokens = 13;
+    m.segments = seg;
+    m.positions = Tensor::from_ints(pos, {B, T});
+    return m.to(device);
+  }
+  // Document i alone: [1, its length], the packed batch's targets.
+  models::LmBatch alone(size_t i, Device device = Device::cpu()) const {
+    const std::vector<int32_t> tg = batch().targets.to_ints();
+    const int64_t n = static_cast<int64_t>(docs[i].size());
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) t[k] = tg[row[i] * T + start[i] + k];
+    models::LmBatch m;
+    m.input_ids = Tensor::from_ints(docs[i], {1, n});
+    m.targets = Tensor::from_ints(t, {1, n});
+    m.tokens = n;
+    return m.to(device);
+  }
+  // Where document i's first logit sits in the packed [B, T, vocab] logits.
+  size_t logit_offset(size_t i) const {
+    return static_cast<size_t>((row[i] * T + start[i]) * vocab);
+  }
+};
+
+}  // namespace rotor::test
