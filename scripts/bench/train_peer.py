@@ -87,22 +87,6 @@ def linear_attention(bench):
     return a if a.get("kind") == "linear" else None
 
 
-def performer_features(m, a):
-    """Linear attention's feature count M as rotor resolves it
-    (nn/attention_kinds/linear.cpp): D for elu1 and relu; for favor
-    attention.features, or floor(D ln D), rounded down to even (at least 2)
-    where RoPE rotates the features."""
-    D = m["d_model"] // m["n_heads"]
-    if a["feature_map"] != "favor":
-        return D
-    if a.get("features", 0) > 0:
-        return a["features"]
-    M = max(1, int(math.floor(D * math.log(D))))
-    if m["position"] == "rope" and a.get("linear_rope") == "after_feature_map":
-        M = max(2, M - M % 2)
-    return M
-
-
 def peer_name(bench, which="hf"):
     m, task = bench["model"], bench["task"]
     if which == "performer":
@@ -292,7 +276,7 @@ def build_performer(bench, torch, notes, info):
     m, a = bench["model"], linear_attention(bench)
     seq = max(b["src_len"] for b in bench["batches"])
     favor = a["feature_map"] == "favor"
-    M = performer_features(m, a)
+    M = a["features"]  # as the layers resolve it (rotor bench train --json)
     layers = m["decoder_layers"] if bench["task"] == "lm" else m["encoder_layers"]
     kernel = {"elu1": torch.nn.ELU, "relu": torch.nn.ReLU}.get(a["feature_map"])
     rotary = m["position"] == "rope"

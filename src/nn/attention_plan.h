@@ -71,6 +71,12 @@ struct LinearKindOptions {
   bool operator==(const LinearKindOptions& o) const { return key() == o.key(); }
 };
 
+// The feature count M of the linear kind for heads of dimension D, with
+// `rope` the placement the plan uses (None when the model does not rotate):
+// D for elu1 and relu; for favor `features`, or floor(D ln D) rounded down
+// to even (at least 2) where the features are rotated.
+int64_t linear_feature_count(const LinearKindOptions& l, int64_t head_dim, ops::LinearRope rope);
+
 // Everything a plan depends on for one attention call.
 struct AttentionCase {
   AttentionKind kind = AttentionKind::Softmax;  // whose plan rule and core

@@ -12,8 +12,10 @@
 #include "core/error.h"
 #include "core/json_io.h"
 #include "core/logging.h"
+#include "nn/attention_plan.h"
 #include "nn/context.h"
 #include "nn/parameters.h"
+#include "nn/position.h"
 #include "tasks/data.h"
 #include "tasks/task.h"
 #include "train/scheduler.h"
@@ -440,13 +442,18 @@ nlohmann::ordered_json bench_json(const BenchResult& r, const Config& c,
   model["activation_dropout"] = m.activation_dropout;
   model["layer_norm_eps"] = m.layer_norm_eps;
   // What self-attention computes (the peers pick their twin by it):
-  // attention.kind, and for linear attention its feature map, attention.features
-  // as configured (0: floor(D ln D), nn/attention_kinds/linear.cpp), the
-  // redraw interval, where RoPE goes and the denominator's eps.
+  // attention.kind, and for linear attention its feature map, the feature
+  // count M the layers use (nn::linear_feature_count), the redraw interval,
+  // where RoPE goes and the denominator's eps.
   model["attention"]["kind"] = std::string(c.attention.kind.name());
   if (c.attention.kind != nn::AttentionKind::Softmax) {
+    nn::LinearKindOptions l;
+    l.feature_map = c.attention.feature_map;
+    l.features = c.attention.features;
+    const ops::LinearRope placement =
+        m.position->rotates_qk ? c.attention.linear_rope : ops::LinearRope::None;
     model["attention"]["feature_map"] = to_string(c.attention.feature_map);
-    model["attention"]["features"] = c.attention.features;
+    model["attention"]["features"] = nn::linear_feature_count(l, m.d_model / m.n_heads, placement);
     model["attention"]["feature_redraw"] = c.attention.feature_redraw;
     model["attention"]["linear_rope"] = to_string(c.attention.linear_rope);
     model["attention"]["linear_eps"] = c.attention.linear_eps;

@@ -24,20 +24,18 @@ uint64_t feature_draw(int64_t redraw, uint64_t update) {
   return redraw > 0 ? update / static_cast<uint64_t>(redraw) : 0;
 }
 
+int64_t linear_feature_count(const LinearKindOptions& l, int64_t D, ops::LinearRope rope) {
+  if (l.feature_map != ops::LinearFeatureMap::Favor) return D;
+  if (l.features > 0) return l.features;
+  int64_t m = std::max<int64_t>(1, static_cast<int64_t>(std::floor(D * std::log(double(D)))));
+  if (rope == ops::LinearRope::AfterFeatureMap) m = std::max<int64_t>(2, m - m % 2);
+  return m;
+}
+
 namespace {
 
 using ops::LinearFeatureMap;
 using ops::LinearRope;
-
-// M: D for elu1 and relu; for favor attention.features, or floor(D ln D)
-// rounded down to even (at least 2) where the features are rotated.
-int64_t feature_count(const LinearKindOptions& l, int64_t D, LinearRope rope) {
-  if (l.feature_map != LinearFeatureMap::Favor) return D;
-  if (l.features > 0) return l.features;
-  int64_t m = std::max<int64_t>(1, static_cast<int64_t>(std::floor(D * std::log(double(D)))));
-  if (rope == LinearRope::AfterFeatureMap) m = std::max<int64_t>(2, m - m % 2);
-  return m;
-}
 
 AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
   if (c.impl == AttentionImpl::Rotor || c.impl == AttentionImpl::Cudnn)
@@ -67,7 +65,7 @@ AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
   p.split_scales_q = false;
   p.linear = c.linear;
   p.linear.rope = c.rope ? c.linear.rope : LinearRope::None;
-  p.linear.features = feature_count(c.linear, c.D, p.linear.rope);
+  p.linear.features = linear_feature_count(c.linear, c.D, p.linear.rope);
   if (p.linear.rope == LinearRope::AfterFeatureMap && p.linear.features % 2 != 0)
     ROTOR_FAIL(
         "attention.features: RoPE after the feature map rotates pairs of features: {} must be "
