@@ -33,6 +33,16 @@ void head_dropout_factors(const AttentionOptions& o, uint64_t base, int64_t n,
   detail::dropout_factors(o.seed, o.stream, base, n, o.dropout, factor.data());
 }
 
+// Whether the call asks for packed rows (AttentionOptions::packed_rows),
+// checked: self-attention with key lengths.
+bool packed_rows(const Dims& d, const AttentionOptions& o, const char* what) {
+  if (!o.packed_rows) return false;
+  ROTOR_CHECK(d.Tq == d.Tk && o.key_lengths.defined(),
+              "{}: packed rows need self-attention (Tq {} == Tk {}) with key lengths", what, d.Tq,
+              d.Tk);
+  return true;
+}
+
 }  // namespace
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -57,6 +67,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
     return;
   }
   const auto key_len = key_lengths_host(d, options, "attention_forward");
+  const bool packed = packed_rows(d, options, "attention_forward");
   const float* pq = q.data<float>();  // [B, H, Tq, D]
   const float* pk = k.data<float>();  // [B, H, Tk, D]
   const float* pv = v.data<float>();  // [B, H, Tk, D]
@@ -76,10 +87,14 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       const float* vb = pv + bh * d.Tk * d.D;
       float* pb = pp + bh * d.Tq * d.Tk;  // [Tq, Tk]
       float* ob = po + bh * d.Tq * d.D;   // [Tq, D]
-      cpu_sgemm(CblasNoTrans, CblasTrans, static_cast<int>(d.Tq), static_cast<int>(d.Tk),
-                static_cast<int>(d.D), options.scale, qb, static_cast<int>(d.D), kb,
-                static_cast<int>(d.D), 0.0f, pb, static_cast<int>(d.Tk));
-      for (int64_t i = 0; i < d.Tq; ++i) {
+      // Packed rows: only the live [len, len] block (the rest is zero).
+      const int64_t live = packed ? key_len[b] : d.Tq, cols = packed ? key_len[b] : d.Tk;
+      if (live < d.Tq) std::fill(pb + live * d.Tk, pb + d.Tq * d.Tk, 0.0f);
+      if (live > 0 && cols > 0)
+        cpu_sgemm(CblasNoTrans, CblasTrans, static_cast<int>(live), static_cast<int>(cols),
+                  static_cast<int>(d.D), options.scale, qb, static_cast<int>(d.D), kb,
+                  static_cast<int>(d.D), 0.0f, pb, static_cast<int>(d.Tk));
+      for (int64_t i = 0; i < live; ++i) {
         float* prow = pb + i * d.Tk;
         const int64_t n = visible_keys(d, options.causal, key_len[b], i);
         const detail::BiasRow bias(d, options, h, i);
@@ -101,9 +116,11 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
         for (int64_t x = 0; x < d.Tq * d.Tk; ++x) dropped[x] *= pb[x];
         weights = dropped.data();
       }
-      cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(d.Tq), static_cast<int>(d.D),
-                static_cast<int>(d.Tk), 1.0f, weights, static_cast<int>(d.Tk), vb,
-                static_cast<int>(d.D), 0.0f, ob, static_cast<int>(d.D));
+      if (live < d.Tq) std::fill(ob + live * d.D, ob + d.Tq * d.D, 0.0f);
+      if (live > 0)
+        cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(live), static_cast<int>(d.D),
+                  static_cast<int>(cols), 1.0f, weights, static_cast<int>(d.Tk), vb,
+                  static_cast<int>(d.D), 0.0f, ob, static_cast<int>(d.D));
     }
   }
 }
@@ -135,6 +152,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     return;
   }
   const auto key_len = key_lengths_host(d, options, "attention_backward");
+  const bool packed = packed_rows(d, options, "attention_backward");
   const float* pq = q.data<float>();      // [B, H, Tq, D]
   const float* pk = k.data<float>();      // [B, H, Tk, D]
   const float* pv = v.data<float>();      // [B, H, Tk, D]
@@ -158,7 +176,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   for (int64_t b = 0; b < d.B; ++b) {
     for (int64_t h = 0; h < d.H; ++h) {
       const int64_t bh = b * d.H + h;
-      const int Tq = static_cast<int>(d.Tq), Tk = static_cast<int>(d.Tk), D = static_cast<int>(d.D);
+      const int Tk = static_cast<int>(d.Tk), D = static_cast<int>(d.D);
       const float* qb = pq + bh * d.Tq * d.D;
       const float* kb = pk + bh * d.Tk * d.D;
       const float* vb = pv + bh * d.Tk * d.D;
@@ -173,12 +191,24 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
         for (int64_t x = 0; x < d.Tq * d.Tk; ++x) w[x] = pb[x] * m[x];
         weights = w.data();
       }
+      // Packed rows: only the live [len, len] block (the rest is zero).
+      const int live = static_cast<int>(packed ? key_len[b] : d.Tq),
+                cols = static_cast<int>(packed ? key_len[b] : d.Tk);
+      float* dvb = pdv + bh * d.Tk * d.D;
+      float* dqb = pdq + bh * d.Tq * d.D;
+      float* dkb = pdk + bh * d.Tk * d.D;
+      std::fill(dvb + static_cast<int64_t>(cols) * D, dvb + d.Tk * d.D, 0.0f);
+      std::fill(dqb + static_cast<int64_t>(live) * D, dqb + d.Tq * d.D, 0.0f);
+      std::fill(dkb + static_cast<int64_t>(cols) * D, dkb + d.Tk * d.D, 0.0f);
+      if (pbias_grad)
+        std::fill(pbias_grad + (bh * d.Tq + live) * d.Tk, pbias_grad + (bh + 1) * d.Tq * d.Tk,
+                  0.0f);
+      if (live == 0 || cols == 0) continue;
       // dV = W^T dout: [Tk, D]
-      cpu_sgemm(CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, weights, Tk, dob, D, 0.0f,
-                pdv + bh * d.Tk * d.D, D);
+      cpu_sgemm(CblasTrans, CblasNoTrans, cols, D, live, 1.0f, weights, Tk, dob, D, 0.0f, dvb, D);
       // dP = dout V^T: [Tq, Tk] (into ds)
-      cpu_sgemm(CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dob, D, vb, D, 0.0f, ds.data(), Tk);
-      for (int64_t i = 0; i < d.Tq; ++i) {
+      cpu_sgemm(CblasNoTrans, CblasTrans, live, cols, D, 1.0f, dob, D, vb, D, 0.0f, ds.data(), Tk);
+      for (int64_t i = 0; i < live; ++i) {
         const float* prow = pb + i * d.Tk;
         float* row = ds.data() + i * d.Tk;
         if (options.dropout > 0.0f) {  // dP o M (masked entries: masked_dot_row zeroes them)
@@ -204,10 +234,9 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
         for (int64_t j = 0; j < d.Tk; ++j) row[j] = prow[j] * (row[j] - rowsum) * options.scale;
       }
       // dQ = dS K: [Tq, D];  dK = dS^T Q: [Tk, D]
-      cpu_sgemm(CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, ds.data(), Tk, kb, D, 0.0f,
-                pdq + bh * d.Tq * d.D, D);
-      cpu_sgemm(CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, ds.data(), Tk, qb, D, 0.0f,
-                pdk + bh * d.Tk * d.D, D);
+      cpu_sgemm(CblasNoTrans, CblasNoTrans, live, D, cols, 1.0f, ds.data(), Tk, kb, D, 0.0f, dqb,
+                D);
+      cpu_sgemm(CblasTrans, CblasNoTrans, cols, D, live, 1.0f, ds.data(), Tk, qb, D, 0.0f, dkb, D);
     }
   }
   if (rel_grad.on()) {

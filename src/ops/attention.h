@@ -22,9 +22,16 @@ enum class FlashKernel {
 const char* flash_kernel_name(FlashKernel kernel);
 
 struct AttentionOptions {
-  float scale = 1.0f;    // multiplies q.k (1 when Q is already scaled)
-  bool causal = false;   // query i sees keys j <= i + (Tk - Tq)
-  Tensor key_lengths;    // optional i32 [B]: keys j >= key_lengths[b] are padding
+  float scale = 1.0f;   // multiplies q.k (1 when Q is already scaled)
+  bool causal = false;  // query i sees keys j <= i + (Tk - Tq)
+  Tensor key_lengths;   // optional i32 [B]: keys j >= key_lengths[b] are padding
+  // Self-attention over packed documents (nn::DocLayout, Tq == Tk, with
+  // key_lengths): queries i >= key_lengths[b] are padding too. The
+  // materialized core then computes only the live [len, len] block of each
+  // row: padding queries' outputs are zero and their dout is ignored (so
+  // the gradients equal the full computation's where that dout is zero, as
+  // DocLayout's is); the other cores ignore the flag.
+  bool packed_rows = false;
   float dropout = 0.0f;  // on the probabilities, Philox element index = flat [B,H,Tq,Tk] index
   uint64_t seed = 0;
   uint64_t stream = 0;

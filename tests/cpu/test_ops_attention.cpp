@@ -185,6 +185,62 @@ TEST(Attention, DropoutMaskIsDeterministic) {
   EXPECT_NE(a, out.to_floats());  // dropout changed something
 }
 
+// Packed rows (nn::DocLayout's documents): the live [len, len] block of
+// each row equals the usual computation's, to the last bit of the products'
+// inputs (the products shrink, so within round-off); every padding query's
+// output, and every gradient at a padding slot, is zero. Causal and not,
+// with dropout (its mask keeps the full [Tq, Tk] layout).
+TEST(Attention, PackedRowsComputeOnlyTheLiveBlock) {
+  for (const bool causal : {false, true}) {
+    const int64_t B = 3, H = 2, T = 6, D = 4;
+    const Case c{B, H, T, T, D, causal, {6, 2, 4}, 0.25f};
+    Tensor q = test::random_tensor({B, H, T, D}, 81), k = test::random_tensor({B, H, T, D}, 82);
+    Tensor v = test::random_tensor({B, H, T, D}, 83);
+    // A padding query has no gradient to pass back (DocLayout's zero row):
+    // the full computation matches only then.
+    std::vector<float> g = test::random_floats(static_cast<size_t>(B * H * T * D), 84);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = c.key_lengths[static_cast<size_t>(b)]; i < T; ++i)
+          for (int64_t x = 0; x < D; ++x) g[static_cast<size_t>(((b * H + h) * T + i) * D + x)] = 0;
+    Tensor dout = Tensor::from_floats(g, {B, H, T, D});
+    auto run = [&](bool packed) {
+      AttentionOptions o = options_for(c);
+      o.seed = 9;
+      o.stream = 3;
+      o.packed_rows = packed;
+      Tensor out = Tensor::full({B, H, T, D}, 7.0f), probs = Tensor::full({B, H, T, T}, 7.0f);
+      ops::attention_forward(q, k, v, o, out, probs);
+      Tensor dq = Tensor::full({B, H, T, D}, 7.0f), dk = Tensor::full({B, H, T, D}, 7.0f),
+             dv = Tensor::full({B, H, T, D}, 7.0f);
+      ops::attention_backward(q, k, v, probs, dout, o, dq, dk, dv);
+      return std::vector<std::vector<float>>{out.to_floats(), dq.to_floats(), dk.to_floats(),
+                                             dv.to_floats()};
+    };
+    const auto full = run(false), packed = run(true);
+    for (size_t t = 0; t < full.size(); ++t)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t i = 0; i < T; ++i)
+            for (int64_t x = 0; x < D; ++x) {
+              const size_t at = static_cast<size_t>(((b * H + h) * T + i) * D + x);
+              const bool live = i < c.key_lengths[static_cast<size_t>(b)];
+              // dv and dk at padding keys are zero either way; out and dq of
+              // a padding query only with packed rows.
+              if (live)
+                EXPECT_NEAR(packed[t][at], full[t][at], 1e-5) << "tensor " << t << " b " << b;
+              else
+                EXPECT_EQ(packed[t][at], 0.0f) << "tensor " << t << " b " << b << " i " << i;
+            }
+  }
+  AttentionOptions cross;
+  cross.key_lengths = Tensor::from_ints({5}, {1});
+  cross.packed_rows = true;
+  Tensor q = Tensor::zeros({1, 1, 3, 4}), k = Tensor::zeros({1, 1, 5, 4});
+  Tensor out = Tensor::zeros({1, 1, 3, 4}), probs = Tensor::zeros({1, 1, 3, 5});
+  EXPECT_THROW(ops::attention_forward(q, k, k, cross, out, probs), Error);  // Tq != Tk
+}
+
 TEST(Attention, ArgumentErrors) {
   Tensor q = Tensor::zeros({1, 2, 3, 4}), k = Tensor::zeros({1, 2, 5, 4});
   Tensor v_bad = Tensor::zeros({1, 2, 5, 3});
