@@ -289,11 +289,15 @@ int run_eval_ehr(const EvalArgs& a, rotor::cli::InferenceSession& session) {
   {
     cli::Activity activity(fmt::format("{}: scoring the patients of {}", kCmd, a.input));
     row.result = tasks::score_ehr_mlm(*model, split, length, tasks::ehr_mlm_masking(cfg, vocab),
-                                      a.batch_size.value_or(cfg.train.batch_size), ctx);
+                                      a.batch_size.value_or(cfg.train.batch_size), ctx,
+                                      tasks::mlm_packing(cfg) == data::MlmPacking::Documents);
   }
   require_scored({row}, a.input, false);
   const int64_t patients = static_cast<int64_t>(split->size());
-  print_result(a, dir, cfg, {row}, "one patient per row, fixed validation masks",
+  print_result(a, dir, cfg, {row},
+               tasks::mlm_packing(cfg) == data::MlmPacking::Documents
+                   ? "patients packed into rows, fixed validation masks"
+                   : "one patient per row, fixed validation masks",
                Json{{"patients", patients}}, fmt::format("{} patients", patients), "");
   return 0;
 }
@@ -378,15 +382,18 @@ int run_eval(const EvalArgs& a) {
       const int64_t scored = tasks::lm_scored_bytes(tok, *blocks, [&] { return bytes; });
       row.result = tasks::score_lm(*lm_model, std::move(blocks), scored, batch_size, ctx);
     } else {
-      auto blocks = std::make_shared<const data::PackedBlocks>(corpus, length, masking.special.cls,
-                                                               masking.special.sep);
+      auto blocks = std::make_shared<const data::PackedBlocks>(
+          corpus, length, masking.special.cls, masking.special.sep, tasks::mlm_packing(cfg),
+          fmt::format("{}: --input {}", kCmd, a.input));
       row.result = tasks::score_mlm(*mlm_model, blocks, masking, batch_size, ctx);
     }
     rows.push_back(std::move(row));
   }
 
   require_scored(rows, a.input, lm);
-  const std::string how = !lm ? "packed blocks, fixed validation masks"
+  const std::string how = !lm ? (tasks::mlm_packing(cfg) == data::MlmPacking::Documents
+                                     ? "packed documents (lines), fixed validation masks"
+                                     : "packed blocks, fixed validation masks")
                           : tasks::lm_packing(cfg) == data::LmPacking::Documents
                               ? "packed documents (lines)"
                               : "non-overlapping blocks";

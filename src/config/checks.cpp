@@ -634,12 +634,18 @@ std::optional<ConfigProblem> find_problem(const Config& c) {
                          fmt::format("a multiple-choice head is task classification's; task is {}",
                                      to_string(c.task)),
                          {"task"}};
-  if (c.data.packing == Packing::Documents && task.model != ModelFamily::Decoder)
+  if (c.data.packing == Packing::Documents && !task.packs_documents)
     return ConfigProblem{"data.packing",
-                         fmt::format("documents packs lines for task lm only so far; task {} "
-                                     "keeps its own batches (stream)",
+                         fmt::format("documents packs the lines of tasks lm and mlm (and mlm's "
+                                     "patients) only so far; task {} keeps its own batches "
+                                     "(stream)",
                                      to_string(c.task)),
                          {"task"}};
+  if (c.data.packing == Packing::Documents && c.model.position->untied_correlation)
+    return ConfigProblem{"data.packing",
+                         "documents cannot carry TUPE's positional correlation (model.position "
+                         "tupe), which is one table per block, not per document",
+                         {"model.position"}};
   if (task.rules)
     if (auto p = task.rules(c)) return p;
   if (auto p = metrics_problem(c)) return p;

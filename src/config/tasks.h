@@ -95,6 +95,9 @@ struct TaskSpec {
   bool byte_line_ends = false;
   // data.format ehr (prepare-ehr splits) feeds it.
   bool reads_ehr = false;
+  // data.packing documents packs its documents (lines; patients with
+  // data.format ehr) into blocks.
+  bool packs_documents = false;
   LabelMode labels = LabelMode::None;
   HfExport hf_export = HfExport::None;
   // What its loss counts, and what it reads, in `rotor bench train`'s lines.

@@ -47,9 +47,14 @@ MlmSpecialIds MlmSpecialIds::standard() {
 // ---- packing -----------------------------------------------------------------
 
 PackedBlocks::PackedBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len,
-                           int32_t cls_id, int32_t sep_id)
-    : corpus_(std::move(corpus)), seq_len_(seq_len), cls_(cls_id), sep_(sep_id) {
+                           int32_t cls_id, int32_t sep_id, MlmPacking packing,
+                           const std::string& name)
+    : corpus_(std::move(corpus)), seq_len_(seq_len), cls_(cls_id), sep_(sep_id), packing_(packing) {
   ROTOR_CHECK(corpus_, "PackedBlocks needs a corpus");
+  if (packing == MlmPacking::Documents) {
+    pack_documents(name);
+    return;
+  }
   if (seq_len < 2) ROTOR_FAIL("data.seq_len: {} is too short for [CLS] + tokens", seq_len);
   const uint64_t chunk = static_cast<uint64_t>(seq_len - 1);
   uint64_t g = 0;  // stream position of the current sentence's first token
@@ -67,6 +72,45 @@ PackedBlocks::PackedBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq
                corpus_->size());
 }
 
+void PackedBlocks::pack_documents(const std::string& name) {
+  if (seq_len_ < 3)
+    ROTOR_FAIL("data.seq_len: {} is too short for [CLS] + tokens + [SEP] (data.packing documents)",
+               seq_len_);
+  const int64_t room = seq_len_ - 2;  // content tokens per piece
+  int64_t used = 0;                   // tokens of the open block
+  block_pieces_.push_back(0);
+  for (size_t j = 0; j < corpus_->size(); ++j) {
+    const int64_t L = content_length(j);
+    if (L == 0) continue;
+    ++documents_;
+    if (L > room) ++split_;
+    for (int64_t off = 0; off < L; off += room) {
+      const int64_t n = std::min(room, L - off);
+      if (used > 0 && used + n + 2 > seq_len_) {
+        block_pieces_.push_back(pieces_.size());
+        used = 0;
+      }
+      pieces_.push_back({j, static_cast<uint32_t>(off), static_cast<uint32_t>(n)});
+      used += n + 2;
+      stream_tokens_ += n + 2;
+    }
+  }
+  if (used > 0) block_pieces_.push_back(pieces_.size());
+  if (pieces_.empty())
+    ROTOR_FAIL("{} has no tokens ({} sentences) to pack (data.packing documents)",
+               name.empty() ? "masked-LM corpus " + corpus_->prefix() : name, corpus_->size());
+}
+
+std::vector<PackedBlocks::PieceSpan> PackedBlocks::block_pieces(int64_t i) const {
+  ROTOR_CHECK(packing_ == MlmPacking::Documents, "PackedBlocks: stream blocks have no pieces");
+  ROTOR_CHECK(i >= 0 && i < size(), "block {} of {}", i, size());
+  std::vector<PieceSpan> out;
+  for (uint64_t p = block_pieces_[static_cast<size_t>(i)];
+       p < block_pieces_[static_cast<size_t>(i) + 1]; ++p)
+    out.push_back({p, static_cast<int64_t>(pieces_[p].tokens) + 2});
+  return out;
+}
+
 int64_t PackedBlocks::content_length(uint64_t sentence) const {
   auto s = corpus_->sentence(sentence);
   return static_cast<int64_t>(s.size()) - (!s.empty() && s.back() == kEosId ? 1 : 0);
@@ -75,6 +119,18 @@ int64_t PackedBlocks::content_length(uint64_t sentence) const {
 void PackedBlocks::block_into(int64_t i, std::vector<int32_t>& out) const {
   ROTOR_CHECK(i >= 0 && i < size(), "block {} of {}", i, size());
   out.clear();
+  if (packing_ == MlmPacking::Documents) {
+    for (uint64_t p = block_pieces_[static_cast<size_t>(i)];
+         p < block_pieces_[static_cast<size_t>(i) + 1]; ++p) {
+      const Piece& piece = pieces_[p];
+      auto toks = corpus_->sentence(piece.sentence);
+      out.push_back(cls_);
+      out.insert(out.end(), toks.begin() + piece.offset,
+                 toks.begin() + piece.offset + piece.tokens);
+      out.push_back(sep_);
+    }
+    return;
+  }
   out.push_back(cls_);
   int64_t remaining = seq_len_ - 1;
   uint64_t s = starts_[static_cast<size_t>(i)].sentence;
@@ -175,17 +231,38 @@ MlmHostBatch MlmBatcher::make_batch(const std::vector<int64_t>& ids, uint64_t ro
     blocks_->block_into(ids[b], rows[b]);
     T = std::max<int64_t>(T, static_cast<int64_t>(rows[b].size()));
   }
+  const bool documents = blocks_->packing() == MlmPacking::Documents;
   std::vector<int32_t> input(static_cast<size_t>(B * T), masker_.options().special.pad);
   std::vector<int32_t> lengths(ids.size()), positions, targets, pos_row;
+  std::vector<int32_t> doc_index;  // documents: each token's piece in its row, -1 for padding
+  if (documents) doc_index.assign(static_cast<size_t>(B * T), -1);
   for (size_t b = 0; b < ids.size(); ++b) {
-    pos_row.clear();
-    masker_.mask(rows[b], round, static_cast<uint64_t>(ids[b]), blocks_->seq_len(), pos_row,
-                 targets);
-    for (int32_t t : pos_row) positions.push_back(static_cast<int32_t>(b * T + t));
-    std::copy(rows[b].begin(), rows[b].end(), input.begin() + static_cast<int64_t>(b) * T);
+    const int64_t row = static_cast<int64_t>(b) * T;
+    if (documents) {  // each piece masked on its own, keyed by its global index
+      int64_t at = 0, k = 0;
+      for (const PackedBlocks::PieceSpan& p : blocks_->block_pieces(ids[b])) {
+        pos_row.clear();
+        masker_.mask(std::span<int32_t>(rows[b]).subspan(static_cast<size_t>(at),
+                                                         static_cast<size_t>(p.length)),
+                     round, p.id, blocks_->seq_len(), pos_row, targets);
+        for (int32_t t : pos_row) positions.push_back(static_cast<int32_t>(row + at + t));
+        for (int64_t t = 0; t < p.length; ++t)
+          doc_index[static_cast<size_t>(row + at + t)] = static_cast<int32_t>(k);
+        at += p.length;
+        ++k;
+      }
+    } else {
+      pos_row.clear();
+      masker_.mask(rows[b], round, static_cast<uint64_t>(ids[b]), blocks_->seq_len(), pos_row,
+                   targets);
+      for (int32_t t : pos_row) positions.push_back(static_cast<int32_t>(row + t));
+    }
+    std::copy(rows[b].begin(), rows[b].end(), input.begin() + row);
     lengths[b] = static_cast<int32_t>(rows[b].size());
   }
-  return mlm_host_batch(input, lengths, positions, targets, B, T);
+  MlmHostBatch batch = mlm_host_batch(input, lengths, positions, targets, B, T);
+  batch.documents = std::move(doc_index);
+  return batch;
 }
 
 MlmHostBatch mlm_host_batch(const std::vector<int32_t>& input, const std::vector<int32_t>& lengths,

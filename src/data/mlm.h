@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "data/batch_plan.h"
@@ -59,29 +60,68 @@ struct MlmSpecialIds {
 
 // ---- packing ---------------------------------------------------------------
 
+// Packed documents (MlmPacking::Documents, data.packing documents): every
+// non-empty sentence (line) is a document, laid out as [CLS] tokens [SEP]; a
+// document of more than seq_len - 2 tokens is split into pieces of seq_len
+// - 2 tokens, each with its own [CLS] and [SEP]. Pieces fill blocks greedily
+// in corpus order (a piece that does not fit the rest of a block starts the
+// next one). Every token carries its position in its piece (from 0) and the
+// piece's index in the block; attention stays within a piece
+// (nn::DocLayout). A piece is masked on its own, with its global index as the
+// masking block id, so its masks do not depend on what it is packed with.
+// 16 bytes per piece.
+enum class MlmPacking { Stream, Documents };
+
 class PackedBlocks {
  public:
-  // Throws rotor::Error when seq_len < 2 or the corpus has no tokens.
+  // Throws rotor::Error when seq_len < 2 (3 for documents) or the corpus has
+  // no tokens, naming the corpus as `name` when given, else by its prefix.
   PackedBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, int32_t cls_id,
-               int32_t sep_id);
-  int64_t size() const { return static_cast<int64_t>(starts_.size()); }
+               int32_t sep_id, MlmPacking packing = MlmPacking::Stream,
+               const std::string& name = "");
+  int64_t size() const {
+    return static_cast<int64_t>(packing_ == MlmPacking::Documents ? block_pieces_.size() - 1
+                                                                  : starts_.size());
+  }
   int64_t seq_len() const { return seq_len_; }
+  MlmPacking packing() const { return packing_; }
   int64_t stream_tokens() const { return stream_tokens_; }  // sentences + separators
-  // Block i (< size()): [CLS] + its chunk of the stream, at most seq_len ids.
+  // Documents: how many documents, how many were split, and the pieces.
+  int64_t documents() const { return documents_; }
+  int64_t split_documents() const { return split_; }
+  int64_t pieces() const { return static_cast<int64_t>(pieces_.size()); }
+  // Block i (< size()): [CLS] + its chunk of the stream, at most seq_len ids;
+  // for documents its pieces one after another.
   std::vector<int32_t> block(int64_t i) const;
   void block_into(int64_t i, std::vector<int32_t>& out) const;
+  // Documents: block i's pieces in order, each its global index and length
+  // ([CLS] and [SEP] included); their lengths sum to block i's size.
+  struct PieceSpan {
+    uint64_t id;
+    int64_t length;
+  };
+  std::vector<PieceSpan> block_pieces(int64_t i) const;
 
  private:
   struct Start {
     uint64_t sentence;  // first sentence the chunk touches
     uint64_t offset;    // token offset in it (== content length: the [SEP])
   };
+  struct Piece {
+    uint64_t sentence;
+    uint32_t offset;  // its first content token in the sentence
+    uint32_t tokens;  // content tokens (the piece adds [CLS] and [SEP])
+  };
   int64_t content_length(uint64_t sentence) const;  // tokens without a trailing </s>
+  void pack_documents(const std::string& name);
   std::shared_ptr<const MmapCorpus> corpus_;
   int64_t seq_len_;
   int32_t cls_, sep_;
-  std::vector<Start> starts_;
-  int64_t stream_tokens_ = 0;
+  MlmPacking packing_;
+  std::vector<Start> starts_;           // Stream
+  std::vector<Piece> pieces_;           // Documents
+  std::vector<uint64_t> block_pieces_;  // Documents: block i's pieces from [i] to [i + 1]
+  int64_t stream_tokens_ = 0, documents_ = 0, split_ = 0;
 };
 
 // ---- masking ---------------------------------------------------------------
@@ -131,6 +171,9 @@ struct MlmHostBatch {
   Tensor masked_targets;      // i32 [M]: their original ids
   int64_t tokens = 0;         // non-pad tokens
   int64_t masked_tokens = 0;  // M
+  // Packed documents: each token's document index in its row, host [B*T]
+  // (-1: padding); empty: none (models::EncoderInputs).
+  std::vector<int32_t> documents;
 };
 
 // The host batch of B rows right-padded to T: input i32 [B * T], lengths [B],

@@ -97,7 +97,7 @@ BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
 
 Tensor BertEncoder::forward(const Tensor& ids, const Tensor& types, const Tensor& lengths,
                             const Context& ctx) {
-  return forward(EncoderInputs{ids, types, lengths, Tensor(), Tensor()}, ctx);
+  return forward(EncoderInputs{ids, types, lengths, Tensor(), Tensor(), {}}, ctx);
 }
 
 Tensor BertEncoder::forward(const EncoderInputs& in, const Context& ctx) {
@@ -126,12 +126,30 @@ Tensor BertEncoder::forward(const EncoderInputs& in, const Context& ctx) {
     ops::add(x, a, x);
   }
   Tensor x3 = x.view({B_, T_, d});  // [B, T, d]
+  docs_.reset();
+  const bool packed = !in.documents.empty();
+  if (packed) {
+    ROTOR_CHECK(!tupe_, "model.position tupe does not take packed documents");
+    ROTOR_CHECK(static_cast<int64_t>(in.documents.size()) == N,
+                "BERT: {} document indices for a batch [{}, {}]", in.documents.size(), B_, T_);
+    docs_ = nn::DocLayout::from_segments(in.documents, B_, T_, ctx.device);
+  }
   if (options_.visit_positions) {
     if (!in.position_ids.defined())
       ROTOR_FAIL("model.position_source visit needs visit positions: EHR data (data.format ehr)");
     positions_ = in.position_ids.view({N});
     position_->add_at(x3, positions_, ctx);
+    // Visit positions rotate q and k in the head split (each document's
+    // rows follow them there, nn::DocLayout).
     if (options_.position->rotates_qk) host_positions_ = positions_.to_ints();
+  } else if (packed) {  // each token's position in its document, from 0
+    std::vector<int32_t> pos(static_cast<size_t>(N), 0);
+    for (int64_t i = 0; i < N; ++i)
+      if (i % T_ > 0 &&
+          in.documents[static_cast<size_t>(i)] == in.documents[static_cast<size_t>(i - 1)])
+        pos[static_cast<size_t>(i)] = pos[static_cast<size_t>(i - 1)] + 1;
+    positions_ = Tensor::from_ints(pos, {N}).to(ctx.device);
+    position_->add_at(x3, positions_, ctx);
   } else {
     position_->add(x3, 0, ctx);
   }
@@ -140,8 +158,11 @@ Tensor BertEncoder::forward(const EncoderInputs& in, const Context& ctx) {
   const std::vector<int32_t>* rope_positions = host_positions_.empty() ? nullptr : &host_positions_;
   if (rel_) rel_->prepare(ctx);
   if (tupe_) tupe_->prepare(B_, T_, ctx);
-  if (deberta_) deberta_->prepare(T_, ctx);
-  for (auto& layer : layers_) x = layer->forward(x, in.lengths, ctx, rope_positions);
+  if (deberta_) deberta_->prepare(docs_ ? docs_->L : T_, ctx);
+  const nn::DocLayout* docs = docs_ ? &*docs_ : nullptr;
+  // The documents carry the padding.
+  const Tensor lengths = docs ? Tensor() : in.lengths;  // i32 [B]
+  for (auto& layer : layers_) x = layer->forward(x, lengths, ctx, rope_positions, docs);
   return x;  // [B, T, d]
 }
 
@@ -167,6 +188,7 @@ void BertEncoder::backward(const Tensor& dh, const Context& ctx) {
   if (age_t2v_) age_t2v_->backward(g);
   ctx.report_grads_ready(*store_, embeddings_range_);
   ids_ = types_ = ages_ = positions_ = Tensor();
+  docs_.reset();
 }
 
 BertForMaskedLM::BertForMaskedLM(const BertOptions& c, nn::ParameterStore& store)
@@ -183,7 +205,7 @@ BertForMaskedLM::BertForMaskedLM(const BertOptions& c, nn::ParameterStore& store
 
 Tensor BertForMaskedLM::encode(const Tensor& ids, const Tensor& types, const Tensor& lengths,
                                const Context& ctx) {
-  return encode(EncoderInputs{ids, types, lengths, Tensor(), Tensor()}, ctx);
+  return encode(EncoderInputs{ids, types, lengths, Tensor(), Tensor(), {}}, ctx);
 }
 
 Tensor BertForMaskedLM::encode(const EncoderInputs& in, const Context& ctx) {
@@ -208,7 +230,7 @@ MlmSums BertForMaskedLM::forward_loss(const MlmBatch& batch, const Context& ctx)
   const int64_t d = options_.layer.d_model;
   // [B, T, d]
   Tensor h = encode(EncoderInputs{batch.input_ids, batch.token_type_ids, batch.lengths,
-                                  batch.age_ids, batch.position_ids},
+                                  batch.age_ids, batch.position_ids, batch.documents},
                     ctx);
   const int64_t N = B_ * T_;
   const int64_t M = batch.masked_positions.defined() ? batch.masked_positions.numel() : 0;
@@ -286,7 +308,8 @@ void BertForMaskedLM::backward(float loss_scale) {
 
 Tensor BertForMaskedLM::forward_logits(const Tensor& input_ids, const Tensor& token_type_ids,
                                        const Tensor& lengths, const Context& ctx) {
-  return forward_logits(EncoderInputs{input_ids, token_type_ids, lengths, Tensor(), Tensor()}, ctx);
+  return forward_logits(EncoderInputs{input_ids, token_type_ids, lengths, Tensor(), Tensor(), {}},
+                        ctx);
 }
 
 Tensor BertForMaskedLM::forward_logits(const EncoderInputs& in, const Context& ctx) {

@@ -33,9 +33,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "nn/attention.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/position.h"
@@ -98,8 +100,15 @@ struct BertOptions {
 // [B, T] or undefined (segment 0); lengths i32 [B] or undefined (no
 // padding); age ids i32 [B, T] (with age_vocab_size > 0); position ids i32
 // [B, T] (with visit_positions: BEHRT's visit indices; else unused).
+// Packed documents (data.packing documents): `documents` holds each token's
+// document index in its row, host [B*T] (-1 for padding; empty: none); a
+// maximal run of one index is a document. Attention then stays within each
+// document (nn::DocLayout), lengths are not needed, and positions count from
+// 0 in each document (or are the visit positions, which restart with each
+// patient).
 struct EncoderInputs {
   Tensor input_ids, token_type_ids, lengths, age_ids, position_ids;  // [B, T] each, lengths [B]
+  std::vector<int32_t> documents;
 };
 
 // The BERT/RoFormer encoder: embeddings and layers (the `bert.` or
@@ -144,6 +153,7 @@ class BertEncoder {
   std::vector<nn::ParamRange> layer_ranges_;
   Tensor ids_, types_, ages_, positions_;  // i32 [B*T], saved for backward
   std::vector<int32_t> host_positions_;    // positions_ on the host (RoPE)
+  std::optional<nn::DocLayout> docs_;      // the forward's packed documents
   int64_t B_ = 0, T_ = 0;
 };
 
@@ -158,6 +168,9 @@ struct MlmBatch {
   Tensor masked_targets;      // i32 [M]: their original ids
   int64_t tokens = 0;         // non-pad tokens
   int64_t masked_tokens = 0;  // M: the loss's token count (normalizer)
+  // Packed documents: each token's document index in its row, host [B*T]
+  // (-1: padding); empty: none (EncoderInputs).
+  std::vector<int32_t> documents;
   MlmBatch to(Device device) const;
 };
 

@@ -92,8 +92,12 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
                                                                std::vector<float>* logits_out) {
   ctx_ = ctx;
   // [B, T, d]
-  Tensor h = encoder_.forward(EncoderInputs{batch.input_ids, batch.token_type_ids, batch.lengths,
-                                            batch.age_ids, batch.position_ids},
+  Tensor h = encoder_.forward(EncoderInputs{batch.input_ids,
+                                            batch.token_type_ids,
+                                            batch.lengths,
+                                            batch.age_ids,
+                                            batch.position_ids,
+                                            {}},
                               ctx);
   B_ = h.size(0);
   T_ = h.size(1);

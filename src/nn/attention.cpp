@@ -116,13 +116,18 @@ DocLayout DocLayout::from_segments(const std::vector<int32_t>& segments, int64_t
     for (int64_t t = 0; t < T;) {
       int64_t e = t + 1;
       while (e < T && segments[b * T + e] == segments[b * T + t]) ++e;
-      runs.push_back({b * T + t, e - t});
-      l.L = std::max(l.L, e - t);
+      if (segments[b * T + t] >= 0) {  // padding is no document
+        runs.push_back({b * T + t, e - t});
+        l.L = std::max(l.L, e - t);
+      }
       t = e;
     }
   l.N = static_cast<int64_t>(runs.size());
+  ROTOR_CHECK(l.N > 0, "DocLayout: a batch [{}, {}] of padding only", B, T);
+  // Padding tokens read slot N*L, a zero row the forward appends.
   std::vector<int32_t> gather(static_cast<size_t>(l.N * l.L)), grad(gather.size()),
-      scatter(static_cast<size_t>(B * T)), lengths(static_cast<size_t>(l.N));
+      scatter(static_cast<size_t>(B * T), static_cast<int32_t>(l.N * l.L)),
+      lengths(static_cast<size_t>(l.N));
   for (int64_t n = 0; n < l.N; ++n) {
     const Run& r = runs[static_cast<size_t>(n)];
     lengths[n] = static_cast<int32_t>(r.length);
@@ -137,6 +142,7 @@ DocLayout DocLayout::from_segments(const std::vector<int32_t>& segments, int64_t
   l.gather = Tensor::from_ints(gather, {l.N * l.L}).to(device);
   l.gather_grad = Tensor::from_ints(grad, {l.N * l.L}).to(device);
   l.scatter = Tensor::from_ints(scatter, {B * T}).to(device);
+  l.gather_host = std::move(gather);
   return l;
 }
 
@@ -149,9 +155,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   Tk_ = cross_ ? memory.size(1) : Tq_;
   docs_ = docs;
   if (docs) {
-    ROTOR_CHECK(!cross_ && !key_lengths.defined() && !positions && !options_.tupe,
-                "attention: packed documents are for self-attention without key lengths, "
-                "explicit positions or TUPE");
+    ROTOR_CHECK(!cross_ && !key_lengths.defined() && !options_.tupe,
+                "attention: packed documents are for self-attention without key lengths or "
+                "TUPE");
     ROTOR_CHECK(docs->B == B_ && docs->T == Tq_,
                 "attention: packed documents of a batch [{}, {}], input [{}, {}]", docs->B, docs->T,
                 B_, Tq_);
@@ -166,6 +172,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   attn_options_.scale = 1.0f;  // q is pre-scaled by the split
   attn_options_.causal = options_.causal;
   attn_options_.key_lengths = docs ? docs->key_lengths : key_lengths;
+  attn_options_.packed_rows = docs != nullptr;
   if (ctx.training && options_.dropout > 0.0f) {
     attn_options_.dropout = options_.dropout;
     attn_options_.seed = ctx.seed;
@@ -202,7 +209,16 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
           "attention {}: explicit (visit) positions need RoPE in the head split, but the {} core "
           "rotates itself",
           options_.kind.name(), plan_.str());
-    positions_ = *positions;
+    ROTOR_CHECK(static_cast<int64_t>(positions->size()) == B_ * Tq_,
+                "attention: {} explicit positions for a batch [{}, {}]", positions->size(), B_,
+                Tq_);
+    if (docs) {  // each document's row reads its tokens' positions
+      positions_.resize(docs->gather_host.size());
+      for (size_t i = 0; i < positions_.size(); ++i)
+        positions_[i] = (*positions)[static_cast<size_t>(docs->gather_host[i])];
+    } else {
+      positions_ = *positions;
+    }
   }
   // Random features (FAVOR+) are redrawn by the update in training and
   // frozen in evaluation at the last training forward's draw.
@@ -288,11 +304,15 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   }
   Tensor o = ctx.empty({Bc_, H, Tc_, D});  // [B, H, Tq, D]
   plan_.kind->forward(plan_, q_h_, k_h_, v_h_, attn_options_, o, saved_, ctx, call);
-  Tensor merged = ctx.empty({Bc_, Tc_, d});  // [B, Tq, d]
+  // Packed: the documents' rows and a zero row that padding tokens read.
+  Tensor rows = ctx.empty({Bc_ * Tc_ + (docs ? 1 : 0), d});       // [B*Tq (+1), d]
+  Tensor merged = rows.narrow(0, Bc_ * Tc_).view({Bc_, Tc_, d});  // [B, Tq, d]
   ops::merge_heads_forward(o, merged);
-  if (docs) {                                // the documents' rows back into the batch's: [B*T, d]
+  if (docs) {                                 // the documents' rows back into the batch's: [B*T, d]
+    Tensor zero = rows.narrow(Bc_ * Tc_, 1);  // [1, d]
+    zero.zero_();
     Tensor back = ctx.empty({B_ * Tq_, d});  // [B*T, d]
-    ops::index_select(merged.view({Bc_ * Tc_, d}), docs->scatter, back);
+    ops::index_select(rows, docs->scatter, back);
     merged = back;
   }
   return out_->forward(merged.view({B_ * Tq_, d}), ctx).view({B_, Tq_, d});
@@ -366,13 +386,17 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   q_h_ = k_h_ = v_h_ = Tensor();
   saved_.clear();
   if (!cross_) {
-    Tensor dqkv = Tensor::empty({Bc_, Tc_, 3 * d}, dt, dev);  // [B, Tq, 3d]
+    // Packed: the documents' rows and a zero row that padding tokens read.
+    Tensor rows = Tensor::empty({Bc_ * Tc_ + (docs_ ? 1 : 0), 3 * d}, dt, dev);  // [B*Tq (+1), 3d]
+    Tensor dqkv = rows.narrow(0, Bc_ * Tc_).view({Bc_, Tc_, 3 * d});             // [B, Tq, 3d]
     ops::SplitHeadsOptions so = split_options(true, 0, plan_.rope, plan_.split_scales_q);
     if (!positions_.empty()) so.positions = &positions_;
     ops::split_heads_backward({dq, dk, dv}, dqkv, so);
     if (docs_) {  // back into the batch's rows (padding slots dropped): [B*T, 3d]
+      Tensor zero = rows.narrow(Bc_ * Tc_, 1);  // [1, 3d]
+      zero.zero_();
       Tensor back = Tensor::empty({B_ * Tq_, 3 * d}, dt, dev);  // [B*T, 3d]
-      ops::index_select(dqkv.view({Bc_ * Tc_, 3 * d}), docs_->scatter, back);
+      ops::index_select(rows, docs_->scatter, back);
       dqkv = back;
     }
     Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});  // [B, Tq, d]

@@ -86,9 +86,11 @@ struct DocLayout {
   Tensor key_lengths;    // i32 [N] on the device: each document's tokens
   Tensor gather;         // i32 [N*L]: the batch row b*T + t of each slot (padding: the doc's first)
   Tensor gather_grad;    // i32 [N*L]: as gather, padding slots -> B*T (a zero row)
-  Tensor scatter;        // i32 [B*T]: the slot n*L + t of each batch token
+  Tensor scatter;        // i32 [B*T]: the slot n*L + t of each token (padding: N*L, a zero row)
+  std::vector<int32_t> gather_host;  // gather, on the host (explicit positions' regrouping)
   // segments: host [B*T], each token's document index in its row; every
-  // maximal run of one value (padding's -1 included) is a document.
+  // maximal run of one value >= 0 is a document (padding, -1, is none: its
+  // tokens attend nowhere and come out of attention as zeros).
   static DocLayout from_segments(const std::vector<int32_t>& segments, int64_t B, int64_t T,
                                  Device device);
 };
@@ -110,8 +112,9 @@ class MultiHeadAttention {
   // [B*T], or null: token t at position t) are the positions q and k are
   // rotated at (BEHRT's visit positions); the rotation then stays in the
   // head split.
-  // `docs` (self-attention, no key_lengths or positions): packed documents
-  // (DocLayout), which must outlive the backward.
+  // `docs` (self-attention, no key_lengths): packed documents (DocLayout),
+  // which must outlive the backward; explicit positions are then the batch
+  // tokens' (each document's own, BEHRT's visits) and follow them.
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
                  const Context& ctx, const std::vector<int32_t>* positions = nullptr,
                  const DocLayout* docs = nullptr);

@@ -365,6 +365,7 @@ models::MlmBatch to_model_batch(const data::MlmHostBatch& b, Device device) {
   m.masked_targets = on_device(b.masked_targets);
   m.tokens = b.tokens;
   m.masked_tokens = b.masked_tokens;
+  m.documents = b.documents;
   return m;
 }
 

@@ -77,6 +77,22 @@ data::MaskingOptions mlm_masking(const Config& c, const data::Tokenizer& tokeniz
   return m;
 }
 
+data::MlmPacking mlm_packing(const Config& c) {
+  return c.data.packing == Packing::Documents ? data::MlmPacking::Documents
+                                              : data::MlmPacking::Stream;
+}
+
+void log_mlm_packing(const data::PackedBlocks& blocks, const std::string& name) {
+  if (blocks.packing() != data::MlmPacking::Documents) return;
+  log().info(
+      "{}: {} documents, {} split (longer than a block), {} pieces in {} blocks of up to {} "
+      "tokens ({:.2f} a block)",
+      name, blocks.documents(), blocks.split_documents(), blocks.pieces(), blocks.size(),
+      blocks.seq_len(),
+      static_cast<double>(blocks.pieces()) /
+          static_cast<double>(std::max<int64_t>(blocks.size(), 1)));
+}
+
 ValidationResult score_mlm(models::BertForMaskedLM& model,
                            std::shared_ptr<const data::PackedBlocks> blocks,
                            const data::MaskingOptions& masking, int64_t batch_size,
@@ -110,14 +126,14 @@ data::MaskingOptions ehr_mlm_masking(const Config& c, int64_t vocab_size) {
 ValidationResult score_ehr_mlm(models::BertForMaskedLM& model,
                                std::shared_ptr<const data::EhrSplit> split, int64_t seq_len,
                                const data::MaskingOptions& masking, int64_t batch_size,
-                               const nn::Context& ctx) {
+                               const nn::Context& ctx, bool pack) {
   ROTOR_CHECK(split != nullptr, "score_ehr_mlm: no split");
   data::MlmBatcherOptions bo;
   bo.batch_size = batch_size;
   bo.shuffle = false;
   bo.fixed_masking = true;  // the same masks in every evaluation of every run
   bo.drop_last = false;
-  data::EhrMlmBatcher batcher(std::move(split), seq_len, data::Masker(masking), bo);
+  data::EhrMlmBatcher batcher(std::move(split), seq_len, data::Masker(masking), bo, pack);
   ValidationResult r;
   for (int64_t i = 0, n = batcher.batches_in_epoch(); i < n; ++i) {
     models::MlmBatch b = to_model_batch(batcher.next(), ctx.device);

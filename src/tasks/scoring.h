@@ -68,6 +68,11 @@ ValidationResult score_lm(models::DecoderLM& model, std::shared_ptr<const data::
 // The masking of task mlm: data.mask_prob and its companions, the run's seed.
 data::MaskingOptions mlm_masking(const Config& config, const data::Tokenizer& tokenizer);
 
+// data.packing as data/mlm.h spells it.
+data::MlmPacking mlm_packing(const Config& c);
+// What data.packing documents made of a masked-LM set, logged.
+void log_mlm_packing(const data::PackedBlocks& blocks, const std::string& name);
+
 // sums (loss over the masked tokens, tokens = masked tokens, correct).
 ValidationResult score_mlm(models::BertForMaskedLM& model,
                            std::shared_ptr<const data::PackedBlocks> blocks,
@@ -80,11 +85,12 @@ ValidationResult score_mlm(models::BertForMaskedLM& model,
 data::MaskingOptions ehr_mlm_masking(const Config& config, int64_t vocab_size);
 
 // An EHR masked LM on the patients of `split` as its validation scores them:
-// one patient per row (the newest seq_len tokens), the fixed validation
-// masks; sums (loss over the masked codes, tokens = masked codes, correct).
+// one patient per row (the newest seq_len tokens; pack: patients packed into
+// rows of seq_len, data.packing documents), the fixed validation masks;
+// sums (loss over the masked codes, tokens = masked codes, correct).
 ValidationResult score_ehr_mlm(models::BertForMaskedLM& model,
                                std::shared_ptr<const data::EhrSplit> split, int64_t seq_len,
                                const data::MaskingOptions& masking, int64_t batch_size,
-                               const nn::Context& ctx);
+                               const nn::Context& ctx, bool pack = false);
 
 }  // namespace rotor::tasks

@@ -48,7 +48,7 @@ struct Inputs {
   models::EncoderInputs tensors() const {
     const int64_t T = static_cast<int64_t>(codes.size());
     return {Tensor::from_ints(codes, {1, T}), Tensor::from_ints(segments, {1, T}), Tensor(),
-            Tensor::from_ints(ages, {1, T}), Tensor::from_ints(visits, {1, T})};
+            Tensor::from_ints(ages, {1, T}),  Tensor::from_ints(visits, {1, T}),   {}};
   }
 };
 

@@ -75,12 +75,14 @@ TEST(LmPackingData, LayoutMapsEveryTokenOnce) {
   // Row 0: documents of 3 and 1 tokens; row 1: 2 tokens, then 2 of padding.
   const nn::DocLayout l =
       nn::DocLayout::from_segments({0, 0, 0, 1, 0, 0, -1, -1}, 2, 4, Device::cpu());
-  EXPECT_EQ(l.N, 4);
+  // Padding is no document: its tokens read the zero row N*L = 9.
+  EXPECT_EQ(l.N, 3);
   EXPECT_EQ(l.L, 3);
-  EXPECT_EQ(l.key_lengths.to_ints(), (std::vector<int32_t>{3, 1, 2, 2}));
-  EXPECT_EQ(l.gather.to_ints(), (std::vector<int32_t>{0, 1, 2, 3, 3, 3, 4, 5, 4, 6, 7, 6}));
-  EXPECT_EQ(l.gather_grad.to_ints(), (std::vector<int32_t>{0, 1, 2, 3, 8, 8, 4, 5, 8, 6, 7, 8}));
-  EXPECT_EQ(l.scatter.to_ints(), (std::vector<int32_t>{0, 1, 2, 3, 6, 7, 9, 10}));
+  EXPECT_EQ(l.key_lengths.to_ints(), (std::vector<int32_t>{3, 1, 2}));
+  EXPECT_EQ(l.gather.to_ints(), (std::vector<int32_t>{0, 1, 2, 3, 3, 3, 4, 5, 4}));
+  EXPECT_EQ(l.gather_grad.to_ints(), (std::vector<int32_t>{0, 1, 2, 3, 8, 8, 4, 5, 8}));
+  EXPECT_EQ(l.scatter.to_ints(), (std::vector<int32_t>{0, 1, 2, 3, 6, 7, 9, 9}));
+  EXPECT_THROW(nn::DocLayout::from_segments({-1, -1}, 1, 2, Device::cpu()), Error);
 }
 
 // ---- the model ---------------------------------------------------------------

@@ -279,13 +279,102 @@ TEST_F(LmTrain, PackedDocumentsResumeRanksAndCheckpointing) {
             1e-5);
 }
 
+// Task mlm packs its lines (and EHR patients) too: a resumed run continues
+// exactly, activation checkpointing changes no weight, two ranks equal one
+// process with update_freq 2, and `rotor eval` scores packed documents.
+TEST_F(LmTrain, PackedDocumentsMaskedLm) {
+  rotor::test::tiny_mlm(dir_ / "lm.txt", dir_ / "lm_valid.txt", "unused")
+      .set("model.dropout", "0")
+      .set("train.max_updates", "4")
+      .set("train.save_interval", "2")
+      .set("train.valid_interval", "2")
+      .set("train.update_freq", "2")
+      .set("data.packing", "documents")
+      .write(dir_ / "mlm.yaml");
+  auto mlm = [&](const std::string& run, const std::string& extra = "") {
+    return run_rotor(dir_,
+                     "train " + (dir_ / "mlm.yaml") + " --set output_dir=" + (dir_ / run) + extra,
+                     "OMP_NUM_THREADS=1");
+  };
+  RunResult r = mlm("m_full");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out + r.err, std::regex("data.train: [0-9]+ documents, [0-9]+ split \\(longer than a "
+                                "block\\), [0-9]+ pieces in [0-9]+ blocks")))
+      << r.out + r.err;
+  r = mlm("m_split", " --set train.max_updates=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = mlm("m_split", " --resume");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(field_by_step(dir_ / "m_full/metrics.jsonl", "train", "loss"),
+            field_by_step(dir_ / "m_split/metrics.jsonl", "train", "loss"));
+  expect_same_weights(dir_ / "m_full/checkpoints/step_4/model.safetensors",
+                      dir_ / "m_split/checkpoints/step_4/model.safetensors");
+  r = mlm("m_ckpt", " --set train.checkpoint_activations=true");
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_weights(dir_ / "m_full/checkpoints/step_4/model.safetensors",
+                      dir_ / "m_ckpt/checkpoints/step_4/model.safetensors");
+  r = run_rotor(dir_,
+                "launch -q -n 2 -- train " + (dir_ / "mlm.yaml") + " --set output_dir=" +
+                    (dir_ / "m_two") + " --set train.update_freq=1 --set train.max_updates=2",
+                "OMP_NUM_THREADS=1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_LT(rotor::test::max_weight_diff(dir_ / "m_full/checkpoints/step_2/model.safetensors",
+                                         dir_ / "m_two/checkpoints/step_2/model.safetensors"),
+            1e-5);
+  r = run_rotor(dir_, "eval --checkpoint " + (dir_ / "m_full") + " --input " +
+                          (dir_ / "lm_valid.txt") + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("packed documents (lines), fixed validation masks"), std::string::npos)
+      << r.out;
+  // Packed documents are not the stream blocks: another first loss.
+  r = mlm("m_stream", " --set data.packing=stream --set train.max_updates=1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(field_by_step(dir_ / "m_full/metrics.jsonl", "train", "loss").at(1),
+            field_by_step(dir_ / "m_stream/metrics.jsonl", "train", "loss").at(1));
+
+  // EHR patients packed into rows; the resume is exact there too.
+  ASSERT_EQ(
+      run_rotor(dir_, "synth ehr --patients 120 --seed 3 --output " + (dir_ / "ehr_synth")).code,
+      0);
+  ASSERT_EQ(
+      run_rotor(dir_, "prepare-ehr --events " + (dir_ / "ehr_synth/events.csv") + " --patients " +
+                          (dir_ / "ehr_synth/patients.csv") + " --output " + (dir_ / "ehr"))
+          .code,
+      0);
+  const std::string ehr = " --set data.format=ehr --set data.train=" + (dir_ / "ehr/train") +
+                          " --set data.valid=" + (dir_ / "ehr/valid") +
+                          " --set data.seq_len=64 --set model.max_positions=64 --set "
+                          "model.position_source=visit --set model.age_vocab_size=128";
+  r = mlm("e_full", ehr);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out + r.err, std::regex("data.train: [0-9]+ patients packed into [0-9]+ rows of up to 64 "
+                                "tokens")))
+      << r.out + r.err;
+  r = mlm("e_split", ehr + " --set train.max_updates=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = mlm("e_split", ehr + " --resume");
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_weights(dir_ / "e_full/checkpoints/step_4/model.safetensors",
+                      dir_ / "e_split/checkpoints/step_4/model.safetensors");
+}
+
 TEST_F(LmTrain, PackedDocumentsAreRefusedElsewhere) {
-  rotor::test::tiny_mlm(dir_ / "lm.txt", dir_ / "lm_valid.txt").write(dir_ / "mlm.yaml");
+  rotor::test::tiny_classification(dir_ / "c.tsv", dir_ / "c.tsv", dir_ / "c.model")
+      .write(dir_ / "cls.yaml");
   RunResult r =
-      run_rotor(dir_, "train " + (dir_ / "mlm.yaml") + " --set output_dir=" + (dir_ / "m") +
+      run_rotor(dir_, "train " + (dir_ / "cls.yaml") + " --set output_dir=" + (dir_ / "c") +
                           " --set data.packing=documents");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("data.packing: documents packs lines for task lm only so far"),
+  EXPECT_NE(r.err.find("data.packing: documents packs the lines of tasks lm and mlm"),
+            std::string::npos)
+      << r.err;
+  rotor::test::tiny_mlm(dir_ / "lm.txt", dir_ / "lm_valid.txt").write(dir_ / "mlm.yaml");
+  r = run_rotor(dir_, "train " + (dir_ / "mlm.yaml") + " --set output_dir=" + (dir_ / "t") +
+                          " --set data.packing=documents --set model.position=tupe");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("data.packing: documents cannot carry TUPE's positional correlation"),
             std::string::npos)
       << r.err;
 }

@@ -32,6 +32,7 @@ const TaskSpec kLmSpec{
     .rules = lm_rules,
     .defaults = lm_defaults,
     .byte_line_ends = true,
+    .packs_documents = true,
     .hf_export = HfExport::CausalLm,
     .commands = {"eval", "generate"},
 };

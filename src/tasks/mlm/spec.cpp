@@ -18,6 +18,12 @@ std::optional<ConfigProblem> mlm_rules(const Config& c) {
   if (d.seq_len < 2)  // a block is [CLS] and at least one token (data/mlm.h)
     return ConfigProblem{"data.seq_len",
                          fmt::format("{} is too short for [CLS] + tokens; at least 2", d.seq_len)};
+  if (d.packing == Packing::Documents && d.seq_len < 3 && d.format == DataFormat::Text)
+    return ConfigProblem{"data.seq_len",
+                         fmt::format("{} is too short for a packed document's [CLS] + tokens + "
+                                     "[SEP]; at least 3",
+                                     d.seq_len),
+                         {"data.packing"}};
   return std::nullopt;
 }
 
@@ -32,6 +38,7 @@ const TaskSpec kMlmSpec{
     .rules = mlm_rules,
     .mlm_symbols = true,
     .reads_ehr = true,
+    .packs_documents = true,
     .hf_export = HfExport::MaskedLm,
     .loss_tokens = "masked",
     .read_tokens = "all input tokens",

@@ -35,8 +35,11 @@ class MlmTask : public TrainingTask {
     const data::MlmSpecialIds& special = masking_.special;
     auto open = [&](const std::string& key) {
       auto corpus = open_corpus(prepared_prefix(c, key, spm_path_), tokenizer_);
-      return std::make_shared<const data::PackedBlocks>(corpus, c.data.seq_len, special.cls,
-                                                        special.sep);
+      const std::string name = "data." + key;
+      auto blocks = std::make_shared<const data::PackedBlocks>(corpus, c.data.seq_len, special.cls,
+                                                               special.sep, mlm_packing(c), name);
+      log_mlm_packing(*blocks, name);
+      return blocks;
     };
     train_blocks_ = open("train");
     if (!c.data.valid.empty()) valid_blocks_ = open("valid");
@@ -80,7 +83,7 @@ class MlmTask : public TrainingTask {
     if (!ehr_batcher_)
       return score_mlm(*model_, blocks(split), masking_, config_.train.batch_size, ctx);
     return score_ehr_mlm(*model_, ehr_split(split), config_.data.seq_len, masking_,
-                         config_.train.batch_size, ctx);
+                         config_.train.batch_size, ctx, pack_patients());
   }
 
   data::BatchPosition position() const override {
@@ -122,12 +125,19 @@ class MlmTask : public TrainingTask {
         std::make_unique<models::BertForMaskedLM>(models::bert_options(c, vocab_size_), store_);
     store_.allocate(device_);
     const auto bo = batcher_options<data::MlmBatcherOptions>(c, rank, world_size);
-    ehr_batcher_ = std::make_unique<data::EhrMlmBatcher>(train_ehr_, c.data.seq_len,
-                                                         data::Masker(masking_), bo);
+    ehr_batcher_ = std::make_unique<data::EhrMlmBatcher>(
+        train_ehr_, c.data.seq_len, data::Masker(masking_), bo, pack_patients());
+    if (pack_patients())
+      log().info("data.train: {} patients packed into {} rows of up to {} tokens ({:.2f} a row)",
+                 train_ehr_->size(), ehr_batcher_->rows(), c.data.seq_len,
+                 static_cast<double>(train_ehr_->size()) /
+                     static_cast<double>(std::max<int64_t>(ehr_batcher_->rows(), 1)));
     if (ehr_batcher_->batches_in_epoch() == 0)
-      ROTOR_FAIL("data.train {}: {} patients, fewer than one batch of {}", c.data.train,
-                 train_ehr_->size(), c.train.batch_size);
+      ROTOR_FAIL("data.train {}: {} {}, fewer than one batch of {}", c.data.train,
+                 pack_patients() ? ehr_batcher_->rows() : static_cast<int64_t>(train_ehr_->size()),
+                 pack_patients() ? "rows of packed patients" : "patients", c.train.batch_size);
   }
+  bool pack_patients() const { return config_.data.packing == Packing::Documents; }
 
   int64_t vocab_size_ = 0;
   std::vector<std::pair<std::string, std::string>> ehr_files_;  // EHR: vocab.txt
