@@ -636,11 +636,16 @@ std::optional<ConfigProblem> find_problem(const Config& c) {
                          {"task"}};
   if (c.data.packing == Packing::Documents && !task.packs_documents)
     return ConfigProblem{"data.packing",
-                         fmt::format("documents packs the lines of tasks lm and mlm (and mlm's "
-                                     "patients) only so far; task {} keeps its own batches "
-                                     "(stream)",
+                         fmt::format("documents packs the lines, patients or examples of "
+                                     "tasks lm, mlm, classification and multilabel; task {} "
+                                     "keeps its own batches (stream)",
                                      to_string(c.task)),
                          {"task"}};
+  if (c.data.packing == Packing::Documents && c.data.choices > 0)
+    return ConfigProblem{"data.packing",
+                         "documents does not pack multiple-choice examples (data.choices), "
+                         "whose choices must share a batch's rows one to one",
+                         {"data.choices"}};
   if (c.data.packing == Packing::Documents && c.model.position->untied_correlation)
     return ConfigProblem{"data.packing",
                          "documents cannot carry TUPE's positional correlation (model.position "

@@ -40,9 +40,10 @@ enum class TokenizerType { SentencePiece, Bytes };
 // What data.train/valid/test name: text (raw or `rotor prepare`d), or EHR
 // patient sequences made by `rotor prepare-ehr` (data/ehr.h).
 enum class DataFormat { Text, Ehr };
-// How tasks lm and mlm lay their corpus into blocks (data.packing,
-// data/lm.h, data/mlm.h): one token stream cut into blocks, or whole lines
-// (mlm's EHR patients) as documents packed into blocks with positions
+// How tasks lay their data into rows (data.packing, data/lm.h, data/mlm.h,
+// data/classification.h): one token stream cut into blocks (a classifier's
+// and EHR's: one example a row), or whole lines, EHR patients or a
+// classifier's examples as documents packed into rows with positions
 // restarting per document and a block-diagonal mask.
 enum class Packing { Stream, Documents };
 // What positions count (model.position_source): tokens, or visits as in BEHRT.
@@ -289,7 +290,7 @@ struct DataConfig {
   double max_len_ratio = 1.5;
   int64_t max_tokens = 4096;  // per batch, padding counted
   int seq_len = 128;          // mlm block length; lm block length (inputs, targets shifted by one)
-  Packing packing = Packing::Stream;  // lm, mlm: stream blocks or packed documents
+  Packing packing = Packing::Stream;  // stream blocks (one example a row) or packed documents
   double mask_prob = 0.15;
   double mask_token_prob = 0.8;
   double random_token_prob = 0.1;

@@ -96,7 +96,7 @@ struct TaskSpec {
   // data.format ehr (prepare-ehr splits) feeds it.
   bool reads_ehr = false;
   // data.packing documents packs its documents (lines; patients with
-  // data.format ehr) into blocks.
+  // data.format ehr; a classifier's examples) into blocks.
   bool packs_documents = false;
   LabelMode labels = LabelMode::None;
   HfExport hf_export = HfExport::None;

@@ -182,34 +182,66 @@ ClassificationHostBatch make_choice_batch(const ClassificationSet& set,
 
 ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
                                                   const std::vector<int64_t>& indices,
-                                                  bool regression) {
+                                                  bool regression, int64_t pack_len) {
   const int64_t B = static_cast<int64_t>(indices.size());
   ROTOR_CHECK(B > 0, "an empty classification batch");
-  if (set.choices > 0) return make_choice_batch(set, indices);
-  int64_t T = 0;
-  for (int64_t i : indices)
-    T = std::max<int64_t>(T, static_cast<int64_t>(set.examples[i].ids.size()));
-  std::vector<int32_t> ids(static_cast<size_t>(B * T), kPadId), types(ids.size(), 0);
+  if (set.choices > 0) {
+    ROTOR_CHECK(pack_len == 0, "multiple-choice examples are not packed");
+    return make_choice_batch(set, indices);
+  }
+  // Each example's row and offset: one a row, or packed greedily.
+  std::vector<int64_t> row_of(static_cast<size_t>(B)), offset(static_cast<size_t>(B), 0);
+  std::vector<int32_t> row_docs(static_cast<size_t>(B), 0);  // its index in its row
+  int64_t R = 0, T = 0, used = 0;
+  for (int64_t r = 0; r < B; ++r) {
+    const int64_t n =
+        static_cast<int64_t>(set.examples[static_cast<size_t>(indices[r])].ids.size());
+    if (pack_len > 0) {
+      ROTOR_CHECK(n <= pack_len, "classification batch: example {} has {} tokens, more than {}",
+                  indices[r], n, pack_len);
+      if (R == 0 || used + n > pack_len) {
+        ++R;
+        used = 0;
+      } else {
+        row_docs[static_cast<size_t>(r)] = row_docs[static_cast<size_t>(r - 1)] + 1;
+      }
+      row_of[static_cast<size_t>(r)] = R - 1;
+      offset[static_cast<size_t>(r)] = used;
+      used += n;
+      T = std::max(T, used);
+    } else {
+      row_of[static_cast<size_t>(r)] = R++;
+      T = std::max(T, n);
+    }
+  }
+  std::vector<int32_t> ids(static_cast<size_t>(R * T), kPadId), types(ids.size(), 0);
   // EHR examples carry ages and visit positions (all of a set or none).
   const bool ehr = !set.examples[static_cast<size_t>(indices[0])].ages.empty();
   std::vector<int32_t> ages(ehr ? ids.size() : 0, 0), positions(ages.size(), 0);
-  std::vector<int32_t> lengths(static_cast<size_t>(B)), labels;
+  std::vector<int32_t> lengths(static_cast<size_t>(R), 0), labels;
   std::vector<float> targets;
   const int64_t C = set.num_labels;
   if (set.multilabel) targets.assign(static_cast<size_t>(B * C), 0.0f);
   ClassificationHostBatch batch;
   batch.indices = indices;
+  if (pack_len > 0) batch.documents.assign(ids.size(), -1);
   for (int64_t r = 0; r < B; ++r) {
     const ClassificationExample& ex = set.examples[static_cast<size_t>(indices[r])];
-    std::copy(ex.ids.begin(), ex.ids.end(), ids.begin() + r * T);
-    std::copy(ex.types.begin(), ex.types.end(), types.begin() + r * T);
+    const int64_t at = row_of[static_cast<size_t>(r)] * T + offset[static_cast<size_t>(r)];
+    std::copy(ex.ids.begin(), ex.ids.end(), ids.begin() + at);
+    std::copy(ex.types.begin(), ex.types.end(), types.begin() + at);
     if (ehr) {
       ROTOR_CHECK(ex.ages.size() == ex.ids.size() && ex.positions.size() == ex.ids.size(),
                   "classification batch: example {} lacks ages or positions", indices[r]);
-      std::copy(ex.ages.begin(), ex.ages.end(), ages.begin() + r * T);
-      std::copy(ex.positions.begin(), ex.positions.end(), positions.begin() + r * T);
+      std::copy(ex.ages.begin(), ex.ages.end(), ages.begin() + at);
+      std::copy(ex.positions.begin(), ex.positions.end(), positions.begin() + at);
     }
-    lengths[static_cast<size_t>(r)] = static_cast<int32_t>(ex.ids.size());
+    if (pack_len > 0) {
+      std::fill_n(batch.documents.begin() + at, ex.ids.size(), row_docs[static_cast<size_t>(r)]);
+      batch.cls_positions.push_back(static_cast<int32_t>(at));
+    }
+    lengths[static_cast<size_t>(row_of[static_cast<size_t>(r)])] +=
+        static_cast<int32_t>(ex.ids.size());
     batch.tokens += static_cast<int64_t>(ex.ids.size());
     if (set.multilabel)
       for (int32_t k : ex.label_set) targets[static_cast<size_t>(r * C + k)] = 1.0f;
@@ -218,12 +250,12 @@ ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
     else
       labels.push_back(ex.label);
   }
-  batch.input_ids = Tensor::from_ints(ids, {B, T});
-  batch.token_type_ids = Tensor::from_ints(types, {B, T});
-  batch.lengths = Tensor::from_ints(lengths, {B});
+  batch.input_ids = Tensor::from_ints(ids, {R, T});
+  batch.token_type_ids = Tensor::from_ints(types, {R, T});
+  batch.lengths = Tensor::from_ints(lengths, {R});
   if (ehr) {
-    batch.age_ids = Tensor::from_ints(ages, {B, T});
-    batch.position_ids = Tensor::from_ints(positions, {B, T});
+    batch.age_ids = Tensor::from_ints(ages, {R, T});
+    batch.position_ids = Tensor::from_ints(positions, {R, T});
   }
   if (set.has_labels && set.multilabel) batch.targets = Tensor::from_floats(targets, {B, C});
   if (set.has_labels && !set.multilabel && regression)
@@ -240,7 +272,7 @@ ClassificationBatcher::ClassificationBatcher(std::shared_ptr<const Classificatio
 }
 
 ClassificationHostBatch ClassificationBatcher::next() {
-  return make_classification_batch(*set_, *plan_.next().ids, regression_);
+  return make_classification_batch(*set_, *plan_.next().ids, regression_, opt_.pack_len);
 }
 
 }  // namespace rotor::data

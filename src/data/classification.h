@@ -88,17 +88,27 @@ struct ClassificationHostBatch {
   Tensor targets;                // f32 [B]: regression values; multilabel f32 [B, C]
                                  // multi-hot rows; or undefined
   int64_t tokens = 0;            // non-pad tokens
+  // Packed examples (make_classification_batch's pack_len > 0): R <= B rows
+  // of several examples each; each token's example index in its row, host
+  // [R*T] (-1: padding), and each example's [CLS], host [B] flat r * T + t.
+  // Empty: one example a row (its [CLS] at r * T).
+  std::vector<int32_t> documents, cls_positions;
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
 };
 
 // The batch of these examples (labels included when the set has them).
+// pack_len > 0 (data.packing documents): the examples, in order, fill rows
+// of at most pack_len tokens greedily (an example that does not fit the
+// rest of a row starts the next one); labels and targets stay one per
+// example. Multiple choice is never packed (a rotor::Error).
 ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
                                                   const std::vector<int64_t>& indices,
-                                                  bool regression);
+                                                  bool regression, int64_t pack_len = 0);
 
 // Batch size, shuffling, sharding (data/batch_plan.h); the last, partial
 // batch is kept by default.
 struct ClassificationBatcherOptions : BatchPlanOptions {
+  int64_t pack_len = 0;  // > 0: each batch's examples packed into rows of this many tokens
   ClassificationBatcherOptions() { stream_layer = 3; }
 };
 

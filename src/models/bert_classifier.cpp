@@ -92,23 +92,26 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
                                                                std::vector<float>* logits_out) {
   ctx_ = ctx;
   // [B, T, d]
-  Tensor h = encoder_.forward(EncoderInputs{batch.input_ids,
-                                            batch.token_type_ids,
-                                            batch.lengths,
-                                            batch.age_ids,
-                                            batch.position_ids,
-                                            {}},
+  Tensor h = encoder_.forward(EncoderInputs{batch.input_ids, batch.token_type_ids, batch.lengths,
+                                            batch.age_ids, batch.position_ids, batch.documents},
                               ctx);
   B_ = h.size(0);
   T_ = h.size(1);
   const int64_t d = options_.encoder.layer.d_model;
-  std::vector<int32_t> rows(static_cast<size_t>(B_));
-  for (int64_t b = 0; b < B_; ++b) rows[static_cast<size_t>(b)] = static_cast<int32_t>(b * T_);
-  cls_rows_ = Tensor::from_ints(rows, {B_}, ctx.device);
-  Tensor h_cls = ctx.empty({B_, d});                                     // [B, d]
+  const bool packed = !batch.documents.empty();
+  ROTOR_CHECK(!packed || (options_.choices == 0 && !batch.cls_positions.empty()),
+              "classifier: packed examples need their [CLS] positions and no choices");
+  std::vector<int32_t> rows = batch.cls_positions;  // each example's [CLS]
+  if (!packed) {
+    rows.resize(static_cast<size_t>(B_));
+    for (int64_t b = 0; b < B_; ++b) rows[static_cast<size_t>(b)] = static_cast<int32_t>(b * T_);
+  }
+  E_ = static_cast<int64_t>(rows.size());
+  cls_rows_ = Tensor::from_ints(rows, {E_}, ctx.device);
+  Tensor h_cls = ctx.empty({E_, d});                                     // [E, d]
   ops::embedding_forward(cls_rows_, h.view({B_ * T_, d}), 1.0f, h_cls);  // gather [CLS]
-  logits_ = head_forward(h_cls, ctx);                                    // [B, C]
-  int64_t C = options_.num_labels, examples = B_;
+  logits_ = head_forward(h_cls, ctx);                                    // [E, C]
+  int64_t C = options_.num_labels, examples = E_;
   if (options_.choices > 0) {  // each example's N rows' scores as its logits
     C = options_.choices;
     ROTOR_CHECK(B_ % C == 0, "classifier: {} rows are not {} choices an example", B_, C);
@@ -123,8 +126,8 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
   residuals_.clear();
   if (options_.multilabel && batch.targets.defined()) {
     const std::vector<float> t = batch.targets.to_floats();
-    ROTOR_CHECK(static_cast<int64_t>(t.size()) == B_ * C, "classifier: {} targets for {} x {}",
-                t.size(), B_, C);
+    ROTOR_CHECK(static_cast<int64_t>(t.size()) == E_ * C, "classifier: {} targets for {} x {}",
+                t.size(), E_, C);
     residuals_.resize(t.size());
     for (size_t i = 0; i < t.size(); ++i) {
       const double z = lg[i], y = t[i];
@@ -133,17 +136,17 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
       const double sigmoid = z >= 0 ? 1 / (1 + e) : e / (1 + e);
       residuals_[i] = static_cast<float>((sigmoid - y) / static_cast<double>(C));
     }
-    sums.examples = B_;
+    sums.examples = E_;
   } else if (options_.regression && batch.targets.defined()) {
     const std::vector<float> t = batch.targets.to_floats();
-    ROTOR_CHECK(static_cast<int64_t>(t.size()) == B_, "classifier: {} targets for {} rows",
-                t.size(), B_);
-    for (int64_t b = 0; b < B_; ++b) {
+    ROTOR_CHECK(static_cast<int64_t>(t.size()) == E_, "classifier: {} targets for {} examples",
+                t.size(), E_);
+    for (int64_t b = 0; b < E_; ++b) {
       const double r = static_cast<double>(lg[static_cast<size_t>(b)]) - t[static_cast<size_t>(b)];
       residuals_.push_back(static_cast<float>(r));
       sums.loss += r * r;
     }
-    sums.examples = B_;
+    sums.examples = E_;
   } else if (!options_.regression && batch.labels.defined()) {
     labels_ = batch.labels;
     ROTOR_CHECK(labels_.numel() == examples, "classifier: {} labels for {} examples",

@@ -69,6 +69,11 @@ struct ClassificationBatch {
   Tensor targets;         // f32 [B] regression values, f32 [B, C] multi-label 0/1, or
                           // undefined (no loss)
   int64_t tokens = 0;     // non-pad tokens
+  // Packed examples (data.packing documents; data/classification.h): each
+  // token's example index in its row, host [R*T] (-1: padding), and each
+  // example's [CLS] as a flat index r * T + t, host [B]; the labels and
+  // targets are then the examples', B of them. Empty: one example a row.
+  std::vector<int32_t> documents, cls_positions;
   ClassificationBatch to(Device device) const;
 };
 
@@ -108,7 +113,8 @@ class BertForSequenceClassification {
 
   // Saved for backward.
   int64_t B_ = 0, T_ = 0;         // rows (B * N with choices) and their length
-  Tensor cls_rows_;               // i32 [B]: flat indices b * T of the [CLS] states
+  int64_t E_ = 0;                 // the [CLS] states read: B_, or the packed examples
+  Tensor cls_rows_;               // i32 [E]: flat indices of the [CLS] states
   std::vector<float> pooled_;     // BERT: tanh output [B * d] (its derivative is 1 - y^2)
   Tensor logits_, labels_, lse_;  // [B, C] (choices: [B, N]), i32 [B], f32 [B]
   std::vector<float> residuals_;  // regression: prediction - target [B]; multilabel:

@@ -361,13 +361,22 @@ TEST_F(LmTrain, PackedDocumentsMaskedLm) {
 }
 
 TEST_F(LmTrain, PackedDocumentsAreRefusedElsewhere) {
-  rotor::test::tiny_classification(dir_ / "c.tsv", dir_ / "c.tsv", dir_ / "c.model")
-      .write(dir_ / "cls.yaml");
+  rotor::test::tiny_translation(dir_ / "data").write(dir_ / "mt.yaml");
   RunResult r =
-      run_rotor(dir_, "train " + (dir_ / "cls.yaml") + " --set output_dir=" + (dir_ / "c") +
+      run_rotor(dir_, "train " + (dir_ / "mt.yaml") + " --set output_dir=" + (dir_ / "mt") +
                           " --set data.packing=documents");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("data.packing: documents packs the lines of tasks lm and mlm"),
+  EXPECT_NE(r.err.find("data.packing: documents packs the lines, patients or examples of tasks "
+                       "lm, mlm, classification and multilabel; task translation keeps"),
+            std::string::npos)
+      << r.err;
+  rotor::test::tiny_classification(dir_ / "c.tsv", dir_ / "c.tsv", dir_ / "c.model")
+      .set("data.choices", "2")
+      .write(dir_ / "choice.yaml");
+  r = run_rotor(dir_, "train " + (dir_ / "choice.yaml") + " --set output_dir=" + (dir_ / "ch") +
+                          " --set data.packing=documents");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("data.packing: documents does not pack multiple-choice examples"),
             std::string::npos)
       << r.err;
   rotor::test::tiny_mlm(dir_ / "lm.txt", dir_ / "lm_valid.txt").write(dir_ / "mlm.yaml");

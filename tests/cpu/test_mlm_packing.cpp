@@ -9,16 +9,19 @@
 // (bitwise); a document's outputs do not depend on where it sits; and
 // patients packed into rows score exactly as one patient per row, visit
 // positions included.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "data/classification.h"
 #include "data/ehr.h"
 #include "data/ehr_mlm.h"
 #include "data/ehr_prepare.h"
 #include "data/mlm.h"
 #include "data/synth_ehr.h"
 #include "models/bert.h"
+#include "models/bert_classifier.h"
 #include "nn/attention.h"
 #include "nn/position.h"
 #include "support/model_gradcheck.h"
@@ -44,8 +47,8 @@ TEST(MlmPackingData, DocumentsPiecesBlocksAndMasks) {
   // seq_len 6: 4 content tokens a piece. Documents: 10 11 12 (5 with [CLS]
   // [SEP]), 20 (3), 30 31 (4), and 40..45 (6 tokens: split 4 + 2); the
   // empty line is none; a trailing </s> (3) is not content.
-  auto corpus = test::write_lm_corpus(
-      dir, {{10, 11, 12}, {}, {20, 3}, {30, 31}, {40, 41, 42, 43, 44, 45}});
+  auto corpus =
+      test::write_lm_corpus(dir, {{10, 11, 12}, {}, {20, 3}, {30, 31}, {40, 41, 42, 43, 44, 45}});
   data::PackedBlocks blocks(corpus, 6, kCls, kSep, data::MlmPacking::Documents);
   EXPECT_EQ(blocks.documents(), 4);
   EXPECT_EQ(blocks.split_documents(), 1);
@@ -82,7 +85,8 @@ TEST(MlmPackingData, DocumentsPiecesBlocksAndMasks) {
   bo.shuffle = false;
   data::MlmBatcher batcher(std::make_shared<const data::PackedBlocks>(wide), masker, bo);
   const data::MlmHostBatch b = batcher.make_batch({0, 1}, 7);
-  EXPECT_EQ(b.documents, (std::vector<int32_t>{0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, -1, -1, -1, -1}));
+  EXPECT_EQ(b.documents,
+            (std::vector<int32_t>{0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, -1, -1, -1, -1}));
   EXPECT_EQ(b.lengths.to_ints(), (std::vector<int32_t>{8, 4}));
   EXPECT_FALSE(b.position_ids.defined());  // the encoder counts them from the documents
   std::vector<int32_t> expect_pos, expect_tgt;
@@ -241,8 +245,7 @@ TEST_P(MlmPacking, PackedBatchEqualsDocumentsOneByOne) {
   Model s(tiny_bert(pc.position, pc.core));
   const PackedMlm p;
   nn::Context infer;
-  const std::vector<float> packed =
-      s.model->forward_logits(p.inputs(p.batch()), infer).to_floats();
+  const std::vector<float> packed = s.model->forward_logits(p.inputs(p.batch()), infer).to_floats();
   for (size_t i = 0; i < p.p.docs.size(); ++i) {
     const std::vector<float> alone =
         s.model->forward_logits(p.inputs(p.alone(i)), infer).to_floats();
@@ -411,6 +414,141 @@ INSTANTIATE_TEST_SUITE_P(Positions, EhrPacking,
                            return std::string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) ? "_visits" : "_tokens");
                          });
+
+// ---- classifier examples -------------------------------------------------------
+
+// Eight examples of 3 to 9 tokens ([CLS] a [SEP] (b [SEP])), labels of 3
+// classes, 3 multilabel labels and regression targets.
+data::ClassificationSet tiny_set(bool multilabel) {
+  data::ClassificationSet set;
+  set.has_labels = true;
+  set.multilabel = multilabel;
+  set.num_labels = 3;
+  for (int i = 0; i < 8; ++i) {
+    data::ClassificationExample ex;
+    const int a = 1 + i % 4, b = (i * 5) % 4;
+    ex.ids.push_back(kCls);
+    for (int t = 0; t < a; ++t) ex.ids.push_back(7 + (i * 3 + t * 5) % 30);
+    ex.ids.push_back(kSep);
+    ex.types.assign(ex.ids.size(), 0);
+    for (int t = 0; t < b; ++t) {
+      ex.ids.push_back(7 + (i * 7 + t * 3) % 30);
+      ex.types.push_back(1);
+    }
+    if (b > 0) {
+      ex.ids.push_back(kSep);
+      ex.types.push_back(1);
+    }
+    ex.label = i % 3;
+    ex.target = 0.25f * static_cast<float>(i) - 1.0f;
+    if (i % 3 != 1) ex.label_set.push_back(i % 3);
+    if (i % 2 == 0) ex.label_set.push_back(1);
+    std::sort(ex.label_set.begin(), ex.label_set.end());
+    ex.label_set.erase(std::unique(ex.label_set.begin(), ex.label_set.end()), ex.label_set.end());
+    set.examples.push_back(ex);
+  }
+  return set;
+}
+
+struct ClassifierCase {
+  const char* position;  // rope: RoFormer's head; else BERT's pooler
+  const char* mode;      // classification, multilabel, regression
+};
+
+class ClassifierPacking : public ::testing::TestWithParam<ClassifierCase> {};
+
+// Examples packed into rows of 12 tokens against one example a row: the
+// same logits, loss and gradients (the head reads each example's [CLS]).
+TEST_P(ClassifierPacking, PackedRowsEqualOneExampleARow) {
+  const ClassifierCase& cc = GetParam();
+  const std::string mode = cc.mode;
+  const bool multilabel = mode == "multilabel", regression = mode == "regression";
+  const data::ClassificationSet set = tiny_set(multilabel);
+  const std::vector<int64_t> ids{3, 0, 5, 6, 1, 7, 2, 4};
+  const data::ClassificationHostBatch packed =
+      data::make_classification_batch(set, ids, regression, 12);
+  const data::ClassificationHostBatch plain = data::make_classification_batch(set, ids, regression);
+  ASSERT_LT(packed.input_ids.size(0), plain.input_ids.size(0));  // fewer rows
+  ASSERT_EQ(packed.cls_positions.size(), ids.size());
+  EXPECT_EQ(packed.tokens, plain.tokens);
+
+  models::BertClassifierOptions o;
+  o.encoder = tiny_bert(*nn::position_kind(cc.position), kCores[0]);
+  o.regression = regression;
+  o.multilabel = multilabel;
+  o.num_labels = regression ? 1 : 3;
+  o.dropout = 0.0f;
+  nn::ParameterStore store;
+  models::BertForSequenceClassification model(o, store);
+  store.allocate(Device::cpu());
+  store.initialize(4);
+  test::jitter(store, 5, 0.1f);
+  auto to_model = [](const data::ClassificationHostBatch& h) {
+    models::ClassificationBatch m;
+    m.input_ids = h.input_ids;
+    m.token_type_ids = h.token_type_ids;
+    m.lengths = h.lengths;
+    m.labels = h.labels;
+    m.targets = h.targets;
+    m.tokens = h.tokens;
+    m.documents = h.documents;
+    m.cls_positions = h.cls_positions;
+    return m;
+  };
+  nn::Context ctx;
+  ctx.training = true;
+  std::vector<float> la, lb;
+  store.zero_grad();
+  const models::ClassificationSums a = model.forward_loss(to_model(packed), ctx, &la);
+  model.backward(1.0f);
+  const std::vector<float> ga = store.grads().to_floats();
+  store.zero_grad();
+  const models::ClassificationSums b = model.forward_loss(to_model(plain), ctx, &lb);
+  model.backward(1.0f);
+  const std::vector<float> gb = store.grads().to_floats();
+  EXPECT_LT(max_diff(la, lb), 2e-5) << "logits";
+  EXPECT_EQ(a.examples, b.examples);
+  EXPECT_EQ(a.correct, b.correct);
+  EXPECT_NEAR(a.loss, b.loss, 1e-5 * std::max(1.0, std::abs(b.loss)));
+  double scale = 0;
+  for (float g : gb) scale = std::max(scale, std::abs(double(g)));
+  EXPECT_LT(max_diff(ga, gb), 1e-4 * std::max(scale, 1.0)) << "gradients";
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, ClassifierPacking,
+                         ::testing::Values(ClassifierCase{"rope", "classification"},
+                                           ClassifierCase{"learned", "classification"},
+                                           ClassifierCase{"alibi", "multilabel"},
+                                           ClassifierCase{"rope", "multilabel"},
+                                           ClassifierCase{"sinusoidal", "regression"}),
+                         [](const auto& info) {
+                           return std::string(info.param.position) + "_" + info.param.mode;
+                         });
+
+TEST(ClassifierPackingData, RowsAndClsPositions) {
+  const data::ClassificationSet set = tiny_set(false);
+  std::vector<int64_t> n;
+  for (const auto& ex : set.examples) n.push_back(static_cast<int64_t>(ex.ids.size()));
+  const data::ClassificationHostBatch b = data::make_classification_batch(set, {0, 1, 2}, false, 9);
+  // Greedy: example 0 starts row 0; 1 joins it if both fit 9 tokens.
+  const int64_t T = b.input_ids.size(1);
+  int64_t row = 0, used = 0;
+  std::vector<int32_t> want_cls;
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0 && used + n[static_cast<size_t>(i)] > 9) {
+      ++row;
+      used = 0;
+    }
+    want_cls.push_back(static_cast<int32_t>(row * T + used));
+    used += n[static_cast<size_t>(i)];
+  }
+  EXPECT_EQ(b.input_ids.size(0), row + 1);
+  EXPECT_EQ(b.cls_positions, want_cls);
+  const std::vector<int32_t> ids = b.input_ids.to_ints();
+  for (int32_t at : b.cls_positions) EXPECT_EQ(ids[static_cast<size_t>(at)], kCls);
+  EXPECT_EQ(b.labels.to_ints(), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_THROW(data::make_classification_batch(set, {0, 1}, false, 2), Error);  // too long
+}
 
 }  // namespace
 }  // namespace rotor

@@ -220,6 +220,8 @@ models::ClassificationBatch to_model_batch(const data::ClassificationHostBatch& 
   m.labels = b.labels;
   m.targets = b.targets;
   m.tokens = b.tokens;
+  m.documents = b.documents;
+  m.cls_positions = b.cls_positions;
   return m.to(device);
 }
 

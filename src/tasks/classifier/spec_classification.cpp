@@ -121,6 +121,7 @@ const TaskSpec kClassificationSpec{
     .required_data = {{"data.train", &DataConfig::train, "a GLUE-style TSV file"}},
     .rules = classification_rules,
     .trains_tokenizer = false,
+    .packs_documents = true,
     .labels = LabelMode::Single,
     .hf_export = HfExport::SequenceClassification,
     .commands = {"predict"},

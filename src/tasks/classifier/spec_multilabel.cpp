@@ -53,6 +53,7 @@ const TaskSpec kMultilabelSpec{
     .defaults = multilabel_defaults,
     .trains_tokenizer = false,
     .reads_ehr = true,
+    .packs_documents = true,
     .labels = LabelMode::Multi,
     .commands = {"predict"},
 };

@@ -74,7 +74,9 @@ class EncoderClassifierTask : public TrainingTask {
     }
     model_ = std::make_unique<models::BertForSequenceClassification>(mo, store_);
     store_.allocate(device);
-    const auto bo = batcher_options<data::ClassificationBatcherOptions>(c, rank, world_size);
+    auto bo = batcher_options<data::ClassificationBatcherOptions>(c, rank, world_size);
+    // data.packing documents: each batch's examples share rows of data.seq_len.
+    if (c.data.packing == Packing::Documents) bo.pack_len = c.data.seq_len;
     batcher_ = std::make_unique<data::ClassificationBatcher>(
         train_, mode_ == ClassifierMode::Regression, bo);
   }
