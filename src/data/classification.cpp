@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "core/philox.h"
+#include "data/row_packer.h"
 
 namespace rotor::data {
 
@@ -192,23 +193,20 @@ ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
   // Each example's row and offset: one a row, or packed greedily.
   std::vector<int64_t> row_of(static_cast<size_t>(B)), offset(static_cast<size_t>(B), 0);
   std::vector<int32_t> row_docs(static_cast<size_t>(B), 0);  // its index in its row
-  int64_t R = 0, T = 0, used = 0;
+  RowPacker packer(pack_len);
+  int64_t R = 0, T = 0;
   for (int64_t r = 0; r < B; ++r) {
     const int64_t n =
         static_cast<int64_t>(set.examples[static_cast<size_t>(indices[r])].ids.size());
     if (pack_len > 0) {
       ROTOR_CHECK(n <= pack_len, "classification batch: example {} has {} tokens, more than {}",
                   indices[r], n, pack_len);
-      if (R == 0 || used + n > pack_len) {
-        ++R;
-        used = 0;
-      } else {
-        row_docs[static_cast<size_t>(r)] = row_docs[static_cast<size_t>(r - 1)] + 1;
-      }
+      const int64_t at = packer.add(n);
+      if (at > 0) row_docs[static_cast<size_t>(r)] = row_docs[static_cast<size_t>(r - 1)] + 1;
+      R = packer.rows();
       row_of[static_cast<size_t>(r)] = R - 1;
-      offset[static_cast<size_t>(r)] = used;
-      used += n;
-      T = std::max(T, used);
+      offset[static_cast<size_t>(r)] = at;
+      T = std::max(T, at + n);
     } else {
       row_of[static_cast<size_t>(r)] = R++;
       T = std::max(T, n);

@@ -88,13 +88,18 @@ std::span<const int32_t> EhrSplit::labels(size_t i) const {
   return labels_->sentence(i);
 }
 
-EhrSequence build_ehr_sequence(std::span<const int32_t> tokens, int64_t max_len) {
+int64_t ehr_sequence_length(std::span<const int32_t> tokens, int64_t max_len) {
   ROTOR_CHECK(max_len >= 2, "an EHR sequence needs max_len >= 2, got {}", max_len);
   if (tokens.size() % kEhrChannels != 0)
     ROTOR_FAIL("EHR example of {} values: not 3 per token", tokens.size());
   const int64_t n = static_cast<int64_t>(tokens.size()) / kEhrChannels;
   if (n == 0) ROTOR_FAIL("EHR example without tokens");
-  const int64_t keep = std::min<int64_t>(n, max_len - 1), first = n - keep;
+  return 1 + std::min<int64_t>(n, max_len - 1);  // [CLS] and the newest tokens
+}
+
+EhrSequence build_ehr_sequence(std::span<const int32_t> tokens, int64_t max_len) {
+  const int64_t n = static_cast<int64_t>(tokens.size()) / kEhrChannels;
+  const int64_t keep = ehr_sequence_length(tokens, max_len) - 1, first = n - keep;
   const int32_t first_visit = tokens[static_cast<size_t>(first * kEhrChannels + 2)];
   EhrSequence s;
   auto put = [&](int32_t code, int32_t age, int32_t visit) {

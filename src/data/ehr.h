@@ -110,6 +110,8 @@ struct EhrSequence {
 // `tokens`: 3 int32 per token as stored; max_len >= 2. A rotor::Error for a
 // length that is not a multiple of 3 or an empty patient.
 EhrSequence build_ehr_sequence(std::span<const int32_t> tokens, int64_t max_len);
+// Its size() without building it (the same errors).
+int64_t ehr_sequence_length(std::span<const int32_t> tokens, int64_t max_len);
 
 // What a prepared directory is, for a run that resumes on it
 // (tasks/data.h): the fingerprint DIR/ehr.json records (prepare-ehr's

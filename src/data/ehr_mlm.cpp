@@ -3,28 +3,20 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "data/row_packer.h"
 
 namespace rotor::data {
 
-std::vector<int64_t> EhrMlmBatcher::pack_rows(const EhrSplit& split, int64_t seq_len) {
-  std::vector<int64_t> starts{0};
-  int64_t used = 0;
-  for (size_t p = 0; p < split.size(); ++p) {
-    const int64_t n = static_cast<int64_t>(build_ehr_sequence(split.tokens(p), seq_len).size());
-    if (used > 0 && used + n > seq_len) {
-      starts.push_back(static_cast<int64_t>(p));
-      used = 0;
-    }
-    used += n;
-  }
-  if (used > 0) starts.push_back(static_cast<int64_t>(split.size()));
-  return starts;
+std::vector<uint64_t> EhrMlmBatcher::pack_rows(const EhrSplit& split, int64_t seq_len) {
+  RowPacker rows(seq_len);
+  for (size_t p = 0; p < split.size(); ++p) rows.add(ehr_sequence_length(split.tokens(p), seq_len));
+  return std::move(rows).bounds();
 }
 
 EhrMlmBatcher::EhrMlmBatcher(std::shared_ptr<const EhrSplit> split, int64_t seq_len,
                              const Masker& masker, MlmBatcherOptions options, bool pack)
     : row_starts_(split && pack && seq_len >= 2 ? pack_rows(*split, seq_len)
-                                                : std::vector<int64_t>{}),
+                                                : std::vector<uint64_t>{}),
       split_(std::move(split)),
       seq_len_(seq_len),
       masker_(masker),
@@ -40,9 +32,9 @@ EhrMlmBatcher::EhrMlmBatcher(std::shared_ptr<const EhrSplit> split, int64_t seq_
 std::vector<int64_t> EhrMlmBatcher::row_patients(int64_t i) const {
   ROTOR_CHECK(i >= 0 && i < rows(), "packed row {} of {}", i, rows());
   std::vector<int64_t> out;
-  for (int64_t p = row_starts_[static_cast<size_t>(i)]; p < row_starts_[static_cast<size_t>(i) + 1];
-       ++p)
-    out.push_back(p);
+  for (uint64_t p = row_starts_[static_cast<size_t>(i)];
+       p < row_starts_[static_cast<size_t>(i) + 1]; ++p)
+    out.push_back(static_cast<int64_t>(p));
   return out;
 }
 

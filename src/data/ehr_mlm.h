@@ -44,8 +44,8 @@ class EhrMlmBatcher {
   std::vector<int64_t> row_patients(int64_t i) const;
 
  private:
-  static std::vector<int64_t> pack_rows(const EhrSplit& split, int64_t seq_len);
-  std::vector<int64_t> row_starts_;  // packed: row i holds patients [i] .. [i + 1] - 1
+  static std::vector<uint64_t> pack_rows(const EhrSplit& split, int64_t seq_len);
+  std::vector<uint64_t> row_starts_;  // packed: row i holds patients [i] .. [i + 1] - 1
   std::shared_ptr<const EhrSplit> split_;
   int64_t seq_len_;
   Masker masker_;

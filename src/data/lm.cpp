@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "data/row_packer.h"
 
 namespace rotor::data {
 
@@ -47,8 +48,7 @@ LmBlocks::LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, in
 
 void LmBlocks::pack_documents(const std::string& name) {
   const int64_t sep = eos_ >= 0 ? 1 : 0, L = seq_len_;
-  int64_t used = 0;  // pairs in the open block
-  block_pieces_.assign(1, 0);
+  RowPacker blocks(L);  // in pairs
   for (size_t j = 0; j < corpus_->size(); ++j) {
     const int64_t content = content_length(j);
     if (content == 0) continue;
@@ -60,16 +60,12 @@ void LmBlocks::pack_documents(const std::string& name) {
     if (m - 1 > L) ++split_;
     for (int64_t off = 0; off < m - 1; off += L) {
       const int64_t pairs = std::min(L, m - 1 - off);
-      if (used > 0 && used + pairs > L) {
-        block_pieces_.push_back(pieces_.size());
-        used = 0;
-      }
+      blocks.add(pairs);
       pieces_.push_back({j, static_cast<uint32_t>(off), static_cast<uint32_t>(pairs + 1)});
-      used += pairs;
       target_tokens_ += pairs;
     }
   }
-  if (used > 0) block_pieces_.push_back(pieces_.size());
+  block_pieces_ = std::move(blocks).bounds();
   if (pieces_.empty())
     ROTOR_FAIL("{} has no document (line) of 2 or more tokens{} to pack (data.packing documents)",
                name.empty() ? "language-model corpus " + corpus_->prefix() : name,

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/philox.h"
+#include "data/row_packer.h"
 
 namespace rotor::data {
 
@@ -77,8 +78,7 @@ void PackedBlocks::pack_documents(const std::string& name) {
     ROTOR_FAIL("data.seq_len: {} is too short for [CLS] + tokens + [SEP] (data.packing documents)",
                seq_len_);
   const int64_t room = seq_len_ - 2;  // content tokens per piece
-  int64_t used = 0;                   // tokens of the open block
-  block_pieces_.push_back(0);
+  RowPacker blocks(seq_len_);
   for (size_t j = 0; j < corpus_->size(); ++j) {
     const int64_t L = content_length(j);
     if (L == 0) continue;
@@ -86,16 +86,12 @@ void PackedBlocks::pack_documents(const std::string& name) {
     if (L > room) ++split_;
     for (int64_t off = 0; off < L; off += room) {
       const int64_t n = std::min(room, L - off);
-      if (used > 0 && used + n + 2 > seq_len_) {
-        block_pieces_.push_back(pieces_.size());
-        used = 0;
-      }
+      blocks.add(n + 2);  // with its [CLS] and [SEP]
       pieces_.push_back({j, static_cast<uint32_t>(off), static_cast<uint32_t>(n)});
-      used += n + 2;
       stream_tokens_ += n + 2;
     }
   }
-  if (used > 0) block_pieces_.push_back(pieces_.size());
+  block_pieces_ = std::move(blocks).bounds();
   if (pieces_.empty())
     ROTOR_FAIL("{} has no tokens ({} sentences) to pack (data.packing documents)",
                name.empty() ? "masked-LM corpus " + corpus_->prefix() : name, corpus_->size());

@@ -143,12 +143,7 @@ Tensor BertEncoder::forward(const EncoderInputs& in, const Context& ctx) {
     // rows follow them there, nn::DocLayout).
     if (options_.position->rotates_qk) host_positions_ = positions_.to_ints();
   } else if (packed) {  // each token's position in its document, from 0
-    std::vector<int32_t> pos(static_cast<size_t>(N), 0);
-    for (int64_t i = 0; i < N; ++i)
-      if (i % T_ > 0 &&
-          in.documents[static_cast<size_t>(i)] == in.documents[static_cast<size_t>(i - 1)])
-        pos[static_cast<size_t>(i)] = pos[static_cast<size_t>(i - 1)] + 1;
-    positions_ = Tensor::from_ints(pos, {N}).to(ctx.device);
+    positions_ = Tensor::from_ints(docs_->positions, {N}).to(ctx.device);
     position_->add_at(x3, positions_, ctx);
   } else {
     position_->add(x3, 0, ctx);

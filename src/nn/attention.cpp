@@ -128,6 +128,7 @@ DocLayout DocLayout::from_segments(const std::vector<int32_t>& segments, int64_t
   std::vector<int32_t> gather(static_cast<size_t>(l.N * l.L)), grad(gather.size()),
       scatter(static_cast<size_t>(B * T), static_cast<int32_t>(l.N * l.L)),
       lengths(static_cast<size_t>(l.N));
+  l.positions.assign(static_cast<size_t>(B * T), 0);
   for (int64_t n = 0; n < l.N; ++n) {
     const Run& r = runs[static_cast<size_t>(n)];
     lengths[n] = static_cast<int32_t>(r.length);
@@ -135,7 +136,9 @@ DocLayout DocLayout::from_segments(const std::vector<int32_t>& segments, int64_t
       const bool real = t < r.length;
       gather[n * l.L + t] = static_cast<int32_t>(real ? r.start + t : r.start);
       grad[n * l.L + t] = static_cast<int32_t>(real ? r.start + t : B * T);
-      if (real) scatter[r.start + t] = static_cast<int32_t>(n * l.L + t);
+      if (!real) continue;
+      scatter[r.start + t] = static_cast<int32_t>(n * l.L + t);
+      l.positions[static_cast<size_t>(r.start + t)] = static_cast<int32_t>(t);
     }
   }
   l.key_lengths = Tensor::from_ints(lengths, {l.N}).to(device);

@@ -88,6 +88,7 @@ struct DocLayout {
   Tensor gather_grad;    // i32 [N*L]: as gather, padding slots -> B*T (a zero row)
   Tensor scatter;        // i32 [B*T]: the slot n*L + t of each token (padding: N*L, a zero row)
   std::vector<int32_t> gather_host;  // gather, on the host (explicit positions' regrouping)
+  std::vector<int32_t> positions;  // host [B*T]: each token's position in its document (padding: 0)
   // segments: host [B*T], each token's document index in its row; every
   // maximal run of one value >= 0 is a document (padding, -1, is none: its
   // tokens attend nowhere and come out of attention as zeros).

@@ -22,6 +22,10 @@
 namespace rotor {
 namespace {
 
+using test::Core;
+using test::kCores;
+using test::max_diff;
+
 constexpr int64_t kVocab = 40;
 
 TEST(LmPackingData, DocumentsPiecesAndBatches) {
@@ -87,24 +91,6 @@ TEST(LmPackingData, LayoutMapsEveryTokenOnce) {
 
 // ---- the model ---------------------------------------------------------------
 
-struct Core {
-  const char* name;
-  nn::AttentionImpl impl;
-  nn::AttentionKind kind;
-  ops::LinearFeatureMap map;
-};
-
-const std::vector<Core> kCores = {
-    {"reference", nn::AttentionImpl::Reference, nn::AttentionKind::Softmax,
-     ops::LinearFeatureMap::Elu1},
-    {"flash_twin", nn::AttentionImpl::Rotor, nn::AttentionKind::Softmax,
-     ops::LinearFeatureMap::Elu1},
-    {"linear_elu1", nn::AttentionImpl::Auto, *nn::attention_kind("linear"),
-     ops::LinearFeatureMap::Elu1},
-    {"linear_favor", nn::AttentionImpl::Auto, *nn::attention_kind("linear"),
-     ops::LinearFeatureMap::Favor},
-};
-
 models::DecoderLmOptions tiny_lm(nn::PositionKind position, const Core& core) {
   models::DecoderLmOptions o;
   o.vocab_size = kVocab;
@@ -122,12 +108,6 @@ models::DecoderLmOptions tiny_lm(nn::PositionKind position, const Core& core) {
   o.position = position;
   o.max_positions = 16;
   return o;
-}
-
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
-  return m;
 }
 
 struct Model {

@@ -27,18 +27,18 @@
 #include "support/model_gradcheck.h"
 #include "support/packed_lm.h"
 #include "support/test_util.h"
+#include "tasks/classifier/outputs.h"
+#include "tasks/data.h"
 
 namespace rotor {
 namespace {
 
+using test::Core;
+using test::kCores;
+using test::max_diff;
+
 constexpr int64_t kVocab = 40;
 constexpr int32_t kCls = 5, kSep = 6;
-
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
-  return m;
-}
 
 // ---- the data ------------------------------------------------------------------
 
@@ -104,24 +104,6 @@ TEST(MlmPackingData, DocumentsPiecesBlocksAndMasks) {
 }
 
 // ---- the model -----------------------------------------------------------------
-
-struct Core {
-  const char* name;
-  nn::AttentionImpl impl;
-  nn::AttentionKind kind;
-  ops::LinearFeatureMap map;
-};
-
-const std::vector<Core> kCores = {
-    {"reference", nn::AttentionImpl::Reference, nn::AttentionKind::Softmax,
-     ops::LinearFeatureMap::Elu1},
-    {"flash_twin", nn::AttentionImpl::Rotor, nn::AttentionKind::Softmax,
-     ops::LinearFeatureMap::Elu1},
-    {"linear_elu1", nn::AttentionImpl::Auto, *nn::attention_kind("linear"),
-     ops::LinearFeatureMap::Elu1},
-    {"linear_favor", nn::AttentionImpl::Auto, *nn::attention_kind("linear"),
-     ops::LinearFeatureMap::Favor},
-};
 
 models::BertOptions tiny_bert(nn::PositionKind position, const Core& core) {
   models::BertOptions c;
@@ -373,28 +355,14 @@ TEST_P(EhrPacking, PackedRowsScoreAsOnePatientPerRow) {
   o.age_vocab_size = split->meta().age_vocab_size;
   o.visit_positions = visits;
   Model s(o);
-  auto model_batch = [](const data::MlmHostBatch& h) {
-    models::MlmBatch m;
-    m.input_ids = h.input_ids;
-    m.token_type_ids = h.token_type_ids;
-    m.lengths = h.lengths;
-    m.age_ids = h.age_ids;
-    m.position_ids = h.position_ids;
-    m.masked_positions = h.masked_positions;
-    m.masked_targets = h.masked_targets;
-    m.tokens = h.tokens;
-    m.masked_tokens = h.masked_tokens;
-    m.documents = h.documents;
-    return m;
-  };
   nn::Context ctx;
   ctx.training = true;
   s.store.zero_grad();
-  const models::MlmSums a = s.model->forward_loss(model_batch(hp), ctx);
+  const models::MlmSums a = s.model->forward_loss(tasks::to_model_batch(hp, Device::cpu()), ctx);
   s.model->backward(1.0f);
   const std::vector<float> ga = s.store.grads().to_floats();
   s.store.zero_grad();
-  const models::MlmSums b = s.model->forward_loss(model_batch(h1), ctx);
+  const models::MlmSums b = s.model->forward_loss(tasks::to_model_batch(h1, Device::cpu()), ctx);
   s.model->backward(1.0f);
   const std::vector<float> gb = s.store.grads().to_floats();
   EXPECT_NEAR(a.loss, b.loss, 1e-4 * std::abs(b.loss));
@@ -483,27 +451,17 @@ TEST_P(ClassifierPacking, PackedRowsEqualOneExampleARow) {
   store.allocate(Device::cpu());
   store.initialize(4);
   test::jitter(store, 5, 0.1f);
-  auto to_model = [](const data::ClassificationHostBatch& h) {
-    models::ClassificationBatch m;
-    m.input_ids = h.input_ids;
-    m.token_type_ids = h.token_type_ids;
-    m.lengths = h.lengths;
-    m.labels = h.labels;
-    m.targets = h.targets;
-    m.tokens = h.tokens;
-    m.documents = h.documents;
-    m.cls_positions = h.cls_positions;
-    return m;
-  };
   nn::Context ctx;
   ctx.training = true;
   std::vector<float> la, lb;
   store.zero_grad();
-  const models::ClassificationSums a = model.forward_loss(to_model(packed), ctx, &la);
+  const models::ClassificationSums a =
+      model.forward_loss(tasks::to_model_batch(packed, Device::cpu()), ctx, &la);
   model.backward(1.0f);
   const std::vector<float> ga = store.grads().to_floats();
   store.zero_grad();
-  const models::ClassificationSums b = model.forward_loss(to_model(plain), ctx, &lb);
+  const models::ClassificationSums b =
+      model.forward_loss(tasks::to_model_batch(plain, Device::cpu()), ctx, &lb);
   model.backward(1.0f);
   const std::vector<float> gb = store.grads().to_floats();
   EXPECT_LT(max_diff(la, lb), 2e-5) << "logits";

@@ -248,12 +248,7 @@ models::DecoderLmOptions tiny_lm(nn::PositionKind position, const Core& core) {
   return o;
 }
 
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    m = std::max(m, std::abs(double(a[i]) - b[i]));
-  return a.size() == b.size() ? m : INFINITY;
-}
+using test::max_diff;
 
 struct Model {
   nn::ParameterStore store;

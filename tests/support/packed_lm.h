@@ -1,18 +1,50 @@
-// Shared by the causal-LM tests: a corpus file of token sentences, and one
-// packed batch of documents (data.packing documents, models::LmBatch with
-// segments and positions) with each document's own batch, for the CPU
-// (tests/cpu/test_lm_packing.cpp) and GPU (tests/gpu/test_cudnn_attention_cuda.cpp)
-// checks that a packed batch equals its documents run alone.
+// Shared by the packing tests: a corpus file of token sentences; one packed
+// batch of documents (data.packing documents, models::LmBatch with segments
+// and positions) with each document's own batch, for the CPU
+// (tests/cpu/test_lm_packing.cpp, test_mlm_packing.cpp) and GPU
+// (tests/gpu/test_cudnn_attention_cuda.cpp) checks that a packed batch
+// equals its documents run alone; and the CPU cores those checks run on.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <vector>
 
 #include "data/corpus.h"
 #include "models/decoder_lm.h"
+#include "nn/attention.h"
 #include "support/test_util.h"
 
 namespace rotor::test {
+
+// An attention core of the CPU, as a layer's options pick it.
+struct Core {
+  const char* name;
+  nn::AttentionImpl impl;
+  nn::AttentionKind kind;
+  ops::LinearFeatureMap map;
+};
+
+inline const std::vector<Core> kCores = {
+    {"reference", nn::AttentionImpl::Reference, nn::AttentionKind::Softmax,
+     ops::LinearFeatureMap::Elu1},
+    {"flash_twin", nn::AttentionImpl::Rotor, nn::AttentionKind::Softmax,
+     ops::LinearFeatureMap::Elu1},
+    {"linear_elu1", nn::AttentionImpl::Auto, *nn::attention_kind("linear"),
+     ops::LinearFeatureMap::Elu1},
+    {"linear_favor", nn::AttentionImpl::Auto, *nn::attention_kind("linear"),
+     ops::LinearFeatureMap::Favor},
+};
+
+// The largest absolute difference of two vectors (infinite when their
+// lengths differ).
+inline double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, std::abs(double(a[i]) - b[i]));
+  return a.size() == b.size() ? m : INFINITY;
+}
 
 inline std::shared_ptr<const data::MmapCorpus> write_lm_corpus(
     const TempDir& dir, const std::vector<std::vector<int32_t>>& sentences) {
