@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev
   libsentencepiece-dev sentencepiece libcli11-dev nlohmann-json3-dev libgtest-dev libopenblas-dev
   libopenblas-openmp-dev libdnnl-dev libprotobuf-dev protobuf-compiler libboost-dev
+  ocl-icd-opencl-dev  # dnnl-config.cmake asks for OpenCL (a recommends apt skips here)
   libopenmpi-dev openmpi-bin libgloo-dev
   patchelf  # the relocatable install (scripts/install/bundle.sh)
   clang-14 libclang-rt-14-dev libomp-14-dev  # the fuzzers (scripts/fuzz.sh): clang, libFuzzer
