@@ -10,7 +10,8 @@
 #              (scripts/bench/train_peer.py, eager) replaying the same batch shapes;
 #   mt         Transformer-base translation on Multi30k (max_tokens 6250), bf16
 #              and fp32, against MarianMTModel (eager); RoFormer-base translation
-#              (no Hugging Face peer);
+#              and bf16 variable-length batches, data.packing documents (no
+#              Hugging Face peer);
 #   attention  bench_attention against PyTorch SDPA + rotary
 #              (scripts/bench/attention_peer.py): the model's core, the tensor-core
 #              kernel, cuDNN, RoPE in the split vs in the kernel, the portable kernel;
@@ -343,6 +344,8 @@ else
   rows+=("mt|Transformer-base MT (max_tokens 6250), bf16|configs/wmt14_en_de/transformer_base.yaml|30|5|eager,compile|$mt precision=bf16 output_dir=$out/mt_bf16")
   rows+=("mt|Transformer-base MT, fp32|configs/wmt14_en_de/transformer_base.yaml|30|5|eager|$mt precision=fp32 output_dir=$out/mt_fp32")
   rows+=("mt|RoFormer-base MT, bf16|configs/wmt14_en_de/roformer_base.yaml|30|5||$mt precision=bf16 output_dir=$out/mt_rope_bf16")
+  # Variable-length batches (data.packing documents): the bf16 row's pairs end to end, no padding.
+  rows+=("mt|Transformer-base MT, bf16, variable-length|configs/wmt14_en_de/transformer_base.yaml|30|5||$mt precision=bf16 data.packing=documents output_dir=$out/mt_varlen_bf16")
   # The paper's section 4.4 causal LM (12x768, bytes) at 1024 tokens, 16 sequences an update.
   lm="data.train=$data/wikitext-2/test.txt data.valid=$data/wikitext-2/valid.txt data.test= train.batch_size=16"
   rows+=("lm|RoPE causal LM 12x768 16x1024 bytes, bf16|configs/lm/enwik8_paper.yaml|20|3|eager,compile|$lm precision=bf16 output_dir=$out/lm_rope_bf16")

@@ -636,9 +636,10 @@ std::optional<ConfigProblem> find_problem(const Config& c) {
                          {"task"}};
   if (c.data.packing == Packing::Documents && !task.packs_documents)
     return ConfigProblem{"data.packing",
-                         fmt::format("documents packs the lines, patients or examples of "
-                                     "tasks lm, mlm, classification and multilabel; task {} "
-                                     "keeps its own batches (stream)",
+                         fmt::format("documents packs the lines, patients, examples or "
+                                     "sentence pairs of tasks lm, mlm, classification, "
+                                     "multilabel and translation; task {} keeps its own "
+                                     "batches (stream)",
                                      to_string(c.task)),
                          {"task"}};
   if (c.data.packing == Packing::Documents && c.data.choices > 0)

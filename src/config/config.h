@@ -44,7 +44,8 @@ enum class DataFormat { Text, Ehr };
 // data/classification.h): one token stream cut into blocks (a classifier's
 // and EHR's: one example a row), or whole lines, EHR patients or a
 // classifier's examples as documents packed into rows with positions
-// restarting per document and a block-diagonal mask.
+// restarting per document and a block-diagonal mask (translation: each
+// batch's sentence pairs end to end, one row per side, without padding).
 enum class Packing { Stream, Documents };
 // What positions count (model.position_source): tokens, or visits as in BEHRT.
 enum class PositionSource { Token, Visit };

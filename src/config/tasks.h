@@ -96,7 +96,8 @@ struct TaskSpec {
   // data.format ehr (prepare-ehr splits) feeds it.
   bool reads_ehr = false;
   // data.packing documents packs its documents (lines; patients with
-  // data.format ehr; a classifier's examples) into blocks.
+  // data.format ehr; a classifier's examples) into blocks, or lays a
+  // translation batch's sentence pairs end to end (variable length).
   bool packs_documents = false;
   LabelMode labels = LabelMode::None;
   HfExport hf_export = HfExport::None;

@@ -95,11 +95,65 @@ EncoderDecoder::EncoderDecoder(const TransformerOptions& c, nn::ParameterStore& 
 }
 
 Tensor EncoderDecoder::embed(nn::Embedding& table, const Tensor& ids, int64_t offset,
-                             nn::PositionEncoding& pos, const Context& ctx) {
+                             nn::PositionEncoding& pos, const Context& ctx,
+                             const Tensor* positions) {
   const int64_t B = ids.size(0), T = ids.size(1), d = options_.layer.d_model;
   Tensor x = table.apply(ids, ctx).view({B, T, d});  // [B, T, d]
-  pos.add(x, offset, ctx);
+  if (positions)
+    pos.add_at(x, *positions, ctx);
+  else
+    pos.add(x, offset, ctx);
   return x;
+}
+
+void EncoderDecoder::lay_out(const TranslationBatch& batch, const Context& ctx) {
+  src_docs_.reset();
+  tgt_docs_.reset();
+  src_positions_ = tgt_positions_ = Tensor();
+  if (!batch.variable_length()) return;
+  const int64_t S = batch.src.size(1), T = batch.tgt_in.size(1);
+  ROTOR_CHECK(batch.src.size(0) == 1 && batch.tgt_in.size(0) == 1,
+              "a variable-length translation batch is one row per side, got [{}, {}] and [{}, {}]",
+              batch.src.size(0), S, batch.tgt_in.size(0), T);
+  src_docs_ = nn::DocLayout::from_segments(batch.src_documents, 1, S, ctx.device);
+  tgt_docs_ = nn::DocLayout::from_segments(batch.tgt_documents, 1, T, ctx.device);
+  ROTOR_CHECK(src_docs_->N == tgt_docs_->N,
+              "a variable-length translation batch has {} source and {} target sentences",
+              src_docs_->N, tgt_docs_->N);
+  src_positions_ = Tensor::from_ints(src_docs_->positions, {S}).to(ctx.device);
+  tgt_positions_ = Tensor::from_ints(tgt_docs_->positions, {T}).to(ctx.device);
+}
+
+Tensor EncoderDecoder::run_encoder(const Tensor& src, const Tensor& src_lengths,
+                                   const nn::DocLayout* docs, const Context& ctx) {
+  // [B, S, d]
+  Tensor x = embed(*embedding_, src, 0, *enc_pos_, ctx, docs ? &src_positions_ : nullptr);
+  x = enc_drop_->forward(x, ctx);
+  if (enc_rel_) enc_rel_->prepare(ctx);
+  const Tensor lengths = docs ? Tensor() : src_lengths;  // i32 [B]
+  for (auto& layer : encoder_) x = layer->forward(x, lengths, ctx, nullptr, docs);
+  if (enc_norm_) {
+    const int64_t B = x.size(0), S = x.size(1), d = options_.layer.d_model;
+    x = enc_norm_->forward(x.view({B * S, d}), ctx).view({B, S, d});
+  }
+  return x;
+}
+
+Tensor EncoderDecoder::run_decoder(const TranslationBatch& batch, const Tensor& memory,
+                                   const Context& ctx) {
+  const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = options_.layer.d_model;
+  const nn::DocLayout* docs = tgt_docs_ ? &*tgt_docs_ : nullptr;
+  const nn::DocLayout* memory_docs = src_docs_ ? &*src_docs_ : nullptr;
+  // [B, T, d]
+  Tensor y =
+      embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx, docs ? &tgt_positions_ : nullptr);
+  y = dec_drop_->forward(y, ctx);
+  if (dec_rel_) dec_rel_->prepare(ctx);
+  for (auto& layer : decoder_)
+    y = layer->forward(y, memory, docs ? Tensor() : batch.src_lengths, ctx, docs, memory_docs);
+  Tensor h = y.view({B * T, d});  // [B*T, d]
+  if (dec_norm_) h = dec_norm_->forward(h, ctx);
+  return h;
 }
 
 Tensor EncoderDecoder::logits(const Tensor& h, const Context& ctx) const {
@@ -112,15 +166,7 @@ Tensor EncoderDecoder::logits(const Tensor& h, const Context& ctx) const {
 }
 
 Tensor EncoderDecoder::encode(const Tensor& src, const Tensor& src_lengths, const Context& ctx) {
-  Tensor x = embed(*embedding_, src, 0, *enc_pos_, ctx);  // [B, S, d]
-  x = enc_drop_->forward(x, ctx);
-  if (enc_rel_) enc_rel_->prepare(ctx);
-  for (auto& layer : encoder_) x = layer->forward(x, src_lengths, ctx);
-  if (enc_norm_) {
-    const int64_t B = x.size(0), S = x.size(1), d = options_.layer.d_model;
-    x = enc_norm_->forward(x.view({B * S, d}), ctx).view({B, S, d});
-  }
-  return x;
+  return run_encoder(src, src_lengths, nullptr, ctx);
 }
 
 LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label_smoothing,
@@ -128,14 +174,10 @@ LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label
   batch_ = batch;
   ctx_ = ctx;
   smoothing_ = label_smoothing;
-  const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = options_.layer.d_model;
-  memory_ = encode(batch.src, batch.src_lengths, ctx);
-  Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);  // [B, T, d]
-  y = dec_drop_->forward(y, ctx);
-  if (dec_rel_) dec_rel_->prepare(ctx);
-  for (auto& layer : decoder_) y = layer->forward(y, memory_, batch.src_lengths, ctx);
-  dec_out_ = y.view({B * T, d});
-  if (dec_norm_) dec_out_ = dec_norm_->forward(dec_out_, ctx);
+  const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1);
+  lay_out(batch, ctx);
+  memory_ = run_encoder(batch.src, batch.src_lengths, src_docs_ ? &*src_docs_ : nullptr, ctx);
+  dec_out_ = run_decoder(batch, memory_, ctx);                   // [B*T, d]
   Tensor lg = logits(dec_out_, ctx);                             // [B*T, V]
   Tensor loss = Tensor::empty({B * T}, DType::F32, ctx.device);  // f32 [B*T]
   Tensor nll = Tensor::empty({B * T}, DType::F32, ctx.device);   // f32 [B*T]
@@ -150,14 +192,10 @@ LossSums EncoderDecoder::forward_loss(const TranslationBatch& batch, float label
 }
 
 Tensor EncoderDecoder::forward_logits(const TranslationBatch& batch, const Context& ctx) {
-  const int64_t B = batch.tgt_in.size(0), T = batch.tgt_in.size(1), d = options_.layer.d_model;
-  Tensor memory = encode(batch.src, batch.src_lengths, ctx);               // [B, S, d]
-  Tensor y = embed(decoder_embedding(), batch.tgt_in, 0, *dec_pos_, ctx);  // [B, T, d]
-  y = dec_drop_->forward(y, ctx);
-  if (dec_rel_) dec_rel_->prepare(ctx);
-  for (auto& layer : decoder_) y = layer->forward(y, memory, batch.src_lengths, ctx);
-  Tensor h = y.view({B * T, d});  // [B*T, d]
-  if (dec_norm_) h = dec_norm_->forward(h, ctx);
+  lay_out(batch, ctx);
+  // [B, S, d]
+  Tensor memory = run_encoder(batch.src, batch.src_lengths, src_docs_ ? &*src_docs_ : nullptr, ctx);
+  Tensor h = run_decoder(batch, memory, ctx);  // [B*T, d]
   return logits(h, ctx);
 }
 
@@ -195,7 +233,10 @@ void EncoderDecoder::backward(float loss_scale) {
   }
   if (dec_rel_) dec_rel_->backward();
   dy = dec_drop_->backward(dy);
-  dec_pos_->backward(dy, 0);
+  if (tgt_docs_)
+    dec_pos_->backward_at(dy, tgt_positions_);
+  else
+    dec_pos_->backward(dy, 0);
   ready(ranges_.dec_pos);
   decoder_embedding().backward(batch_.tgt_in, dy.view({B * T, d}));
   ready(ranges_.dec_embedding);  // empty when shared: reported with the encoder's
@@ -209,12 +250,16 @@ void EncoderDecoder::backward(float loss_scale) {
   }
   if (enc_rel_) enc_rel_->backward();
   dx = enc_drop_->backward(dx);
-  enc_pos_->backward(dx, 0);
+  if (src_docs_)
+    enc_pos_->backward_at(dx, src_positions_);
+  else
+    enc_pos_->backward(dx, 0);
   ready(ranges_.enc_pos);
   embedding_->backward(batch_.src, dx.view({B * S, d}));
   ready(ranges_.embedding);
   memory_ = dec_out_ = lse_ = Tensor();
   batch_ = TranslationBatch{};
+  lay_out(batch_, ctx);       // drops a variable-length batch's layouts
   ctx_.grad_ready = nullptr;  // the listener lives only for this backward
 }
 

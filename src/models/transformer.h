@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,11 @@ struct TransformerOptions {
   bool share_embeddings = true;
 };
 
-// A padded batch of sentence pairs (right padding with pad_id).
+// A padded batch of sentence pairs (right padding with pad_id), or a
+// variable-length one (data.packing documents): the pairs laid end to end in
+// one row per side, B = 1, with each token's pair index in src_documents and
+// tgt_documents (the cumulative lengths of cu_seqlens, as segments), and no
+// padding at all; src_lengths is then undefined.
 struct TranslationBatch {
   Tensor src;              // i32 [B, S]
   Tensor src_lengths;      // i32 [B]
@@ -41,6 +46,8 @@ struct TranslationBatch {
   Tensor tgt_out;          // i32 [B, T]: tokens + eos (pad where tgt_in is pad)
   int64_t tgt_tokens = 0;  // non-pad target tokens
   int64_t src_tokens = 0;
+  std::vector<int32_t> src_documents, tgt_documents;  // host [S], [T]; empty: padded rows
+  bool variable_length() const { return !src_documents.empty(); }
 };
 
 struct LossSums {
@@ -81,9 +88,17 @@ class EncoderDecoder {
   const TransformerOptions& options() const { return options_; }
 
  private:
-  // Token embeddings of `table` plus positions from `offset`: [B, T, d].
+  // Token embeddings of `table` plus positions from `offset`, or at
+  // `positions` (i32 [B*T], each token's in its document) where given: [B, T, d].
   Tensor embed(nn::Embedding& table, const Tensor& ids, int64_t offset, nn::PositionEncoding& pos,
-               const nn::Context& ctx);
+               const nn::Context& ctx, const Tensor* positions = nullptr);
+  // The encoder over src [B, S] (padded rows with lengths, or `docs`).
+  Tensor run_encoder(const Tensor& src, const Tensor& src_lengths, const nn::DocLayout* docs,
+                     const nn::Context& ctx);  // [B, S, d]
+  // The decoder's final hidden states [B*T, d] over `batch`'s target.
+  Tensor run_decoder(const TranslationBatch& batch, const Tensor& memory, const nn::Context& ctx);
+  // The layouts of a variable-length batch (reset for a padded one).
+  void lay_out(const TranslationBatch& batch, const nn::Context& ctx);
   Tensor logits(const Tensor& h, const nn::Context& ctx) const;  // h [N, d] -> [N, V]
 
   TransformerOptions options_;
@@ -107,6 +122,10 @@ class EncoderDecoder {
     std::vector<nn::ParamRange> encoder, decoder;
   } ranges_;
 
+  // A variable-length batch's documents (source and target sides), and
+  // their tokens' positions on the device.
+  std::optional<nn::DocLayout> src_docs_, tgt_docs_;
+  Tensor src_positions_, tgt_positions_;  // i32 [S], [T]
   // Saved by forward_loss for backward.
   TranslationBatch batch_;
   Tensor memory_, dec_out_, lse_;  // [B, S, d], [B*T, d], f32 [B*T]

@@ -151,31 +151,45 @@ DocLayout DocLayout::from_segments(const std::vector<int32_t>& segments, int64_t
 
 Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
                                    const Context& ctx, const std::vector<int32_t>* positions,
-                                   const DocLayout* docs) {
+                                   const DocLayout* docs, const DocLayout* memory_docs) {
   const int64_t d = options_.d_model, H = options_.n_heads, D = head_dim_;
   B_ = x.size(0);
   Tq_ = x.size(1);
   Tk_ = cross_ ? memory.size(1) : Tq_;
   docs_ = docs;
+  memory_docs_ = cross_ ? memory_docs : nullptr;
   if (docs) {
-    ROTOR_CHECK(!cross_ && !key_lengths.defined() && !options_.tupe,
-                "attention: packed documents are for self-attention without key lengths or "
-                "TUPE");
+    ROTOR_CHECK(!key_lengths.defined() && !options_.tupe,
+                "attention: packed documents take no key lengths or TUPE");
     ROTOR_CHECK(docs->B == B_ && docs->T == Tq_,
                 "attention: packed documents of a batch [{}, {}], input [{}, {}]", docs->B, docs->T,
                 B_, Tq_);
+    if (cross_) {
+      ROTOR_CHECK(
+          memory_docs && memory_docs->N == docs->N && memory_docs->B == B_ && memory_docs->T == Tk_,
+          "cross-attention: packed queries need the memory's documents, one per query "
+          "document, of a batch [{}, {}]",
+          B_, Tk_);
+    }
   }
+  ROTOR_CHECK(!memory_docs || (cross_ && docs),
+              "attention: the memory's documents are for cross-attention with packed queries");
   Bc_ = docs ? docs->N : B_;
   Tc_ = docs ? docs->L : Tq_;
-  const int64_t Tkc = docs ? docs->L : Tk_;  // the core's key length
+  Tkc_ = memory_docs_ ? memory_docs_->L : docs ? docs->L : Tk_;  // the core's key length
+  const int64_t Tkc = Tkc_;
   q_h_ = ctx.empty({Bc_, H, Tc_, D});
   k_h_ = ctx.empty({Bc_, H, Tkc, D});
   v_h_ = ctx.empty({Bc_, H, Tkc, D});
   attn_options_ = ops::AttentionOptions{};
   attn_options_.scale = 1.0f;  // q is pre-scaled by the split
   attn_options_.causal = options_.causal;
-  attn_options_.key_lengths = docs ? docs->key_lengths : key_lengths;
-  attn_options_.packed_rows = docs != nullptr;
+  attn_options_.key_lengths = memory_docs_ ? memory_docs_->key_lengths
+                              : docs       ? docs->key_lengths
+                                           : key_lengths;
+  // The materialized core's live blocks are square (self-attention); a
+  // cross-attention document's padding queries are computed and dropped.
+  attn_options_.packed_rows = docs != nullptr && !cross_;
   if (ctx.training && options_.dropout > 0.0f) {
     attn_options_.dropout = options_.dropout;
     attn_options_.seed = ctx.seed;
@@ -257,14 +271,22 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     if (!positions_.empty()) so.positions = &positions_;
     ops::split_heads_forward(qkv.view({Bc_, Tc_, 3 * d}), parts, so);
   } else {
-    Tensor q = q_->forward(x.view({B_ * Tq_, d}), ctx);  // [B*Tq, d]
-    std::vector<Tensor> qp{q_h_};
-    ops::split_heads_forward(q.view({B_, Tq_, d}), qp, split_options(false, 0));
+    Tensor q = q_->forward(x.view({B_ * Tq_, d}), ctx);         // [B*Tq, d]
     Tensor kv = kv_->forward(memory.view({B_ * Tk_, d}), ctx);  // [B*Tk, 2d]
+    if (docs) {  // query document n and memory document n, each a row of its own
+      Tensor qd = ctx.empty({Bc_ * Tc_, d});       // [N*Lq, d]
+      Tensor kvd = ctx.empty({Bc_ * Tkc, 2 * d});  // [N*Lk, 2d]
+      ops::index_select(q, docs->gather, qd);
+      ops::index_select(kv, memory_docs_->gather, kvd);
+      q = qd;
+      kv = kvd;
+    }
+    std::vector<Tensor> qp{q_h_};
+    ops::split_heads_forward(q.view({Bc_, Tc_, d}), qp, split_options(false, 0));
     std::vector<Tensor> kvp{k_h_, v_h_};
     ops::SplitHeadsOptions o = split_options(false, 0);
     o.part0_scale = 1.0f;
-    ops::split_heads_forward(kv.view({B_, Tk_, 2 * d}), kvp, o);
+    ops::split_heads_forward(kv.view({Bc_, Tkc, 2 * d}), kvp, o);
   }
   if (options_.xl) {  // Transformer-XL's terms, as the core's dense bias
     attn_options_.score_bias = xl_bias(q_h_, k_h_, 0, ctx, true, &xl_r_);
@@ -415,13 +437,27 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
     }
     return dx;
   }
-  Tensor dqp = Tensor::empty({B_, Tq_, d}, dt, dev);  // [B, Tq, d]
+  // Packed: each side's documents back into its batch rows, through a zero
+  // row that the batch's padding reads ([rows + 1, width] -> [B*T, width]).
+  const auto unpack = [&](const Tensor& ext, const DocLayout& l, int64_t width) {
+    Tensor zero = ext.narrow(ext.size(0) - 1, 1);  // [1, width]
+    zero.zero_();
+    Tensor back = Tensor::empty({l.B * l.T, width}, dt, dev);  // [B*T, width]
+    ops::index_select(ext, l.scatter, back);
+    return back;
+  };
+  const int64_t extra = docs_ ? 1 : 0;
+  Tensor dq_rows = Tensor::empty({Bc_ * Tc_ + extra, d}, dt, dev);  // [B*Tq (+1), d]
+  Tensor dqp = dq_rows.narrow(0, Bc_ * Tc_).view({Bc_, Tc_, d});    // [B, Tq, d]
   ops::split_heads_backward({dq}, dqp, split_options(false, 0));
-  Tensor dx = q_->backward(dqp.view({B_ * Tq_, d})).view({B_, Tq_, d});  // [B, Tq, d]
-  Tensor dkv = Tensor::empty({B_, Tk_, 2 * d}, dt, dev);                 // [B, Tk, 2d]
+  if (docs_) dqp = unpack(dq_rows, *docs_, d);
+  Tensor dx = q_->backward(dqp.view({B_ * Tq_, d})).view({B_, Tq_, d});   // [B, Tq, d]
+  Tensor dkv_rows = Tensor::empty({Bc_ * Tkc_ + extra, 2 * d}, dt, dev);  // [B*Tk (+1), 2d]
+  Tensor dkv = dkv_rows.narrow(0, Bc_ * Tkc_).view({Bc_, Tkc_, 2 * d});   // [B, Tk, 2d]
   ops::SplitHeadsOptions o = split_options(false, 0);
   o.part0_scale = 1.0f;
   ops::split_heads_backward({dk, dv}, dkv, o);
+  if (docs_) dkv = unpack(dkv_rows, *memory_docs_, 2 * d);
   Tensor dmem = kv_->backward(dkv.view({B_ * Tk_, 2 * d})).view({B_, Tk_, d});  // [B, Tk, d]
   if (plan_.kind->shift_invariant) {
     Tensor dbk = kv_->bias_grad().narrow(0, d);  // f32 [d], the key bias: zero gradient, as above

@@ -78,8 +78,11 @@ struct MultiHeadAttentionOptions {
 // its own, N rows of at most L tokens with key lengths (every core takes
 // those), runs the core there and puts the rows back: the core's output is
 // exactly that of each document run alone, positions counting from 0 in each
-// (RoPE, ALiBi, T5 and Transformer-XL's relative terms alike). The maps
-// are host-built once per batch (from_segments) and read by every layer.
+// (RoPE, ALiBi, T5 and Transformer-XL's relative terms alike). Cross-
+// attention regroups its queries by one layout and its keys by another
+// (translation's target and source sides, data.packing documents: document n
+// of each is one sentence pair). The maps are host-built once per batch
+// (from_segments) and read by every layer.
 struct DocLayout {
   int64_t B = 0, T = 0;  // the batch
   int64_t N = 0, L = 0;  // documents (runs of one segment id in a row) and the longest
@@ -113,12 +116,15 @@ class MultiHeadAttention {
   // [B*T], or null: token t at position t) are the positions q and k are
   // rotated at (BEHRT's visit positions); the rotation then stays in the
   // head split.
-  // `docs` (self-attention, no key_lengths): packed documents (DocLayout),
-  // which must outlive the backward; explicit positions are then the batch
-  // tokens' (each document's own, BEHRT's visits) and follow them.
+  // `docs` (no key_lengths): packed documents (DocLayout), which must
+  // outlive the backward; explicit positions are then the batch tokens'
+  // (each document's own, BEHRT's visits) and follow them. Cross-attention
+  // with `docs` (the queries' documents) takes `memory_docs`, the memory's:
+  // query document n attends to memory document n only (variable-length
+  // translation, cu_seqlens on both sides).
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& key_lengths,
                  const Context& ctx, const std::vector<int32_t>* positions = nullptr,
-                 const DocLayout* docs = nullptr);
+                 const DocLayout* docs = nullptr, const DocLayout* memory_docs = nullptr);
   // Returns dx; for cross-attention adds the memory gradient into d_memory.
   Tensor backward(const Tensor& dy, Tensor* d_memory);
 
@@ -207,8 +213,9 @@ class MultiHeadAttention {
   // keeps using (frozen); -1: none yet in this process (then ctx.update's).
   int64_t trained_draw_ = -1;
   int64_t B_ = 0, Tq_ = 0, Tk_ = 0;
-  int64_t Bc_ = 0, Tc_ = 0;          // the core's batch and query length (packed: N, L)
-  const DocLayout* docs_ = nullptr;  // the forward's packed documents
+  int64_t Bc_ = 0, Tc_ = 0, Tkc_ = 0;       // the core's batch, query and key length (packed: N, L)
+  const DocLayout* docs_ = nullptr;         // the forward's packed documents
+  const DocLayout* memory_docs_ = nullptr;  // cross-attention's: the memory's
 };
 
 }  // namespace rotor::nn

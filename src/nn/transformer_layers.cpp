@@ -132,8 +132,11 @@ DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerO
       d_(c.d_model) {}
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
-                             const Context& ctx) {
-  Tensor y = run(x, memory, memory_lengths, ctx);  // [B, T, d]
+                             const Context& ctx, const DocLayout* docs,
+                             const DocLayout* memory_docs) {
+  Tensor y = run(x, memory, memory_lengths, ctx, docs, memory_docs);  // [B, T, d]
+  docs_ = docs;
+  memory_docs_ = memory_docs;
   if (!recompute_.applies(ctx)) {
     recompute_.drop();
     return y;
@@ -153,19 +156,22 @@ void DecoderLayer::release() {
 }
 
 Tensor DecoderLayer::run(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
-                         const Context& ctx) {
+                         const Context& ctx, const DocLayout* docs, const DocLayout* memory_docs) {
   B_ = x.size(0);
   T_ = x.size(1);
   Tensor x2 = x.view({B_ * T_, d_});  // [B*T, d]
   // Right padding: the causal mask already hides every pad key from real queries.
   Tensor h = self_res_.begin(x2, ctx);  // [B*T, d]
   // [B*T, d]
-  Tensor a = self_attn_.forward(h.view({B_, T_, d_}), Tensor(), Tensor(), ctx).view({B_ * T_, d_});
+  Tensor a = self_attn_.forward(h.view({B_, T_, d_}), Tensor(), Tensor(), ctx, nullptr, docs)
+                 .view({B_ * T_, d_});
   Tensor y = self_res_.end(x2, a, ctx);  // [B*T, d]
   Tensor hc = cross_res_.begin(y, ctx);  // [B*T, d]
   // [B*T, d]
   Tensor c =
-      cross_attn_.forward(hc.view({B_, T_, d_}), memory, memory_lengths, ctx).view({B_ * T_, d_});
+      cross_attn_
+          .forward(hc.view({B_, T_, d_}), memory, memory_lengths, ctx, nullptr, docs, memory_docs)
+          .view({B_ * T_, d_});
   Tensor y2 = cross_res_.end(y, c, ctx);  // [B*T, d]
   Tensor hf = ffn_res_.begin(y2, ctx);    // [B*T, d]
   Tensor f = ffn_.forward(hf, ctx);       // [B*T, d]
@@ -174,7 +180,8 @@ Tensor DecoderLayer::run(const Tensor& x, const Tensor& memory, const Tensor& me
 
 Tensor DecoderLayer::backward(const Tensor& dy, Tensor& d_memory) {
   if (recompute_.pending()) {
-    run(recompute_.input(0), recompute_.input(1), recompute_.input(2), recompute_.context());
+    run(recompute_.input(0), recompute_.input(1), recompute_.input(2), recompute_.context(), docs_,
+        memory_docs_);
     recompute_.drop();
   }
   Tensor g = ffn_res_.end_backward(dy.view({B_ * T_, d_}));  // [B*T, d]

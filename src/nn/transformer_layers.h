@@ -106,9 +106,13 @@ class EncoderLayer {
 class DecoderLayer {
  public:
   DecoderLayer(ParameterStore& store, const std::string& prefix, const LayerOptions& c);
-  // x [B, T, d] (causal), memory [B, S, d] with lengths i32 [B].
+  // x [B, T, d] (causal), memory [B, S, d] with lengths i32 [B]. Or packed
+  // (variable-length) pairs: `docs` the target side's documents and
+  // `memory_docs` the source side's (memory_lengths undefined), document n
+  // of each one sentence pair; they must outlive the backward.
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
-                 const Context& ctx);
+                 const Context& ctx, const DocLayout* docs = nullptr,
+                 const DocLayout* memory_docs = nullptr);
   // Returns dx and adds the memory gradient into d_memory. With
   // checkpointing, first recomputes the forward from its saved inputs.
   Tensor backward(const Tensor& dy, Tensor& d_memory);
@@ -123,7 +127,7 @@ class DecoderLayer {
  private:
   // The forward proper, saving what backward needs; release() drops that.
   Tensor run(const Tensor& x, const Tensor& memory, const Tensor& memory_lengths,
-             const Context& ctx);
+             const Context& ctx, const DocLayout* docs, const DocLayout* memory_docs);
   void release();
 
   MultiHeadAttention self_attn_;
@@ -133,6 +137,8 @@ class DecoderLayer {
   FeedForward ffn_;
   Residual ffn_res_;
   LayerRecompute recompute_;
+  const DocLayout* docs_ = nullptr;         // the forward's packed documents (checkpointing)
+  const DocLayout* memory_docs_ = nullptr;  // and the memory's
   int64_t B_ = 0, T_ = 0, d_;
 };
 

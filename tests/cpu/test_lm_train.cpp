@@ -360,20 +360,55 @@ TEST_F(LmTrain, PackedDocumentsMaskedLm) {
                       dir_ / "e_split/checkpoints/step_4/model.safetensors");
 }
 
-TEST_F(LmTrain, PackedDocumentsAreRefusedElsewhere) {
-  rotor::test::tiny_translation(dir_ / "data").write(dir_ / "mt.yaml");
-  RunResult r =
-      run_rotor(dir_, "train " + (dir_ / "mt.yaml") + " --set output_dir=" + (dir_ / "mt") +
-                          " --set data.packing=documents");
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("data.packing: documents packs the lines, patients or examples of tasks "
-                       "lm, mlm, classification and multilabel; task translation keeps"),
+// Translation with data.packing documents trains on variable-length batches
+// (each batch's pairs end to end, no padding): without dropout, the same
+// losses as padded batches, update by update, and validation's; exact
+// resume; and no padding in the bench.
+TEST_F(LmTrain, VariableLengthTranslationTrainsAsPadded) {
+  rotor::test::tiny_translation(dir_ / "data")
+      .set("model.dropout", "0")
+      .set("train.valid_interval", "4")
+      .write(dir_ / "mt.yaml");
+  auto mt = [&](const std::string& run, const std::string& extra) {
+    return run_rotor(dir_,
+                     "train " + (dir_ / "mt.yaml") + " --set output_dir=" + (dir_ / run) + extra,
+                     "OMP_NUM_THREADS=1");
+  };
+  RunResult r = mt("padded", "");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string varlen = " --set data.packing=documents";
+  r = mt("varlen", varlen);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE((r.out + r.err).find("trained variable-length (pairs end to end, no padding)"),
             std::string::npos)
-      << r.err;
+      << r.out + r.err;
+  for (const char* split : {"train", "valid"}) {
+    const auto a = field_by_step(dir_ / "padded/metrics.jsonl", split, "loss");
+    const auto b = field_by_step(dir_ / "varlen/metrics.jsonl", split, "loss");
+    ASSERT_EQ(a.size(), split == std::string("train") ? 4u : 1u) << split;
+    ASSERT_EQ(b.size(), a.size()) << split;
+    for (const auto& [step, loss] : a)
+      EXPECT_NEAR(std::stod(b.at(step)), std::stod(loss), 1e-4 * std::abs(std::stod(loss)))
+          << split << " step " << step;
+  }
+  r = mt("varlen_split", varlen + " --set train.max_updates=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = mt("varlen_split", varlen + " --resume");
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_weights(dir_ / "varlen/checkpoints/step_4/model.safetensors",
+                      dir_ / "varlen_split/checkpoints/step_4/model.safetensors");
+  r = run_rotor(dir_, "bench train " + (dir_ / "mt.yaml") +
+                          " --steps 2 --warmup 1 --set output_dir=" + (dir_ / "bench") + varlen);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE((r.out + r.err).find("padding: 0.0% "), std::string::npos) << r.out + r.err;
+}
+
+TEST_F(LmTrain, PackedDocumentsAreRefusedElsewhere) {
   rotor::test::tiny_classification(dir_ / "c.tsv", dir_ / "c.tsv", dir_ / "c.model")
       .set("data.choices", "2")
       .write(dir_ / "choice.yaml");
-  r = run_rotor(dir_, "train " + (dir_ / "choice.yaml") + " --set output_dir=" + (dir_ / "ch") +
+  RunResult r =
+      run_rotor(dir_, "train " + (dir_ / "choice.yaml") + " --set output_dir=" + (dir_ / "ch") +
                           " --set data.packing=documents");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("data.packing: documents does not pack multiple-choice examples"),

@@ -14,7 +14,10 @@
 // rotor (flash), reference and linear attention, with RoPE, ALiBi and
 // learned positions; in bf16 within bf16's rounding; and the packed batch's
 // gradients equal the sum over the documents alone. The CPU twin of these
-// checks is tests/cpu/test_lm_packing.cpp. (They share this program with
+// checks is tests/cpu/test_lm_packing.cpp. Likewise variable-length
+// translation batches (pairs end to end; cross-attention with two layouts)
+// against each pair alone and the CPU (twin: test_translation_packing.cpp).
+// (They share this program with
 // the cuDNN layer test: one more program of the model stack would put the
 // GPU archive over check_pack.sh's limit.) Skipped without a GPU.
 #include <fmt/format.h>
@@ -25,6 +28,7 @@
 
 #include "core/cuda_context.h"
 #include "models/decoder_lm.h"
+#include "models/transformer.h"
 #include "nn/attention.h"
 #include "nn/position.h"
 #include "ops/attention.h"
@@ -34,6 +38,7 @@
 #include "support/op_case.h"
 #include "support/packed_lm.h"
 #include "support/test_util.h"
+#include "tasks/translation/data.h"
 
 namespace rotor {
 namespace {
@@ -341,6 +346,81 @@ TEST_P(LmPackingCuda, PackedBatchEqualsDocumentsAloneAndTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cores, LmPackingCuda, ::testing::ValuesIn(params()),
+                         [](const auto& info) { return info.param.name; });
+
+// Variable-length translation (data.packing documents): the batch's pairs
+// end to end, one row per side, against each pair alone on the GPU --
+// logits and gradients -- and the fp32 logits against the CPU's, through
+// the encoder's and the decoder's self-attention and the cross-attention's
+// two layouts.
+struct Translator {
+  nn::ParameterStore store;
+  std::unique_ptr<models::EncoderDecoder> model;
+  nn::Context ctx;
+  Translator(nn::PositionKind position, const Core& core, Device device, DType dtype) {
+    models::TransformerOptions o;
+    o.vocab_size = kVocab;
+    o.encoder_layers = o.decoder_layers = 2;
+    o.layer = tiny_lm(position, core).layer;
+    o.position = position;
+    o.max_positions = 16;
+    model = std::make_unique<models::EncoderDecoder>(o, store);
+    store.allocate(device);
+    store.initialize(4);
+    test::jitter(store, 5, 0.1f);
+    if (dtype != DType::F32) store.set_compute_dtype(dtype);
+    ctx.device = device;
+    ctx.dtype = dtype;
+  }
+};
+
+class TranslationVarlenCuda : public ::testing::TestWithParam<Param> {};
+
+TEST_P(TranslationVarlenCuda, VariableLengthEqualsPairsAloneAndTheCpu) {
+  ROTOR_REQUIRE_GPU();
+  const Param& p = GetParam();
+  const bool f32 = p.dtype == DType::F32;
+  const double tol = f32 ? 2e-4 : 0.1;
+  Translator gpu(p.position, p.core, kGpu, p.dtype);
+  const test::TranslationPairs pairs;
+  const models::TranslationBatch varlen = tasks::to_model_batch(pairs.all(), kGpu, true);
+  const std::vector<float> all =
+      gpu.model->forward_logits(varlen, gpu.ctx).to(Device::cpu()).to_floats();
+  for (size_t i = 0; i < pairs.src.size(); ++i) {
+    const std::vector<float> alone =
+        gpu.model->forward_logits(tasks::to_model_batch(pairs.batch({i}), kGpu), gpu.ctx)
+            .to(Device::cpu())
+            .to_floats();
+    const size_t off = pairs.offset(i);
+    const std::vector<float> part(all.begin() + static_cast<int64_t>(off),
+                                  all.begin() + static_cast<int64_t>(off + alone.size()));
+    EXPECT_LT(max_diff(part, alone), tol) << "pair " << i;
+  }
+  if (f32) {
+    Translator cpu(p.position, p.core, Device::cpu(), DType::F32);
+    const std::vector<float> host =
+        cpu.model->forward_logits(tasks::to_model_batch(pairs.all(), Device::cpu(), true), cpu.ctx)
+            .to_floats();
+    EXPECT_LT(max_diff(all, host), tol) << "against the CPU";
+  }
+  nn::Context train = gpu.ctx;
+  train.training = true;
+  gpu.store.zero_grad();
+  gpu.model->forward_loss(varlen, 0.1f, train);
+  gpu.model->backward(1.0f);
+  const std::vector<float> g_varlen = gpu.store.grads().to(Device::cpu()).to_floats();
+  gpu.store.zero_grad();
+  for (size_t i = 0; i < pairs.src.size(); ++i) {
+    gpu.model->forward_loss(tasks::to_model_batch(pairs.batch({i}), kGpu), 0.1f, train);
+    gpu.model->backward(1.0f);
+  }
+  const std::vector<float> g_alone = gpu.store.grads().to(Device::cpu()).to_floats();
+  double scale = 0;
+  for (float g : g_alone) scale = std::max(scale, std::abs(double(g)));
+  EXPECT_LT(max_diff(g_varlen, g_alone), (f32 ? 1e-4 : 0.05) * std::max(scale, 1.0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cores, TranslationVarlenCuda, ::testing::ValuesIn(params()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace packing

@@ -1,9 +1,11 @@
 // Shared by the packing tests: a corpus file of token sentences; one packed
 // batch of documents (data.packing documents, models::LmBatch with segments
-// and positions) with each document's own batch, for the CPU
-// (tests/cpu/test_lm_packing.cpp, test_mlm_packing.cpp) and GPU
-// (tests/gpu/test_cudnn_attention_cuda.cpp) checks that a packed batch
-// equals its documents run alone; and the CPU cores those checks run on.
+// and positions) with each document's own batch, and three translation pairs
+// as a padded batch, for the CPU (tests/cpu/test_lm_packing.cpp,
+// test_mlm_packing.cpp, test_translation_packing.cpp) and GPU
+// (tests/gpu/test_cudnn_attention_cuda.cpp) checks that a packed or
+// variable-length batch equals its documents run alone; and the CPU cores
+// those checks run on.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "data/batcher.h"
 #include "data/corpus.h"
 #include "models/decoder_lm.h"
 #include "nn/attention.h"
@@ -98,6 +101,55 @@ struct PackedDocs {
   // Where document i's first logit sits in the packed [B, T, vocab] logits.
   size_t logit_offset(size_t i) const {
     return static_cast<size_t>((row[i] * T + start[i]) * vocab);
+  }
+};
+
+// Three sentence pairs of different lengths on both sides (a one-token
+// source and a one-token target among them) as the batcher pads them
+// (data::Batch), for the variable-length translation checks
+// (tests/cpu/test_translation_packing.cpp, the GPU's TranslationVarlenCuda).
+struct TranslationPairs {
+  std::vector<std::vector<int32_t>> src{{5, 12, 3, 30, 2}, {2}, {7, 9, 11, 13, 15, 17, 2}};
+  std::vector<std::vector<int32_t>> tgt{{8, 9, 21}, {4, 6, 8, 10, 33, 35}, {19}};
+  int64_t vocab = 40;  // every id above is below it
+
+  // Pairs `which` as one padded batch: src x, tgt_in <s> y, tgt_out y </s>.
+  data::Batch batch(const std::vector<size_t>& which) const {
+    int64_t S = 0, T = 0;
+    for (size_t i : which) {
+      S = std::max<int64_t>(S, static_cast<int64_t>(src[i].size()));
+      T = std::max<int64_t>(T, static_cast<int64_t>(tgt[i].size()) + 1);
+    }
+    const int64_t B = static_cast<int64_t>(which.size());
+    std::vector<int32_t> s(B * S, 0), ti(B * T, 0), to(B * T, 0);
+    data::Batch b;
+    for (int64_t r = 0; r < B; ++r) {
+      const auto& x = src[which[r]];
+      const auto& y = tgt[which[r]];
+      std::copy(x.begin(), x.end(), s.begin() + r * S);
+      ti[r * T] = 1;
+      for (size_t t = 0; t < y.size(); ++t) {
+        ti[r * T + 1 + static_cast<int64_t>(t)] = y[t];
+        to[r * T + static_cast<int64_t>(t)] = y[t];
+      }
+      to[r * T + static_cast<int64_t>(y.size())] = 2;
+      b.indices.push_back(static_cast<int64_t>(which[r]));
+      b.src_lengths.push_back(static_cast<int32_t>(x.size()));
+      b.tgt_lengths.push_back(static_cast<int32_t>(y.size() + 1));
+      b.src_tokens += static_cast<int64_t>(x.size());
+      b.tgt_tokens += static_cast<int64_t>(y.size() + 1);
+    }
+    b.src = Tensor::from_ints(s, {B, S});
+    b.tgt_in = Tensor::from_ints(ti, {B, T});
+    b.tgt_out = Tensor::from_ints(to, {B, T});
+    return b;
+  }
+  data::Batch all() const { return batch({0, 1, 2}); }
+  // Where pair i's first target logit sits in the variable-length logits.
+  size_t offset(size_t i) const {
+    size_t t = 0;
+    for (size_t k = 0; k < i; ++k) t += tgt[k].size() + 1;
+    return t * static_cast<size_t>(vocab);
   }
 };
 

@@ -57,8 +57,31 @@ TranslationData load_translation_data(const Config& c, bool need_train) {
   return d;
 }
 
-models::TranslationBatch to_model_batch(const data::Batch& b, Device device) {
+models::TranslationBatch to_model_batch(const data::Batch& b, Device device, bool variable_length) {
   models::TranslationBatch m;
+  if (variable_length) {
+    // Row r's first lengths[r] tokens of each [B, len] tensor, end to end.
+    const auto lay = [&](const Tensor& t, const std::vector<int32_t>& lengths,
+                         std::vector<int32_t>* documents) {
+      const std::vector<int32_t> ids = t.to_ints();
+      const int64_t width = t.size(1);
+      std::vector<int32_t> out;
+      for (int64_t r = 0; r < b.size(); ++r) {
+        const int32_t n = lengths[static_cast<size_t>(r)];
+        ROTOR_CHECK(n > 0 && n <= width, "translation batch: row {} has {} tokens of {}", r, n,
+                    width);
+        out.insert(out.end(), ids.begin() + r * width, ids.begin() + r * width + n);
+        if (documents) documents->insert(documents->end(), static_cast<size_t>(n), int32_t(r));
+      }
+      return Tensor::from_ints(out, {1, static_cast<int64_t>(out.size())}, device);
+    };
+    m.src = lay(b.src, b.src_lengths, &m.src_documents);
+    m.tgt_in = lay(b.tgt_in, b.tgt_lengths, &m.tgt_documents);
+    m.tgt_out = lay(b.tgt_out, b.tgt_lengths, nullptr);
+    m.tgt_tokens = b.tgt_tokens;
+    m.src_tokens = b.src_tokens;
+    return m;
+  }
   m.src = b.src.to(device);
   m.src_lengths = Tensor::from_ints(b.src_lengths, {b.size()}, device);
   m.tgt_in = b.tgt_in.to(device);

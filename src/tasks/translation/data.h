@@ -32,6 +32,10 @@ struct TranslationData {
 // split's key, the file and the sentence otherwise, before training.
 TranslationData load_translation_data(const Config& config, bool need_train = true);
 
-models::TranslationBatch to_model_batch(const data::Batch& batch, Device device);
+// The model's batch of `batch`: its padded rows, or with `variable_length`
+// (data.packing documents) its pairs laid end to end, one row per side with
+// no padding, and each token's pair index (models::TranslationBatch).
+models::TranslationBatch to_model_batch(const data::Batch& batch, Device device,
+                                        bool variable_length = false);
 
 }  // namespace rotor::tasks

@@ -18,6 +18,7 @@ const TaskSpec kTranslationSpec{
                        "`rotor prepare`"}},
     .parallel_text = true,
     .label_smoothing = true,
+    .packs_documents = true,
     .commands = {"translate"},
 };
 

@@ -29,8 +29,11 @@ class TranslationTask : public TrainingTask {
     bo.world_size = world_size;
     batcher_ = std::make_unique<data::TokenBatcher>(data_.train.src, data_.train.tgt, bo);
     device_ = device;
-    log().info("data: {} sentence pairs, {} batches of <= {} tokens per epoch on this rank, {}",
+    log().info("data: {} sentence pairs, {} batches of <= {} tokens per epoch on this rank{}, {}",
                data_.train.src->size(), batcher_->batches_in_epoch(0), bo.max_tokens,
+               c.data.packing == Packing::Documents
+                   ? ", trained variable-length (pairs end to end, no padding)"
+                   : "",
                bo.prefetch > 0 ? fmt::format("{} prefetched on a background thread", bo.prefetch)
                                : std::string("made on demand (data.prefetch 0)"));
   }
@@ -42,8 +45,11 @@ class TranslationTask : public TrainingTask {
 
   TaskSums train_micro_batch(const nn::Context& ctx) override {
     data::Batch b = batcher_->next();
-    const models::TranslationBatch mb = to_model_batch(b, device_);
-    if (ctx.phase_hook) ctx.phase_hook->forward_begins(b.size(), b.src.size(1), b.tgt_in.size(1));
+    const bool varlen = config_.data.packing == Packing::Documents;
+    const models::TranslationBatch mb = to_model_batch(b, device_, varlen);
+    // The slots the model computes: padded rows, or one row of real tokens.
+    if (ctx.phase_hook)
+      ctx.phase_hook->forward_begins(mb.src.size(0), mb.src.size(1), mb.tgt_in.size(1));
     models::LossSums s =
         model_->forward_loss(mb, static_cast<float>(config_.train.label_smoothing), ctx);
     if (ctx.phase_hook) ctx.phase_hook->backward_begins();
