@@ -378,7 +378,7 @@ int run_eval(const EvalArgs& a) {
     if (lm) {
       auto blocks =
           tasks::lm_eval_blocks(corpus, length, tok, fmt::format("{}: --input {}", kCmd, a.input),
-                                tasks::lm_packing(cfg));
+                                tasks::lm_packing(cfg), tasks::lm_documents(cfg, tok));
       const int64_t scored = tasks::lm_scored_bytes(tok, *blocks, [&] { return bytes; });
       row.result = tasks::score_lm(*lm_model, std::move(blocks), scored, batch_size, ctx);
     } else {
@@ -391,12 +391,14 @@ int run_eval(const EvalArgs& a) {
   }
 
   require_scored(rows, a.input, lm);
-  const std::string how = !lm ? (tasks::mlm_packing(cfg) == data::MlmPacking::Documents
-                                     ? "packed documents (lines), fixed validation masks"
-                                     : "packed blocks, fixed validation masks")
-                          : tasks::lm_packing(cfg) == data::LmPacking::Documents
-                              ? "packed documents (lines)"
-                              : "non-overlapping blocks";
+  const std::string how =
+      !lm ? (tasks::mlm_packing(cfg) == data::MlmPacking::Documents
+                 ? "packed documents (lines), fixed validation masks"
+                 : "packed blocks, fixed validation masks")
+      : tasks::lm_packing(cfg) == data::LmPacking::Documents
+          ? (tasks::lm_documents(cfg, tok).paragraphs ? "packed documents (paragraphs)"
+                                                      : "packed documents (lines)")
+          : "non-overlapping blocks";
   print_result(a, dir, cfg, rows, how, Json{{"bytes", bytes}}, fmt::format("{} bytes", bytes),
                stopped);
   if (!stopped.empty()) std::fprintf(stderr, "%s: %s\n", kCmd, stopped.c_str());

@@ -11,10 +11,11 @@ Config load_inference_config(std::string_view cmd, const std::string& dir,
     std::string key = s.substr(0, eq);
     while (!key.empty() && key.back() == ' ') key.pop_back();
     while (!key.empty() && key.front() == ' ') key.erase(0, 1);
-    if (key != "model.rope" && key.rfind("model.rope.", 0) != 0 && key != "data.packing")
+    if (key != "model.rope" && key.rfind("model.rope.", 0) != 0 && key != "data.packing" &&
+        key != "data.document_separator")
       ROTOR_FAIL(
-          "{}: --set {}: only model.rope.* keys and data.packing change at inference (the "
-          "checkpoint's weights fix every other key)",
+          "{}: --set {}: only model.rope.* keys, data.packing and data.document_separator change "
+          "at inference (the checkpoint's weights fix every other key)",
           cmd, s);
   }
   return load_config(dir + "/config.yaml", sets);

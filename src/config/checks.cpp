@@ -3,6 +3,7 @@
 // and under --dump-config. Each task's own rules and metrics are its row
 // (src/tasks/NAME/spec.cpp, config/tasks.h TaskSpec).
 #include <algorithm>
+#include <string_view>
 
 #include "config/tasks.h"
 #include "core/error.h"
@@ -642,6 +643,13 @@ std::optional<ConfigProblem> find_problem(const Config& c) {
                                      "batches (stream)",
                                      to_string(c.task)),
                          {"task"}};
+  if (c.data.document_separator == DocumentSeparator::BlankLine &&
+      (c.data.packing != Packing::Documents || std::string_view(task.name) != "lm"))
+    return ConfigProblem{"data.document_separator",
+                         fmt::format("blank_line makes paragraphs the documents of task lm with "
+                                     "data.packing documents; here task {}, data.packing {}",
+                                     to_string(c.task), to_string(c.data.packing)),
+                         {"data.packing", "task"}};
   if (c.data.packing == Packing::Documents && c.data.choices > 0)
     return ConfigProblem{"data.packing",
                          "documents does not pack multiple-choice examples (data.choices), "

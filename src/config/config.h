@@ -47,6 +47,9 @@ enum class DataFormat { Text, Ehr };
 // restarting per document and a block-diagonal mask (translation: each
 // batch's sentence pairs end to end, one row per side, without padding).
 enum class Packing { Stream, Documents };
+// What a packed document of task lm is (data.document_separator, data/lm.h):
+// a line, or a paragraph (the lines between blank ones).
+enum class DocumentSeparator { Line, BlankLine };
 // What positions count (model.position_source): tokens, or visits as in BEHRT.
 enum class PositionSource { Token, Visit };
 // How ages enter the EHR encoder (model.age_embedding): a table of age ids,
@@ -99,6 +102,8 @@ ROTOR_ENUM_NAMES(TokenizerType, {TokenizerType::SentencePiece, "sentencepiece"},
                  {TokenizerType::Bytes, "bytes"});
 ROTOR_ENUM_NAMES(DataFormat, {DataFormat::Text, "text"}, {DataFormat::Ehr, "ehr"});
 ROTOR_ENUM_NAMES(Packing, {Packing::Stream, "stream"}, {Packing::Documents, "documents"});
+ROTOR_ENUM_NAMES(DocumentSeparator, {DocumentSeparator::Line, "line"},
+                 {DocumentSeparator::BlankLine, "blank_line"});
 ROTOR_ENUM_NAMES(PositionSource, {PositionSource::Token, "token"},
                  {PositionSource::Visit, "visit"});
 ROTOR_ENUM_NAMES(AgeEmbedding, {AgeEmbedding::Table, "table"},
@@ -292,6 +297,8 @@ struct DataConfig {
   int64_t max_tokens = 4096;  // per batch, padding counted
   int seq_len = 128;          // mlm block length; lm block length (inputs, targets shifted by one)
   Packing packing = Packing::Stream;  // stream blocks (one example a row) or packed documents
+  DocumentSeparator document_separator =
+      DocumentSeparator::Line;  // lm's documents: lines or paragraphs
   double mask_prob = 0.15;
   double mask_token_prob = 0.8;
   double random_token_prob = 0.1;

@@ -127,6 +127,7 @@ void visit_config(C& c, V& v) {
     v.integer("max_tokens", d.max_tokens, kPositive);
     v.integer("seq_len", d.seq_len, kPositive);
     v.enumeration("packing", d.packing);
+    v.enumeration("document_separator", d.document_separator);
     v.floating("mask_prob", d.mask_prob, kUnit);
     v.floating("mask_token_prob", d.mask_token_prob, kUnit);
     v.floating("random_token_prob", d.random_token_prob, kUnit);

@@ -8,8 +8,13 @@
 namespace rotor::data {
 
 LmBlocks::LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, int32_t eos_id,
-                   bool keep_partial, const std::string& name, LmPacking packing)
-    : corpus_(std::move(corpus)), seq_len_(seq_len), eos_(eos_id), packing_(packing) {
+                   bool keep_partial, const std::string& name, LmPacking packing,
+                   LmDocuments documents)
+    : corpus_(std::move(corpus)),
+      seq_len_(seq_len),
+      eos_(eos_id),
+      packing_(packing),
+      documents_kind_(std::move(documents)) {
   ROTOR_CHECK(corpus_, "LmBlocks needs a corpus");
   if (seq_len < 1) ROTOR_FAIL("data.seq_len: {} tokens; a block needs at least 1", seq_len);
   if (packing == LmPacking::Documents) {
@@ -48,28 +53,43 @@ LmBlocks::LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, in
 
 void LmBlocks::pack_documents(const std::string& name) {
   const int64_t sep = eos_ >= 0 ? 1 : 0, L = seq_len_;
+  const uint64_t n = corpus_->size();
+  const bool paragraphs = documents_kind_.paragraphs;
+  // A sentence's tokens in the document stream: its content and its </s>.
+  const auto length = [&](uint64_t s) { return content_length(s) + sep; };
   RowPacker blocks(L);  // in pairs
-  for (size_t j = 0; j < corpus_->size(); ++j) {
-    const int64_t content = content_length(j);
-    if (content == 0) continue;
-    const int64_t m = content + sep;  // the document's tokens
-    stream_tokens_ += m;
-    if (m < 2) continue;  // no (input, next token) pair
-    ROTOR_CHECK(m < (int64_t{1} << 32), "a document of {} tokens", m);
-    ++documents_;
-    if (m - 1 > L) ++split_;
-    for (int64_t off = 0; off < m - 1; off += L) {
-      const int64_t pairs = std::min(L, m - 1 - off);
-      blocks.add(pairs);
-      pieces_.push_back({j, static_cast<uint32_t>(off), static_cast<uint32_t>(pairs + 1)});
-      target_tokens_ += pairs;
+  for (uint64_t j = 0; j < n;) {
+    if (content_length(j) == 0 || (paragraphs && blank(j))) {
+      ++j;
+      continue;
     }
+    // The document: sentence j alone, or its paragraph j .. k - 1.
+    uint64_t k = j + 1;
+    int64_t m = length(j);  // the document's tokens
+    if (paragraphs)
+      for (; k < n && content_length(k) > 0 && !blank(k); ++k) m += length(k);
+    stream_tokens_ += m;
+    if (m >= 2) {  // else no (input, next token) pair
+      ++documents_;
+      if (m - 1 > L) ++split_;
+      uint64_t s = j;  // the sentence of document offset `off`, at `in` in it
+      int64_t in = 0;
+      for (int64_t off = 0; off < m - 1; off += L, in += L) {
+        for (; in >= length(s); ++s) in -= length(s);
+        const int64_t pairs = std::min(L, m - 1 - off);
+        ROTOR_CHECK(in < (int64_t{1} << 32), "a sentence of {} tokens", in);
+        blocks.add(pairs);
+        pieces_.push_back({s, static_cast<uint32_t>(in), static_cast<uint32_t>(pairs + 1)});
+        target_tokens_ += pairs;
+      }
+    }
+    j = k;
   }
   block_pieces_ = std::move(blocks).bounds();
   if (pieces_.empty())
-    ROTOR_FAIL("{} has no document (line) of 2 or more tokens{} to pack (data.packing documents)",
+    ROTOR_FAIL("{} has no document ({}) of 2 or more tokens{} to pack (data.packing documents)",
                name.empty() ? "language-model corpus " + corpus_->prefix() : name,
-               sep ? " with its end-of-text token" : "");
+               paragraphs ? "paragraph" : "line", sep ? " with its end-of-text token" : "");
 }
 
 void LmBlocks::pairs_into(int64_t i, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,
@@ -89,18 +109,37 @@ void LmBlocks::pairs_into(int64_t i, std::vector<int32_t>& inputs, std::vector<i
   }
   const uint64_t first = block_pieces_[static_cast<size_t>(i)],
                  last = block_pieces_[static_cast<size_t>(i) + 1];
+  std::vector<int32_t> piece_tokens;
   for (uint64_t p = first; p < last; ++p) {
     const Piece& piece = pieces_[p];
-    auto toks = corpus_->sentence(piece.sentence);
-    const int64_t content = content_length(piece.sentence);
-    auto token = [&](int64_t k) { return k < content ? toks[static_cast<size_t>(k)] : eos_; };
+    // The piece's tokens, from its first on through its document's sentences.
+    piece_tokens.clear();
+    const int64_t sep = eos_ >= 0 ? 1 : 0;
+    for (uint64_t s = piece.sentence, in = piece.offset; piece_tokens.size() < piece.tokens;
+         ++s, in = 0) {
+      ROTOR_CHECK(s < corpus_->size(), "LmBlocks: piece {} runs past the corpus", p);
+      auto toks = corpus_->sentence(s);
+      const int64_t content = content_length(s);
+      for (int64_t k = static_cast<int64_t>(in);
+           k < content + sep && piece_tokens.size() < piece.tokens; ++k)
+        piece_tokens.push_back(k < content ? toks[static_cast<size_t>(k)] : eos_);
+    }
     for (int64_t t = 0; t + 1 < piece.tokens; ++t) {
-      inputs.push_back(token(piece.offset + t));
-      targets.push_back(token(piece.offset + t + 1));
+      inputs.push_back(piece_tokens[static_cast<size_t>(t)]);
+      targets.push_back(piece_tokens[static_cast<size_t>(t) + 1]);
       positions.push_back(static_cast<int32_t>(t));
       segments.push_back(static_cast<int32_t>(p - first));
     }
   }
+}
+
+bool LmBlocks::blank(uint64_t sentence) const {
+  const auto& b = documents_kind_.blank_tokens;
+  auto s = corpus_->sentence(sentence);
+  const int64_t content = content_length(sentence);
+  for (int64_t k = 0; k < content; ++k)
+    if (std::find(b.begin(), b.end(), s[static_cast<size_t>(k)]) == b.end()) return false;
+  return true;
 }
 
 int64_t LmBlocks::content_length(uint64_t sentence) const {

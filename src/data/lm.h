@@ -30,6 +30,13 @@
 // its piece (from 0) and its piece's index in the block (ops see a
 // block-diagonal mask, nn::DocLayout). Every block is kept, for training
 // and evaluation alike. 24 bytes per piece.
+//
+// With LmDocuments::paragraphs (data.document_separator: blank_line) a
+// document is a paragraph instead: the non-blank sentences between blank
+// ones, end to end with their end-of-text tokens (with the byte tokenizer,
+// their own line breaks). A sentence is blank when it has no content or
+// only tokens of blank_tokens (the byte tokenizer's spaces, tabs, carriage
+// returns and line breaks).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +53,12 @@ namespace rotor::data {
 
 enum class LmPacking { Stream, Documents };
 
+// What a packed document is: a sentence (line), or a paragraph.
+struct LmDocuments {
+  bool paragraphs = false;
+  std::vector<int32_t> blank_tokens;  // tokens a blank sentence may hold
+};
+
 class LmBlocks {
  public:
   // Throws rotor::Error when seq_len < 1 or the stream has no block (fewer
@@ -53,7 +66,10 @@ class LmBlocks {
   // naming the corpus as `name` ("data.train notes.txt") when given, else by
   // its prefix.
   LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, int32_t eos_id,
-           bool keep_partial, const std::string& name = "", LmPacking packing = LmPacking::Stream);
+           bool keep_partial, const std::string& name = "", LmPacking packing = LmPacking::Stream,
+           LmDocuments documents = {});
+  // Documents: whether they are paragraphs (else lines).
+  bool paragraphs() const { return documents_kind_.paragraphs; }
   LmPacking packing() const { return packing_; }
   // Documents: how many documents there were, and how many were split.
   int64_t documents() const { return documents_; }
@@ -84,16 +100,18 @@ class LmBlocks {
     uint64_t offset;    // token offset in it (== content length: its </s>)
   };
   struct Piece {
-    uint64_t sentence;
-    uint32_t offset;  // its first token in the document (sentence + </s>)
-    uint32_t tokens;  // >= 2: tokens - 1 pairs
+    uint64_t sentence;  // the sentence its first token is in
+    uint32_t offset;    // that token's place in the sentence (+ </s>)
+    uint32_t tokens;    // >= 2: tokens - 1 pairs, read on through the document's sentences
   };
   void pack_documents(const std::string& name);
   int64_t content_length(uint64_t sentence) const;  // tokens without a trailing </s>
+  bool blank(uint64_t sentence) const;              // a paragraph separator
   std::shared_ptr<const MmapCorpus> corpus_;
   int64_t seq_len_;
   int32_t eos_;
   LmPacking packing_;
+  LmDocuments documents_kind_;
   std::vector<Start> starts_;           // Stream
   std::vector<Piece> pieces_;           // Documents
   std::vector<uint64_t> block_pieces_;  // Documents: block i's pieces from [i] to [i + 1]

@@ -30,10 +30,21 @@ std::shared_ptr<const data::LmBlocks> lm_eval_blocks(std::shared_ptr<const data:
                                                      int64_t block_size,
                                                      const data::Tokenizer& tokenizer,
                                                      const std::string& name,
-                                                     data::LmPacking packing) {
-  return std::make_shared<const data::LmBlocks>(std::move(corpus), block_size,
-                                                lm_end_of_text(tokenizer),
-                                                /*keep_partial=*/true, name, packing);
+                                                     data::LmPacking packing,
+                                                     data::LmDocuments documents) {
+  return std::make_shared<const data::LmBlocks>(
+      std::move(corpus), block_size, lm_end_of_text(tokenizer),
+      /*keep_partial=*/true, name, packing, std::move(documents));
+}
+
+data::LmDocuments lm_documents(const Config& c, const data::Tokenizer& tokenizer) {
+  data::LmDocuments d;
+  d.paragraphs = c.data.document_separator == DocumentSeparator::BlankLine;
+  // A byte tokenizer keeps a line's own break: a blank line is whitespace
+  // and that break. (SentencePiece encodes a blank line as nothing.)
+  if (d.paragraphs && tokenizer.is_bytes())
+    for (unsigned char b : {' ', '\t', '\r', '\n'}) d.blank_tokens.push_back(tokenizer.byte_id(b));
+  return d;
 }
 
 data::LmPacking lm_packing(const Config& c) {

@@ -164,6 +164,8 @@ const Entry kEntries[] = {
   {"data.seq_len", "16", Shows::Metrics, "", "", "", kMlmConfig},
   {"data.seq_len", "8", Shows::Metrics, "", "", "", kLmConfig},  // task lm's block length
   {"data.packing", "documents", Shows::Metrics, "", "", "", kLmConfig},  // lines as documents
+  {"data.document_separator", "blank_line", Shows::Metrics, "--set data.packing=documents", "", "",
+   kLmConfig},  // the file's one paragraph, not its lines
   {"data.mask_prob", "0.3", Shows::Metrics, "", "", "", kMlmConfig},
   {"data.mask_token_prob", "0.5", Shows::Metrics, "", "", "", kMlmConfig},
   {"data.random_token_prob", "0.2", Shows::Metrics, "", "", "", kMlmConfig},

@@ -75,6 +75,60 @@ TEST(LmPackingData, DocumentsPiecesAndBatches) {
   EXPECT_THROW(data::LmBlocks(lonely, 4, -1, false, "", data::LmPacking::Documents), Error);
 }
 
+// data.document_separator blank_line: a document is a paragraph, the
+// sentences between blank ones end to end with their end-of-text tokens,
+// split into pieces that read on across its sentences; a sentence of only
+// blank tokens (the byte tokenizer's whitespace and line break) separates.
+TEST(LmPackingData, ParagraphsAreDocuments) {
+  test::TempDir dir;
+  // eos 3, blank token 9. Paragraphs: [10 11 3 12 3] (4 pairs), then after
+  // the empty sentence [20 3 21 22 3 23 3] (6 pairs: split 4 + 2), then
+  // after a blank-token sentence [30 3] (1 pair).
+  auto corpus =
+      test::write_lm_corpus(dir, {{10, 11}, {12}, {}, {20}, {21, 22}, {23}, {9, 9}, {30}, {9}});
+  data::LmDocuments paragraphs;
+  paragraphs.paragraphs = true;
+  paragraphs.blank_tokens = {9};
+  data::LmBlocks blocks(corpus, 4, 3, false, "", data::LmPacking::Documents, paragraphs);
+  EXPECT_TRUE(blocks.paragraphs());
+  EXPECT_EQ(blocks.documents(), 3);
+  EXPECT_EQ(blocks.split_documents(), 1);
+  EXPECT_EQ(blocks.pieces(), 4);
+  EXPECT_EQ(blocks.target_tokens(), 4 + 6 + 1);
+  ASSERT_EQ(blocks.size(), 3);  // [P1] [P2a] [P2b P3]
+  std::vector<int32_t> in, tgt, pos, seg;
+  blocks.pairs_into(0, in, tgt, pos, seg);
+  EXPECT_EQ(in, (std::vector<int32_t>{10, 11, 3, 12}));
+  EXPECT_EQ(tgt, (std::vector<int32_t>{11, 3, 12, 3}));
+  EXPECT_EQ(pos, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(seg, (std::vector<int32_t>{0, 0, 0, 0}));
+  blocks.pairs_into(1, in, tgt, pos, seg);
+  EXPECT_EQ(in, (std::vector<int32_t>{20, 3, 21, 22}));
+  EXPECT_EQ(tgt, (std::vector<int32_t>{3, 21, 22, 3}));
+  blocks.pairs_into(2, in, tgt, pos, seg);  // the second piece starts inside sentence 4
+  EXPECT_EQ(in, (std::vector<int32_t>{3, 23, 30}));
+  EXPECT_EQ(tgt, (std::vector<int32_t>{23, 3, 3}));
+  EXPECT_EQ(pos, (std::vector<int32_t>{0, 1, 0}));
+  EXPECT_EQ(seg, (std::vector<int32_t>{0, 0, 1}));
+  // Lines instead: the blank-token sentences are documents of their own.
+  data::LmBlocks lines(corpus, 4, 3, false, "", data::LmPacking::Documents);
+  EXPECT_FALSE(lines.paragraphs());
+  EXPECT_EQ(lines.documents(), 8);
+  // Bytes (no end-of-text token; each line holds its own break, 9 here): a
+  // paragraph is its lines' tokens end to end.
+  auto bytes_corpus =
+      test::write_lm_corpus(dir, {{10, 9}, {11, 12, 9}, {9}, {20, 21, 9}, {9}, {9}});
+  data::LmBlocks bytes(bytes_corpus, 8, -1, false, "", data::LmPacking::Documents, paragraphs);
+  EXPECT_EQ(bytes.documents(), 2);
+  bytes.pairs_into(0, in, tgt, pos, seg);
+  EXPECT_EQ(in, (std::vector<int32_t>{10, 9, 11, 12, 20, 21}));
+  EXPECT_EQ(tgt, (std::vector<int32_t>{9, 11, 12, 9, 21, 9}));
+  EXPECT_EQ(seg, (std::vector<int32_t>{0, 0, 0, 0, 1, 1}));
+  auto blank_only = test::write_lm_corpus(dir, {{9}, {}, {9, 9}});
+  EXPECT_THROW(data::LmBlocks(blank_only, 4, 3, false, "", data::LmPacking::Documents, paragraphs),
+               Error);
+}
+
 TEST(LmPackingData, LayoutMapsEveryTokenOnce) {
   // Row 0: documents of 3 and 1 tokens; row 1: 2 tokens, then 2 of padding.
   const nn::DocLayout l =

@@ -421,6 +421,16 @@ TEST_F(LmTrain, PackedDocumentsAreRefusedElsewhere) {
   EXPECT_NE(r.err.find("data.packing: documents cannot carry TUPE's positional correlation"),
             std::string::npos)
       << r.err;
+  // Paragraphs are task lm's packed documents only.
+  r = train("para", "--set data.document_separator=blank_line");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("data.document_separator: blank_line makes paragraphs the documents of "
+                       "task lm with data.packing documents; here task lm, data.packing stream"),
+            std::string::npos)
+      << r.err;
+  r = train("para", "--set data.document_separator=blank_line --set data.packing=documents");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE((r.out + r.err).find("documents (paragraphs)"), std::string::npos) << r.out + r.err;
 }
 
 }  // namespace

@@ -37,10 +37,10 @@ struct EvalSet {
 void log_packing(const data::LmBlocks& blocks, const std::string& name) {
   if (blocks.packing() != data::LmPacking::Documents) return;
   log().info(
-      "{}: {} documents, {} split (longer than a block), {} pieces in {} blocks of up to "
+      "{}: {} documents ({}), {} split (longer than a block), {} pieces in {} blocks of up to "
       "{} tokens ({:.2f} a block); {} targets",
-      name, blocks.documents(), blocks.split_documents(), blocks.pieces(), blocks.size(),
-      blocks.seq_len(),
+      name, blocks.documents(), blocks.paragraphs() ? "paragraphs" : "lines",
+      blocks.split_documents(), blocks.pieces(), blocks.size(), blocks.seq_len(),
       static_cast<double>(blocks.pieces()) /
           static_cast<double>(std::max<int64_t>(blocks.size(), 1)),
       blocks.target_tokens());
@@ -63,11 +63,13 @@ class LmTask : public TrainingTask {
       EvalSet set;
       if (!eval) {
         set.blocks = std::make_shared<const data::LmBlocks>(
-            corpus, c.data.seq_len, lm_end_of_text(tokenizer_), false, name, lm_packing(c));
+            corpus, c.data.seq_len, lm_end_of_text(tokenizer_), false, name, lm_packing(c),
+            lm_documents(c, tokenizer_));
         log_packing(*set.blocks, name);
         return set;
       }
-      set.blocks = lm_eval_blocks(corpus, c.data.seq_len, tokenizer_, name, lm_packing(c));
+      set.blocks = lm_eval_blocks(corpus, c.data.seq_len, tokenizer_, name, lm_packing(c),
+                                  lm_documents(c, tokenizer_));
       log_packing(*set.blocks, name);
       set.bytes =
           lm_scored_bytes(tokenizer_, *set.blocks, [&] { return text_bytes(key, *corpus); });
