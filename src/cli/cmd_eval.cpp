@@ -378,27 +378,27 @@ int run_eval(const EvalArgs& a) {
     if (lm) {
       auto blocks =
           tasks::lm_eval_blocks(corpus, length, tok, fmt::format("{}: --input {}", kCmd, a.input),
-                                tasks::lm_packing(cfg), tasks::lm_documents(cfg, tok));
+                                tasks::lm_packing(cfg), tasks::text_documents(cfg, tok));
       const int64_t scored = tasks::lm_scored_bytes(tok, *blocks, [&] { return bytes; });
       row.result = tasks::score_lm(*lm_model, std::move(blocks), scored, batch_size, ctx);
     } else {
       auto blocks = std::make_shared<const data::PackedBlocks>(
           corpus, length, masking.special.cls, masking.special.sep, tasks::mlm_packing(cfg),
-          fmt::format("{}: --input {}", kCmd, a.input));
+          fmt::format("{}: --input {}", kCmd, a.input), tasks::text_documents(cfg, tok));
       row.result = tasks::score_mlm(*mlm_model, blocks, masking, batch_size, ctx);
     }
     rows.push_back(std::move(row));
   }
 
   require_scored(rows, a.input, lm);
-  const std::string how =
-      !lm ? (tasks::mlm_packing(cfg) == data::MlmPacking::Documents
-                 ? "packed documents (lines), fixed validation masks"
-                 : "packed blocks, fixed validation masks")
-      : tasks::lm_packing(cfg) == data::LmPacking::Documents
-          ? (tasks::lm_documents(cfg, tok).paragraphs ? "packed documents (paragraphs)"
-                                                      : "packed documents (lines)")
-          : "non-overlapping blocks";
+  // What a document is, where they are packed.
+  const std::string unit = tasks::text_documents(cfg, tok).paragraphs ? "paragraphs" : "lines";
+  const std::string how = !lm ? (tasks::mlm_packing(cfg) == data::MlmPacking::Documents
+                                     ? "packed documents (" + unit + "), fixed validation masks"
+                                     : "packed blocks, fixed validation masks")
+                          : tasks::lm_packing(cfg) == data::LmPacking::Documents
+                              ? "packed documents (" + unit + ")"
+                              : "non-overlapping blocks";
   print_result(a, dir, cfg, rows, how, Json{{"bytes", bytes}}, fmt::format("{} bytes", bytes),
                stopped);
   if (!stopped.empty()) std::fprintf(stderr, "%s: %s\n", kCmd, stopped.c_str());

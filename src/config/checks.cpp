@@ -644,12 +644,14 @@ std::optional<ConfigProblem> find_problem(const Config& c) {
                                      to_string(c.task)),
                          {"task"}};
   if (c.data.document_separator == DocumentSeparator::BlankLine &&
-      (c.data.packing != Packing::Documents || std::string_view(task.name) != "lm"))
-    return ConfigProblem{"data.document_separator",
-                         fmt::format("blank_line makes paragraphs the documents of task lm with "
-                                     "data.packing documents; here task {}, data.packing {}",
-                                     to_string(c.task), to_string(c.data.packing)),
-                         {"data.packing", "task"}};
+      (c.data.packing != Packing::Documents || c.data.format != DataFormat::Text ||
+       (std::string_view(task.name) != "lm" && std::string_view(task.name) != "mlm")))
+    return ConfigProblem{
+        "data.document_separator",
+        fmt::format("blank_line makes paragraphs the documents of tasks lm and mlm on text with "
+                    "data.packing documents; here task {}, data.format {}, data.packing {}",
+                    to_string(c.task), to_string(c.data.format), to_string(c.data.packing)),
+        {"data.packing", "task", "data.format"}};
   if (c.data.packing == Packing::Documents && c.data.choices > 0)
     return ConfigProblem{"data.packing",
                          "documents does not pack multiple-choice examples (data.choices), "

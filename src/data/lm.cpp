@@ -9,7 +9,7 @@ namespace rotor::data {
 
 LmBlocks::LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, int32_t eos_id,
                    bool keep_partial, const std::string& name, LmPacking packing,
-                   LmDocuments documents)
+                   TextDocuments documents)
     : corpus_(std::move(corpus)),
       seq_len_(seq_len),
       eos_(eos_id),
@@ -134,12 +134,8 @@ void LmBlocks::pairs_into(int64_t i, std::vector<int32_t>& inputs, std::vector<i
 }
 
 bool LmBlocks::blank(uint64_t sentence) const {
-  const auto& b = documents_kind_.blank_tokens;
-  auto s = corpus_->sentence(sentence);
-  const int64_t content = content_length(sentence);
-  for (int64_t k = 0; k < content; ++k)
-    if (std::find(b.begin(), b.end(), s[static_cast<size_t>(k)]) == b.end()) return false;
-  return true;
+  return documents_kind_.blank(
+      corpus_->sentence(sentence).first(static_cast<size_t>(content_length(sentence))));
 }
 
 int64_t LmBlocks::content_length(uint64_t sentence) const {

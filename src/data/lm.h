@@ -31,7 +31,7 @@
 // block-diagonal mask, nn::DocLayout). Every block is kept, for training
 // and evaluation alike. 24 bytes per piece.
 //
-// With LmDocuments::paragraphs (data.document_separator: blank_line) a
+// With TextDocuments::paragraphs (data.document_separator: blank_line) a
 // document is a paragraph instead: the non-blank sentences between blank
 // ones, end to end with their end-of-text tokens (with the byte tokenizer,
 // their own line breaks). A sentence is blank when it has no content or
@@ -47,17 +47,12 @@
 #include "data/batch_plan.h"
 #include "data/batcher.h"  // BatchPosition
 #include "data/corpus.h"
+#include "data/row_packer.h"     // TextDocuments
 #include "data/sentencepiece.h"  // kPadId
 
 namespace rotor::data {
 
 enum class LmPacking { Stream, Documents };
-
-// What a packed document is: a sentence (line), or a paragraph.
-struct LmDocuments {
-  bool paragraphs = false;
-  std::vector<int32_t> blank_tokens;  // tokens a blank sentence may hold
-};
 
 class LmBlocks {
  public:
@@ -67,7 +62,7 @@ class LmBlocks {
   // its prefix.
   LmBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, int32_t eos_id,
            bool keep_partial, const std::string& name = "", LmPacking packing = LmPacking::Stream,
-           LmDocuments documents = {});
+           TextDocuments documents = {});
   // Documents: whether they are paragraphs (else lines).
   bool paragraphs() const { return documents_kind_.paragraphs; }
   LmPacking packing() const { return packing_; }
@@ -111,7 +106,7 @@ class LmBlocks {
   int64_t seq_len_;
   int32_t eos_;
   LmPacking packing_;
-  LmDocuments documents_kind_;
+  TextDocuments documents_kind_;
   std::vector<Start> starts_;           // Stream
   std::vector<Piece> pieces_;           // Documents
   std::vector<uint64_t> block_pieces_;  // Documents: block i's pieces from [i] to [i + 1]

@@ -49,8 +49,13 @@ MlmSpecialIds MlmSpecialIds::standard() {
 
 PackedBlocks::PackedBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len,
                            int32_t cls_id, int32_t sep_id, MlmPacking packing,
-                           const std::string& name)
-    : corpus_(std::move(corpus)), seq_len_(seq_len), cls_(cls_id), sep_(sep_id), packing_(packing) {
+                           const std::string& name, TextDocuments documents)
+    : corpus_(std::move(corpus)),
+      seq_len_(seq_len),
+      cls_(cls_id),
+      sep_(sep_id),
+      packing_(packing),
+      documents_kind_(std::move(documents)) {
   ROTOR_CHECK(corpus_, "PackedBlocks needs a corpus");
   if (packing == MlmPacking::Documents) {
     pack_documents(name);
@@ -78,18 +83,36 @@ void PackedBlocks::pack_documents(const std::string& name) {
     ROTOR_FAIL("data.seq_len: {} is too short for [CLS] + tokens + [SEP] (data.packing documents)",
                seq_len_);
   const int64_t room = seq_len_ - 2;  // content tokens per piece
+  const uint64_t count = corpus_->size();
+  const bool paragraphs = documents_kind_.paragraphs;
+  const auto blank = [&](uint64_t s) {
+    const int64_t L = content_length(s);
+    return L == 0 || (paragraphs &&
+                      documents_kind_.blank(corpus_->sentence(s).first(static_cast<size_t>(L))));
+  };
   RowPacker blocks(seq_len_);
-  for (size_t j = 0; j < corpus_->size(); ++j) {
-    const int64_t L = content_length(j);
-    if (L == 0) continue;
+  for (uint64_t j = 0; j < count;) {
+    if (blank(j)) {
+      ++j;
+      continue;
+    }
+    // The document: sentence j, or its paragraph j .. k - 1 joined by [SEP]s.
+    uint64_t k = j + 1;
+    int64_t L = content_length(j);
+    if (paragraphs)
+      for (; k < count && !blank(k); ++k) L += 1 + content_length(k);
     ++documents_;
     if (L > room) ++split_;
-    for (int64_t off = 0; off < L; off += room) {
+    uint64_t s = j;  // the sentence of document offset `off`, at `in` in it
+    int64_t in = 0;
+    for (int64_t off = 0; off < L; off += room, in += room) {
+      for (; in >= content_length(s) + 1; ++s) in -= content_length(s) + 1;
       const int64_t n = std::min(room, L - off);
       blocks.add(n + 2);  // with its [CLS] and [SEP]
-      pieces_.push_back({j, static_cast<uint32_t>(off), static_cast<uint32_t>(n)});
+      pieces_.push_back({s, static_cast<uint32_t>(in), static_cast<uint32_t>(n)});
       stream_tokens_ += n + 2;
     }
+    j = k;
   }
   block_pieces_ = std::move(blocks).bounds();
   if (pieces_.empty())
@@ -119,10 +142,16 @@ void PackedBlocks::block_into(int64_t i, std::vector<int32_t>& out) const {
     for (uint64_t p = block_pieces_[static_cast<size_t>(i)];
          p < block_pieces_[static_cast<size_t>(i) + 1]; ++p) {
       const Piece& piece = pieces_[p];
-      auto toks = corpus_->sentence(piece.sentence);
       out.push_back(cls_);
-      out.insert(out.end(), toks.begin() + piece.offset,
-                 toks.begin() + piece.offset + piece.tokens);
+      const size_t end = out.size() + piece.tokens;
+      // Content on across the sentences, a [SEP] after each (a paragraph's).
+      for (uint64_t s = piece.sentence, in = piece.offset; out.size() < end; ++s, in = 0) {
+        ROTOR_CHECK(s < corpus_->size(), "PackedBlocks: piece {} runs past the corpus", p);
+        auto toks = corpus_->sentence(s);
+        const uint64_t L = static_cast<uint64_t>(content_length(s));
+        for (uint64_t k = in; k <= L && out.size() < end; ++k)
+          out.push_back(k < L ? toks[static_cast<size_t>(k)] : sep_);
+      }
       out.push_back(sep_);
     }
     return;

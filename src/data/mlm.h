@@ -45,6 +45,7 @@
 #include "data/batch_plan.h"
 #include "data/batcher.h"  // BatchPosition, ShardRemainder
 #include "data/corpus.h"
+#include "data/row_packer.h"  // TextDocuments
 #include "data/sentencepiece.h"
 
 namespace rotor::data {
@@ -69,7 +70,9 @@ struct MlmSpecialIds {
 // piece's index in the block; attention stays within a piece
 // (nn::DocLayout). A piece is masked on its own, with its global index as the
 // masking block id, so its masks do not depend on what it is packed with.
-// 16 bytes per piece.
+// 16 bytes per piece. With TextDocuments::paragraphs
+// (data.document_separator: blank_line) a document is a paragraph, its
+// sentences joined by [SEP] as in the stream: [CLS] s1 [SEP] s2 ... [SEP].
 enum class MlmPacking { Stream, Documents };
 
 class PackedBlocks {
@@ -78,7 +81,8 @@ class PackedBlocks {
   // no tokens, naming the corpus as `name` when given, else by its prefix.
   PackedBlocks(std::shared_ptr<const MmapCorpus> corpus, int64_t seq_len, int32_t cls_id,
                int32_t sep_id, MlmPacking packing = MlmPacking::Stream,
-               const std::string& name = "");
+               const std::string& name = "", TextDocuments documents = {});
+  bool paragraphs() const { return documents_kind_.paragraphs; }
   int64_t size() const {
     return static_cast<int64_t>(packing_ == MlmPacking::Documents ? block_pieces_.size() - 1
                                                                   : starts_.size());
@@ -108,9 +112,10 @@ class PackedBlocks {
     uint64_t offset;    // token offset in it (== content length: the [SEP])
   };
   struct Piece {
-    uint64_t sentence;
-    uint32_t offset;  // its first content token in the sentence
-    uint32_t tokens;  // content tokens (the piece adds [CLS] and [SEP])
+    uint64_t sentence;  // the sentence of its first content token
+    uint32_t offset;    // that token's place in the sentence (+ its [SEP])
+    uint32_t tokens;    // content tokens (the piece adds [CLS] and [SEP]), read on
+                        // across a paragraph's sentences, a [SEP] after each
   };
   int64_t content_length(uint64_t sentence) const;  // tokens without a trailing </s>
   void pack_documents(const std::string& name);
@@ -118,6 +123,7 @@ class PackedBlocks {
   int64_t seq_len_;
   int32_t cls_, sep_;
   MlmPacking packing_;
+  TextDocuments documents_kind_;
   std::vector<Start> starts_;           // Stream
   std::vector<Piece> pieces_;           // Documents
   std::vector<uint64_t> block_pieces_;  // Documents: block i's pieces from [i] to [i + 1]

@@ -5,11 +5,28 @@
 // data/ehr_mlm.h, data/classification.h), so that they cannot drift apart.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
 namespace rotor::data {
+
+// What a packed text document is (data.document_separator; data/lm.h,
+// data/mlm.h): a sentence (line), or a paragraph -- the non-blank sentences
+// between blank ones. A sentence is blank when its content (without a
+// trailing </s>) is empty or only tokens of blank_tokens (the byte
+// tokenizer's spaces, tabs, carriage returns and line breaks).
+struct TextDocuments {
+  bool paragraphs = false;
+  std::vector<int32_t> blank_tokens;
+  bool blank(std::span<const int32_t> content) const {
+    return std::all_of(content.begin(), content.end(), [&](int32_t t) {
+      return std::find(blank_tokens.begin(), blank_tokens.end(), t) != blank_tokens.end();
+    });
+  }
+};
 
 class RowPacker {
  public:

@@ -31,14 +31,14 @@ std::shared_ptr<const data::LmBlocks> lm_eval_blocks(std::shared_ptr<const data:
                                                      const data::Tokenizer& tokenizer,
                                                      const std::string& name,
                                                      data::LmPacking packing,
-                                                     data::LmDocuments documents) {
+                                                     data::TextDocuments documents) {
   return std::make_shared<const data::LmBlocks>(
       std::move(corpus), block_size, lm_end_of_text(tokenizer),
       /*keep_partial=*/true, name, packing, std::move(documents));
 }
 
-data::LmDocuments lm_documents(const Config& c, const data::Tokenizer& tokenizer) {
-  data::LmDocuments d;
+data::TextDocuments text_documents(const Config& c, const data::Tokenizer& tokenizer) {
+  data::TextDocuments d;
   d.paragraphs = c.data.document_separator == DocumentSeparator::BlankLine;
   // A byte tokenizer keeps a line's own break: a blank line is whitespace
   // and that break. (SentencePiece encodes a blank line as nothing.)
@@ -96,10 +96,10 @@ data::MlmPacking mlm_packing(const Config& c) {
 void log_mlm_packing(const data::PackedBlocks& blocks, const std::string& name) {
   if (blocks.packing() != data::MlmPacking::Documents) return;
   log().info(
-      "{}: {} documents, {} split (longer than a block), {} pieces in {} blocks of up to {} "
+      "{}: {} documents ({}), {} split (longer than a block), {} pieces in {} blocks of up to {} "
       "tokens ({:.2f} a block)",
-      name, blocks.documents(), blocks.split_documents(), blocks.pieces(), blocks.size(),
-      blocks.seq_len(),
+      name, blocks.documents(), blocks.paragraphs() ? "paragraphs" : "lines",
+      blocks.split_documents(), blocks.pieces(), blocks.size(), blocks.seq_len(),
       static_cast<double>(blocks.pieces()) /
           static_cast<double>(std::max<int64_t>(blocks.size(), 1)));
 }

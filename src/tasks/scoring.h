@@ -53,11 +53,11 @@ int64_t lm_scored_bytes(const data::Tokenizer& tokenizer, const data::LmBlocks& 
 std::shared_ptr<const data::LmBlocks> lm_eval_blocks(
     std::shared_ptr<const data::MmapCorpus> corpus, int64_t block_size,
     const data::Tokenizer& tokenizer, const std::string& name = "",
-    data::LmPacking packing = data::LmPacking::Stream, data::LmDocuments documents = {});
+    data::LmPacking packing = data::LmPacking::Stream, data::TextDocuments documents = {});
 // data.packing as data/lm.h spells it.
 data::LmPacking lm_packing(const Config& c);
 // data.document_separator as data/lm.h spells it, with `tokenizer`'s blank tokens.
-data::LmDocuments lm_documents(const Config& c, const data::Tokenizer& tokenizer);
+data::TextDocuments text_documents(const Config& c, const data::Tokenizer& tokenizer);
 
 // How score_lm reads a set, for the log and `rotor eval`.
 std::string lm_scoring_how(int64_t block_size);

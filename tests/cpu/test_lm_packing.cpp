@@ -86,7 +86,7 @@ TEST(LmPackingData, ParagraphsAreDocuments) {
   // after a blank-token sentence [30 3] (1 pair).
   auto corpus =
       test::write_lm_corpus(dir, {{10, 11}, {12}, {}, {20}, {21, 22}, {23}, {9, 9}, {30}, {9}});
-  data::LmDocuments paragraphs;
+  data::TextDocuments paragraphs;
   paragraphs.paragraphs = true;
   paragraphs.blank_tokens = {9};
   data::LmBlocks blocks(corpus, 4, 3, false, "", data::LmPacking::Documents, paragraphs);

@@ -242,8 +242,9 @@ TEST_F(LmTrain, PackedDocumentsResumeRanksAndCheckpointing) {
   RunResult r = train("docs", docs + " --set train.update_freq=2");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
-      r.out + r.err, std::regex("data.train [^\n]*: [0-9]+ documents, [0-9]+ split \\(longer "
-                                "than a block\\), [0-9]+ pieces in [0-9]+ blocks")))
+      r.out + r.err,
+      std::regex("data.train [^\n]*: [0-9]+ documents \\(lines\\), [0-9]+ split \\(longer "
+                 "than a block\\), [0-9]+ pieces in [0-9]+ blocks")))
       << r.out + r.err;
   const auto valid = field_by_step(dir_ / "docs/metrics.jsonl", "valid", "loss");
   ASSERT_EQ(valid.size(), 2u);
@@ -299,8 +300,9 @@ TEST_F(LmTrain, PackedDocumentsMaskedLm) {
   RunResult r = mlm("m_full");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
-      r.out + r.err, std::regex("data.train: [0-9]+ documents, [0-9]+ split \\(longer than a "
-                                "block\\), [0-9]+ pieces in [0-9]+ blocks")))
+      r.out + r.err,
+      std::regex("data.train: [0-9]+ documents \\(lines\\), [0-9]+ split \\(longer than a "
+                 "block\\), [0-9]+ pieces in [0-9]+ blocks")))
       << r.out + r.err;
   r = mlm("m_split", " --set train.max_updates=2");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -425,10 +427,15 @@ TEST_F(LmTrain, PackedDocumentsAreRefusedElsewhere) {
   r = train("para", "--set data.document_separator=blank_line");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("data.document_separator: blank_line makes paragraphs the documents of "
-                       "task lm with data.packing documents; here task lm, data.packing stream"),
+                       "tasks lm and mlm on text with data.packing documents; here task lm, "
+                       "data.format text, data.packing stream"),
             std::string::npos)
       << r.err;
   r = train("para", "--set data.document_separator=blank_line --set data.packing=documents");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE((r.out + r.err).find("documents (paragraphs)"), std::string::npos) << r.out + r.err;
+  r = run_rotor(dir_, "train " + (dir_ / "mlm.yaml") + " --set output_dir=" + (dir_ / "mlm_para") +
+                          " --set data.packing=documents --set data.document_separator=blank_line");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE((r.out + r.err).find("documents (paragraphs)"), std::string::npos) << r.out + r.err;
 }

@@ -42,6 +42,38 @@ constexpr int32_t kCls = 5, kSep = 6;
 
 // ---- the data ------------------------------------------------------------------
 
+// data.document_separator blank_line: a paragraph's sentences joined by
+// [SEP] are one document; a blank-token sentence (9 here) separates; a
+// piece that starts inside the paragraph reads on from the right sentence.
+TEST(MlmPackingData, ParagraphsAreDocuments) {
+  test::TempDir dir;
+  auto corpus = test::write_lm_corpus(
+      dir, {{10, 11, 12}, {20, 3}, {}, {30, 31}, {9}, {40, 41, 42, 43, 44, 45}});
+  data::TextDocuments paragraphs;
+  paragraphs.paragraphs = true;
+  paragraphs.blank_tokens = {9};
+  data::PackedBlocks wide(corpus, 8, kCls, kSep, data::MlmPacking::Documents, "", paragraphs);
+  EXPECT_TRUE(wide.paragraphs());
+  EXPECT_EQ(wide.documents(), 3);
+  EXPECT_EQ(wide.split_documents(), 0);
+  ASSERT_EQ(wide.size(), 3);
+  EXPECT_EQ(wide.block(0), (std::vector<int32_t>{kCls, 10, 11, 12, kSep, 20, kSep}));
+  EXPECT_EQ(wide.block(1), (std::vector<int32_t>{kCls, 30, 31, kSep}));
+  EXPECT_EQ(wide.block(2), (std::vector<int32_t>{kCls, 40, 41, 42, 43, 44, 45, kSep}));
+  // seq_len 6: the first paragraph (5 content tokens) splits 4 + 1, the
+  // second piece starting in its second sentence.
+  data::PackedBlocks narrow(corpus, 6, kCls, kSep, data::MlmPacking::Documents, "", paragraphs);
+  EXPECT_EQ(narrow.split_documents(), 2);
+  EXPECT_EQ(narrow.block(0), (std::vector<int32_t>{kCls, 10, 11, 12, kSep, kSep}));
+  ASSERT_EQ(narrow.size(), 5);  // [P1a] [P1b] [P2] [P3a] [P3b]
+  EXPECT_EQ(narrow.block(1), (std::vector<int32_t>{kCls, 20, kSep}));
+  EXPECT_EQ(narrow.block(4), (std::vector<int32_t>{kCls, 44, 45, kSep}));
+  // Lines instead: five documents, the blank-token line among them.
+  data::PackedBlocks lines(corpus, 8, kCls, kSep, data::MlmPacking::Documents);
+  EXPECT_FALSE(lines.paragraphs());
+  EXPECT_EQ(lines.documents(), 5);
+}
+
 TEST(MlmPackingData, DocumentsPiecesBlocksAndMasks) {
   test::TempDir dir;
   // seq_len 6: 4 content tokens a piece. Documents: 10 11 12 (5 with [CLS]

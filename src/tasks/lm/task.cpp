@@ -64,12 +64,12 @@ class LmTask : public TrainingTask {
       if (!eval) {
         set.blocks = std::make_shared<const data::LmBlocks>(
             corpus, c.data.seq_len, lm_end_of_text(tokenizer_), false, name, lm_packing(c),
-            lm_documents(c, tokenizer_));
+            text_documents(c, tokenizer_));
         log_packing(*set.blocks, name);
         return set;
       }
       set.blocks = lm_eval_blocks(corpus, c.data.seq_len, tokenizer_, name, lm_packing(c),
-                                  lm_documents(c, tokenizer_));
+                                  text_documents(c, tokenizer_));
       log_packing(*set.blocks, name);
       set.bytes =
           lm_scored_bytes(tokenizer_, *set.blocks, [&] { return text_bytes(key, *corpus); });

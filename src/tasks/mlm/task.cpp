@@ -37,7 +37,8 @@ class MlmTask : public TrainingTask {
       auto corpus = open_corpus(prepared_prefix(c, key, spm_path_), tokenizer_);
       const std::string name = "data." + key;
       auto blocks = std::make_shared<const data::PackedBlocks>(corpus, c.data.seq_len, special.cls,
-                                                               special.sep, mlm_packing(c), name);
+                                                               special.sep, mlm_packing(c), name,
+                                                               text_documents(c, tokenizer_));
       log_mlm_packing(*blocks, name);
       return blocks;
     };
