@@ -233,6 +233,10 @@ int main() {
       {1, 1, 1, 1, 64, false, {}, 0.0f},
       {1, 1, 150, 150, 64, true, {140}, 0.0f},  // the backward skips early query tiles
       {1, 1, 100, 100, 128, true, {}, 0.1f},
+      // Packed documents, each a row with its length (nn::DocLayout): many
+      // short and one-token documents, one filling the block; causal or not.
+      {8, 1, 70, 70, 64, true, {1, 70, 3, 1, 17, 2, 40, 1}, 0.0f},
+      {6, 2, 33, 33, 128, false, {33, 1, 5, 2, 1, 9}, 0.1f},
       // ALiBi against a materialized bias in double: symmetric and causal, 3 heads
       // (non-power-of-two slopes), Tq != Tk both ways, padding, dropout, offsets.
       {1, 3, 70, 70, 64, false, {}, 0.0f, true},

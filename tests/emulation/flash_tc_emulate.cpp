@@ -390,6 +390,14 @@ int main() {
       {1, 4, 129, 65, 128, false, true, {40}, 0.1f, false, 0, 0, true, 5, 9},
       {1, 3, 65, 129, 64, true, false, {100}, 0.0f, false, 0, 0, true, 3, 0},
       {2, 2, 1, 65, 32, false, true, {65, 30}, 0.0f, false, 0, 0, true, 0, 2},
+      // Packed documents as the layer hands them over (nn::DocLayout; the
+      // cu_seqlens of data.packing documents): each document a row of its
+      // own, padded to the longest, with its length -- many short ones,
+      // one-token ones and one filling the whole block, causal (the LM) and
+      // not (the encoders), RoPE and ALiBi counting from 0 in every row.
+      {8, 1, 65, 65, 64, false, true, {1, 65, 3, 1, 17, 2, 40, 1}, 0.0f, true},
+      {6, 2, 33, 33, 32, true, false, {33, 1, 5, 2, 1, 9}, 0.1f, false},
+      {4, 1, 129, 129, 128, false, true, {129, 1, 64, 2}, 0.0f, false, 0, 0, true},
   };
   int failed = 0;
   uint32_t seed = 10;
