@@ -187,9 +187,10 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   attn_options_.key_lengths = memory_docs_ ? memory_docs_->key_lengths
                               : docs       ? docs->key_lengths
                                            : key_lengths;
-  // The materialized core's live blocks are square (self-attention); a
-  // cross-attention document's padding queries are computed and dropped.
-  attn_options_.packed_rows = docs != nullptr && !cross_;
+  // The materialized core computes only each document's live block: [len,
+  // len] in self-attention, [target len, source len] in cross-attention.
+  attn_options_.packed_rows = docs != nullptr;
+  if (memory_docs_) attn_options_.query_lengths = docs->key_lengths;
   if (ctx.training && options_.dropout > 0.0f) {
     attn_options_.dropout = options_.dropout;
     attn_options_.seed = ctx.seed;
@@ -472,7 +473,7 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
 void MultiHeadAttention::release() {
   q_h_ = k_h_ = v_h_ = Tensor();
   saved_.clear();
-  attn_options_.key_lengths = Tensor();
+  attn_options_.key_lengths = attn_options_.query_lengths = Tensor();
   attn_options_.rel_bias = attn_options_.rel_bias_grad = Tensor();
   attn_options_.score_bias = attn_options_.score_bias_grad = xl_r_ = Tensor();
   deberta_qr_ = deberta_kr_ = Tensor();

@@ -33,14 +33,24 @@ void head_dropout_factors(const AttentionOptions& o, uint64_t base, int64_t n,
   detail::dropout_factors(o.seed, o.stream, base, n, o.dropout, factor.data());
 }
 
-// Whether the call asks for packed rows (AttentionOptions::packed_rows),
-// checked: self-attention with key lengths.
-bool packed_rows(const Dims& d, const AttentionOptions& o, const char* what) {
-  if (!o.packed_rows) return false;
-  ROTOR_CHECK(d.Tq == d.Tk && o.key_lengths.defined(),
-              "{}: packed rows need self-attention (Tq {} == Tk {}) with key lengths", what, d.Tq,
-              d.Tk);
-  return true;
+// The live query rows of each batch row under packed rows
+// (AttentionOptions::packed_rows; empty: not packed), checked: key lengths,
+// and query lengths where Tq != Tk (else the key lengths serve both).
+std::vector<int64_t> packed_rows(const Dims& d, const AttentionOptions& o,
+                                 const std::vector<int64_t>& key_len, const char* what) {
+  if (!o.packed_rows) return {};
+  ROTOR_CHECK(o.key_lengths.defined() && (d.Tq == d.Tk || o.query_lengths.defined()),
+              "{}: packed rows need key lengths, and query lengths where Tq {} != Tk {}", what,
+              d.Tq, d.Tk);
+  if (!o.query_lengths.defined()) return key_len;
+  ROTOR_CHECK(o.query_lengths.dtype() == DType::I32 && o.query_lengths.numel() == d.B,
+              "{}: query_lengths must be i32 [{}], got {}", what, d.B, o.query_lengths.str());
+  std::vector<int64_t> rows;
+  for (int32_t n : o.query_lengths.to(Device::cpu()).to_ints()) {
+    ROTOR_CHECK(n >= 0 && n <= d.Tq, "{}: a query length {} outside 0..{}", what, n, d.Tq);
+    rows.push_back(n);
+  }
+  return rows;
 }
 
 }  // namespace
@@ -67,7 +77,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
     return;
   }
   const auto key_len = key_lengths_host(d, options, "attention_forward");
-  const bool packed = packed_rows(d, options, "attention_forward");
+  const std::vector<int64_t> live_rows = packed_rows(d, options, key_len, "attention_forward");
+  const bool packed = !live_rows.empty();
   const float* pq = q.data<float>();  // [B, H, Tq, D]
   const float* pk = k.data<float>();  // [B, H, Tk, D]
   const float* pv = v.data<float>();  // [B, H, Tk, D]
@@ -87,8 +98,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       const float* vb = pv + bh * d.Tk * d.D;
       float* pb = pp + bh * d.Tq * d.Tk;  // [Tq, Tk]
       float* ob = po + bh * d.Tq * d.D;   // [Tq, D]
-      // Packed rows: only the live [len, len] block (the rest is zero).
-      const int64_t live = packed ? key_len[b] : d.Tq, cols = packed ? key_len[b] : d.Tk;
+      // Packed rows: only the live [rows, keys] block (the rest is zero).
+      const int64_t live = packed ? live_rows[b] : d.Tq, cols = packed ? key_len[b] : d.Tk;
       if (live < d.Tq) std::fill(pb + live * d.Tk, pb + d.Tq * d.Tk, 0.0f);
       if (live > 0 && cols > 0)
         cpu_sgemm(CblasNoTrans, CblasTrans, static_cast<int>(live), static_cast<int>(cols),
@@ -152,7 +163,8 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     return;
   }
   const auto key_len = key_lengths_host(d, options, "attention_backward");
-  const bool packed = packed_rows(d, options, "attention_backward");
+  const std::vector<int64_t> live_rows = packed_rows(d, options, key_len, "attention_backward");
+  const bool packed = !live_rows.empty();
   const float* pq = q.data<float>();      // [B, H, Tq, D]
   const float* pk = k.data<float>();      // [B, H, Tk, D]
   const float* pv = v.data<float>();      // [B, H, Tk, D]
@@ -191,8 +203,8 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
         for (int64_t x = 0; x < d.Tq * d.Tk; ++x) w[x] = pb[x] * m[x];
         weights = w.data();
       }
-      // Packed rows: only the live [len, len] block (the rest is zero).
-      const int live = static_cast<int>(packed ? key_len[b] : d.Tq),
+      // Packed rows: only the live [rows, keys] block (the rest is zero).
+      const int live = static_cast<int>(packed ? live_rows[b] : d.Tq),
                 cols = static_cast<int>(packed ? key_len[b] : d.Tk);
       float* dvb = pdv + bh * d.Tk * d.D;
       float* dqb = pdq + bh * d.Tq * d.D;

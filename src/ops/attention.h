@@ -30,8 +30,12 @@ struct AttentionOptions {
   // materialized core then computes only the live [len, len] block of each
   // row: padding queries' outputs are zero and their dout is ignored (so
   // the gradients equal the full computation's where that dout is zero, as
-  // DocLayout's is); the other cores ignore the flag.
+  // DocLayout's is); the other cores ignore the flag. Cross-attention over
+  // packed pairs (variable-length translation, Tq != Tk) gives its queries'
+  // lengths in query_lengths (i32 [B]): the live block is then
+  // [query_lengths[b], key_lengths[b]].
   bool packed_rows = false;
+  Tensor query_lengths;
   float dropout = 0.0f;  // on the probabilities, Philox element index = flat [B,H,Tq,Tk] index
   uint64_t seed = 0;
   uint64_t stream = 0;

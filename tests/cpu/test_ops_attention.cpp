@@ -238,7 +238,58 @@ TEST(Attention, PackedRowsComputeOnlyTheLiveBlock) {
   cross.packed_rows = true;
   Tensor q = Tensor::zeros({1, 1, 3, 4}), k = Tensor::zeros({1, 1, 5, 4});
   Tensor out = Tensor::zeros({1, 1, 3, 4}), probs = Tensor::zeros({1, 1, 3, 5});
-  EXPECT_THROW(ops::attention_forward(q, k, k, cross, out, probs), Error);  // Tq != Tk
+  // Tq != Tk without query lengths; query lengths past Tq.
+  EXPECT_THROW(ops::attention_forward(q, k, k, cross, out, probs), Error);
+  cross.query_lengths = Tensor::from_ints({4}, {1});
+  EXPECT_THROW(ops::attention_forward(q, k, k, cross, out, probs), Error);
+}
+
+// Cross-attention over packed pairs (variable-length translation): the live
+// block of row b is [query_lengths[b], key_lengths[b]]; live queries match
+// the full computation, padding queries give zeros, and with their dout zero
+// (DocLayout's) the gradients match too.
+TEST(Attention, PackedCrossRowsComputeTheirLiveBlock) {
+  const int64_t B = 3, H = 2, Tq = 5, Tk = 7, D = 4;
+  const std::vector<int32_t> q_len{5, 1, 3}, k_len{2, 7, 4};
+  const Case c{B, H, Tq, Tk, D, false, k_len, 0.25f};
+  Tensor q = test::random_tensor({B, H, Tq, D}, 91), k = test::random_tensor({B, H, Tk, D}, 92);
+  Tensor v = test::random_tensor({B, H, Tk, D}, 93);
+  std::vector<float> g = test::random_floats(static_cast<size_t>(B * H * Tq * D), 94);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = q_len[static_cast<size_t>(b)]; i < Tq; ++i)
+        for (int64_t x = 0; x < D; ++x) g[static_cast<size_t>(((b * H + h) * Tq + i) * D + x)] = 0;
+  Tensor dout = Tensor::from_floats(g, {B, H, Tq, D});
+  auto run = [&](bool packed) {
+    AttentionOptions o = options_for(c);
+    o.seed = 9;
+    o.stream = 3;
+    o.packed_rows = packed;
+    if (packed) o.query_lengths = Tensor::from_ints(q_len, {B});
+    Tensor out = Tensor::full({B, H, Tq, D}, 7.0f), probs = Tensor::full({B, H, Tq, Tk}, 7.0f);
+    ops::attention_forward(q, k, v, o, out, probs);
+    Tensor dq = Tensor::full({B, H, Tq, D}, 7.0f), dk = Tensor::full({B, H, Tk, D}, 7.0f),
+           dv = Tensor::full({B, H, Tk, D}, 7.0f);
+    ops::attention_backward(q, k, v, probs, dout, o, dq, dk, dv);
+    return std::vector<std::vector<float>>{out.to_floats(), dq.to_floats(), dk.to_floats(),
+                                           dv.to_floats()};
+  };
+  const auto full = run(false), packed = run(true);
+  for (size_t t = 0; t < full.size(); ++t) {
+    const bool query_side = t < 2;  // out, dq: [B, H, Tq, D]; dk, dv: [B, H, Tk, D]
+    const int64_t T = query_side ? Tq : Tk;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t x = 0; x < D; ++x) {
+            const size_t at = static_cast<size_t>(((b * H + h) * T + i) * D + x);
+            const bool live = i < (query_side ? q_len : k_len)[static_cast<size_t>(b)];
+            if (live)
+              EXPECT_NEAR(packed[t][at], full[t][at], 1e-5) << "tensor " << t << " b " << b;
+            else
+              EXPECT_EQ(packed[t][at], 0.0f) << "tensor " << t << " b " << b << " i " << i;
+          }
+  }
 }
 
 TEST(Attention, ArgumentErrors) {
