@@ -131,7 +131,8 @@ int run_predict(const PredictArgs& a) {
   tasks::ClassificationOutputs out;
   {
     cli::Activity activity(fmt::format("{}: classifying {}", kCmd, a.input));
-    out = tasks::classify(*model, set, a.batch_size, session.context());
+    out = tasks::classify(*model, set, a.batch_size, session.context(),
+                          tasks::classifier_pack_len(cfg));
   }
 
   const bool regression = cfg.data.regression;

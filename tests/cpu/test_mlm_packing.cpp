@@ -503,6 +503,12 @@ TEST_P(ClassifierPacking, PackedRowsEqualOneExampleARow) {
   double scale = 0;
   for (float g : gb) scale = std::max(scale, std::abs(double(g)));
   EXPECT_LT(max_diff(ga, gb), 1e-4 * std::max(scale, 1.0)) << "gradients";
+  // Validation and `rotor predict` (tasks::classify) pack the same way.
+  const tasks::ClassificationOutputs rows = tasks::classify(model, set, 5, nn::Context{}),
+                                     packs = tasks::classify(model, set, 5, nn::Context{}, 12);
+  EXPECT_LT(max_diff(packs.logits, rows.logits), 2e-5) << "classify logits";
+  EXPECT_EQ(packs.predicted, rows.predicted);
+  EXPECT_NEAR(packs.sums.loss, rows.sums.loss, 1e-5 * std::max(1.0, std::abs(rows.sums.loss)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, ClassifierPacking,

@@ -18,7 +18,7 @@ namespace rotor::tasks {
 
 ClassificationOutputs classify(models::BertForSequenceClassification& model,
                                const data::ClassificationSet& set, int64_t batch_size,
-                               const nn::Context& ctx) {
+                               const nn::Context& ctx, int64_t pack_len) {
   const Device device = ctx.device;
   const bool regression = model.options().regression;
   ClassificationOutputs out;
@@ -28,7 +28,8 @@ ClassificationOutputs classify(models::BertForSequenceClassification& model,
   for (int64_t first = 0; first < set.size(); first += batch_size) {
     std::vector<int64_t> ids(static_cast<size_t>(std::min(batch_size, set.size() - first)));
     std::iota(ids.begin(), ids.end(), first);
-    const data::ClassificationHostBatch b = data::make_classification_batch(set, ids, regression);
+    const data::ClassificationHostBatch b =
+        data::make_classification_batch(set, ids, regression, pack_len);
     const models::ClassificationSums s = model.forward_loss(to_model_batch(b, device), ctx, &lg);
     out.logits.insert(out.logits.end(), lg.begin(), lg.end());
     TaskSums t;
@@ -48,6 +49,10 @@ ClassificationOutputs classify(models::BertForSequenceClassification& model,
           (out.logits.begin() + static_cast<std::ptrdiff_t>(i))));
   }
   return out;
+}
+
+int64_t classifier_pack_len(const Config& c) {
+  return c.data.packing == Packing::Documents ? c.data.seq_len : 0;
 }
 
 double sigmoid(double z) {

@@ -32,9 +32,15 @@ struct ClassificationOutputs {
 // file order, under `ctx` (inference: training off, fp32; its update picks
 // the random attention features of FAVOR+ where the layers have not drawn
 // them in this process: rotor predict gives the checkpoint's own).
+// pack_len > 0 (data.packing documents): each batch's examples share rows
+// of that many tokens (data::make_classification_batch); the outputs are
+// the same, within round-off, on fewer rows.
 ClassificationOutputs classify(models::BertForSequenceClassification& model,
                                const data::ClassificationSet& set, int64_t batch_size,
-                               const nn::Context& ctx);
+                               const nn::Context& ctx, int64_t pack_len = 0);
+// The pack_len of a config's batches: data.seq_len with data.packing
+// documents, else 0.
+int64_t classifier_pack_len(const Config& c);
 
 // The label mode of an encoder-classifier config: its task row's
 // (LabelMode::Single: task classification; Multi: task multilabel), the

@@ -76,7 +76,7 @@ class EncoderClassifierTask : public TrainingTask {
     store_.allocate(device);
     auto bo = batcher_options<data::ClassificationBatcherOptions>(c, rank, world_size);
     // data.packing documents: each batch's examples share rows of data.seq_len.
-    if (c.data.packing == Packing::Documents) bo.pack_len = c.data.seq_len;
+    bo.pack_len = classifier_pack_len(c);
     batcher_ = std::make_unique<data::ClassificationBatcher>(
         train_, mode_ == ClassifierMode::Regression, bo);
   }
@@ -191,7 +191,8 @@ class EncoderClassifierTask : public TrainingTask {
     const auto data = set(split);
     ROTOR_CHECK(data != nullptr, "evaluate: no such data set");
     const ClassificationOutputs out =
-        classify(*model_, *data, config_.train.batch_size, nn::inference_context(device));
+        classify(*model_, *data, config_.train.batch_size, nn::inference_context(device),
+                 classifier_pack_len(config_));
     ValidationResult r;
     r.sums = out.sums;
     score_classifier(config_, out, *data, r);
