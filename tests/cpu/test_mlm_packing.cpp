@@ -157,16 +157,7 @@ models::BertOptions tiny_bert(nn::PositionKind position, const Core& core) {
   return c;
 }
 
-struct Model {
-  nn::ParameterStore store;
-  std::unique_ptr<models::BertForMaskedLM> model;
-  explicit Model(const models::BertOptions& o) {
-    model = std::make_unique<models::BertForMaskedLM>(o, store);
-    store.allocate(Device::cpu());
-    store.initialize(4);
-    test::jitter(store, 5, 0.1f);
-  }
-};
+using Model = test::JitteredModel<models::BertForMaskedLM>;
 
 // The documents of test::PackedDocs (row 0: 4, 1 and 3 tokens; row 1: 5
 // and 3 of padding) as a masked-LM batch, with token types and masked
@@ -287,9 +278,7 @@ TEST_P(MlmPacking, PackedBatchEqualsDocumentsOneByOne) {
   const std::vector<float> g_alone = s.store.grads().to_floats();
   EXPECT_EQ(whole.tokens, tokens);
   EXPECT_NEAR(whole.loss, loss, 1e-4 * std::abs(loss));
-  double scale = 0;
-  for (float g : g_alone) scale = std::max(scale, std::abs(double(g)));
-  EXPECT_LT(max_diff(g_packed, g_alone), 1e-4 * std::max(scale, 1.0)) << "gradients";
+  EXPECT_LT(test::relative_grad_diff(g_packed, g_alone), 1e-4) << "gradients";
 }
 
 // A token of another document leaves a document's outputs bitwise equal --
@@ -399,9 +388,7 @@ TEST_P(EhrPacking, PackedRowsScoreAsOnePatientPerRow) {
   const std::vector<float> gb = s.store.grads().to_floats();
   EXPECT_NEAR(a.loss, b.loss, 1e-4 * std::abs(b.loss));
   EXPECT_EQ(a.correct, b.correct);
-  double scale = 0;
-  for (float g : gb) scale = std::max(scale, std::abs(double(g)));
-  EXPECT_LT(max_diff(ga, gb), 1e-4 * std::max(scale, 1.0)) << "gradients";
+  EXPECT_LT(test::relative_grad_diff(ga, gb), 1e-4) << "gradients";
 }
 
 INSTANTIATE_TEST_SUITE_P(Positions, EhrPacking,
@@ -500,9 +487,7 @@ TEST_P(ClassifierPacking, PackedRowsEqualOneExampleARow) {
   EXPECT_EQ(a.examples, b.examples);
   EXPECT_EQ(a.correct, b.correct);
   EXPECT_NEAR(a.loss, b.loss, 1e-5 * std::max(1.0, std::abs(b.loss)));
-  double scale = 0;
-  for (float g : gb) scale = std::max(scale, std::abs(double(g)));
-  EXPECT_LT(max_diff(ga, gb), 1e-4 * std::max(scale, 1.0)) << "gradients";
+  EXPECT_LT(test::relative_grad_diff(ga, gb), 1e-4) << "gradients";
   // Validation and `rotor predict` (tasks::classify) pack the same way.
   const tasks::ClassificationOutputs rows = tasks::classify(model, set, 5, nn::Context{}),
                                      packs = tasks::classify(model, set, 5, nn::Context{}, 12);

@@ -17,6 +17,7 @@
 #include "data/corpus.h"
 #include "models/decoder_lm.h"
 #include "nn/attention.h"
+#include "support/model_gradcheck.h"  // jitter
 #include "support/test_util.h"
 
 namespace rotor::test {
@@ -48,6 +49,30 @@ inline double max_diff(const std::vector<float>& a, const std::vector<float>& b)
     m = std::max(m, std::abs(double(a[i]) - b[i]));
   return a.size() == b.size() ? m : INFINITY;
 }
+
+// The largest difference of gradients `a` and `b`, relative to the larger of
+// 1 and b's largest magnitude (the packing checks' gradient tolerance).
+inline double relative_grad_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 1.0;
+  for (float g : b) scale = std::max(scale, std::abs(double(g)));
+  return max_diff(a, b) / scale;
+}
+
+// A model of type M on the CPU with the packing checks' weights: the store's
+// init (seed 4) jittered (test::jitter, seed 5), so that no weight is at its
+// symmetric start.
+template <class M>
+struct JitteredModel {
+  nn::ParameterStore store;
+  std::unique_ptr<M> model;
+  template <class Options>
+  explicit JitteredModel(const Options& o) {
+    model = std::make_unique<M>(o, store);
+    store.allocate(Device::cpu());
+    store.initialize(4);
+    jitter(store, 5, 0.1f);
+  }
+};
 
 inline std::shared_ptr<const data::MmapCorpus> write_lm_corpus(
     const TempDir& dir, const std::vector<std::vector<int32_t>>& sentences) {
