@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages rotor needs (only the missing ones).
 # As root it runs apt-get; otherwise it prints the exact command and fails.
-# Usage: scripts/deps.sh [--with-python]   (--with-python: PyTorch for tests/reference,
-#   the tensorboard package from PyPI in .venv for the TensorBoard tests, and
-#   torch 2.x with transformers 5.x from PyPI in .venv-hf5; ROTOR_HF5=0 skips that)
+# Usage: scripts/deps.sh [--with-python | --hf5-only]   (--with-python: PyTorch for
+#   tests/reference, the tensorboard package from PyPI in .venv for the TensorBoard
+#   tests, and torch 2.x with transformers 5.x from PyPI in .venv-hf5; ROTOR_HF5=0
+#   skips that; --hf5-only: .venv-hf5 alone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -191,6 +192,13 @@ PY
   [[ -x $dest/bin/cuobjdump && -x $dest/bin/nvdisasm ]] && echo "rotor: cuobjdump and nvdisasm in $dest/bin"
   return 0
 }
+
+# --hf5-only: only the .venv-hf5 environment (scripts/test.sh runs it in the
+# background, beside the build, after a run with ROTOR_HF5=0 installed the rest).
+if [[ "${1:-}" == "--hf5-only" ]]; then
+  hf5_environment --with-python
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do

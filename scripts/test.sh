@@ -12,7 +12,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-bash scripts/deps.sh --with-python
+# PyPI's torch 2.x for .venv-hf5 is gigabytes of download that only ctest
+# needs: it installs in the background while the build runs, and ctest waits
+# for it (its log is printed then).
+hf5_pid=
+if [[ "${ROTOR_HF5:-1}" != 0 ]]; then
+  ROTOR_HF5=0 bash scripts/deps.sh --with-python
+  hf5_log=$(mktemp)
+  # Its own process group (setsid), so that a failed build ends pip with it.
+  setsid bash scripts/deps.sh --hf5-only >"$hf5_log" 2>&1 &
+  hf5_pid=$!
+  trap '[[ -n $hf5_pid ]] && kill -- -"$hf5_pid" 2>/dev/null; true' EXIT
+else
+  bash scripts/deps.sh --with-python
+fi
 # Formatting first: it fails in seconds where a build takes minutes.
 bash scripts/check_format.sh
 
@@ -26,6 +39,12 @@ jobs=$(nproc)
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
   -DROTOR_CUDA="${ROTOR_CUDA:-AUTO}" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-80;90}"
 cmake --build "$build_dir" -j "$jobs"
+if [[ -n $hf5_pid ]]; then
+  wait "$hf5_pid" || true
+  hf5_pid=
+  cat "$hf5_log"
+  rm -f "$hf5_log"
+fi
 cd "$build_dir"
 # Spinning OpenMP threads of tests that run side by side starve each other
 # (rotor itself re-executes with this policy; test binaries do not).
