@@ -178,7 +178,8 @@ TEST(Dropout, MaskIsPhiloxForEverySeedStreamAndLength) {
 // the 64-element draws.
 TEST(Dropout, FactorsAreThoseOfPhiloxUniformAtAnyOffset) {
   const float p = 0.3f, keep = 1.0f / (1.0f - p);
-  for (const uint64_t first : {0ull, 1ull, 3ull, 62ull, 4099ull})
+  // (1 << 34) - 6: blocks on both sides of 2^32, whose low counter word wraps.
+  for (const uint64_t first : {0ull, 1ull, 3ull, 62ull, 4099ull, (1ull << 34) - 6})
     for (const int64_t n : {1, 5, 63, 64, 65, 200}) {
       std::vector<float> f(static_cast<size_t>(n) + 1, -1.0f);
       ops::detail::dropout_factors(7, 11, first, n, p, f.data());
