@@ -53,6 +53,23 @@ std::vector<int64_t> packed_rows(const Dims& d, const AttentionOptions& o,
   return rows;
 }
 
+// One of the core's per-(batch, head) products, beta 0: cpu_sgemm, or the
+// row loops of ops/cpu_rows.h where every row is short (`small`, fixed per
+// call by Tq and Tk, so a call's heads and its backward agree).
+void head_gemm(bool small, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+               const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
+  if (!small) return cpu_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
+  if (ta == CblasNoTrans && tb == CblasTrans)
+    return detail::small_gemm_nt(M, N, K, alpha, A, lda, B, ldb, C, ldc);
+  ROTOR_CHECK(alpha == 1.0f && tb == CblasNoTrans, "head_gemm: no small kernel for this product");
+  if (ta == CblasNoTrans) return detail::small_gemm_nn(M, N, K, A, lda, B, ldb, C, ldc);
+  detail::small_gemm_tn(M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+bool small_rows(const Dims& d) {
+  return d.Tq <= detail::kSmallRows && d.Tk <= detail::kSmallRows;
+}
+
 }  // namespace
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -85,9 +102,11 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   float* po = out.data<float>();      // [B, H, Tq, D]
   float* pp = probs.data<float>();    // [B, H, Tq, Tk]
   const float* pbias = options.score_bias.defined() ? options.score_bias.data<float>() : nullptr;
+  const bool small = small_rows(d);
 
   // Per (batch, head): S = scale Q K^T and O = (P o M) V are GEMMs (cpu_sgemm
-  // runs them single-threaded inside this parallel loop); the masked softmax
+  // runs them single-threaded inside this parallel loop; short rows take
+  // head_gemm's row loops); the masked softmax
   // in between is per row (detail::softmax_row: vector exp, sums in double).
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.B; ++b) {
@@ -102,9 +121,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       const int64_t live = packed ? live_rows[b] : d.Tq, cols = packed ? key_len[b] : d.Tk;
       if (live < d.Tq) std::fill(pb + live * d.Tk, pb + d.Tq * d.Tk, 0.0f);
       if (live > 0 && cols > 0)
-        cpu_sgemm(CblasNoTrans, CblasTrans, static_cast<int>(live), static_cast<int>(cols),
+        head_gemm(small, CblasNoTrans, CblasTrans, static_cast<int>(live), static_cast<int>(cols),
                   static_cast<int>(d.D), options.scale, qb, static_cast<int>(d.D), kb,
-                  static_cast<int>(d.D), 0.0f, pb, static_cast<int>(d.Tk));
+                  static_cast<int>(d.D), pb, static_cast<int>(d.Tk));
       for (int64_t i = 0; i < live; ++i) {
         float* prow = pb + i * d.Tk;
         const int64_t n = visible_keys(d, options.causal, key_len[b], i);
@@ -129,9 +148,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
       }
       if (live < d.Tq) std::fill(ob + live * d.D, ob + d.Tq * d.D, 0.0f);
       if (live > 0)
-        cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(live), static_cast<int>(d.D),
+        head_gemm(small, CblasNoTrans, CblasNoTrans, static_cast<int>(live), static_cast<int>(d.D),
                   static_cast<int>(cols), 1.0f, weights, static_cast<int>(d.Tk), vb,
-                  static_cast<int>(d.D), 0.0f, ob, static_cast<int>(d.D));
+                  static_cast<int>(d.D), ob, static_cast<int>(d.D));
     }
   }
 }
@@ -184,6 +203,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   detail::RelBiasGrad rel_grad(d, options);
   float* pbias_grad =
       options.score_bias_grad.defined() ? options.score_bias_grad.data<float>() : nullptr;
+  const bool small = small_rows(d);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.B; ++b) {
     for (int64_t h = 0; h < d.H; ++h) {
@@ -217,9 +237,9 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                   0.0f);
       if (live == 0 || cols == 0) continue;
       // dV = W^T dout: [Tk, D]
-      cpu_sgemm(CblasTrans, CblasNoTrans, cols, D, live, 1.0f, weights, Tk, dob, D, 0.0f, dvb, D);
+      head_gemm(small, CblasTrans, CblasNoTrans, cols, D, live, 1.0f, weights, Tk, dob, D, dvb, D);
       // dP = dout V^T: [Tq, Tk] (into ds)
-      cpu_sgemm(CblasNoTrans, CblasTrans, live, cols, D, 1.0f, dob, D, vb, D, 0.0f, ds.data(), Tk);
+      head_gemm(small, CblasNoTrans, CblasTrans, live, cols, D, 1.0f, dob, D, vb, D, ds.data(), Tk);
       for (int64_t i = 0; i < live; ++i) {
         const float* prow = pb + i * d.Tk;
         float* row = ds.data() + i * d.Tk;
@@ -246,9 +266,9 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
         for (int64_t j = 0; j < d.Tk; ++j) row[j] = prow[j] * (row[j] - rowsum) * options.scale;
       }
       // dQ = dS K: [Tq, D];  dK = dS^T Q: [Tk, D]
-      cpu_sgemm(CblasNoTrans, CblasNoTrans, live, D, cols, 1.0f, ds.data(), Tk, kb, D, 0.0f, dqb,
+      head_gemm(small, CblasNoTrans, CblasNoTrans, live, D, cols, 1.0f, ds.data(), Tk, kb, D, dqb,
                 D);
-      cpu_sgemm(CblasTrans, CblasNoTrans, cols, D, live, 1.0f, ds.data(), Tk, qb, D, 0.0f, dkb, D);
+      head_gemm(small, CblasTrans, CblasNoTrans, cols, D, live, 1.0f, ds.data(), Tk, qb, D, dkb, D);
     }
   }
   if (rel_grad.on()) {

@@ -165,4 +165,47 @@ ROTOR_CPU_CLONES void layer_norm_param_rows(const float* dy, const float* x, con
   }
 }
 
+ROTOR_CPU_CLONES void small_gemm_nt(int M, int N, int K, float alpha, const float* A, int lda,
+                                    const float* B, int ldb, float* C, int ldc) {
+  for (int i = 0; i < M; ++i) {
+    const float* __restrict a = A + static_cast<int64_t>(i) * lda;
+    for (int j = 0; j < N; ++j) {
+      const float* __restrict b = B + static_cast<int64_t>(j) * ldb;
+      float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      int k = 0;
+      for (; k + 8 <= K; k += 8)
+        for (int l = 0; l < 8; ++l) acc[l] += a[k + l] * b[k + l];
+      float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+      for (; k < K; ++k) sum += a[k] * b[k];
+      C[static_cast<int64_t>(i) * ldc + j] = alpha * sum;
+    }
+  }
+}
+
+ROTOR_CPU_CLONES void small_gemm_nn(int M, int N, int K, const float* A, int lda, const float* B,
+                                    int ldb, float* C, int ldc) {
+  for (int i = 0; i < M; ++i) {
+    float* __restrict c = C + static_cast<int64_t>(i) * ldc;
+    for (int n = 0; n < N; ++n) c[n] = 0.0f;
+    for (int k = 0; k < K; ++k) {
+      const float a = A[static_cast<int64_t>(i) * lda + k];
+      const float* __restrict b = B + static_cast<int64_t>(k) * ldb;
+      for (int n = 0; n < N; ++n) c[n] += a * b[n];
+    }
+  }
+}
+
+ROTOR_CPU_CLONES void small_gemm_tn(int M, int N, int K, const float* A, int lda, const float* B,
+                                    int ldb, float* C, int ldc) {
+  for (int i = 0; i < M; ++i) {
+    float* __restrict c = C + static_cast<int64_t>(i) * ldc;
+    for (int n = 0; n < N; ++n) c[n] = 0.0f;
+    for (int k = 0; k < K; ++k) {
+      const float a = A[static_cast<int64_t>(k) * lda + i];
+      const float* __restrict b = B + static_cast<int64_t>(k) * ldb;
+      for (int n = 0; n < N; ++n) c[n] += a * b[n];
+    }
+  }
+}
+
 }  // namespace rotor::ops::detail

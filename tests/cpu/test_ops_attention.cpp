@@ -2,10 +2,13 @@
 // same masks and Philox dropout; the backward against central differences.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include "core/philox.h"
 #include "ops/attention.h"
+#include "ops/cpu_gemm.h"
+#include "ops/cpu_rows.h"
 #include "support/test_util.h"
 
 namespace rotor {
@@ -145,6 +148,48 @@ TEST(Attention, CausalWithFewerQueriesAndPadding) {
 
 TEST(Attention, Dropout) {
   check_case({2, 2, 5, 5, 4, true, {5, 4}, 0.25f}, 50);
+}
+
+// Rows up to detail::kSmallRows take the core's own row loops, longer ones
+// cpu_sgemm: both sides of the line, with head widths that leave a tail
+// after the 8-lane dot products, and dropout.
+TEST(Attention, ShortAndLongRowsOnBothProductPaths) {
+  static_assert(ops::detail::kSmallRows == 12);
+  check_case({2, 2, 12, 12, 13, false, {12, 7}, 0.0f}, 60);  // short rows: row loops
+  check_case({1, 2, 12, 13, 13, false, {13}, 0.25f}, 62);    // Tk past the line: cpu_sgemm
+  check_case({1, 2, 17, 17, 12, true, {}, 0.25f}, 64);
+}
+
+// The row loops against cpu_sgemm on strided operands, every transpose the
+// core uses (beta 0, so C's old contents must not matter).
+TEST(Attention, SmallProductsMatchTheGemm) {
+  for (const auto [M, N, K] : {std::array{1, 1, 1}, {3, 5, 7}, {12, 9, 32}, {5, 12, 17}}) {
+    const int ld = 40;  // every operand's leading dimension: strided rows
+    const std::vector<float> a = test::random_floats(static_cast<size_t>(ld * 40), 101);
+    const std::vector<float> b = test::random_floats(static_cast<size_t>(ld * 40), 102);
+    for (const int form : {0, 1, 2}) {  // NT (alpha 0.3), NN, TN
+      std::vector<float> want(static_cast<size_t>(ld * 40), 0.0f), got(want.size(), 9.0f);
+      const float alpha = form == 0 ? 0.3f : 1.0f;
+      const CBLAS_TRANSPOSE ta = form == 2 ? CblasTrans : CblasNoTrans;
+      const CBLAS_TRANSPOSE tb = form == 0 ? CblasTrans : CblasNoTrans;
+      ops::cpu_sgemm(ta, tb, M, N, K, alpha, a.data(), ld, b.data(), ld, 0.0f, want.data(), ld);
+      if (form == 0)
+        ops::detail::small_gemm_nt(M, N, K, alpha, a.data(), ld, b.data(), ld, got.data(), ld);
+      else if (form == 1)
+        ops::detail::small_gemm_nn(M, N, K, a.data(), ld, b.data(), ld, got.data(), ld);
+      else
+        ops::detail::small_gemm_tn(M, N, K, a.data(), ld, b.data(), ld, got.data(), ld);
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+          const size_t x = static_cast<size_t>(i * ld + j);
+          EXPECT_NEAR(got[x], want[x], 1e-5f * (1.0f + std::fabs(want[x])))
+              << "form " << form << " M " << M << " N " << N << " K " << K << " (" << i << ", " << j
+              << ")";
+        }
+      EXPECT_EQ(got[static_cast<size_t>(M - 1) * ld + static_cast<size_t>(N)], 9.0f)
+          << "written past row end, form " << form;
+    }
+  }
 }
 
 TEST(Attention, FullyMaskedRowsGiveZeros) {
