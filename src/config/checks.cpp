@@ -652,11 +652,6 @@ std::optional<ConfigProblem> find_problem(const Config& c) {
                     "data.packing documents; here task {}, data.format {}, data.packing {}",
                     to_string(c.task), to_string(c.data.format), to_string(c.data.packing)),
         {"data.packing", "task", "data.format"}};
-  if (c.data.packing == Packing::Documents && c.data.choices > 0)
-    return ConfigProblem{"data.packing",
-                         "documents does not pack multiple-choice examples (data.choices), "
-                         "whose choices must share a batch's rows one to one",
-                         {"data.choices"}};
   if (c.data.packing == Packing::Documents && c.model.position->untied_correlation)
     return ConfigProblem{"data.packing",
                          "documents cannot carry TUPE's positional correlation (model.position "

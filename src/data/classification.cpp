@@ -1,5 +1,7 @@
 #include "data/classification.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -144,37 +146,84 @@ ClassificationSet read_classification_tsv(const std::string& path, const TsvForm
 
 namespace {
 
-// make_classification_batch of multiple choice: B * N rows.
+// Where each of n units (an example, or a multiple-choice pair: `per` units
+// an example of `indices`) of these lengths goes: one a row, or with
+// pack_len > 0 greedily into rows of at most pack_len tokens, in order (a
+// unit that does not fit the rest of a row starts the next one).
+struct UnitLayout {
+  std::vector<int64_t> row, offset;
+  std::vector<int32_t> doc;  // the unit's index within its row
+  int64_t rows = 0, width = 0;
+
+  UnitLayout(const std::vector<int64_t>& lengths, int64_t pack_len,
+             const std::vector<int64_t>& indices, int64_t per) {
+    const size_t n = lengths.size();
+    row.assign(n, 0);
+    offset.assign(n, 0);
+    doc.assign(n, 0);
+    RowPacker packer(pack_len);
+    for (size_t u = 0; u < n; ++u) {
+      const int64_t len = lengths[u];
+      if (pack_len > 0) {
+        ROTOR_CHECK(
+            len <= pack_len, "classification batch: example {}{} has {} tokens, more than {}",
+            indices[u / static_cast<size_t>(per)],
+            per > 1 ? fmt::format(" choice {}", u % static_cast<size_t>(per)) : "", len, pack_len);
+        const int64_t at = packer.add(len);
+        if (at > 0) doc[u] = doc[u - 1] + 1;
+        rows = packer.rows();
+        row[u] = rows - 1;
+        offset[u] = at;
+        width = std::max(width, at + len);
+      } else {
+        row[u] = rows++;
+        width = std::max(width, len);
+      }
+    }
+  }
+  int64_t start(size_t u) const { return row[u] * width + offset[u]; }
+};
+
+// make_classification_batch of multiple choice: the B * N pairs, example
+// b's choice k the unit b * N + k, one a row or packed.
 ClassificationHostBatch make_choice_batch(const ClassificationSet& set,
-                                          const std::vector<int64_t>& indices) {
-  const int64_t B = static_cast<int64_t>(indices.size()), N = set.choices, R = B * N;
-  int64_t T = 0;
-  for (int64_t i : indices)
-    for (const auto& row : set.examples[static_cast<size_t>(i)].choice_ids)
-      T = std::max<int64_t>(T, static_cast<int64_t>(row.size()));
-  std::vector<int32_t> ids(static_cast<size_t>(R * T), kPadId), types(ids.size(), 0);
-  std::vector<int32_t> lengths(static_cast<size_t>(R)), labels;
-  ClassificationHostBatch batch;
-  batch.indices = indices;
+                                          const std::vector<int64_t>& indices, int64_t pack_len) {
+  const int64_t B = static_cast<int64_t>(indices.size()), N = set.choices;
+  std::vector<int64_t> lengths;
   for (int64_t b = 0; b < B; ++b) {
     const ClassificationExample& ex = set.examples[static_cast<size_t>(indices[b])];
     ROTOR_CHECK(static_cast<int64_t>(ex.choice_ids.size()) == N,
                 "classification batch: example {} has {} choices, not {}", indices[b],
                 ex.choice_ids.size(), N);
+    for (const auto& pair : ex.choice_ids) lengths.push_back(static_cast<int64_t>(pair.size()));
+  }
+  const UnitLayout at(lengths, pack_len, indices, N);
+  const int64_t R = at.rows, T = at.width;
+  std::vector<int32_t> ids(static_cast<size_t>(R * T), kPadId), types(ids.size(), 0);
+  std::vector<int32_t> row_lengths(static_cast<size_t>(R), 0), labels;
+  ClassificationHostBatch batch;
+  batch.indices = indices;
+  if (pack_len > 0) batch.documents.assign(ids.size(), -1);
+  for (int64_t b = 0; b < B; ++b) {
+    const ClassificationExample& ex = set.examples[static_cast<size_t>(indices[b])];
     for (int64_t k = 0; k < N; ++k) {
-      const int64_t r = b * N + k;
-      const std::vector<int32_t>& row = ex.choice_ids[static_cast<size_t>(k)];
-      std::copy(row.begin(), row.end(), ids.begin() + r * T);
+      const size_t u = static_cast<size_t>(b * N + k);
+      const std::vector<int32_t>& pair = ex.choice_ids[static_cast<size_t>(k)];
       const std::vector<int32_t>& ty = ex.choice_types[static_cast<size_t>(k)];
-      std::copy(ty.begin(), ty.end(), types.begin() + r * T);
-      lengths[static_cast<size_t>(r)] = static_cast<int32_t>(row.size());
-      batch.tokens += static_cast<int64_t>(row.size());
+      std::copy(pair.begin(), pair.end(), ids.begin() + at.start(u));
+      std::copy(ty.begin(), ty.end(), types.begin() + at.start(u));
+      if (pack_len > 0) {
+        std::fill_n(batch.documents.begin() + at.start(u), pair.size(), at.doc[u]);
+        batch.cls_positions.push_back(static_cast<int32_t>(at.start(u)));
+      }
+      row_lengths[static_cast<size_t>(at.row[u])] += static_cast<int32_t>(pair.size());
+      batch.tokens += static_cast<int64_t>(pair.size());
     }
     labels.push_back(ex.label);
   }
   batch.input_ids = Tensor::from_ints(ids, {R, T});
   batch.token_type_ids = Tensor::from_ints(types, {R, T});
-  batch.lengths = Tensor::from_ints(lengths, {R});
+  batch.lengths = Tensor::from_ints(row_lengths, {R});
   if (set.has_labels) batch.labels = Tensor::from_ints(labels, {B});
   return batch;
 }
@@ -186,37 +235,18 @@ ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
                                                   bool regression, int64_t pack_len) {
   const int64_t B = static_cast<int64_t>(indices.size());
   ROTOR_CHECK(B > 0, "an empty classification batch");
-  if (set.choices > 0) {
-    ROTOR_CHECK(pack_len == 0, "multiple-choice examples are not packed");
-    return make_choice_batch(set, indices);
-  }
+  if (set.choices > 0) return make_choice_batch(set, indices, pack_len);
   // Each example's row and offset: one a row, or packed greedily.
-  std::vector<int64_t> row_of(static_cast<size_t>(B)), offset(static_cast<size_t>(B), 0);
-  std::vector<int32_t> row_docs(static_cast<size_t>(B), 0);  // its index in its row
-  RowPacker packer(pack_len);
-  int64_t R = 0, T = 0;
-  for (int64_t r = 0; r < B; ++r) {
-    const int64_t n =
-        static_cast<int64_t>(set.examples[static_cast<size_t>(indices[r])].ids.size());
-    if (pack_len > 0) {
-      ROTOR_CHECK(n <= pack_len, "classification batch: example {} has {} tokens, more than {}",
-                  indices[r], n, pack_len);
-      const int64_t at = packer.add(n);
-      if (at > 0) row_docs[static_cast<size_t>(r)] = row_docs[static_cast<size_t>(r - 1)] + 1;
-      R = packer.rows();
-      row_of[static_cast<size_t>(r)] = R - 1;
-      offset[static_cast<size_t>(r)] = at;
-      T = std::max(T, at + n);
-    } else {
-      row_of[static_cast<size_t>(r)] = R++;
-      T = std::max(T, n);
-    }
-  }
+  std::vector<int64_t> lengths;
+  for (int64_t i : indices)
+    lengths.push_back(static_cast<int64_t>(set.examples[static_cast<size_t>(i)].ids.size()));
+  const UnitLayout at(lengths, pack_len, indices, 1);
+  const int64_t R = at.rows, T = at.width;
   std::vector<int32_t> ids(static_cast<size_t>(R * T), kPadId), types(ids.size(), 0);
   // EHR examples carry ages and visit positions (all of a set or none).
   const bool ehr = !set.examples[static_cast<size_t>(indices[0])].ages.empty();
   std::vector<int32_t> ages(ehr ? ids.size() : 0, 0), positions(ages.size(), 0);
-  std::vector<int32_t> lengths(static_cast<size_t>(R), 0), labels;
+  std::vector<int32_t> row_lengths(static_cast<size_t>(R), 0), labels;
   std::vector<float> targets;
   const int64_t C = set.num_labels;
   if (set.multilabel) targets.assign(static_cast<size_t>(B * C), 0.0f);
@@ -225,21 +255,21 @@ ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
   if (pack_len > 0) batch.documents.assign(ids.size(), -1);
   for (int64_t r = 0; r < B; ++r) {
     const ClassificationExample& ex = set.examples[static_cast<size_t>(indices[r])];
-    const int64_t at = row_of[static_cast<size_t>(r)] * T + offset[static_cast<size_t>(r)];
-    std::copy(ex.ids.begin(), ex.ids.end(), ids.begin() + at);
-    std::copy(ex.types.begin(), ex.types.end(), types.begin() + at);
+    const size_t u = static_cast<size_t>(r);
+    const int64_t start = at.start(u);
+    std::copy(ex.ids.begin(), ex.ids.end(), ids.begin() + start);
+    std::copy(ex.types.begin(), ex.types.end(), types.begin() + start);
     if (ehr) {
       ROTOR_CHECK(ex.ages.size() == ex.ids.size() && ex.positions.size() == ex.ids.size(),
                   "classification batch: example {} lacks ages or positions", indices[r]);
-      std::copy(ex.ages.begin(), ex.ages.end(), ages.begin() + at);
-      std::copy(ex.positions.begin(), ex.positions.end(), positions.begin() + at);
+      std::copy(ex.ages.begin(), ex.ages.end(), ages.begin() + start);
+      std::copy(ex.positions.begin(), ex.positions.end(), positions.begin() + start);
     }
     if (pack_len > 0) {
-      std::fill_n(batch.documents.begin() + at, ex.ids.size(), row_docs[static_cast<size_t>(r)]);
-      batch.cls_positions.push_back(static_cast<int32_t>(at));
+      std::fill_n(batch.documents.begin() + start, ex.ids.size(), at.doc[u]);
+      batch.cls_positions.push_back(static_cast<int32_t>(start));
     }
-    lengths[static_cast<size_t>(row_of[static_cast<size_t>(r)])] +=
-        static_cast<int32_t>(ex.ids.size());
+    row_lengths[static_cast<size_t>(at.row[u])] += static_cast<int32_t>(ex.ids.size());
     batch.tokens += static_cast<int64_t>(ex.ids.size());
     if (set.multilabel)
       for (int32_t k : ex.label_set) targets[static_cast<size_t>(r * C + k)] = 1.0f;
@@ -250,7 +280,7 @@ ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
   }
   batch.input_ids = Tensor::from_ints(ids, {R, T});
   batch.token_type_ids = Tensor::from_ints(types, {R, T});
-  batch.lengths = Tensor::from_ints(lengths, {R});
+  batch.lengths = Tensor::from_ints(row_lengths, {R});
   if (ehr) {
     batch.age_ids = Tensor::from_ints(ages, {R, T});
     batch.position_ids = Tensor::from_ints(positions, {R, T});

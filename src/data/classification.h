@@ -90,7 +90,8 @@ struct ClassificationHostBatch {
   int64_t tokens = 0;            // non-pad tokens
   // Packed examples (make_classification_batch's pack_len > 0): R <= B rows
   // of several examples each; each token's example index in its row, host
-  // [R*T] (-1: padding), and each example's [CLS], host [B] flat r * T + t.
+  // [R*T] (-1: padding), and each example's [CLS], host [B] flat r * T + t
+  // (multiple choice: each pair's, [B * N]).
   // Empty: one example a row (its [CLS] at r * T).
   std::vector<int32_t> documents, cls_positions;
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
@@ -100,7 +101,8 @@ struct ClassificationHostBatch {
 // pack_len > 0 (data.packing documents): the examples, in order, fill rows
 // of at most pack_len tokens greedily (an example that does not fit the
 // rest of a row starts the next one); labels and targets stay one per
-// example. Multiple choice is never packed (a rotor::Error).
+// example. Multiple choice packs its B * N pairs the same way, in order
+// (cls_positions then holds B * N [CLS], example b's choices at b * N ...).
 ClassificationHostBatch make_classification_batch(const ClassificationSet& set,
                                                   const std::vector<int64_t>& indices,
                                                   bool regression, int64_t pack_len = 0);

@@ -99,8 +99,8 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
   T_ = h.size(1);
   const int64_t d = options_.encoder.layer.d_model;
   const bool packed = !batch.documents.empty();
-  ROTOR_CHECK(!packed || (options_.choices == 0 && !batch.cls_positions.empty()),
-              "classifier: packed examples need their [CLS] positions and no choices");
+  ROTOR_CHECK(!packed || !batch.cls_positions.empty(),
+              "classifier: packed examples need their [CLS] positions");
   std::vector<int32_t> rows = batch.cls_positions;  // each example's [CLS]
   if (!packed) {
     rows.resize(static_cast<size_t>(B_));
@@ -112,10 +112,10 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
   ops::embedding_forward(cls_rows_, h.view({B_ * T_, d}), 1.0f, h_cls);  // gather [CLS]
   logits_ = head_forward(h_cls, ctx);                                    // [E, C]
   int64_t C = options_.num_labels, examples = E_;
-  if (options_.choices > 0) {  // each example's N rows' scores as its logits
+  if (options_.choices > 0) {  // each example's N pairs' scores as its logits
     C = options_.choices;
-    ROTOR_CHECK(B_ % C == 0, "classifier: {} rows are not {} choices an example", B_, C);
-    examples = B_ / C;
+    ROTOR_CHECK(E_ % C == 0, "classifier: {} pairs are not {} choices an example", E_, C);
+    examples = E_ / C;
     logits_ = logits_.view({examples, C});  // [B, N]
   }
   const std::vector<float> lg = logits_.to_floats();
@@ -184,7 +184,7 @@ void BertForSequenceClassification::backward(float loss_scale) {
   } else {
     dlogits = ctx.empty(logits_.shape());
     ops::cross_entropy_backward(logits_, labels_, lse_, 0.0f, -1, loss_scale, dlogits);
-    if (options_.choices > 0) dlogits = dlogits.view({B_, 1});  // [B * N, 1]: a row's score
+    if (options_.choices > 0) dlogits = dlogits.view({E_, 1});  // [B * N, 1]: a pair's score
   }
   Tensor dcls = head_backward(dlogits);  // [B, d]
   ctx.report_grads_ready(*store_, head_range_);

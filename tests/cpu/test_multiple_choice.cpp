@@ -6,6 +6,7 @@
 // rules, and end to end through the rotor binary: two choices learned in a
 // few dozen updates from scratch, `rotor predict` writing the chosen index
 // and the probabilities, the export refused, a bad file one line.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <numeric>
@@ -13,13 +14,18 @@
 #include <string>
 
 #include "config/config.h"
+#include "core/json_io.h"
 #include "data/classification.h"
 #include "data/sentencepiece.h"
 #include "models/bert_classifier.h"
+#include "support/dp_training.h"  // max_weight_diff
 #include "support/model_gradcheck.h"
+#include "support/packed_lm.h"
 #include "support/run_rotor.h"
 #include "support/test_util.h"
 #include "support/tiny_configs.h"
+#include "tasks/classifier/outputs.h"
+#include "tasks/data.h"
 
 namespace rotor {
 namespace {
@@ -145,6 +151,122 @@ TEST(MultipleChoice, PermutingTheChoicesPermutesTheScores) {
     EXPECT_GT(std::abs(a[0] - a[1]) + std::abs(a[1] - a[2]), 1e-4);
   }
 }
+
+// ---- packed pairs (data.packing documents) -------------------------------------------
+
+// Three examples of three choices as a set: the rows of choice_batch and a
+// third example; labels 2, 0, 1.
+data::ClassificationSet choice_set() {
+  const std::vector<std::vector<int32_t>> pairs = {
+      {5, 12, 8, 6, 17, 9, 6}, {5, 12, 8, 6, 21, 6},  {5, 12, 8, 6, 30, 31, 6},
+      {5, 22, 6, 11, 6},       {5, 22, 6, 13, 14, 6}, {5, 22, 6, 25, 6},
+      {5, 9, 6, 33, 6},        {5, 9, 6, 34, 35, 6},  {5, 9, 6, 36, 6}};
+  data::ClassificationSet set;
+  set.has_labels = true;
+  set.choices = 3;
+  const int32_t labels[] = {2, 0, 1};
+  for (int e = 0; e < 3; ++e) {
+    data::ClassificationExample ex;
+    ex.label = labels[e];
+    for (int k = 0; k < 3; ++k) {
+      const std::vector<int32_t>& pair = pairs[static_cast<size_t>(e * 3 + k)];
+      const size_t sep = static_cast<size_t>(std::find(pair.begin(), pair.end(), 6) - pair.begin());
+      std::vector<int32_t> types;
+      for (size_t t = 0; t < pair.size(); ++t) types.push_back(t > sep ? 1 : 0);
+      ex.choice_ids.push_back(pair);
+      ex.choice_types.push_back(types);
+    }
+    set.examples.push_back(ex);
+  }
+  return set;
+}
+
+// The pairs of a batch, in order, fill rows of pack_len: each pair's [CLS]
+// at its place, B * N of them, documents numbered within each row.
+TEST(MultipleChoicePacking, PairsFillRowsInOrder) {
+  const data::ClassificationSet set = choice_set();
+  const data::ClassificationHostBatch b = data::make_classification_batch(set, {1, 0}, false, 14);
+  // Example 1's pairs (5, 6, 5 tokens), then example 0's (7, 6, 7): rows
+  // {5, 6}, {5, 7}, {6, 7} of at most 14 tokens.
+  ASSERT_EQ(b.input_ids.size(0), 3);
+  const int64_t T = b.input_ids.size(1);
+  EXPECT_EQ(T, 13);
+  EXPECT_EQ(b.cls_positions,
+            (std::vector<int32_t>{0, 5, static_cast<int32_t>(T), static_cast<int32_t>(T + 5),
+                                  static_cast<int32_t>(2 * T), static_cast<int32_t>(2 * T + 6)}));
+  const std::vector<int32_t> ids = b.input_ids.to_ints(), types = b.token_type_ids.to_ints();
+  for (int32_t at : b.cls_positions) EXPECT_EQ(ids[static_cast<size_t>(at)], 5);
+  EXPECT_EQ(b.documents[0], 0);
+  EXPECT_EQ(b.documents[5], 1);
+  EXPECT_EQ(b.documents[11], -1);  // row 0 holds 11 tokens
+  EXPECT_EQ(b.documents[static_cast<size_t>(T + 5)], 1);
+  EXPECT_EQ(types[4], 1);  // example 1 choice 0's last [SEP]
+  EXPECT_EQ(types[5], 0);  // choice 1's [CLS]
+  EXPECT_EQ(b.lengths.to_ints(), (std::vector<int32_t>{11, 12, 13}));
+  EXPECT_EQ(b.labels.to_ints(), (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(b.tokens, 36);
+  try {
+    data::make_classification_batch(set, {2, 0}, false, 6);
+    ADD_FAILURE() << "a pair longer than the row was packed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("example 0 choice 0 has 7 tokens, more than 6"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+class ChoicePacking : public ::testing::TestWithParam<bool> {};
+
+// Packed pairs against one pair a row: the same scores, loss and
+// gradients, and tasks::classify (validation, `rotor predict`) alike.
+TEST_P(ChoicePacking, PackedPairsEqualOnePairARow) {
+  const bool roformer = GetParam();
+  models::BertClassifierOptions o = tiny(roformer, 3);
+  o.dropout = 0.0f;
+  o.encoder.layer.dropout = o.encoder.layer.attention_dropout = 0.0f;
+  nn::ParameterStore store;
+  models::BertForSequenceClassification model(o, store);
+  store.allocate(Device::cpu());
+  store.initialize(4);
+  test::jitter(store, 5, 0.1f);
+  const data::ClassificationSet set = choice_set();
+  const std::vector<int64_t> ids{2, 0, 1};
+  const data::ClassificationHostBatch packed = data::make_classification_batch(set, ids, false, 14);
+  const data::ClassificationHostBatch plain = data::make_classification_batch(set, ids, false);
+  ASSERT_LT(packed.input_ids.size(0), plain.input_ids.size(0));
+  nn::Context ctx;
+  ctx.training = true;
+  std::vector<float> la, lb;
+  store.zero_grad();
+  const models::ClassificationSums a =
+      model.forward_loss(tasks::to_model_batch(packed, Device::cpu()), ctx, &la);
+  model.backward(1.0f);
+  const std::vector<float> ga = store.grads().to_floats();
+  store.zero_grad();
+  const models::ClassificationSums b =
+      model.forward_loss(tasks::to_model_batch(plain, Device::cpu()), ctx, &lb);
+  model.backward(1.0f);
+  const std::vector<float> gb = store.grads().to_floats();
+  ASSERT_EQ(la.size(), 9u);
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(la[i], lb[i], 2e-5) << "score " << i;
+  EXPECT_GT(std::abs(lb[0] - lb[1]) + std::abs(lb[1] - lb[2]), 1e-4);  // not constants
+  EXPECT_EQ(a.examples, 3);
+  EXPECT_EQ(a.correct, b.correct);
+  EXPECT_NEAR(a.loss, b.loss, 1e-5 * std::max(1.0, std::abs(b.loss)));
+  EXPECT_LT(test::relative_grad_diff(ga, gb), 1e-4);
+  double norm = 0;
+  for (float g : gb) norm += static_cast<double>(g) * g;
+  EXPECT_GT(norm, 1e-6);
+  const tasks::ClassificationOutputs rows = tasks::classify(model, set, 2, nn::Context{}),
+                                     packs = tasks::classify(model, set, 2, nn::Context{}, 14);
+  ASSERT_EQ(packs.logits.size(), rows.logits.size());
+  for (size_t i = 0; i < rows.logits.size(); ++i)
+    EXPECT_NEAR(packs.logits[i], rows.logits[i], 2e-5) << "classify " << i;
+  EXPECT_EQ(packs.predicted, rows.predicted);
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, ChoicePacking, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "roformer" : "bert"; });
 
 // ---- the data -----------------------------------------------------------------------
 
@@ -276,8 +398,9 @@ TEST(MultipleChoiceConfig, Rules) {
 
 // Two choices, the right one starting "yes", the other "no": learned from
 // scratch in 60 updates.
-TEST(MultipleChoiceTrain, LearnsPredictsAndRefusesTheExport) {
-  test::TempDir dir;
+// Two-choice TSVs: train (200 examples) and valid (40), the right choice a
+// "yes" word.
+void write_choice_tsvs(const test::TempDir& dir) {
   for (const auto& [split, n] : {std::pair<std::string, int>{"train", 200}, {"valid", 40}}) {
     std::ofstream out(dir / split + ".tsv");
     out << "label\tcontext\tchoice_0\tchoice_1\n";
@@ -291,6 +414,11 @@ TEST(MultipleChoiceTrain, LearnsPredictsAndRefusesTheExport) {
           << (right == 1 ? good : bad) << "\n";
     }
   }
+}
+
+TEST(MultipleChoiceTrain, LearnsPredictsAndRefusesTheExport) {
+  test::TempDir dir;
+  write_choice_tsvs(dir);
   test::tiny_encoder("classification", dir / "run")
       .set("data.tokenizer", "bytes")
       .set("data.train", dir / "train.tsv")
@@ -349,6 +477,81 @@ TEST(MultipleChoiceTrain, LearnsPredictsAndRefusesTheExport) {
   EXPECT_NE(r.err.find("bad.tsv:3: 3 tab-separated fields, but 2 choices need 4"),
             std::string::npos)
       << r.err;
+}
+
+// data.packing documents: the pairs of each batch fill rows of
+// data.seq_len. Without dropout the updates equal one pair a row's, a
+// packed run resumes exactly, and `rotor predict` reads its config.
+TEST(MultipleChoiceTrain, PackedPairsTrainAsOnePairARow) {
+  test::TempDir dir;
+  write_choice_tsvs(dir);
+  test::tiny_encoder("classification", dir / "rows")
+      .set("data.tokenizer", "bytes")
+      .set("data.train", dir / "train.tsv")
+      .set("data.valid", dir / "valid.tsv")
+      .set("data.choices", "2")
+      .set("data.seq_len", "48")
+      .set("model.dropout", "0")
+      .set("model.attention_dropout", "0")
+      .set("train.max_updates", "4")
+      .set("train.batch_size", "8")
+      .set("train.log_interval", "1")
+      .set("train.valid_interval", "4")
+      .set("train.save_interval", "2")
+      .set("optim.name", "adamw")
+      .set("optim.lr", "5.0e-3")
+      .set("optim.warmup_updates", "1")
+      .write(dir / "mc.yaml");
+  auto run = [&](const std::string& args) {
+    return test::run_rotor(dir, args, "OMP_NUM_THREADS=1");
+  };
+  auto train = [&](const std::string& name, const std::string& extra) {
+    return run("train " + (dir / "mc.yaml") + " --set output_dir=" + (dir / name) + extra);
+  };
+  auto losses = [&](const std::string& name, const std::string& split) {
+    std::vector<double> out;
+    std::istringstream in(test::slurp(dir / name + "/metrics.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      const json_io::Json j = json_io::Json::parse(line);
+      if (j.at("split").get<std::string>() == split) out.push_back(j.at("loss").get<double>());
+    }
+    return out;
+  };
+  auto r = train("rows", "");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string packed = " --set data.packing=documents";
+  r = train("packed", packed);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* split : {"train", "valid"}) {
+    const std::vector<double> a = losses("rows", split), b = losses("packed", split);
+    ASSERT_EQ(a.size(), split == std::string("train") ? 4u : 1u) << split;
+    ASSERT_EQ(b.size(), a.size()) << split;
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(b[i], a[i], 1e-4 * std::abs(a[i])) << split << " " << i;
+  }
+  r = train("split", packed + " --set train.max_updates=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = train("split", packed + " --resume");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(test::max_weight_diff(dir / "packed/checkpoints/step_4/model.safetensors",
+                                  dir / "split/checkpoints/step_4/model.safetensors"),
+            0.0);
+  r = run("predict --checkpoint " + (dir / "packed") + " --input " + (dir / "valid.tsv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("predict: 40 examples | loss "), std::string::npos) << r.err;
+  // The bench times the batches training makes: 8 examples of 2 pairs, each
+  // pair about 20 bytes, are 16 rows, or 8 rows of 48 tokens packed.
+  auto rows = [&](const std::string& extra) {
+    const auto b = run("bench train " + (dir / "mc.yaml") + " --steps 2 --warmup 1 --set " +
+                       "output_dir=" + (dir / "bench") + extra);
+    EXPECT_EQ(b.code, 0) << b.err;
+    const std::string text = b.out + b.err;
+    const size_t at = text.find("per update: ");
+    EXPECT_NE(at, std::string::npos) << text;
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + 12));
+  };
+  EXPECT_EQ(rows(""), 16.0);
+  EXPECT_EQ(rows(packed), 8.0);
 }
 
 }  // namespace
