@@ -55,15 +55,14 @@ std::vector<int64_t> packed_rows(const Dims& d, const AttentionOptions& o,
 
 // One of the core's per-(batch, head) products, beta 0: cpu_sgemm, or the
 // row loops of ops/cpu_rows.h where every row is short (`small`, fixed per
-// call by Tq and Tk, so a call's heads and its backward agree).
+// call by Tq and Tk, so a call's heads and its backward agree). The core's
+// products are A B^T, A B and A^T B: the three the row loops have.
 void head_gemm(bool small, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
                const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
   if (!small) return cpu_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
-  if (ta == CblasNoTrans && tb == CblasTrans)
-    return detail::small_gemm_nt(M, N, K, alpha, A, lda, B, ldb, C, ldc);
-  ROTOR_CHECK(alpha == 1.0f && tb == CblasNoTrans, "head_gemm: no small kernel for this product");
-  if (ta == CblasNoTrans) return detail::small_gemm_nn(M, N, K, A, lda, B, ldb, C, ldc);
-  detail::small_gemm_tn(M, N, K, A, lda, B, ldb, C, ldc);
+  if (tb == CblasTrans) return detail::small_gemm_nt(M, N, K, alpha, A, lda, B, ldb, C, ldc);
+  if (ta == CblasNoTrans) return detail::small_gemm_nn(M, N, K, alpha, A, lda, B, ldb, C, ldc);
+  detail::small_gemm_tn(M, N, K, alpha, A, lda, B, ldb, C, ldc);
 }
 
 bool small_rows(const Dims& d) {

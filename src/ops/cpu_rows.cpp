@@ -182,8 +182,8 @@ ROTOR_CPU_CLONES void small_gemm_nt(int M, int N, int K, float alpha, const floa
   }
 }
 
-ROTOR_CPU_CLONES void small_gemm_nn(int M, int N, int K, const float* A, int lda, const float* B,
-                                    int ldb, float* C, int ldc) {
+ROTOR_CPU_CLONES void small_gemm_nn(int M, int N, int K, float alpha, const float* A, int lda,
+                                    const float* B, int ldb, float* C, int ldc) {
   for (int i = 0; i < M; ++i) {
     float* __restrict c = C + static_cast<int64_t>(i) * ldc;
     for (int n = 0; n < N; ++n) c[n] = 0.0f;
@@ -192,11 +192,13 @@ ROTOR_CPU_CLONES void small_gemm_nn(int M, int N, int K, const float* A, int lda
       const float* __restrict b = B + static_cast<int64_t>(k) * ldb;
       for (int n = 0; n < N; ++n) c[n] += a * b[n];
     }
+    if (alpha != 1.0f)
+      for (int n = 0; n < N; ++n) c[n] *= alpha;
   }
 }
 
-ROTOR_CPU_CLONES void small_gemm_tn(int M, int N, int K, const float* A, int lda, const float* B,
-                                    int ldb, float* C, int ldc) {
+ROTOR_CPU_CLONES void small_gemm_tn(int M, int N, int K, float alpha, const float* A, int lda,
+                                    const float* B, int ldb, float* C, int ldc) {
   for (int i = 0; i < M; ++i) {
     float* __restrict c = C + static_cast<int64_t>(i) * ldc;
     for (int n = 0; n < N; ++n) c[n] = 0.0f;
@@ -205,6 +207,8 @@ ROTOR_CPU_CLONES void small_gemm_tn(int M, int N, int K, const float* A, int lda
       const float* __restrict b = B + static_cast<int64_t>(k) * ldb;
       for (int n = 0; n < N; ++n) c[n] += a * b[n];
     }
+    if (alpha != 1.0f)
+      for (int n = 0; n < N; ++n) c[n] *= alpha;
   }
 }
 

@@ -167,18 +167,18 @@ TEST(Attention, SmallProductsMatchTheGemm) {
     const int ld = 40;  // every operand's leading dimension: strided rows
     const std::vector<float> a = test::random_floats(static_cast<size_t>(ld * 40), 101);
     const std::vector<float> b = test::random_floats(static_cast<size_t>(ld * 40), 102);
-    for (const int form : {0, 1, 2}) {  // NT (alpha 0.3), NN, TN
+    for (const int form : {0, 1, 2, 3, 4, 5}) {  // NT, NN, TN; alpha 1, then 0.3
       std::vector<float> want(static_cast<size_t>(ld * 40), 0.0f), got(want.size(), 9.0f);
-      const float alpha = form == 0 ? 0.3f : 1.0f;
-      const CBLAS_TRANSPOSE ta = form == 2 ? CblasTrans : CblasNoTrans;
-      const CBLAS_TRANSPOSE tb = form == 0 ? CblasTrans : CblasNoTrans;
+      const float alpha = form < 3 ? 1.0f : 0.3f;
+      const CBLAS_TRANSPOSE ta = form % 3 == 2 ? CblasTrans : CblasNoTrans;
+      const CBLAS_TRANSPOSE tb = form % 3 == 0 ? CblasTrans : CblasNoTrans;
       ops::cpu_sgemm(ta, tb, M, N, K, alpha, a.data(), ld, b.data(), ld, 0.0f, want.data(), ld);
-      if (form == 0)
+      if (form % 3 == 0)
         ops::detail::small_gemm_nt(M, N, K, alpha, a.data(), ld, b.data(), ld, got.data(), ld);
-      else if (form == 1)
-        ops::detail::small_gemm_nn(M, N, K, a.data(), ld, b.data(), ld, got.data(), ld);
+      else if (form % 3 == 1)
+        ops::detail::small_gemm_nn(M, N, K, alpha, a.data(), ld, b.data(), ld, got.data(), ld);
       else
-        ops::detail::small_gemm_tn(M, N, K, a.data(), ld, b.data(), ld, got.data(), ld);
+        ops::detail::small_gemm_tn(M, N, K, alpha, a.data(), ld, b.data(), ld, got.data(), ld);
       for (int i = 0; i < M; ++i)
         for (int j = 0; j < N; ++j) {
           const size_t x = static_cast<size_t>(i * ld + j);
