@@ -16,7 +16,10 @@
 // gradients equal the sum over the documents alone. The CPU twin of these
 // checks is tests/cpu/test_lm_packing.cpp. Likewise variable-length
 // translation batches (pairs end to end; cross-attention with two layouts)
-// against each pair alone and the CPU (twin: test_translation_packing.cpp).
+// against each pair alone and the CPU (twin: test_translation_packing.cpp),
+// and classifier examples packed into rows, single-label and multiple choice
+// (each example's pairs as documents), against one a row and the CPU (twins:
+// test_mlm_packing.cpp's ClassifierPacking, test_multiple_choice.cpp).
 // (They share this program with
 // the cuDNN layer test: one more program of the model stack would put the
 // GPU archive over check_pack.sh's limit.) Skipped without a GPU.
@@ -27,6 +30,8 @@
 #include <vector>
 
 #include "core/cuda_context.h"
+#include "data/classification.h"
+#include "models/bert_classifier.h"
 #include "models/decoder_lm.h"
 #include "models/transformer.h"
 #include "nn/attention.h"
@@ -38,6 +43,7 @@
 #include "support/op_case.h"
 #include "support/packed_lm.h"
 #include "support/test_util.h"
+#include "tasks/classifier/outputs.h"
 #include "tasks/translation/data.h"
 
 namespace rotor {
@@ -421,6 +427,123 @@ TEST_P(TranslationVarlenCuda, VariableLengthEqualsPairsAloneAndTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cores, TranslationVarlenCuda, ::testing::ValuesIn(params()),
+                         [](const auto& info) { return info.param.name; });
+
+// Classifier examples packed into rows (data.packing documents), single-label
+// and multiple choice (each example's pairs as documents), against one
+// example (one pair) a row on the GPU -- scores, loss and gradients -- and
+// the fp32 scores against the CPU's packed ones, through the BERT encoder's
+// regrouping and the head's [CLS] gather.
+data::ClassificationSet classifier_set(int64_t choices) {
+  data::ClassificationSet set;
+  set.has_labels = true;
+  set.num_labels = 3;
+  set.choices = choices;
+  auto pair = [](int i, int k, std::vector<int32_t>& ids, std::vector<int32_t>& types) {
+    const int a = 1 + (i + k) % 4, b = (i * 5 + k) % 3;
+    ids = {5};
+    for (int t = 0; t < a; ++t) ids.push_back(7 + (i * 3 + k * 11 + t * 5) % 30);
+    ids.push_back(6);
+    types.assign(ids.size(), 0);
+    for (int t = 0; t < b; ++t) {
+      ids.push_back(7 + (i * 7 + k * 13 + t * 3) % 30);
+      types.push_back(1);
+    }
+    ids.push_back(6);
+    types.push_back(1);
+  };
+  for (int i = 0; i < 6; ++i) {
+    data::ClassificationExample ex;
+    ex.label = i % 3;
+    if (choices == 0) {
+      pair(i, 0, ex.ids, ex.types);
+    } else {
+      ex.choice_ids.resize(static_cast<size_t>(choices));
+      ex.choice_types.resize(static_cast<size_t>(choices));
+      for (int64_t k = 0; k < choices; ++k)
+        pair(i, static_cast<int>(k), ex.choice_ids[static_cast<size_t>(k)],
+             ex.choice_types[static_cast<size_t>(k)]);
+    }
+    set.examples.push_back(ex);
+  }
+  return set;
+}
+
+struct Classifier {
+  nn::ParameterStore store;
+  std::unique_ptr<models::BertForSequenceClassification> model;
+  nn::Context ctx;
+  Classifier(nn::PositionKind position, const Core& core, int64_t choices, Device device,
+             DType dtype) {
+    models::BertClassifierOptions o;
+    o.encoder.vocab_size = kVocab;
+    o.encoder.num_layers = 2;
+    o.encoder.layer.d_model = 128;
+    o.encoder.layer.n_heads = 2;  // D = 64
+    o.encoder.layer.d_ff = 256;
+    o.encoder.layer.dropout = o.encoder.layer.attention_dropout = 0.0f;
+    o.encoder.layer.impl = core.impl;
+    o.encoder.layer.attention_kind = core.kind;
+    o.encoder.position = position;
+    o.encoder.max_positions = 16;
+    o.num_labels = choices > 0 ? 1 : 3;
+    o.choices = choices;
+    o.dropout = 0.0f;
+    model = std::make_unique<models::BertForSequenceClassification>(o, store);
+    store.allocate(device);
+    store.initialize(4);
+    test::jitter(store, 5, 0.1f);
+    if (dtype != DType::F32) store.set_compute_dtype(dtype);
+    ctx.device = device;
+    ctx.dtype = dtype;
+  }
+};
+
+class ClassifierPackingCuda : public ::testing::TestWithParam<Param> {};
+
+TEST_P(ClassifierPackingCuda, PackedExamplesEqualOneARowAndTheCpu) {
+  ROTOR_REQUIRE_GPU();
+  const Param& p = GetParam();
+  const bool f32 = p.dtype == DType::F32;
+  const double tol = f32 ? 2e-4 : 0.1;
+  for (const int64_t choices : {0, 3}) {
+    SCOPED_TRACE(choices ? "multiple choice" : "single label");
+    Classifier gpu(p.position, p.core, choices, kGpu, p.dtype);
+    const data::ClassificationSet set = classifier_set(choices);
+    const std::vector<int64_t> ids{4, 0, 5, 2, 1, 3};
+    const data::ClassificationHostBatch packed =
+        data::make_classification_batch(set, ids, false, 16);
+    const data::ClassificationHostBatch rows = data::make_classification_batch(set, ids, false);
+    ASSERT_LT(packed.input_ids.size(0), rows.input_ids.size(0));
+    nn::Context train = gpu.ctx;
+    train.training = true;
+    std::vector<float> sp, sr;
+    gpu.store.zero_grad();
+    const models::ClassificationSums a =
+        gpu.model->forward_loss(tasks::to_model_batch(packed, kGpu), train, &sp);
+    gpu.model->backward(1.0f);
+    const std::vector<float> g_packed = gpu.store.grads().to(Device::cpu()).to_floats();
+    gpu.store.zero_grad();
+    const models::ClassificationSums b =
+        gpu.model->forward_loss(tasks::to_model_batch(rows, kGpu), train, &sr);
+    gpu.model->backward(1.0f);
+    const std::vector<float> g_rows = gpu.store.grads().to(Device::cpu()).to_floats();
+    ASSERT_EQ(sp.size(), static_cast<size_t>(6 * 3));
+    EXPECT_LT(max_diff(sp, sr), tol) << "scores";
+    EXPECT_NEAR(a.loss, b.loss, (f32 ? 1e-4 : 0.05) * std::max(1.0, std::abs(b.loss)));
+    double scale = 0;
+    for (float g : g_rows) scale = std::max(scale, std::abs(double(g)));
+    EXPECT_LT(max_diff(g_packed, g_rows), (f32 ? 1e-4 : 0.05) * std::max(scale, 1.0));
+    if (f32) {  // the CPU's packed scores, same weights
+      Classifier cpu(p.position, p.core, choices, Device::cpu(), DType::F32);
+      std::vector<float> host;
+      cpu.model->forward_loss(tasks::to_model_batch(packed, Device::cpu()), cpu.ctx, &host);
+      EXPECT_LT(max_diff(sp, host), tol) << "scores against the CPU";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cores, ClassifierPackingCuda, ::testing::ValuesIn(params()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace packing
