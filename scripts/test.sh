@@ -22,6 +22,7 @@ if [[ "${ROTOR_HF5:-1}" != 0 ]]; then
   # Its own process group (setsid), so that a failed build ends pip with it.
   setsid bash scripts/deps.sh --hf5-only >"$hf5_log" 2>&1 &
   hf5_pid=$!
+  hf5_start=$SECONDS
   trap '[[ -n $hf5_pid ]] && kill -- -"$hf5_pid" 2>/dev/null; true' EXIT
 else
   bash scripts/deps.sh --with-python
@@ -40,10 +41,13 @@ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
   -DROTOR_CUDA="${ROTOR_CUDA:-AUTO}" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-80;90}"
 cmake --build "$build_dir" -j "$jobs"
 if [[ -n $hf5_pid ]]; then
+  waited=$SECONDS
   wait "$hf5_pid" || true
   hf5_pid=
   cat "$hf5_log"
   rm -f "$hf5_log"
+  echo "rotor: .venv-hf5 in the background: ctest waited $((SECONDS - waited)) s for it" \
+    "($((SECONDS - hf5_start)) s after it started)"
 fi
 cd "$build_dir"
 # Spinning OpenMP threads of tests that run side by side starve each other
