@@ -2,6 +2,7 @@
 // directly, the others through f32 copies (ops/cpu_f32.h).
 #include "ops/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cpu_clones.h"
@@ -87,6 +88,9 @@ ROTOR_CPU_CLONES void relu_grad_span(const float* dy, const float* x, float* dx,
 }
 ROTOR_CPU_CLONES void gelu_grad_span(const float* dy, const float* x, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * gelu_grad(x[i]);
+}
+ROTOR_CPU_CLONES void add_span(float* x, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += b[i];
 }
 
 // out = op(a, b) element by element, in f32 (16-bit tensors through f32
@@ -242,6 +246,26 @@ void activation_forward(const Tensor& x, Tensor& y, Activation act) {
       break;
   }
 }
+
+namespace detail {
+
+void bias_activation_rows(float* c, const float* bias, float* pre, int64_t rows, int64_t n,
+                          Activation act) {
+  if (!bias && !pre && act == Activation::None) return;
+  ROTOR_PROFILE_OP(bias_activation());
+  // A row at a time while it is in L1: the bias, the copy and the activation
+  // read it once from memory instead of three times.
+#pragma omp parallel for schedule(static) if (rows * n > 16384)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = c + r * n;
+    if (bias) add_span(row, bias, n);
+    if (pre) std::copy(row, row + n, pre + r * n);
+    if (act == Activation::ReLU) relu_span(row, row, n);
+    if (act == Activation::GELU) gelu_span(row, row, n);
+  }
+}
+
+}  // namespace detail
 
 void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activation act) {
   check_like(dy, dx, "activation_backward");

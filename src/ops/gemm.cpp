@@ -136,13 +136,12 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& option
     }
   }
 
-  // Epilogue: bias, then the pre-activation copy, then the activation.
-  if (options.bias.defined()) add_bias(c, options.bias);
-  if (options.pre_activation.defined()) {
-    Tensor pre = options.pre_activation;
-    pre.copy_from(c);
-  }
-  if (options.activation != Activation::None) activation_forward(c, c, options.activation);
+  // Epilogue: bias, then the pre-activation copy, then the activation, a row
+  // at a time.
+  Tensor pre = options.pre_activation;
+  detail::bias_activation_rows(C, options.bias.defined() ? options.bias.data<float>() : nullptr,
+                               pre.defined() ? pre.data<float>() : nullptr, batch * M, N,
+                               options.activation);
 }
 
 }  // namespace rotor::ops
