@@ -59,8 +59,9 @@ python_packages() {
 # test runs in both (tests/CMakeLists.txt: reference_hf_transformers and
 # reference_hf_transformers5), and the benchmark peers use it where it
 # exists (docs/testing.md). PyPI's torch for Linux brings its CUDA
-# libraries: about 5.6 GB and two minutes on the project's machine; there is
-# no CPU-only torch on PyPI. Offline, or when pip fails (a full disk), it
+# libraries: about 5.6 GB, two to fourteen minutes on the project's machines
+# (scripts/test.sh installs it in the background while the build runs); there
+# is no CPU-only torch on PyPI. Offline, or when pip fails (a full disk), it
 # warns and removes the half-made environment: the 5.x test skips.
 # ROTOR_HF5=0 skips it. performer-pytorch (a few pure-Python wheels) joins it:
 # the Performer configs' twin in scripts/bench/cpu_peers.py (Hugging Face has
