@@ -61,8 +61,7 @@ void head_gemm(bool small, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N,
                const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
   if (!small) return cpu_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
   if (tb == CblasTrans) return detail::small_gemm_nt(M, N, K, alpha, A, lda, B, ldb, C, ldc);
-  if (ta == CblasNoTrans) return detail::small_gemm_nn(M, N, K, alpha, A, lda, B, ldb, C, ldc);
-  detail::small_gemm_tn(M, N, K, alpha, A, lda, B, ldb, C, ldc);
+  detail::small_gemm_xn(ta == CblasTrans, M, N, K, alpha, A, lda, B, ldb, C, ldc);
 }
 
 bool small_rows(const Dims& d) {

@@ -182,28 +182,15 @@ ROTOR_CPU_CLONES void small_gemm_nt(int M, int N, int K, float alpha, const floa
   }
 }
 
-ROTOR_CPU_CLONES void small_gemm_nn(int M, int N, int K, float alpha, const float* A, int lda,
-                                    const float* B, int ldb, float* C, int ldc) {
+ROTOR_CPU_CLONES void small_gemm_xn(bool trans_a, int M, int N, int K, float alpha, const float* A,
+                                    int lda, const float* B, int ldb, float* C, int ldc) {
+  // A's element (i, k): A[i lda + k], or A[k lda + i] transposed.
+  const int64_t step_i = trans_a ? 1 : lda, step_k = trans_a ? lda : 1;
   for (int i = 0; i < M; ++i) {
     float* __restrict c = C + static_cast<int64_t>(i) * ldc;
     for (int n = 0; n < N; ++n) c[n] = 0.0f;
     for (int k = 0; k < K; ++k) {
-      const float a = A[static_cast<int64_t>(i) * lda + k];
-      const float* __restrict b = B + static_cast<int64_t>(k) * ldb;
-      for (int n = 0; n < N; ++n) c[n] += a * b[n];
-    }
-    if (alpha != 1.0f)
-      for (int n = 0; n < N; ++n) c[n] *= alpha;
-  }
-}
-
-ROTOR_CPU_CLONES void small_gemm_tn(int M, int N, int K, float alpha, const float* A, int lda,
-                                    const float* B, int ldb, float* C, int ldc) {
-  for (int i = 0; i < M; ++i) {
-    float* __restrict c = C + static_cast<int64_t>(i) * ldc;
-    for (int n = 0; n < N; ++n) c[n] = 0.0f;
-    for (int k = 0; k < K; ++k) {
-      const float a = A[static_cast<int64_t>(k) * lda + i];
+      const float a = A[i * step_i + k * step_k];
       const float* __restrict b = B + static_cast<int64_t>(k) * ldb;
       for (int n = 0; n < N; ++n) c[n] += a * b[n];
     }

@@ -72,16 +72,14 @@ void layer_norm_param_rows(const float* dy, const float* x, const float* mean, c
 //   small_gemm_nt: C[M, N] = alpha A[M, K] B[N, K]^T, each element a dot
 //     product over K in 8 lanes (lane l adds k = l mod 8 in order, then a
 //     fixed tree, then the tail);
-//   small_gemm_nn: C[M, N] = alpha A[M, K] B[K, N], each element summed over
-//     k in order (then times alpha, unless alpha is 1);
-//   small_gemm_tn: C[M, N] = alpha A[K, M]^T B[K, N], likewise.
+//   small_gemm_xn: C[M, N] = alpha A[M, K] B[K, N], or alpha A[K, M]^T B[K, N]
+//     with trans_a, each element summed over k in order (then times alpha,
+//     unless alpha is 1).
 // The same bits in every clone; not those of cpu_sgemm.
 constexpr int64_t kSmallRows = 12;
 void small_gemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                    int ldb, float* C, int ldc);
-void small_gemm_nn(int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                   int ldb, float* C, int ldc);
-void small_gemm_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                   int ldb, float* C, int ldc);
+void small_gemm_xn(bool trans_a, int M, int N, int K, float alpha, const float* A, int lda,
+                   const float* B, int ldb, float* C, int ldc);
 
 }  // namespace rotor::ops::detail

@@ -175,10 +175,9 @@ TEST(Attention, SmallProductsMatchTheGemm) {
       ops::cpu_sgemm(ta, tb, M, N, K, alpha, a.data(), ld, b.data(), ld, 0.0f, want.data(), ld);
       if (form % 3 == 0)
         ops::detail::small_gemm_nt(M, N, K, alpha, a.data(), ld, b.data(), ld, got.data(), ld);
-      else if (form % 3 == 1)
-        ops::detail::small_gemm_nn(M, N, K, alpha, a.data(), ld, b.data(), ld, got.data(), ld);
       else
-        ops::detail::small_gemm_tn(M, N, K, alpha, a.data(), ld, b.data(), ld, got.data(), ld);
+        ops::detail::small_gemm_xn(ta == CblasTrans, M, N, K, alpha, a.data(), ld, b.data(), ld,
+                                   got.data(), ld);
       for (int i = 0; i < M; ++i)
         for (int j = 0; j < N; ++j) {
           const size_t x = static_cast<size_t>(i * ld + j);
