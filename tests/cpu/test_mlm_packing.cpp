@@ -24,6 +24,7 @@
 #include "models/bert_classifier.h"
 #include "nn/attention.h"
 #include "nn/position.h"
+#include "support/classifier_step.h"
 #include "support/model_gradcheck.h"
 #include "support/packed_lm.h"
 #include "support/test_util.h"
@@ -472,22 +473,13 @@ TEST_P(ClassifierPacking, PackedRowsEqualOneExampleARow) {
   test::jitter(store, 5, 0.1f);
   nn::Context ctx;
   ctx.training = true;
-  std::vector<float> la, lb;
-  store.zero_grad();
-  const models::ClassificationSums a =
-      model.forward_loss(tasks::to_model_batch(packed, Device::cpu()), ctx, &la);
-  model.backward(1.0f);
-  const std::vector<float> ga = store.grads().to_floats();
-  store.zero_grad();
-  const models::ClassificationSums b =
-      model.forward_loss(tasks::to_model_batch(plain, Device::cpu()), ctx, &lb);
-  model.backward(1.0f);
-  const std::vector<float> gb = store.grads().to_floats();
-  EXPECT_LT(max_diff(la, lb), 2e-5) << "logits";
-  EXPECT_EQ(a.examples, b.examples);
-  EXPECT_EQ(a.correct, b.correct);
-  EXPECT_NEAR(a.loss, b.loss, 1e-5 * std::max(1.0, std::abs(b.loss)));
-  EXPECT_LT(test::relative_grad_diff(ga, gb), 1e-4) << "gradients";
+  const test::ClassifierStep a = test::classifier_step(model, store, packed, ctx),
+                             b = test::classifier_step(model, store, plain, ctx);
+  EXPECT_LT(max_diff(a.scores, b.scores), 2e-5) << "logits";
+  EXPECT_EQ(a.sums.examples, b.sums.examples);
+  EXPECT_EQ(a.sums.correct, b.sums.correct);
+  EXPECT_NEAR(a.sums.loss, b.sums.loss, 1e-5 * std::max(1.0, std::abs(b.sums.loss)));
+  EXPECT_LT(test::relative_grad_diff(a.grads, b.grads), 1e-4) << "gradients";
   // Validation and `rotor predict` (tasks::classify) pack the same way.
   const tasks::ClassificationOutputs rows = tasks::classify(model, set, 5, nn::Context{}),
                                      packs = tasks::classify(model, set, 5, nn::Context{}, 12);

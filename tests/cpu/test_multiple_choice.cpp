@@ -18,6 +18,7 @@
 #include "data/classification.h"
 #include "data/sentencepiece.h"
 #include "models/bert_classifier.h"
+#include "support/classifier_step.h"
 #include "support/dp_training.h"  // max_weight_diff
 #include "support/model_gradcheck.h"
 #include "support/packed_lm.h"
@@ -236,26 +237,19 @@ TEST_P(ChoicePacking, PackedPairsEqualOnePairARow) {
   ASSERT_LT(packed.input_ids.size(0), plain.input_ids.size(0));
   nn::Context ctx;
   ctx.training = true;
-  std::vector<float> la, lb;
-  store.zero_grad();
-  const models::ClassificationSums a =
-      model.forward_loss(tasks::to_model_batch(packed, Device::cpu()), ctx, &la);
-  model.backward(1.0f);
-  const std::vector<float> ga = store.grads().to_floats();
-  store.zero_grad();
-  const models::ClassificationSums b =
-      model.forward_loss(tasks::to_model_batch(plain, Device::cpu()), ctx, &lb);
-  model.backward(1.0f);
-  const std::vector<float> gb = store.grads().to_floats();
-  ASSERT_EQ(la.size(), 9u);
-  for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(la[i], lb[i], 2e-5) << "score " << i;
-  EXPECT_GT(std::abs(lb[0] - lb[1]) + std::abs(lb[1] - lb[2]), 1e-4);  // not constants
-  EXPECT_EQ(a.examples, 3);
-  EXPECT_EQ(a.correct, b.correct);
-  EXPECT_NEAR(a.loss, b.loss, 1e-5 * std::max(1.0, std::abs(b.loss)));
-  EXPECT_LT(test::relative_grad_diff(ga, gb), 1e-4);
+  const test::ClassifierStep a = test::classifier_step(model, store, packed, ctx),
+                             b = test::classifier_step(model, store, plain, ctx);
+  ASSERT_EQ(a.scores.size(), 9u);
+  for (size_t i = 0; i < a.scores.size(); ++i)
+    EXPECT_NEAR(a.scores[i], b.scores[i], 2e-5) << "score " << i;
+  EXPECT_GT(std::abs(b.scores[0] - b.scores[1]) + std::abs(b.scores[1] - b.scores[2]),
+            1e-4);  // not constants
+  EXPECT_EQ(a.sums.examples, 3);
+  EXPECT_EQ(a.sums.correct, b.sums.correct);
+  EXPECT_NEAR(a.sums.loss, b.sums.loss, 1e-5 * std::max(1.0, std::abs(b.sums.loss)));
+  EXPECT_LT(test::relative_grad_diff(a.grads, b.grads), 1e-4);
   double norm = 0;
-  for (float g : gb) norm += static_cast<double>(g) * g;
+  for (float g : b.grads) norm += static_cast<double>(g) * g;
   EXPECT_GT(norm, 1e-6);
   const tasks::ClassificationOutputs rows = tasks::classify(model, set, 2, nn::Context{}),
                                      packs = tasks::classify(model, set, 2, nn::Context{}, 14);

@@ -39,6 +39,7 @@
 #include "ops/attention.h"
 #include "ops/cudnn_attention.h"
 #include "ops/flash_attention.h"
+#include "support/classifier_step.h"
 #include "support/model_gradcheck.h"
 #include "support/op_case.h"
 #include "support/packed_lm.h"
@@ -261,18 +262,24 @@ models::DecoderLmOptions tiny_lm(nn::PositionKind position, const Core& core) {
 
 using test::max_diff;
 
+// The packing tests' parameters: allocated on `device`, drawn with seed 4,
+// jittered, computed in `dtype`; ctx set to match.
+void prepare(nn::ParameterStore& store, nn::Context& ctx, Device device, DType dtype) {
+  store.allocate(device);
+  store.initialize(4);
+  test::jitter(store, 5, 0.1f);
+  if (dtype != DType::F32) store.set_compute_dtype(dtype);
+  ctx.device = device;
+  ctx.dtype = dtype;
+}
+
 struct Model {
   nn::ParameterStore store;
   std::unique_ptr<models::DecoderLM> lm;
   nn::Context ctx;
   Model(nn::PositionKind position, const Core& core, Device device, DType dtype) {
     lm = std::make_unique<models::DecoderLM>(tiny_lm(position, core), store);
-    store.allocate(device);
-    store.initialize(4);
-    test::jitter(store, 5, 0.1f);
-    if (dtype != DType::F32) store.set_compute_dtype(dtype);
-    ctx.device = device;
-    ctx.dtype = dtype;
+    prepare(store, ctx, device, dtype);
   }
 };
 
@@ -371,12 +378,7 @@ struct Translator {
     o.position = position;
     o.max_positions = 16;
     model = std::make_unique<models::EncoderDecoder>(o, store);
-    store.allocate(device);
-    store.initialize(4);
-    test::jitter(store, 5, 0.1f);
-    if (dtype != DType::F32) store.set_compute_dtype(dtype);
-    ctx.device = device;
-    ctx.dtype = dtype;
+    prepare(store, ctx, device, dtype);
   }
 };
 
@@ -490,12 +492,7 @@ struct Classifier {
     o.choices = choices;
     o.dropout = 0.0f;
     model = std::make_unique<models::BertForSequenceClassification>(o, store);
-    store.allocate(device);
-    store.initialize(4);
-    test::jitter(store, 5, 0.1f);
-    if (dtype != DType::F32) store.set_compute_dtype(dtype);
-    ctx.device = device;
-    ctx.dtype = dtype;
+    prepare(store, ctx, device, dtype);
   }
 };
 
@@ -517,28 +514,20 @@ TEST_P(ClassifierPackingCuda, PackedExamplesEqualOneARowAndTheCpu) {
     ASSERT_LT(packed.input_ids.size(0), rows.input_ids.size(0));
     nn::Context train = gpu.ctx;
     train.training = true;
-    std::vector<float> sp, sr;
-    gpu.store.zero_grad();
-    const models::ClassificationSums a =
-        gpu.model->forward_loss(tasks::to_model_batch(packed, kGpu), train, &sp);
-    gpu.model->backward(1.0f);
-    const std::vector<float> g_packed = gpu.store.grads().to(Device::cpu()).to_floats();
-    gpu.store.zero_grad();
-    const models::ClassificationSums b =
-        gpu.model->forward_loss(tasks::to_model_batch(rows, kGpu), train, &sr);
-    gpu.model->backward(1.0f);
-    const std::vector<float> g_rows = gpu.store.grads().to(Device::cpu()).to_floats();
-    ASSERT_EQ(sp.size(), static_cast<size_t>(6 * 3));
-    EXPECT_LT(max_diff(sp, sr), tol) << "scores";
-    EXPECT_NEAR(a.loss, b.loss, (f32 ? 1e-4 : 0.05) * std::max(1.0, std::abs(b.loss)));
+    const test::ClassifierStep a = test::classifier_step(*gpu.model, gpu.store, packed, train),
+                               b = test::classifier_step(*gpu.model, gpu.store, rows, train);
+    ASSERT_EQ(a.scores.size(), static_cast<size_t>(6 * 3));
+    EXPECT_LT(max_diff(a.scores, b.scores), tol) << "scores";
+    EXPECT_NEAR(a.sums.loss, b.sums.loss,
+                (f32 ? 1e-4 : 0.05) * std::max(1.0, std::abs(b.sums.loss)));
     double scale = 0;
-    for (float g : g_rows) scale = std::max(scale, std::abs(double(g)));
-    EXPECT_LT(max_diff(g_packed, g_rows), (f32 ? 1e-4 : 0.05) * std::max(scale, 1.0));
+    for (float g : b.grads) scale = std::max(scale, std::abs(double(g)));
+    EXPECT_LT(max_diff(a.grads, b.grads), (f32 ? 1e-4 : 0.05) * std::max(scale, 1.0));
     if (f32) {  // the CPU's packed scores, same weights
       Classifier cpu(p.position, p.core, choices, Device::cpu(), DType::F32);
       std::vector<float> host;
       cpu.model->forward_loss(tasks::to_model_batch(packed, Device::cpu()), cpu.ctx, &host);
-      EXPECT_LT(max_diff(sp, host), tol) << "scores against the CPU";
+      EXPECT_LT(max_diff(a.scores, host), tol) << "scores against the CPU";
     }
   }
 }
