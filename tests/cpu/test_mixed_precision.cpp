@@ -350,16 +350,20 @@ class MixedPrecisionTraining : public ::testing::Test {
   TempDir dir_;
 };
 
-// The criterion at reduced length: fp16 and bf16 end within 2% of the
-// fp32 loss (the train loss of the last 25 updates, and the validation loss,
-// computed in fp32 from each run's master weights). tests/gpu runs the full
-// 300 updates on a GPU.
+// The criterion at reduced length and size: fp16 and bf16 end within
+// 2% of the fp32 loss (the train loss of the last 25 updates, and the
+// validation loss, computed in fp32 from each run's master weights), on the
+// 1 + 1 layer model with a 20-update warmup (the train loss of updates 76-100
+// is about 3.79; with the recipe's 200-update warmup it stays at 4.46,
+// barely trained; 28 s here, against 197 s for the full quickstart model
+// in CI). tests/gpu runs the full model for 300 updates on
+// a GPU.
 TEST_F(MixedPrecisionTraining, HalfPrecisionRunsStayWithinTwoPercentOfFp32) {
   const int updates = 100;
   const std::string extra = fmt::format(
-      "--set train.max_updates={0} --set train.log_interval=25 --set train.valid_interval={0} "
-      "--set train.save_interval={0}",
-      updates);
+      "{1} --set optim.warmup_updates=20 --set train.max_updates={0} --set train.log_interval=25 "
+      "--set train.valid_interval={0} --set train.save_interval={0}",
+      updates, kSmallModel);
   std::map<std::string, std::pair<double, double>> loss;  // precision -> (train, valid)
   for (const char* precision : {"fp32", "fp16", "bf16"}) {
     auto r = train(precision, precision, extra);
