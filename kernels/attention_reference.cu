@@ -1,9 +1,9 @@
 // Row kernels of the reference attention: one block per (b, h, i) row of the
 // [Tq, Tk] matrix. Only keys 0..n-1 are visible (key padding and the causal
 // mask both cut a prefix), so masking is a row length. ALiBi's bias
-// (kernels/attention_masks.cuh) and T5's (core/t5_bias.h) are added to the
-// scores as the forward reads them; T5's table gradient is reduced without
-// atomics by the diagonal and table kernels at the end.
+// (kernels/attention_masks.cuh), T5's (core/t5_bias.h) and a dense one
+// (TUPE's) are added to the scores as the forward reads them; T5's table gradient is reduced
+// without atomics by the diagonal and table kernels at the end.
 #include "core/philox.h"
 #include "core/t5_bias.h"
 #include "kernels/attention_masks.cuh"
@@ -35,9 +35,11 @@ __global__ void attn_softmax_fwd_kernel(const float* scores, T* probs, T* droppe
     const float origin = alibi_origin(m, i);
     const float* rel = m.rel ? m.rel + h : nullptr;
     const int64_t rel_origin = m.bias_q_offset + i + (m.Tk - m.Tq) - m.bias_k_offset;
+    const float* dense = m.bias ? m.bias + r * m.Tk : nullptr;
     auto score = [&](int64_t j) {
       float s = alibi_add(sr[j], neg_slope, origin, static_cast<float>(j));
       if (rel) s += rel[t5::relative_row(j - rel_origin, m.rel_max) * m.H];
+      if (dense) s += dense[j];
       return s;
     };
     float mx = -INFINITY;
@@ -220,6 +222,46 @@ cudaError_t attention_rel_bias_grad(const float* g, double* diag, float* grad,
   const int64_t entries = (2 * m.rel_max + 1) * m.H;
   rel_table_kernel<<<grid_for(entries * 32), kThreads, 0, stream>>>(diag, grad, m.B, m.H, ndiag,
                                                                     off, m.rel_max);
+  return cudaGetLastError();
+}
+
+namespace {
+
+__global__ void tupe_cls_fwd_kernel(float* c, const float* theta, int64_t H, int64_t T) {
+  const int64_t h = blockIdx.x;
+  float* ch = c + h * T * T;
+  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) ch[j] = theta[h];
+  for (int64_t i = 1 + threadIdx.x; i < T; i += blockDim.x) ch[i * T] = theta[H + h];
+}
+
+// One thread sums the column in double, i increasing (the CPU's order and
+// bits); the zeroing is spread over the block after it has read.
+__global__ void tupe_cls_bwd_kernel(float* g, float* dtheta, int64_t H, int64_t T) {
+  const int64_t h = blockIdx.x;
+  float* gh = g + h * T * T;
+  if (threadIdx.x == 0) {
+    double col = 0.0;
+    for (int64_t i = 1; i < T; ++i) col += gh[i * T];
+    dtheta[H + h] += static_cast<float>(col);
+  }
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) gh[j] = 0.0f;
+  for (int64_t i = 1 + threadIdx.x; i < T; i += blockDim.x) gh[i * T] = 0.0f;
+}
+
+}  // namespace
+
+cudaError_t tupe_untie_cls(float* c, const float* theta, int64_t H, int64_t T,
+                           cudaStream_t stream) {
+  if (H <= 0 || T <= 0 || H > 65535) return cudaErrorInvalidValue;
+  tupe_cls_fwd_kernel<<<static_cast<unsigned>(H), 256, 0, stream>>>(c, theta, H, T);
+  return cudaGetLastError();
+}
+
+cudaError_t tupe_untie_cls_backward(float* g, float* dtheta, int64_t H, int64_t T,
+                                    cudaStream_t stream) {
+  if (H <= 0 || T <= 0 || H > 65535) return cudaErrorInvalidValue;
+  tupe_cls_bwd_kernel<<<static_cast<unsigned>(H), 256, 0, stream>>>(g, dtheta, H, T);
   return cudaGetLastError();
 }
 

@@ -30,10 +30,15 @@ struct AttentionMask {
   // score (p_i, p_j as for ALiBi); its gradient is attention_rel_bias_grad's.
   const float* rel = nullptr;
   int64_t rel_max = 0;
+  // A dense bias of the scaled scores (ops::AttentionOptions::score_bias:
+  // TUPE's correlation), f32 [B, H, Tq, Tk] on the device, or null; the
+  // forward row kernel adds it, and its gradient is the unscaled dS that
+  // attention_softmax_backward writes to g.
+  const float* bias = nullptr;
 };
 
 // probs = masked softmax of the (already scaled) f32 scores plus ALiBi's bias
-// when mask.alibi or T5's when mask.rel; dropped = probs * keep / (1 - p)
+// when mask.alibi, T5's when mask.rel and the dense mask.bias; dropped = probs * keep / (1 - p)
 // (may be null when dropout == 0). A row with no visible key gets zeros.
 // probs and dropped have dtype dt.
 cudaError_t attention_softmax_forward(const float* scores, void* probs, void* dropped, DType dt,
@@ -60,6 +65,14 @@ cudaError_t attention_softmax_backward(const void* probs, const float* dp_droppe
 // rounded to f32, into grad (f32 [2 rel_max + 1, H]). diag is device scratch
 // of attention_rel_bias_diagonals(mask) doubles ([B H, Tq + Tk - 1]).
 int64_t attention_rel_bias_diagonals(const AttentionMask& mask);
+// TUPE's untied [CLS] on the correlation c f32 [H, T, T] (ops/tupe_cls.h):
+// row 0 of head h := theta[h], column 0 below it := theta[H + h]; and the
+// backward on its gradient g: dtheta[H + h] += the sum of column 0 below row
+// 0 (in double, i increasing), then row 0 and column 0 zeroed. One block per
+// head.
+cudaError_t tupe_untie_cls(float* c, const float* theta, int64_t H, int64_t T, cudaStream_t stream);
+cudaError_t tupe_untie_cls_backward(float* g, float* dtheta, int64_t H, int64_t T,
+                                    cudaStream_t stream);
 cudaError_t attention_rel_bias_grad(const float* g, double* diag, float* grad,
                                     const AttentionMask& mask, cudaStream_t stream);
 

@@ -199,7 +199,7 @@ Timing run_shape(const Shape4& s, DType dt, Impl impl, bool causal, int iters,
     // T5's default reach and a random table; the backward adds into the
     // gradient every call (its value does not matter here).
     ao.rel_max = 128;
-    ao.rel_bias = random_tensor({2 * ao.rel_max + 1, s.H}, DType::F32, gpu, 3);  // f32 [R, H]
+    ao.rel_bias = random_tensor({2 * ao.rel_max + 1, s.H}, DType::F32, gpu, 3);    // f32 [R, H]
     ao.rel_bias_grad = Tensor::zeros({2 * ao.rel_max + 1, s.H}, DType::F32, gpu);  // f32 [R, H]
   }
   if (impl == Impl::Cudnn) {

@@ -356,7 +356,8 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "(model.position alibi); use auto, rotor or reference",
                          {"model.position"}};
   // Transformer-XL's terms, TUPE's correlation and DeBERTa's terms reach the
-  // materialized core as a dense bias, on the CPU in fp32 so far.
+  // materialized core as a dense bias, in fp32; XL's and DeBERTa's terms are
+  // computed on the CPU only so far (TUPE's on CUDA too).
   if (m.position->xl_terms || m.position->untied_correlation || m.position->disentangled) {
     const std::string name(to_string(m.position));
     const char* what = m.position->xl_terms             ? "Transformer-XL's relative terms"
@@ -369,7 +370,7 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                                        "only the materialized core adds; use auto or reference",
                                        to_string(c.attention.impl), what, name),
                            {"model.position"}};
-    if (c.device.rfind("cuda", 0) == 0)
+    if (c.device.rfind("cuda", 0) == 0 && !m.position->untied_correlation)
       return ConfigProblem{
           "device",
           fmt::format("model.position {} runs on the CPU only so far; use device: cpu", name),

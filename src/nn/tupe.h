@@ -37,8 +37,9 @@ class TupeBias {
   // [2, heads] (theta_1, theta_2).
   TupeBias(ParameterStore& store, const std::string& prefix, int64_t max_positions, int64_t d,
            int64_t heads, double init_std);
-  // The correlations of positions 0..T-1 as bias() [B, H, T, T] on the CPU
-  // in f32, and bias_grad() zeroed: once per forward, before the layers.
+  // The correlations of positions 0..T-1 as bias() [B, H, T, T] in f32 on
+  // the model's device, and bias_grad() zeroed: once per forward, before the
+  // layers.
   void prepare(int64_t B, int64_t T, const Context& ctx);
   const Tensor& bias() const { return bias_; }
   Tensor& bias_grad() { return bias_grad_; }
@@ -52,6 +53,7 @@ class TupeBias {
   std::unique_ptr<Linear> uq_, uk_;
   Parameter* cls_;
   Tensor pq_, pk_;           // saved: p U^Q^T and p U^K^T, [T, d]
+  Tensor pqh_, pkh_;         // on a GPU: the same split into heads, [1, H, T, D]
   Tensor bias_, bias_grad_;  // f32 [B, H, T, T]
   int64_t B_ = 0, T_ = 0;
 };

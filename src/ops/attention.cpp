@@ -79,10 +79,6 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
         "core (ops::flash_attention_*); rotate q and k before the reference attention");
   check_like(out, q.shape(), q, "attention_forward out");
   check_like(probs, {d.B, d.H, d.Tq, d.Tk}, q, "attention_forward probs");
-  if (options.score_bias.defined() && !q.is_cpu())
-    ROTOR_FAIL(
-        "attention_forward: a dense score bias (options.score_bias) is added on the CPU "
-        "only so far");
   ROTOR_DISPATCH_CUDA(q, attention_forward(q, k, v, options, out, probs));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;
@@ -166,10 +162,6 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   check_like(dq, q.shape(), q, "attention_backward dq");
   check_like(dk, k.shape(), q, "attention_backward dk");
   check_like(dv, v.shape(), q, "attention_backward dv");
-  if (options.score_bias.defined() && !q.is_cpu())
-    ROTOR_FAIL(
-        "attention_backward: a dense score bias (options.score_bias) is added on the CPU "
-        "only so far");
   ROTOR_DISPATCH_CUDA(q, attention_backward(q, k, v, probs, dout, options, dq, dk, dv));
   if (detail::F32Compute::needed({&q})) {
     detail::F32Compute f;

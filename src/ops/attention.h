@@ -81,8 +81,8 @@ struct AttentionOptions {
   // device, that the caller computed (model.position transformer_xl's
   // relative terms, nn/attention.cpp). The backward writes its gradient,
   // dS / scale (0 where masked), into score_bias_grad (same shape) when that
-  // is defined. Honored by the materialized core on the CPU alone
-  // (attention_forward/backward); every other core refuses it.
+  // is defined. Honored by the materialized core (attention_forward/backward,
+  // on the CPU and on CUDA); every other core refuses it.
   Tensor score_bias, score_bias_grad;
   // The CUDA kernel of flash_attention_forward/backward (ignored elsewhere).
   FlashKernel flash_kernel = FlashKernel::Portable;

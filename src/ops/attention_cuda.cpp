@@ -1,8 +1,8 @@
 // CUDA glue for the reference attention (src/ops/attention.h). It is the
 // ground truth for the fused kernels, so it stays plain: the scores and the
 // probabilities are materialized ([B, H, Tq, Tk]), the four products run on
-// cuBLASLt and two row kernels do the masked softmax (adding ALiBi's or T5's
-// bias to the scores as it reads them), the Philox attention dropout (flat
+// cuBLASLt and two row kernels do the masked softmax (adding ALiBi's, T5's
+// or a dense bias to the scores as it reads them), the Philox attention dropout (flat
 // [B, H, Tq, Tk] element index, as on the CPU) and its backward; T5's table
 // gradient is reduced from the unscaled dS by two deterministic kernels
 // (kernels/attention_reference.cuh, attention_rel_bias_grad).
@@ -39,6 +39,7 @@ kernels::AttentionMask mask_of(const Dims& d, const AttentionOptions& o) {
   m.bias_k_offset = o.bias_k_offset;
   m.rel = o.rel_bias.defined() ? o.rel_bias.data<float>() : nullptr;  // [2 rel_max + 1, H]
   m.rel_max = o.rel_max;
+  m.bias = o.score_bias.defined() ? o.score_bias.data<float>() : nullptr;  // [B, H, Tq, Tk]
   return m;
 }
 
@@ -83,28 +84,42 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   cuda_impl::gemm(dropped, dout, dv, tn);
 
   // dP_dropped = dout V^T (f32), then dS = scale * P o (dP - rowsum(P o dP)).
-  // T5's table gradient is the unscaled dS summed per table row: the row
-  // kernel writes it over dp (which it no longer needs), then
-  // attention_rel_bias_grad adds it into rel_bias_grad.
+  // The dense bias's gradient is the unscaled dS: the row kernel writes it to
+  // score_bias_grad. T5's table gradient is the unscaled dS summed per table
+  // row: without a dense bias the row kernel writes it over dp (which it no
+  // longer needs), then attention_rel_bias_grad adds it into rel_bias_grad.
   Tensor dp = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, DType::F32, q.device());  // [B, H, Tq, Tk]
   GemmOptions nt;
   nt.trans_b = true;
   cuda_impl::gemm(dout, v, dp, nt);
   Tensor ds = Tensor::empty(probs.shape(), q.dtype(), q.device());  // [B, H, Tq, Tk]
   const bool rel_grad = options.rel_bias_grad.defined();
+  float* g = options.score_bias_grad.defined() ? options.score_bias_grad.data<float>()
+             : rel_grad                        ? dp.data<float>()
+                                               : nullptr;  // f32 [B, H, Tq, Tk]
   ROTOR_CUDA_CHECK(kernels::attention_softmax_backward(
-      probs.raw(), dp.data<float>(), ds.raw(), q.dtype(), options.scale, mask,
-      rel_grad ? dp.data<float>() : nullptr, s.stream()));
+      probs.raw(), dp.data<float>(), ds.raw(), q.dtype(), options.scale, mask, g, s.stream()));
   if (rel_grad) {
     cuda_glue::Scratch diag(
         sizeof(double) * static_cast<size_t>(kernels::attention_rel_bias_diagonals(mask)),
         s.index());  // f64 [B H, Tq + Tk - 1]
-    ROTOR_CUDA_CHECK(kernels::attention_rel_bias_grad(dp.data<float>(), diag.as<double>(),
-                                                      options.rel_bias_grad.data<float>(), mask,
-                                                      s.stream()));
+    ROTOR_CUDA_CHECK(kernels::attention_rel_bias_grad(
+        g, diag.as<double>(), options.rel_bias_grad.data<float>(), mask, s.stream()));
   }
   cuda_impl::gemm(ds, k, dq, GemmOptions{});  // dQ = dS K
   cuda_impl::gemm(ds, q, dk, tn);             // dK = dS^T Q
+}
+
+void tupe_untie_cls(Tensor& c, const Tensor& theta) {
+  cuda_glue::DeviceScope s(c);
+  ROTOR_CUDA_CHECK(kernels::tupe_untie_cls(c.data<float>(), theta.data<float>(), c.size(0),
+                                           c.size(1), s.stream()));
+}
+
+void tupe_untie_cls_backward(Tensor& g, Tensor& dtheta) {
+  cuda_glue::DeviceScope s(g);
+  ROTOR_CUDA_CHECK(kernels::tupe_untie_cls_backward(g.data<float>(), dtheta.data<float>(),
+                                                    g.size(0), g.size(1), s.stream()));
 }
 
 }  // namespace rotor::ops::cuda_impl

@@ -60,6 +60,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                         const Tensor& dout, const AttentionOptions& options, Tensor& dq, Tensor& dk,
                         Tensor& dv);
+// TUPE's untied [CLS] (src/ops/tupe_cls.h; kernels/attention_reference.cu).
+void tupe_untie_cls(Tensor& c, const Tensor& theta);
+void tupe_untie_cls_backward(Tensor& g, Tensor& dtheta);
 
 // Flash-style attention core (src/ops/flash_attention_cuda.cpp, kernels/flash_attention.cu).
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,

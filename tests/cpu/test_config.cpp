@@ -269,6 +269,16 @@ TEST(Config, CrossFieldChecks) {
             "configs/x.yaml:4: attention.kind: linear attention has no scores to add "
             "Transformer-XL's relative terms to (model.position transformer_xl); use "
             "attention.kind softmax");
+  // TUPE's correlation runs on CUDA too (the materialized core adds it);
+  // DeBERTa's terms do not yet.
+  EXPECT_EQ(load_config_from_string("task: mlm\ndevice: cuda\nmodel:\n  encoder_layers: 1\n  "
+                                    "position: tupe\n")
+                .device,
+            "cuda");
+  EXPECT_EQ(load_error("task: mlm\ndevice: cuda\nmodel:\n  encoder_layers: 1\n  position: "
+                       "deberta\n"),
+            "configs/x.yaml:2: device: model.position deberta runs on the CPU only so far; use "
+            "device: cpu");
   // TUPE: the BERT encoder's tasks, model.tupe.relative only under tupe,
   // where model.t5's keys set its T5 bias.
   EXPECT_EQ(load_error("task: lm\nmodel:\n  decoder_layers: 1\n  position: tupe\n"),

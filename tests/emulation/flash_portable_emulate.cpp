@@ -102,19 +102,17 @@ struct Launch {
     const int64_t rows = p.B * p.H * p.Tq;
     const unsigned blocks = rotor::kernels::grid_for(rows * 32);
     for (unsigned b = 0; b < blocks; ++b)
-      emu::run_block(rotor::kernels::kThreads, blocks, 1, b, 0, 0, [&] {
-        rotor::kernels::flash_delta_kernel<T>(out, dout, delta, rows, D);
-      });
+      emu::run_block(rotor::kernels::kThreads, blocks, 1, b, 0, 0,
+                     [&] { rotor::kernels::flash_delta_kernel<T>(out, dout, delta, rows, D); });
   }
 
   static void backward(const FlashParams& p, const float* lse, const T* dout, const float* delta,
                        T* dq, T* dk, T* dv, float* dq_accum) {
-    emu::run_grid(Bwd::BK * 4, static_cast<unsigned>((p.Tk + Bwd::BK - 1) / Bwd::BK),
-                  static_cast<unsigned>(p.B * p.H),
-                  rotor::kernels::bwd_smem_bytes<D>() + rotor::kernels::flash_t5_smem(p, true),
-                  [&] {
-                    rotor::kernels::flash_bwd_kernel<T, D>(p, lse, dout, delta, dk, dv, dq_accum);
-                  });
+    emu::run_grid(
+        Bwd::BK * 4, static_cast<unsigned>((p.Tk + Bwd::BK - 1) / Bwd::BK),
+        static_cast<unsigned>(p.B * p.H),
+        rotor::kernels::bwd_smem_bytes<D>() + rotor::kernels::flash_t5_smem(p, true),
+        [&] { rotor::kernels::flash_bwd_kernel<T, D>(p, lse, dout, delta, dk, dv, dq_accum); });
     const int64_t n = p.B * p.H * p.Tq * D;
     emu::run_serial(rotor::kernels::grid_for(n), rotor::kernels::kThreads,
                     [&] { rotor::kernels::flash_cast_kernel<T>(dq_accum, dq, n); });
@@ -196,8 +194,8 @@ bool run_case(const Case& c, uint32_t seed) {
   const double tol = c.dtype == rotor::DType::F32    ? 1e-5
                      : c.dtype == rotor::DType::BF16 ? 1.5e-2
                                                      : 4e-3;
-  const bool ok = e_out <= tol && e_lse <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol &&
-                  e_rel <= tol;
+  const bool ok =
+      e_out <= tol && e_lse <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol && e_rel <= tol;
   std::string what;
   for (int32_t l : c.lengths) what += (what.empty() ? " len " : ",") + std::to_string(l);
   if (c.causal) what += " causal";
@@ -237,7 +235,7 @@ int main() {
   // B, H, Tq, Tk, D, dtype, causal, key lengths, dropout (, alibi, bias_q, bias_k, t5).
   const std::vector<Case> cases = {
       {1, 2, 65, 65, 32, F32, false, {}, 0.0f},
-      {2, 1, 7, 70, 64, F32, true, {0, 50}, 0.0f},  // a 0-length row, Tq < Tk
+      {2, 1, 7, 70, 64, F32, true, {0, 50}, 0.0f},     // a 0-length row, Tq < Tk
       {2, 1, 70, 33, 128, F16, true, {33, 10}, 0.1f},  // Tq > Tk: rows that see nothing
       {1, 1, 1, 40, 64, BF16, true, {}, 0.1f},         // one query (decoding)
       // ALiBi against a materialized bias in double.

@@ -535,6 +535,31 @@ TEST_P(ClassifierPackingCuda, PackedExamplesEqualOneARowAndTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Cores, ClassifierPackingCuda, ::testing::ValuesIn(params()),
                          [](const auto& info) { return info.param.name; });
 
+// TUPE's correlation on a GPU: the correlation, its untied [CLS] and their
+// backward run on the device (nn/tupe.cpp, ops/tupe_cls.h) and the CUDA
+// materialized core adds it as a dense bias (ops::AttentionOptions::
+// score_bias). One training step of the classifier, one example a row, in
+// fp32: the scores, the loss and every gradient equal the CPU's.
+TEST(TupeCuda, ClassifierStepEqualsTheCpu) {
+  ROTOR_REQUIRE_GPU();
+  const Core core{"auto", nn::AttentionImpl::Auto, nn::AttentionKind::Softmax};
+  const nn::PositionKind tupe = *nn::position_kind("tupe");
+  Classifier gpu(tupe, core, 0, kGpu, DType::F32), cpu(tupe, core, 0, Device::cpu(), DType::F32);
+  const data::ClassificationSet set = classifier_set(0);
+  const data::ClassificationHostBatch rows =
+      data::make_classification_batch(set, {4, 0, 5, 2, 1, 3}, false);
+  nn::Context on_gpu = gpu.ctx, on_cpu = cpu.ctx;
+  on_gpu.training = on_cpu.training = true;
+  const test::ClassifierStep a = test::classifier_step(*gpu.model, gpu.store, rows, on_gpu),
+                             b = test::classifier_step(*cpu.model, cpu.store, rows, on_cpu);
+  EXPECT_LT(max_diff(a.scores, b.scores), 2e-4) << "scores";
+  EXPECT_NEAR(a.sums.loss, b.sums.loss, 1e-4 * std::max(1.0, std::abs(b.sums.loss)));
+  double scale = 0;
+  for (float g : b.grads) scale = std::max(scale, std::abs(double(g)));
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  EXPECT_LT(max_diff(a.grads, b.grads), 1e-4 * std::max(scale, 1.0)) << "gradients";
+}
+
 }  // namespace packing
 
 }  // namespace

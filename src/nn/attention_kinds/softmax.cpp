@@ -130,22 +130,22 @@ AttentionPlan choose_core(const AttentionCase& c, const ops::AttentionDevice& de
 // softmax's rule: the core, then who rotates q and k.
 AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
   if (c.score_bias) {
-    // Transformer-XL's terms reach the core as a dense bias, which only the
-    // materialized core adds, on the CPU so far.
-    if (device.cuda)
-      ROTOR_FAIL(
-          "model.position transformer_xl: its relative terms run on the CPU only so far (the "
-          "materialized core with a dense score bias); use device: cpu");
+    // Transformer-XL's terms, TUPE's correlation and DeBERTa's terms reach
+    // the core as a dense bias, which only the materialized core adds (on
+    // the CPU and on CUDA; the layers of XL and DeBERTa compute their terms
+    // on the CPU only so far, and the config says so).
     if (c.impl == AttentionImpl::Rotor || c.impl == AttentionImpl::Cudnn)
       ROTOR_FAIL(
-          "attention.impl: {}: Transformer-XL's relative terms (model.position transformer_xl) "
-          "are a dense bias that only the materialized core adds; use auto or reference",
+          "attention.impl: {}: Transformer-XL's relative terms, TUPE's correlation and "
+          "DeBERTa's terms are a dense bias that only the materialized core adds; use auto or "
+          "reference",
           c.impl == AttentionImpl::Rotor ? "rotor" : "cudnn");
     AttentionPlan p;
     p.core = AttentionCore::Reference;
+    p.on_gpu = device.cuda;
     p.why =
-        "the materialized core, which adds the dense score bias of Transformer-XL's terms or "
-        "TUPE's correlation";
+        "the materialized core, which adds the dense score bias of Transformer-XL's terms, "
+        "TUPE's correlation or DeBERTa's terms";
     return p;
   }
   AttentionPlan p = choose_core(c, device);
