@@ -35,7 +35,7 @@ void tupe_untie_cls_backward(Tensor& g, Tensor& dtheta) {
   check_cls(g, dtheta, "tupe_untie_cls_backward");
   ROTOR_DISPATCH_CUDA(g, tupe_untie_cls_backward(g, dtheta));
   const int64_t H = g.size(0), T = g.size(1);
-  float* pg = g.data<float>();       // [H, T, T]
+  float* pg = g.data<float>();        // [H, T, T]
   float* dth = dtheta.data<float>();  // [2, H]
   for (int64_t h = 0; h < H; ++h) {
     float* gh = pg + h * T * T;
