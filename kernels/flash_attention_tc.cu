@@ -97,9 +97,6 @@ struct TcFwd {
 template <int D>
 struct TcBwd {
   static constexpr int BK = 64, BQ = D >= 128 ? 32 : 64, LDS = D + 8, LDP = BQ + 8;
-  // T5's bias (FlashParams::rel) at head dims 32 and 64: at 128 the
-  // backward is at 255 registers without it, and sm_80 spills with it.
-  static constexpr bool kT5 = D < 128;
 };
 
 template <class T, int D>
@@ -474,10 +471,7 @@ __global__ void __launch_bounds__(kTcThreads)
   // register across the loop (D 128 is at the register limit on sm_90).
   float* sSlope = sDel + 2 * BQ;  // [1] (4 floats reserved)
   // T5 (p.rel): [2 rel_max + 1, 2], each row of this head's column of the
-  // table and its gradient summed over the block's scores. Not at D 128,
-  // whose backward has no register to spare (sm_80 spills): the launcher
-  // refuses it there.
-  constexpr bool kT5 = TcBwd<D>::kT5;
+  // table and its gradient summed over the block's scores.
   float* sRel = reinterpret_cast<float*>(smem_raw + tc_bwd_smem<T, D>());
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -492,7 +486,7 @@ __global__ void __launch_bounds__(kTcThreads)
   const float sl2 = p.scale * kLog2e;
   if (p.alibi && threadIdx.x == 0) *sSlope = alibi_neg_slope(p, bh % p.H) * kLog2e;
   // Read after the query loop's first barrier (or the flush's).
-  if (kT5 && p.rel) t5_stage(p, bh % p.H, sRel, 2);
+  if (p.rel) t5_stage(p, bh % p.H, sRel, 2);
   const int64_t key_len = key_length_of(p, b);
   const int64_t key_a = j0 + warp * 16 + g, key_b = key_a + 8;  // this thread's key rows
 
@@ -593,13 +587,13 @@ __global__ void __launch_bounds__(kTcThreads)
           float x = st[nq][e] * sl2;
           if (p.alibi)
             x = alibi_add(x, nsl2, ob, static_cast<float>((e < 2 ? 0 : 8) - nq * 8 - (e & 1)));
-          const int row = kT5 && p.rel ? t5_row(p, key - t5_origin(p, i)) : 0;
-          if (kT5 && p.rel) x = fmaf(sRel[2 * row], kLog2e, x);
+          const int row = p.rel ? t5_row(p, key - t5_origin(p, i)) : 0;
+          if (p.rel) x = fmaf(sRel[2 * row], kLog2e, x);
           pr = exp2f(x - cL[c]);
           const float mk = p.dropout > 0.0f ? tc_keep(p, keep_scale, bh, i, key) : 1.0f;
           const float gs = pr * (dpt[nq][e] * mk - cDel[c]);  // dS before the scale
           ds = gs * p.scale;
-          if (kT5 && p.rel_grad) atomicAdd(sRel + 2 * row + 1, gs);
+          if (p.rel_grad) atomicAdd(sRel + 2 * row + 1, gs);
           pr *= mk;
         }
         st[nq][e] = pr;
@@ -681,8 +675,8 @@ __global__ void __launch_bounds__(kTcThreads)
     // The next iteration's __syncthreads (after its wait) orders these reads of
     // sdS before the next writes.
   }
-  if (kT5 && p.rel_grad) {  // block-uniform
-    __syncthreads();        // every score's sum is in sRel
+  if (p.rel_grad) {   // block-uniform
+    __syncthreads();  // every score's sum is in sRel
     t5_flush(p, bh % p.H, sRel);
   }
 
@@ -784,7 +778,7 @@ cudaError_t launch_tc_backward(const FlashParams& p, const FlashRope& r, const f
 
 bool tc_valid(const FlashParams& p, DType dt) {
   return flash_tc_supports(p.D, dt) && flash_params_valid(p) && aligned16(p.q) && aligned16(p.k) &&
-         aligned16(p.v) && (!p.rel || p.D < 128);
+         aligned16(p.v);
 }
 
 }  // namespace

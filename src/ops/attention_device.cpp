@@ -99,9 +99,6 @@ std::string flash_kernel_unsupported(FlashKernel kernel, const FlashCase& c,
         "rotor's {} flash kernel holds T5's table for model.t5.max_distance up to {}, not {}; "
         "the reference core takes any",
         name, t5::kFlashMaxDistance, c.rel_max);
-  if (c.rel_bias && kernel == FlashKernel::TensorCore && c.D >= 128)
-    return "rotor's tc flash kernel adds T5's bias at head dims 32 and 64, not 128 (its "
-           "backward has no registers to spare there)";
   if (c.rope && !c.rope_interleaved_full)
     return "rotor's tc flash kernel rotates interleaved pairs over the whole head, not "
            "model.rope.layout half or a model.rope.fraction below 1";

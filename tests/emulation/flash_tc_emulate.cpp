@@ -435,7 +435,7 @@ int main() {
       // dropout, RoPE in the kernel, packed documents.
       {1, 3, 65, 65, 64, false, false, {}, 0.0f, false, 0, 0, false, 0, 0, 8},
       {2, 2, 7, 129, 32, true, true, {0, 100}, 0.0f, false, 0, 0, false, 5, 9, 128},
-      {1, 2, 129, 65, 64, false, true, {40}, 0.1f, true, 0, 0, false, 0, 0, 16},
+      {1, 2, 129, 65, 128, false, true, {40}, 0.1f, true, 0, 0, false, 0, 0, 16},
       {2, 1, 65, 129, 64, true, false, {100, 129}, 0.0f, false, 0, 0, false, 3, 0, 0},
       {4, 1, 65, 65, 32, false, true, {65, 1, 30, 2}, 0.0f, true, 0, 0, false, 0, 0, 32},
   };
