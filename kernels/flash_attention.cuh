@@ -1,8 +1,7 @@
 // Flash-style attention core (docs/design.md, The attention block): online softmax over key
 // tiles, key-padding and causal masks, Tq != Tk, Philox attention dropout with
 // the flat [B, H, Tq, Tk] element index of the reference attention, ALiBi's
-// per-head linear bias computed in the kernel, T5's learned relative bias
-// read from a table (and its gradient summed in the backward). The
+// per-head linear bias computed in the kernel. The
 // forward writes the log-sum-exp per query; the backward recomputes the
 // probabilities from it. CPU twin: src/ops/flash_attention.cpp.
 //
@@ -34,17 +33,6 @@ struct FlashParams {
   // The backward recomputes the scores with the same bias.
   bool alibi = false;
   int64_t bias_q_offset = 0, bias_k_offset = 0;
-  // T5's relative bias (ops::AttentionOptions::rel_bias, core/t5_bias.h):
-  // f32 [2 rel_max + 1, H] on the device, or null; the score of query i and
-  // key j adds row t5::relative_row(p_j - p_i, rel_max) of head h's column
-  // (p_i, p_j as for ALiBi), rel_max at most t5::kFlashMaxDistance. The
-  // backward adds the table's gradient (the unscaled dS summed per row) into
-  // rel_grad (same shape) when that is not null: shared-memory sums per
-  // block, then fp32 atomics, so like dq not bitwise reproducible run to run
-  // (kernels/attention_masks.cuh, t5_stage / t5_flush).
-  const float* rel = nullptr;
-  int64_t rel_max = 0;
-  float* rel_grad = nullptr;
 };
 
 // True for the head dimensions the kernels are instantiated for.

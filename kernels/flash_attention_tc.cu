@@ -41,10 +41,6 @@
 // Online softmax in registers in the log2 domain (exp2f; lse converted back).
 // ALiBi's bias (kernels/attention_masks.cuh) is one FMA per score on the
 // fragments, in the log2 domain, forward and backward (where S is recomputed).
-// T5's is a shared-memory read and an FMA per score (the head's column of the
-// table staged once per block); the backward adds each score's unscaled dS
-// to the block's shared column of the table gradient (a shared atomic per
-// score) and flushes it with global atomics at the end.
 //
 // Backward: a block of 4 warps owns 64 keys, 16 per warp, and walks the query
 // tiles that can see them (32 queries for D = 128, 64 otherwise), Q/dO tiles
@@ -66,7 +62,7 @@
 // the kernels are empty stubs, and the host entry points refuse devices below
 // compute capability 8.0 (flash_tc_device_ok).
 //
-// tests/emulation/check_flash.sh runs the device code on the CPU
+// tests/emulation/check_flash_tc.sh runs the device code on the CPU
 // (tests/emulation/flash_tc_emulate.cpp): it takes the text from the first
 // `namespace {` to `// ---- launchers`, replaces the `extern __shared__` lines
 // and the section from `// ---- PTX wrappers` to the next `// ---- ` line
@@ -110,17 +106,6 @@ constexpr size_t tc_bwd_smem() {
   return sizeof(T) * (static_cast<size_t>(2 * S::BK + 4 * S::BQ) * S::LDS +
                       static_cast<size_t>(S::BK) * S::LDP) +
          sizeof(float) * (4 * S::BQ + 4);
-}
-// With T5's bias: the forward adds the tile's bias by diagonal (BQ + BK
-// floats), the backward the head's column and its sums (flash_t5_smem).
-template <class T, int D>
-size_t tc_fwd_smem_of(const FlashParams& p) {
-  using S = TcFwd<D>;
-  return tc_fwd_smem<T, D>() + (p.rel ? sizeof(float) * (S::BQ + S::BK) : 0);
-}
-template <class T, int D>
-size_t tc_bwd_smem_of(const FlashParams& p) {
-  return tc_bwd_smem<T, D>() + flash_t5_smem(p, true);
 }
 
 #if ROTOR_TC_BODY
@@ -263,11 +248,6 @@ __global__ void __launch_bounds__(kTcThreads)
   T* sQ = reinterpret_cast<T*>(smem_raw);  // [BQ, LDS]
   T* sK = sQ + BQ * LDS;                   // [2, BK, LDS]
   T* sV = sK + 2 * BK * LDS;               // [2, BK, LDS]
-  // T5 (p.rel): the tile's bias by diagonal, [BQ + BK - 1]: query i0 + ii
-  // and key j0 + jj read sDiag[jj - ii + BQ - 1] (one address register per
-  // lane, constant offsets per element: a clamped table row per score costs
-  // the D 32 kernel a block per SM in registers).
-  float* sDiag = reinterpret_cast<float*>(smem_raw + tc_fwd_smem<T, D>());
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tq = lane & 3;
@@ -311,11 +291,6 @@ __global__ void __launch_bounds__(kTcThreads)
     } else {
       cp_async_wait<0>();
     }
-    if (p.rel) {  // the last tile's reads of sDiag ended at its closing barrier
-      const int64_t base = j0 - t5_origin(p, i0) - (BQ - 1), h = bh % p.H;
-      for (int d = threadIdx.x; d < BQ + BK - 1; d += kTcThreads)
-        sDiag[d] = p.rel[t5_row(p, base + d) * p.H + h];
-    }
     __syncthreads();
     T* cK = sK + (t & 1) * BK * LDS;
     const T* cV = sV + (t & 1) * BK * LDS;
@@ -348,11 +323,9 @@ __global__ void __launch_bounds__(kTcThreads)
 
     // Scale into the log2 domain, add ALiBi's bias, mask, online softmax (rows
     // a = g, b = g + 8). ALiBi: element (nt, e) is key j0 + 8 nt + 2 tq + (e & 1)
-    // of row a (e < 2) or a + 8, at distance |oa - (8 nt + (e & 1) - 8 (e >> 1))|;
-    // T5: sDiag[8 nt + (e & 1) - 8 (e >> 1)] past this lane's diagonal.
+    // of row a (e < 2) or a + 8, at distance |oa - (8 nt + (e & 1) - 8 (e >> 1))|.
     const bool full = j0 + BK <= n_first;
     const float oa = alibi_origin(p, row_a - j0 - tq * 2);
-    const float* diag = sDiag + (BQ - 1) + tq * 2 - warp * 16 - g;
     float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -361,7 +334,6 @@ __global__ void __launch_bounds__(kTcThreads)
         float x = s[nt][e] * sl2;
         if (p.alibi)
           x = alibi_add(x, nsl2, oa, static_cast<float>(nt * 8 + (e & 1) - (e < 2 ? 0 : 8)));
-        if (p.rel) x = fmaf(diag[nt * 8 + (e & 1) - (e < 2 ? 0 : 8)], kLog2e, x);
         if (!full) {
           const int64_t j = j0 + nt * 8 + tq * 2 + (e & 1);
           if (j >= (e < 2 ? n_a : n_b)) x = -INFINITY;
@@ -470,9 +442,6 @@ __global__ void __launch_bounds__(kTcThreads)
   // ALiBi: the head's -slope * log2(e), read per tile rather than held in a
   // register across the loop (D 128 is at the register limit on sm_90).
   float* sSlope = sDel + 2 * BQ;  // [1] (4 floats reserved)
-  // T5 (p.rel): [2 rel_max + 1, 2], each row of this head's column of the
-  // table and its gradient summed over the block's scores.
-  float* sRel = reinterpret_cast<float*>(smem_raw + tc_bwd_smem<T, D>());
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tq = lane & 3;
@@ -485,8 +454,6 @@ __global__ void __launch_bounds__(kTcThreads)
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
   const float sl2 = p.scale * kLog2e;
   if (p.alibi && threadIdx.x == 0) *sSlope = alibi_neg_slope(p, bh % p.H) * kLog2e;
-  // Read after the query loop's first barrier (or the flush's).
-  if (p.rel) t5_stage(p, bh % p.H, sRel, 2);
   const int64_t key_len = key_length_of(p, b);
   const int64_t key_a = j0 + warp * 16 + g, key_b = key_a + 8;  // this thread's key rows
 
@@ -566,12 +533,9 @@ __global__ void __launch_bounds__(kTcThreads)
       }
     }
 
-    // P = exp(scale s + bias - lse), dS = P o (dP o M - delta) scale; P o M goes
+    // P = exp(scale s + alibi - lse), dS = P o (dP o M - delta) scale; P o M goes
     // to st, dS to dpt. ALiBi: element (nq, e) is query i0 + 8 nq + 2 tq + (e & 1)
-    // and key key_a (e < 2) or key_a + 8, at distance |ob - (8 (e >> 1) - 8 nq - (e & 1))|;
-    // T5: at relative position key - t5_origin(i), and the unscaled dS goes to
-    // that row's sum (computed per score: a base held across the loop spills
-    // at D 128).
+    // and key key_a (e < 2) or key_a + 8, at distance |ob - (8 (e >> 1) - 8 nq - (e & 1))|.
     const bool full = i0 + BQ <= p.Tq && j0 + BK <= visible_keys(p, key_len, i0);
     const float ob = alibi_origin(p, i0 + tq * 2 - key_a);
     const float nsl2 = p.alibi ? *sSlope : 0.0f;  // written before the first barrier
@@ -587,13 +551,9 @@ __global__ void __launch_bounds__(kTcThreads)
           float x = st[nq][e] * sl2;
           if (p.alibi)
             x = alibi_add(x, nsl2, ob, static_cast<float>((e < 2 ? 0 : 8) - nq * 8 - (e & 1)));
-          const int row = p.rel ? t5_row(p, key - t5_origin(p, i)) : 0;
-          if (p.rel) x = fmaf(sRel[2 * row], kLog2e, x);
           pr = exp2f(x - cL[c]);
           const float mk = p.dropout > 0.0f ? tc_keep(p, keep_scale, bh, i, key) : 1.0f;
-          const float gs = pr * (dpt[nq][e] * mk - cDel[c]);  // dS before the scale
-          ds = gs * p.scale;
-          if (p.rel_grad) atomicAdd(sRel + 2 * row + 1, gs);
+          ds = pr * (dpt[nq][e] * mk - cDel[c]) * p.scale;
           pr *= mk;
         }
         st[nq][e] = pr;
@@ -675,10 +635,6 @@ __global__ void __launch_bounds__(kTcThreads)
     // The next iteration's __syncthreads (after its wait) orders these reads of
     // sdS before the next writes.
   }
-  if (p.rel_grad) {   // block-uniform
-    __syncthreads();  // every score's sum is in sRel
-    t5_flush(p, bh % p.H, sRel);
-  }
 
   // dK, dV of the key rows (rows >= key_len hold zeros); dK rotated back under RoPE.
 #pragma unroll
@@ -750,7 +706,7 @@ template <class T, int D>
 cudaError_t launch_tc_forward(const FlashParams& p, const FlashRope& r, const float2* table, T* out,
                               float* lse, cudaStream_t stream) {
   constexpr int BQ = TcFwd<D>::BQ;
-  const size_t smem = tc_fwd_smem_of<T, D>(p);
+  constexpr size_t smem = tc_fwd_smem<T, D>();
   cudaError_t err =
       cudaFuncSetAttribute(flash_tc_fwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(smem));
@@ -765,7 +721,7 @@ cudaError_t launch_tc_backward(const FlashParams& p, const FlashRope& r, const f
                                const float* lse, const T* dout, const float* delta, T* dk, T* dv,
                                float* dq_accum, cudaStream_t stream) {
   constexpr int BK = TcBwd<D>::BK;
-  const size_t smem = tc_bwd_smem_of<T, D>(p);
+  constexpr size_t smem = tc_bwd_smem<T, D>();
   cudaError_t err =
       cudaFuncSetAttribute(flash_tc_bwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(smem));
