@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "ops/cpu_gemm.h"
 #include "ops/elementwise.h"
 #include "ops/gemm.h"
 #include "ops/heads.h"
@@ -35,36 +34,26 @@ void TupeBias::prepare(int64_t B, int64_t T, const Context& ctx) {
   ROTOR_CHECK(pq_.dtype() == DType::F32, "TUPE computes in f32, got {}", pq_.str());
   const int64_t H = heads_, D = d_ / heads_;
   const Device dev = pq_.device();
-  const float scale = 1.0f / std::sqrt(2.0f * static_cast<float>(D));
-  Tensor c = Tensor::empty({H, T, T}, DType::F32, dev);  // [H, T, T]
-  if (dev.is_cpu()) {
-    // Per head, straight from pq and pk's columns (leading dim d).
-    for (int64_t h = 0; h < H; ++h)
-      ops::cpu_sgemm(CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(T),
-                     static_cast<int>(D), scale, pq_.data<float>() + h * D, static_cast<int>(d_),
-                     pk_.data<float>() + h * D, static_cast<int>(d_), 0.0f,
-                     c.data<float>() + h * T * T, static_cast<int>(T));
-  } else {
-    // The heads split out ([1, H, T, D]), then one batched product.
-    pqh_ = Tensor::empty({1, H, T, D}, DType::F32, dev);  // [1, H, T, D]
-    pkh_ = Tensor::empty({1, H, T, D}, DType::F32, dev);  // [1, H, T, D]
-    ops::merge_heads_backward(pq_.view({1, T, d_}), pqh_);
-    ops::merge_heads_backward(pk_.view({1, T, d_}), pkh_);
-    ops::GemmOptions o;
-    o.trans_b = true;
-    o.alpha = scale;
-    Tensor c4 = c.view({1, H, T, T});  // [1, H, T, T]
-    ops::gemm(pqh_, pkh_, c4, o);
-  }
+  // C_h = pq_h pk_h^T / sqrt(2 D): the heads split out, one batched product.
+  pqh_ = Tensor::empty({1, H, T, D}, DType::F32, dev);  // [1, H, T, D]
+  pkh_ = Tensor::empty({1, H, T, D}, DType::F32, dev);  // [1, H, T, D]
+  ops::merge_heads_backward(pq_.view({1, T, d_}), pqh_);
+  ops::merge_heads_backward(pk_.view({1, T, d_}), pkh_);
+  Tensor c = Tensor::empty({1, H, T, T}, DType::F32, dev);  // [1, H, T, T]
+  ops::GemmOptions o;
+  o.trans_b = true;
+  o.alpha = scale();
+  ops::gemm(pqh_, pkh_, c, o);
   // [CLS] untied: its row theta_1, its column (below it) theta_2.
-  ops::tupe_untie_cls(c, cls_->value);
+  Tensor c3 = c.view({H, T, T});  // [H, T, T]
+  ops::tupe_untie_cls(c3, cls_->value);
   if (!bias_.defined() || bias_.shape() != Shape{B, H, T, T} || bias_.device() != dev) {
     bias_ = Tensor::empty({B, H, T, T}, DType::F32, dev);       // [B, H, T, T]
     bias_grad_ = Tensor::empty({B, H, T, T}, DType::F32, dev);  // [B, H, T, T]
   }
   for (int64_t b = 0; b < B; ++b) {
     Tensor row = bias_.narrow(b, 1);  // [1, H, T, T]
-    row.copy_from(c.view({1, H, T, T}));
+    row.copy_from(c);
   }
   bias_grad_.zero_();
 }
@@ -73,58 +62,31 @@ void TupeBias::backward() {
   ROTOR_CHECK(pq_.defined(), "TUPE: backward before a forward");
   const int64_t H = heads_, D = d_ / heads_, T = T_;
   const Device dev = pq_.device();
-  const float scale = 1.0f / std::sqrt(2.0f * static_cast<float>(D));
   // G_h = sum over the batch of the layers' gradients.
-  Tensor g = Tensor::empty({H, T, T}, DType::F32, dev);  // [H, T, T]
-  if (dev.is_cpu()) {
-    // In double, in a fixed order.
-    const float* pg = bias_grad_.data<float>();
-    float* pout = g.data<float>();
-    for (int64_t e = 0; e < H * T * T; ++e) {
-      double s = 0.0;
-      for (int64_t b = 0; b < B_; ++b) s += pg[b * H * T * T + e];
-      pout[e] = static_cast<float>(s);
-    }
-  } else {
-    Tensor flat = g.view({H * T * T});  // [H T T]
-    ops::sum_rows(bias_grad_.view({B_, H * T * T}), flat, false);
-  }
+  Tensor g = Tensor::empty({1, H, T, T}, DType::F32, dev);  // [1, H, T, T]
+  Tensor flat = g.view({H * T * T});                        // [H T T]
+  ops::sum_rows(bias_grad_.view({B_, H * T * T}), flat, false);
   // theta_2 gets the sum of [CLS]'s column; theta_1 none (softmax cancels
   // it: its gradient is exactly zero, and the round-off it would collect is
   // what Adam turns into steps of ~lr, as for the key bias,
   // nn/attention.cpp). The positions get neither row nor column.
-  ops::tupe_untie_cls_backward(g, cls_->grad);
-  // C_h = scale pq_h pk_h^T: dpq_h = scale G_h pk_h, dpk_h = scale G_h^T pq_h.
-  Tensor dpq = Tensor::empty({T, d_}, DType::F32, dev);  // [T, d]
-  Tensor dpk = Tensor::empty({T, d_}, DType::F32, dev);  // [T, d]
-  if (dev.is_cpu()) {
-    for (int64_t h = 0; h < H; ++h) {
-      ops::cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(D),
-                     static_cast<int>(T), scale, g.data<float>() + h * T * T, static_cast<int>(T),
-                     pk_.data<float>() + h * D, static_cast<int>(d_), 0.0f,
-                     dpq.data<float>() + h * D, static_cast<int>(d_));
-      ops::cpu_sgemm(CblasTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(D),
-                     static_cast<int>(T), scale, g.data<float>() + h * T * T, static_cast<int>(T),
-                     pq_.data<float>() + h * D, static_cast<int>(d_), 0.0f,
-                     dpk.data<float>() + h * D, static_cast<int>(d_));
-    }
-  } else {
-    const Tensor g4 = g.view({1, H, T, T});                      // [1, H, T, T]
-    Tensor dpqh = Tensor::empty({1, H, T, D}, DType::F32, dev);  // [1, H, T, D]
-    Tensor dpkh = Tensor::empty({1, H, T, D}, DType::F32, dev);  // [1, H, T, D]
-    ops::GemmOptions a;
-    a.alpha = scale;
-    ops::gemm(g4, pkh_, dpqh, a);
-    ops::GemmOptions at;
-    at.trans_a = true;
-    at.alpha = scale;
-    ops::gemm(g4, pqh_, dpkh, at);
-    Tensor dpq3 = dpq.view({1, T, d_}), dpk3 = dpk.view({1, T, d_});  // [1, T, d] each
-    ops::merge_heads_forward(dpqh, dpq3);
-    ops::merge_heads_forward(dpkh, dpk3);
-  }
-  const Tensor dp_q = uq_->backward(dpq), dp_k = uk_->backward(dpk);  // [T, d] each
-  Tensor both = Tensor::empty({T, d_}, DType::F32, dev);              // [T, d]: dp_q + dp_k
+  Tensor g3 = g.view({H, T, T});  // [H, T, T]
+  ops::tupe_untie_cls_backward(g3, cls_->grad);
+  // dpq_h = scale G_h pk_h, dpk_h = scale G_h^T pq_h, the heads merged back.
+  Tensor dpqh = Tensor::empty({1, H, T, D}, DType::F32, dev);  // [1, H, T, D]
+  Tensor dpkh = Tensor::empty({1, H, T, D}, DType::F32, dev);  // [1, H, T, D]
+  ops::GemmOptions a;
+  a.alpha = scale();
+  ops::gemm(g, pkh_, dpqh, a);
+  a.trans_a = true;
+  ops::gemm(g, pqh_, dpkh, a);
+  Tensor dpq = Tensor::empty({1, T, d_}, DType::F32, dev);  // [1, T, d]
+  Tensor dpk = Tensor::empty({1, T, d_}, DType::F32, dev);  // [1, T, d]
+  ops::merge_heads_forward(dpqh, dpq);
+  ops::merge_heads_forward(dpkh, dpk);
+  const Tensor dp_q = uq_->backward(dpq.view({T, d_}));   // [T, d]
+  const Tensor dp_k = uk_->backward(dpk.view({T, d_}));   // [T, d]
+  Tensor both = Tensor::empty({T, d_}, DType::F32, dev);  // [T, d]: dp_q + dp_k
   ops::add(dp_q, dp_k, both);
   Tensor rows = table_->grad.narrow(0, T);  // [T, d]
   ops::add(rows, both, rows);

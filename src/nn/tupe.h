@@ -19,6 +19,7 @@
 // bias_grad(); backward() then carries the sum to p, U^Q, U^K and theta.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -53,9 +54,11 @@ class TupeBias {
   std::unique_ptr<Linear> uq_, uk_;
   Parameter* cls_;
   Tensor pq_, pk_;           // saved: p U^Q^T and p U^K^T, [T, d]
-  Tensor pqh_, pkh_;         // on a GPU: the same split into heads, [1, H, T, D]
+  Tensor pqh_, pkh_;         // the same split into heads, [1, H, T, D]
   Tensor bias_, bias_grad_;  // f32 [B, H, T, T]
   int64_t B_ = 0, T_ = 0;
+  // The correlation's 1/sqrt(2 D).
+  float scale() const { return 1.0f / std::sqrt(2.0f * static_cast<float>(d_ / heads_)); }
 };
 
 }  // namespace rotor::nn
