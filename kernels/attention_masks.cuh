@@ -16,6 +16,7 @@
 
 #include "core/alibi.h"
 #include "core/philox.h"
+#include "core/t5_bias.h"
 
 namespace rotor::kernels {
 
@@ -82,6 +83,46 @@ __device__ __forceinline__ float alibi_origin(const M& m, int64_t i) {
 // shifted by the same tile offset).
 __device__ __forceinline__ float alibi_add(float s, float neg_slope, float origin, float j) {
   return fmaf(neg_slope, fabsf(origin - j), s);
+}
+
+// T5's relative bias (core/t5_bias.h) in the flash kernels (M: FlashCore or
+// FlashParams; R: FlashT5 or FlashParams, with rel, rel_max and rel_grad):
+// the score of query i and key j adds row t5::relative_row(j - t5_origin(i),
+// rel_max) of head h's column of the [2 rel_max + 1, H] table, t5_origin(i)
+// = p_i - bias_k_offset being, as alibi_origin, the key index at distance 0.
+// A block stages its head's column in shared memory once (t5_stage) and
+// reads it per score. Its backward sums each visible score's unscaled dS by
+// row into the same shared rows (row r's bias at col[2 r], its sum at
+// col[2 r + 1]: one base address, a constant offset from the block's shared
+// memory, which keeps the tc kernel's backward within its registers) with
+// shared atomics (a diagonal of the tile and, past rel_max, whole bands
+// share a row) and, after a barrier, adds the sums into rel_grad (t5_flush,
+// one global atomic per row that received anything).
+template <class M>
+__device__ __forceinline__ int64_t t5_origin(const M& m, int64_t i) {
+  return m.bias_q_offset + i + (m.Tk - m.Tq) - m.bias_k_offset;
+}
+template <class R>
+__device__ __forceinline__ int t5_row(const R& t, int64_t r) {
+  return static_cast<int>(t5::relative_row(r, t.rel_max));
+}
+// col[stride row] = row `row` of the table's column h (of H); with stride 2
+// (a backward) col[2 row + 1] = 0, the row's sum. Needs a barrier before
+// the first read.
+template <class R>
+__device__ __forceinline__ void t5_stage(const R& t, int64_t H, int64_t h, float* col, int stride) {
+  const int rows = static_cast<int>(2 * t.rel_max + 1);
+  for (int e = threadIdx.x; e < rows; e += blockDim.x) {
+    col[e * stride] = t.rel[e * H + h];
+    if (stride == 2) col[2 * e + 1] = 0.0f;
+  }
+}
+// rel_grad[row, h] += col[2 row + 1]; after a barrier that orders every sum.
+template <class R>
+__device__ __forceinline__ void t5_flush(const R& t, int64_t H, int64_t h, const float* col) {
+  const int rows = static_cast<int>(2 * t.rel_max + 1);
+  for (int e = threadIdx.x; e < rows; e += blockDim.x)
+    if (col[2 * e + 1] != 0.0f) atomicAdd(t.rel_grad + e * H + h, col[2 * e + 1]);
 }
 
 }  // namespace rotor::kernels

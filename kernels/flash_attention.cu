@@ -9,13 +9,16 @@
 //               (interleaved keys), reduce max and sum with shuffles, write the
 //               probabilities to shared memory and each accumulate D/4 output
 //               columns. Running max m and sum l in fp32; lse = m + log l.
-//               ALiBi's bias (attention_masks.cuh) is added to each visible
+//               ALiBi's bias and T5's (attention_masks.cuh; T5's head
+//               column staged in shared memory) are added to each visible
 //               score, and again where the backward recomputes it.
 //   backward -- a block owns BK keys of one (b, h) and walks the query tiles
 //               that can see them (the causal mask skips the earlier ones);
 //               each quad owns a key row and accumulates its dK and dV in
 //               registers; dQ goes to an fp32 buffer with atomicAdd and is cast
 //               at the end. D_i = rowsum(dO o O) is a preprocessing pass.
+//               T5's table gradient: each score's unscaled dS into the
+//               block's shared column, flushed at the end (t5_flush).
 // Row strides are padded by one float so that the four threads of a quad,
 // reading four different rows at the same column, hit four different banks.
 //
@@ -68,10 +71,11 @@ __global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
   constexpr int BQ = FwdTile<D>::BQ, BK = FwdTile<D>::BK, LD = D + 1, LP = BK + 1;
   constexpr int KPT = BK / 4, CPT = D / 4;  // keys and output columns per thread
   extern __shared__ float smem[];
-  float* sQ = smem;          // [BQ, LD]
-  float* sK = sQ + BQ * LD;  // [BK, LD]
-  float* sV = sK + BK * LD;  // [BK, LD]
-  float* sP = sV + BK * LD;  // [BQ, LP] probabilities o dropout of the current tile
+  float* sQ = smem;            // [BQ, LD]
+  float* sK = sQ + BQ * LD;    // [BK, LD]
+  float* sV = sK + BK * LD;    // [BK, LD]
+  float* sP = sV + BK * LD;    // [BQ, LP] probabilities o dropout of the current tile
+  float* sRel = sP + BQ * LP;  // [2 rel_max + 1] T5's bias of this head (with p.rel)
 
   const int64_t bh = blockIdx.y, b = bh / p.H;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * BQ;
@@ -89,6 +93,8 @@ __global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
   const int64_t n_row = i < p.Tq ? visible_keys(p, key_len, i) : 0;
   const uint64_t row_flat = static_cast<uint64_t>((bh * p.Tq + i) * p.Tk);
   const float neg_slope = alibi_neg_slope(p, bh % p.H), origin = alibi_origin(p, i);
+  const int64_t rel_origin = t5_origin(p, i);
+  if (p.rel) t5_stage(p, p.H, bh % p.H, sRel, 1);  // read after the loop's first barrier
 
   float m = -INFINITY, l = 0.0f;
   float acc[CPT];
@@ -115,6 +121,7 @@ __global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
         for (int c = 0; c < D; ++c) dot = fmaf(qr[c], kr[c], dot);
         s[t] = dot * p.scale;
         if (p.alibi) s[t] = alibi_add(s[t], neg_slope, origin, static_cast<float>(j0 + jj));
+        if (p.rel) s[t] += sRel[t5_row(p, j0 + jj - rel_origin)];
       }
       tile_max = fmaxf(tile_max, s[t]);
     }
@@ -193,6 +200,9 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
   float* sdS = sP + BK * LP;  // [BK, LP] scale * dS
   float* sL = sdS + BK * LP;  // [BQ] lse
   float* sDel = sL + BQ;      // [BQ] delta
+  // T5 (p.rel): [2 rel_max + 1, 2], each row of this head's column of the
+  // table and its gradient summed over the block's scores.
+  float* sRel = sDel + BQ;
 
   const int64_t bh = blockIdx.y, b = bh / p.H;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * BK;
@@ -205,6 +215,8 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
   const int64_t key_len = key_length_of(p, b);
   const float neg_slope = alibi_neg_slope(p, bh % p.H);
+  // Read after the query loop's first barrier (or the flush's).
+  if (p.rel) t5_stage(p, p.H, bh % p.H, sRel, 2);
 
   float gk[CPT], gv[CPT];
 #pragma unroll
@@ -245,11 +257,15 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
           }
           s *= p.scale;
           if (p.alibi) s = alibi_add(s, neg_slope, ob, static_cast<float>(-4 * t));
+          const int row = p.rel ? t5_row(p, j - t5_origin(p, i)) : 0;
+          if (p.rel) s += sRel[2 * row];
           const float pr = expf(s - sL[ii]);
           const float mk =
               keep_factor(p, keep_scale, static_cast<uint64_t>((bh * p.Tq + i) * p.Tk + j));
           pm = pr * mk;
-          ds = pr * (dp * mk - sDel[ii]) * p.scale;
+          const float g = pr * (dp * mk - sDel[ii]);  // dS before the scale: T5's gradient
+          ds = g * p.scale;
+          if (p.rel_grad) atomicAdd(sRel + 2 * row + 1, g);
         }
         sP[r * LP + ii] = pm;
         sdS[r * LP + ii] = ds;
@@ -278,6 +294,10 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
       }
     }
   }
+  if (p.rel_grad) {   // block-uniform
+    __syncthreads();  // every score's sum is in sRel
+    t5_flush(p, p.H, bh % p.H, sRel);
+  }
   if (j < p.Tk) {
     T* dkr = dk + (bh * p.Tk + j) * D;
     T* dvr = dv + (bh * p.Tk + j) * D;
@@ -296,10 +316,12 @@ __global__ void flash_cast_kernel(const float* __restrict__ src, T* __restrict__
     dst[e] = from_f32<T>(src[e]);
 }
 
+// ---- launchers (tests/emulation/check_flash.sh --kernel portable runs the
+// device code above on the CPU: keep this marker and the first `namespace {`)
 template <class T, int D>
 cudaError_t launch_forward(const FlashParams& p, T* out, float* lse, cudaStream_t stream) {
   constexpr int BQ = FwdTile<D>::BQ;
-  constexpr size_t smem = fwd_smem_bytes<D>();
+  const size_t smem = fwd_smem_bytes<D>() + flash_t5_smem(p, false);
   cudaError_t err = cudaFuncSetAttribute(
       flash_fwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
@@ -313,7 +335,7 @@ cudaError_t launch_backward(const FlashParams& p, const float* lse, const T* dou
                             const float* delta, T* dk, T* dv, float* dq_accum,
                             cudaStream_t stream) {
   constexpr int BK = BwdTile<D>::BK;
-  constexpr size_t smem = bwd_smem_bytes<D>();
+  const size_t smem = bwd_smem_bytes<D>() + flash_t5_smem(p, true);
   cudaError_t err = cudaFuncSetAttribute(
       flash_bwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;

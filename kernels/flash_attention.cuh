@@ -1,7 +1,8 @@
 // Flash-style attention core (docs/design.md, The attention block): online softmax over key
 // tiles, key-padding and causal masks, Tq != Tk, Philox attention dropout with
 // the flat [B, H, Tq, Tk] element index of the reference attention, ALiBi's
-// per-head linear bias computed in the kernel. The
+// per-head linear bias computed in the kernel, T5's learned relative bias
+// read from a table (and its gradient summed in the backward). The
 // forward writes the log-sum-exp per query; the backward recomputes the
 // probabilities from it. CPU twin: src/ops/flash_attention.cpp.
 //
@@ -16,7 +17,11 @@
 
 namespace rotor::kernels {
 
-struct FlashParams {
+// The parameters every flash kernel reads (FlashParams less T5's table). The
+// tensor-core kernels take this and FlashT5 as separate arguments: their
+// backward at head dim 128 sits at the register limit, and a larger
+// parameter struct alone gave it a stack frame on sm_90.
+struct FlashCore {
   const void* q = nullptr;  // [B, H, Tq, D]
   const void* k = nullptr;  // [B, H, Tk, D]
   const void* v = nullptr;  // [B, H, Tk, D]
@@ -34,6 +39,23 @@ struct FlashParams {
   bool alibi = false;
   int64_t bias_q_offset = 0, bias_k_offset = 0;
 };
+
+struct FlashT5 {
+  // T5's relative bias (ops::AttentionOptions::rel_bias, core/t5_bias.h):
+  // f32 [2 rel_max + 1, H] on the device, or null; the score of query i and
+  // key j adds row t5::relative_row(p_j - p_i, rel_max) of head h's column
+  // (p_i, p_j as for ALiBi), rel_max at most t5::kFlashMaxDistance. The
+  // backward adds the table's gradient (the unscaled dS summed per row) into
+  // rel_grad (same shape) when that is not null: shared-memory sums per
+  // block, then fp32 atomics, so like dq not bitwise reproducible run to run
+  // (kernels/attention_masks.cuh, t5_stage / t5_flush).
+  const float* rel = nullptr;
+  int64_t rel_max = 0;
+  float* rel_grad = nullptr;
+};
+
+// What the host entry points below take.
+struct FlashParams : FlashCore, FlashT5 {};
 
 // True for the head dimensions the kernels are instantiated for.
 bool flash_attention_supports(int head_dim);

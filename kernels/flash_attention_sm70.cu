@@ -111,7 +111,8 @@ __device__ __forceinline__ void fwd_block(const FlashParams& p, __half* __restri
   float* sS = reinterpret_cast<float*>(sV + BK * LDH) + warp * 16 * LDS;  // [16, LDS]
   __half* sP = reinterpret_cast<__half*>(sS);                             // [16, LDP]
   float* sO = reinterpret_cast<float*>(sV + BK * LDH) + C::kWarps * 16 * LDS +
-              warp * 16 * LDO;  // [16, LDO]
+              warp * 16 * LDO;                                 // [16, LDO]
+  float* sRel = reinterpret_cast<float*>(smem_raw + C::smem);  // [2 rel_max + 1] T5 (p.rel)
 
   const int64_t bh = blockIdx.y, b = bh / p.H;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * BQ;
@@ -131,6 +132,8 @@ __device__ __forceinline__ void fwd_block(const FlashParams& p, __half* __restri
   const int64_t n_row = i < p.Tq ? visible_keys(p, key_len, i) : 0;
   const uint64_t row_flat = static_cast<uint64_t>((bh * p.Tq + i) * p.Tk);
   const float neg_slope = alibi_neg_slope(p, bh % p.H), origin = alibi_origin(p, i);
+  const int64_t rel_origin = t5_origin(p, i);
+  if (p.rel) t5_stage(p, p.H, bh % p.H, sRel, 1);  // read after the loop's first barrier
   float m = -INFINITY, l = 0.0f;
 
   for (int64_t j0 = 0; j0 < n_block; j0 += BK) {
@@ -166,6 +169,7 @@ __device__ __forceinline__ void fwd_block(const FlashParams& p, __half* __restri
       if (j0 + col < n_row) {
         s[t] = sS[r * LDS + col] * p.scale;
         if (p.alibi) s[t] = alibi_add(s[t], neg_slope, origin, static_cast<float>(j0 + col));
+        if (p.rel) s[t] += sRel[t5_row(p, j0 + col - rel_origin)];
       }
       tile_max = fmaxf(tile_max, s[t]);
     }
@@ -245,6 +249,9 @@ __device__ __forceinline__ void bwd_block(const FlashParams& p, const float* __r
   float* sT1 = sT + 16 * LDT;  // the warp's two [16, LDT] blocks
   float* sL = reinterpret_cast<float*>(sdS + BK * LDQ) + C::kWarps * 2 * 16 * LDT;  // [BQ]
   float* sDel = sL + BQ;                                                            // [BQ]
+  // T5 (p.rel): [2 rel_max + 1, 2], each row of this head's column of the
+  // table and its gradient summed over the block's scores.
+  float* sRel = reinterpret_cast<float*>(smem_raw + C::smem);
 
   const int64_t bh = blockIdx.y, b = bh / p.H;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * BK;
@@ -255,6 +262,8 @@ __device__ __forceinline__ void bwd_block(const FlashParams& p, const float* __r
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
   const int64_t key_len = key_length_of(p, b);
   const float neg_slope = alibi_neg_slope(p, bh % p.H);
+  // Read after the query loop's first barrier (or the flush's).
+  if (p.rel) t5_stage(p, p.H, bh % p.H, sRel, 2);
 
   FragC gk[NC], gv[NC];  // dK, dV: keys 16 kw.., columns qh D/2 + 16 c..
 #pragma unroll
@@ -307,11 +316,15 @@ __device__ __forceinline__ void bwd_block(const FlashParams& p, const float* __r
         if (i < p.Tq && j < visible_keys(p, key_len, i)) {
           float x = sT[rr * LDT + cc] * p.scale;
           if (p.alibi) x = alibi_add(x, neg_slope, alibi_origin(p, i), static_cast<float>(j));
+          const int row = p.rel ? t5_row(p, j - t5_origin(p, i)) : 0;
+          if (p.rel) x += sRel[2 * row];
           const float pr = expf(x - sL[qc]);
           const float mk =
               keep_factor(p, keep_scale, static_cast<uint64_t>((bh * p.Tq + i) * p.Tk + j));
           pm = pr * mk;
-          ds = pr * (sT1[rr * LDT + cc] * mk - sDel[qc]) * p.scale;
+          const float g = pr * (sT1[rr * LDT + cc] * mk - sDel[qc]);  // dS before the scale
+          ds = g * p.scale;
+          if (p.rel_grad) atomicAdd(sRel + 2 * row + 1, g);
         }
         sP[kr * LDQ + qc] = __float2half_rn(pm);
         sdS[kr * LDQ + qc] = __float2half_rn(ds);
@@ -361,6 +374,11 @@ __device__ __forceinline__ void bwd_block(const FlashParams& p, const float* __r
         __syncwarp();  // sT is read before the next block overwrites it
       }
     }
+  }
+
+  if (p.rel_grad) {   // block-uniform
+    __syncthreads();  // every score's sum is in sRel
+    t5_flush(p, p.H, bh % p.H, sRel);
   }
 
   // dK and dV through the warp's scratch, 16 x 16 at a time.
@@ -415,13 +433,14 @@ __global__ void flash_sm70_cast_kernel(const float* __restrict__ src, __half* __
 template <int D>
 cudaError_t launch_forward(const FlashParams& p, __half* out, float* lse, cudaStream_t stream) {
   using C = Sm70Fwd<D>;
+  const size_t smem = C::smem + flash_t5_smem(p, false);
   cudaError_t err =
       cudaFuncSetAttribute(flash_sm70_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(C::smem));
+                           static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((p.Tq + C::BQ - 1) / C::BQ),
                   static_cast<unsigned>(p.B * p.H));
-  flash_sm70_fwd_kernel<D><<<grid, C::kWarps * 32, C::smem, stream>>>(p, out, lse);
+  flash_sm70_fwd_kernel<D><<<grid, C::kWarps * 32, smem, stream>>>(p, out, lse);
   return cudaGetLastError();
 }
 
@@ -430,14 +449,15 @@ cudaError_t launch_backward(const FlashParams& p, const float* lse, const __half
                             const float* delta, __half* dk, __half* dv, float* dq_accum,
                             cudaStream_t stream) {
   using C = Sm70Bwd<D>;
+  const size_t smem = C::smem + flash_t5_smem(p, true);
   cudaError_t err =
       cudaFuncSetAttribute(flash_sm70_bwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(C::smem));
+                           static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((p.Tk + C::BK - 1) / C::BK),
                   static_cast<unsigned>(p.B * p.H));
   flash_sm70_bwd_kernel<D>
-      <<<grid, C::kWarps * 32, C::smem, stream>>>(p, lse, dout, delta, dk, dv, dq_accum);
+      <<<grid, C::kWarps * 32, smem, stream>>>(p, lse, dout, delta, dk, dv, dq_accum);
   return cudaGetLastError();
 }
 

@@ -41,6 +41,10 @@
 // Online softmax in registers in the log2 domain (exp2f; lse converted back).
 // ALiBi's bias (kernels/attention_masks.cuh) is one FMA per score on the
 // fragments, in the log2 domain, forward and backward (where S is recomputed).
+// T5's is a shared-memory read and an FMA per score (the head's column of the
+// table staged once per block); the backward adds each score's unscaled dS
+// to the block's shared column of the table gradient (a shared atomic per
+// score) and flushes it with global atomics at the end.
 //
 // Backward: a block of 4 warps owns 64 keys, 16 per warp, and walks the query
 // tiles that can see them (32 queries for D = 128, 64 otherwise), Q/dO tiles
@@ -62,7 +66,7 @@
 // the kernels are empty stubs, and the host entry points refuse devices below
 // compute capability 8.0 (flash_tc_device_ok).
 //
-// tests/emulation/check_flash_tc.sh runs the device code on the CPU
+// tests/emulation/check_flash.sh runs the device code on the CPU
 // (tests/emulation/flash_tc_emulate.cpp): it takes the text from the first
 // `namespace {` to `// ---- launchers`, replaces the `extern __shared__` lines
 // and the section from `// ---- PTX wrappers` to the next `// ---- ` line
@@ -89,10 +93,15 @@ constexpr int kTcThreads = 128;  // 4 warps
 template <int D>
 struct TcFwd {
   static constexpr int BQ = 64, BK = 64, LDS = D + 8;
+  // T5's bias at head dims 32 and 64, as the backward (TcBwd::kT5).
+  static constexpr bool kT5 = D < 128;
 };
 template <int D>
 struct TcBwd {
   static constexpr int BK = 64, BQ = D >= 128 ? 32 : 64, LDS = D + 8, LDP = BQ + 8;
+  // T5's bias (FlashT5::rel) at head dims 32 and 64: at 128 the
+  // backward is at 255 registers without it, and sm_80 spills with it.
+  static constexpr bool kT5 = D < 128;
 };
 
 template <class T, int D>
@@ -106,6 +115,17 @@ constexpr size_t tc_bwd_smem() {
   return sizeof(T) * (static_cast<size_t>(2 * S::BK + 4 * S::BQ) * S::LDS +
                       static_cast<size_t>(S::BK) * S::LDP) +
          sizeof(float) * (4 * S::BQ + 4);
+}
+// With T5's bias: the forward adds the tile's bias by diagonal (BQ + BK
+// floats), the backward the head's column and its sums (flash_t5_smem).
+template <class T, int D>
+size_t tc_fwd_smem_of(const FlashParams& p) {
+  using S = TcFwd<D>;
+  return tc_fwd_smem<T, D>() + (p.rel ? sizeof(float) * (S::BQ + S::BK) : 0);
+}
+template <class T, int D>
+size_t tc_bwd_smem_of(const FlashParams& p) {
+  return tc_bwd_smem<T, D>() + flash_t5_smem(p, true);
 }
 
 #if ROTOR_TC_BODY
@@ -183,7 +203,7 @@ __device__ __forceinline__ uint32_t pack2(float x, float y) {
 // The dropout factor of element (i, j) when dropout > 0 (every caller tests
 // it): rotor's Philox on the flat [B, H, Tq, Tk] index, as every attention
 // kernel draws it.
-__device__ __forceinline__ float tc_keep(const FlashParams& p, float keep_scale, int64_t bh,
+__device__ __forceinline__ float tc_keep(const FlashCore& p, float keep_scale, int64_t bh,
                                          int64_t i, int64_t j) {
   return dropout_draw(p, keep_scale, static_cast<uint64_t>((bh * p.Tq + i) * p.Tk + j));
 }
@@ -237,8 +257,8 @@ __global__ void tc_rope_table_kernel(float2* table, int64_t positions, int64_t D
 // ---- forward ------------------------------------------------------------------------
 template <class T, int D>
 __global__ void __launch_bounds__(kTcThreads)
-    flash_tc_fwd_kernel(FlashParams p, FlashRope rope, const float2* __restrict__ table,
-                        T* __restrict__ out, float* __restrict__ lse) {
+    flash_tc_fwd_kernel(FlashCore p, FlashRope rope, const float2* __restrict__ table,
+                        T* __restrict__ out, float* __restrict__ lse, FlashT5 rb) {
 #if ROTOR_TC_BODY
   constexpr int BQ = TcFwd<D>::BQ, BK = TcFwd<D>::BK, LDS = TcFwd<D>::LDS;
   constexpr int KS = D / 16;  // k-steps of Q K^T
@@ -248,6 +268,12 @@ __global__ void __launch_bounds__(kTcThreads)
   T* sQ = reinterpret_cast<T*>(smem_raw);  // [BQ, LDS]
   T* sK = sQ + BQ * LDS;                   // [2, BK, LDS]
   T* sV = sK + 2 * BK * LDS;               // [2, BK, LDS]
+  // T5 (rb.rel): the tile's bias by diagonal, [BQ + BK - 1]: query i0 + ii
+  // and key j0 + jj read sDiag[jj - ii + BQ - 1] (one address register per
+  // lane, constant offsets per element: a clamped table row per score costs
+  // the D 32 kernel a block per SM in registers).
+  float* sDiag = reinterpret_cast<float*>(smem_raw + tc_fwd_smem<T, D>());
+  constexpr bool kT5 = TcFwd<D>::kT5;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tq = lane & 3;
@@ -291,6 +317,11 @@ __global__ void __launch_bounds__(kTcThreads)
     } else {
       cp_async_wait<0>();
     }
+    if (kT5 && rb.rel) {  // the last tile's reads of sDiag ended at its closing barrier
+      const int64_t base = j0 - t5_origin(p, i0) - (BQ - 1), h = bh % p.H;
+      for (int d = threadIdx.x; d < BQ + BK - 1; d += kTcThreads)
+        sDiag[d] = rb.rel[t5_row(rb, base + d) * p.H + h];
+    }
     __syncthreads();
     T* cK = sK + (t & 1) * BK * LDS;
     const T* cV = sV + (t & 1) * BK * LDS;
@@ -323,9 +354,11 @@ __global__ void __launch_bounds__(kTcThreads)
 
     // Scale into the log2 domain, add ALiBi's bias, mask, online softmax (rows
     // a = g, b = g + 8). ALiBi: element (nt, e) is key j0 + 8 nt + 2 tq + (e & 1)
-    // of row a (e < 2) or a + 8, at distance |oa - (8 nt + (e & 1) - 8 (e >> 1))|.
+    // of row a (e < 2) or a + 8, at distance |oa - (8 nt + (e & 1) - 8 (e >> 1))|;
+    // T5: sDiag[8 nt + (e & 1) - 8 (e >> 1)] past this lane's diagonal.
     const bool full = j0 + BK <= n_first;
     const float oa = alibi_origin(p, row_a - j0 - tq * 2);
+    const float* diag = sDiag + (BQ - 1) + tq * 2 - warp * 16 - g;
     float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -334,6 +367,7 @@ __global__ void __launch_bounds__(kTcThreads)
         float x = s[nt][e] * sl2;
         if (p.alibi)
           x = alibi_add(x, nsl2, oa, static_cast<float>(nt * 8 + (e & 1) - (e < 2 ? 0 : 8)));
+        if (kT5 && rb.rel) x = fmaf(diag[nt * 8 + (e & 1) - (e < 2 ? 0 : 8)], kLog2e, x);
         if (!full) {
           const int64_t j = j0 + nt * 8 + tq * 2 + (e & 1);
           if (j >= (e < 2 ? n_a : n_b)) x = -INFINITY;
@@ -419,10 +453,10 @@ __global__ void __launch_bounds__(kTcThreads)
 // ---- backward -----------------------------------------------------------------------
 template <class T, int D>
 __global__ void __launch_bounds__(kTcThreads)
-    flash_tc_bwd_kernel(FlashParams p, FlashRope rope, const float2* __restrict__ table,
+    flash_tc_bwd_kernel(FlashCore p, FlashRope rope, const float2* __restrict__ table,
                         const float* __restrict__ lse, const T* __restrict__ dout,
                         const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
-                        float* __restrict__ dq_accum) {
+                        float* __restrict__ dq_accum, FlashT5 rb) {
 #if ROTOR_TC_BODY
   constexpr int BK = TcBwd<D>::BK, BQ = TcBwd<D>::BQ, LDS = TcBwd<D>::LDS, LDP = TcBwd<D>::LDP;
   constexpr int KS = D / 16;              // k-steps over the head dim
@@ -442,6 +476,12 @@ __global__ void __launch_bounds__(kTcThreads)
   // ALiBi: the head's -slope * log2(e), read per tile rather than held in a
   // register across the loop (D 128 is at the register limit on sm_90).
   float* sSlope = sDel + 2 * BQ;  // [1] (4 floats reserved)
+  // T5 (rb.rel): [2 rel_max + 1, 2], each row of this head's column of the
+  // table and its gradient summed over the block's scores. Not at D 128,
+  // whose backward has no register to spare (sm_80 spills): the launcher
+  // refuses it there.
+  constexpr bool kT5 = TcBwd<D>::kT5;
+  float* sRel = reinterpret_cast<float*>(smem_raw + tc_bwd_smem<T, D>());
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tq = lane & 3;
@@ -454,6 +494,8 @@ __global__ void __launch_bounds__(kTcThreads)
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
   const float sl2 = p.scale * kLog2e;
   if (p.alibi && threadIdx.x == 0) *sSlope = alibi_neg_slope(p, bh % p.H) * kLog2e;
+  // Read after the query loop's first barrier (or the flush's).
+  if (kT5 && rb.rel) t5_stage(rb, p.H, bh % p.H, sRel, 2);
   const int64_t key_len = key_length_of(p, b);
   const int64_t key_a = j0 + warp * 16 + g, key_b = key_a + 8;  // this thread's key rows
 
@@ -533,9 +575,12 @@ __global__ void __launch_bounds__(kTcThreads)
       }
     }
 
-    // P = exp(scale s + alibi - lse), dS = P o (dP o M - delta) scale; P o M goes
+    // P = exp(scale s + bias - lse), dS = P o (dP o M - delta) scale; P o M goes
     // to st, dS to dpt. ALiBi: element (nq, e) is query i0 + 8 nq + 2 tq + (e & 1)
-    // and key key_a (e < 2) or key_a + 8, at distance |ob - (8 (e >> 1) - 8 nq - (e & 1))|.
+    // and key key_a (e < 2) or key_a + 8, at distance |ob - (8 (e >> 1) - 8 nq - (e & 1))|;
+    // T5: at relative position key - t5_origin(i), and the unscaled dS goes to
+    // that row's sum (computed per score: a base held across the loop spills
+    // at D 128).
     const bool full = i0 + BQ <= p.Tq && j0 + BK <= visible_keys(p, key_len, i0);
     const float ob = alibi_origin(p, i0 + tq * 2 - key_a);
     const float nsl2 = p.alibi ? *sSlope : 0.0f;  // written before the first barrier
@@ -551,9 +596,13 @@ __global__ void __launch_bounds__(kTcThreads)
           float x = st[nq][e] * sl2;
           if (p.alibi)
             x = alibi_add(x, nsl2, ob, static_cast<float>((e < 2 ? 0 : 8) - nq * 8 - (e & 1)));
+          const int row = kT5 && rb.rel ? t5_row(rb, key - t5_origin(p, i)) : 0;
+          if (kT5 && rb.rel) x = fmaf(sRel[2 * row], kLog2e, x);
           pr = exp2f(x - cL[c]);
           const float mk = p.dropout > 0.0f ? tc_keep(p, keep_scale, bh, i, key) : 1.0f;
-          ds = pr * (dpt[nq][e] * mk - cDel[c]) * p.scale;
+          const float gs = pr * (dpt[nq][e] * mk - cDel[c]);  // dS before the scale
+          ds = gs * p.scale;
+          if (kT5 && rb.rel_grad) atomicAdd(sRel + 2 * row + 1, gs);
           pr *= mk;
         }
         st[nq][e] = pr;
@@ -635,6 +684,10 @@ __global__ void __launch_bounds__(kTcThreads)
     // The next iteration's __syncthreads (after its wait) orders these reads of
     // sdS before the next writes.
   }
+  if (kT5 && rb.rel_grad) {  // block-uniform
+    __syncthreads();         // every score's sum is in sRel
+    t5_flush(rb, p.H, bh % p.H, sRel);
+  }
 
   // dK, dV of the key rows (rows >= key_len hold zeros); dK rotated back under RoPE.
 #pragma unroll
@@ -706,13 +759,14 @@ template <class T, int D>
 cudaError_t launch_tc_forward(const FlashParams& p, const FlashRope& r, const float2* table, T* out,
                               float* lse, cudaStream_t stream) {
   constexpr int BQ = TcFwd<D>::BQ;
-  constexpr size_t smem = tc_fwd_smem<T, D>();
+  const size_t smem = tc_fwd_smem_of<T, D>(p);
   cudaError_t err =
       cudaFuncSetAttribute(flash_tc_fwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((p.Tq + BQ - 1) / BQ), static_cast<unsigned>(p.B * p.H));
-  flash_tc_fwd_kernel<T, D><<<grid, kTcThreads, smem, stream>>>(p, r, table, out, lse);
+  flash_tc_fwd_kernel<T, D><<<grid, kTcThreads, smem, stream>>>(
+      static_cast<const FlashCore&>(p), r, table, out, lse, static_cast<const FlashT5&>(p));
   return cudaGetLastError();
 }
 
@@ -721,20 +775,21 @@ cudaError_t launch_tc_backward(const FlashParams& p, const FlashRope& r, const f
                                const float* lse, const T* dout, const float* delta, T* dk, T* dv,
                                float* dq_accum, cudaStream_t stream) {
   constexpr int BK = TcBwd<D>::BK;
-  constexpr size_t smem = tc_bwd_smem<T, D>();
+  const size_t smem = tc_bwd_smem_of<T, D>(p);
   cudaError_t err =
       cudaFuncSetAttribute(flash_tc_bwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((p.Tk + BK - 1) / BK), static_cast<unsigned>(p.B * p.H));
   flash_tc_bwd_kernel<T, D>
-      <<<grid, kTcThreads, smem, stream>>>(p, r, table, lse, dout, delta, dk, dv, dq_accum);
+      <<<grid, kTcThreads, smem, stream>>>(static_cast<const FlashCore&>(p), r, table, lse, dout,
+                                           delta, dk, dv, dq_accum, static_cast<const FlashT5&>(p));
   return cudaGetLastError();
 }
 
 bool tc_valid(const FlashParams& p, DType dt) {
   return flash_tc_supports(p.D, dt) && flash_params_valid(p) && aligned16(p.q) && aligned16(p.k) &&
-         aligned16(p.v);
+         aligned16(p.v) && (!p.rel || p.D < 128);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 // with __device__ defined away.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/attention_masks.cuh"
@@ -30,7 +31,17 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // Grid limits every kernel shares: (b, h) is gridDim.y.
 inline bool flash_params_valid(const FlashParams& p) {
-  return p.B * p.H > 0 && p.B * p.H <= 65535 && p.Tq >= 0 && p.Tk >= 0;
+  return p.B * p.H > 0 && p.B * p.H <= 65535 && p.Tq >= 0 && p.Tk >= 0 &&
+         (!p.rel || (p.rel_max >= 0 && p.rel_max <= t5::kFlashMaxDistance)) &&
+         (p.rel || !p.rel_grad);
+}
+
+// Dynamic shared memory a flash kernel adds to its tiles for T5's bias:
+// head h's column of the table, and in the backward each row's gradient sum
+// beside it (attention_masks.cuh, t5_stage). 0 without the bias.
+inline size_t flash_t5_smem(const FlashParams& p, bool backward) {
+  if (!p.rel) return 0;
+  return (backward ? 2 : 1) * sizeof(float) * static_cast<size_t>(2 * p.rel_max + 1);
 }
 
 // 16-byte vector and cp.async loads need 16-byte aligned rows: D is a

@@ -9,6 +9,7 @@
 //   bench_attention [--dtype bf16|fp16|fp32]
 //                   [--impl auto|rotor|tc|portable|cudnn|reference|all]
 //                   [--iters N] [--causal] [--peer peer.json] [--rope-placement]
+//                   [--bias-cost]
 //
 // --impl: auto = what a model with attention.impl auto runs at each shape
 // (the attention plan: cuDNN from kCudnnMinKeys keys on where it serves the
@@ -25,6 +26,11 @@
 // --rope-placement compares, with rotor's flash core, RoPE in the head split
 // (split with rotation + attention) against RoPE in the tensor-core kernel
 // (split only + attention with AttentionOptions::rope): time and bytes moved.
+// --bias-cost times rotor's flash core (the kernel attention.impl rotor
+// runs) without a position bias, with ALiBi's and with T5's (max_distance
+// 128, its table's gradient summed in the backward), and T5's on the
+// reference core, which ran it on a GPU before the flash kernels added it
+// (T <= 1024).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -149,10 +155,13 @@ Tensor random_tensor(const rotor::Shape& shape, DType dt, Device dev, uint64_t s
   return Tensor::from_floats(v, shape, dt, dev);
 }
 
+// The position bias a case adds inside the core.
+enum class Bias { None, Alibi, T5 };
+
 // rope_in_kernel: the split does not rotate; the attention core does
 // (AttentionOptions::rope, the tensor-core kernel only).
 Timing run_shape(const Shape4& s, DType dt, Impl impl, bool causal, int iters,
-                 bool rope_in_kernel = false) {
+                 bool rope_in_kernel = false, Bias bias = Bias::None) {
   if (impl == Impl::Auto) impl = auto_impl(s, dt, causal, rope_in_kernel);
   const Device gpu = Device::cuda(0);
   const bool reference = impl == Impl::Reference;
@@ -184,6 +193,14 @@ Timing run_shape(const Shape4& s, DType dt, Impl impl, bool causal, int iters,
     ao.scale = 1.0f / std::sqrt(static_cast<float>(s.D));
     ao.rope = true;
     ao.rope_params = so.rope;
+  }
+  if (bias == Bias::Alibi) ao.alibi = true;
+  if (bias == Bias::T5) {
+    // T5's default reach and a random table; the backward adds into the
+    // gradient every call (its value does not matter here).
+    ao.rel_max = 128;
+    ao.rel_bias = random_tensor({2 * ao.rel_max + 1, s.H}, DType::F32, gpu, 3);    // f32 [R, H]
+    ao.rel_bias_grad = Tensor::zeros({2 * ao.rel_max + 1, s.H}, DType::F32, gpu);  // f32 [R, H]
   }
   if (impl == Impl::Cudnn) {
     std::string why;
@@ -252,7 +269,7 @@ const char* kUsage =
 #else
     "[--impl auto|rotor|tc|portable|reference|all] "
 #endif
-    "[--iters N] [--causal] [--peer peer.json] [--rope-placement]\n";
+    "[--iters N] [--causal] [--peer peer.json] [--rope-placement] [--bias-cost]\n";
 
 double tflops(double flop, double ms) {
   return flop / (ms * 1e-3) / 1e12;
@@ -331,11 +348,38 @@ void rope_placement(DType dt, bool causal, int iters) {
   }
 }
 
+// rotor's flash core without a position bias, with ALiBi's and with T5's,
+// and T5's on the reference core: fwd+bwd ms, and each bias's cost as a
+// ratio to no bias. The kernel is the one attention.impl rotor runs (the
+// plan's: tc for f16/bf16 on sm_80+).
+void bias_cost(DType dt, bool causal, int iters) {
+  std::printf("position bias inside the core, %s, %s: fwd+bwd ms (x: against no bias)\n",
+              dtype_name(dt), causal ? "causal" : "non-causal");
+  std::printf("%-22s %10s %10s %10s %10s %8s %8s %8s\n", "shape", "none", "alibi", "t5", "t5 ref",
+              "alibi x", "t5 x", "ref x");
+  for (const Shape4& s : kShapes) {
+    Timing none, alibi, t5, ref;
+    try {
+      none = run_shape(s, dt, Impl::Rotor, causal, iters, false, Bias::None);
+      alibi = run_shape(s, dt, Impl::Rotor, causal, iters, false, Bias::Alibi);
+      t5 = run_shape(s, dt, Impl::Rotor, causal, iters, false, Bias::T5);
+      if (s.T <= 1024) ref = run_shape(s, dt, Impl::Reference, causal, iters, false, Bias::T5);
+    } catch (const std::exception& e) {
+      std::printf("%-22s %s\n", s.name().c_str(), e.what());
+      continue;
+    }
+    std::printf("%-22s %10.3f %10.3f %10.3f %10.3f %8.2f %8.2f %8.2f\n", s.name().c_str(),
+                none.fwdbwd_ms, alibi.fwdbwd_ms, t5.fwdbwd_ms, ref.fwdbwd_ms,
+                alibi.fwdbwd_ms / none.fwdbwd_ms, t5.fwdbwd_ms / none.fwdbwd_ms,
+                ref.fwdbwd_ms / none.fwdbwd_ms);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   DType dt = DType::BF16;
-  bool causal = false, all = false, placement = false;
+  bool causal = false, all = false, placement = false, bias = false;
   Impl impl = Impl::Rotor;
   int iters = 20;
   std::string peer_path;
@@ -385,6 +429,8 @@ int main(int argc, char** argv) {
       peer_path = next();
     } else if (a == "--rope-placement") {
       placement = true;
+    } else if (a == "--bias-cost") {
+      bias = true;
     } else {
       std::fprintf(stderr, "%s", kUsage);
       return 2;
@@ -399,6 +445,10 @@ int main(int argc, char** argv) {
     if (!peer_path.empty()) peer = read_peer(peer_path);
     if (placement) {
       rope_placement(dt, causal, iters);
+      return 0;
+    }
+    if (bias) {
+      bias_cost(dt, causal, iters);
       return 0;
     }
     if (!all) {

@@ -483,6 +483,10 @@ if wants attention; then
     # RoPE in the head split vs in the tensor-core kernel (attention.rope_in_kernel).
     step attention_rope_placement 45 "$bench_attention" --dtype bf16 --rope-placement
     block attention_rope_placement "bench_attention --rope-placement (bf16)"
+    # The cost of ALiBi's and T5's bias inside the flash kernel (T5's table
+    # gradient by shared atomics), and T5 on the reference core.
+    step attention_bias_cost 45 "$bench_attention" --dtype bf16 --causal --bias-cost --iters 5
+    block attention_bias_cost "bench_attention --bias-cost --causal (bf16)"
     step attention_portable 60 "$bench_attention" --dtype bf16 --impl portable "${peer_args[@]}"
     block attention_portable "bench_attention --impl portable (bf16, non-causal)"
   fi

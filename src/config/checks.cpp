@@ -8,6 +8,7 @@
 #include "config/tasks.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "core/t5_bias.h"
 #include "nn/attention_kind.h"
 #include "nn/position.h"
 #include "ops/linear_attention.h"
@@ -400,19 +401,22 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                                                                         : "an encoder-decoder"),
                          {"task"}};
   // T5's bias is added, and its gradient summed, by the materialized core
-  // (CPU and CUDA) and by the flash core's CPU twin; no CUDA flash kernel and
-  // not cuDNN.
+  // (CPU and CUDA), the flash core's CPU twin and rotor's CUDA flash kernels
+  // (which hold the table in shared memory up to t5::kFlashMaxDistance);
+  // not by cuDNN.
   if (m.position->relative_bias && c.attention.impl == nn::AttentionImpl::Cudnn)
     return ConfigProblem{"attention.impl",
                          "cudnn is cuDNN's attention, which does not add T5's relative bias "
                          "(model.position t5); use auto or reference",
                          {"model.position"}};
   if (m.position->relative_bias && c.attention.impl == nn::AttentionImpl::Rotor &&
-      c.device.rfind("cuda", 0) == 0)
+      c.device.rfind("cuda", 0) == 0 && m.t5.max_distance > t5::kFlashMaxDistance)
     return ConfigProblem{"attention.impl",
-                         "rotor's CUDA flash kernels do not add T5's relative bias "
-                         "(model.position t5); use auto or reference on a GPU",
-                         {"model.position", "device"}};
+                         fmt::format("rotor's CUDA flash kernels hold T5's table for "
+                                     "model.t5.max_distance up to {}, not {}; use auto or "
+                                     "reference on a GPU",
+                                     t5::kFlashMaxDistance, m.t5.max_distance),
+                         {"model.t5.max_distance", "device"}};
   if (task.model == ModelFamily::BertEncoder && m.norm != NormPlacement::Post)
     return ConfigProblem{"model.norm",
                          fmt::format("task {} builds BERT/RoFormer, which are post-LN; got {}",

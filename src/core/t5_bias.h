@@ -59,6 +59,13 @@ inline std::vector<int32_t> relative_ids(int64_t buckets, int64_t max_distance,
   return ids;
 }
 
+// The largest max_distance rotor's CUDA flash kernels take: they hold a
+// head's column of the gathered table (2 max_distance + 1 floats), and in the
+// backward its gradient too, in shared memory beside their tiles (8 KiB at
+// 512, which keeps the portable kernel under sm_75's 64 KiB and the Volta
+// one under its 96 KiB). The plan runs the reference core beyond it.
+inline constexpr int64_t kFlashMaxDistance = 512;
+
 // The row of relative position r in the gathered table: r clamped to
 // [-max_distance, max_distance], shifted to start at 0.
 ROTOR_HD int64_t relative_row(int64_t r, int64_t max_distance) {

@@ -204,6 +204,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.rope = options_.rope && !cross_;
   c.alibi = options_.alibi;
   c.rel_bias = options_.relative_bias != nullptr;
+  c.rel_max = c.rel_bias ? rel_max() : 0;
   c.score_bias = options_.xl || options_.tupe || options_.deberta;
   // Explicit positions are rotated in the head split (the cores count tokens).
   const bool explicit_positions = positions && c.rope;
@@ -560,6 +561,7 @@ Tensor MultiHeadAttention::prefill(const Tensor& x, Cache& cache, int64_t max_le
   c.rope_in_kernel = false;
   c.alibi = options_.alibi;
   c.rel_bias = options_.relative_bias != nullptr;
+  c.rel_max = c.rel_bias ? rel_max() : 0;
   c.score_bias = options_.xl || options_.tupe;
   c.causal = true;
   c.dtype = ctx.dtype;

@@ -90,6 +90,7 @@ struct AttentionCase {
   // T5's learned bias (model.position t5): only a core that adds it, and
   // sums its gradient, may run the case.
   bool rel_bias = false;
+  int64_t rel_max = 0;  // its table's max_distance (the flash kernels hold up to a limit)
   // A dense bias the layer computes (model.position transformer_xl): only
   // the materialized core on the CPU adds it.
   bool score_bias = false;
@@ -102,7 +103,7 @@ struct AttentionCase {
 
   auto key() const {
     return std::tuple(kind, impl, rope, rope_in_kernel, rope_interleaved_full, alibi, rel_bias,
-                      score_bias, causal, key_padding, dropout, dtype, B, H, Tq, Tk, D,
+                      rel_max, score_bias, causal, key_padding, dropout, dtype, B, H, Tq, Tk, D,
                       linear.key());
   }
   bool operator<(const AttentionCase& o) const { return key() < o.key(); }

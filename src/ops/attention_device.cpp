@@ -7,6 +7,7 @@
 
 #include "core/cuda_context.h"
 #include "core/error.h"
+#include "core/t5_bias.h"
 #if ROTOR_WITH_CUDA
 #include "kernels/flash_attention_sm70.cuh"
 #include "kernels/flash_attention_tc.cuh"
@@ -93,11 +94,14 @@ std::string flash_kernel_unsupported(FlashKernel kernel, const FlashCase& c,
   if (c.rope && kernel != FlashKernel::TensorCore)
     return fmt::format(
         "RoPE inside the kernel is rotor's tensor-core kernel's alone, not the {} one's", name);
-  if (c.rel_bias)
+  if (c.rel_bias && (c.rel_max < 0 || c.rel_max > t5::kFlashMaxDistance))
     return fmt::format(
-        "rotor's {} flash kernel does not add T5's relative bias (model.position t5); the "
-        "reference core does",
-        name);
+        "rotor's {} flash kernel holds T5's table for model.t5.max_distance up to {}, not {}; "
+        "the reference core takes any",
+        name, t5::kFlashMaxDistance, c.rel_max);
+  if (c.rel_bias && kernel == FlashKernel::TensorCore && c.D >= 128)
+    return "rotor's tc flash kernel adds T5's bias at head dims 32 and 64, not 128 (its "
+           "backward has no registers to spare there)";
   if (c.rope && !c.rope_interleaved_full)
     return "rotor's tc flash kernel rotates interleaved pairs over the whole head, not "
            "model.rope.layout half or a model.rope.fraction below 1";

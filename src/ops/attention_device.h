@@ -41,9 +41,10 @@ struct FlashCase {
   // (rope::interleaved_full): what the tensor-core kernel's fragments hold.
   bool rope_interleaved_full = true;
   bool alibi = false;  // AttentionOptions::alibi: a per-head linear bias (every kernel adds it)
-  // AttentionOptions::rel_bias: T5's learned bias, which no CUDA flash kernel
-  // adds yet (its gradient needs per-distance sums the kernels do not form).
+  // AttentionOptions::rel_bias: T5's learned bias, which every flash kernel
+  // adds for rel_max (its table's max_distance) up to t5::kFlashMaxDistance.
   bool rel_bias = false;
+  int64_t rel_max = 0;
 };
 
 // The head dims every CUDA flash kernel is instantiated for, and the most

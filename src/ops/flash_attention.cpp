@@ -55,7 +55,8 @@ void check_supported(const Tensor& q, const Tensor& k, const AttentionOptions& o
                     q.size(1), q.size(2),
                     k.size(2), q.size(3),
                     o.rope,    !o.rope || rope::interleaved_full(o.rope_params, q.size(3)),
-                    o.alibi,   o.rel_bias.defined()};
+                    o.alibi,   o.rel_bias.defined(),
+                    o.rel_max};
   const std::string why = flash_kernel_unsupported(o.flash_kernel, c, attention_device(q.device()));
   if (!why.empty()) ROTOR_FAIL("{}: {}", op, why);
 }

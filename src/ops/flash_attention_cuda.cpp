@@ -5,7 +5,8 @@
 // tensor-core and Volta ones need 16-byte aligned buffers: an error otherwise,
 // never a quiet change of kernel) and provides the scratch of the backward
 // (fp32 dQ accumulator, D = rowsum(dO o O), the RoPE table) from the
-// stream-ordered pool. Which kernel runs is decided in nn/attention_plan.h.
+// stream-ordered pool. T5's table and its gradient pass through as pointers. Which kernel runs is
+// decided in nn/attention_plan.h.
 #if ROTOR_WITH_CUDA
 
 #include <cstdint>
@@ -42,6 +43,10 @@ kernels::FlashParams params_of(const Tensor& q, const Tensor& k, const Tensor& v
   p.alibi = o.alibi;
   p.bias_q_offset = o.bias_q_offset;
   p.bias_k_offset = o.bias_k_offset;
+  if (o.rel_bias.defined()) {
+    p.rel = o.rel_bias.data<float>();  // f32 [2 rel_max + 1, H]
+    p.rel_max = o.rel_max;
+  }
   return p;
 }
 
@@ -95,7 +100,9 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& lse, const Tensor& dout,
                               const AttentionOptions& options, Tensor& dq, Tensor& dk, Tensor& dv) {
   cuda_glue::DeviceScope s(q);
-  const kernels::FlashParams p = params_of(q, k, v, options);
+  kernels::FlashParams p = params_of(q, k, v, options);
+  // T5's table gradient is added into rel_bias_grad (same shape as rel_bias).
+  if (options.rel_bias_grad.defined()) p.rel_grad = options.rel_bias_grad.data<float>();
   const size_t rows = static_cast<size_t>(p.B * p.H * p.Tq);
   cuda_glue::Scratch dq_accum(rows * static_cast<size_t>(p.D) * sizeof(float), s.index());
   cuda_glue::Scratch delta(rows * sizeof(float), s.index());

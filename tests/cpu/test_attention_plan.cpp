@@ -74,9 +74,10 @@ struct Row {
   std::string kind = "softmax";    // the key of its table in kRows
   nn::LinearKindOptions linear{};  // kind linear's settings
   bool dropout = false;
-  bool alibi = false;  // model.position alibi: only a core that adds the bias may run it
-  bool t5 = false;     // model.position t5: likewise, and it sums the table's gradient
-  bool xl = false;     // model.position transformer_xl: a dense bias, the CPU reference only
+  bool alibi = false;     // model.position alibi: only a core that adds the bias may run it
+  bool t5 = false;        // model.position t5: likewise, and it sums the table's gradient
+  bool xl = false;        // model.position transformer_xl: a dense bias, the CPU reference only
+  int64_t rel_max = 128;  // model.t5.max_distance (with t5)
 };
 
 // gtest prints a failing row by its name.
@@ -104,6 +105,7 @@ AttentionCase case_of(const Row& r) {
   c.dropout = r.dropout;
   c.alibi = r.alibi;
   c.rel_bias = r.t5;
+  c.rel_max = r.t5 ? r.rel_max : 0;
   c.score_bias = r.xl;
   return c;
 }
@@ -195,9 +197,10 @@ const std::map<std::string, std::vector<Row>> kRows = {
           {},
           false,
           true},
-         // T5's bias (model.position t5): the CPU cores and the CUDA
-         // materialized core add it and sum its gradient; no CUDA flash
-         // kernel and not cuDNN.
+         // T5's bias (model.position t5): every rotor core adds it and sums
+         // its gradient -- the CPU cores, the CUDA materialized core and the
+         // CUDA flash kernels up to max_distance 512 (their shared-memory
+         // column) -- and cuDNN does not.
          {"cpu auto t5",
           &M.cpu,
           Auto,
@@ -251,9 +254,9 @@ const std::map<std::string, std::vector<Row>> kRows = {
           false,
           8,
           8,
-          "reference, T5 bias in the core",
-          "does not add T5's relative bias (model.position t5); the reference core does; cuDNN: "
-          "cuDNN's attention does not add T5's relative bias",
+          "rotor (tc), T5 bias in the core",
+          "rotor's tc flash kernel, cuDNN's attention does not add T5's relative bias "
+          "(model.position t5); T5's bias added inside the core",
           "",
           {},
           false,
@@ -272,13 +275,101 @@ const std::map<std::string, std::vector<Row>> kRows = {
           false,
           8,
           8,
-          "error",
-          "attention.impl: rotor: rotor's portable flash kernel does not add T5's relative bias",
+          "rotor (tc), T5 bias in the core",
+          "attention.impl rotor: rotor's tc flash kernel",
           "",
           {},
           false,
           false,
           true},
+         {"h100 auto fp32 t5",
+          &M.h100,
+          Auto,
+          F32,
+          64,
+          512,
+          512,
+          true,
+          false,
+          false,
+          false,
+          8,
+          8,
+          "rotor (portable), T5 bias in the core",
+          "rotor's portable flash kernel",
+          "",
+          {},
+          false,
+          false,
+          true},
+         {"v100 auto fp16 t5",
+          &M.v100,
+          Auto,
+          F16,
+          128,
+          512,
+          512,
+          false,
+          true,
+          false,
+          false,
+          8,
+          8,
+          "rotor (volta), T5 bias in the core",
+          "rotor's volta flash kernel",
+          "",
+          {},
+          false,
+          false,
+          true},
+         // A table past what the kernels hold in shared memory: the
+         // materialized core, or an error naming the limit.
+         {"h100 auto t5 max_distance 1024",
+          &M.h100,
+          Auto,
+          BF16,
+          64,
+          512,
+          512,
+          true,
+          false,
+          false,
+          false,
+          8,
+          8,
+          "reference, T5 bias in the core",
+          "holds T5's table for model.t5.max_distance up to 512, not 1024; the reference core "
+          "takes any",
+          "",
+          {},
+          false,
+          false,
+          true,
+          false,
+          1024},
+         {"h100 rotor t5 max_distance 1024",
+          &M.h100,
+          Rotor,
+          BF16,
+          64,
+          512,
+          512,
+          true,
+          false,
+          false,
+          false,
+          8,
+          8,
+          "error",
+          "attention.impl: rotor: rotor's portable flash kernel holds T5's table for "
+          "model.t5.max_distance up to 512, not 1024",
+          "",
+          {},
+          false,
+          false,
+          true,
+          false,
+          1024},
          {"h100 cudnn t5",
           &M.h100,
           Cudnn,

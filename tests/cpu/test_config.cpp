@@ -233,15 +233,20 @@ TEST(Config, CrossFieldChecks) {
   EXPECT_EQ(load_error("model:\n  position: alibi\nattention:\n  impl: cudnn\n"),
             "configs/x.yaml:4: attention.impl: cudnn is cuDNN's attention, which does not add "
             "ALiBi's bias (model.position alibi); use auto, rotor or reference");
-  // T5's bias: the materialized core and the CPU flash twin add it; cuDNN
-  // and rotor's CUDA flash kernels do not, nor does linear attention, and
-  // visit positions are not what it counts.
+  // T5's bias: the materialized cores, the CPU flash twin and rotor's CUDA
+  // flash kernels (a table up to max_distance 512) add it; cuDNN does not,
+  // nor does linear attention, and visit positions are not what it counts.
   EXPECT_EQ(load_error("model:\n  position: t5\nattention:\n  impl: cudnn\n"),
             "configs/x.yaml:4: attention.impl: cudnn is cuDNN's attention, which does not add "
             "T5's relative bias (model.position t5); use auto or reference");
-  EXPECT_EQ(load_error("device: cuda\nmodel:\n  position: t5\nattention:\n  impl: rotor\n"),
-            "configs/x.yaml:5: attention.impl: rotor's CUDA flash kernels do not add T5's "
-            "relative bias (model.position t5); use auto or reference on a GPU");
+  EXPECT_EQ(load_error("device: cuda\nmodel:\n  position: t5\n  t5:\n    max_distance: "
+                       "1024\nattention:\n  impl: rotor\n"),
+            "configs/x.yaml:7: attention.impl: rotor's CUDA flash kernels hold T5's table for "
+            "model.t5.max_distance up to 512, not 1024; use auto or reference on a GPU");
+  EXPECT_EQ(load_config_from_string("device: cuda\nmodel:\n  position: t5\n  t5:\n    "
+                                    "max_distance: 512\nattention:\n  impl: rotor\n")
+                .attention.impl,
+            nn::AttentionImpl::Rotor);
   EXPECT_EQ(load_config_from_string("device: cpu\nmodel:\n  position: t5\nattention:\n  impl: "
                                     "rotor\n")
                 .attention.impl,

@@ -355,21 +355,37 @@ TEST(T5Bias, BadTablesAreRefused) {
   EXPECT_THROW(ops::decode_attention(step, q, q, 4, step, false, Tensor::zeros({6, 2}), 3), Error);
 }
 
-// No CUDA flash kernel adds T5's bias: each says so (the plan then runs the
-// materialized core, tests/cpu/test_attention_plan.cpp).
-TEST(T5Bias, FlashKernelsOnAGpuRefuseIt) {
+// The CUDA flash kernels add T5's bias up to max_distance 512, the column
+// they hold in shared memory, and refuse a longer table saying so (the plan
+// then runs the materialized core, tests/cpu/test_attention_plan.cpp); the
+// CPU twin takes any.
+TEST(T5Bias, FlashKernelsOnAGpuHoldTablesUpToALimit) {
   ops::AttentionDevice h100;
   h100.cuda = true;
   h100.sm = 90;
   h100.tc_code = true;
   ops::FlashCase c{DType::F16, 2, 4, 128, 128, 64};
   c.rel_bias = true;
+  for (int64_t rel_max : {int64_t{0}, int64_t{128}, t5::kFlashMaxDistance}) {
+    c.rel_max = rel_max;
+    for (ops::FlashKernel k : {ops::FlashKernel::Portable, ops::FlashKernel::TensorCore})
+      EXPECT_EQ(ops::flash_kernel_unsupported(k, c, h100), "") << rel_max;
+  }
+  c.rel_max = t5::kFlashMaxDistance + 1;
   for (ops::FlashKernel k : {ops::FlashKernel::Portable, ops::FlashKernel::TensorCore}) {
     const std::string why = ops::flash_kernel_unsupported(k, c, h100);
-    EXPECT_NE(why.find("does not add T5's relative bias"), std::string::npos) << why;
+    EXPECT_NE(why.find("up to 512, not 513"), std::string::npos) << why;
   }
   EXPECT_EQ(ops::flash_kernel_unsupported(ops::FlashKernel::Portable, c, ops::AttentionDevice{}),
             "");
+  // The tc kernel's backward at head dim 128 has no registers to spare: the
+  // plan takes the portable kernel there.
+  c.rel_max = 128;
+  c.D = 128;
+  EXPECT_NE(ops::flash_kernel_unsupported(ops::FlashKernel::TensorCore, c, h100)
+                .find("head dims 32 and 64, not 128"),
+            std::string::npos);
+  EXPECT_EQ(ops::flash_kernel_unsupported(ops::FlashKernel::Portable, c, h100), "");
 }
 
 }  // namespace

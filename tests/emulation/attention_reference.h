@@ -8,7 +8,10 @@
 // [H, Tq, Tk] in double, -alibi::slope(h, H) * |p_i - p_j| with the paper's
 // slopes in double, p_i = bias_q_offset + i + (Tk - Tq), p_j =
 // bias_k_offset + j (ops::AttentionOptions::alibi), added to the scaled
-// scores. Inputs are the kernels' 16-bit inputs as doubles.
+// scores, or T5's: row t5::relative_row(p_j - p_i, rel_max) of head h's
+// column of a given [2 rel_max + 1, H] table, with the table's gradient (the
+// unscaled dS summed per row). Inputs are the kernels' 16-bit inputs as
+// doubles.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #include "core/alibi.h"
 #include "core/philox.h"
 #include "core/rope.h"
+#include "core/t5_bias.h"
 
 namespace emu {
 
@@ -35,7 +39,9 @@ struct AttentionShape {
   rotor::rope::Params rope_params{};   // interleaved pairs over the whole head
   bool alibi = false;
   int64_t bias_q_offset = 0,
-          bias_k_offset = 0;  // ALiBi positions of query 0 (less Tk - Tq), key 0
+          bias_k_offset = 0;     // ALiBi's and T5's positions of query 0 (less Tk - Tq), key 0
+  std::vector<double> rel = {};  // T5's table [2 rel_max + 1, H]; empty: none
+  int64_t rel_max = 0;
 };
 
 // ALiBi's bias materialized in double: [H, Tq, Tk] (empty without alibi).
@@ -57,7 +63,26 @@ inline std::vector<double> alibi_bias(const AttentionShape& c) {
 
 struct AttentionResult {
   std::vector<double> out, lse, dq, dk, dv;  // [B, H, Tq, D], [B, H, Tq], [B, H, Tq|Tk, D]
+  std::vector<double> drel = {};             // T5's table gradient [2 rel_max + 1, H]
+  // The sum of |term| of each entry of drel: the scale of the rounding a
+  // kernel's sum of the same terms carries (rel_err below).
+  std::vector<double> drel_mass = {};
 };
+
+// max |got - want| / max(1, mass) over a table's entries: a sum's error
+// measured against the mass of its terms. T5's table gradient sums dS over
+// whole diagonals, where the terms cancel (past max_distance, a row's dS sums
+// to about 0) while each carries the rounding of the kernel's 16-bit out in
+// delta = rowsum(dO o out).
+inline double rel_err(const std::vector<double>& want, const std::vector<double>& mass,
+                      const std::vector<float>& got) {
+  double e = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    e = std::max(e, std::abs(want[i] - got[i]) / std::max(1.0, mass[i]));
+  }
+  return e;
+}
 
 // Rotates the [rows, D] head vectors of x (row r at position pos0 + r % T)
 // by RoPE (back: by the transpose), in double with rope::rotation's factors
@@ -91,6 +116,13 @@ inline AttentionResult reference_attention(const AttentionShape& c, std::vector<
   AttentionResult r{std::vector<double>(nq, 0), std::vector<double>(c.B * c.H * c.Tq),
                     std::vector<double>(nq, 0), std::vector<double>(nk, 0),
                     std::vector<double>(nk, 0)};
+  if (!c.rel.empty()) r.drel.assign(c.rel.size(), 0.0);
+  if (!c.rel.empty()) r.drel_mass.assign(c.rel.size(), 0.0);
+  // T5's table row of query i and key j.
+  auto rel_row = [&](int64_t i, int64_t j) {
+    const int64_t pi = c.bias_q_offset + i + (c.Tk - c.Tq), pj = c.bias_k_offset + j;
+    return static_cast<size_t>(rotor::t5::relative_row(pj - pi, c.rel_max));
+  };
   for (int64_t bh = 0; bh < c.B * c.H; ++bh) {
     const int64_t b = bh / c.H;
     const int64_t len = c.lengths.empty() ? c.Tk : std::clamp<int64_t>(c.lengths[b], 0, c.Tk);
@@ -109,6 +141,7 @@ inline AttentionResult reference_attention(const AttentionShape& c, std::vector<
         for (int d = 0; d < D; ++d) dot += q[qi + d] * k[(bh * c.Tk + j) * D + d];
         s[j] = dot * c.scale;
         if (c.alibi) s[j] += bias[static_cast<size_t>(((bh % c.H) * c.Tq + i) * c.Tk + j)];
+        if (!c.rel.empty()) s[j] += c.rel[rel_row(i, j) * c.H + (bh % c.H)];
         m = std::max(m, s[j]);
       }
       double sum = 0;
@@ -128,7 +161,12 @@ inline AttentionResult reference_attention(const AttentionShape& c, std::vector<
         const size_t kj = static_cast<size_t>((bh * c.Tk + j) * D);
         double dp = 0;
         for (int d = 0; d < D; ++d) dp += dout[qi + d] * v[kj + d];
-        const double ds = pm[j] * (dp * mk[j] - del) * c.scale;
+        const double g = pm[j] * (dp * mk[j] - del);  // the bias's gradient
+        if (!c.rel.empty()) {
+          r.drel[rel_row(i, j) * c.H + (bh % c.H)] += g;
+          r.drel_mass[rel_row(i, j) * c.H + (bh % c.H)] += std::abs(g);
+        }
+        const double ds = g * c.scale;
         for (int d = 0; d < D; ++d) {
           r.dv[kj + d] += pm[j] * mk[j] * dout[qi + d];
           r.dk[kj + d] += ds * q[qi + d];

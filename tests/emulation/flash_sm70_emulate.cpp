@@ -98,14 +98,15 @@ template <int D>
 void emulate_forward(const FlashParams& p, __half* out, float* lse) {
   using C = Sm70Fwd<D>;
   emu::run_grid(C::kWarps * 32, static_cast<unsigned>((p.Tq + C::BQ - 1) / C::BQ),
-                static_cast<unsigned>(p.B * p.H), C::smem, [&] { fwd_block<D>(p, out, lse); });
+                static_cast<unsigned>(p.B * p.H), C::smem + flash_t5_smem(p, false),
+                [&] { fwd_block<D>(p, out, lse); });
 }
 template <int D>
 void emulate_backward(const FlashParams& p, const float* lse, const __half* dout,
                       const float* delta, __half* dk, __half* dv, float* dq_accum) {
   using C = Sm70Bwd<D>;
   emu::run_grid(C::kWarps * 32, static_cast<unsigned>((p.Tk + C::BK - 1) / C::BK),
-                static_cast<unsigned>(p.B * p.H), C::smem,
+                static_cast<unsigned>(p.B * p.H), C::smem + flash_t5_smem(p, true),
                 [&] { bwd_block<D>(p, lse, dout, delta, dk, dv, dq_accum); });
 }
 }  // namespace rotor::kernels
@@ -121,7 +122,8 @@ struct Case {
   std::vector<int32_t> lengths;
   float dropout;
   bool alibi = false;  // ALiBi's bias, query 0 at alibi_q + Tk - Tq and key 0 at alibi_k
-  int64_t alibi_q = 0, alibi_k = 0;
+  int64_t alibi_q = 0, alibi_k = 0;  // the positions of T5's bias too
+  int64_t t5 = -1;                   // T5's bias with max_distance t5 (a random table); -1: none
 };
 
 std::vector<__half> random_half(size_t n, uint32_t seed, float lo, float hi) {
@@ -169,6 +171,21 @@ bool run_case(const Case& c, uint32_t seed) {
   p.alibi = c.alibi;
   p.bias_q_offset = c.alibi_q;
   p.bias_k_offset = c.alibi_k;
+  // T5: a random table, and a gradient that starts nonzero (the kernel adds into it).
+  const int64_t rel_rows = c.t5 >= 0 ? (2 * c.t5 + 1) * c.H : 0;
+  std::vector<float> rel(static_cast<size_t>(rel_rows)), rel_grad(rel.size()), rel_grad0;
+  {
+    std::mt19937 g(seed + 7);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    for (float& x : rel) x = u(g);
+    for (float& x : rel_grad) x = 0.25f * u(g);
+    rel_grad0 = rel_grad;
+  }
+  if (c.t5 >= 0) {
+    p.rel = rel.data();
+    p.rel_max = c.t5;
+    p.rel_grad = rel_grad.data();
+  }
 
   // The emulated kernels (delta = rowsum(dout o out) as the preprocessing pass computes it).
   std::vector<__half> out(nq), dk(nk), dv(nk);
@@ -200,24 +217,37 @@ bool run_case(const Case& c, uint32_t seed) {
   shape.alibi = c.alibi;
   shape.bias_q_offset = c.alibi_q;
   shape.bias_k_offset = c.alibi_k;
+  shape.rel.assign(rel.begin(), rel.end());
+  shape.rel_max = c.t5 >= 0 ? c.t5 : 0;
   const emu::AttentionResult ref =
       emu::reference_attention(shape, dbl(q), dbl(k), dbl(v), dbl(dout));
+  // The table's gradient: what the kernel added to the starting values.
+  std::vector<double> rel_want(rel_grad0.begin(), rel_grad0.end());
+  for (size_t e = 0; e < ref.drel.size(); ++e) rel_want[e] += ref.drel[e];
   using emu::max_err;
   const double e_out = max_err(ref.out, floats(out)), e_lse = max_err(ref.lse, lse),
                e_dq = max_err(ref.dq, dq), e_dk = max_err(ref.dk, floats(dk)),
-               e_dv = max_err(ref.dv, floats(dv));
+               e_dv = max_err(ref.dv, floats(dv)),
+               e_rel = emu::rel_err(rel_want, ref.drel_mass, rel_grad);
   const double tol = 2e-2;
-  const bool ok = e_out <= tol && e_lse <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol;
+  const bool ok =
+      e_out <= tol && e_lse <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol && e_rel <= tol;
+  char t5[64] = "";
+  if (c.t5 >= 0)
+    std::snprintf(t5, sizeof t5, " t5 max %lld q+%lld k+%lld", static_cast<long long>(c.t5),
+                  static_cast<long long>(c.alibi_q), static_cast<long long>(c.alibi_k));
+  char table_err[32] = "";
+  if (c.t5 >= 0) std::snprintf(table_err, sizeof table_err, " table %.1e", e_rel);
   std::printf(
-      "  %-4s B%lld H%lld Tq%lld Tk%lld D%d%s%s drop%.1f%s: err out %.1e lse %.1e dq %.1e dk "
-      "%.1e dv %.1e\n",
+      "  %-4s B%lld H%lld Tq%lld Tk%lld D%d%s%s drop%.1f%s%s: err out %.1e lse %.1e dq %.1e dk "
+      "%.1e dv %.1e%s\n",
       ok ? "ok" : "FAIL", static_cast<long long>(c.B), static_cast<long long>(c.H),
       static_cast<long long>(c.Tq), static_cast<long long>(c.Tk), D, c.causal ? " causal" : "",
       c.lengths.empty() ? "" : " lengths", c.dropout,
       c.alibi
           ? (" alibi q+" + std::to_string(c.alibi_q) + " k+" + std::to_string(c.alibi_k)).c_str()
           : "",
-      e_out, e_lse, e_dq, e_dk, e_dv);
+      t5, e_out, e_lse, e_dq, e_dk, e_dv, table_err);
   return ok;
 }
 
@@ -243,6 +273,14 @@ int main() {
       {2, 2, 37, 100, 128, true, {100, 20}, 0.0f, true, 4, 1},
       {1, 3, 100, 40, 64, true, {30}, 0.1f, true},
       {1, 2, 33, 80, 128, false, {}, 0.0f, true, 0, 6},
+      // T5's bias (a random table; its gradient added into a nonzero one)
+      // against the table read and its gradient summed in double: distances
+      // past max_distance, max_distance 0, Tq != Tk, padding, dropout,
+      // offsets, packed documents.
+      {1, 3, 70, 70, 64, false, {}, 0.0f, false, 0, 0, 8},
+      {2, 2, 37, 100, 128, true, {100, 20}, 0.1f, false, 4, 1, 64},
+      {1, 2, 100, 40, 64, false, {30}, 0.0f, false, 0, 0, 0},
+      {6, 1, 33, 33, 64, true, {33, 1, 5, 2, 1, 9}, 0.0f, false, 0, 0, 16},
   };
   int failed = 0;
   uint32_t seed = 10;

@@ -1,5 +1,5 @@
 // The device code of kernels/flash_attention_tc.cu run on the CPU, for the
-// machines without an sm_80+ GPU (check_flash_tc.sh beside it builds and runs
+// machines without an sm_80+ GPU (check_flash.sh beside it builds and runs
 // it). The thread block, barriers, shuffles and shared memory are
 // cuda_emulation.h's (a std::thread per CUDA thread). The PTX the kernels
 // wrap is emulated as the PTX ISA defines it, lane by lane:
@@ -31,11 +31,12 @@
 // cos/sin of src/core/rope.h, dropout by philox_uniform on the flat
 // [B, H, Tq, Tk] index): out, lse, dq, dk, dv, the error |got - ref| / max(1, |ref|), within
 // 4e-3 for f16 and 1.5e-2 for bf16 (their 16-bit rounding of P, dS and the
-// rotated q, k).
+// rotated q, k); T5's table gradient (added into a nonzero one) within the
+// same bounds of the mass of its terms (attention_reference.h, rel_err).
 //
-// Built by tests/emulation/check_flash_tc.sh as
+// Built by tests/emulation/check_flash.sh as
 //   c++ -std=c++20 -O2 -pthread -I. -Isrc -I<CUDA include> \
-//       -DROTOR_TC_SECTION='"<generated>"' tests/emulation/flash_tc_emulate.cpp
+//       -DROTOR_FLASH_SECTION='"<generated>"' tests/emulation/flash_tc_emulate.cpp
 // where <generated> holds the kernels' device section (see the script).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -178,7 +179,7 @@ inline void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_
 }  // namespace
 
 #define ROTOR_TC_BODY 1
-#include ROTOR_TC_SECTION
+#include ROTOR_FLASH_SECTION
 
 }  // namespace rotor::kernels
 
@@ -196,7 +197,8 @@ struct Case {
   bool rope;
   int64_t q_offset = 0, k_offset = 0;
   bool alibi = false;  // ALiBi's bias, query 0 at alibi_q + Tk - Tq and key 0 at alibi_k
-  int64_t alibi_q = 0, alibi_k = 0;
+  int64_t alibi_q = 0, alibi_k = 0;  // the positions of T5's bias too
+  int64_t t5 = -1;                   // T5's bias with max_distance t5 (a random table); -1: none
 };
 
 // The launches of flash_tc_forward and flash_tc_backward.
@@ -220,8 +222,8 @@ struct Launch {
                       float* lse) {
     const unsigned gx = static_cast<unsigned>((p.Tq + Fwd::BQ - 1) / Fwd::BQ),
                    gy = static_cast<unsigned>(p.B * p.H);
-    emu::run_grid(rotor::kernels::kTcThreads, gx, gy, rotor::kernels::tc_fwd_smem<T, D>(),
-                  [&] { rotor::kernels::flash_tc_fwd_kernel<T, D>(p, r, table, out, lse); });
+    emu::run_grid(rotor::kernels::kTcThreads, gx, gy, rotor::kernels::tc_fwd_smem_of<T, D>(p),
+                  [&] { rotor::kernels::flash_tc_fwd_kernel<T, D>(p, r, table, out, lse, p); });
   }
 
   static void backward(const FlashParams& p, const FlashRope& r, const float2* table,
@@ -229,8 +231,8 @@ struct Launch {
                        float* dq_accum) {
     const unsigned gx = static_cast<unsigned>((p.Tk + Bwd::BK - 1) / Bwd::BK),
                    gy = static_cast<unsigned>(p.B * p.H);
-    emu::run_grid(rotor::kernels::kTcThreads, gx, gy, rotor::kernels::tc_bwd_smem<T, D>(), [&] {
-      rotor::kernels::flash_tc_bwd_kernel<T, D>(p, r, table, lse, dout, delta, dk, dv, dq_accum);
+    emu::run_grid(rotor::kernels::kTcThreads, gx, gy, rotor::kernels::tc_bwd_smem_of<T, D>(p), [&] {
+      rotor::kernels::flash_tc_bwd_kernel<T, D>(p, r, table, lse, dout, delta, dk, dv, dq_accum, p);
     });
     const int64_t q_elems = p.B * p.H * p.Tq * p.D;
     if (q_elems > 0)
@@ -296,6 +298,21 @@ bool run_case(const Case& c, uint32_t seed) {
   p.alibi = c.alibi;
   p.bias_q_offset = c.alibi_q;
   p.bias_k_offset = c.alibi_k;
+  // T5: a random table, and a gradient that starts nonzero (the kernel adds into it).
+  const int64_t rel_rows = c.t5 >= 0 ? (2 * c.t5 + 1) * c.H : 0;
+  std::vector<float> rel(static_cast<size_t>(rel_rows)), rel_grad(rel.size()), rel_grad0;
+  {
+    std::mt19937 g(seed + 7);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    for (float& x : rel) x = u(g);
+    for (float& x : rel_grad) x = 0.25f * u(g);
+    rel_grad0 = rel_grad;
+  }
+  if (c.t5 >= 0) {
+    p.rel = rel.data();
+    p.rel_max = c.t5;
+    p.rel_grad = rel_grad.data();
+  }
   FlashRope r;
   r.enabled = c.rope;
   r.q_offset = c.q_offset;
@@ -329,20 +346,29 @@ bool run_case(const Case& c, uint32_t seed) {
   shape.alibi = c.alibi;
   shape.bias_q_offset = c.alibi_q;
   shape.bias_k_offset = c.alibi_k;
+  shape.rel.assign(rel.begin(), rel.end());
+  shape.rel_max = c.t5 >= 0 ? c.t5 : 0;
   const emu::AttentionResult ref =
       emu::reference_attention(shape, dbl(q), dbl(k), dbl(v), dbl(dout));
+  // The table's gradient: what the kernel added to the starting values.
+  std::vector<double> rel_want(rel_grad0.begin(), rel_grad0.end());
+  for (size_t e = 0; e < ref.drel.size(); ++e) rel_want[e] += ref.drel[e];
 
   using emu::max_err;
   const double e_out = max_err(ref.out, floats(out)), e_lse = max_err(ref.lse, lse),
                e_dq = max_err(ref.dq, floats(dq)), e_dk = max_err(ref.dk, floats(dk)),
-               e_dv = max_err(ref.dv, floats(dv));
+               e_dv = max_err(ref.dv, floats(dv)),
+               e_rel = emu::rel_err(rel_want, ref.drel_mass, rel_grad);
   const double tol = c.bf16 ? 1.5e-2 : 4e-3;
-  const bool ok = e_out <= tol && e_lse <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol;
+  const bool ok =
+      e_out <= tol && e_lse <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol && e_rel <= tol;
+  char table_err[32] = "";
+  if (c.t5 >= 0) std::snprintf(table_err, sizeof table_err, " table %.1e", e_rel);
   std::string lengths;
   for (int32_t l : c.lengths) lengths += (lengths.empty() ? " len " : ",") + std::to_string(l);
   std::printf(
-      "  %-4s %s D%-3d B%lld H%lld Tq%-3lld Tk%-3lld%s%s drop%.1f%s%s: err out %.1e lse %.1e dq "
-      "%.1e dk %.1e dv %.1e\n",
+      "  %-4s %s D%-3d B%lld H%lld Tq%-3lld Tk%-3lld%s%s drop%.1f%s%s%s: err out %.1e lse %.1e dq "
+      "%.1e dk %.1e dv %.1e%s\n",
       ok ? "ok" : "FAIL", c.bf16 ? "bf16" : "f16 ", D, static_cast<long long>(c.B),
       static_cast<long long>(c.H), static_cast<long long>(c.Tq), static_cast<long long>(c.Tk),
       c.causal ? " causal" : "", lengths.c_str(), c.dropout,
@@ -352,7 +378,11 @@ bool run_case(const Case& c, uint32_t seed) {
       c.alibi
           ? (" alibi q+" + std::to_string(c.alibi_q) + " k+" + std::to_string(c.alibi_k)).c_str()
           : "",
-      e_out, e_lse, e_dq, e_dk, e_dv);
+      c.t5 >= 0 ? (" t5 max " + std::to_string(c.t5) + " q+" + std::to_string(c.alibi_q) + " k+" +
+                   std::to_string(c.alibi_k))
+                      .c_str()
+                : "",
+      e_out, e_lse, e_dq, e_dk, e_dv, table_err);
   std::fflush(stdout);
   return ok;
 }
@@ -398,6 +428,16 @@ int main() {
       {8, 1, 65, 65, 64, false, true, {1, 65, 3, 1, 17, 2, 40, 1}, 0.0f, true},
       {6, 2, 33, 33, 32, true, false, {33, 1, 5, 2, 1, 9}, 0.1f, false},
       {4, 1, 129, 129, 128, false, true, {129, 1, 64, 2}, 0.0f, false, 0, 0, true},
+      // T5's bias (a random [2 max + 1, H] table, its gradient added into a
+      // nonzero one, against the table read and its gradient summed in
+      // double): distances past max_distance (the edge rows), max_distance 0
+      // (one row), Tq != Tk both ways, causal, padding, position offsets,
+      // dropout, RoPE in the kernel, packed documents.
+      {1, 3, 65, 65, 64, false, false, {}, 0.0f, false, 0, 0, false, 0, 0, 8},
+      {2, 2, 7, 129, 32, true, true, {0, 100}, 0.0f, false, 0, 0, false, 5, 9, 128},
+      {1, 2, 129, 65, 64, false, true, {40}, 0.1f, true, 0, 0, false, 0, 0, 16},
+      {2, 1, 65, 129, 64, true, false, {100, 129}, 0.0f, false, 0, 0, false, 3, 0, 0},
+      {4, 1, 65, 65, 32, false, true, {65, 1, 30, 2}, 0.0f, true, 0, 0, false, 0, 0, 32},
   };
   int failed = 0;
   uint32_t seed = 10;

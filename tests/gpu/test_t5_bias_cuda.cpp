@@ -6,9 +6,17 @@
 // atomics) gives the same bits run after run. Cases: symmetric and causal,
 // distances beyond rel_max (both edge rows of the table), key lengths (one
 // batch row with none), Tq != Tk both ways, position offsets, dropout,
-// rel_max 0 (one row for every distance); f32 and f16. Skipped (one line)
-// without a GPU. The CPU cores' bias is held to the bucket definition by
-// tests/cpu/test_t5_bias.cpp.
+// rel_max 0 (one row for every distance); f32 and f16. And the same cases
+// through rotor's CUDA flash kernels (ops::flash_attention_forward/backward:
+// portable in f32 and f16, tc in f16 and bf16, volta where the device is
+// one; kernels/flash_attention*.cu) against attention in double
+// (tests/emulation/attention_reference.h, the yardstick of the kernels'
+// emulation): out, dq, dk, dv, and the table's gradient measured against the
+// mass of its terms (emu::rel_err: an entry sums dS over whole diagonals,
+// where the terms cancel while each carries the rounding of the 16-bit out
+// in delta = rowsum(dO o out)). Skipped (one line) without a GPU. The CPU cores' bias is held to
+// the bucket definition by tests/cpu/test_t5_bias.cpp; the flash kernels' device code also runs on
+// the CPU in tests/emulation (check_flash.sh, build_sm70.sh).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -16,7 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "emulation/attention_reference.h"
 #include "ops/attention.h"
+#include "ops/attention_device.h"
+#include "ops/flash_attention.h"
 #include "support/op_case.h"
 
 namespace rotor {
@@ -183,6 +194,105 @@ std::string param_name(const testing::TestParamInfo<Param>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, T5BiasReference, testing::ValuesIn(params()), param_name);
+
+// The flash kernels: out, dq, dk, dv and the table's gradient of one
+// forward and backward through `kernel` on the GPU.
+Run run_flash(const Case& c, const OpEnv& e, const Inputs& x, ops::FlashKernel kernel) {
+  const Shape qs{c.B, c.H, c.Tq, c.D}, ks{c.B, c.H, c.Tk, c.D};
+  const Tensor q = e.in(x.q, qs), k = e.in(x.k, ks), v = e.in(x.v, ks), dout = e.in(x.dout, qs);
+  AttentionOptions o = options_of(c, e, x);
+  o.flash_kernel = kernel;
+  Tensor y = e.zeros(qs), lse = Tensor::zeros({c.B, c.H, c.Tq}, DType::F32, e.device);
+  Tensor dq = e.zeros(qs), dk = e.zeros(ks), dv = e.zeros(ks);
+  ops::flash_attention_forward(q, k, v, o, y, lse);
+  ops::flash_attention_backward(q, k, v, y, lse, dout, o, dq, dk, dv);
+  return {y.to_floats(),  {},
+          dq.to_floats(), dk.to_floats(),
+          dv.to_floats(), o.rel_bias_grad.to_floats()};
+}
+
+struct FlashParam {
+  Case c;
+  DType dtype;
+  ops::FlashKernel kernel;
+};
+
+void PrintTo(const FlashParam& p, std::ostream* os) {
+  *os << ops::flash_kernel_name(p.kernel) << " " << dtype_name(p.dtype);
+}
+
+std::vector<FlashParam> flash_params() {
+  std::vector<FlashParam> ps;
+  for (const Param& p : params()) {
+    if (p.dtype == DType::F32) ps.push_back({p.c, DType::F32, ops::FlashKernel::Portable});
+    if (p.dtype == DType::F16) {
+      ps.push_back({p.c, DType::F16, ops::FlashKernel::Portable});
+      ps.push_back({p.c, DType::F16, ops::FlashKernel::TensorCore});
+      ps.push_back({p.c, DType::BF16, ops::FlashKernel::TensorCore});
+      if (p.c.D >= 64) ps.push_back({p.c, DType::F16, ops::FlashKernel::Volta});
+    }
+  }
+  // Head dim 64 for the Volta kernel (it has no 32), and a longer row with
+  // several key and query tiles per block.
+  ps.push_back({{2, 4, 40, 40, 64, true, {40, 23}, 16, 0, 0, 0.1f, 100},
+                DType::F16,
+                ops::FlashKernel::Volta});
+  for (ops::FlashKernel k : {ops::FlashKernel::Portable, ops::FlashKernel::TensorCore})
+    ps.push_back({{2, 2, 300, 300, 64, true, {300, 170}, 128, 0, 0, 0.0f, 110}, DType::F16, k});
+  return ps;
+}
+
+class T5BiasFlash : public testing::TestWithParam<FlashParam> {};
+
+TEST_P(T5BiasFlash, MatchesTheCpuCore) {
+  ROTOR_REQUIRE_GPU();
+  const FlashParam& p = GetParam();
+  const Case& c = p.c;
+  ops::FlashCase fc{p.dtype, c.B, c.H, c.Tq, c.Tk, c.D};
+  fc.rel_bias = true;
+  fc.rel_max = c.rel_max;
+  const std::string why = ops::flash_kernel_unsupported(p.kernel, fc, ops::attention_device(kGpu));
+  if (!why.empty()) GTEST_SKIP() << why;
+  const Inputs x = inputs_of(c, p.dtype);
+  const auto got = run_flash(c, OpEnv{kGpu, p.dtype, p.dtype}, x, p.kernel);
+
+  // The same attention in double on the same (rounded) inputs.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.D));  // options_of's
+  emu::AttentionShape shape{c.B,      c.H,       c.Tq,      c.Tk,  static_cast<int>(c.D),
+                            c.causal, c.lengths, c.dropout, scale, c.seed,
+                            3};  // AttentionOptions::stream of options_of
+  shape.bias_q_offset = c.bias_q;
+  shape.bias_k_offset = c.bias_k;
+  shape.rel.assign(x.table.begin(), x.table.end());
+  shape.rel_max = c.rel_max;
+  auto dbl = [](const std::vector<float>& a) { return std::vector<double>(a.begin(), a.end()); };
+  const emu::AttentionResult ref =
+      emu::reference_attention(shape, dbl(x.q), dbl(x.k), dbl(x.v), dbl(x.dout));
+  std::vector<double> table_want(x.grad0.begin(), x.grad0.end());
+  for (size_t e = 0; e < ref.drel.size(); ++e) table_want[e] += ref.drel[e];
+
+  // bf16 rounds P and dS to 8 bits of mantissa: three times f16's bound.
+  const double tol = (p.dtype == DType::BF16 ? 3.0 : 1.0) * tolerance(p.dtype, false);
+  EXPECT_LE(emu::max_err(ref.out, got.out), tol) << "out";
+  EXPECT_LE(emu::max_err(ref.dq, got.dq), tol) << "dq";
+  EXPECT_LE(emu::max_err(ref.dk, got.dk), tol) << "dk";
+  EXPECT_LE(emu::max_err(ref.dv, got.dv), tol) << "dv";
+  EXPECT_LE(emu::rel_err(table_want, ref.drel_mass, got.grad), tol) << "rel_bias_grad";
+}
+
+std::string flash_param_name(const testing::TestParamInfo<FlashParam>& info) {
+  const Case& c = info.param.c;
+  std::string n =
+      fmt::format("{}_{}_B{}_Tq{}_Tk{}_D{}{}{}_R{}_q{}_k{}{}",
+                  ops::flash_kernel_name(info.param.kernel), dtype_name(info.param.dtype), c.B,
+                  c.Tq, c.Tk, c.D, c.causal ? "_causal" : "", c.lengths.empty() ? "" : "_lengths",
+                  c.rel_max, c.bias_q, c.bias_k, c.dropout > 0.0f ? "_dropout" : "");
+  for (char& ch : n)
+    if (ch == '-') ch = 'm';  // a negative offset
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, T5BiasFlash, testing::ValuesIn(flash_params()), flash_param_name);
 
 // The table's gradient has no atomics (kernels/attention_reference.cu: one
 // thread per diagonal, one warp per table entry, fixed orders): two backward

@@ -19,7 +19,8 @@ namespace {
 using ops::FlashKernel;
 
 ops::FlashCase flash_case(const AttentionCase& c, bool rope) {
-  return {c.dtype, c.B, c.H, c.Tq, c.Tk, c.D, rope, c.rope_interleaved_full, c.alibi, c.rel_bias};
+  return {c.dtype, c.B,        c.H,      c.Tq, c.Tk, c.D, rope, c.rope_interleaved_full,
+          c.alibi, c.rel_bias, c.rel_max};
 }
 
 // The fastest of rotor's CUDA kernels that runs the case, or nullopt with the
