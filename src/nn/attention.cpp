@@ -56,11 +56,11 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
 Tensor MultiHeadAttention::xl_bias(const Tensor& q, const Tensor& k, int64_t q_offset,
                                    const Context& ctx, bool training, Tensor* r_out) {
   const int64_t Tq = q.size(2), Tk = k.size(2);
-  ROTOR_CHECK(q.is_cpu() && q.dtype() == DType::F32,
-              "model.position transformer_xl runs on the CPU in fp32 only so far, not {}", q.str());
+  ROTOR_CHECK(q.dtype() == DType::F32,
+              "model.position transformer_xl computes in fp32 only so far, not {}", q.str());
   // One projected sinusoid per distance from -(Tk - 1) to q_offset + Tq - 1.
   const Tensor table =  // [L, d], L = q_offset + Tq + Tk - 1
-      ops::xl_distance_table(q_offset + Tq + Tk - 1, -(Tk - 1), options_.d_model);
+      ops::xl_distance_table(q_offset + Tq + Tk - 1, -(Tk - 1), options_.d_model).to(q.device());
   Tensor r = training ? r_proj_->forward(table, ctx) : r_proj_->apply(table, ctx);  // [L, d]
   Tensor bias =
       Tensor::empty({q.size(0), q.size(1), Tq, Tk}, DType::F32, q.device());  // [B, H, Tq, Tk]
@@ -666,15 +666,19 @@ void MultiHeadAttention::xl_step(const Tensor& q, const Cache& cache, int64_t po
   // The cached keys and values 0..position, contiguous: [B, H, position + 1, D].
   const int64_t B = cache.k.size(0), H = cache.k.size(1), slots = cache.k.size(2),
                 D = cache.k.size(3), n = position + 1;
-  ROTOR_CHECK(cache.k.is_cpu() && cache.k.dtype() == DType::F32,
-              "model.position transformer_xl decodes on the CPU in fp32 only so far");
+  ROTOR_CHECK(cache.k.dtype() == DType::F32,
+              "model.position transformer_xl decodes in fp32 only so far, not {}", cache.k.str());
   Tensor k = Tensor::empty({B, H, n, D}, DType::F32, cache.k.device());  // [B, H, n, D]
   Tensor v = Tensor::empty({B, H, n, D}, DType::F32, cache.k.device());  // [B, H, n, D]
-  const float* pk = cache.k.data<float>();
-  const float* pv = cache.v.data<float>();
+  // Each (batch, head)'s first n slots, on the cache's device.
+  const Tensor kc = cache.k.view({B * H, slots * D});  // [B H, slots D]
+  const Tensor vc = cache.v.view({B * H, slots * D});  // [B H, slots D]
+  Tensor kn = k.view({B * H, n * D});                  // [B H, n D]
+  Tensor vn = v.view({B * H, n * D});                  // [B H, n D]
   for (int64_t bh = 0; bh < B * H; ++bh) {
-    std::copy(pk + bh * slots * D, pk + (bh * slots + n) * D, k.data<float>() + bh * n * D);
-    std::copy(pv + bh * slots * D, pv + (bh * slots + n) * D, v.data<float>() + bh * n * D);
+    Tensor kd = kn.narrow(bh, 1), vd = vn.narrow(bh, 1);  // [1, n D] each
+    kd.copy_from(kc.narrow(bh, 1).view({slots * D}).narrow(0, n * D).view({1, n * D}));
+    vd.copy_from(vc.narrow(bh, 1).view({slots * D}).narrow(0, n * D).view({1, n * D}));
   }
   ops::AttentionOptions ao;
   ao.scale = 1.0f;  // q is pre-scaled by the split

@@ -45,7 +45,8 @@ struct MultiHeadAttentionOptions {
   // to its scores, with its own projection W_R (PREFIX.r_proj.weight) of
   // the distances' sinusoids and u, v per head (PREFIX.r_w_bias,
   // PREFIX.r_r_bias), PREFIX the q projection's parent. Computed here as a
-  // dense bias for the materialized core (ops/xl_bias.h); CPU only so far.
+  // dense bias for the materialized core (ops/xl_bias.h), in fp32, on the
+  // CPU and on CUDA.
   bool xl = false;
   // TUPE's untied positional correlation (model.position tupe,
   // nn/tupe.h), shared by the stack's layers and prepared by the model: q

@@ -63,6 +63,11 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
 // TUPE's untied [CLS] (src/ops/tupe_cls.h; kernels/attention_reference.cu).
 void tupe_untie_cls(Tensor& c, const Tensor& theta);
 void tupe_untie_cls_backward(Tensor& g, Tensor& dtheta);
+// Transformer-XL's relative shift (src/ops/xl_bias.h; src/ops/xl_bias_cuda.cpp,
+// kernels/xl_shift.cu).
+void xl_shift_forward(const Tensor& g, const Tensor& gv, const Tensor& cu, int64_t q_offset,
+                      Tensor& bias);
+void xl_shift_backward(const Tensor& dbias, int64_t q_offset, Tensor& dg, Tensor& dgv, Tensor& dcu);
 
 // Flash-style attention core (src/ops/flash_attention_cuda.cpp, kernels/flash_attention.cu).
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -9,7 +9,12 @@
 // (L = q_offset + Tq + Tk - 1 rows of H heads of D). q is the already scaled
 // query (the layer multiplies it by scale = 1/sqrt(D) in the head split), so
 // u and v are scaled here to match. Term (a), q . k, is the core's own.
-// CPU only; per (batch, head) GEMMs for the r products.
+//
+// One path on every device: the products are ops::gemm (cuBLASLt on CUDA)
+// on r's heads split out, G = q r_h^T [Tq, L] per (batch, head) and the
+// per-head vectors scale v_h r_h^T [L] and scale k u_h [Tk]; xl_shift_*
+// below move G's rows onto the scores' diagonals (the relative shift) and
+// back, on the CPU or with kernels/xl_shift.cu.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +24,7 @@
 namespace rotor::ops {
 
 // q [B, H, Tq, D], k [B, H, Tk, D], r [L, H * D], u, v [H, D], all f32 on
-// the CPU -> bias f32 [B, H, Tq, Tk] (overwritten).
+// one device -> bias f32 [B, H, Tq, Tk] (overwritten).
 void xl_bias_forward(const Tensor& q, const Tensor& k, const Tensor& r, const Tensor& u,
                      const Tensor& v, float scale, int64_t q_offset, Tensor& bias);
 // The gradients of the same for dbias [B, H, Tq, Tk]: added into dq, dk,
@@ -31,5 +36,18 @@ void xl_bias_backward(const Tensor& q, const Tensor& k, const Tensor& r, const T
 // first d/2 columns sin(x w_c), the rest cos(x w_c), w_c = 10000^(-2c/d)
 // (the table of Vaswani et al. over signed distances), f32 [L, d] on the CPU.
 Tensor xl_distance_table(int64_t rows, int64_t first_distance, int64_t d);
+
+// The relative shift, with base(i) = q_offset + i + Tk - 1 the row of
+// distance 0 for query i: g f32 [B, H, Tq, L], gv f32 [H, L], cu f32
+// [B, H, Tk] -> bias[b, h, i, j] = g[b, h, i, base(i) - j] + gv[h, base(i)
+// - j] + cu[b, h, j] (overwritten), L = q_offset + Tq + Tk - 1.
+void xl_shift_forward(const Tensor& g, const Tensor& gv, const Tensor& cu, int64_t q_offset,
+                      Tensor& bias);
+// Its backward for dbias [B, H, Tq, Tk], all overwritten: dg[b, h, i, l] =
+// dbias[b, h, i, base(i) - l] (0 where that key does not exist), dgv[h, l]
+// = the sum of dg[., h, ., l] over batch and queries, dcu[b, h, j] = the
+// sum of dbias[b, h, ., j] over queries. Sums in double, in a fixed order
+// (the same bits on every run).
+void xl_shift_backward(const Tensor& dbias, int64_t q_offset, Tensor& dg, Tensor& dgv, Tensor& dcu);
 
 }  // namespace rotor::ops

@@ -259,9 +259,11 @@ TEST(Config, CrossFieldChecks) {
             "configs/x.yaml:4: attention.impl: rotor does not add Transformer-XL's relative terms "
             "(model.position transformer_xl), a dense bias that only the materialized core adds; "
             "use auto or reference");
-  EXPECT_EQ(load_error("device: cuda\nmodel:\n  position: transformer_xl\n"),
-            "configs/x.yaml:1: device: model.position transformer_xl runs on the CPU only so far; "
-            "use device: cpu");
+  EXPECT_EQ(load_config_from_string("device: cuda\nmodel:\n  position: transformer_xl\n").device,
+            "cuda");
+  EXPECT_EQ(load_error("device: cuda\nprecision: bf16\nmodel:\n  position: transformer_xl\n"),
+            "configs/x.yaml:2: precision: model.position transformer_xl computes in fp32 only so "
+            "far, not bf16");
   EXPECT_EQ(load_error("precision: bf16\nmodel:\n  position: transformer_xl\n"),
             "configs/x.yaml:1: precision: model.position transformer_xl computes in fp32 only so "
             "far, not bf16");
@@ -269,8 +271,8 @@ TEST(Config, CrossFieldChecks) {
             "configs/x.yaml:4: attention.kind: linear attention has no scores to add "
             "Transformer-XL's relative terms to (model.position transformer_xl); use "
             "attention.kind softmax");
-  // TUPE's correlation runs on CUDA too (the materialized core adds it);
-  // DeBERTa's terms do not yet.
+  // TUPE's correlation and XL's terms run on CUDA too (the materialized core
+  // adds them); DeBERTa's terms do not yet.
   EXPECT_EQ(load_config_from_string("task: mlm\ndevice: cuda\nmodel:\n  encoder_layers: 1\n  "
                                     "position: tupe\n")
                 .device,

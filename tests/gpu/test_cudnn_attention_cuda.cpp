@@ -20,6 +20,8 @@
 // and classifier examples packed into rows, single-label and multiple choice
 // (each example's pairs as documents), against one a row and the CPU (twins:
 // test_mlm_packing.cpp's ClassifierPacking, test_multiple_choice.cpp).
+// The dense-bias encodings on CUDA: TUPE's classifier step and
+// Transformer-XL's terms (the op and the translation model) against the CPU.
 // (They share this program with
 // the cuDNN layer test: one more program of the model stack would put the
 // GPU archive over check_pack.sh's limit.) Skipped without a GPU.
@@ -39,6 +41,7 @@
 #include "ops/attention.h"
 #include "ops/cudnn_attention.h"
 #include "ops/flash_attention.h"
+#include "ops/xl_bias.h"
 #include "support/classifier_step.h"
 #include "support/model_gradcheck.h"
 #include "support/op_case.h"
@@ -558,6 +561,70 @@ TEST(TupeCuda, ClassifierStepEqualsTheCpu) {
   for (float g : b.grads) scale = std::max(scale, std::abs(double(g)));
   ASSERT_EQ(a.grads.size(), b.grads.size());
   EXPECT_LT(max_diff(a.grads, b.grads), 1e-4 * std::max(scale, 1.0)) << "gradients";
+}
+
+// Transformer-XL's terms on a GPU: ops::xl_bias_forward and backward (the
+// cuBLASLt products and kernels/xl_shift.cu's relative shift) against the
+// CPU's, with a query offset as in decoding; then the translation model
+// (the encoder's and the decoder's self-attention carry the terms) in fp32:
+// logits and one step's gradients equal the CPU's.
+TEST(XlCuda, TermsAndTranslationStepEqualTheCpu) {
+  ROTOR_REQUIRE_GPU();
+  const int64_t B = 2, H = 3, Tq = 5, Tk = 7, D = 8, off = 2, L = off + Tq + Tk - 1;
+  const float scale = 0.35f;
+  const Tensor q = test::random_tensor({B, H, Tq, D}, 11);       // [B, H, Tq, D]
+  const Tensor k = test::random_tensor({B, H, Tk, D}, 12);       // [B, H, Tk, D]
+  const Tensor r = test::random_tensor({L, H * D}, 13);          // [L, H D]
+  const Tensor u = test::random_tensor({H, D}, 14);              // [H, D]
+  const Tensor v = test::random_tensor({H, D}, 15);              // [H, D]
+  const Tensor dbias = test::random_tensor({B, H, Tq, Tk}, 16);  // [B, H, Tq, Tk]
+  struct Out {
+    std::vector<float> bias, dq, dk, dr, du, dv;
+  };
+  auto run = [&](Device dev) {
+    Tensor bias = Tensor::empty({B, H, Tq, Tk}, DType::F32, dev);  // [B, H, Tq, Tk]
+    const Tensor qd = q.to(dev), kd = k.to(dev), rd = r.to(dev), ud = u.to(dev), vd = v.to(dev);
+    ops::xl_bias_forward(qd, kd, rd, ud, vd, scale, off, bias);
+    Tensor dq = q.to(dev), dk = k.to(dev), du = u.to(dev), dv = v.to(dev);  // added into
+    Tensor dr = Tensor::empty({L, H * D}, DType::F32, dev);                 // [L, H D]
+    ops::xl_bias_backward(qd, kd, rd, ud, vd, scale, off, dbias.to(dev), dq, dk, dr, du, dv);
+    auto host = [](const Tensor& t) { return t.to(Device::cpu()).to_floats(); };
+    return Out{host(bias), host(dq), host(dk), host(dr), host(du), host(dv)};
+  };
+  const Out a = run(kGpu), b = run(Device::cpu());
+  EXPECT_LT(max_diff(a.bias, b.bias), 1e-4) << "bias";
+  EXPECT_LT(max_diff(a.dq, b.dq), 1e-4) << "dq";
+  EXPECT_LT(max_diff(a.dk, b.dk), 1e-4) << "dk";
+  EXPECT_LT(max_diff(a.dr, b.dr), 1e-4) << "dr";
+  EXPECT_LT(max_diff(a.du, b.du), 1e-4) << "du";
+  EXPECT_LT(max_diff(a.dv, b.dv), 1e-4) << "dv";
+
+  const Core core{"auto", nn::AttentionImpl::Auto, nn::AttentionKind::Softmax};
+  const nn::PositionKind xl = *nn::position_kind("transformer_xl");
+  Translator gpu(xl, core, kGpu, DType::F32), cpu(xl, core, Device::cpu(), DType::F32);
+  const test::TranslationPairs pairs;
+  const std::vector<float> on_gpu =
+      gpu.model->forward_logits(tasks::to_model_batch(pairs.all(), kGpu), gpu.ctx)
+          .to(Device::cpu())
+          .to_floats();
+  const std::vector<float> on_cpu =
+      cpu.model->forward_logits(tasks::to_model_batch(pairs.all(), Device::cpu()), cpu.ctx)
+          .to_floats();
+  EXPECT_LT(max_diff(on_gpu, on_cpu), 2e-4) << "logits";
+  std::vector<float> grads[2];
+  for (Translator* t : {&gpu, &cpu}) {
+    nn::Context train = t->ctx;
+    train.training = true;
+    t->store.zero_grad();
+    const Device dev = t == &gpu ? kGpu : Device::cpu();
+    t->model->forward_loss(tasks::to_model_batch(pairs.all(), dev), 0.1f, train);
+    t->model->backward(1.0f);
+    grads[t == &gpu ? 0 : 1] = t->store.grads().to(Device::cpu()).to_floats();
+  }
+  double big = 0;
+  for (float g : grads[1]) big = std::max(big, std::abs(double(g)));
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  EXPECT_LT(max_diff(grads[0], grads[1]), 1e-4 * std::max(big, 1.0)) << "gradients";
 }
 
 }  // namespace packing
