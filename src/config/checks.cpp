@@ -356,8 +356,7 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "(model.position alibi); use auto, rotor or reference",
                          {"model.position"}};
   // Transformer-XL's terms, TUPE's correlation and DeBERTa's terms reach the
-  // materialized core as a dense bias, in fp32; DeBERTa's terms are
-  // computed on the CPU only so far (XL's and TUPE's on CUDA too).
+  // materialized core as a dense bias, in fp32, on the CPU and on CUDA.
   if (m.position->xl_terms || m.position->untied_correlation || m.position->disentangled) {
     const std::string name(to_string(m.position));
     const char* what = m.position->xl_terms             ? "Transformer-XL's relative terms"
@@ -370,11 +369,6 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                                        "only the materialized core adds; use auto or reference",
                                        to_string(c.attention.impl), what, name),
                            {"model.position"}};
-    if (c.device.rfind("cuda", 0) == 0 && m.position->disentangled)
-      return ConfigProblem{
-          "device",
-          fmt::format("model.position {} runs on the CPU only so far; use device: cpu", name),
-          {"model.position"}};
     if (c.precision != Precision::FP32)
       return ConfigProblem{"precision",
                            fmt::format("model.position {} computes in fp32 only so far, not {}",

@@ -5,10 +5,11 @@
 #include <cmath>
 
 #include "nn/attention_kind.h"
-#include "ops/cpu_gemm.h"
 #include "ops/deberta_bias.h"
 #include "ops/decode.h"
 #include "ops/elementwise.h"
+#include "ops/gemm.h"
+#include "ops/reduce.h"
 #include "ops/xl_bias.h"
 
 namespace rotor::nn {
@@ -297,29 +298,28 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   }
   if (options_.deberta) {  // DeBERTa's disentangled terms, as a dense bias
     const Tensor& le = options_.deberta->embeddings();  // [S, d]
-    ROTOR_CHECK(le.is_cpu() && q_h_.dtype() == DType::F32,
-                "model.position deberta runs on the CPU in fp32 only so far");
+    ROTOR_CHECK(q_h_.dtype() == DType::F32,
+                "model.position deberta computes in fp32 only so far, not {}", q_h_.str());
     ROTOR_CHECK(plan_.split_scales_q, "DeBERTa's terms need q scaled by the head split");
     const int64_t S = le.size(0);
+    const Device dev = q_h_.device();
     const Tensor w = qkv_->weight(DType::F32), b = qkv_->bias(DType::F32);  // [3d, d], [3d]
-    deberta_qr_ = Tensor::empty({S, d});                                    // [S, d]
-    deberta_kr_ = Tensor::empty({S, d});                                    // [S, d]
+    deberta_qr_ = Tensor::empty({S, d}, DType::F32, dev);                   // [S, d]
+    deberta_kr_ = Tensor::empty({S, d}, DType::F32, dev);                   // [S, d]
     for (int part = 0; part < 2; ++part) {  // the layer's query, then key projection
-      Tensor& out = part == 0 ? deberta_qr_ : deberta_kr_;  // [S, d]
-      ops::cpu_sgemm(CblasNoTrans, CblasTrans, static_cast<int>(S), static_cast<int>(d),
-                     static_cast<int>(d), 1.0f, le.data<float>(), static_cast<int>(d),
-                     w.data<float>() + part * d * d, static_cast<int>(d), 0.0f, out.data<float>(),
-                     static_cast<int>(d));
-      float* po = out.data<float>();
-      const float* pb = b.data<float>() + part * d;
-      for (int64_t s = 0; s < S; ++s)
-        for (int64_t c = 0; c < d; ++c) po[s * d + c] += pb[c];
+      Tensor& out = part == 0 ? deberta_qr_ : deberta_kr_;  // [S, d] = le W_part^T + b_part
+      ops::GemmOptions o;
+      o.trans_b = true;
+      o.bias = b.narrow(part * d, d);
+      ops::gemm(le, w.narrow(part * d, d), out, o);
     }
-    attn_options_.score_bias = Tensor::empty({Bc_, H, Tc_, Tkc});  // [B, H, Tq, Tk]
+    attn_options_.score_bias =
+        Tensor::empty({Bc_, H, Tc_, Tkc}, DType::F32, dev);  // [B, H, Tq, Tk]
     ops::deberta_bias_forward(q_h_, k_h_, deberta_kr_, deberta_qr_, options_.deberta->rows(),
                               1.0f / std::sqrt(3.0f * static_cast<float>(D)),
                               attn_options_.score_bias);
-    attn_options_.score_bias_grad = Tensor::empty({Bc_, H, Tc_, Tkc});  // [B, H, Tq, Tk]
+    attn_options_.score_bias_grad =
+        Tensor::empty({Bc_, H, Tc_, Tkc}, DType::F32, dev);  // [B, H, Tq, Tk]
   }
   if (options_.tupe) {  // TUPE's correlation, as the model prepared it for this batch
     attn_options_.score_bias = options_.tupe->bias();
@@ -377,31 +377,27 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   if (options_.deberta) {  // the terms' gradients: into dq, dk, the projections and the rows
     const Tensor& le = options_.deberta->embeddings();  // [S, d]
     const int64_t S = le.size(0);
-    Tensor dqr = Tensor::empty({S, d}), dkr = Tensor::empty({S, d});  // [S, d] each
+    Tensor dqr = Tensor::empty({S, d}, DType::F32, dev);  // [S, d]
+    Tensor dkr = Tensor::empty({S, d}, DType::F32, dev);  // [S, d]
     ops::deberta_bias_backward(q_h_, k_h_, deberta_kr_, deberta_qr_, options_.deberta->rows(),
                                1.0f / std::sqrt(3.0f * static_cast<float>(D)),
                                attn_options_.score_bias_grad, dq, dk, dkr, dqr);
     const Tensor w = qkv_->weight(DType::F32);                // [3d, d]
     Tensor wg = qkv_->weight_grad(), bg = qkv_->bias_grad();  // f32 [3d, d], [3d]
     Tensor& dle = options_.deberta->embeddings_grad();        // f32 [S, d]
+    ops::GemmOptions tn;                                      // C += A^T B
+    tn.trans_a = true;
+    tn.beta = 1.0f;
+    ops::GemmOptions acc;  // C += A B
+    acc.beta = 1.0f;
     for (int part = 0; part < 2; ++part) {
       const Tensor& g = part == 0 ? dqr : dkr;  // [S, d]
       // dW_part += g^T le; db_part += column sums of g; dle += g W_part.
-      ops::cpu_sgemm(CblasTrans, CblasNoTrans, static_cast<int>(d), static_cast<int>(d),
-                     static_cast<int>(S), 1.0f, g.data<float>(), static_cast<int>(d),
-                     le.data<float>(), static_cast<int>(d), 1.0f, wg.data<float>() + part * d * d,
-                     static_cast<int>(d));
-      ops::cpu_sgemm(CblasNoTrans, CblasNoTrans, static_cast<int>(S), static_cast<int>(d),
-                     static_cast<int>(d), 1.0f, g.data<float>(), static_cast<int>(d),
-                     w.data<float>() + part * d * d, static_cast<int>(d), 1.0f, dle.data<float>(),
-                     static_cast<int>(d));
-      float* pbg = bg.data<float>() + part * d;
-      const float* pg = g.data<float>();
-      for (int64_t c = 0; c < d; ++c) {
-        double s = 0.0;
-        for (int64_t r = 0; r < S; ++r) s += pg[r * d + c];
-        pbg[c] += static_cast<float>(s);
-      }
+      Tensor wg_part = wg.narrow(part * d, d);  // [d, d]
+      ops::gemm(g, le, wg_part, tn);
+      ops::gemm(g, w.narrow(part * d, d), dle, acc);
+      Tensor bg_part = bg.narrow(part * d, d);  // [d]
+      ops::sum_rows(g, bg_part, true);
     }
     deberta_qr_ = deberta_kr_ = attn_options_.score_bias = attn_options_.score_bias_grad = Tensor();
   }

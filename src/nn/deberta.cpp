@@ -17,14 +17,16 @@ DebertaRelative::DebertaRelative(ParameterStore& store, const std::string& prefi
 }
 
 void DebertaRelative::prepare(int64_t T, const Context& ctx) {
-  ROTOR_CHECK(ctx.device.is_cpu(), "model.position deberta runs on the CPU only so far");
   rows_ = norm_->forward(table_->value, ctx);  // [2 span, d]
-  if (!rows_grad_.defined() || rows_grad_.shape() != rows_.shape())
-    rows_grad_ = Tensor::empty(rows_.shape());
+  ROTOR_CHECK(rows_.dtype() == DType::F32, "model.position deberta computes in fp32 only so far");
+  if (!rows_grad_.defined() || rows_grad_.shape() != rows_.shape() ||
+      rows_grad_.device() != rows_.device())
+    rows_grad_ = Tensor::empty(rows_.shape(), DType::F32, rows_.device());
   rows_grad_.zero_();
-  if (T != T_) {
-    index_ =
-        deberta::relative_rows(T, T, 0, options_.position_buckets, options_.max_relative_positions);
+  if (T != T_ || !index_.defined() || index_.device() != rows_.device()) {
+    index_ = Tensor::from_ints(
+        deberta::relative_rows(T, T, 0, options_.position_buckets, options_.max_relative_positions),
+        {T, T}, rows_.device());  // i32 [T, T]
     T_ = T;
   }
 }

@@ -35,9 +35,9 @@ class DebertaRelative {
   // The normalized rows and the row of each (i, j) of a [T, T] score matrix;
   // embeddings_grad() zeroed. Once per forward, before the layers.
   void prepare(int64_t T, const Context& ctx);
-  const Tensor& embeddings() const { return rows_; }           // f32 [2 span, d]
-  Tensor& embeddings_grad() { return rows_grad_; }             // f32 [2 span, d]
-  const std::vector<int32_t>& rows() const { return index_; }  // i32 [T, T]
+  const Tensor& embeddings() const { return rows_; }  // f32 [2 span, d]
+  Tensor& embeddings_grad() { return rows_grad_; }    // f32 [2 span, d]
+  const Tensor& rows() const { return index_; }       // i32 [T, T] on the device
   // After the layers' backward: the LayerNorm's and the table's gradients.
   void backward();
 
@@ -47,7 +47,7 @@ class DebertaRelative {
   Parameter* table_;
   std::unique_ptr<LayerNorm> norm_;
   Tensor rows_, rows_grad_;  // f32 [2 span, d]
-  std::vector<int32_t> index_;
+  Tensor index_;             // i32 [T, T]
   int64_t T_ = -1;
 };
 

@@ -63,6 +63,12 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
 // TUPE's untied [CLS] (src/ops/tupe_cls.h; kernels/attention_reference.cu).
 void tupe_untie_cls(Tensor& c, const Tensor& theta);
 void tupe_untie_cls_backward(Tensor& g, Tensor& dtheta);
+// DeBERTa's relative rows (src/ops/deberta_bias.h; src/ops/deberta_bias_cuda.cpp,
+// kernels/deberta_rows.cu).
+void deberta_gather(const Tensor& c2p, const Tensor& p2c, const Tensor& rows, float scale,
+                    Tensor& bias);
+void deberta_scatter(const Tensor& dbias, const Tensor& rows, float scale, Tensor& dc2p,
+                     Tensor& dp2c);
 // Transformer-XL's relative shift (src/ops/xl_bias.h; src/ops/xl_bias_cuda.cpp,
 // kernels/xl_shift.cu).
 void xl_shift_forward(const Tensor& g, const Tensor& gv, const Tensor& cu, int64_t q_offset,

@@ -7,24 +7,39 @@
 // layer's key and query projections of the shared relative embeddings
 // [S, H * D]. q is the already scaled query (1/sqrt(3 D), the head split),
 // so scale = 1/sqrt(3 D) makes the position-to-content term match. Term
-// (a), q . k, is the core's own. CPU only; per (batch, head) GEMMs.
+// (a), q . k, is the core's own.
+//
+// One path on every device: the products C2P = q kr_h^T [Tq, S] and P2C =
+// k qr_h^T [Tk, S] per (batch, head) are ops::gemm (cuBLASLt on CUDA) on
+// kr's and qr's heads split out; deberta_gather picks each score's row out
+// of them and deberta_scatter sums the scores' gradients back into rows
+// (CPU loops, or kernels/deberta_rows.cu).
 #pragma once
-
-#include <cstdint>
-#include <vector>
 
 #include "core/tensor.h"
 
 namespace rotor::ops {
 
-// q [B, H, Tq, D], k [B, H, Tk, D], kr, qr [S, H * D], f32 on the CPU ->
-// bias f32 [B, H, Tq, Tk] (overwritten).
+// q [B, H, Tq, D], k [B, H, Tk, D], kr, qr [S, H * D], f32, and rows i32
+// [Tq, Tk] (each in [0, S)), all on one device -> bias f32 [B, H, Tq, Tk]
+// (overwritten).
 void deberta_bias_forward(const Tensor& q, const Tensor& k, const Tensor& kr, const Tensor& qr,
-                          const std::vector<int32_t>& rows, float scale, Tensor& bias);
+                          const Tensor& rows, float scale, Tensor& bias);
 // The gradients for dbias [B, H, Tq, Tk]: added into dq and dk; written
-// into dkr and dqr [S, H * D] (summed over the batch in a fixed order).
+// into dkr and dqr [S, H * D].
 void deberta_bias_backward(const Tensor& q, const Tensor& k, const Tensor& kr, const Tensor& qr,
-                           const std::vector<int32_t>& rows, float scale, const Tensor& dbias,
-                           Tensor& dq, Tensor& dk, Tensor& dkr, Tensor& dqr);
+                           const Tensor& rows, float scale, const Tensor& dbias, Tensor& dq,
+                           Tensor& dk, Tensor& dkr, Tensor& dqr);
+
+// bias[bh, i, j] = c2p[bh, i, r] + scale p2c[bh, j, r], r = rows[i, j]:
+// c2p f32 [B, H, Tq, S], p2c f32 [B, H, Tk, S], bias f32 [B, H, Tq, Tk].
+void deberta_gather(const Tensor& c2p, const Tensor& p2c, const Tensor& rows, float scale,
+                    Tensor& bias);
+// Its backward, both outputs overwritten: dc2p[bh, i, s] = the sum of
+// dbias[bh, i, j] over the keys j with rows[i, j] = s (j increasing);
+// dp2c[bh, j, s] = the sum of scale dbias[bh, i, j] over the queries i with
+// rows[i, j] = s (i increasing). The same bits on every device.
+void deberta_scatter(const Tensor& dbias, const Tensor& rows, float scale, Tensor& dc2p,
+                     Tensor& dp2c);
 
 }  // namespace rotor::ops

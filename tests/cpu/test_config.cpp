@@ -271,16 +271,16 @@ TEST(Config, CrossFieldChecks) {
             "configs/x.yaml:4: attention.kind: linear attention has no scores to add "
             "Transformer-XL's relative terms to (model.position transformer_xl); use "
             "attention.kind softmax");
-  // TUPE's correlation and XL's terms run on CUDA too (the materialized core
-  // adds them); DeBERTa's terms do not yet.
+  // TUPE's correlation, XL's and DeBERTa's terms run on CUDA too (the
+  // materialized core adds them).
   EXPECT_EQ(load_config_from_string("task: mlm\ndevice: cuda\nmodel:\n  encoder_layers: 1\n  "
                                     "position: tupe\n")
                 .device,
             "cuda");
-  EXPECT_EQ(load_error("task: mlm\ndevice: cuda\nmodel:\n  encoder_layers: 1\n  position: "
-                       "deberta\n"),
-            "configs/x.yaml:2: device: model.position deberta runs on the CPU only so far; use "
-            "device: cpu");
+  EXPECT_EQ(load_config_from_string("task: mlm\ndevice: cuda\nmodel:\n  encoder_layers: 1\n  "
+                                    "position: deberta\n")
+                .device,
+            "cuda");
   // TUPE: the BERT encoder's tasks, model.tupe.relative only under tupe,
   // where model.t5's keys set its T5 bias.
   EXPECT_EQ(load_error("task: lm\nmodel:\n  decoder_layers: 1\n  position: tupe\n"),
@@ -315,10 +315,10 @@ TEST(Config, CrossFieldChecks) {
                        "deberta:\n    max_relative_positions: 100\n"),
             "configs/x.yaml:6: model.deberta.max_relative_positions: 100 does not reach beyond "
             "the 128 exact distances of model.deberta.position_buckets = 256");
-  EXPECT_EQ(load_error("device: cuda\ntask: mlm\nmodel:\n  encoder_layers: 1\n  position: "
-                       "deberta\n"),
-            "configs/x.yaml:1: device: model.position deberta runs on the CPU only so far; use "
-            "device: cpu");
+  EXPECT_EQ(load_error("device: cuda\nprecision: fp16\ntask: mlm\nmodel:\n  encoder_layers: "
+                       "1\n  position: deberta\n"),
+            "configs/x.yaml:2: precision: model.position deberta computes in fp32 only so far, "
+            "not fp16");
   // model.t5's keys: only under t5, and a log-spaced range that is not empty.
   EXPECT_EQ(load_error("model:\n  t5:\n    buckets: 64\n"),
             "configs/x.yaml:3: model.t5.buckets: a setting of model.position t5 (or tupe with "

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "core/deberta_bias.h"
+#include "core/error.h"
 #include "ops/deberta_bias.h"
 #include "support/test_util.h"
 
@@ -50,7 +52,7 @@ TEST(DebertaBias, RowsAreClampedShiftedBuckets) {
 struct Inputs {
   int64_t B, H, Tq, Tk, D, S;
   Tensor q, k, kr, qr;
-  std::vector<int32_t> rows;
+  Tensor rows;  // i32 [T, T]
 };
 
 Inputs inputs(int64_t B, int64_t H, int64_t T, int64_t D, int64_t span, uint64_t seed) {
@@ -59,7 +61,7 @@ Inputs inputs(int64_t B, int64_t H, int64_t T, int64_t D, int64_t span, uint64_t
   x.k = test::random_tensor({B, H, T, D}, seed + 1);
   x.kr = test::random_tensor({2 * span, H * D}, seed + 2);
   x.qr = test::random_tensor({2 * span, H * D}, seed + 3);
-  x.rows = deberta::relative_rows(T, T, 0, 0, span);
+  x.rows = Tensor::from_ints(deberta::relative_rows(T, T, 0, 0, span), {T, T});
   return x;
 }
 
@@ -117,6 +119,27 @@ TEST(DebertaBias, BackwardMatchesFiniteDifferences) {
       EXPECT_NEAR(g[e] - start, (up - down) / 2e-2, 2e-3) << param->str() << " " << e;
     }
   }
+}
+
+// The gather and the scatter refuse a row past the products' S columns in
+// one line, rather than reading or writing outside them.
+TEST(DebertaBias, RowsOutsideTheTableAreRefused) {
+  const Tensor c2p = Tensor::zeros({1, 1, 2, 4}), p2c = Tensor::zeros({1, 1, 2, 4});
+  const Tensor rows = Tensor::from_ints({0, 1, 4, 2}, {2, 2});  // 4: one past S
+  Tensor bias = Tensor::zeros({1, 1, 2, 2});
+  EXPECT_THROW(
+      {
+        try {
+          ops::deberta_gather(c2p, p2c, rows, 1.0f, bias);
+        } catch (const Error& e) {
+          EXPECT_EQ(std::string(e.what()).rfind("deberta_gather: row 4 outside [0, 4)", 0), 0u)
+              << e.what();
+          throw;
+        }
+      },
+      Error);
+  Tensor dc2p = Tensor::zeros({1, 1, 2, 4}), dp2c = Tensor::zeros({1, 1, 2, 4});
+  EXPECT_THROW(ops::deberta_scatter(bias, rows, 1.0f, dc2p, dp2c), Error);
 }
 
 // Only i - j matters: the rows of queries at an offset against shifted

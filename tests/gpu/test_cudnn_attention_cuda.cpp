@@ -20,8 +20,9 @@
 // and classifier examples packed into rows, single-label and multiple choice
 // (each example's pairs as documents), against one a row and the CPU (twins:
 // test_mlm_packing.cpp's ClassifierPacking, test_multiple_choice.cpp).
-// The dense-bias encodings on CUDA: TUPE's classifier step and
-// Transformer-XL's terms (the op and the translation model) against the CPU.
+// The dense-bias encodings on CUDA: TUPE's classifier step, Transformer-XL's
+// terms (the op and the translation model) and DeBERTa's (the op and the
+// classifier) against the CPU.
 // (They share this program with
 // the cuDNN layer test: one more program of the model stack would put the
 // GPU archive over check_pack.sh's limit.) Skipped without a GPU.
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "core/cuda_context.h"
+#include "core/deberta_bias.h"
 #include "data/classification.h"
 #include "models/bert_classifier.h"
 #include "models/decoder_lm.h"
@@ -40,6 +42,7 @@
 #include "nn/position.h"
 #include "ops/attention.h"
 #include "ops/cudnn_attention.h"
+#include "ops/deberta_bias.h"
 #include "ops/flash_attention.h"
 #include "ops/xl_bias.h"
 #include "support/classifier_step.h"
@@ -625,6 +628,63 @@ TEST(XlCuda, TermsAndTranslationStepEqualTheCpu) {
   for (float g : grads[1]) big = std::max(big, std::abs(double(g)));
   ASSERT_EQ(grads[0].size(), grads[1].size());
   EXPECT_LT(max_diff(grads[0], grads[1]), 1e-4 * std::max(big, 1.0)) << "gradients";
+}
+
+// DeBERTa's terms on a GPU: ops::deberta_bias_forward and backward (the
+// cuBLASLt products and kernels/deberta_rows.cu's gather and scatter, with
+// clamped rows that repeat) against the CPU's; then the classifier, whose
+// layers project the shared relative rows on the device: one training
+// step in fp32, the scores, the loss and every gradient equal the CPU's.
+TEST(DebertaCuda, TermsAndClassifierStepEqualTheCpu) {
+  ROTOR_REQUIRE_GPU();
+  const int64_t B = 2, H = 3, T = 9, D = 8, span = 3, S = 2 * span;
+  const float scale = 0.3f;
+  const Tensor q = test::random_tensor({B, H, T, D}, 21);      // [B, H, T, D]
+  const Tensor k = test::random_tensor({B, H, T, D}, 22);      // [B, H, T, D]
+  const Tensor kr = test::random_tensor({S, H * D}, 23);       // [S, H D]
+  const Tensor qr = test::random_tensor({S, H * D}, 24);       // [S, H D]
+  const Tensor dbias = test::random_tensor({B, H, T, T}, 25);  // [B, H, T, T]
+  const Tensor rows =                                          // i32 [T, T]
+      Tensor::from_ints(deberta::relative_rows(T, T, 0, 0, span), {T, T});
+  struct Out {
+    std::vector<float> bias, dq, dk, dkr, dqr;
+  };
+  auto run = [&](Device dev) {
+    Tensor bias = Tensor::empty({B, H, T, T}, DType::F32, dev);  // [B, H, T, T]
+    const Tensor qd = q.to(dev), kd = k.to(dev), krd = kr.to(dev), qrd = qr.to(dev),
+                 rd = rows.to(dev);
+    ops::deberta_bias_forward(qd, kd, krd, qrd, rd, scale, bias);
+    Tensor dq = q.to(dev), dk = k.to(dev);                    // added into
+    Tensor dkr = Tensor::empty({S, H * D}, DType::F32, dev);  // [S, H D]
+    Tensor dqr = Tensor::empty({S, H * D}, DType::F32, dev);  // [S, H D]
+    ops::deberta_bias_backward(qd, kd, krd, qrd, rd, scale, dbias.to(dev), dq, dk, dkr, dqr);
+    auto host = [](const Tensor& t) { return t.to(Device::cpu()).to_floats(); };
+    return Out{host(bias), host(dq), host(dk), host(dkr), host(dqr)};
+  };
+  const Out a = run(kGpu), b = run(Device::cpu());
+  EXPECT_LT(max_diff(a.bias, b.bias), 1e-4) << "bias";
+  EXPECT_LT(max_diff(a.dq, b.dq), 1e-4) << "dq";
+  EXPECT_LT(max_diff(a.dk, b.dk), 1e-4) << "dk";
+  EXPECT_LT(max_diff(a.dkr, b.dkr), 1e-4) << "dkr";
+  EXPECT_LT(max_diff(a.dqr, b.dqr), 1e-4) << "dqr";
+
+  const Core core{"auto", nn::AttentionImpl::Auto, nn::AttentionKind::Softmax};
+  const nn::PositionKind deberta_kind = *nn::position_kind("deberta");
+  Classifier gpu(deberta_kind, core, 0, kGpu, DType::F32),
+      cpu(deberta_kind, core, 0, Device::cpu(), DType::F32);
+  const data::ClassificationSet set = classifier_set(0);
+  const data::ClassificationHostBatch batch =
+      data::make_classification_batch(set, {4, 0, 5, 2, 1, 3}, false);
+  nn::Context on_gpu = gpu.ctx, on_cpu = cpu.ctx;
+  on_gpu.training = on_cpu.training = true;
+  const test::ClassifierStep x = test::classifier_step(*gpu.model, gpu.store, batch, on_gpu),
+                             y = test::classifier_step(*cpu.model, cpu.store, batch, on_cpu);
+  EXPECT_LT(max_diff(x.scores, y.scores), 2e-4) << "scores";
+  EXPECT_NEAR(x.sums.loss, y.sums.loss, 1e-4 * std::max(1.0, std::abs(y.sums.loss)));
+  double big = 0;
+  for (float g : y.grads) big = std::max(big, std::abs(double(g)));
+  ASSERT_EQ(x.grads.size(), y.grads.size());
+  EXPECT_LT(max_diff(x.grads, y.grads), 1e-4 * std::max(big, 1.0)) << "gradients";
 }
 
 }  // namespace packing

@@ -132,8 +132,7 @@ AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
   if (c.score_bias) {
     // Transformer-XL's terms, TUPE's correlation and DeBERTa's terms reach
     // the core as a dense bias, which only the materialized core adds (on
-    // the CPU and on CUDA; DeBERTa's layers compute their terms on the CPU
-    // only so far, and the config says so).
+    // the CPU and on CUDA, where the layers compute the terms too).
     if (c.impl == AttentionImpl::Rotor || c.impl == AttentionImpl::Cudnn)
       ROTOR_FAIL(
           "attention.impl: {}: Transformer-XL's relative terms, TUPE's correlation and "
