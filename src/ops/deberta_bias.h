@@ -9,11 +9,12 @@
 // so scale = 1/sqrt(3 D) makes the position-to-content term match. Term
 // (a), q . k, is the core's own.
 //
-// One path on every device: the products C2P = q kr_h^T [Tq, S] and P2C =
-// k qr_h^T [Tk, S] per (batch, head) are ops::gemm (cuBLASLt on CUDA) on
-// kr's and qr's heads split out; deberta_gather picks each score's row out
-// of them and deberta_scatter sums the scores' gradients back into rows
-// (CPU loops, or kernels/deberta_rows.cu).
+// On CUDA the products C2P = q kr_h^T [Tq, S] and P2C = k qr_h^T [Tk, S]
+// per (batch, head) are ops::gemm (cuBLASLt) on kr's and qr's heads split
+// out; deberta_gather picks each score's row out of them and
+// deberta_scatter sums the scores' gradients back into rows
+// (kernels/deberta_rows.cu; detail::deberta_bias_*_composed). On the CPU
+// one pass per (batch, head) does the same with sgemm and the rows fused.
 #pragma once
 
 #include "core/tensor.h"
@@ -30,6 +31,19 @@ void deberta_bias_forward(const Tensor& q, const Tensor& k, const Tensor& kr, co
 void deberta_bias_backward(const Tensor& q, const Tensor& k, const Tensor& kr, const Tensor& qr,
                            const Tensor& rows, float scale, const Tensor& dbias, Tensor& dq,
                            Tensor& dk, Tensor& dkr, Tensor& dqr);
+
+namespace detail {
+// The device-generic path (products, gather and scatter) that CUDA runs; on
+// the CPU deberta_bias_forward / _backward run fused per-(batch, head)
+// loops instead, and tests/cpu/test_deberta_bias.cpp holds this path to
+// them on the CPU.
+void deberta_bias_forward_composed(const Tensor& q, const Tensor& k, const Tensor& kr,
+                                   const Tensor& qr, const Tensor& rows, float scale, Tensor& bias);
+void deberta_bias_backward_composed(const Tensor& q, const Tensor& k, const Tensor& kr,
+                                    const Tensor& qr, const Tensor& rows, float scale,
+                                    const Tensor& dbias, Tensor& dq, Tensor& dk, Tensor& dkr,
+                                    Tensor& dqr);
+}  // namespace detail
 
 // bias[bh, i, j] = c2p[bh, i, r] + scale p2c[bh, j, r], r = rows[i, j]:
 // c2p f32 [B, H, Tq, S], p2c f32 [B, H, Tk, S], bias f32 [B, H, Tq, Tk].

@@ -10,11 +10,12 @@
 // query (the layer multiplies it by scale = 1/sqrt(D) in the head split), so
 // u and v are scaled here to match. Term (a), q . k, is the core's own.
 //
-// One path on every device: the products are ops::gemm (cuBLASLt on CUDA)
-// on r's heads split out, G = q r_h^T [Tq, L] per (batch, head) and the
-// per-head vectors scale v_h r_h^T [L] and scale k u_h [Tk]; xl_shift_*
-// below move G's rows onto the scores' diagonals (the relative shift) and
-// back, on the CPU or with kernels/xl_shift.cu.
+// On CUDA the products are ops::gemm (cuBLASLt) on r's heads split out, G =
+// q r_h^T [Tq, L] per (batch, head) and the per-head vectors scale v_h
+// r_h^T [L] and scale k u_h [Tk], and xl_shift_* below move G's rows onto
+// the scores' diagonals (the relative shift) and back (kernels/xl_shift.cu;
+// detail::xl_bias_*_composed). On the CPU one pass per (batch, head) does
+// the same with sgemm and the shift fused.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,17 @@ void xl_bias_backward(const Tensor& q, const Tensor& k, const Tensor& r, const T
 // first d/2 columns sin(x w_c), the rest cos(x w_c), w_c = 10000^(-2c/d)
 // (the table of Vaswani et al. over signed distances), f32 [L, d] on the CPU.
 Tensor xl_distance_table(int64_t rows, int64_t first_distance, int64_t d);
+
+namespace detail {
+// The device-generic path (products and shift ops) that CUDA runs; on the
+// CPU xl_bias_forward / _backward run fused per-(batch, head) loops instead,
+// and tests/cpu/test_xl_bias.cpp holds this path to them on the CPU.
+void xl_bias_forward_composed(const Tensor& q, const Tensor& k, const Tensor& r, const Tensor& u,
+                              const Tensor& v, float scale, int64_t q_offset, Tensor& bias);
+void xl_bias_backward_composed(const Tensor& q, const Tensor& k, const Tensor& r, const Tensor& u,
+                               const Tensor& v, float scale, int64_t q_offset, const Tensor& dbias,
+                               Tensor& dq, Tensor& dk, Tensor& dr, Tensor& du, Tensor& dv);
+}  // namespace detail
 
 // The relative shift, with base(i) = q_offset + i + Tk - 1 the row of
 // distance 0 for query i: g f32 [B, H, Tq, L], gv f32 [H, L], cu f32

@@ -5,6 +5,7 @@
 // depend only on i - j.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -119,6 +120,38 @@ TEST(DebertaBias, BackwardMatchesFiniteDifferences) {
       EXPECT_NEAR(g[e] - start, (up - down) / 2e-2, 2e-3) << param->str() << " " << e;
     }
   }
+}
+
+// The composed path CUDA runs (ops::gemm products, deberta_gather and
+// deberta_scatter), run here on the CPU, equals the CPU's fused loops: the
+// bias, and every gradient added into nonzero buffers, with bucketed rows
+// that repeat.
+TEST(DebertaBias, TheComposedPathEqualsTheFusedOne) {
+  Inputs x = inputs(3, 2, 9, 4, 4, 50);  // S = 8: 4 buckets a side, log-spaced past 2
+  x.rows = Tensor::from_ints(deberta::relative_rows(9, 9, 0, 4, 8), {9, 9});
+  const float scale = 0.4f;
+  const Shape bs{3, 2, 9, 9};
+  const Tensor g = test::random_tensor(bs, 59);  // [B, H, T, T]
+  std::vector<std::vector<float>> got[2];
+  for (int composed = 0; composed < 2; ++composed) {
+    Tensor bias = Tensor::full(bs, 7.0f);
+    Tensor dq = Tensor::full(x.q.shape(), 0.5f), dk = Tensor::full(x.k.shape(), -0.25f);
+    Tensor dkr = Tensor::full(x.kr.shape(), 9.0f), dqr = Tensor::full(x.qr.shape(), 9.0f);
+    if (composed) {
+      ops::detail::deberta_bias_forward_composed(x.q, x.k, x.kr, x.qr, x.rows, scale, bias);
+      ops::detail::deberta_bias_backward_composed(x.q, x.k, x.kr, x.qr, x.rows, scale, g, dq, dk,
+                                                  dkr, dqr);
+    } else {
+      ops::deberta_bias_forward(x.q, x.k, x.kr, x.qr, x.rows, scale, bias);
+      ops::deberta_bias_backward(x.q, x.k, x.kr, x.qr, x.rows, scale, g, dq, dk, dkr, dqr);
+    }
+    for (const Tensor* t : {&bias, &dq, &dk, &dkr, &dqr}) got[composed].push_back(t->to_floats());
+  }
+  const char* names[] = {"bias", "dq", "dk", "dkr", "dqr"};
+  for (size_t t = 0; t < got[0].size(); ++t)
+    for (size_t e = 0; e < got[0][t].size(); ++e)
+      ASSERT_NEAR(got[1][t][e], got[0][t][e], 2e-5 * std::max(1.0f, std::abs(got[0][t][e])))
+          << names[t] << " " << e;
 }
 
 // The gather and the scatter refuse a row past the products' S columns in

@@ -6,6 +6,7 @@
 // refuse it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <vector>
@@ -64,6 +65,40 @@ TEST(XlBias, ForwardIsEquationFour) {
           for (int64_t j = 0; j < 6; ++j)
             EXPECT_NEAR(got[((b * 3 + h) * 4 + i) * 6 + j], want_bias(x, scale, b, h, i, j), 2e-5)
                 << q_offset << " " << b << h << i << j;
+  }
+}
+
+// The composed path CUDA runs (ops::gemm products, xl_shift_forward /
+// backward), run here on the CPU, equals the CPU's fused loops: the bias,
+// and every gradient added into nonzero buffers, at query offsets 0 and 3.
+TEST(XlBias, TheComposedPathEqualsTheFusedOne) {
+  for (int64_t q_offset : {0, 3}) {
+    const Inputs x = inputs(3, 2, 5, 7, 4, q_offset, 40);
+    const float scale = 0.5f;
+    const Shape bs{3, 2, 5, 7};
+    const Tensor g = test::random_tensor(bs, 49);  // [B, H, Tq, Tk]
+    std::vector<std::vector<float>> got[2];
+    for (int composed = 0; composed < 2; ++composed) {
+      Tensor bias = Tensor::full(bs, 7.0f);
+      Tensor dq = Tensor::full(x.q.shape(), 0.5f), dk = Tensor::full(x.k.shape(), -0.25f);
+      Tensor du = Tensor::full(x.u.shape(), 0.125f), dv = Tensor::full(x.v.shape(), 1.0f);
+      Tensor dr = Tensor::full(x.r.shape(), 9.0f);
+      if (composed) {
+        ops::detail::xl_bias_forward_composed(x.q, x.k, x.r, x.u, x.v, scale, q_offset, bias);
+        ops::detail::xl_bias_backward_composed(x.q, x.k, x.r, x.u, x.v, scale, q_offset, g, dq, dk,
+                                               dr, du, dv);
+      } else {
+        ops::xl_bias_forward(x.q, x.k, x.r, x.u, x.v, scale, q_offset, bias);
+        ops::xl_bias_backward(x.q, x.k, x.r, x.u, x.v, scale, q_offset, g, dq, dk, dr, du, dv);
+      }
+      for (const Tensor* t : {&bias, &dq, &dk, &dr, &du, &dv})
+        got[composed].push_back(t->to_floats());
+    }
+    const char* names[] = {"bias", "dq", "dk", "dr", "du", "dv"};
+    for (size_t t = 0; t < got[0].size(); ++t)
+      for (size_t e = 0; e < got[0][t].size(); ++e)
+        ASSERT_NEAR(got[1][t][e], got[0][t][e], 2e-5 * std::max(1.0f, std::abs(got[0][t][e])))
+            << names[t] << " " << e << " offset " << q_offset;
   }
 }
 
