@@ -2,7 +2,7 @@
 # Packs what a GPU machine without network or Debian libraries needs for
 # scripts/gpu/measure.sh into one archive: the relocatable install of BUILD
 # with bench_attention and the gpu test programs (configured here with
-# ROTOR_INSTALL_TESTS=ON; stripped; ~30 MB as tar.xz), the commit it was built
+# ROTOR_INSTALL_TESTS=ON; stripped; ~20 MB as tar.xz), the commit it was built
 # from (share/rotor/COMMIT, which measure.sh prints) and the raw text of the
 # benchmarks (Multi30k, WikiText-2) under data/. scripts/gpu/check_pack.sh
 # checks an archive (CI runs it on its CUDA build tree).
@@ -46,7 +46,12 @@ if [[ -n $data ]]; then
   cp -r "$data/multi30k" "$data/wikitext-2" "$stage/rotor-gpu/data/"
 fi
 mkdir -p "$(dirname "$output")"
-tar cf - -C "$stage" rotor-gpu | xz -T0 -6 >"$output"
+# One xz stream with a dictionary larger than the tree (~300 MB from a CI
+# build of sm_80 and sm_90): every program links librotor and its kernels,
+# and the long dictionary stores their copies once (41.7 MB with xz -6's
+# 8 MiB dictionary, 19.6 MB with 256 MiB; ~2.6 GB to compress, 256 MiB to
+# unpack).
+tar cf - -C "$stage" rotor-gpu | xz -T1 --lzma2=preset=6,dict=256MiB >"$output"
 echo "pack.sh: $output ($(du -h "$output" | cut -f1)); on the GPU machine:"
 echo "  bash scripts/gpu/window.sh --archive $output   (the device tool's carry: [\"$output\"])"
 echo "  or: tar xJf $(basename "$output") -C /tmp && bash /tmp/rotor-gpu/share/rotor/scripts/gpu/measure.sh"
