@@ -6,7 +6,9 @@
 // inlined, so that a clone that calls them vectorizes them for its own ISA.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace rotor::ops::detail {
 
@@ -49,6 +51,31 @@ template <class Terms>
     s1 += u;
     s2 += v;
   }
+}
+
+// max_j x[j] over j < n under the rule m = x > m ? x : m from -inf: NaNs
+// are skipped, and a row of NaNs (or n = 0) gives -inf. In 16 lanes, each
+// applying the rule to j = l mod 16 in order, then the lanes in order, then
+// the tail: a chain of selects per lane instead of one over the whole row,
+// so that the clones vectorize it (the rule is x86's max instruction). The
+// value is the sequential loop's except where the row's maximum is a zero
+// of both signs; which zero is returned then may differ.
+[[gnu::always_inline]] inline float lane_max(const float* x, int64_t n) {
+  // One 16-float vector (GCC's vector extension: each clone lowers it to its
+  // own registers), compared and selected lane by lane.
+  typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+  Lanes acc;
+  for (int64_t l = 0; l < kLanes; ++l) acc[l] = -INFINITY;
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    Lanes v;
+    std::memcpy(&v, x + j, sizeof v);
+    acc = v > acc ? v : acc;
+  }
+  float m = -INFINITY;
+  for (int64_t l = 0; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
+  for (; j < n; ++j) m = x[j] > m ? x[j] : m;
+  return m;
 }
 
 }  // namespace rotor::ops::detail

@@ -11,8 +11,7 @@ namespace rotor::ops::detail {
 
 ROTOR_CPU_CLONES void softmax_row(float* row, int64_t n) {
   if (n <= 0) return;
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+  const float mx = lane_max(row, n);
   const double sum = lane_sum(n, [&](int64_t j) {
     const float e = exp_f32(row[j] - mx);
     row[j] = e;
@@ -39,9 +38,7 @@ ROTOR_CPU_CLONES void mul_exp_row(float* row, const float* c, float c0, float m,
 }
 
 ROTOR_CPU_CLONES float max_row(const float* row, int64_t n) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-  return mx;
+  return lane_max(row, n);
 }
 
 ROTOR_CPU_CLONES double sum_squares_row(const float* x, int64_t n) {

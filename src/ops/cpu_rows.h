@@ -25,8 +25,9 @@ void exp_shift_scale_row(float* row, int64_t n, float shift, float scale);
 // per-key stabilizers).
 void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n);
 
-// FAVOR+'s per-row statistics of n values: the largest of row[0, n) (-inf
-// for n = 0), and sum x[j]^2 in double in the 16 lanes of softmax_row.
+// FAVOR+'s per-row statistics of n values: the largest of row[0, n) (NaNs
+// skipped; -inf for n = 0; ops/cpu_lanes.h lane_max), and sum x[j]^2 in
+// double in the 16 lanes of softmax_row.
 float max_row(const float* row, int64_t n);
 double sum_squares_row(const float* x, int64_t n);
 

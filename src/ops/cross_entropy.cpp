@@ -44,9 +44,7 @@ struct Smoothing {
 
 // The largest of row[0, n).
 ROTOR_CPU_CLONES float row_max(const float* row, int64_t n) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-  return mx;
+  return detail::lane_max(row, n);
 }
 
 // sum_j e^(row[j] - mx) and sum_j row[j], in double: 16 lanes, lane l adding

@@ -166,6 +166,42 @@ TEST(CpuMath, SoftmaxRowCloneGivesTheScalarBits) {
   }
 }
 
+// The row maximum of the FAVOR+ stabilizers and the softmax and
+// cross-entropy rows (ops/cpu_lanes.h lane_max, vector clones) against the
+// sequential rule m = x > m ? x : m: NaNs skipped, -inf for an empty row or
+// one of NaNs, infinities kept; equal values (a zero of either sign may come
+// back for a row whose maximum is zero).
+TEST(CpuMath, MaxRowIsTheSequentialMax) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  for (const int64_t n : {0, 1, 5, 15, 16, 17, 31, 32, 110, 131}) {
+    for (int variant = 0; variant < 5; ++variant) {
+      std::vector<float> x = test::random_floats(
+          static_cast<size_t>(n) + 1, static_cast<uint64_t>(n * 5 + variant), -9.0f, 3.0f);
+      const float past = 1e30f;  // past the row: never read
+      x[static_cast<size_t>(n)] = past;
+      if (variant == 1)  // NaNs at the row's ends and in a lane's first slot
+        for (const int64_t j : {int64_t{0}, n - 1, n / 2}) {
+          if (j >= 0 && j < n) x[static_cast<size_t>(j)] = nan;
+        }
+      if (variant == 2)
+        for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(j)] = nan;
+      if (variant == 3 && n > 2) {  // the maximum in the tail, then +inf
+        x[static_cast<size_t>(n - 1)] = 50.0f;
+        x[1] = inf;
+      }
+      if (variant == 4)  // zeros of both signs and -inf below them
+        for (int64_t j = 0; j < n; ++j)
+          x[static_cast<size_t>(j)] = j % 3 == 0 ? -0.0f : (j % 3 == 1 ? 0.0f : -inf);
+      float want = -inf;
+      for (int64_t j = 0; j < n; ++j) want = x[j] > want ? x[j] : want;
+      const float got = ops::detail::max_row(x.data(), n);
+      EXPECT_EQ(got, want) << "n " << n << ", variant " << variant;
+      EXPECT_FALSE(std::isnan(got)) << "n " << n << ", variant " << variant;
+    }
+  }
+}
+
 // The softmax backward's row sum (ops/cpu_rows.h): masked keys (p = 0)
 // zeroed, NaN there included, and the scalar formula's bits.
 TEST(CpuMath, MaskedDotRowCloneGivesTheScalarBits) {
