@@ -18,7 +18,13 @@ softmax row being a reference point rather than a twin.
   python3 scripts/bench/cpu_peers.py [--rotor build/rotor] [--python PY]
       [--configs quickstart/numbers_sinusoidal,lm/wikitext2_char_tiny,...]
       [--steps 20] [--warmup 3] [--rounds 2] [--work runs/cpu_peers]
-      [--markdown table.md] [--rotor-env K=V ...]
+      [--markdown table.md] [--rotor-env K=V ...] [--baseline OLD/rotor]
+
+--baseline: another rotor binary (an earlier build, for before-and-after
+figures) timed in the same rounds, after rotor and before the peer; the
+table gains its milliseconds per update and rotor's speed relative to it
+(baseline ms / rotor ms). A config the baseline cannot run gets the last line
+of its error output (rotor's one-line error) there.
 
 --python: the interpreter of the peers; default .venv-hf5's (PyPI's torch
 2.x and transformers 5.x, scripts/deps.sh), else .venv's, else python3.
@@ -162,6 +168,7 @@ def main():
     ap.add_argument("--work", default=str(ROOT / "runs/cpu_peers"))
     ap.add_argument("--shared", default=str(ROOT.parent / "shared/data"))
     ap.add_argument("--markdown", help="also write the table to this file")
+    ap.add_argument("--baseline", help="an earlier rotor binary, timed alongside (before/after)")
     ap.add_argument("--rotor-env", action="append", default=[], metavar="K=V",
                     help="an environment variable for rotor's runs only (OMP_NUM_THREADS=1)")
     a = ap.parse_args()
@@ -175,6 +182,9 @@ def main():
     rotor = pathlib.Path(a.rotor)
     if not os.access(rotor, os.X_OK):
         fail(f"no rotor at {rotor} (--rotor PATH)")
+    baseline = pathlib.Path(a.baseline) if a.baseline else None
+    if baseline and not os.access(baseline, os.X_OK):
+        fail(f"--baseline: no executable at {baseline}", 2)
     python = a.python or default_python()
     work = pathlib.Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -182,8 +192,12 @@ def main():
     versions = subprocess.run(
         [python, "-c", "import torch, transformers; print(torch.__version__, "
          "transformers.__version__)"], capture_output=True, text=True).stdout.split()
-    header = ("| config | peer | rotor ms/update | peer ms/update | rotor / peer speed |\n"
-              "|---|---|---|---|---|")
+    header = "| config | peer | rotor ms/update | peer ms/update | rotor / peer speed |"
+    rule = "|---|---|---|---|---|"
+    if baseline:
+        header += " baseline ms/update | rotor / baseline speed |"
+        rule += "---|---|"
+    header += "\n" + rule
     rows = []
     for name in wanted:
         config = ROOT / "configs" / f"{name}.yaml"
@@ -197,6 +211,7 @@ def main():
         sets = sets + [f"output_dir={out}/run", "device=cpu", "train.log_interval=100000",
                        "train.valid_interval=0"]
         rotor_ms, peer_ms, peer, absent = [], [], "", ""
+        base_ms, base_error = [], ""
         twin_ms, twin, twin_absent = [], "", ""
         rotor_env = dict(kv.split("=", 1) for kv in a.rotor_env)
         try:
@@ -209,6 +224,15 @@ def main():
                     cmd += ["--set", s]
                 run(cmd, env=rotor_env)
                 rotor_ms.append(json.load(open(bench_json))["step_ms"])
+                if baseline and not base_error:
+                    base_json = out / f"baseline_{r}.json"
+                    cmd[0] = baseline
+                    cmd[cmd.index("--json") + 1] = base_json
+                    try:
+                        run(cmd, env=rotor_env)
+                        base_ms.append(json.load(open(base_json))["step_ms"])
+                    except RuntimeError as e:
+                        base_error = "failed: " + str(e).splitlines()[-1][:120].replace("|", "/")
                 peer_json = out / f"peer_{r}.json"
                 run([python, ROOT / "scripts/bench/train_peer.py", "--bench", bench_json,
                      "--device", "cpu", "--mode", "eager", "--json", peer_json])
@@ -235,18 +259,27 @@ def main():
             print(rows[-1], flush=True)
             continue
         r_ms = statistics.median(rotor_ms)
+        base = ""
+        if baseline:
+            if base_ms:
+                b_ms = statistics.median(base_ms)
+                base = f" {b_ms:.1f} | {b_ms / r_ms:.2f}x |"
+            else:
+                base = f" {base_error or 'not run'} | |"
         if peer_ms:
             p_ms = statistics.median(peer_ms)
-            rows.append(f"| {name} | {peer} | {r_ms:.1f} | {p_ms:.1f} | {p_ms / r_ms:.2f}x |")
+            rows.append(f"| {name} | {peer} | {r_ms:.1f} | {p_ms:.1f} | {p_ms / r_ms:.2f}x |{base}")
         else:
-            rows.append(f"| {name} | none: {absent} | {r_ms:.1f} | | |")
+            rows.append(f"| {name} | none: {absent} | {r_ms:.1f} | | |{base}")
         print(rows[-1], flush=True)
         if twin_ms:
             t_ms = statistics.median(twin_ms)
-            rows.append(f"| {name} | {twin} | {r_ms:.1f} | {t_ms:.1f} | {t_ms / r_ms:.2f}x |")
+            rows.append(f"| {name} | {twin} | {r_ms:.1f} | {t_ms:.1f} | {t_ms / r_ms:.2f}x |"
+                        + (" | |" if baseline else ""))
             print(rows[-1], flush=True)
         elif twin_absent:
-            rows.append(f"| {name} | twin none: {twin_absent} | {r_ms:.1f} | | |")
+            rows.append(f"| {name} | twin none: {twin_absent} | {r_ms:.1f} | | |"
+                        + (" | |" if baseline else ""))
             print(rows[-1], flush=True)
         shutil.rmtree(out / "run", ignore_errors=True)
     info = run([rotor, "info"]).splitlines()
@@ -254,7 +287,8 @@ def main():
         f"rotor bench train against {os.path.basename(python)}: torch "
         f"{versions[0] if versions else '?'}, transformers {versions[1] if len(versions) > 1 else '?'}; "
         f"{a.rounds} round(s) of {a.steps} timed updates after {a.warmup} warm-up, alternately; "
-        f"medians; {os.cpu_count()} CPU cores; rotor: {info[0] if info else '?'}", "",
+        f"medians; {os.cpu_count()} CPU cores; rotor: {info[0] if info else '?'}"
+        + (f"; baseline: {baseline}" if baseline else ""), "",
         header] + rows) + "\n"
     print("\n" + table)
     if a.markdown:
