@@ -23,8 +23,10 @@ softmax row being a reference point rather than a twin.
 --baseline: another rotor binary (an earlier build, for before-and-after
 figures) timed in the same rounds, after rotor and before the peer; the
 table gains its milliseconds per update and rotor's speed relative to it
-(baseline ms / rotor ms). A config the baseline cannot run gets the last line
-of its error output (rotor's one-line error) there.
+(baseline ms / rotor ms). When the baseline refuses a key added since it
+was built, it runs once more on a copy of the config without that key
+(the table says which); a config it still cannot run gets rotor's one-line
+error there.
 
 --python: the interpreter of the peers; default .venv-hf5's (PyPI's torch
 2.x and transformers 5.x, scripts/deps.sh), else .venv's, else python3.
@@ -157,6 +159,34 @@ class Data:
         return self._ehr(True) + ["model.init_from="]
 
 
+def without_unknown_key(error, config, dest):
+    """When rotor's error says `CONFIG:LINE: unknown key a.b.c`, writes the
+    config without that key to dest and returns the key; else None. For the
+    baseline's timing only: a key added since it was built (an initial
+    value such as model.classifier_bias, not a shape) is left out."""
+    line = error.strip().splitlines()[-1] if error.strip() else ""
+    marker = "unknown key "
+    if marker not in line:
+        return None
+    key = line.split(marker, 1)[1].split()[0].strip("'\"")
+    try:
+        import yaml
+    except ImportError:
+        return None
+    doc = yaml.safe_load(open(config))
+    node, parts = doc, key.split(".")
+    for p in parts[:-1]:
+        if not isinstance(node, dict) or p not in node:
+            return None
+        node = node[p]
+    if not isinstance(node, dict) or parts[-1] not in node:
+        return None
+    del node[parts[-1]]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return key
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rotor", default=str(ROOT / "build/rotor"))
@@ -211,7 +241,7 @@ def main():
         sets = sets + [f"output_dir={out}/run", "device=cpu", "train.log_interval=100000",
                        "train.valid_interval=0"]
         rotor_ms, peer_ms, peer, absent = [], [], "", ""
-        base_ms, base_error = [], ""
+        base_ms, base_error, base_note = [], "", ""
         twin_ms, twin, twin_absent = [], "", ""
         rotor_env = dict(kv.split("=", 1) for kv in a.rotor_env)
         try:
@@ -229,7 +259,17 @@ def main():
                     cmd[0] = baseline
                     cmd[cmd.index("--json") + 1] = base_json
                     try:
-                        run(cmd, env=rotor_env)
+                        try:
+                            run(cmd, env=rotor_env)
+                        except RuntimeError as e:
+                            # An older rotor refuses a key added since: once,
+                            # the config without it (said in the table).
+                            old = without_unknown_key(str(e), config, out / "baseline.yaml")
+                            if not old:
+                                raise
+                            base_note = f" (without {old})"
+                            cmd[cmd.index(config)] = out / "baseline.yaml"
+                            run(cmd, env=rotor_env)
                         base_ms.append(json.load(open(base_json))["step_ms"])
                     except RuntimeError as e:
                         base_error = "failed: " + str(e).splitlines()[-1][:120].replace("|", "/")
@@ -263,7 +303,7 @@ def main():
         if baseline:
             if base_ms:
                 b_ms = statistics.median(base_ms)
-                base = f" {b_ms:.1f} | {b_ms / r_ms:.2f}x |"
+                base = f" {b_ms:.1f}{base_note} | {b_ms / r_ms:.2f}x |"
             else:
                 base = f" {base_error or 'not run'} | |"
         if peer_ms:
