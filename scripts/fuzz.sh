@@ -5,6 +5,7 @@
 # Exits non-zero when any target finds a crash, a leak, a sanitizer report, a
 # timeout or a broken property, and prints the reproducer.
 #   FUZZ_SECONDS=30          seconds per target
+#   FUZZ_JOBS=$(nproc)       targets run at once
 #   FUZZ_TARGETS="a b"       targets to run (default: all, e.g. "safetensors config")
 #   FUZZ_BUILD_DIR=build-fuzz
 #   FUZZ_CXX=clang++-14      the compiler (libFuzzer comes with clang)
@@ -45,18 +46,34 @@ cmake --build "$build_dir" -j "$(nproc)" "${build_targets[@]}"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-failed=()
-for t in $targets; do
-  work="$build_dir/corpus/$t" artifacts="$build_dir/artifacts/$t" log="$build_dir/logs/$t.log"
-  mkdir -p "$work" "$artifacts" "$(dirname "$log")"
-  cp -r tests/fuzz/corpus/"$t"/. "$work"/
-  echo "fuzz_$t: ${seconds}s, max_len ${max_len[$t]}"
+# One target per core at a time (libFuzzer runs one thread): the wall time
+# is about targets / cores x FUZZ_SECONDS. Each writes its own log and exit
+# status; the results are read back in the targets' order.
+jobs_max=${FUZZ_JOBS:-$(nproc)}
+run_target() {
+  local t=$1 work="$build_dir/corpus/$1" artifacts="$build_dir/artifacts/$1" log="$build_dir/logs/$1.log"
+  local rc=0
   # Findings besides crashes: an input that runs 25 s (a hang), one allocation
   # of 1 GB from a few KB of input; the RSS limit leaves room for long runs.
-  if "$build_dir/tests/fuzz/fuzz_$t" "$work" -max_total_time="$seconds" -max_len="${max_len[$t]}" \
+  "$build_dir/tests/fuzz/fuzz_$t" "$work" -max_total_time="$seconds" -max_len="${max_len[$t]}" \
     -timeout=25 -rss_limit_mb=4096 -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix="$artifacts/" \
-    >"$log" 2>&1; then
-    # "#12345 DONE cov: 1234 ft: 5678 corp: 90/12Kb ...": executions, coverage.
+    >"$log" 2>&1 || rc=$?
+  echo "$rc" >"$build_dir/logs/$t.rc"
+}
+for t in $targets; do
+  mkdir -p "$build_dir/corpus/$t" "$build_dir/artifacts/$t" "$build_dir/logs"
+  rm -f "$build_dir/logs/$t.rc"
+  cp -r tests/fuzz/corpus/"$t"/. "$build_dir/corpus/$t"/
+  echo "fuzz_$t: ${seconds}s, max_len ${max_len[$t]}"
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+  run_target "$t" &
+done
+wait
+failed=()
+for t in $targets; do
+  log="$build_dir/logs/$t.log"
+  if [[ "$(cat "$build_dir/logs/$t.rc" 2>/dev/null)" == 0 ]]; then
+    echo "fuzz_$t:"
     grep -aE '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 | sed 's/^/  /' || true
   else
     failed+=("$t")
