@@ -1,13 +1,14 @@
 // A CUDA thread block run on the CPU, for the emulators of the attention
 // kernels (flash_tc_emulate.cpp, flash_sm70_emulate.cpp): every CUDA thread is
-// a std::thread; __syncthreads and __syncwarp are std::barriers; a
-// warp-collective call (a shuffle, or an emulated ldmatrix / mma.sync) posts
-// each lane's part into its warp's exchange slot, waits for the warp and
-// checks that all 32 lanes made the same call; atomicAdd is an atomic_ref.
-// Dynamic shared memory is a heap block of exactly the launcher's size, filled
-// with NaNs for every thread block (a read of anything not written shows, and
-// AddressSanitizer sees an overrun). Kernels without barriers run their
-// threads one after the other (run_serial).
+// a std::thread (a pool's, reused by the next block of the same size);
+// __syncthreads and __syncwarp are std::barriers; a warp-collective call (a
+// shuffle, or an emulated ldmatrix / mma.sync) posts each lane's part into
+// its warp's exchange slot, waits for the warp and checks that all 32 lanes
+// made the same call; atomicAdd is an atomic_ref. Dynamic shared memory is a
+// heap block of exactly the launcher's size, filled with NaNs for every
+// thread block (a read of anything not written shows, and AddressSanitizer
+// sees an overrun). Kernels without barriers run their threads one after the
+// other (run_serial).
 //
 // Include after the CUDA headers (cuda_runtime.h for uint3) and before the
 // kernel code: it defines threadIdx, blockIdx, blockDim and gridDim, and
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <new>
 #include <thread>
@@ -102,6 +104,52 @@ const Slot& collective(int kind, Post post) {
   return s;
 }
 
+// The OS threads that play a block's CUDA threads, kept from one block to
+// the next: starting a thread per CUDA thread per block (clone, a stack)
+// cost more than the emulated kernels' work. `threads` workers wait at
+// `start`; run() hands them a job (worker t plays CUDA thread t) and
+// returns when every worker has finished it. Each pool lives until the
+// program exits.
+class BlockPool {
+ public:
+  explicit BlockPool(int threads) : start_(threads + 1), done_(threads + 1) {
+    for (int t = 0; t < threads; ++t) workers_.emplace_back([this, t] { work(t); });
+  }
+  ~BlockPool() {
+    quit_ = true;
+    start_.arrive_and_wait();
+    for (auto& w : workers_) w.join();
+  }
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+  void run(const std::function<void(int)>& job) {
+    job_ = &job;
+    start_.arrive_and_wait();  // publishes job_ to the workers
+    done_.arrive_and_wait();
+    job_ = nullptr;
+  }
+  static BlockPool& of(int threads) {
+    static std::map<int, std::unique_ptr<BlockPool>> pools;  // by thread count
+    auto& p = pools[threads];
+    if (!p) p = std::make_unique<BlockPool>(threads);
+    return *p;
+  }
+
+ private:
+  void work(int t) {
+    for (;;) {
+      start_.arrive_and_wait();
+      if (quit_) return;
+      (*job_)(t);
+      done_.arrive_and_wait();
+    }
+  }
+  std::barrier<> start_, done_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int)>* job_ = nullptr;
+  bool quit_ = false;  // read by the workers after the start barrier only
+};
+
 // Runs body as block (bx, by) of a grid of (gx, gy) blocks of `threads`
 // threads with `smem` bytes of dynamic shared memory.
 inline void run_block(int threads, unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem,
@@ -113,19 +161,17 @@ inline void run_block(int threads, unsigned gx, unsigned gy, unsigned bx, unsign
   blk.smem_bytes = smem;
   blk.smem = static_cast<unsigned char*>(::operator new(smem ? smem : 1, std::align_val_t(128)));
   std::memset(blk.smem, 0xff, smem);  // NaN in f16, bf16 and f32
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      t_thread = make_uint3(static_cast<unsigned>(t), 0, 0);
-      t_block = make_uint3(bx, by, 0);
-      t_dim = make_uint3(static_cast<unsigned>(threads), 1, 1);
-      t_grid = make_uint3(gx, gy, 1);
-      t_blk = &blk;
-      t_calls = 0;
-      body();
-      if (!t_issued.empty() || !t_groups.empty()) fail("cp.async copies outstanding at exit");
-    });
-  for (auto& th : pool) th.join();
+  BlockPool::of(threads).run([&](int t) {
+    t_thread = make_uint3(static_cast<unsigned>(t), 0, 0);
+    t_block = make_uint3(bx, by, 0);
+    t_dim = make_uint3(static_cast<unsigned>(threads), 1, 1);
+    t_grid = make_uint3(gx, gy, 1);
+    t_blk = &blk;
+    t_calls = 0;
+    body();
+    if (!t_issued.empty() || !t_groups.empty()) fail("cp.async copies outstanding at exit");
+    t_blk = nullptr;
+  });
   ::operator delete(blk.smem, std::align_val_t(128));
 }
 
