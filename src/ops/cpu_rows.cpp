@@ -37,6 +37,25 @@ ROTOR_CPU_CLONES void mul_exp_row(float* row, const float* c, float c0, float m,
   for (int64_t j = 0; j < n; ++j) row[j] *= exp_f32(c[j] - c0) * m;
 }
 
+ROTOR_CPU_CLONES void scale_row_to(const float* x, float a, float* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = a * x[j];
+}
+
+ROTOR_CPU_CLONES void add_scaled_row(float* y, float a, const float* x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
+}
+
+ROTOR_CPU_CLONES void div_row_f64(const float* x, double s, float* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = static_cast<float>(x[j] / s);
+}
+
+ROTOR_CPU_CLONES double mul_sum_row(const float* x, float* y, int64_t n) {
+  return lane_sum(n, [&](int64_t j) {
+    y[j] *= x[j];
+    return static_cast<double>(y[j]);
+  });
+}
+
 ROTOR_CPU_CLONES float max_row(const float* row, int64_t n) {
   return lane_max(row, n);
 }
@@ -71,32 +90,40 @@ ROTOR_CPU_CLONES void relu_grad_row(const float* x, const float* dphi, float* dx
 // vfmaddsub (an FMA, whatever -ffp-contract says), which would change bits.
 ROTOR_CPU_CLONES void rope_rows_interleaved(const float* table_cos_sin, const float* in, float* out,
                                             int64_t n, int64_t width, int64_t half, bool back) {
-  constexpr int64_t kBlock = 64;
-  float e[kBlock], o[kBlock], c[kBlock], s[kBlock], ye[kBlock], yo[kBlock];
+  // Eight pairs at a time in one 16-float vector (GCC's vector extension,
+  // lowered by each clone to its own registers): with the table's (cos,
+  // sin) spread to cc = (c, c) and ss = (-s, s) per pair and x's pairs
+  // swapped, y = x cc + swap(x) ss -- per pair e c + o (-s) = e c - o s and
+  // o c + e s, the products and sums of the scalar tail, in its order.
+  typedef float V16 __attribute__((vector_size(16 * sizeof(float))));
+  typedef int32_t I16 __attribute__((vector_size(16 * sizeof(int32_t))));
+  constexpr I16 kSwap = {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14};
+  constexpr I16 kCos = {0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14};
+  constexpr I16 kSin = {1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15};
   const float sign = back ? -1.0f : 1.0f;
+  V16 sgn;
+  for (int l = 0; l < 16; ++l) sgn[l] = l % 2 == 0 ? -sign : sign;
+  const int64_t rotated = 2 * half;
   for (int64_t r = 0; r < n; ++r) {
-    const float* t = table_cos_sin + 2 * r * half;
+    const float* t = table_cos_sin + r * rotated;
     const float* x = in + r * width;
     float* y = out + r * width;
-    for (int64_t i0 = 0; i0 < half; i0 += kBlock) {
-      const int64_t m = std::min(kBlock, half - i0);
-      for (int64_t i = 0; i < m; ++i) {
-        e[i] = x[2 * (i0 + i)];
-        o[i] = x[2 * (i0 + i) + 1];
-        c[i] = t[2 * (i0 + i)];
-        s[i] = sign * t[2 * (i0 + i) + 1];
-      }
-      for (int64_t i = 0; i < m; ++i) {
-        ye[i] = e[i] * c[i] - o[i] * s[i];
-        yo[i] = o[i] * c[i] + e[i] * s[i];
-      }
-      for (int64_t i = 0; i < m; ++i) {
-        y[2 * (i0 + i)] = ye[i];
-        y[2 * (i0 + i) + 1] = yo[i];
-      }
+    int64_t j = 0;
+    for (; j + 16 <= rotated; j += 16) {
+      V16 xv, tv;
+      std::memcpy(&xv, x + j, sizeof xv);
+      std::memcpy(&tv, t + j, sizeof tv);
+      const V16 cc = __builtin_shuffle(tv, kCos), ss = __builtin_shuffle(tv, kSin) * sgn;
+      const V16 yv = xv * cc + __builtin_shuffle(xv, kSwap) * ss;
+      std::memcpy(y + j, &yv, sizeof yv);
+    }
+    for (; j < rotated; j += 2) {
+      const float e = x[j], o = x[j + 1], c = t[j], sn = sign * t[j + 1];
+      y[j] = e * c - o * sn;
+      y[j + 1] = o * c + e * sn;
     }
     if (y != x)
-      for (int64_t j = 2 * half; j < width; ++j) y[j] = x[j];
+      for (j = rotated; j < width; ++j) y[j] = x[j];
   }
 }
 

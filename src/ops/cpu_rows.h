@@ -25,6 +25,16 @@ void exp_shift_scale_row(float* row, int64_t n, float shift, float scale);
 // per-key stabilizers).
 void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n);
 
+// Linear attention's row updates over n values, each element on its own
+// (so the same bits in every clone as in a scalar loop): y = a x (y may be
+// x), y += a x, and y = x / s in double rounded to float.
+void scale_row_to(const float* x, float a, float* y, int64_t n);
+void add_scaled_row(float* y, float a, const float* x, int64_t n);
+void div_row_f64(const float* x, double s, float* y, int64_t n);
+// FAVOR+'s backward: y[j] *= x[j], then sum_j y[j] in double in the 16
+// lanes of softmax_row.
+double mul_sum_row(const float* x, float* y, int64_t n);
+
 // FAVOR+'s per-row statistics of n values: the largest of row[0, n) (NaNs
 // skipped; -inf for n = 0; ops/cpu_lanes.h lane_max), and sum x[j]^2 in
 // double in the 16 lanes of softmax_row.

@@ -291,7 +291,8 @@ TEST(CpuMath, RopeRowsGiveRopeRowsBits) {
   for (const rope::Layout layout : {rope::Layout::Interleaved, rope::Layout::Half})
     for (const double fraction : {1.0, 0.5})
       for (const bool yarn : {false, true})
-        for (const int64_t width : {8, 32, 108, 160}) {  // R even; 80 pairs: two blocks
+        for (const int64_t width :
+             {8, 32, 108, 116, 160}) {  // R even; 116: 7 vectors of 8 pairs + 2
           rope::Params p;
           p.layout = layout;
           p.fraction = fraction;
