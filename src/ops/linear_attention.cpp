@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ops/attention_common.h"
 #include "ops/cpu_f32.h"
@@ -206,13 +207,10 @@ void add_keys(const Head& h, const Features& f, const float* v, int64_t from, in
   if (f.ck) {
     const float cn = f.ck[to - 1];
     if (from > 0) {
-      const float r = std::exp(cS - cn);
-      for (int64_t i = 0; i < M * Dv; ++i) S[i] *= r;
+      detail::scale_row_to(S, std::exp(cS - cn), S, M * Dv);
     }
-    for (int64_t n = from; n < to; ++n) {
-      const float e = std::exp(f.ck[n] - cn);
-      for (int64_t j = 0; j < M; ++j) f.bs[n * M + j] = f.bk[n * M + j] * e;
-    }
+    for (int64_t n = from; n < to; ++n)
+      detail::scale_row_to(f.bk + n * M, std::exp(f.ck[n] - cn), f.bs + n * M, M);
     b = f.bs;
     cS = cn;
   }
@@ -240,13 +238,11 @@ void prefix_key_sums(const Head& h, const Features& f, float* Z, Fn&& fn) {
     for (const int64_t nv = h.visible(m); added < nv; ++added) {
       const float* p = f.phk + added * M;
       if (f.ck) {
-        if (added > 0 && f.ck[added] != cZ) {
-          const float r = std::exp(cZ - f.ck[added]);
-          for (int64_t j = 0; j < M; ++j) Z[j] *= r;
-        }
+        if (added > 0 && f.ck[added] != cZ)
+          detail::scale_row_to(Z, std::exp(cZ - f.ck[added]), Z, M);
         cZ = f.ck[added];
       }
-      for (int64_t j = 0; j < M; ++j) Z[j] += p[j];
+      detail::add_scaled_row(Z, 1.0f, p, M);
     }
     fn(m, static_cast<const float*>(Z));
   }
@@ -266,24 +262,12 @@ void suffix_query_sums(const Head& h, const Features& f, const float* dden, floa
     const int64_t nv = h.visible(m);
     if (nv == 0) break;
     const float cm = f.ck ? f.ck[nv - 1] : 0.0f;
-    if (f.ck && any && cm != cY) {
-      const float r = std::exp(cm - cY);
-      for (int64_t j = 0; j < M; ++j) Y[j] *= r;
-    }
+    if (f.ck && any && cm != cY) detail::scale_row_to(Y, std::exp(cm - cY), Y, M);
     cY = cm;
     any = true;
-    const float g = dden[m];
-    const float* p = f.phq + m * M;
-    for (int64_t j = 0; j < M; ++j) Y[j] += g * p[j];
-    for (int64_t n = m > 0 ? h.visible(m - 1) : 0; n < nv; ++n) {
-      float* dst = dphk + n * M;
-      if (f.ck) {
-        const float e = std::exp(f.ck[n] - cm);
-        for (int64_t j = 0; j < M; ++j) dst[j] += e * Y[j];
-      } else {
-        for (int64_t j = 0; j < M; ++j) dst[j] += Y[j];
-      }
-    }
+    detail::add_scaled_row(Y, dden[m], f.phq + m * M, M);
+    for (int64_t n = m > 0 ? h.visible(m - 1) : 0; n < nv; ++n)
+      detail::add_scaled_row(dphk + n * M, f.ck ? std::exp(f.ck[n] - cm) : 1.0f, Y, M);
   }
 }
 
@@ -316,10 +300,8 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
     else
       lin_gemm(false, false, nq, Dv, M, f.aq + i0 * M, M, S, Dv, 0.0f, out + i0 * Dv, Dv);
     if (f.ck && lo > 0)
-      for (int64_t r = 0; r < nq; ++r) {
-        const float e = state_factor(h, f, lo, cS, i0 + r);
-        for (int64_t c = 0; c < Dv; ++c) out[(i0 + r) * Dv + c] *= e;
-      }
+      for (int64_t r = i0; r < i0 + nq; ++r)
+        detail::scale_row_to(out + r * Dv, state_factor(h, f, lo, cS, r), out + r * Dv, Dv);
     if (nk > 0) {
       masked_product(h, f.aq, f.bk, M, i0, nq, lo, nk, P);
       if (f.ck) rescale_product(h, f, i0, nq, lo, nk, P);
@@ -327,7 +309,7 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
     }
     for (int64_t r = i0; r < i0 + nq; ++r) {
       const float inv = static_cast<float>(1.0 / (static_cast<double>(den[r]) + h.o.eps));
-      for (int64_t c = 0; c < Dv; ++c) out[r * Dv + c] *= inv;
+      detail::scale_row_to(out + r * Dv, inv, out + r * Dv, Dv);
     }
   }
 }
@@ -343,8 +325,8 @@ void key_grads_from_state(const Head& h, const Features& f, const float* v, int6
   if (f.ck) {
     for (int64_t r = from; r < to; ++r) {
       const float e = std::exp(f.ck[r] - cU);
-      for (int64_t c = 0; c < Dv; ++c) vs[r * Dv + c] = v[r * Dv + c] * e;
-      for (int64_t j = 0; j < M; ++j) f.bs[r * M + j] = f.bk[r * M + j] * e;
+      detail::scale_row_to(v + r * Dv, e, vs + r * Dv, Dv);
+      detail::scale_row_to(f.bk + r * M, e, f.bs + r * M, M);
     }
     vv = vs;
     b = f.bs;
@@ -374,12 +356,8 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   float* as = f.ck ? w.take(C * M) : nullptr;      // rescaled chunk rows of a(q)
   for (int64_t i = 0; i < d.Tq; ++i) {
     const double s = static_cast<double>(den[i]) + h.o.eps;
-    double go = 0.0;
-    for (int64_t c = 0; c < Dv; ++c) {
-      G[i * Dv + c] = static_cast<float>(dout[i * Dv + c] / s);
-      go += static_cast<double>(dout[i * Dv + c]) * out[i * Dv + c];
-    }
-    dden[i] = static_cast<float>(-go / s);
+    detail::div_row_f64(dout + i * Dv, s, G + i * Dv, Dv);
+    dden[i] = static_cast<float>(-dot_row(dout + i * Dv, out + i * Dv, Dv) / s);
   }
   std::fill(S, S + M * Dv, 0.0f);
   std::fill(U, U + M * Dv, 0.0f);
@@ -389,8 +367,7 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   // The denominators' part: dphi(q_m) = dden_m Z_m (without rotation dphq
   // is da, whose numerator parts the chunks add below), and its key side.
   prefix_key_sums(h, f, Z, [&](int64_t m, const float* Zm) {
-    const float g = dden[m];
-    for (int64_t j = 0; j < M; ++j) dphq[m * M + j] = g * Zm[j];
+    detail::scale_row_to(Zm, dden[m], dphq + m * M, M);
   });
   if (h.after) std::fill(dphk, dphk + d.Tk * M, 0.0f);
   suffix_query_sums(h, f, dden, Y, dphk);
@@ -406,10 +383,9 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
     } else if (f.ck) {  // the state's part of da, times each row's factor
       float* dst = as;
       lin_gemm(false, true, nq, M, Dv, G + i0 * Dv, Dv, S, Dv, 0.0f, dst, M);
-      for (int64_t r = 0; r < nq; ++r) {
-        const float e = state_factor(h, f, lo, cS, i0 + r);
-        for (int64_t j = 0; j < M; ++j) da[(i0 + r) * M + j] += dst[r * M + j] * e;
-      }
+      for (int64_t r = 0; r < nq; ++r)
+        detail::add_scaled_row(da + (i0 + r) * M, state_factor(h, f, lo, cS, i0 + r), dst + r * M,
+                               M);
     } else {
       lin_gemm(false, true, nq, M, Dv, G + i0 * Dv, Dv, S, Dv, 1.0f, da + i0 * M, M);
     }
@@ -443,14 +419,10 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
     while (first < i0 + nq && h.visible(first) == 0) ++first;
     if (first == i0 + nq) continue;
     const float c_new = f.row_c(h, first);
-    if (u_any) {
-      const float r = std::exp(c_new - cU);
-      for (int64_t i = 0; i < M * Dv; ++i) U[i] *= r;
-    }
-    for (int64_t r = i0; r < i0 + nq; ++r) {
-      const float e = r < first ? 0.0f : std::exp(c_new - f.row_c(h, r));
-      for (int64_t j = 0; j < M; ++j) as[(r - i0) * M + j] = f.aq[r * M + j] * e;
-    }
+    if (u_any) detail::scale_row_to(U, std::exp(c_new - cU), U, M * Dv);
+    for (int64_t r = i0; r < i0 + nq; ++r)
+      detail::scale_row_to(f.aq + r * M, r < first ? 0.0f : std::exp(c_new - f.row_c(h, r)),
+                           as + (r - i0) * M, M);
     lin_gemm(true, false, M, Dv, nq, as, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
     cU = c_new;
     u_any = true;
@@ -459,8 +431,8 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   if (h.after) {  // d phi += R^T d(R phi)
     detail::rotate_rows(da, da, d.Tq, M, h.o.rope_q_offset, h.qs.rope, true, h.q_after);
     detail::rotate_rows(db, db, h.key_len, M, h.o.rope_k_offset, h.qs.rope, true, h.k_after);
-    for (int64_t i = 0; i < d.Tq * M; ++i) dphq[i] += da[i];
-    for (int64_t i = 0; i < h.key_len * M; ++i) dphk[i] += db[i];
+    detail::add_scaled_row(dphq, 1.0f, da, d.Tq * M);
+    detail::add_scaled_row(dphk, 1.0f, db, h.key_len * M);
   }
   detail::features_backward(h.qs, f.xq, f.phq, dphq, d.Tq, dq);
   detail::features_backward(h.ks, f.xk, f.phk, dphk, h.key_len, dk);
@@ -484,6 +456,13 @@ void for_each_head(const Dims& d, const LinearAttentionOptions& o, const Tensor&
   const rope::Params rp = rope::at_length(o.rope_params, after ? d.M : d.D,
                                           std::max(o.rope_q_offset + d.Tq, o.rope_k_offset + d.Tk));
   detail::FeatureMapSpec qs{o.feature_map, d.D, d.M, scale, W, before, rp, o.rope_q_offset};
+  std::vector<float> wt;  // W^T [D, M], shared by every (batch, head)
+  if (W) {
+    wt.resize(static_cast<size_t>(d.D * d.M));
+    for (int64_t j = 0; j < d.M; ++j)
+      for (int64_t c = 0; c < d.D; ++c) wt[static_cast<size_t>(c * d.M + j)] = W[j * d.D + c];
+    qs.Wt = wt.data();
+  }
   detail::FeatureMapSpec ks = qs;
   ks.pos0 = o.rope_k_offset;
   // The rotation's factors, shared by every (batch, head): cos and sin of

@@ -26,6 +26,10 @@ struct FeatureMapSpec {
   // With rotate: the factors of rows pos0.. (rope_table of width D), made
   // once per call; null: rotate_rows makes them.
   const rope::Rotation* table = nullptr;
+  // Favor, optional: W transposed, [D, M], made once per call. The logits
+  // then come from a plain product (x Wt), which oneDNN runs about 1.4x as
+  // fast as x W^T at these shapes (T 128, D 32, M 110); null: x W^T.
+  const float* Wt = nullptr;
 };
 
 // x [n, D] -> xs [n, D] = scale (R x or x), phi [n, M]; c [n] (optional)

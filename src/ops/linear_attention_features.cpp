@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/favor.h"
 #include "core/rope.h"
@@ -46,7 +47,7 @@ void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorS
     rotate_rows(x, xs, n, D, s.pos0, s.rope, false, s.table);
   else
     std::copy(x, x + n * D, xs);
-  for (int64_t i = 0; i < n * D; ++i) xs[i] *= s.scale;
+  scale_row_to(xs, s.scale, xs, n * D);
   switch (s.map) {
     case LinearFeatureMap::Elu1:
       elu1_row(xs, phi, n * D);
@@ -60,7 +61,10 @@ void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorS
       break;
   }
   // Favor: logits w_j . x by one GEMM, then exp(logit - |x|^2/2 - c) / sqrt(M).
-  lin_gemm(false, true, n, M, D, xs, D, s.W, D, 0.0f, phi, M);
+  if (s.Wt)
+    lin_gemm(false, false, n, M, D, xs, D, s.Wt, M, 0.0f, phi, M);
+  else
+    lin_gemm(false, true, n, M, D, xs, D, s.W, D, 0.0f, phi, M);
   float global = 0.0f;
   if (stab == FavorStabilizer::Global && n > 0) {
     global = max_row(phi, n * M);
@@ -93,19 +97,16 @@ void features_backward(const FeatureMapSpec& s, const float* xs, const float* ph
       break;
     case LinearFeatureMap::Favor: {
       // d phi_j / dx = phi_j (w_j - x): with t = dphi o phi,
-      // dx = t W - x rowsum(t).
-      for (int64_t i = 0; i < n * M; ++i) dphi[i] *= phi[i];
+      // dx = t W - x rowsum(t) (the row sums in double lanes).
+      std::vector<double> sums(static_cast<size_t>(n));
+      for (int64_t r = 0; r < n; ++r) sums[r] = mul_sum_row(phi + r * M, dphi + r * M, M);
       lin_gemm(false, false, n, D, M, dphi, M, s.W, D, 0.0f, dx, D);
-      for (int64_t r = 0; r < n; ++r) {
-        double t = 0.0;
-        for (int64_t j = 0; j < M; ++j) t += dphi[r * M + j];
-        const float tf = static_cast<float>(t);
-        for (int64_t c = 0; c < D; ++c) dx[r * D + c] -= xs[r * D + c] * tf;
-      }
+      for (int64_t r = 0; r < n; ++r)
+        add_scaled_row(dx + r * D, -static_cast<float>(sums[r]), xs + r * D, D);
       break;
     }
   }
-  for (int64_t i = 0; i < n * D; ++i) dx[i] *= s.scale;
+  scale_row_to(dx, s.scale, dx, n * D);
   if (s.rotate) rotate_rows(dx, dx, n, D, s.pos0, s.rope, true, s.table);
 }
 
