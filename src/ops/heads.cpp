@@ -92,7 +92,6 @@ void split_f32(const Tensor& x, std::vector<Tensor>& parts, const Dims& d,
   const float* xp = x.data<float>();
   std::vector<float*> out;
   for (Tensor& p : parts) out.push_back(p.data<float>());
-  const int64_t rotated = rope::rotated_dims(o.rope, d.D);
   for_each_head_row(
       d, o, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
         const float* src = xp + packed;
@@ -101,14 +100,10 @@ void split_f32(const Tensor& x, std::vector<Tensor>& parts, const Dims& d,
           for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
           return;
         }
-        for (int64_t j = 0; j < d.D / 2; ++j) {
-          int64_t a, b;
-          rope::slot_dims(o.rope.layout, rotated, j, a, b);
-          float y0 = src[a], y1 = src[b];  // past R: unchanged
-          if (2 * j < rotated) rope::rotate(src[a], src[b], r[j], y0, y1);
-          dst[a] = y0 * s;
-          dst[b] = y1 * s;
-        }
+        // rope_row's bits (past R: copied) in vector loops, then the scale.
+        rope_rows(o.rope, d.D, r, src, dst, 1, false);
+        if (s != 1.0f)
+          for (int64_t i = 0; i < d.D; ++i) dst[i] *= s;
       });
 }
 
@@ -118,7 +113,6 @@ void split_back_f32(const std::vector<Tensor>& dparts, Tensor& dx, const Dims& d
   float* dxp = dx.data<float>();
   std::vector<const float*> in;
   for (const Tensor& p : dparts) in.push_back(p.data<float>());
-  const int64_t rotated = rope::rotated_dims(o.rope, d.D);
   for_each_head_row(
       d, o, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
         const float* src = in[static_cast<size_t>(p)] + split;
@@ -127,16 +121,12 @@ void split_back_f32(const std::vector<Tensor>& dparts, Tensor& dx, const Dims& d
           for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
           return;
         }
-        for (int64_t j = 0; j < d.D / 2; ++j) {
-          int64_t a, b;
-          rope::slot_dims(o.rope.layout, rotated, j, a, b);
-          if (2 * j < rotated) {
-            rope::rotate_back(src[a] * s, src[b] * s, r[j], dst[a], dst[b]);
-          } else {
-            dst[a] = src[a] * s;
-            dst[b] = src[b] * s;
-          }
+        // The scale, then rope_row's transpose (past R: copied) in vector loops.
+        if (s != 1.0f) {
+          for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
+          src = dst;
         }
+        rope_rows(o.rope, d.D, r, src, dst, 1, true);
       });
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/rope.h"
 #include "ops/heads.h"
 #include "support/test_util.h"
 
@@ -207,6 +208,68 @@ TEST(SplitHeadsRope, BackwardUndoesForwardAndIsTheTranspose) {
   Tensor dx = Tensor::zeros(packed);
   ops::split_heads_backward(dparts, dx, os);
   EXPECT_LT(test::max_rel_error(dx.to_floats(), fd), 1e-6);
+}
+
+// The split runs the vector rows of ops/rope_rows.h: bit for bit the pair-by-
+// pair rotation (rope::rotate, rope::rotate_back) with the query scale after
+// it (forward) or before it (backward), for both layouts, partial rotation,
+// explicit positions and scales of 1 and not.
+TEST(SplitHeadsRope, GivesThePairByPairBits) {
+  const Dims d{2, 5, 3, 2, 36};  // 18 pairs: two vectors of 8 and a tail
+  const Shape packed = {d.B, d.T, d.P * d.H * d.D}, heads = {d.B, d.H, d.T, d.D};
+  const auto x = test::random_floats(static_cast<size_t>(d.numel()), 21, -2.0f, 2.0f);
+  const std::vector<int32_t> positions = {0, 1, 1, 2, 7, 3, 0, 4, 4, 9};
+  for (const rope::Layout layout : {rope::Layout::Interleaved, rope::Layout::Half})
+    for (const double fraction : {1.0, 0.5})
+      for (const float scale : {1.0f, 0.3f})
+        for (const bool explicit_positions : {false, true}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "layout " << static_cast<int>(layout) << " fraction " << fraction
+                       << " scale " << scale << " explicit " << explicit_positions);
+          SplitHeadsOptions o = options(d.H, 2, 3, scale, 500.0f);
+          o.rope.layout = layout;
+          o.rope.fraction = fraction;
+          if (explicit_positions) o.positions = &positions;
+          const int64_t rotated = rope::rotated_dims(o.rope, d.D);
+          const rope::Params at = rope::at_length(o.rope, d.D, explicit_positions ? 10 : 3 + d.T);
+          // Part p of head h at token (b, t): the packed row, its position.
+          auto row = [&](int64_t b, int64_t t, int64_t p, int64_t h) {
+            return ((b * d.T + t) * d.P + p) * d.H * d.D + h * d.D;
+          };
+          auto position = [&](int64_t b, int64_t t) {
+            return explicit_positions ? positions[static_cast<size_t>(b * d.T + t)] : 3 + t;
+          };
+          const auto parts = split(x, d, o);
+          std::vector<Tensor> dparts;
+          for (const auto& part : parts) dparts.push_back(Tensor::from_floats(part, heads));
+          Tensor dx = Tensor::empty(packed);
+          ops::split_heads_backward(dparts, dx, o);
+          const auto back = dx.to_floats();
+          for (int64_t b = 0; b < d.B; ++b)
+            for (int64_t t = 0; t < d.T; ++t)
+              for (int64_t p = 0; p < d.P; ++p)
+                for (int64_t h = 0; h < d.H; ++h) {
+                  const float s = p == 0 ? scale : 1.0f;
+                  const float* in = x.data() + row(b, t, p, h);
+                  const float* got = parts[p].data() + ((b * d.H + h) * d.T + t) * d.D;
+                  const float* split_row = got;  // the backward's input row
+                  const float* got_back = back.data() + row(b, t, p, h);
+                  for (int64_t j = 0; j < d.D / 2; ++j) {
+                    int64_t i0, i1;
+                    rope::slot_dims(layout, rotated, j, i0, i1);
+                    float y0 = in[i0], y1 = in[i1], z0 = split_row[i0] * s, z1 = split_row[i1] * s;
+                    if (p < 2 && 2 * j < rotated) {
+                      const rope::Rotation r = rope::rotation(at, position(b, t), j, rotated);
+                      rope::rotate(in[i0], in[i1], r, y0, y1);
+                      rope::rotate_back(split_row[i0] * s, split_row[i1] * s, r, z0, z1);
+                    }
+                    ASSERT_EQ(got[i0], y0 * s) << b << t << p << h << j;
+                    ASSERT_EQ(got[i1], y1 * s) << b << t << p << h << j;
+                    ASSERT_EQ(got_back[i0], z0) << b << t << p << h << j;
+                    ASSERT_EQ(got_back[i1], z1) << b << t << p << h << j;
+                  }
+                }
+        }
 }
 
 TEST(SplitHeadsRope, ShiftingAllPositionsLeavesScoresUnchanged) {
