@@ -96,10 +96,6 @@ ROTOR_CPU_CLONES void rope_rows_interleaved(const float* table_cos_sin, const fl
   // swapped, y = x cc + swap(x) ss -- per pair e c + o (-s) = e c - o s and
   // o c + e s, the products and sums of the scalar tail, in its order.
   typedef float V16 __attribute__((vector_size(16 * sizeof(float))));
-  typedef int32_t I16 __attribute__((vector_size(16 * sizeof(int32_t))));
-  constexpr I16 kSwap = {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14};
-  constexpr I16 kCos = {0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14};
-  constexpr I16 kSin = {1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15};
   const float sign = back ? -1.0f : 1.0f;
   V16 sgn;
   for (int l = 0; l < 16; ++l) sgn[l] = l % 2 == 0 ? -sign : sign;
@@ -113,8 +109,15 @@ ROTOR_CPU_CLONES void rope_rows_interleaved(const float* table_cos_sin, const fl
       V16 xv, tv;
       std::memcpy(&xv, x + j, sizeof xv);
       std::memcpy(&tv, t + j, sizeof tv);
-      const V16 cc = __builtin_shuffle(tv, kCos), ss = __builtin_shuffle(tv, kSin) * sgn;
-      const V16 yv = xv * cc + __builtin_shuffle(xv, kSwap) * ss;
+      // __builtin_shufflevector: GCC 12+ and clang (the fuzzers' compiler).
+      const V16 cc =
+          __builtin_shufflevector(tv, tv, 0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14);
+      const V16 ss =
+          __builtin_shufflevector(tv, tv, 1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15) *
+          sgn;
+      const V16 sw =
+          __builtin_shufflevector(xv, xv, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+      const V16 yv = xv * cc + sw * ss;
       std::memcpy(y + j, &yv, sizeof yv);
     }
     for (; j < rotated; j += 2) {
