@@ -69,20 +69,32 @@ inline int64_t row_position(const SplitHeadsOptions& o, int64_t b, int64_t t, in
 // Calls f(p, packed, split, rotations, scale) for every head row (b, t, p, h):
 // its offsets in [B, T, P, H, D] and in [B, H, T, D], the rotations of its
 // position ([R/2], ops/rope_rows.h: shared by all batch rows, heads and
-// parts; null when part p is not rotated) and its scale.
+// parts; null when part p is not rotated) and its scale. The order follows
+// the side that is written: part by part in [B, H, T, D] order (the split),
+// or with packed_order whole [P, H, D] rows of [B, T, P, H, D] at a time
+// (its transpose), so that each thread's stores run on contiguously.
 template <class F>
-void for_each_head_row(const Dims& d, const SplitHeadsOptions& o, F f) {
+void for_each_head_row(const Dims& d, const SplitHeadsOptions& o, bool packed_order, F f) {
   const auto table = o.rope_parts > 0 ? rotation_table(d, o) : std::vector<rope::Rotation>();
   const int64_t half = rope::rotated_dims(o.rope, d.D) / 2;
-  for (int64_t p = 0; p < d.P; ++p) {
-    const rope::Rotation* rotations = p < o.rope_parts ? table.data() : nullptr;
+  const auto row = [&](int64_t b, int64_t t, int64_t p, int64_t h) {
     const float s = p == 0 ? o.part0_scale : 1.0f;
+    f(p, (((b * d.T + t) * d.P + p) * d.H + h) * d.D, ((b * d.H + h) * d.T + t) * d.D,
+      p < o.rope_parts ? table.data() + row_position(o, b, t, d.T) * half : nullptr, s);
+  };
+  if (packed_order) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t t = 0; t < d.T; ++t)
+        for (int64_t p = 0; p < d.P; ++p)
+          for (int64_t h = 0; h < d.H; ++h) row(b, t, p, h);
+    return;
+  }
+  for (int64_t p = 0; p < d.P; ++p) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < d.B; ++b)
       for (int64_t h = 0; h < d.H; ++h)
-        for (int64_t t = 0; t < d.T; ++t)
-          f(p, (((b * d.T + t) * d.P + p) * d.H + h) * d.D, ((b * d.H + h) * d.T + t) * d.D,
-            rotations ? rotations + row_position(o, b, t, d.T) * half : nullptr, s);
+        for (int64_t t = 0; t < d.T; ++t) row(b, t, p, h);
   }
 }
 
@@ -93,7 +105,7 @@ void split_f32(const Tensor& x, std::vector<Tensor>& parts, const Dims& d,
   std::vector<float*> out;
   for (Tensor& p : parts) out.push_back(p.data<float>());
   for_each_head_row(
-      d, o, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
+      d, o, false, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
         const float* src = xp + packed;
         float* dst = out[static_cast<size_t>(p)] + split;
         if (!r) {
@@ -114,7 +126,7 @@ void split_back_f32(const std::vector<Tensor>& dparts, Tensor& dx, const Dims& d
   std::vector<const float*> in;
   for (const Tensor& p : dparts) in.push_back(p.data<float>());
   for_each_head_row(
-      d, o, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
+      d, o, true, [&](int64_t p, int64_t packed, int64_t split, const rope::Rotation* r, float s) {
         const float* src = in[static_cast<size_t>(p)] + split;
         float* dst = dxp + packed;
         if (!r) {
