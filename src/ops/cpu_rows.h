@@ -25,9 +25,9 @@ void exp_shift_scale_row(float* row, int64_t n, float shift, float scale);
 // per-key stabilizers).
 void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n);
 
-// Linear attention's row updates over n values, each element on its own
-// (so the same bits in every clone as in a scalar loop): y = a x (y may be
-// x), y += a x, and y = x / s in double rounded to float.
+// Row updates of linear attention and the head split over n values, each
+// element on its own (so the same bits in every clone as in a scalar loop):
+// y = a x (y may be x), y += a x, and y = x / s in double rounded to float.
 void scale_row_to(const float* x, float a, float* y, int64_t n);
 void add_scaled_row(float* y, float a, const float* x, int64_t n);
 void div_row_f64(const float* x, double s, float* y, int64_t n);

@@ -6,6 +6,7 @@
 
 #include "core/rope.h"
 #include "ops/cpu_f32.h"
+#include "ops/cpu_rows.h"
 #include "ops/dispatch.h"
 #include "ops/rope_rows.h"
 
@@ -109,13 +110,12 @@ void split_f32(const Tensor& x, std::vector<Tensor>& parts, const Dims& d,
         const float* src = xp + packed;
         float* dst = out[static_cast<size_t>(p)] + split;
         if (!r) {
-          for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
+          detail::scale_row_to(src, s, dst, d.D);
           return;
         }
         // rope_row's bits (past R: copied) in vector loops, then the scale.
         rope_rows(o.rope, d.D, r, src, dst, 1, false);
-        if (s != 1.0f)
-          for (int64_t i = 0; i < d.D; ++i) dst[i] *= s;
+        if (s != 1.0f) detail::scale_row_to(dst, s, dst, d.D);
       });
 }
 
@@ -130,12 +130,12 @@ void split_back_f32(const std::vector<Tensor>& dparts, Tensor& dx, const Dims& d
         const float* src = in[static_cast<size_t>(p)] + split;
         float* dst = dxp + packed;
         if (!r) {
-          for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
+          detail::scale_row_to(src, s, dst, d.D);
           return;
         }
         // The scale, then rope_row's transpose (past R: copied) in vector loops.
         if (s != 1.0f) {
-          for (int64_t i = 0; i < d.D; ++i) dst[i] = src[i] * s;
+          detail::scale_row_to(src, s, dst, d.D);
           src = dst;
         }
         rope_rows(o.rope, d.D, r, src, dst, 1, true);
