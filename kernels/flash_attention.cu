@@ -22,6 +22,16 @@
 // Row strides are padded by one float so that the four threads of a quad,
 // reading four different rows at the same column, hit four different banks.
 //
+// Variable-length layout (FlashCore's cu_seqlens): a block takes its (b, h)'s
+// rows from flash_seq -- where the document's queries and keys start, how
+// many there are (the bound of every load, store and atomic) and its key_len
+// -- while the masks, dropout's flat index and ALiBi's and T5's distances
+// read p.Tq and p.Tk, the longest documents', as the dense call on the
+// documents regrouped [B, H, Tq, D] does. The grids stay (ceil(Tq / BQ) or
+// ceil(Tk / BK), B H): a query tile past its document's queries (forward) or a
+// key tile past its keys (backward) returns before its first barrier. delta,
+// the dQ accumulator and its cast cover flash_q_rows, every head's rows.
+//
 // The sm_80+ tensor-core path (mma.sync m16n8k16, ldmatrix, cp.async) is
 // kernels/flash_attention_tc.cu, chosen by src/ops/flash_attention_cuda.cpp for
 // f16/bf16; the WMMA path for Volta is kernels/flash_attention_sm70.cu. The
@@ -77,20 +87,22 @@ __global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
   float* sP = sV + BK * LD;    // [BQ, LP] probabilities o dropout of the current tile
   float* sRel = sP + BQ * LP;  // [2 rel_max + 1] T5's bias of this head (with p.rel)
 
-  const int64_t bh = blockIdx.y, b = bh / p.H;
+  const int64_t bh = blockIdx.y;
+  const FlashSeq s = flash_seq(p, bh);  // rows, bases and key_len; masks read p's Tq, Tk
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * BQ;
+  if (i0 >= s.Tq) return;  // block-uniform: past a document's queries (variable-length)
   const int r = threadIdx.x >> 2, q4 = threadIdx.x & 3;
   const int64_t i = i0 + r;
-  const T* qb = static_cast<const T*>(p.q) + bh * p.Tq * D;
-  const T* kb = static_cast<const T*>(p.k) + bh * p.Tk * D;
-  const T* vb = static_cast<const T*>(p.v) + bh * p.Tk * D;
+  const T* qb = static_cast<const T*>(p.q) + s.q0 * D;
+  const T* kb = static_cast<const T*>(p.k) + s.k0 * D;
+  const T* vb = static_cast<const T*>(p.v) + s.k0 * D;
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
 
-  load_tile<T, D, BQ>(sQ, qb, i0, p.Tq);
-  const int64_t key_len = key_length_of(p, b);
-  const int64_t last = (i0 + BQ < p.Tq ? i0 + BQ : p.Tq) - 1;
+  load_tile<T, D, BQ>(sQ, qb, i0, s.Tq);
+  const int64_t key_len = s.key_len;
+  const int64_t last = (i0 + BQ < s.Tq ? i0 + BQ : s.Tq) - 1;
   const int64_t n_block = visible_keys(p, key_len, last);  // the most any row of the tile sees
-  const int64_t n_row = i < p.Tq ? visible_keys(p, key_len, i) : 0;
+  const int64_t n_row = i < s.Tq ? visible_keys(p, key_len, i) : 0;
   const uint64_t row_flat = static_cast<uint64_t>((bh * p.Tq + i) * p.Tk);
   const float neg_slope = alibi_neg_slope(p, bh % p.H), origin = alibi_origin(p, i);
   const int64_t rel_origin = t5_origin(p, i);
@@ -103,27 +115,27 @@ __global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
 
   for (int64_t j0 = 0; j0 < n_block; j0 += BK) {
     __syncthreads();  // the previous tile is consumed (and sQ is loaded)
-    load_tile<T, D, BK>(sK, kb, j0, p.Tk);
-    load_tile<T, D, BK>(sV, vb, j0, p.Tk);
+    load_tile<T, D, BK>(sK, kb, j0, s.Tk);
+    load_tile<T, D, BK>(sV, vb, j0, s.Tk);
     __syncthreads();
 
-    float s[KPT];
+    float sc[KPT];
     float tile_max = -INFINITY;
 #pragma unroll
     for (int t = 0; t < KPT; ++t) {
       const int jj = q4 + 4 * t;
-      s[t] = -INFINITY;
+      sc[t] = -INFINITY;
       if (j0 + jj < n_row) {
         const float* qr = sQ + r * LD;
         const float* kr = sK + jj * LD;
         float dot = 0.0f;
 #pragma unroll 8
         for (int c = 0; c < D; ++c) dot = fmaf(qr[c], kr[c], dot);
-        s[t] = dot * p.scale;
-        if (p.alibi) s[t] = alibi_add(s[t], neg_slope, origin, static_cast<float>(j0 + jj));
-        if (p.rel) s[t] += sRel[t5_row(p, j0 + jj - rel_origin)];
+        sc[t] = dot * p.scale;
+        if (p.alibi) sc[t] = alibi_add(sc[t], neg_slope, origin, static_cast<float>(j0 + jj));
+        if (p.rel) sc[t] += sRel[t5_row(p, j0 + jj - rel_origin)];
       }
-      tile_max = fmaxf(tile_max, s[t]);
+      tile_max = fmaxf(tile_max, sc[t]);
     }
     tile_max = quad_max(tile_max);
     const float m_new = fmaxf(m, tile_max);
@@ -133,7 +145,7 @@ __global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
 #pragma unroll
     for (int t = 0; t < KPT; ++t) {
       const int jj = q4 + 4 * t;
-      const float pr = s[t] == -INFINITY ? 0.0f : expf(s[t] - m_new);
+      const float pr = sc[t] == -INFINITY ? 0.0f : expf(sc[t] - m_new);
       sum += pr;
       sP[r * LP + jj] =
           pr == 0.0f ? 0.0f
@@ -153,12 +165,12 @@ __global__ void __launch_bounds__(FwdTile<D>::BQ * 4)
     }
   }
 
-  if (i < p.Tq) {
+  if (i < s.Tq) {
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    T* orow = out + (bh * p.Tq + i) * D;
+    T* orow = out + (s.q0 + i) * D;
 #pragma unroll
     for (int u = 0; u < CPT; ++u) orow[q4 + 4 * u] = from_f32<T>(acc[u] * inv);
-    if (q4 == 0) lse[bh * p.Tq + i] = l > 0.0f ? m + logf(l) : -INFINITY;
+    if (q4 == 0) lse[s.q0 + i] = l > 0.0f ? m + logf(l) : -INFINITY;
   }
 }
 
@@ -204,16 +216,18 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
   // table and its gradient summed over the block's scores.
   float* sRel = sDel + BQ;
 
-  const int64_t bh = blockIdx.y, b = bh / p.H;
+  const int64_t bh = blockIdx.y;
+  const FlashSeq s = flash_seq(p, bh);  // rows, bases and key_len; masks read p's Tq, Tk
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * BK;
+  if (j0 >= s.Tk) return;  // block-uniform: past a document's keys (variable-length)
   const int r = threadIdx.x >> 2, q4 = threadIdx.x & 3;
   const int64_t j = j0 + r;
-  const T* qb = static_cast<const T*>(p.q) + bh * p.Tq * D;
-  const T* kb = static_cast<const T*>(p.k) + bh * p.Tk * D;
-  const T* vb = static_cast<const T*>(p.v) + bh * p.Tk * D;
-  const T* dob = dout + bh * p.Tq * D;
+  const T* qb = static_cast<const T*>(p.q) + s.q0 * D;
+  const T* kb = static_cast<const T*>(p.k) + s.k0 * D;
+  const T* vb = static_cast<const T*>(p.v) + s.k0 * D;
+  const T* dob = dout + s.q0 * D;
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
-  const int64_t key_len = key_length_of(p, b);
+  const int64_t key_len = s.key_len;
   const float neg_slope = alibi_neg_slope(p, bh % p.H);
   // Read after the query loop's first barrier (or the flush's).
   if (p.rel) t5_stage(p, p.H, bh % p.H, sRel, 2);
@@ -223,17 +237,17 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
   for (int u = 0; u < CPT; ++u) gk[u] = gv[u] = 0.0f;
 
   if (j0 < key_len) {  // block-uniform: padded key tiles only write zeros
-    load_tile<T, D, BK>(sK, kb, j0, p.Tk);
-    load_tile<T, D, BK>(sV, vb, j0, p.Tk);
+    load_tile<T, D, BK>(sK, kb, j0, s.Tk);
+    load_tile<T, D, BK>(sV, vb, j0, s.Tk);
     const int64_t i_first = first_query_seeing(p, j0);
-    for (int64_t i0 = (i_first / BQ) * BQ; i0 < p.Tq; i0 += BQ) {
+    for (int64_t i0 = (i_first / BQ) * BQ; i0 < s.Tq; i0 += BQ) {
       __syncthreads();  // the previous query tile is consumed
-      load_tile<T, D, BQ>(sQ, qb, i0, p.Tq);
-      load_tile<T, D, BQ>(sdO, dob, i0, p.Tq);
+      load_tile<T, D, BQ>(sQ, qb, i0, s.Tq);
+      load_tile<T, D, BQ>(sdO, dob, i0, s.Tq);
       for (int e = threadIdx.x; e < BQ; e += blockDim.x) {
         const int64_t i = i0 + e;
-        sL[e] = i < p.Tq ? lse[bh * p.Tq + i] : -INFINITY;
-        sDel[e] = i < p.Tq ? delta[bh * p.Tq + i] : 0.0f;
+        sL[e] = i < s.Tq ? lse[s.q0 + i] : -INFINITY;
+        sDel[e] = i < s.Tq ? delta[s.q0 + i] : 0.0f;
       }
       __syncthreads();
 
@@ -244,22 +258,22 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
         const int ii = q4 + 4 * t;
         const int64_t i = i0 + ii;
         float pm = 0.0f, ds = 0.0f;
-        if (i < p.Tq && j < visible_keys(p, key_len, i)) {
+        if (i < s.Tq && j < visible_keys(p, key_len, i)) {
           const float* qr = sQ + ii * LD;
           const float* dor = sdO + ii * LD;
           const float* kr = sK + r * LD;
           const float* vr = sV + r * LD;
-          float s = 0.0f, dp = 0.0f;
+          float sc = 0.0f, dp = 0.0f;
 #pragma unroll 8
           for (int c = 0; c < D; ++c) {
-            s = fmaf(qr[c], kr[c], s);
+            sc = fmaf(qr[c], kr[c], sc);
             dp = fmaf(dor[c], vr[c], dp);
           }
-          s *= p.scale;
-          if (p.alibi) s = alibi_add(s, neg_slope, ob, static_cast<float>(-4 * t));
+          sc *= p.scale;
+          if (p.alibi) sc = alibi_add(sc, neg_slope, ob, static_cast<float>(-4 * t));
           const int row = p.rel ? t5_row(p, j - t5_origin(p, i)) : 0;
-          if (p.rel) s += sRel[2 * row];
-          const float pr = expf(s - sL[ii]);
+          if (p.rel) sc += sRel[2 * row];
+          const float pr = expf(sc - sL[ii]);
           const float mk =
               keep_factor(p, keep_scale, static_cast<uint64_t>((bh * p.Tq + i) * p.Tk + j));
           pm = pr * mk;
@@ -286,11 +300,11 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
       for (int e = threadIdx.x; e < BQ * D; e += blockDim.x) {
         const int ii = e / D, c = e % D;
         const int64_t i = i0 + ii;
-        if (i >= p.Tq) continue;
+        if (i >= s.Tq) continue;
         float a = 0.0f;
 #pragma unroll 8
         for (int kr = 0; kr < BK; ++kr) a = fmaf(sdS[kr * LP + ii], sK[kr * LD + c], a);
-        if (a != 0.0f) atomicAdd(dq_accum + (bh * p.Tq + i) * D + c, a);
+        if (a != 0.0f) atomicAdd(dq_accum + (s.q0 + i) * D + c, a);
       }
     }
   }
@@ -298,9 +312,9 @@ __global__ void __launch_bounds__(BwdTile<D>::BK * 4)
     __syncthreads();  // every score's sum is in sRel
     t5_flush(p, p.H, bh % p.H, sRel);
   }
-  if (j < p.Tk) {
-    T* dkr = dk + (bh * p.Tk + j) * D;
-    T* dvr = dv + (bh * p.Tk + j) * D;
+  if (j < s.Tk) {
+    T* dkr = dk + (s.k0 + j) * D;
+    T* dvr = dv + (s.k0 + j) * D;
 #pragma unroll
     for (int u = 0; u < CPT; ++u) {
       dkr[q4 + 4 * u] = from_f32<T>(gk[u]);
@@ -349,7 +363,7 @@ cudaError_t launch_backward(const FlashParams& p, const float* lse, const T* dou
 cudaError_t flash_backward_begin(const FlashParams& p, const void* out, const void* dout, void* dq,
                                  float* dq_accum, float* delta, DType dt, cudaStream_t stream,
                                  bool* done) {
-  const int64_t rows = p.B * p.H * p.Tq;
+  const int64_t rows = flash_q_rows(p);  // of dq, delta: both layouts
   const auto q_elems = static_cast<size_t>(rows * p.D);
   *done = false;
   cudaError_t err = cudaSuccess;
@@ -357,7 +371,9 @@ cudaError_t flash_backward_begin(const FlashParams& p, const void* out, const vo
     err = cudaMemsetAsync(dq_accum, 0, q_elems * sizeof(float), stream);
     if (err != cudaSuccess) return err;
   }
-  if (p.Tk == 0) {  // no keys: every gradient is zero (dk and dv are empty)
+  // No keys (variable-length: the longest document has none): every gradient
+  // is zero, dk and dv are empty.
+  if (p.Tk == 0) {
     *done = true;
     return cudaMemsetAsync(dq, 0, q_elems * dtype_size(dt), stream);
   }
@@ -392,7 +408,7 @@ cudaError_t flash_attention_backward(const FlashParams& p, const void* out, cons
   bool done = false;
   cudaError_t err = flash_backward_begin(p, out, dout, dq, dq_accum, delta, dt, stream, &done);
   if (err != cudaSuccess || done) return err;
-  const int64_t q_elems = p.B * p.H * p.Tq * p.D;
+  const int64_t q_elems = flash_q_rows(p) * p.D;
   ROTOR_FLOAT_SWITCH(dt, T, {
     ROTOR_FLASH_HEAD_DIM_SWITCH(
         p.D, HD,

@@ -38,6 +38,23 @@ struct FlashCore {
   // The backward recomputes the scores with the same bias.
   bool alibi = false;
   int64_t bias_q_offset = 0, bias_k_offset = 0;
+  // The variable-length layout (FlashAttention's cu_seqlens), with
+  // cu_seqlens_q set: B documents laid end to end. q, out, dout, dq are
+  // [H, total_q, D] and lse, delta [H, total_q]; k, v, dk, dv [H, total_k, D].
+  // Document n's queries are rows cu_seqlens_q[n] .. cu_seqlens_q[n + 1] - 1
+  // of each head, its keys those of cu_seqlens_k (both i32 [B + 1] on the
+  // device, nondecreasing from 0 to total_q, total_k). Tq and Tk are the
+  // longest documents' lengths (no document is longer). Each document's rows
+  // get exactly what a dense call gives the same rows regrouped as [B, H, Tq,
+  // D] and [B, H, Tk, D] with key_lengths = its keys: the same masks (causal
+  // offset Tk - Tq), dropout index ((b H + h) Tq + i) Tk + j, ALiBi and T5
+  // distances and RoPE positions, counted from 0 in each document. Rows past a
+  // document's length exist nowhere: no kernel reads or writes them, and query
+  // tiles past a document's queries (key tiles past its keys in a backward)
+  // return at once. key_lengths must be null.
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  int64_t total_q = 0, total_k = 0;
 };
 
 struct FlashT5 {
@@ -61,12 +78,14 @@ struct FlashParams : FlashCore, FlashT5 {};
 bool flash_attention_supports(int head_dim);
 
 // out [B, H, Tq, D] (dtype dt), lse f32 [B, H, Tq] (-inf for a query with no
-// visible key, whose output is zero).
+// visible key, whose output is zero); with cu_seqlens, out [H, total_q, D]
+// and lse [H, total_q].
 cudaError_t flash_attention_forward(const FlashParams& p, void* out, float* lse, DType dt,
                                     cudaStream_t stream);
 
 // dq, dk, dv (dtype dt). Scratch: dq_accum f32 [B, H, Tq, D] and delta f32
-// [B, H, Tq] (both overwritten).
+// [B, H, Tq] (both overwritten); with cu_seqlens, one row per q row
+// (flash_q_rows: [H, total_q, D] and [H, total_q]), dk and dv [H, total_k, D].
 cudaError_t flash_attention_backward(const FlashParams& p, const void* out, const float* lse,
                                      const void* dout, void* dq, void* dk, void* dv,
                                      float* dq_accum, float* delta, DType dt, cudaStream_t stream);

@@ -29,11 +29,61 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+// One (b, h) of a flash call, dense or variable-length (FlashCore's
+// cu_seqlens): q0 and k0, the rows (of D elements; of one float in lse and
+// delta) where its query and key rows start in q/out/dout/dq/lse/delta and
+// k/v/dk/dv; Tq and Tk, how many query and key rows it has (a document's
+// lengths; the call's Tq, Tk when dense); key_len, the keys that padding
+// leaves visible (key_lengths when dense). Masks, dropout and biases still
+// read the call's Tq and Tk (the regrouped layout's), never these.
+struct FlashSeq {
+  int64_t q0, k0, Tq, Tk, key_len;
+};
+template <class M>
+__device__ __forceinline__ FlashSeq flash_seq(const M& p, int64_t bh) {
+  const int64_t b = bh / p.H;
+  if (!p.cu_seqlens_q) return {bh * p.Tq, bh * p.Tk, p.Tq, p.Tk, key_length_of(p, b)};
+  const int64_t h = bh - b * p.H;
+  const int64_t qs = p.cu_seqlens_q[b], ks = p.cu_seqlens_k[b];
+  const int64_t tq = p.cu_seqlens_q[b + 1] - qs, tk = p.cu_seqlens_k[b + 1] - ks;
+  return {h * p.total_q + qs, h * p.total_k + ks, tq, tk, tk};
+}
+
+// Rows of q (and out, dout, dq, lse, delta) and of k (v, dk, dv), every head.
+template <class M>
+inline int64_t flash_q_rows(const M& p) {
+  return p.cu_seqlens_q ? p.H * p.total_q : p.B * p.H * p.Tq;
+}
+template <class M>
+inline int64_t flash_k_rows(const M& p) {
+  return p.cu_seqlens_q ? p.H * p.total_k : p.B * p.H * p.Tk;
+}
+
+// The position in its sequence of query row `row` (a flat row of q, every
+// head): row mod Tq when dense; with cu_seqlens, its token less the start of
+// its document (a binary search of cu_seqlens_q). RoPE's rotation back of dq.
+template <class M>
+__device__ __forceinline__ int64_t flash_q_position(const M& p, int64_t row) {
+  if (!p.cu_seqlens_q) return row % p.Tq;
+  const int64_t t = row % p.total_q;
+  int64_t lo = 0, hi = p.B;  // the document n with cu[n] <= t < cu[n + 1]
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (p.cu_seqlens_q[mid] <= t)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return t - p.cu_seqlens_q[lo];
+}
+
 // Grid limits every kernel shares: (b, h) is gridDim.y.
 inline bool flash_params_valid(const FlashParams& p) {
   return p.B * p.H > 0 && p.B * p.H <= 65535 && p.Tq >= 0 && p.Tk >= 0 &&
          (!p.rel || (p.rel_max >= 0 && p.rel_max <= t5::kFlashMaxDistance)) &&
-         (p.rel || !p.rel_grad);
+         (p.rel || !p.rel_grad) &&
+         (!p.cu_seqlens_q ||
+          (p.cu_seqlens_k && !p.key_lengths && p.total_q >= 0 && p.total_k >= 0));
 }
 
 // Dynamic shared memory a flash kernel adds to its tiles for T5's bias:
