@@ -56,6 +56,19 @@
 // last pass casts dq (and rotates it back under RoPE). delta = rowsum(dO o O)
 // is a preprocessing pass.
 //
+// Variable-length layout (FlashCore's cu_seqlens): each block takes its
+// (b, h)'s rows from flash_seq (flash_common.cuh) -- where its document's
+// queries and keys start in [H, total, D], how many there are, its key
+// length -- for pointer bases, row bounds and key_len, while the masks, the
+// dropout index, ALiBi's and T5's distances and RoPE's positions keep the
+// call's Tq and Tk (those of the documents regrouped as [B, H, Tq, D]). The
+// grids stay (ceil(Tq / BQ), B H) and (ceil(Tk / BK), B H), Tq and Tk the
+// longest documents': a forward block whose query tile starts past its
+// document's queries, or a backward block whose key tile starts past its
+// keys, returns at once. The backward, at the register limit, reads them
+// from shared memory in its query loop (as ALiBi's slope); the dq cast finds
+// each row's position with flash_q_position.
+//
 // RoPE in the kernel: a small kernel writes the cos/sin table of
 // src/core/rope.h (double angles, no fast math) for the positions used; the
 // kernels rotate each Q and K tile in shared memory after it lands (rounding
@@ -114,7 +127,7 @@ constexpr size_t tc_bwd_smem() {
   using S = TcBwd<D>;
   return sizeof(T) * (static_cast<size_t>(2 * S::BK + 4 * S::BQ) * S::LDS +
                       static_cast<size_t>(S::BK) * S::LDP) +
-         sizeof(float) * (4 * S::BQ + 4);
+         sizeof(float) * (4 * S::BQ + 4) + sizeof(FlashSeq);
 }
 // With T5's bias: the forward adds the tile's bias by diagonal (BQ + BK
 // floats), the backward the head's column and its sums (flash_t5_smem).
@@ -200,6 +213,39 @@ __device__ __forceinline__ uint32_t pack2(float x, float y) {
 }
 
 // ---- masks, dropout, tiles ----------------------------------------------------------
+// The kernels' FlashCore: the kernel parameter copied field by field. Since
+// the variable-length fields it is over 128 bytes, and a by-value parameter
+// that large is read through a pointer register at every use rather than as
+// constant-bank operands: that cost the D 32 forward about 30 registers (a
+// block per SM) and gave the D 128 backward a stack frame on sm_90. A new
+// field must be copied here too.
+static_assert(sizeof(FlashCore) == 160, "FlashCore changed: copy its new fields in tc_core");
+__device__ __forceinline__ FlashCore tc_core(const FlashCore& c) {
+  FlashCore p;
+  p.q = c.q;
+  p.k = c.k;
+  p.v = c.v;
+  p.B = c.B;
+  p.H = c.H;
+  p.Tq = c.Tq;
+  p.Tk = c.Tk;
+  p.D = c.D;
+  p.scale = c.scale;
+  p.causal = c.causal;
+  p.key_lengths = c.key_lengths;
+  p.dropout = c.dropout;
+  p.seed = c.seed;
+  p.stream_id = c.stream_id;
+  p.alibi = c.alibi;
+  p.bias_q_offset = c.bias_q_offset;
+  p.bias_k_offset = c.bias_k_offset;
+  p.cu_seqlens_q = c.cu_seqlens_q;
+  p.cu_seqlens_k = c.cu_seqlens_k;
+  p.total_q = c.total_q;
+  p.total_k = c.total_k;
+  return p;
+}
+
 // The dropout factor of element (i, j) when dropout > 0 (every caller tests
 // it): rotor's Philox on the flat [B, H, Tq, Tk] index, as every attention
 // kernel draws it.
@@ -257,9 +303,10 @@ __global__ void tc_rope_table_kernel(float2* table, int64_t positions, int64_t D
 // ---- forward ------------------------------------------------------------------------
 template <class T, int D>
 __global__ void __launch_bounds__(kTcThreads)
-    flash_tc_fwd_kernel(FlashCore p, FlashRope rope, const float2* __restrict__ table,
+    flash_tc_fwd_kernel(FlashCore core, FlashRope rope, const float2* __restrict__ table,
                         T* __restrict__ out, float* __restrict__ lse, FlashT5 rb) {
 #if ROTOR_TC_BODY
+  const FlashCore p = tc_core(core);
   constexpr int BQ = TcFwd<D>::BQ, BK = TcFwd<D>::BK, LDS = TcFwd<D>::LDS;
   constexpr int KS = D / 16;  // k-steps of Q K^T
   constexpr int NT = BK / 8;  // n-tiles of S (8 keys each)
@@ -277,18 +324,20 @@ __global__ void __launch_bounds__(kTcThreads)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tq = lane & 3;
-  const int64_t bh = blockIdx.y, b = bh / p.H;
+  const int64_t bh = blockIdx.y;
+  const FlashSeq s = flash_seq(p, bh);
   // The last query tiles see the most keys under the causal mask: start them first.
   const int64_t i0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * BQ;
-  const T* qb = static_cast<const T*>(p.q) + bh * p.Tq * D;
-  const T* kb = static_cast<const T*>(p.k) + bh * p.Tk * D;
-  const T* vb = static_cast<const T*>(p.v) + bh * p.Tk * D;
+  if (i0 >= s.Tq) return;  // past the document's queries (block-uniform)
+  const T* qb = static_cast<const T*>(p.q) + s.q0 * D;
+  const T* kb = static_cast<const T*>(p.k) + s.k0 * D;
+  const T* vb = static_cast<const T*>(p.v) + s.k0 * D;
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
   const float sl2 = p.scale * kLog2e;
   const float nsl2 = alibi_neg_slope(p, bh % p.H) * kLog2e;  // ALiBi in the log2 domain
 
-  const int64_t key_len = key_length_of(p, b);
-  const int64_t last = (i0 + BQ < p.Tq ? i0 + BQ : p.Tq) - 1;
+  const int64_t key_len = s.key_len;
+  const int64_t last = (i0 + BQ < s.Tq ? i0 + BQ : s.Tq) - 1;
   const int64_t n_block = visible_keys(p, key_len, last);  // the most any row sees
   const int64_t n_first = visible_keys(p, key_len, i0);    // the fewest
   const int64_t row_a = i0 + warp * 16 + g, row_b = row_a + 8;
@@ -302,7 +351,7 @@ __global__ void __launch_bounds__(kTcThreads)
   uint32_t qf[KS][4];
 
   if (n_tiles > 0) {
-    load_tile_async<T, D, BQ>(sQ, qb, i0, p.Tq);
+    load_tile_async<T, D, BQ>(sQ, qb, i0, s.Tq);
     load_tile_async<T, D, BK>(sK, kb, 0, n_block);
     load_tile_async<T, D, BK>(sV, vb, 0, n_block);
     cp_async_commit();
@@ -326,7 +375,7 @@ __global__ void __launch_bounds__(kTcThreads)
     T* cK = sK + (t & 1) * BK * LDS;
     const T* cV = sV + (t & 1) * BK * LDS;
     if (rope.enabled) {
-      if (t == 0) rope_tile<T, D, BQ>(sQ, table, rope.q_offset + i0, p.Tq - i0);
+      if (t == 0) rope_tile<T, D, BQ>(sQ, table, rope.q_offset + i0, s.Tq - i0);
       rope_tile<T, D, BK>(cK, table, rope.k_offset + j0, n_block - j0);
       __syncthreads();
     }
@@ -436,15 +485,15 @@ __global__ void __launch_bounds__(kTcThreads)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t row = h == 0 ? row_a : row_b;
-    if (row >= p.Tq) continue;
+    if (row >= s.Tq) continue;
     const float inv = h == 0 ? inv_a : inv_b;
-    uint32_t* orow = reinterpret_cast<uint32_t*>(out + (bh * p.Tq + row) * D);
+    uint32_t* orow = reinterpret_cast<uint32_t*>(out + (s.q0 + row) * D);
 #pragma unroll
     for (int nd = 0; nd < ND; ++nd)
       orow[nd * 4 + tq] = pack2<T>(o[nd][2 * h] * inv, o[nd][2 * h + 1] * inv);
     if (tq == 0) {
       const float l = h == 0 ? l_a : l_b, m = h == 0 ? m_a : m_b;
-      lse[bh * p.Tq + row] = l > 0.0f ? m * kLn2 + logf(l) : -INFINITY;
+      lse[s.q0 + row] = l > 0.0f ? m * kLn2 + logf(l) : -INFINITY;
     }
   }
 #endif  // ROTOR_TC_BODY
@@ -453,11 +502,12 @@ __global__ void __launch_bounds__(kTcThreads)
 // ---- backward -----------------------------------------------------------------------
 template <class T, int D>
 __global__ void __launch_bounds__(kTcThreads)
-    flash_tc_bwd_kernel(FlashCore p, FlashRope rope, const float2* __restrict__ table,
+    flash_tc_bwd_kernel(FlashCore core, FlashRope rope, const float2* __restrict__ table,
                         const float* __restrict__ lse, const T* __restrict__ dout,
                         const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
                         float* __restrict__ dq_accum, FlashT5 rb) {
 #if ROTOR_TC_BODY
+  const FlashCore p = tc_core(core);
   constexpr int BK = TcBwd<D>::BK, BQ = TcBwd<D>::BQ, LDS = TcBwd<D>::LDS, LDP = TcBwd<D>::LDP;
   constexpr int KS = D / 16;              // k-steps over the head dim
   constexpr int NQ = BQ / 8;              // n-tiles of S^T (8 queries each)
@@ -476,6 +526,8 @@ __global__ void __launch_bounds__(kTcThreads)
   // ALiBi: the head's -slope * log2(e), read per tile rather than held in a
   // register across the loop (D 128 is at the register limit on sm_90).
   float* sSlope = sDel + 2 * BQ;  // [1] (4 floats reserved)
+  // The (b, h)'s rows (flash_seq), read where needed for the same reason.
+  FlashSeq* sSeq = reinterpret_cast<FlashSeq*>(sSlope + 4);
   // T5 (rb.rel): [2 rel_max + 1, 2], each row of this head's column of the
   // table and its gradient summed over the block's scores. Not at D 128,
   // whose backward has no register to spare (sm_80 spills): the launcher
@@ -485,18 +537,17 @@ __global__ void __launch_bounds__(kTcThreads)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tq = lane & 3;
-  const int64_t bh = blockIdx.y, b = bh / p.H;
+  const int64_t bh = blockIdx.y;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * BK;
-  const T* qb = static_cast<const T*>(p.q) + bh * p.Tq * D;
-  const T* kb = static_cast<const T*>(p.k) + bh * p.Tk * D;
-  const T* vb = static_cast<const T*>(p.v) + bh * p.Tk * D;
-  const T* dob = dout + bh * p.Tq * D;
+  const FlashSeq s = flash_seq(p, bh);
+  if (j0 >= s.Tk) return;  // past the document's keys (block-uniform)
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
   const float sl2 = p.scale * kLog2e;
-  if (p.alibi && threadIdx.x == 0) *sSlope = alibi_neg_slope(p, bh % p.H) * kLog2e;
-  // Read after the query loop's first barrier (or the flush's).
+  if (threadIdx.x == 0) {
+    *sSeq = s;
+    if (p.alibi) *sSlope = alibi_neg_slope(p, bh % p.H) * kLog2e;
+  }
   if (kT5 && rb.rel) t5_stage(rb, p.H, bh % p.H, sRel, 2);
-  const int64_t key_len = key_length_of(p, b);
   const int64_t key_a = j0 + warp * 16 + g, key_b = key_a + 8;  // this thread's key rows
 
   float gk[ND][4], gv[ND][4];
@@ -507,30 +558,34 @@ __global__ void __launch_bounds__(kTcThreads)
 
   const int64_t i_begin = (first_query_seeing(p, j0) / BQ) * BQ;
   const int n_qt =
-      j0 < key_len && i_begin < p.Tq ? static_cast<int>((p.Tq - i_begin + BQ - 1) / BQ) : 0;
+      j0 < s.key_len && i_begin < s.Tq ? static_cast<int>((s.Tq - i_begin + BQ - 1) / BQ) : 0;
 
-  auto load_q_tile = [&](int t) {
+  // Query tile t's Q, dO, lse and delta (q0, Tq: the rows' s.q0 and s.Tq).
+  auto load_q_tile = [&](int t, int64_t q0, int64_t Tq) {
     const int64_t i0 = i_begin + static_cast<int64_t>(t) * BQ;
     const int buf = t & 1;
-    load_tile_async<T, D, BQ>(sQ + buf * BQ * LDS, qb, i0, p.Tq);
-    load_tile_async<T, D, BQ>(sdO + buf * BQ * LDS, dob, i0, p.Tq);
+    load_tile_async<T, D, BQ>(sQ + buf * BQ * LDS, static_cast<const T*>(p.q) + q0 * D, i0, Tq);
+    load_tile_async<T, D, BQ>(sdO + buf * BQ * LDS, dout + q0 * D, i0, Tq);
     for (int e = threadIdx.x; e < BQ; e += kTcThreads) {
       const int64_t i = i0 + e;
-      sL[buf * BQ + e] = i < p.Tq ? lse[bh * p.Tq + i] * kLog2e : -INFINITY;
-      sDel[buf * BQ + e] = i < p.Tq ? delta[bh * p.Tq + i] : 0.0f;
+      sL[buf * BQ + e] = i < Tq ? lse[q0 + i] * kLog2e : -INFINITY;
+      sDel[buf * BQ + e] = i < Tq ? delta[q0 + i] : 0.0f;
     }
   };
 
   if (n_qt > 0) {
-    load_tile_async<T, D, BK>(sK, kb, j0, key_len);
-    load_tile_async<T, D, BK>(sV, vb, j0, key_len);
-    load_q_tile(0);
+    load_tile_async<T, D, BK>(sK, static_cast<const T*>(p.k) + s.k0 * D, j0, s.key_len);
+    load_tile_async<T, D, BK>(sV, static_cast<const T*>(p.v) + s.k0 * D, j0, s.key_len);
+    load_q_tile(0, s.q0, s.Tq);
     cp_async_commit();
   }
+  // sSeq, sSlope and sRel are written; past this barrier the loop reads the
+  // rows from sSeq, not s (whose registers would be held across it).
+  __syncthreads();
   for (int t = 0; t < n_qt; ++t) {
     const int64_t i0 = i_begin + static_cast<int64_t>(t) * BQ;
     if (t + 1 < n_qt) {  // buffer (t + 1) & 1 was released by tile t - 1
-      load_q_tile(t + 1);
+      load_q_tile(t + 1, sSeq->q0, sSeq->Tq);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -542,11 +597,8 @@ __global__ void __launch_bounds__(kTcThreads)
     const float* cL = sL + (t & 1) * BQ;
     const float* cDel = sDel + (t & 1) * BQ;
     if (rope.enabled) {
-      if (t == 0) {
-        const int64_t rows = key_len - j0;
-        rope_tile<T, D, BK>(sK, table, rope.k_offset + j0, rows);
-      }
-      rope_tile<T, D, BQ>(cQ, table, rope.q_offset + i0, p.Tq - i0);
+      if (t == 0) rope_tile<T, D, BK>(sK, table, rope.k_offset + j0, sSeq->key_len - j0);
+      rope_tile<T, D, BQ>(cQ, table, rope.q_offset + i0, sSeq->Tq - i0);
       __syncthreads();
     }
 
@@ -581,7 +633,8 @@ __global__ void __launch_bounds__(kTcThreads)
     // T5: at relative position key - t5_origin(i), and the unscaled dS goes to
     // that row's sum (computed per score: a base held across the loop spills
     // at D 128).
-    const bool full = i0 + BQ <= p.Tq && j0 + BK <= visible_keys(p, key_len, i0);
+    const int64_t Tq = sSeq->Tq, key_len = sSeq->key_len;
+    const bool full = i0 + BQ <= Tq && j0 + BK <= visible_keys(p, key_len, i0);
     const float ob = alibi_origin(p, i0 + tq * 2 - key_a);
     const float nsl2 = p.alibi ? *sSlope : 0.0f;  // written before the first barrier
 #pragma unroll
@@ -590,7 +643,7 @@ __global__ void __launch_bounds__(kTcThreads)
       for (int e = 0; e < 4; ++e) {
         const int c = nq * 8 + tq * 2 + (e & 1);
         const int64_t i = i0 + c, key = e < 2 ? key_a : key_b;
-        const bool vis = full || (i < p.Tq && key < visible_keys(p, key_len, i));
+        const bool vis = full || (i < Tq && key < visible_keys(p, key_len, i));
         float pr = 0.0f, ds = 0.0f;
         if (vis) {
           float x = st[nq][e] * sl2;
@@ -669,13 +722,14 @@ __global__ void __launch_bounds__(kTcThreads)
           for (int nd = 0; nd < NDC; ++nd) mma16816<T>(gq[mq][nd], af, kf[nd][0], kf[nd][1]);
         }
       }
+      const int64_t q0 = sSeq->q0, Tq = sSeq->Tq;
 #pragma unroll
       for (int mq = 0; mq < MQ; ++mq)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int64_t i = i0 + mq * 16 + g + (e < 2 ? 0 : 8);
-          if (i >= p.Tq) continue;
-          float* dst = dq_accum + (bh * p.Tq + i) * D + warp * (D / 4) + n0 * 8 + tq * 2 + (e & 1);
+          if (i >= Tq) continue;
+          float* dst = dq_accum + (q0 + i) * D + warp * (D / 4) + n0 * 8 + tq * 2 + (e & 1);
 #pragma unroll
           for (int nd = 0; nd < NDC; ++nd)
             if (gq[mq][nd][e] != 0.0f) atomicAdd(dst + nd * 8, gq[mq][nd][e]);
@@ -690,12 +744,13 @@ __global__ void __launch_bounds__(kTcThreads)
   }
 
   // dK, dV of the key rows (rows >= key_len hold zeros); dK rotated back under RoPE.
+  const int64_t k0 = sSeq->k0, Tk = sSeq->Tk;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t key = h == 0 ? key_a : key_b;
-    if (key >= p.Tk) continue;
-    uint32_t* dkr = reinterpret_cast<uint32_t*>(dk + (bh * p.Tk + key) * D);
-    uint32_t* dvr = reinterpret_cast<uint32_t*>(dv + (bh * p.Tk + key) * D);
+    if (key >= Tk) continue;
+    uint32_t* dkr = reinterpret_cast<uint32_t*>(dk + (k0 + key) * D);
+    uint32_t* dvr = reinterpret_cast<uint32_t*>(dv + (k0 + key) * D);
 #pragma unroll
     for (int nd = 0; nd < ND; ++nd) {
       float x0 = gk[nd][2 * h], x1 = gk[nd][2 * h + 1];
@@ -713,18 +768,18 @@ __global__ void __launch_bounds__(kTcThreads)
 #endif  // ROTOR_TC_BODY
 }
 
-// dq = dq_accum cast to T, pair by pair rotated back under RoPE (row t of a
-// head at position q_offset + t).
+// dq = dq_accum cast to T, pair by pair rotated back under RoPE (a row at
+// position q_offset + flash_q_position).
 template <class T>
 __global__ void flash_tc_dq_kernel(const float* __restrict__ src, T* __restrict__ dst,
-                                   int64_t pairs, int64_t Tq, int D, FlashRope rope,
+                                   int64_t pairs, FlashCore p, FlashRope rope,
                                    const float2* __restrict__ table) {
-  const int64_t half = D / 2;
+  const int64_t half = p.D / 2;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < pairs;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float x0 = src[2 * e], x1 = src[2 * e + 1];
     if (rope.enabled) {
-      const int64_t row = e / half, i = e - row * half, t = row % Tq;
+      const int64_t row = e / half, i = e - row * half, t = flash_q_position(p, row);
       const float2 cs = table[(rope.q_offset + t) * half + i];
       float y0, y1;
       rope::rotate_back(x0, x1, rope::Rotation{cs.x, cs.y}, y0, y1);
@@ -855,7 +910,7 @@ cudaError_t flash_tc_backward(const FlashParams& p, const FlashRope& rope, void*
   bool done = false;
   cudaError_t err = flash_backward_begin(p, out, dout, dq, dq_accum, delta, dt, stream, &done);
   if (err != cudaSuccess || done) return err;
-  const int64_t q_elems = p.B * p.H * p.Tq * p.D;
+  const int64_t q_elems = flash_q_rows(p) * p.D;
   err = fill_rope_table(p, rope, rope_table, stream);
   if (err != cudaSuccess) return err;
   const float2* table = static_cast<const float2*>(rope_table);
@@ -867,7 +922,8 @@ cudaError_t flash_tc_backward(const FlashParams& p, const FlashRope& rope, void*
     if (err != cudaSuccess) return err;
     if (q_elems > 0) {
       flash_tc_dq_kernel<T><<<grid_for(q_elems / 2), kThreads, 0, stream>>>(
-          dq_accum, static_cast<T*>(dq), q_elems / 2, p.Tq, p.D, rope, table);
+          dq_accum, static_cast<T*>(dq), q_elems / 2, static_cast<const FlashCore&>(p), rope,
+          table);
       err = cudaGetLastError();
     }
   });

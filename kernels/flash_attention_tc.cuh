@@ -42,14 +42,16 @@ bool flash_tc_device_ok(int device);
 // Bytes of the RoPE table scratch (float2 [positions, D/2]); 0 without rope.
 size_t flash_tc_rope_table_bytes(const FlashParams& p, const FlashRope& rope);
 
-// out [B, H, Tq, D], lse f32 [B, H, Tq]. rope_table: scratch of
+// out [B, H, Tq, D], lse f32 [B, H, Tq] (with cu_seqlens, FlashCore's
+// variable-length layout: [H, total_q, D] and [H, total_q]). rope_table: scratch of
 // flash_tc_rope_table_bytes (may be null without rope). Every pointer 16-byte
 // aligned (q, k, v, out).
 cudaError_t flash_tc_forward(const FlashParams& p, const FlashRope& rope, void* rope_table,
                              void* out, float* lse, DType dt, cudaStream_t stream);
 
 // dq, dk, dv. Scratch: dq_accum f32 [B, H, Tq, D], delta f32 [B, H, Tq] and
-// rope_table as above (all overwritten). dq is accumulated with fp32 atomics
+// rope_table as above (all overwritten); with cu_seqlens one row per q row
+// (flash_q_rows). dq is accumulated with fp32 atomics
 // across key blocks: not bitwise deterministic from run to run.
 cudaError_t flash_tc_backward(const FlashParams& p, const FlashRope& rope, void* rope_table,
                               const void* out, const float* lse, const void* dout, void* dq,

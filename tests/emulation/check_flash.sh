@@ -6,10 +6,11 @@
 #     (kernels/flash_attention_tc.cu) through flash_tc_emulate.cpp, which
 #     emulates their PTX (ldmatrix, mma.sync m16n8k16, cp.async) lane by
 #     lane: head dims 32, 64, 128; f16, bf16; causal, key lengths, dropout,
-#     RoPE, ALiBi, T5;
+#     RoPE, ALiBi, T5; documents end to end (cu_seqlens) against the same
+#     documents regrouped, bit for bit;
 #   --kernel portable: the portable fp32-tile kernels
 #     (kernels/flash_attention.cu) through flash_portable_emulate.cpp: f32,
-#     f16, bf16 storage; the same masks and biases.
+#     f16, bf16 storage; the same masks and biases and cu_seqlens cases.
 # Every CUDA thread runs as a std::thread (cuda_emulation.h). Usage:
 #   bash tests/emulation/check_flash.sh [--kernel tc|portable] [--out DIR] [--asan|--tsan]
 #   (default DIR: build-flash-KERNEL)
@@ -32,7 +33,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --asan) sanitize=(-O1 -g -fsanitize=address); shift ;;
     --tsan) sanitize=(-O1 -g -fsanitize=thread); shift ;;
-    -h | --help) sed -n "2,22p" "$0"; exit 0 ;;
+    -h | --help) sed -n "2,23p" "$0"; exit 0 ;;
     *) echo "check_flash: unknown argument $1" >&2; exit 2 ;;
   esac
 done
