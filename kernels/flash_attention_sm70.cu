@@ -23,6 +23,14 @@
 //               delta = rowsum(dO o O) is a preprocessing pass.
 // Shared-memory rows are padded by 8 halves (4 floats), which keeps WMMA's
 // 32-byte alignment and spreads rows over banks.
+// Variable-length batches (FlashCore's cu_seqlens): blockIdx.y is still
+// b H + h, b now a document, and flash_seq gives where its query and key rows
+// start and how many there are. Those bound every load and store (a row past
+// a document is the next one's: never read, never written); the masks, the
+// dropout index and ALiBi's and T5's distances keep the call's Tq and Tk (the
+// longest documents'), as for the same rows regrouped dense. Query tiles
+// past a document's queries (forward) and key tiles past its keys (backward)
+// return before their first barrier.
 //
 // scripts/build_sm70.sh also runs the device code on the CPU
 // (tests/emulation/flash_sm70_emulate.cpp): it takes the text from the first
@@ -114,22 +122,24 @@ __device__ __forceinline__ void fwd_block(const FlashParams& p, __half* __restri
               warp * 16 * LDO;                                 // [16, LDO]
   float* sRel = reinterpret_cast<float*>(smem_raw + C::smem);  // [2 rel_max + 1] T5 (p.rel)
 
-  const int64_t bh = blockIdx.y, b = bh / p.H;
+  const int64_t bh = blockIdx.y;
+  const FlashSeq s = flash_seq(p, bh);  // rows and bounds; masks and dropout read p's Tq, Tk
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * BQ;
+  if (i0 >= s.Tq) return;  // past the document's queries (block-uniform, before any barrier)
   const int64_t w0 = i0 + warp * 16;      // the warp's first query
   const int r = lane >> 1, h = lane & 1;  // a lane pair per query row
   const int64_t i = w0 + r;
-  const __half* qb = static_cast<const __half*>(p.q) + bh * p.Tq * D;
-  const __half* kb = static_cast<const __half*>(p.k) + bh * p.Tk * D;
-  const __half* vb = static_cast<const __half*>(p.v) + bh * p.Tk * D;
+  const __half* qb = static_cast<const __half*>(p.q) + s.q0 * D;
+  const __half* kb = static_cast<const __half*>(p.k) + s.k0 * D;
+  const __half* vb = static_cast<const __half*>(p.v) + s.k0 * D;
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
 
-  load_rows<D, BQ, LDH>(sQ, qb, i0, p.Tq);
+  load_rows<D, BQ, LDH>(sQ, qb, i0, s.Tq);
   for (int e = lane; e < 16 * LDO; e += 32) sO[e] = 0.0f;
-  const int64_t key_len = key_length_of(p, b);
-  const int64_t last = (i0 + BQ < p.Tq ? i0 + BQ : p.Tq) - 1;
+  const int64_t key_len = s.key_len;
+  const int64_t last = (i0 + BQ < s.Tq ? i0 + BQ : s.Tq) - 1;
   const int64_t n_block = visible_keys(p, key_len, last);  // the most any row of the block sees
-  const int64_t n_row = i < p.Tq ? visible_keys(p, key_len, i) : 0;
+  const int64_t n_row = i < s.Tq ? visible_keys(p, key_len, i) : 0;
   const uint64_t row_flat = static_cast<uint64_t>((bh * p.Tq + i) * p.Tk);
   const float neg_slope = alibi_neg_slope(p, bh % p.H), origin = alibi_origin(p, i);
   const int64_t rel_origin = t5_origin(p, i);
@@ -138,8 +148,8 @@ __device__ __forceinline__ void fwd_block(const FlashParams& p, __half* __restri
 
   for (int64_t j0 = 0; j0 < n_block; j0 += BK) {
     __syncthreads();  // the previous tile is consumed (and sQ is loaded)
-    load_rows<D, BK, LDH>(sK, kb, j0, p.Tk);
-    load_rows<D, BK, LDH>(sV, vb, j0, p.Tk);
+    load_rows<D, BK, LDH>(sK, kb, j0, s.Tk);
+    load_rows<D, BK, LDH>(sV, vb, j0, s.Tk);
     __syncthreads();
 
     // S = Q K^T for the warp's 16 queries (K^T: K's rows read column-major).
@@ -160,18 +170,18 @@ __device__ __forceinline__ void fwd_block(const FlashParams& p, __half* __restri
     __syncwarp();
 
     // Online softmax; lane h of the pair owns the columns 2t + h.
-    float s[KPL];
+    float x[KPL];
     float tile_max = -INFINITY;
 #pragma unroll
     for (int t = 0; t < KPL; ++t) {
       const int col = 2 * t + h;
-      s[t] = -INFINITY;
+      x[t] = -INFINITY;
       if (j0 + col < n_row) {
-        s[t] = sS[r * LDS + col] * p.scale;
-        if (p.alibi) s[t] = alibi_add(s[t], neg_slope, origin, static_cast<float>(j0 + col));
-        if (p.rel) s[t] += sRel[t5_row(p, j0 + col - rel_origin)];
+        x[t] = sS[r * LDS + col] * p.scale;
+        if (p.alibi) x[t] = alibi_add(x[t], neg_slope, origin, static_cast<float>(j0 + col));
+        if (p.rel) x[t] += sRel[t5_row(p, j0 + col - rel_origin)];
       }
-      tile_max = fmaxf(tile_max, s[t]);
+      tile_max = fmaxf(tile_max, x[t]);
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     const float m_new = fmaxf(m, tile_max);
@@ -182,7 +192,7 @@ __device__ __forceinline__ void fwd_block(const FlashParams& p, __half* __restri
 #pragma unroll
     for (int t = 0; t < KPL; ++t) {
       const int col = 2 * t + h;
-      const float pr = s[t] == -INFINITY ? 0.0f : expf(s[t] - m_new);
+      const float pr = x[t] == -INFINITY ? 0.0f : expf(x[t] - m_new);
       sum += pr;
       const float w =
           pr == 0.0f ? 0.0f
@@ -221,11 +231,10 @@ __device__ __forceinline__ void fwd_block(const FlashParams& p, __half* __restri
   for (int e = lane; e < 16 * D; e += 32) {
     const int rr = e / D, c = e % D;
     const float lr = __shfl_sync(0xffffffffu, l, 2 * rr);
-    if (w0 + rr < p.Tq)
-      out[(bh * p.Tq + w0 + rr) * D + c] =
-          __float2half_rn(lr > 0.0f ? sO[rr * LDO + c] / lr : 0.0f);
+    if (w0 + rr < s.Tq)
+      out[(s.q0 + w0 + rr) * D + c] = __float2half_rn(lr > 0.0f ? sO[rr * LDO + c] / lr : 0.0f);
   }
-  if (h == 0 && i < p.Tq) lse[bh * p.Tq + i] = l > 0.0f ? m + logf(l) : -INFINITY;
+  if (h == 0 && i < s.Tq) lse[s.q0 + i] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
 template <int D>
@@ -253,14 +262,16 @@ __device__ __forceinline__ void bwd_block(const FlashParams& p, const float* __r
   // table and its gradient summed over the block's scores.
   float* sRel = reinterpret_cast<float*>(smem_raw + C::smem);
 
-  const int64_t bh = blockIdx.y, b = bh / p.H;
+  const int64_t bh = blockIdx.y;
+  const FlashSeq s = flash_seq(p, bh);  // rows and bounds; masks and dropout read p's Tq, Tk
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * BK;
-  const __half* qb = static_cast<const __half*>(p.q) + bh * p.Tq * D;
-  const __half* kb = static_cast<const __half*>(p.k) + bh * p.Tk * D;
-  const __half* vb = static_cast<const __half*>(p.v) + bh * p.Tk * D;
-  const __half* dob = dout + bh * p.Tq * D;
+  if (j0 >= s.Tk) return;  // past the document's keys (block-uniform, before any barrier)
+  const __half* qb = static_cast<const __half*>(p.q) + s.q0 * D;
+  const __half* kb = static_cast<const __half*>(p.k) + s.k0 * D;
+  const __half* vb = static_cast<const __half*>(p.v) + s.k0 * D;
+  const __half* dob = dout + s.q0 * D;
   const float keep_scale = p.dropout > 0.0f ? 1.0f / (1.0f - p.dropout) : 1.0f;
-  const int64_t key_len = key_length_of(p, b);
+  const int64_t key_len = s.key_len;
   const float neg_slope = alibi_neg_slope(p, bh % p.H);
   // Read after the query loop's first barrier (or the flush's).
   if (p.rel) t5_stage(p, p.H, bh % p.H, sRel, 2);
@@ -273,17 +284,17 @@ __device__ __forceinline__ void bwd_block(const FlashParams& p, const float* __r
   }
 
   if (j0 < key_len) {  // block-uniform: padded key tiles only write zeros
-    load_rows<D, BK, LDH>(sK, kb, j0, p.Tk);
-    load_rows<D, BK, LDH>(sV, vb, j0, p.Tk);
+    load_rows<D, BK, LDH>(sK, kb, j0, s.Tk);
+    load_rows<D, BK, LDH>(sV, vb, j0, s.Tk);
     const int64_t i_first = first_query_seeing(p, j0);
-    for (int64_t i0 = (i_first / BQ) * BQ; i0 < p.Tq; i0 += BQ) {
+    for (int64_t i0 = (i_first / BQ) * BQ; i0 < s.Tq; i0 += BQ) {
       __syncthreads();  // the previous query tile is consumed
-      load_rows<D, BQ, LDH>(sQ, qb, i0, p.Tq);
-      load_rows<D, BQ, LDH>(sdO, dob, i0, p.Tq);
+      load_rows<D, BQ, LDH>(sQ, qb, i0, s.Tq);
+      load_rows<D, BQ, LDH>(sdO, dob, i0, s.Tq);
       for (int e = threadIdx.x; e < BQ; e += blockDim.x) {
         const int64_t i = i0 + e;
-        sL[e] = i < p.Tq ? lse[bh * p.Tq + i] : -INFINITY;
-        sDel[e] = i < p.Tq ? delta[bh * p.Tq + i] : 0.0f;
+        sL[e] = i < s.Tq ? lse[s.q0 + i] : -INFINITY;
+        sDel[e] = i < s.Tq ? delta[s.q0 + i] : 0.0f;
       }
       __syncthreads();
 
@@ -313,7 +324,7 @@ __device__ __forceinline__ void bwd_block(const FlashParams& p, const float* __r
         const int kr = kw * 16 + rr, qc = qh * 16 + cc;
         const int64_t j = j0 + kr, i = i0 + qc;
         float pm = 0.0f, ds = 0.0f;
-        if (i < p.Tq && j < visible_keys(p, key_len, i)) {
+        if (i < s.Tq && j < visible_keys(p, key_len, i)) {
           float x = sT[rr * LDT + cc] * p.scale;
           if (p.alibi) x = alibi_add(x, neg_slope, alibi_origin(p, i), static_cast<float>(j));
           const int row = p.rel ? t5_row(p, j - t5_origin(p, i)) : 0;
@@ -369,7 +380,7 @@ __device__ __forceinline__ void bwd_block(const FlashParams& p, const float* __r
           const int e = lane + 32 * t, rr = e >> 4, cc = e & 15;
           const int64_t i = i0 + qr * 16 + rr;
           const float a = sT[rr * LDT + cc];
-          if (i < p.Tq && a != 0.0f) atomicAdd(dq_accum + (bh * p.Tq + i) * D + cb * 16 + cc, a);
+          if (i < s.Tq && a != 0.0f) atomicAdd(dq_accum + (s.q0 + i) * D + cb * 16 + cc, a);
         }
         __syncwarp();  // sT is read before the next block overwrites it
       }
@@ -391,8 +402,8 @@ __device__ __forceinline__ void bwd_block(const FlashParams& p, const float* __r
     for (int t = 0; t < 8; ++t) {
       const int e = lane + 32 * t, rr = e >> 4, cc = e & 15;
       const int64_t j = j0 + kw * 16 + rr;
-      const int64_t o = (bh * p.Tk + j) * D + qh * (D / 2) + c * 16 + cc;
-      if (j < p.Tk) {
+      const int64_t o = (s.k0 + j) * D + qh * (D / 2) + c * 16 + cc;
+      if (j < s.Tk) {
         dk[o] = __float2half_rn(sT[rr * LDT + cc]);
         dv[o] = __float2half_rn(sT1[rr * LDT + cc]);
       }
@@ -523,7 +534,7 @@ cudaError_t flash_attention_sm70_backward(const FlashParams& p, const void* out,
   cudaError_t err =
       flash_backward_begin(p, out, dout, dq, dq_accum, delta, DType::F16, stream, &done);
   if (err != cudaSuccess || done) return err;
-  const int64_t q_elems = p.B * p.H * p.Tq * p.D;
+  const int64_t q_elems = flash_q_rows(p) * p.D;
   const auto* dop = static_cast<const __half*>(dout);
   auto* dkp = static_cast<__half*>(dk);
   auto* dvp = static_cast<__half*>(dv);

@@ -34,14 +34,16 @@ bool flash_attention_sm70_supports(int head_dim);
 bool flash_attention_sm70_available();
 
 // fp16 q, k, v -> out [B, H, Tq, D] fp16, lse f32 [B, H, Tq] (-inf and a zero
-// output row for a query with no visible key). cudaErrorNotSupported when
+// output row for a query with no visible key); with cu_seqlens (FlashCore's
+// variable-length layout) out [H, total_q, D] and lse [H, total_q]. cudaErrorNotSupported when
 // flash_attention_sm70_available() is false, cudaErrorInvalidValue for an
 // unsupported head dim or grid.
 cudaError_t flash_attention_sm70_forward(const FlashParams& p, void* out, float* lse,
                                          cudaStream_t stream);
 
 // dq, dk, dv fp16. Scratch: dq_accum f32 [B, H, Tq, D] and delta f32
-// [B, H, Tq] (both overwritten; delta = rowsum(dout o out)).
+// [B, H, Tq] (both overwritten; delta = rowsum(dout o out)); with cu_seqlens
+// one row per q row (flash_q_rows).
 cudaError_t flash_attention_sm70_backward(const FlashParams& p, const void* out, const float* lse,
                                           const void* dout, void* dq, void* dk, void* dv,
                                           float* dq_accum, float* delta, cudaStream_t stream);
