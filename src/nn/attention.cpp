@@ -142,6 +142,25 @@ DocLayout DocLayout::from_segments(const std::vector<int32_t>& segments, int64_t
       l.positions[static_cast<size_t>(r.start + t)] = static_cast<int32_t>(t);
     }
   }
+  // End to end: the runs in batch order, each contiguous in the flat batch.
+  std::vector<int32_t> cu(static_cast<size_t>(l.N + 1), 0),
+      stream_scatter(static_cast<size_t>(B * T));
+  for (int64_t n = 0; n < l.N; ++n) cu[n + 1] = cu[n] + static_cast<int32_t>(runs[n].length);
+  l.total = cu[static_cast<size_t>(l.N)];
+  l.in_place = l.total == B * T;
+  std::fill(stream_scatter.begin(), stream_scatter.end(), static_cast<int32_t>(l.total));
+  l.stream_gather_host.resize(static_cast<size_t>(l.total));
+  l.stream_positions.resize(static_cast<size_t>(l.total));
+  for (int64_t n = 0; n < l.N; ++n)
+    for (int64_t t = 0; t < runs[n].length; ++t) {
+      const int64_t s = cu[n] + t, row = runs[n].start + t;
+      l.stream_gather_host[s] = static_cast<int32_t>(row);
+      l.stream_positions[s] = static_cast<int32_t>(t);
+      stream_scatter[row] = static_cast<int32_t>(s);
+    }
+  l.cu_seqlens = Tensor::from_ints(cu, {l.N + 1}).to(device);
+  l.stream_gather = Tensor::from_ints(l.stream_gather_host, {l.total}).to(device);
+  l.stream_scatter = Tensor::from_ints(stream_scatter, {B * T}).to(device);
   l.key_lengths = Tensor::from_ints(lengths, {l.N}).to(device);
   l.gather = Tensor::from_ints(gather, {l.N * l.L}).to(device);
   l.gather_grad = Tensor::from_ints(grad, {l.N * l.L}).to(device);
@@ -175,13 +194,11 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   }
   ROTOR_CHECK(!memory_docs || (cross_ && docs),
               "attention: the memory's documents are for cross-attention with packed queries");
+  // Packed: the key side's documents (the memory's in cross-attention).
+  const DocLayout* key_docs = memory_docs_ ? memory_docs_ : docs;
   Bc_ = docs ? docs->N : B_;
   Tc_ = docs ? docs->L : Tq_;
-  Tkc_ = memory_docs_ ? memory_docs_->L : docs ? docs->L : Tk_;  // the core's key length
-  const int64_t Tkc = Tkc_;
-  q_h_ = ctx.empty({Bc_, H, Tc_, D});
-  k_h_ = ctx.empty({Bc_, H, Tkc, D});
-  v_h_ = ctx.empty({Bc_, H, Tkc, D});
+  Tkc_ = key_docs ? key_docs->L : Tk_;  // the core's key length
   attn_options_ = ops::AttentionOptions{};
   attn_options_.scale = 1.0f;  // q is pre-scaled by the split
   attn_options_.causal = options_.causal;
@@ -214,14 +231,31 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.causal = options_.causal;
   c.key_padding = attn_options_.key_lengths.defined();
   c.dropout = attn_options_.dropout > 0.0f;
-  c.dtype = q_h_.dtype();
+  c.packed = docs != nullptr;
+  c.dtype = ctx.dtype;
   c.B = Bc_;
   c.H = H;
   c.Tq = Tc_;
-  c.Tk = Tkc;
+  c.Tk = Tkc_;
   c.D = D;
   c.linear = options_.linear;
-  plan_ = plan_for(c, q_h_.device());
+  plan_ = plan_for(c, ctx.device);
+  varlen_ = plan_.varlen;
+  if (varlen_) {  // the documents end to end: one row of every token, cu_seqlens
+    attn_options_.key_lengths = attn_options_.query_lengths = Tensor();
+    attn_options_.packed_rows = false;
+    attn_options_.cu_seqlens_q = docs->cu_seqlens;
+    attn_options_.cu_seqlens_k = key_docs->cu_seqlens;
+    attn_options_.max_seqlen_q = docs->L;
+    attn_options_.max_seqlen_k = key_docs->L;
+    Bc_ = 1;
+    Tc_ = docs->total;
+    Tkc_ = key_docs->total;
+  }
+  const int64_t Tkc = Tkc_;
+  q_h_ = ctx.empty({Bc_, H, Tc_, D});
+  k_h_ = ctx.empty({Bc_, H, Tkc, D});
+  v_h_ = ctx.empty({Bc_, H, Tkc, D});
   positions_.clear();
   if (explicit_positions) {
     if (plan_.rope == RopePlacement::Core)
@@ -232,13 +266,16 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     ROTOR_CHECK(static_cast<int64_t>(positions->size()) == B_ * Tq_,
                 "attention: {} explicit positions for a batch [{}, {}]", positions->size(), B_,
                 Tq_);
-    if (docs) {  // each document's row reads its tokens' positions
-      positions_.resize(docs->gather_host.size());
+    if (docs) {  // each document's row (or the stream) reads its tokens' positions
+      const std::vector<int32_t>& gather = varlen_ ? docs->stream_gather_host : docs->gather_host;
+      positions_.resize(gather.size());
       for (size_t i = 0; i < positions_.size(); ++i)
-        positions_[i] = (*positions)[static_cast<size_t>(docs->gather_host[i])];
+        positions_[i] = (*positions)[static_cast<size_t>(gather[i])];
     } else {
       positions_ = *positions;
     }
+  } else if (varlen_ && plan_.rope == RopePlacement::HeadSplit) {
+    positions_ = docs->stream_positions;  // the stream's tokens, from 0 in each document
   }
   // Random features (FAVOR+) are redrawn by the update in training and
   // frozen in evaluation at the last training forward's draw.
@@ -264,9 +301,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   }
   if (!cross_) {
     Tensor qkv = qkv_->forward(x.view({B_ * Tq_, d}), ctx);  // [B*T, 3d]
-    if (docs) {                                       // each document a row of its own: [N*L, 3d]
+    if (docs && !(varlen_ && docs->in_place)) {  // each document a row, or the stream: [N*L, 3d]
       Tensor packed = ctx.empty({Bc_ * Tc_, 3 * d});  // [N*L, 3d]
-      ops::index_select(qkv, docs->gather, packed);
+      ops::index_select(qkv, varlen_ ? docs->stream_gather : docs->gather, packed);
       qkv = packed;
     }
     std::vector<Tensor> parts{q_h_, k_h_, v_h_};
@@ -276,13 +313,17 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   } else {
     Tensor q = q_->forward(x.view({B_ * Tq_, d}), ctx);         // [B*Tq, d]
     Tensor kv = kv_->forward(memory.view({B_ * Tk_, d}), ctx);  // [B*Tk, 2d]
-    if (docs) {  // query document n and memory document n, each a row of its own
-      Tensor qd = ctx.empty({Bc_ * Tc_, d});       // [N*Lq, d]
-      Tensor kvd = ctx.empty({Bc_ * Tkc, 2 * d});  // [N*Lk, 2d]
-      ops::index_select(q, docs->gather, qd);
-      ops::index_select(kv, memory_docs_->gather, kvd);
-      q = qd;
-      kv = kvd;
+    if (docs) {  // query document n and memory document n, each a row (or end to end)
+      if (!(varlen_ && docs->in_place)) {
+        Tensor qd = ctx.empty({Bc_ * Tc_, d});  // [N*Lq, d]
+        ops::index_select(q, varlen_ ? docs->stream_gather : docs->gather, qd);
+        q = qd;
+      }
+      if (!(varlen_ && memory_docs_->in_place)) {
+        Tensor kvd = ctx.empty({Bc_ * Tkc, 2 * d});  // [N*Lk, 2d]
+        ops::index_select(kv, varlen_ ? memory_docs_->stream_gather : memory_docs_->gather, kvd);
+        kv = kvd;
+      }
     }
     std::vector<Tensor> qp{q_h_};
     ops::split_heads_forward(q.view({Bc_, Tc_, d}), qp, split_options(false, 0));
@@ -332,14 +373,15 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   Tensor o = ctx.empty({Bc_, H, Tc_, D});  // [B, H, Tq, D]
   plan_.kind->forward(plan_, q_h_, k_h_, v_h_, attn_options_, o, saved_, ctx, call);
   // Packed: the documents' rows and a zero row that padding tokens read.
-  Tensor rows = ctx.empty({Bc_ * Tc_ + (docs ? 1 : 0), d});       // [B*Tq (+1), d]
+  const bool unpack = docs && !(varlen_ && docs->in_place);
+  Tensor rows = ctx.empty({Bc_ * Tc_ + (unpack ? 1 : 0), d});     // [B*Tq (+1), d]
   Tensor merged = rows.narrow(0, Bc_ * Tc_).view({Bc_, Tc_, d});  // [B, Tq, d]
   ops::merge_heads_forward(o, merged);
-  if (docs) {                                 // the documents' rows back into the batch's: [B*T, d]
+  if (unpack) {                               // the documents' rows back into the batch's: [B*T, d]
     Tensor zero = rows.narrow(Bc_ * Tc_, 1);  // [1, d]
     zero.zero_();
     Tensor back = ctx.empty({B_ * Tq_, d});  // [B*T, d]
-    ops::index_select(rows, docs->scatter, back);
+    ops::index_select(rows, varlen_ ? docs->stream_scatter : docs->scatter, back);
     merged = back;
   }
   return out_->forward(merged.view({B_ * Tq_, d}), ctx).view({B_, Tq_, d});
@@ -350,7 +392,11 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   const DType dt = dy.dtype();
   const Device dev = dy.device();
   Tensor dmerged = out_->backward(dy.view({B_ * Tq_, d}));  // [B*Tq, d]
-  if (docs_) {  // into the documents' rows, their padding slots zero: [N*L, d]
+  if (docs_ && varlen_ && !docs_->in_place) {               // into the stream: [total, d]
+    Tensor packed = Tensor::empty({Tc_, d}, dt, dev);       // [total, d]
+    ops::index_select(dmerged, docs_->stream_gather, packed);
+    dmerged = packed;
+  } else if (docs_ && !varlen_) {  // into the documents' rows, their padding slots zero: [N*L, d]
     Tensor ext = Tensor::empty({B_ * Tq_ + 1, d}, dt, dev);  // [B*T + 1, d]
     Tensor rows = ext.narrow(0, B_ * Tq_);                   // [B*T, d]
     rows.copy_from(dmerged);
@@ -410,16 +456,17 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   saved_.clear();
   if (!cross_) {
     // Packed: the documents' rows and a zero row that padding tokens read.
-    Tensor rows = Tensor::empty({Bc_ * Tc_ + (docs_ ? 1 : 0), 3 * d}, dt, dev);  // [B*Tq (+1), 3d]
-    Tensor dqkv = rows.narrow(0, Bc_ * Tc_).view({Bc_, Tc_, 3 * d});             // [B, Tq, 3d]
+    const bool unpack = docs_ && !(varlen_ && docs_->in_place);
+    Tensor rows = Tensor::empty({Bc_ * Tc_ + (unpack ? 1 : 0), 3 * d}, dt, dev);  // [B*Tq (+1), 3d]
+    Tensor dqkv = rows.narrow(0, Bc_ * Tc_).view({Bc_, Tc_, 3 * d});              // [B, Tq, 3d]
     ops::SplitHeadsOptions so = split_options(true, 0, plan_.rope, plan_.split_scales_q);
     if (!positions_.empty()) so.positions = &positions_;
     ops::split_heads_backward({dq, dk, dv}, dqkv, so);
-    if (docs_) {  // back into the batch's rows (padding slots dropped): [B*T, 3d]
+    if (unpack) {  // back into the batch's rows (padding slots dropped): [B*T, 3d]
       Tensor zero = rows.narrow(Bc_ * Tc_, 1);  // [1, 3d]
       zero.zero_();
       Tensor back = Tensor::empty({B_ * Tq_, 3 * d}, dt, dev);  // [B*T, 3d]
-      ops::index_select(rows, docs_->scatter, back);
+      ops::index_select(rows, varlen_ ? docs_->stream_scatter : docs_->scatter, back);
       dqkv = back;
     }
     Tensor dx = qkv_->backward(dqkv.view({B_ * Tq_, 3 * d})).view({B_, Tq_, d});  // [B, Tq, d]
@@ -441,21 +488,23 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
     Tensor zero = ext.narrow(ext.size(0) - 1, 1);  // [1, width]
     zero.zero_();
     Tensor back = Tensor::empty({l.B * l.T, width}, dt, dev);  // [B*T, width]
-    ops::index_select(ext, l.scatter, back);
+    ops::index_select(ext, varlen_ ? l.stream_scatter : l.scatter, back);
     return back;
   };
-  const int64_t extra = docs_ ? 1 : 0;
-  Tensor dq_rows = Tensor::empty({Bc_ * Tc_ + extra, d}, dt, dev);  // [B*Tq (+1), d]
-  Tensor dqp = dq_rows.narrow(0, Bc_ * Tc_).view({Bc_, Tc_, d});    // [B, Tq, d]
+  // Whether a side's rows go back through a scatter (and a zero row).
+  const auto scattered = [&](const DocLayout* l) { return l && !(varlen_ && l->in_place); };
+  const int64_t extra_q = scattered(docs_) ? 1 : 0, extra_k = scattered(memory_docs_) ? 1 : 0;
+  Tensor dq_rows = Tensor::empty({Bc_ * Tc_ + extra_q, d}, dt, dev);  // [B*Tq (+1), d]
+  Tensor dqp = dq_rows.narrow(0, Bc_ * Tc_).view({Bc_, Tc_, d});      // [B, Tq, d]
   ops::split_heads_backward({dq}, dqp, split_options(false, 0));
-  if (docs_) dqp = unpack(dq_rows, *docs_, d);
-  Tensor dx = q_->backward(dqp.view({B_ * Tq_, d})).view({B_, Tq_, d});   // [B, Tq, d]
-  Tensor dkv_rows = Tensor::empty({Bc_ * Tkc_ + extra, 2 * d}, dt, dev);  // [B*Tk (+1), 2d]
-  Tensor dkv = dkv_rows.narrow(0, Bc_ * Tkc_).view({Bc_, Tkc_, 2 * d});   // [B, Tk, 2d]
+  if (extra_q) dqp = unpack(dq_rows, *docs_, d);
+  Tensor dx = q_->backward(dqp.view({B_ * Tq_, d})).view({B_, Tq_, d});     // [B, Tq, d]
+  Tensor dkv_rows = Tensor::empty({Bc_ * Tkc_ + extra_k, 2 * d}, dt, dev);  // [B*Tk (+1), 2d]
+  Tensor dkv = dkv_rows.narrow(0, Bc_ * Tkc_).view({Bc_, Tkc_, 2 * d});     // [B, Tk, 2d]
   ops::SplitHeadsOptions o = split_options(false, 0);
   o.part0_scale = 1.0f;
   ops::split_heads_backward({dk, dv}, dkv, o);
-  if (docs_) dkv = unpack(dkv_rows, *memory_docs_, 2 * d);
+  if (extra_k) dkv = unpack(dkv_rows, *memory_docs_, 2 * d);
   Tensor dmem = kv_->backward(dkv.view({B_ * Tk_, 2 * d})).view({B_, Tk_, d});  // [B, Tk, d]
   if (plan_.kind->shift_invariant) {
     Tensor dbk = kv_->bias_grad().narrow(0, d);  // f32 [d], the key bias: zero gradient, as above
@@ -471,6 +520,7 @@ void MultiHeadAttention::release() {
   q_h_ = k_h_ = v_h_ = Tensor();
   saved_.clear();
   attn_options_.key_lengths = attn_options_.query_lengths = Tensor();
+  attn_options_.cu_seqlens_q = attn_options_.cu_seqlens_k = Tensor();
   attn_options_.rel_bias = attn_options_.rel_bias_grad = Tensor();
   attn_options_.score_bias = attn_options_.score_bias_grad = xl_r_ = Tensor();
   deberta_qr_ = deberta_kr_ = Tensor();

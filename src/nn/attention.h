@@ -84,6 +84,10 @@ struct MultiHeadAttentionOptions {
 // (translation's target and source sides, data.packing documents: document n
 // of each is one sentence pair). The maps are host-built once per batch
 // (from_segments) and read by every layer.
+// Where the plan says varlen (rotor's flash core, AttentionPlan::varlen) the
+// documents are not regrouped but laid end to end, FlashAttention's
+// cu_seqlens: the core reads each document's rows where they are, and no
+// padding slot is computed.
 struct DocLayout {
   int64_t B = 0, T = 0;  // the batch
   int64_t N = 0, L = 0;  // documents (runs of one segment id in a row) and the longest
@@ -93,6 +97,15 @@ struct DocLayout {
   Tensor scatter;        // i32 [B*T]: the slot n*L + t of each token (padding: N*L, a zero row)
   std::vector<int32_t> gather_host;  // gather, on the host (explicit positions' regrouping)
   std::vector<int32_t> positions;  // host [B*T]: each token's position in its document (padding: 0)
+  // End to end: the stream of the documents' tokens in batch order (the
+  // batch's rows themselves when nothing is padding: `in_place`).
+  int64_t total = 0;      // the documents' tokens
+  bool in_place = false;  // no padding: stream token s is batch row s (no gather, no scatter)
+  Tensor cu_seqlens;      // i32 [N + 1] on the device: document n is stream tokens [cu[n], cu[n+1])
+  Tensor stream_gather;   // i32 [total]: the batch row b*T + t of each stream token
+  Tensor stream_scatter;  // i32 [B*T]: each token's stream slot (padding: total, a zero row)
+  std::vector<int32_t> stream_gather_host;
+  std::vector<int32_t> stream_positions;  // host [total]: each token's position in its document
   // segments: host [B*T], each token's document index in its row; every
   // maximal run of one value >= 0 is a document (padding, -1, is none: its
   // tokens attend nowhere and come out of attention as zeros).
@@ -214,7 +227,9 @@ class MultiHeadAttention {
   // keeps using (frozen); -1: none yet in this process (then ctx.update's).
   int64_t trained_draw_ = -1;
   int64_t B_ = 0, Tq_ = 0, Tk_ = 0;
-  int64_t Bc_ = 0, Tc_ = 0, Tkc_ = 0;       // the core's batch, query and key length (packed: N, L)
+  // The core's batch, query and key length (packed: N, L; end to end: 1, total).
+  int64_t Bc_ = 0, Tc_ = 0, Tkc_ = 0;
+  bool varlen_ = false;                     // the plan's: packed documents end to end
   const DocLayout* docs_ = nullptr;         // the forward's packed documents
   const DocLayout* memory_docs_ = nullptr;  // cross-attention's: the memory's
 };

@@ -48,6 +48,7 @@ std::string AttentionPlan::str() const {
   if (rope != RopePlacement::None) s += fmt::format(", RoPE in the {}", rope_placement_name(rope));
   if (alibi) s += ", ALiBi in the core";
   if (rel_bias) s += ", T5 bias in the core";
+  if (varlen) s += ", documents end to end";
   if (core == AttentionCore::Linear && linear.rope != ops::LinearRope::None)
     s += fmt::format(" ({})", ops::linear_rope_name(linear.rope));
   return s;

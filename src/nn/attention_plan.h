@@ -96,15 +96,18 @@ struct AttentionCase {
   bool score_bias = false;
   bool causal = false;
   bool key_padding = false;  // key lengths given
-  bool dropout = false;      // attention dropout in this call (training)
+  // Packed documents (nn::DocLayout): the layout is the plan's to choose
+  // (AttentionPlan::varlen).
+  bool packed = false;
+  bool dropout = false;  // attention dropout in this call (training)
   DType dtype = DType::F32;
   int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0;
   LinearKindOptions linear;  // kind linear's
 
   auto key() const {
     return std::tuple(kind, impl, rope, rope_in_kernel, rope_interleaved_full, alibi, rel_bias,
-                      rel_max, score_bias, causal, key_padding, dropout, dtype, B, H, Tq, Tk, D,
-                      linear.key());
+                      rel_max, score_bias, causal, key_padding, packed, dropout, dtype, B, H, Tq,
+                      Tk, D, linear.key());
   }
   bool operator<(const AttentionCase& o) const { return key() < o.key(); }
   bool operator==(const AttentionCase& o) const { return key() == o.key(); }
@@ -118,6 +121,12 @@ struct AttentionPlan {
   bool alibi = false;     // the core adds ALiBi's bias (only cores that can are chosen)
   bool rel_bias = false;  // the core adds T5's bias (likewise)
   bool on_gpu = false;
+  // Packed documents laid end to end for the core (FlashAttention's
+  // cu_seqlens, ops::AttentionOptions::cu_seqlens_q): rotor's flash core,
+  // which reads each document's rows in place. Every other core takes them
+  // regrouped, one document a row of the longest's length with key lengths
+  // (nn::DocLayout).
+  bool varlen = false;
   // The head split multiplies q by 1/sqrt(D) (softmax); the linear core
   // scales q and k itself (LinearAttentionOptions::qk_scale).
   bool split_scales_q = true;

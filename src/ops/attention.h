@@ -36,6 +36,20 @@ struct AttentionOptions {
   // [query_lengths[b], key_lengths[b]].
   bool packed_rows = false;
   Tensor query_lengths;
+  // The variable-length layout (FlashAttention's cu_seqlens), honored by the
+  // flash core alone (flash_attention_forward/backward, the CPU twin and every
+  // CUDA kernel; the other cores refuse it): N documents laid end to end, q,
+  // out and dout [1, H, total_q, D], lse [1, H, total_q], k and v [1, H,
+  // total_k, D]. Document n's queries are tokens cu_seqlens_q[n] ..
+  // cu_seqlens_q[n + 1] - 1, its keys those of cu_seqlens_k (i32 [N + 1] on
+  // q's device, nondecreasing from 0 to total_q, total_k); max_seqlen_q and
+  // max_seqlen_k bound the documents' lengths. Each document's rows get
+  // exactly what the call on the regrouped layout [N, H, max_seqlen_q, D] with
+  // key_lengths = its key counts gives them: the same masks (causal offset
+  // max_seqlen_k - max_seqlen_q), dropout index, ALiBi, T5 and RoPE positions,
+  // counted from 0 in each document. No key_lengths with it.
+  Tensor cu_seqlens_q, cu_seqlens_k;
+  int64_t max_seqlen_q = 0, max_seqlen_k = 0;
   float dropout = 0.0f;  // on the probabilities, Philox element index = flat [B,H,Tq,Tk] index
   uint64_t seed = 0;
   uint64_t stream = 0;

@@ -18,9 +18,16 @@ struct AttentionDims {
 
 // q [B, H, Tq, D], k and v [B, H, Tk, D], one dtype and device; key_lengths
 // i32 [B]; dropout in [0, 1). A rotor::Error naming
-// `op` otherwise.
+// `op` otherwise. The variable-length layout (o.cu_seqlens_q) only where
+// varlen_ok (the flash core): q [1, H, total_q, D], k and v [1, H, total_k,
+// D], cu_seqlens_q and cu_seqlens_k i32 [N + 1] on q's device, no key
+// lengths, no dense score bias, max_seqlen_q and max_seqlen_k >= 0; on the
+// CPU also the offsets themselves (from 0, nondecreasing, ending at total_q
+// and total_k, no document longer than its max). The dims returned are then
+// those of the regrouped layout, {N, H, max_seqlen_q, max_seqlen_k, D}.
 AttentionDims check_attention_args(const Tensor& q, const Tensor& k, const Tensor& v,
-                                   const AttentionOptions& o, const char* op);
+                                   const AttentionOptions& o, const char* op,
+                                   bool varlen_ok = false);
 // t has `shape`, q's dtype and q's device.
 void check_like(const Tensor& t, const Shape& shape, const Tensor& q, const char* what);
 // The key lengths on the host (Tk for every row when there are none), each

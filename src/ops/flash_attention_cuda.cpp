@@ -43,6 +43,15 @@ kernels::FlashParams params_of(const Tensor& q, const Tensor& k, const Tensor& v
   p.alibi = o.alibi;
   p.bias_q_offset = o.bias_q_offset;
   p.bias_k_offset = o.bias_k_offset;
+  if (o.cu_seqlens_q.defined()) {  // N documents end to end: [1, H, total, D]
+    p.B = o.cu_seqlens_q.numel() - 1;
+    p.Tq = o.max_seqlen_q;
+    p.Tk = o.max_seqlen_k;
+    p.cu_seqlens_q = o.cu_seqlens_q.data<int32_t>();
+    p.cu_seqlens_k = o.cu_seqlens_k.data<int32_t>();
+    p.total_q = q.size(2);
+    p.total_k = k.size(2);
+  }
   if (o.rel_bias.defined()) {
     p.rel = o.rel_bias.data<float>();  // f32 [2 rel_max + 1, H]
     p.rel_max = o.rel_max;
@@ -103,7 +112,7 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   kernels::FlashParams p = params_of(q, k, v, options);
   // T5's table gradient is added into rel_bias_grad (same shape as rel_bias).
   if (options.rel_bias_grad.defined()) p.rel_grad = options.rel_bias_grad.data<float>();
-  const size_t rows = static_cast<size_t>(p.B * p.H * p.Tq);
+  const size_t rows = static_cast<size_t>(q.size(0) * q.size(1) * q.size(2));  // every q row
   cuda_glue::Scratch dq_accum(rows * static_cast<size_t>(p.D) * sizeof(float), s.index());
   cuda_glue::Scratch delta(rows * sizeof(float), s.index());
   require_aligned(options, {&q, &k, &v, &dout, &dk, &dv}, "flash_attention_backward");

@@ -78,7 +78,14 @@ struct Row {
   bool t5 = false;        // model.position t5: likewise, and it sums the table's gradient
   bool xl = false;        // model.position transformer_xl: a dense bias, the CPU reference only
   int64_t rel_max = 128;  // model.t5.max_distance (with t5)
+  bool packed = false;    // data.packing documents: the plan lays them end to end or regroups
 };
+
+// r over packed documents (its Tq, Tk: the longest document's length).
+Row packed(Row r) {
+  r.packed = true;
+  return r;
+}
 
 // gtest prints a failing row by its name.
 void PrintTo(const Row& r, std::ostream* os) {
@@ -107,6 +114,7 @@ AttentionCase case_of(const Row& r) {
   c.rel_bias = r.t5;
   c.rel_max = r.t5 ? r.rel_max : 0;
   c.score_bias = r.xl;
+  c.packed = r.packed;
   return c;
 }
 
@@ -694,6 +702,19 @@ const std::map<std::string, std::vector<Row>> kRows = {
           "rotor (tc)", "attention.impl rotor"},
          {"h100 rotor fp32", &M.h100, Rotor, F32, 128, 512, 512, true, false, false, false, 8, 8,
           "rotor (portable)", "portable"},
+         // Packed documents: rotor's flash core reads them end to end
+         // (cu_seqlens); the other cores take them regrouped.
+         packed({"cpu rotor packed", &M.cpu, Rotor, F32, 64, 70, 70, true, true, true, false, 8, 8,
+                 "rotor (cpu), RoPE in the head split, documents end to end",
+                 "packed documents end to end (cu_seqlens)"}),
+         packed({"cpu auto packed", &M.cpu, Auto, F32, 64, 70, 70, true, true, false, false, 8, 8,
+                 "reference", "materialized core on the CPU"}),
+         packed({"h100 auto packed", &M.h100, Auto, BF16, 64, 100, 100, true, true, true, true, 8,
+                 8, "rotor (tc), RoPE in the core, documents end to end", "cu_seqlens"}),
+         packed({"h100 auto packed long", &M.h100, Auto, BF16, 64, 512, 512, false, true, false,
+                 false, 8, 8, "cudnn", "cuDNN attention for 128 keys or more"}),
+         packed({"a100 rotor packed fp32", &M.a100, Rotor, F32, 32, 9, 9, false, true, false, false,
+                 8, 8, "rotor (portable), documents end to end", "cu_seqlens"}),
          {"h100 rotor head dim 96", &M.h100, Rotor, BF16, 96, 64, 64, false, false, false, false, 8,
           8, "error",
           "attention.impl: rotor: rotor's portable flash kernel takes head dims 32, 64 and 128"},

@@ -148,6 +148,10 @@ AttentionPlan plan(const AttentionCase& c, const ops::AttentionDevice& device) {
     return p;
   }
   AttentionPlan p = choose_core(c, device);
+  if (c.packed && p.core == AttentionCore::Rotor) {
+    p.varlen = true;
+    p.why += "; packed documents end to end (cu_seqlens)";
+  }
   if (c.alibi) {
     p.alibi = true;
     p.why += "; ALiBi's bias computed inside the core";
