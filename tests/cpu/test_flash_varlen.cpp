@@ -18,13 +18,17 @@
 #include "ops/attention.h"
 #include "ops/flash_attention.h"
 #include "support/test_util.h"
+#include "support/varlen_layout.h"
 
 namespace rotor {
 namespace {
 
 using ops::AttentionOptions;
+using test::longest;
+using test::offsets;
 using test::random_floats;
 using test::random_tensor;
+using test::regroup;
 
 struct VarlenCase {
   std::string name;
@@ -43,52 +47,22 @@ void PrintTo(const VarlenCase& c, std::ostream* os) {
   *os << c.name;
 }
 
-std::vector<int32_t> offsets(const std::vector<int32_t>& lengths) {
-  std::vector<int32_t> cu(lengths.size() + 1, 0);
-  for (size_t n = 0; n < lengths.size(); ++n) cu[n + 1] = cu[n] + lengths[n];
-  return cu;
-}
-
-int32_t longest(const std::vector<int32_t>& lengths) {
-  int32_t m = 0;
-  for (int32_t l : lengths) m = std::max(m, l);
-  return m;
-}
-
 bool same_bits(float a, float b) {
   return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
-// The stream's rows [H, total, W] into their documents' rows of [N, H, L, W]
-// (rows past a document keep what they held).
-void regroup(const std::vector<float>& stream, std::vector<float>& rows,
-             const std::vector<int32_t>& cu, int64_t H, int64_t L, int64_t W) {
-  const int64_t N = static_cast<int64_t>(cu.size()) - 1, total = cu.back();
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < cu[n + 1] - cu[n]; ++t)
-        for (int64_t c = 0; c < W; ++c)
-          rows[((n * H + h) * L + t) * W + c] = stream[(h * total + cu[n] + t) * W + c];
-}
-
-// Every live element of `stream_got` [H, total, W] equals the regrouped run's
-// element bit for bit.
-void expect_same_bits(const std::vector<float>& stream_got, const std::vector<float>& rows_got,
+// Every element of `got` (end to end, [H, total, W]) equals the regrouped
+// run's document rows (test::stream_of) bit for bit.
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& regrouped,
                       const std::vector<int32_t>& cu, int64_t H, int64_t L, int64_t W,
                       const std::string& what) {
-  const int64_t N = static_cast<int64_t>(cu.size()) - 1, total = cu.back();
+  const std::vector<float> want = test::stream_of(regrouped, cu, H, L, W);
+  ASSERT_EQ(got.size(), want.size()) << what;
   int64_t bad = 0;
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < cu[n + 1] - cu[n]; ++t)
-        for (int64_t c = 0; c < W; ++c) {
-          const float a = stream_got[(h * total + cu[n] + t) * W + c];
-          const float b = rows_got[((n * H + h) * L + t) * W + c];
-          if (!same_bits(a, b) && bad++ < 3)
-            ADD_FAILURE() << what << ": document " << n << " head " << h << " row " << t
-                          << " column " << c << ": " << a << " (end to end) vs " << b
-                          << " (regrouped)";
-        }
+  for (size_t e = 0; e < got.size(); ++e)
+    if (!same_bits(got[e], want[e]) && bad++ < 3)
+      ADD_FAILURE() << what << ": stream element " << e << " (row " << e / W << "): " << got[e]
+                    << " (end to end) vs " << want[e] << " (regrouped)";
   EXPECT_EQ(bad, 0) << what;
 }
 

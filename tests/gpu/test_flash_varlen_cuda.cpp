@@ -23,13 +23,18 @@
 #include "ops/flash_attention.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
+#include "support/varlen_layout.h"
 
 namespace rotor {
 namespace {
 
 using ops::AttentionOptions;
 using ops::FlashKernel;
+using test::longest;
+using test::offsets;
 using test::random_floats;
+using test::regroup;
+using test::stream_of;
 
 struct VarlenGpuCase {
   std::string name;
@@ -45,18 +50,6 @@ void PrintTo(const VarlenGpuCase& c, std::ostream* os) {
   *os << c.name;
 }
 
-std::vector<int32_t> offsets(const std::vector<int32_t>& l) {
-  std::vector<int32_t> cu(l.size() + 1, 0);
-  for (size_t n = 0; n < l.size(); ++n) cu[n + 1] = cu[n] + l[n];
-  return cu;
-}
-
-int64_t longest(const std::vector<int32_t>& l) {
-  int32_t m = 0;
-  for (int32_t x : l) m = std::max(m, x);
-  return m;
-}
-
 // max |a - b| / max(1, |b|) (test::op_error).
 double error_of(const std::vector<float>& a, const std::vector<float>& b) {
   return test::op_error(std::vector<double>(a.begin(), a.end()),
@@ -67,30 +60,6 @@ double error_of(const std::vector<float>& a, const std::vector<float>& b) {
 struct CallResult {
   std::vector<float> out, lse, dq, dk, dv;
 };
-
-// The stream's rows [H, total, W] into their documents' rows of [N, H, L, W].
-void regroup(const std::vector<float>& stream, std::vector<float>& rows,
-             const std::vector<int32_t>& cu, int64_t H, int64_t L, int64_t W) {
-  const int64_t N = static_cast<int64_t>(cu.size()) - 1, total = cu.back();
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < cu[n + 1] - cu[n]; ++t)
-        std::memcpy(&rows[((n * H + h) * L + t) * W], &stream[(h * total + cu[n] + t) * W],
-                    sizeof(float) * static_cast<size_t>(W));
-}
-
-// The live rows of a regrouped result, in the stream's order.
-std::vector<float> stream_of(const std::vector<float>& rows, const std::vector<int32_t>& cu,
-                             int64_t H, int64_t L, int64_t W) {
-  const int64_t N = static_cast<int64_t>(cu.size()) - 1, total = cu.back();
-  std::vector<float> s(static_cast<size_t>(H * total * W));
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < cu[n + 1] - cu[n]; ++t)
-        std::memcpy(&s[(h * total + cu[n] + t) * W], &rows[((n * H + h) * L + t) * W],
-                    sizeof(float) * static_cast<size_t>(W));
-  return s;
-}
 
 class FlashVarlenCuda : public ::testing::TestWithParam<VarlenGpuCase> {};
 
