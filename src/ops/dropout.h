@@ -25,6 +25,12 @@ namespace detail {
 // the vector Philox of dropout_forward. Bit for bit philox_uniform's.
 void dropout_factors(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float p,
                      float* factor);
+// One of the Philox kernels the draws pick from by the CPU ("avx512",
+// "avx2" or "portable"), for the tests: r[4 * b + w] = word w of counter
+// block first + b for b < 16. False (r untouched) where this build or CPU
+// lacks that kernel.
+bool philox_kernel_blocks(const char* kernel, uint64_t first, uint64_t stream, uint64_t seed,
+                          uint32_t* r);
 }  // namespace detail
 
 }  // namespace rotor::ops

@@ -192,6 +192,30 @@ TEST(Dropout, FactorsAreThoseOfPhiloxUniformAtAnyOffset) {
     }
 }
 
+// Every Philox kernel the draws may pick (AVX-512, AVX2, portable: the CPU
+// decides which runs elsewhere) gives philox4x32_10's words, the low counter
+// word wrapping inside a group of blocks included.
+TEST(Dropout, EveryPhiloxKernelDrawsPhiloxBits) {
+  int ran = 0;
+  for (const char* kernel : {"avx512", "avx2", "portable"})
+    for (const uint64_t first :
+         {0ull, 5ull, (1ull << 32) - 7, (1ull << 32) - 16, 0xFFFFFFFFFFFFFFF8ull})
+      for (const uint64_t stream : {0ull, 0x123456789ABCDEFull}) {
+        uint32_t r[64];
+        if (!ops::detail::philox_kernel_blocks(kernel, first, stream, 99, r)) continue;
+        ++ran;
+        for (int b = 0; b < 16; ++b) {
+          const uint64_t block = first + static_cast<uint64_t>(b);
+          const Philox4 want = philox4x32_10(
+              static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+              static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32), 99u, 0u);
+          for (int w = 0; w < 4; ++w)
+            ASSERT_EQ(r[4 * b + w], want.v[w]) << kernel << " first " << first << " block " << b;
+        }
+      }
+  EXPECT_GE(ran, 10);  // the portable kernel always runs
+}
+
 TEST(Dropout, AddIsResidualPlusTheSameMask) {
   const int64_t n = 4099;  // not a multiple of 4 (Philox draws 4 at a time)
   Tensor x = test::random_tensor({n}, 4), r = test::random_tensor({n}, 6);
