@@ -63,15 +63,25 @@ void store(Tensor& t, int64_t i, float v) {
   }
 }
 
-// GELU's tanh approximation and its derivative, with detail::tanh_f32 (the
-// same bits on every CPU; libm's tanhf keeps the loops from vectorizing).
+// GELU's tanh approximation and its derivative, written with the logistic
+// function: 0.5 (1 + tanh u) = 1 / (1 + e^(-2u)), u = c (x + a x^3), so
+// gelu(x) = x / (1 + e^(-2u)) -- one exp_f32 and one division, where tanh
+// needs both and, for x below about -3, loses the result to the
+// cancellation 1 + tanh u. With s = 1 / (1 + e) and e = e^(-2u), gelu'(x) =
+// s + x e s^2 2u'(x). -2u is capped at 80 so that e stays a normal float
+// (gelu(x) is then below 1e-33 in magnitude). The same bits on every CPU
+// (ops/cpu_math.h); libm's expf keeps the loops from vectorizing.
 inline float gelu(float x) {
-  return 0.5f * x * (1.0f + detail::tanh_f32(kGeluC * (x + kGeluA * x * x * x)));
+  const float m2u = -2.0f * kGeluC * (x + kGeluA * x * x * x);
+  return x / (1.0f + detail::exp_f32(m2u < 80.0f ? m2u : 80.0f));
 }
 
 inline float gelu_grad(float x) {
-  float t = detail::tanh_f32(kGeluC * (x + kGeluA * x * x * x));
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+  const float x2 = x * x;
+  const float m2u = -2.0f * kGeluC * (x + kGeluA * x * x * x);  // gelu's bits
+  const float e = detail::exp_f32(m2u < 80.0f ? m2u : 80.0f);
+  const float s = 1.0f / (1.0f + e);
+  return s + x * (e * s * s) * (2.0f * kGeluC) * (1.0f + 3.0f * kGeluA * x2);
 }
 
 // The activations over [0, n), in vector clones (ops/cpu_clones.h). x and y

@@ -123,6 +123,43 @@ TEST(Elementwise, ActivationForwardAndBackward) {
   for (float v : z.to_floats()) EXPECT_GE(v, 0.0f);
 }
 
+// GELU (tanh approximation) against the double formula over its whole
+// useful range, tails included: every value and derivative within 1e-5
+// relative. x / (1 + e^(-2u)) keeps the negative tail, where 0.5 x (1 +
+// tanh u) in float is lost to cancellation (1 + tanh u is below float's
+// resolution near -1 there), and non-finite inputs stay what they were.
+TEST(Elementwise, GeluKeepsItsRelativeAccuracyInTheTails) {
+  std::vector<float> vals;
+  for (float v = -9.0f; v <= 9.0f; v += 0.0625f) vals.push_back(v);
+  const int64_t n = static_cast<int64_t>(vals.size());
+  Tensor x = Tensor::from_floats(vals, {n});
+  Tensor y = Tensor::zeros({n}), dx = Tensor::zeros({n});
+  Tensor ones = Tensor::zeros({n});
+  ops::fill(ones, 1.0f);
+  ops::activation_forward(x, y, Activation::GELU);
+  ops::activation_backward(ones, x, dx, Activation::GELU);
+  const auto yv = y.to_floats(), dv = dx.to_floats();
+  const double c = std::sqrt(2 / M_PI), a = 0.044715;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = vals[static_cast<size_t>(i)];
+    const double u = c * (v + a * v * v * v), s = 1 / (1 + std::exp(-2 * u));
+    const double want = v * s;
+    const double dwant = s + v * s * (1 - s) * 2 * c * (1 + 3 * a * v * v);
+    EXPECT_LE(std::abs(yv[static_cast<size_t>(i)] - want), 1e-5 * std::abs(want)) << "x " << v;
+    EXPECT_LE(std::abs(dv[static_cast<size_t>(i)] - dwant), 1e-5 * std::abs(dwant) + 1e-30)
+        << "x " << v;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor odd = Tensor::from_floats({inf, std::numeric_limits<float>::quiet_NaN(), -30.0f}, {3});
+  Tensor oy = Tensor::zeros({3});
+  ops::activation_forward(odd, oy, Activation::GELU);
+  const auto ov = oy.to_floats();
+  EXPECT_EQ(ov[0], inf);
+  EXPECT_TRUE(std::isnan(ov[1]));
+  EXPECT_LE(ov[2], 0.0f);
+  EXPECT_GT(ov[2], -1e-30f);
+}
+
 TEST(Elementwise, MismatchedSizesFail) {
   Tensor a = Tensor::zeros({4}), b = Tensor::zeros({5}), out = Tensor::zeros({4});
   EXPECT_THROW(ops::add(a, b, out), Error);
