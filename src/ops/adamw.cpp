@@ -4,9 +4,33 @@
 #include <cmath>
 #include <initializer_list>
 
+#include "ops/cpu_clones.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
+
+namespace {
+
+struct Step {
+  float grad_multiplier, l2, b1, b2, bc2_sqrt, eps, decay, step_size;
+};
+
+// The update of n elements, in vector clones (ops/cpu_clones.h): sqrt and
+// division are correctly rounded in every width, and the file builds
+// without FMA contraction (CMakeLists.txt), so every clone gives the
+// baseline's bits; -fno-math-errno lets the sqrt vectorize (v >= 0 here).
+ROTOR_CPU_CLONES void adamw_span(const Step& s, float* pp, const float* pg, float* pm, float* pv,
+                                 int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = pg[i] * s.grad_multiplier + s.l2 * pp[i];
+    pm[i] = s.b1 * pm[i] + (1.0f - s.b1) * g;
+    pv[i] = s.b2 * pv[i] + (1.0f - s.b2) * g * g;
+    const float denom = std::sqrt(pv[i]) / s.bc2_sqrt + s.eps;
+    pp[i] = pp[i] * s.decay - s.step_size * pm[i] / denom;
+  }
+}
+
+}  // namespace
 
 void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamWOptions& o) {
   const int64_t n = params.numel();
@@ -41,14 +65,9 @@ void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const
   const float* pg = grads.data<float>();
   float* pm = m.data<float>();
   float* pv = v.data<float>();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = pg[i] * grad_multiplier + l2 * pp[i];
-    pm[i] = b1 * pm[i] + (1.0f - b1) * g;
-    pv[i] = b2 * pv[i] + (1.0f - b2) * g * g;
-    const float denom = std::sqrt(pv[i]) / bc2_sqrt + eps;
-    pp[i] = pp[i] * decay - step_size * pm[i] / denom;
-  }
+  const Step step{grad_multiplier, l2, b1, b2, bc2_sqrt, eps, decay, step_size};
+  detail::for_chunks(
+      n, [&](int64_t b, int64_t e) { adamw_span(step, pp + b, pg + b, pm + b, pv + b, e - b); });
 }
 
 }  // namespace rotor::ops
