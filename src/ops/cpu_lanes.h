@@ -55,11 +55,13 @@ template <class Terms>
 
 // max_j x[j] over j < n under the rule m = x > m ? x : m from -inf: NaNs
 // are skipped, and a row of NaNs (or n = 0) gives -inf. In 16 lanes, each
-// applying the rule to j = l mod 16 in order, then the lanes in order, then
-// the tail: a chain of selects per lane instead of one over the whole row,
-// so that the clones vectorize it (the rule is x86's max instruction). The
-// value is the sequential loop's except where the row's maximum is a zero
-// of both signs; which zero is returned then may differ.
+// applying the rule to j = l mod 16 in order, the tail as one more vector
+// (the row's last 16 values again, a max taking the same value twice being
+// the same max; a shorter row padded with -inf), then the lanes pairwise:
+// vector selects instead of one chain over the whole row, so that the
+// clones vectorize it (the rule is x86's max instruction). The value is the
+// sequential loop's except where the row's maximum is a zero of both signs;
+// which zero is returned then may differ.
 [[gnu::always_inline]] inline float lane_max(const float* x, int64_t n) {
   // One 16-float vector (GCC's vector extension: each clone lowers it to its
   // own registers), compared and selected lane by lane.
@@ -72,10 +74,26 @@ template <class Terms>
     std::memcpy(&v, x + j, sizeof v);
     acc = v > acc ? v : acc;
   }
-  float m = -INFINITY;
-  for (int64_t l = 0; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
-  for (; j < n; ++j) m = x[j] > m ? x[j] : m;
-  return m;
+  if (j < n) {
+    Lanes v;
+    if (n >= kLanes) {
+      std::memcpy(&v, x + n - kLanes, sizeof v);
+    } else {
+      for (int64_t l = 0; l < kLanes; ++l) v[l] = l < n ? x[l] : -INFINITY;
+    }
+    acc = v > acc ? v : acc;
+  }
+  // Lanes l and l + 8, then l + 4, l + 2, l + 1.
+  const Lanes h8 =
+      __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  acc = h8 > acc ? h8 : acc;
+  const Lanes h4 =
+      __builtin_shufflevector(acc, acc, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
+  acc = h4 > acc ? h4 : acc;
+  const Lanes h2 =
+      __builtin_shufflevector(acc, acc, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
+  acc = h2 > acc ? h2 : acc;
+  return acc[1] > acc[0] ? acc[1] : acc[0];
 }
 
 }  // namespace rotor::ops::detail

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "ops/cpu_clones.h"
 #include "ops/cpu_lanes.h"
@@ -29,8 +30,65 @@ ROTOR_CPU_CLONES double masked_dot_row(const float* p, float* dp, int64_t n) {
   });
 }
 
-ROTOR_CPU_CLONES void exp_shift_scale_row(float* row, int64_t n, float shift, float scale) {
-  for (int64_t j = 0; j < n; ++j) row[j] = exp_f32(row[j] - shift) * scale;
+ROTOR_CPU_CLONES void exp_scale_row(float* x, int64_t n, float scale) {
+  for (int64_t j = 0; j < n; ++j) x[j] = exp_f32(x[j]) * scale;
+}
+
+// row[j] -= s for j < n in 16-float vectors: the same bits as a plain loop,
+// without its scalar tail of up to 15 elements -- the row's last 16 values
+// are read first and written last, so that the main loop may overlap them.
+[[gnu::always_inline]] inline void sub_lanes(float* row, float s, int64_t n) {
+  typedef float V16 __attribute__((vector_size(16 * sizeof(float))));
+  if (n < 16) {
+    for (int64_t j = 0; j < n; ++j) row[j] -= s;
+    return;
+  }
+  V16 last;
+  std::memcpy(&last, row + n - 16, sizeof last);
+  last -= s;
+  for (int64_t j = 0; j + 16 <= n; j += 16) {
+    V16 v;
+    std::memcpy(&v, row + j, sizeof v);
+    v -= s;
+    std::memcpy(row + j, &v, sizeof v);
+  }
+  std::memcpy(row + n - 16, &last, sizeof last);
+}
+
+ROTOR_CPU_CLONES void favor_shift_rows(float* logits, const float* x, int64_t n, int64_t M,
+                                       int64_t D, RowShift stab, float global, float* c) {
+  float running = -INFINITY;  // Prefix: the largest logit of rows 0..r
+  for (int64_t r = 0; r < n; ++r) {
+    float* p = logits + r * M;
+    const float* xr = x + r * D;
+    const double sq = lane_sum(D, [&](int64_t j) { return static_cast<double>(xr[j]) * xr[j]; });
+    float c0 = stab == RowShift::Global ? global : 0.0f;
+    if (stab == RowShift::Row) c0 = lane_max(p, M);
+    if (stab == RowShift::Prefix) c0 = running = std::max(running, lane_max(p, M));
+    if (c) c[r] = c0;
+    const float shift = static_cast<float>(0.5 * sq) + c0;
+    sub_lanes(p, shift, M);
+  }
+}
+
+ROTOR_CPU_CLONES void mul_sum_rows(const float* phi, float* dphi, int64_t n, int64_t M,
+                                   double* sums) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float* x = phi + r * M;
+    float* y = dphi + r * M;
+    sums[r] = lane_sum(M, [&](int64_t j) {
+      y[j] *= x[j];
+      return static_cast<double>(y[j]);
+    });
+  }
+}
+
+ROTOR_CPU_CLONES void sub_scaled_rows(float* dx, const double* sums, const float* x, int64_t n,
+                                      int64_t D) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float a = -static_cast<float>(sums[r]);
+    for (int64_t j = 0; j < D; ++j) dx[r * D + j] += a * x[r * D + j];
+  }
 }
 
 ROTOR_CPU_CLONES void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n) {
@@ -49,19 +107,20 @@ ROTOR_CPU_CLONES void div_row_f64(const float* x, double s, float* y, int64_t n)
   for (int64_t j = 0; j < n; ++j) y[j] = static_cast<float>(x[j] / s);
 }
 
-ROTOR_CPU_CLONES double mul_sum_row(const float* x, float* y, int64_t n) {
-  return lane_sum(n, [&](int64_t j) {
-    y[j] *= x[j];
-    return static_cast<double>(y[j]);
-  });
+ROTOR_CPU_CLONES double dot_row_f64(const float* x, const float* y, int64_t n) {
+  return lane_sum(n, [&](int64_t j) { return static_cast<double>(x[j]) * y[j]; });
+}
+
+ROTOR_CPU_CLONES void add_rows_f64(const float* x, int64_t ld, int64_t rows, int64_t n,
+                                   double* acc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * ld;
+    for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
+  }
 }
 
 ROTOR_CPU_CLONES float max_row(const float* row, int64_t n) {
   return lane_max(row, n);
-}
-
-ROTOR_CPU_CLONES double sum_squares_row(const float* x, int64_t n) {
-  return lane_sum(n, [&](int64_t j) { return static_cast<double>(x[j]) * x[j]; });
 }
 
 ROTOR_CPU_CLONES void elu1_row(const float* x, float* phi, int64_t n) {
@@ -85,9 +144,9 @@ ROTOR_CPU_CLONES void relu_grad_row(const float* x, const float* dphi, float* dx
 }
 
 // table_cos_sin: (cos, sin) of pair i of row r at 2 (r half + i). The
-// pairs go through even / odd scratch rows 64 at a time: a loop over the
-// interleaved pairs themselves is what GCC's vectorizer turns into
-// vfmaddsub (an FMA, whatever -ffp-contract says), which would change bits.
+// pairs are rotated in explicit 16-float vectors: a plain loop over the
+// interleaved pairs is what GCC's vectorizer turns into vfmaddsub (an FMA,
+// whatever -ffp-contract says), which would change bits.
 ROTOR_CPU_CLONES void rope_rows_interleaved(const float* table_cos_sin, const float* in, float* out,
                                             int64_t n, int64_t width, int64_t half, bool back) {
   // Eight pairs at a time in one 16-float vector (GCC's vector extension,
@@ -99,31 +158,56 @@ ROTOR_CPU_CLONES void rope_rows_interleaved(const float* table_cos_sin, const fl
   const float sign = back ? -1.0f : 1.0f;
   V16 sgn;
   for (int l = 0; l < 16; ++l) sgn[l] = l % 2 == 0 ? -sign : sign;
-  const int64_t rotated = 2 * half;
+  const auto rotate = [&](const V16& xv, const V16& tv, V16& yv) {
+    // __builtin_shufflevector: GCC 12+ and clang (the fuzzers' compiler).
+    const V16 cc =
+        __builtin_shufflevector(tv, tv, 0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14);
+    const V16 ss =
+        __builtin_shufflevector(tv, tv, 1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15) * sgn;
+    const V16 sw =
+        __builtin_shufflevector(xv, xv, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    yv = xv * cc + sw * ss;
+  };
+  int64_t rotated = 2 * half;
+  // Whole rows rotated: rows and table rows are both contiguous, pairs never
+  // straddle two rows, so the block is one long row with one tail.
+  if (rotated == width && n > 1) {
+    width *= n;
+    rotated = width;
+    n = 1;
+  }
   for (int64_t r = 0; r < n; ++r) {
     const float* t = table_cos_sin + r * rotated;
     const float* x = in + r * width;
     float* y = out + r * width;
+    // A tail of fewer than 8 pairs: the last 8 pairs as one more vector,
+    // rotated from their inputs before the main loop may overwrite them (in
+    // == out) and stored after it. The same products pair by pair.
+    const bool tail = rotated % 16 != 0 && rotated > 16;
+    V16 last{};
+    if (tail) {
+      V16 xv, tv;
+      std::memcpy(&xv, x + rotated - 16, sizeof xv);
+      std::memcpy(&tv, t + rotated - 16, sizeof tv);
+      rotate(xv, tv, last);
+    }
     int64_t j = 0;
     for (; j + 16 <= rotated; j += 16) {
       V16 xv, tv;
       std::memcpy(&xv, x + j, sizeof xv);
       std::memcpy(&tv, t + j, sizeof tv);
-      // __builtin_shufflevector: GCC 12+ and clang (the fuzzers' compiler).
-      const V16 cc =
-          __builtin_shufflevector(tv, tv, 0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14);
-      const V16 ss =
-          __builtin_shufflevector(tv, tv, 1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15) *
-          sgn;
-      const V16 sw =
-          __builtin_shufflevector(xv, xv, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-      const V16 yv = xv * cc + sw * ss;
+      V16 yv;
+      rotate(xv, tv, yv);
       std::memcpy(y + j, &yv, sizeof yv);
     }
-    for (; j < rotated; j += 2) {
-      const float e = x[j], o = x[j + 1], c = t[j], sn = sign * t[j + 1];
-      y[j] = e * c - o * sn;
-      y[j + 1] = o * c + e * sn;
+    if (tail) {
+      std::memcpy(y + rotated - 16, &last, sizeof last);
+    } else {
+      for (; j < rotated; j += 2) {
+        const float e = x[j], o = x[j + 1], c = t[j], sn = sign * t[j + 1];
+        y[j] = e * c - o * sn;
+        y[j + 1] = o * c + e * sn;
+      }
     }
     if (y != x)
       for (j = rotated; j < width; ++j) y[j] = x[j];

@@ -17,9 +17,23 @@ void softmax_row(float* row, int64_t n);
 // lanes.
 double masked_dot_row(const float* p, float* dp, int64_t n);
 
-// row[j] = e^(row[j] - shift) * scale for j < n, by exp_f32 (linear
-// attention's FAVOR+ features).
-void exp_shift_scale_row(float* row, int64_t n, float shift, float scale);
+// FAVOR+'s features of n rows: favor_shift_rows subtracts from each row of
+// logits [n, M] its shift 0.5 |x_r|^2 + c_r (x: the rows [n, D] the logits
+// came from, |x_r|^2 in double in the 16 lanes of softmax_row), c_r being 0
+// (None), the row's largest logit (Row, by max_row), `global` (Global) or
+// the running largest of rows 0..r (Prefix); c (optional) receives each
+// c_r. exp_scale_row then makes x[j] = e^x[j] * scale (exp_f32) over the
+// whole block, whose vector loop has one tail, not one a row (110 features
+// are 6 vectors of 16 and 14 tail elements).
+enum class RowShift { None, Row, Global, Prefix };
+void favor_shift_rows(float* logits, const float* x, int64_t n, int64_t M, int64_t D, RowShift stab,
+                      float global, float* c);
+void exp_scale_row(float* x, int64_t n, float scale);
+// FAVOR+'s backward over n rows: mul_sum_rows makes t = dphi o phi in place
+// and its row sums (double, the 16 lanes); after the caller's dx = t W,
+// sub_scaled_rows adds -float(sums[r]) x_r to each row of dx.
+void mul_sum_rows(const float* phi, float* dphi, int64_t n, int64_t M, double* sums);
+void sub_scaled_rows(float* dx, const double* sums, const float* x, int64_t n, int64_t D);
 
 // row[j] *= e^(c[j] - c0) * m for j < n, by exp_f32 (causal FAVOR+'s
 // per-key stabilizers).
@@ -31,15 +45,18 @@ void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n);
 void scale_row_to(const float* x, float a, float* y, int64_t n);
 void add_scaled_row(float* y, float a, const float* x, int64_t n);
 void div_row_f64(const float* x, double s, float* y, int64_t n);
-// FAVOR+'s backward: y[j] *= x[j], then sum_j y[j] in double in the 16
-// lanes of softmax_row.
-double mul_sum_row(const float* x, float* y, int64_t n);
+// sum_j x[j] y[j] in double in the 16 lanes of softmax_row (linear
+// attention's denominators and row sums).
+double dot_row_f64(const float* x, const float* y, int64_t n);
 
-// FAVOR+'s per-row statistics of n values: the largest of row[0, n) (NaNs
-// skipped; -inf for n = 0; ops/cpu_lanes.h lane_max), and sum x[j]^2 in
-// double in the 16 lanes of softmax_row.
+// acc[j] += x[r * ld + j] for r < rows in order, j < n, in double: column
+// sums of a block of rows (sum_rows, the bias gradients), each column's in
+// row order whatever the vector width.
+void add_rows_f64(const float* x, int64_t ld, int64_t rows, int64_t n, double* acc);
+
+// The largest of row[0, n) (NaNs skipped; -inf for n = 0; ops/cpu_lanes.h
+// lane_max).
 float max_row(const float* row, int64_t n);
-double sum_squares_row(const float* x, int64_t n);
 
 // Linear attention's elementwise feature maps, n values: phi = elu(x) + 1
 // (x + 1 for x > 0, else exp_f32(x)) or max(x, 0), and their backward dx =

@@ -3,6 +3,8 @@
 #include "ops/heads.h"
 
 #include <algorithm>
+#include <memory>
+#include <vector>
 
 #include "core/rope.h"
 #include "ops/cpu_f32.h"
@@ -56,10 +58,11 @@ Dims check_split(const Tensor& packed, const std::vector<Tensor>& parts, const S
 // cos/sin of every (position, i): [P, R/2], shared by all batch rows, heads
 // and parts; positions t + position_offset for t < T, or 0..max of the
 // explicit positions (the length dynamic scaling sees: 1 + the largest).
-std::vector<rope::Rotation> rotation_table(const Dims& d, const SplitHeadsOptions& o) {
-  if (!o.positions) return rope_table(o.rope, d.D, o.position_offset, d.T);
+std::shared_ptr<const std::vector<rope::Rotation>> rotation_table(const Dims& d,
+                                                                  const SplitHeadsOptions& o) {
+  if (!o.positions) return shared_rope_table(o.rope, d.D, o.position_offset, d.T);
   const int64_t rows = 1 + *std::max_element(o.positions->begin(), o.positions->end());
-  return rope_table(o.rope, d.D, 0, rows);
+  return shared_rope_table(o.rope, d.D, 0, rows);
 }
 
 // The row of the rotation table of token t of row b.
@@ -76,12 +79,13 @@ inline int64_t row_position(const SplitHeadsOptions& o, int64_t b, int64_t t, in
 // (its transpose), so that each thread's stores run on contiguously.
 template <class F>
 void for_each_head_row(const Dims& d, const SplitHeadsOptions& o, bool packed_order, F f) {
-  const auto table = o.rope_parts > 0 ? rotation_table(d, o) : std::vector<rope::Rotation>();
+  const auto shared = o.rope_parts > 0 ? rotation_table(d, o) : nullptr;
+  const rope::Rotation* table = shared ? shared->data() : nullptr;
   const int64_t half = rope::rotated_dims(o.rope, d.D) / 2;
   const auto row = [&](int64_t b, int64_t t, int64_t p, int64_t h) {
     const float s = p == 0 ? o.part0_scale : 1.0f;
     f(p, (((b * d.T + t) * d.P + p) * d.H + h) * d.D, ((b * d.H + h) * d.T + t) * d.D,
-      p < o.rope_parts ? table.data() + row_position(o, b, t, d.T) * half : nullptr, s);
+      p < o.rope_parts ? table + row_position(o, b, t, d.T) * half : nullptr, s);
   };
   if (packed_order) {
 #pragma omp parallel for collapse(2) schedule(static)

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "ops/attention_common.h"
@@ -185,36 +186,52 @@ void masked_product(const Head& h, const float* a, const float* b, int64_t ld, i
     for (int64_t j = std::max<int64_t>(0, h.visible(i0 + r) - lo); j < nk; ++j) out[r * nk + j] = 0;
 }
 
+// Whether c[0, n) all equal c0: then every factor exp(c[j] - c0) is exactly
+// 1 and a rescale would leave its rows' bits as they are. The prefix
+// stabilizers only grow when a key's largest logit beats every earlier
+// one, so most chunks and states need no rescale at all.
+bool all_equal(const float* c, int64_t n, float c0) {
+  for (int64_t j = 0; j < n; ++j)
+    if (c[j] != c0) return false;
+  return true;
+}
+
 // Chunk rows [i0, i0 + nq) x keys [lo, lo + nk) of a masked product:
-// entries scaled by exp(c_key - c_row) (prefix stabilizers), times `by_row`
-// (per row, optional) -- the masked entries stay zero.
+// entries scaled by exp(c_key - c_row) (prefix stabilizers) -- the masked
+// entries stay zero.
 void rescale_product(const Head& h, const Features& f, int64_t i0, int64_t nq, int64_t lo,
-                     int64_t nk, float* P, const float* by_row = nullptr) {
+                     int64_t nk, float* P) {
   for (int64_t r = 0; r < nq; ++r) {
     const int64_t seen = std::min(nk, h.visible(i0 + r) - lo);
-    const float cr = f.row_c(h, i0 + r), m = by_row ? by_row[i0 + r] : 1.0f;
-    detail::mul_exp_row(P + r * nk, f.ck + lo, cr, m, seen);
+    const float cr = f.row_c(h, i0 + r);
+    if (!all_equal(f.ck + lo, seen, cr)) detail::mul_exp_row(P + r * nk, f.ck + lo, cr, 1.0f, seen);
   }
 }
 
-// S += a(k)^T v over keys [from, to); with prefix stabilizers S is at cS (the
-// c of key from - 1) and moves to c_{to - 1}.
+// S += a(k)^T v [M, Dv] over keys [from, to) -- or, with transposed, S^T
+// += v^T a(k) [Dv, M] (the backward's layout: its product G S^T is then a
+// plain one, which oneDNN runs about 1.4x as fast at these shapes as one
+// with B transposed; docs/design.md, "The CPU GEMM"); with prefix
+// stabilizers S is at cS (the c of key from - 1) and moves to c_{to - 1}.
 void add_keys(const Head& h, const Features& f, const float* v, int64_t from, int64_t to, float* S,
-              float& cS) {
+              float& cS, bool transposed = false) {
   const int64_t M = h.d.M, Dv = h.d.Dv;
   if (to <= from) return;
   const float* b = f.bk;
   if (f.ck) {
     const float cn = f.ck[to - 1];
-    if (from > 0) {
-      detail::scale_row_to(S, std::exp(cS - cn), S, M * Dv);
+    if (from > 0 && cS != cn) detail::scale_row_to(S, std::exp(cS - cn), S, M * Dv);
+    if (!all_equal(f.ck + from, to - from, cn)) {
+      for (int64_t n = from; n < to; ++n)
+        detail::scale_row_to(f.bk + n * M, std::exp(f.ck[n] - cn), f.bs + n * M, M);
+      b = f.bs;
     }
-    for (int64_t n = from; n < to; ++n)
-      detail::scale_row_to(f.bk + n * M, std::exp(f.ck[n] - cn), f.bs + n * M, M);
-    b = f.bs;
     cS = cn;
   }
-  lin_gemm(true, false, M, Dv, to - from, b + from * M, M, v + from * Dv, Dv, 1.0f, S, Dv);
+  if (transposed)
+    lin_gemm(true, false, Dv, M, to - from, v + from * Dv, Dv, b + from * M, M, 1.0f, S, M);
+  else
+    lin_gemm(true, false, M, Dv, to - from, b + from * M, M, v + from * Dv, Dv, 1.0f, S, Dv);
 }
 
 // The factor of the state S (at cS, holding keys [0, lo)) in row i's sums.
@@ -271,12 +288,6 @@ void suffix_query_sums(const Head& h, const Features& f, const float* dden, floa
   }
 }
 
-double dot_row(const float* a, const float* b, int64_t n) {
-  double s = 0.0;
-  for (int64_t j = 0; j < n; ++j) s += static_cast<double>(a[j]) * b[j];
-  return s;
-}
-
 void forward_head(const Head& h, const float* q, const float* k, const float* v, float* out,
                   float* den, Arena w) {
   const Dims& d = h.d;
@@ -286,7 +297,7 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
   float* Z = w.take(M);
   float* P = w.take(C * C);  // weights of the numerator (rotated after the feature map)
   prefix_key_sums(h, f, Z, [&](int64_t m, const float* Zm) {
-    den[m] = static_cast<float>(dot_row(f.phq + m * M, Zm, M));
+    den[m] = static_cast<float>(detail::dot_row_f64(f.phq + m * M, Zm, M));
   });
   std::fill(S, S + M * Dv, 0.0f);
   int64_t done = 0;  // keys [0, done) are in S
@@ -301,7 +312,8 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
       lin_gemm(false, false, nq, Dv, M, f.aq + i0 * M, M, S, Dv, 0.0f, out + i0 * Dv, Dv);
     if (f.ck && lo > 0)
       for (int64_t r = i0; r < i0 + nq; ++r)
-        detail::scale_row_to(out + r * Dv, state_factor(h, f, lo, cS, r), out + r * Dv, Dv);
+        if (const float e = state_factor(h, f, lo, cS, r); e != 1.0f)
+          detail::scale_row_to(out + r * Dv, e, out + r * Dv, Dv);
     if (nk > 0) {
       masked_product(h, f.aq, f.bk, M, i0, nq, lo, nk, P);
       if (f.ck) rescale_product(h, f, i0, nq, lo, nk, P);
@@ -322,7 +334,7 @@ void key_grads_from_state(const Head& h, const Features& f, const float* v, int6
   const int64_t M = h.d.M, Dv = h.d.Dv, n = to - from;
   if (n <= 0) return;
   const float *vv = v, *b = f.bk;
-  if (f.ck) {
+  if (f.ck && !all_equal(f.ck + from, n, cU)) {
     for (int64_t r = from; r < to; ++r) {
       const float e = std::exp(f.ck[r] - cU);
       detail::scale_row_to(v + r * Dv, e, vs + r * Dv, Dv);
@@ -357,7 +369,7 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   for (int64_t i = 0; i < d.Tq; ++i) {
     const double s = static_cast<double>(den[i]) + h.o.eps;
     detail::div_row_f64(dout + i * Dv, s, G + i * Dv, Dv);
-    dden[i] = static_cast<float>(-dot_row(dout + i * Dv, out + i * Dv, Dv) / s);
+    dden[i] = static_cast<float>(-detail::dot_row_f64(dout + i * Dv, out + i * Dv, Dv) / s);
   }
   std::fill(S, S + M * Dv, 0.0f);
   std::fill(U, U + M * Dv, 0.0f);
@@ -377,17 +389,17 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   float cS = 0.0f;
   for (int64_t i0 = 0; i0 < d.Tq; i0 += C) {
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
-    add_keys(h, f, v, done, lo, S, cS);
+    add_keys(h, f, v, done, lo, S, cS, true);  // S^T [Dv, M]
     done = lo;
     if (lo == 0) {      // the state holds no key yet: no part of da
     } else if (f.ck) {  // the state's part of da, times each row's factor
       float* dst = as;
-      lin_gemm(false, true, nq, M, Dv, G + i0 * Dv, Dv, S, Dv, 0.0f, dst, M);
+      lin_gemm(false, false, nq, M, Dv, G + i0 * Dv, Dv, S, M, 0.0f, dst, M);
       for (int64_t r = 0; r < nq; ++r)
         detail::add_scaled_row(da + (i0 + r) * M, state_factor(h, f, lo, cS, i0 + r), dst + r * M,
                                M);
     } else {
-      lin_gemm(false, true, nq, M, Dv, G + i0 * Dv, Dv, S, Dv, 1.0f, da + i0 * M, M);
+      lin_gemm(false, false, nq, M, Dv, G + i0 * Dv, Dv, S, M, 1.0f, da + i0 * M, M);
     }
     if (nk == 0) continue;
     masked_product(h, f.aq, f.bk, M, i0, nq, lo, nk, P);
@@ -419,11 +431,17 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
     while (first < i0 + nq && h.visible(first) == 0) ++first;
     if (first == i0 + nq) continue;
     const float c_new = f.row_c(h, first);
-    if (u_any) detail::scale_row_to(U, std::exp(c_new - cU), U, M * Dv);
-    for (int64_t r = i0; r < i0 + nq; ++r)
-      detail::scale_row_to(f.aq + r * M, r < first ? 0.0f : std::exp(c_new - f.row_c(h, r)),
-                           as + (r - i0) * M, M);
-    lin_gemm(true, false, M, Dv, nq, as, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
+    if (u_any && c_new != cU) detail::scale_row_to(U, std::exp(c_new - cU), U, M * Dv);
+    // The chunk's rows of a(q) times exp(c_new - c_row), 0 before `first`:
+    // as they are when every factor is 1.
+    const float* ar = f.aq + i0 * M;
+    if (first > i0 || f.row_c(h, i0 + nq - 1) != c_new) {
+      for (int64_t r = i0; r < i0 + nq; ++r)
+        detail::scale_row_to(f.aq + r * M, r < first ? 0.0f : std::exp(c_new - f.row_c(h, r)),
+                             as + (r - i0) * M, M);
+      ar = as;
+    }
+    lin_gemm(true, false, M, Dv, nq, ar, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
     cU = c_new;
     u_any = true;
   }
@@ -466,18 +484,19 @@ void for_each_head(const Dims& d, const LinearAttentionOptions& o, const Tensor&
   detail::FeatureMapSpec ks = qs;
   ks.pos0 = o.rope_k_offset;
   // The rotation's factors, shared by every (batch, head): cos and sin of
-  // each (position, pair) once per call rather than once per head.
-  std::vector<rope::Rotation> q_table, k_table;
+  // each (position, pair) once per call rather than once per head, and
+  // kept from call to call (shared_rope_table).
+  std::shared_ptr<const std::vector<rope::Rotation>> q_table, k_table;
   if (after || before) {
     const int64_t width = after ? d.M : d.D;
-    q_table = rope_table(rp, width, o.rope_q_offset, d.Tq);
-    k_table = rope_table(rp, width, o.rope_k_offset, d.Tk);
+    q_table = shared_rope_table(rp, width, o.rope_q_offset, d.Tq);
+    k_table = shared_rope_table(rp, width, o.rope_k_offset, d.Tk);
   }
-  const rope::Rotation* q_after = after ? q_table.data() : nullptr;
-  const rope::Rotation* k_after = after ? k_table.data() : nullptr;
+  const rope::Rotation* q_after = after ? q_table->data() : nullptr;
+  const rope::Rotation* k_after = after ? k_table->data() : nullptr;
   if (before) {
-    qs.table = q_table.data();
-    ks.table = k_table.data();
+    qs.table = q_table->data();
+    ks.table = k_table->data();
   }
   const bool prefix = o.causal && o.feature_map == LinearFeatureMap::Favor;
   const int64_t per = head_floats(d, C, after, prefix, backward);

@@ -97,7 +97,7 @@ void linear_attention_features(const Tensor& x, const Tensor& projection, Linear
                                float scale, FavorStabilizer stabilizer, Tensor& phi);
 
 // f32 [features, dim] on `device`: favor::projection (core/favor.h), a pure
-// function of (seed, draw, layer).
+// function of (seed, draw, layer); the last 64 made are kept and copied.
 Tensor favor_projection(uint64_t seed, uint64_t draw, uint32_t layer, int64_t features, int64_t dim,
                         Device device = Device::cpu());
 

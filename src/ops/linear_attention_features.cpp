@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/favor.h"
@@ -43,11 +45,12 @@ void rotate_rows(const float* in, float* out, int64_t n, int64_t width, int64_t 
 void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorStabilizer stab,
                       float* xs, float* phi, float* c) {
   const int64_t D = s.D, M = s.M;
-  if (s.rotate)
+  if (s.rotate) {
     rotate_rows(x, xs, n, D, s.pos0, s.rope, false, s.table);
-  else
-    std::copy(x, x + n * D, xs);
-  scale_row_to(xs, s.scale, xs, n * D);
+    scale_row_to(xs, s.scale, xs, n * D);
+  } else {
+    scale_row_to(x, s.scale, xs, n * D);
+  }
   switch (s.map) {
     case LinearFeatureMap::Elu1:
       elu1_row(xs, phi, n * D);
@@ -70,18 +73,12 @@ void features_forward(const FeatureMapSpec& s, const float* x, int64_t n, FavorS
     global = max_row(phi, n * M);
   }
   const float inv_sqrt_m = static_cast<float>(1.0 / std::sqrt(static_cast<double>(M)));
-  float running = -std::numeric_limits<float>::infinity();  // Prefix: max over rows 0..r
-  for (int64_t r = 0; r < n; ++r) {
-    float* p = phi + r * M;
-    const float* xr = xs + r * D;
-    const double sq = sum_squares_row(xr, D);
-    float c0 = global;
-    if (stab == FavorStabilizer::Row) c0 = max_row(p, M);
-    if (stab == FavorStabilizer::Prefix) c0 = running = std::max(running, max_row(p, M));
-    if (c) c[r] = c0;
-    const float shift = static_cast<float>(0.5 * sq) + c0;
-    exp_shift_scale_row(p, M, shift, inv_sqrt_m);
-  }
+  const RowShift shift = stab == FavorStabilizer::Row      ? RowShift::Row
+                         : stab == FavorStabilizer::Global ? RowShift::Global
+                         : stab == FavorStabilizer::Prefix ? RowShift::Prefix
+                                                           : RowShift::None;
+  favor_shift_rows(phi, xs, n, M, D, shift, global, c);
+  exp_scale_row(phi, n * M, inv_sqrt_m);
 }
 
 void features_backward(const FeatureMapSpec& s, const float* xs, const float* phi, float* dphi,
@@ -99,10 +96,9 @@ void features_backward(const FeatureMapSpec& s, const float* xs, const float* ph
       // d phi_j / dx = phi_j (w_j - x): with t = dphi o phi,
       // dx = t W - x rowsum(t) (the row sums in double lanes).
       std::vector<double> sums(static_cast<size_t>(n));
-      for (int64_t r = 0; r < n; ++r) sums[r] = mul_sum_row(phi + r * M, dphi + r * M, M);
+      mul_sum_rows(phi, dphi, n, M, sums.data());
       lin_gemm(false, false, n, D, M, dphi, M, s.W, D, 0.0f, dx, D);
-      for (int64_t r = 0; r < n; ++r)
-        add_scaled_row(dx + r * D, -static_cast<float>(sums[r]), xs + r * D, D);
+      sub_scaled_rows(dx, sums.data(), xs, n, D);
       break;
     }
   }
@@ -173,8 +169,37 @@ void linear_attention_features(const Tensor& x, const Tensor& projection, Linear
 
 Tensor favor_projection(uint64_t seed, uint64_t draw, uint32_t layer, int64_t features, int64_t dim,
                         Device device) {
-  return Tensor::from_floats(favor::projection(seed, draw, layer, features, dim), {features, dim},
-                             DType::F32, device);
+  // The last 64 draws made are kept (a model asks for the same one per layer
+  // every forward until the next redraw): their Gram-Schmidt runs once.
+  struct Kept {
+    uint64_t seed, draw;
+    uint32_t layer;
+    int64_t features, dim;
+    std::shared_ptr<const std::vector<float>> w;
+  };
+  static std::mutex mu;
+  static std::vector<Kept> kept;  // most recently used first
+  std::shared_ptr<const std::vector<float>> w;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t i = 0; i < kept.size() && !w; ++i) {
+      const Kept& e = kept[i];
+      if (e.seed == seed && e.draw == draw && e.layer == layer && e.features == features &&
+          e.dim == dim) {
+        w = e.w;
+        std::rotate(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(i),
+                    kept.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      }
+    }
+  }
+  if (!w) {
+    w = std::make_shared<const std::vector<float>>(
+        favor::projection(seed, draw, layer, features, dim));
+    std::lock_guard<std::mutex> lock(mu);
+    kept.insert(kept.begin(), Kept{seed, draw, layer, features, dim, w});
+    if (kept.size() > 64) kept.pop_back();
+  }
+  return Tensor::from_floats(*w, {features, dim}, DType::F32, device);
 }
 
 }  // namespace rotor::ops

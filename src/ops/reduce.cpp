@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/cpu_f32.h"
+#include "ops/cpu_rows.h"
 #include "ops/dispatch.h"
 
 // ROTOR_DISPATCH_CUDA for ops that return a value: cuda_impl fills `out`.
@@ -58,10 +59,8 @@ void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
       double acc[kBlock] = {};
-      for (int64_t r = c * kRows; r < std::min(rows, (c + 1) * kRows); ++r) {
-        const float* row = px + r * n;
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
-      }
+      const int64_t r0 = c * kRows, r1 = std::min(rows, (c + 1) * kRows);
+      detail::add_rows_f64(px + r0 * n + j0, n, r1 - r0, j1 - j0, acc);
       std::copy(acc, acc + (j1 - j0), partial.data() + c * n + j0);
     }
   }

@@ -1,6 +1,8 @@
 #include "ops/rope_rows.h"
 
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 
 #include "core/error.h"
 #include "ops/cpu_rows.h"
@@ -39,6 +41,39 @@ std::vector<rope::Rotation> rope_table(const rope::Params& p, int64_t head_dim, 
     for (int64_t t = 0; t < T; ++t) table[t * half + i] = rope::rotation_at(at, pos0 + t, freq);
   }
   return table;
+}
+
+std::shared_ptr<const std::vector<rope::Rotation>> shared_rope_table(const rope::Params& p,
+                                                                     int64_t head_dim, int64_t pos0,
+                                                                     int64_t T) {
+  using Table = std::shared_ptr<const std::vector<rope::Rotation>>;
+  constexpr size_t kEntries = 8;
+  constexpr int64_t kMaxBytes = int64_t{1} << 20;
+  struct Entry {
+    rope::Params p;
+    int64_t head_dim, pos0, T;
+    Table table;
+  };
+  static std::mutex mu;
+  static std::vector<Entry> kept;  // most recently used first
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const Entry& e = kept[i];
+      if (e.p == p && e.head_dim == head_dim && e.pos0 == pos0 && e.T == T) {
+        Table t = e.table;
+        std::rotate(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(i),
+                    kept.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        return t;
+      }
+    }
+  }
+  Table t = std::make_shared<const std::vector<rope::Rotation>>(rope_table(p, head_dim, pos0, T));
+  if (static_cast<int64_t>(t->size() * sizeof(rope::Rotation)) > kMaxBytes) return t;
+  std::lock_guard<std::mutex> lock(mu);
+  kept.insert(kept.begin(), Entry{p, head_dim, pos0, T, t});
+  if (kept.size() > kEntries) kept.pop_back();
+  return t;
 }
 
 void rope_row(const rope::Params& p, int64_t head_dim, const rope::Rotation* r, const float* x,

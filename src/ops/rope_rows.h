@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/rope.h"
@@ -21,6 +22,16 @@ void check_rope_params(const rope::Params& p, int64_t head_dim, const char* op);
 // caller resolved it already.
 std::vector<rope::Rotation> rope_table(const rope::Params& p, int64_t head_dim, int64_t pos0,
                                        int64_t T);
+
+// rope_table's factors, shared: the last 8 distinct (p, head_dim, pos0, T)
+// asked for are kept, each up to 1 MiB (a training run asks for the same
+// few every step: linear attention for q and k in the forward and again in
+// the backward), so that their cos and sin are made once rather than by
+// one thread while the others wait. Bigger tables are made each time.
+// Thread-safe; the result stays valid while held.
+std::shared_ptr<const std::vector<rope::Rotation>> shared_rope_table(const rope::Params& p,
+                                                                     int64_t head_dim, int64_t pos0,
+                                                                     int64_t T);
 
 // y = row x [head_dim] rotated by the factors r [R/2] of its position (back:
 // by the transpose); dimensions past R are copied. x may equal y.

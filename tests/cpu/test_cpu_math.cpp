@@ -6,6 +6,7 @@
 // give.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -207,6 +208,19 @@ TEST(CpuMath, MaskedDotRowCloneGivesTheScalarBits) {
   }
 }
 
+// The 16-lane double sum of ops/cpu_lanes.h, written out: lane l adds terms
+// l, l + 16, ... in order, then the lanes, then the tail.
+template <class Term>
+double lane_order_sum(int64_t n, Term term) {
+  double lanes[16] = {}, s = 0.0;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += term(j + l);
+  for (int l = 0; l < 16; ++l) s += lanes[l];
+  for (; j < n; ++j) s += term(j);
+  return s;
+}
+
 // Linear attention's exponentials (ops/cpu_rows.h): the scalar formula's bits.
 TEST(CpuMath, ExpRowClonesGiveTheScalarBits) {
   for (const int64_t n : {0, 3, 16, 110, 131}) {
@@ -215,15 +229,80 @@ TEST(CpuMath, ExpRowClonesGiveTheScalarBits) {
     const std::vector<float> c =
         test::random_floats(static_cast<size_t>(n), static_cast<uint64_t>(n) + 6, -3.0f, 1.0f);
     std::vector<float> a = x, b = x;
-    ops::detail::exp_shift_scale_row(a.data(), n, 1.25f, 0.3f);
+    ops::detail::exp_scale_row(a.data(), n, 0.3f);
     ops::detail::mul_exp_row(b.data(), c.data(), 0.5f, 0.7f, n);
     for (int64_t j = 0; j < n; ++j) {
-      const float wa = ops::detail::exp_f32(x[j] - 1.25f) * 0.3f;
+      const float wa = ops::detail::exp_f32(x[j]) * 0.3f;
       const float wb = x[j] * (ops::detail::exp_f32(c[j] - 0.5f) * 0.7f);
-      ASSERT_EQ(std::memcmp(&a[j], &wa, 4), 0) << "exp_shift_scale_row n " << n << ", " << j;
+      ASSERT_EQ(std::memcmp(&a[j], &wa, 4), 0) << "exp_scale_row n " << n << ", " << j;
       ASSERT_EQ(std::memcmp(&b[j], &wb, 4), 0) << "mul_exp_row n " << n << ", " << j;
     }
   }
+}
+
+// FAVOR+'s per-row shifts and backward row sums over blocks of rows
+// (ops/cpu_rows.h): each row gets the bits of the row-by-row scalar
+// formulas, for every stabilizer and for row widths with and without a
+// vector tail.
+TEST(CpuMath, FavorRowBlocksGiveTheScalarBits) {
+  using ops::detail::RowShift;
+  for (const int64_t M : {int64_t{16}, int64_t{110}, int64_t{7}})
+    for (const int64_t D : {int64_t{32}, int64_t{5}})
+      for (const RowShift stab :
+           {RowShift::None, RowShift::Row, RowShift::Global, RowShift::Prefix}) {
+        const int64_t n = 9;
+        const auto seed = static_cast<uint64_t>(M * 100 + D * 10 + static_cast<int>(stab));
+        const std::vector<float> logits0 =
+            test::random_floats(static_cast<size_t>(n * M), seed, -6.0f, 6.0f);
+        const std::vector<float> x =
+            test::random_floats(static_cast<size_t>(n * D), seed + 1, -2.0f, 2.0f);
+        std::vector<float> got = logits0, c(static_cast<size_t>(n), -1.0f);
+        ops::detail::favor_shift_rows(got.data(), x.data(), n, M, D, stab, 2.5f, c.data());
+        float running = -INFINITY;
+        for (int64_t r = 0; r < n; ++r) {
+          const float* lr = logits0.data() + r * M;
+          float big = -INFINITY;
+          for (int64_t j = 0; j < M; ++j) big = lr[j] > big ? lr[j] : big;
+          float c0 = stab == RowShift::Global ? 2.5f : 0.0f;
+          if (stab == RowShift::Row) c0 = big;
+          if (stab == RowShift::Prefix) c0 = running = std::max(running, big);
+          ASSERT_EQ(c[r], c0) << "M " << M << " D " << D << " row " << r;
+          const double sq = lane_order_sum(
+              D, [&](int64_t j) { return static_cast<double>(x[r * D + j]) * x[r * D + j]; });
+          const float shift = static_cast<float>(0.5 * sq) + c0;
+          for (int64_t j = 0; j < M; ++j) {
+            const float want = lr[j] - shift;
+            ASSERT_EQ(std::memcmp(&got[r * M + j], &want, 4), 0)
+                << "M " << M << " D " << D << " row " << r << ", " << j;
+          }
+        }
+        // The backward's row sums and update.
+        const std::vector<float> phi =
+            test::random_floats(static_cast<size_t>(n * M), seed + 2, 0.0f, 1.0f);
+        const std::vector<float> dphi0 =
+            test::random_floats(static_cast<size_t>(n * M), seed + 3, -1.0f, 1.0f);
+        std::vector<float> t = dphi0;
+        std::vector<double> sums(static_cast<size_t>(n));
+        ops::detail::mul_sum_rows(phi.data(), t.data(), n, M, sums.data());
+        const std::vector<float> dx0 =
+            test::random_floats(static_cast<size_t>(n * D), seed + 4, -1.0f, 1.0f);
+        std::vector<float> dx = dx0;
+        ops::detail::sub_scaled_rows(dx.data(), sums.data(), x.data(), n, D);
+        for (int64_t r = 0; r < n; ++r) {
+          const double want = lane_order_sum(
+              M, [&](int64_t j) { return static_cast<double>(dphi0[r * M + j] * phi[r * M + j]); });
+          ASSERT_EQ(std::memcmp(&sums[r], &want, 8), 0) << "M " << M << " row " << r;
+          for (int64_t j = 0; j < M; ++j) {
+            const float tw = dphi0[r * M + j] * phi[r * M + j];
+            ASSERT_EQ(std::memcmp(&t[r * M + j], &tw, 4), 0) << "M " << M << " row " << r;
+          }
+          const float a = -static_cast<float>(want);
+          for (int64_t j = 0; j < D; ++j) {
+            const float w = dx0[r * D + j] + a * x[r * D + j];
+            ASSERT_EQ(std::memcmp(&dx[r * D + j], &w, 4), 0) << "D " << D << " row " << r;
+          }
+        }
+      }
 }
 
 // Linear attention's elementwise feature maps (ops/cpu_rows.h): elu(x) + 1
@@ -302,6 +381,34 @@ TEST(CpuMath, RopeRowsGiveRopeRowsBits) {
               ASSERT_EQ(std::memcmp(&table[t * half + i], &w, sizeof w), 0) << t << ", " << i;
             }
         }
+}
+
+// The kept tables (ops/rope_rows.h shared_rope_table): rope_table's
+// factors, the same table again for the same request, a new one for any
+// other setting, position or length, and nothing kept past 1 MiB.
+TEST(CpuMath, SharedRopeTablesAreRopeTables) {
+  rope::Params p;
+  p.theta = 700.0;
+  const auto a = ops::shared_rope_table(p, 110, 0, 128);
+  const std::vector<rope::Rotation> want = ops::rope_table(p, 110, 0, 128);
+  ASSERT_EQ(a->size(), want.size());
+  EXPECT_EQ(std::memcmp(a->data(), want.data(), want.size() * sizeof(rope::Rotation)), 0);
+  EXPECT_EQ(ops::shared_rope_table(p, 110, 0, 128).get(), a.get());
+  EXPECT_NE(ops::shared_rope_table(p, 110, 1, 128).get(), a.get());
+  EXPECT_NE(ops::shared_rope_table(p, 110, 0, 127).get(), a.get());
+  EXPECT_NE(ops::shared_rope_table(p, 108, 0, 128).get(), a.get());
+  rope::Params q = p;
+  q.theta = 701.0;
+  const auto b = ops::shared_rope_table(q, 110, 0, 128);
+  EXPECT_NE(b.get(), a.get());
+  EXPECT_NE(std::memcmp(b->data(), a->data(), a->size() * sizeof(rope::Rotation)), 0);
+  // 8 more distinct requests push the first out; a held table stays valid.
+  for (int64_t t = 1; t <= 8; ++t) ops::shared_rope_table(p, 110, 0, 128 + t);
+  EXPECT_NE(ops::shared_rope_table(p, 110, 0, 128).get(), a.get());
+  EXPECT_EQ(std::memcmp(a->data(), want.data(), want.size() * sizeof(rope::Rotation)), 0);
+  // Over 1 MiB (131072 rotations): made each time.
+  const auto big = ops::shared_rope_table(p, 128, 0, 4096);
+  EXPECT_NE(ops::shared_rope_table(p, 128, 0, 4096).get(), big.get());
 }
 
 // Layer normalization's row loops (ops/cpu_rows.h) against the scalar

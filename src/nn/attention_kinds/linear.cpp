@@ -7,8 +7,9 @@
 // k itself (the plan's placement Core) where attention.linear_rope says --
 // after the feature map (eq. 19) or before it -- and never the head split;
 // the split leaves q unscaled, since the op scales q and k by D^(-1/4) each.
-// FAVOR+'s projection is drawn per forward from (seed, draw, layer)
-// (core/favor.h), the draw index the layer's (nn/attention.cpp).
+// FAVOR+'s projection is asked for per forward by (seed, draw, layer)
+// (core/favor.h; ops::favor_projection keeps the draws it made), the draw
+// index the layer's (nn/attention.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
