@@ -119,6 +119,69 @@ ROTOR_CPU_CLONES void add_rows_f64(const float* x, int64_t ld, int64_t rows, int
   }
 }
 
+namespace {
+
+typedef float V16 __attribute__((vector_size(16 * sizeof(float))));
+
+// A 16 x 16 block in 16 vectors transposed in place: four rounds of the
+// block swap [[A, B], [C, D]] -> [[A, C], [B, D]] at granularities 8, 4, 2
+// and 1, each a two-input shuffle per row (one vpermt2ps in the AVX-512
+// clone).
+[[gnu::always_inline]] inline void transpose16(V16* r) {
+  for (int i = 0; i < 16; ++i) {  // blocks of 8
+    if (i & 8) continue;
+    const V16 a = r[i], b = r[i + 8];
+    r[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    r[i + 8] =
+        __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  }
+  for (int i = 0; i < 16; ++i) {  // blocks of 4
+    if (i & 4) continue;
+    const V16 a = r[i], b = r[i + 4];
+    r[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    r[i + 4] =
+        __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  }
+  for (int i = 0; i < 16; ++i) {  // blocks of 2
+    if (i & 2) continue;
+    const V16 a = r[i], b = r[i + 2];
+    r[i] = __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    r[i + 2] =
+        __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  }
+  for (int i = 0; i < 16; ++i) {  // blocks of 1
+    if (i & 1) continue;
+    const V16 a = r[i], b = r[i + 1];
+    r[i] = __builtin_shufflevector(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+    r[i + 1] =
+        __builtin_shufflevector(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+  }
+}
+
+}  // namespace
+
+ROTOR_CPU_CLONES void transpose_block(const float* in, int64_t rows, int64_t cols, int64_t ld_in,
+                                      float* out, int64_t ld_out) {
+  if (rows < 16 || cols < 16) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) out[c * ld_out + r] = in[r * ld_in + c];
+    return;
+  }
+  // 16 x 16 tiles; the last tile of a row or column of tiles overlaps the
+  // one before it rather than running short (it writes some elements twice,
+  // with the same values).
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const int64_t r = std::min(r0, rows - 16);
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      const int64_t c = std::min(c0, cols - 16);
+      V16 t[16];
+      for (int i = 0; i < 16; ++i) std::memcpy(&t[i], in + (r + i) * ld_in + c, sizeof(V16));
+      transpose16(t);
+      for (int i = 0; i < 16; ++i) std::memcpy(out + (c + i) * ld_out + r, &t[i], sizeof(V16));
+    }
+  }
+}
+
 ROTOR_CPU_CLONES float max_row(const float* row, int64_t n) {
   return lane_max(row, n);
 }

@@ -120,11 +120,12 @@ struct Head {
 // Floats of one (batch, head)'s workspace.
 int64_t head_floats(const Dims& d, int64_t C, bool after, bool prefix, bool backward) {
   const int64_t copies = after ? 2 : 1;  // phi, and its rotation
-  // features, S, Z, P
-  int64_t n = (d.Tq + d.Tk) * (d.D + copies * d.M) + d.M * d.Dv + d.M + C * C;
+  // features (and a(k) transposed), S, Z, P
+  int64_t n = (d.Tq + d.Tk) * (d.D + copies * d.M) + d.Tk * d.M + d.M * d.Dv + d.M + C * C;
   if (prefix) n += d.Tk + d.Tk * d.M;  // c_n, rescaled key rows
-  if (backward)                        // G, dden, da (+ dphi_q), db (+ dphi_k), U, Y, dP
-    n += d.Tq * (d.Dv + 1) + (d.Tq + d.Tk) * copies * d.M + d.M * d.Dv + d.M + C * C;
+  if (backward)                        // G, dden, da (+ dphi_q), db (+ dphi_k), U, Y, dP, v^T, U^T
+    n += d.Tq * (d.Dv + 1) + (d.Tq + d.Tk) * copies * d.M + d.M * d.Dv + d.M + C * C + d.Tk * d.Dv +
+         d.Dv * d.M;
   if (backward && prefix) n += d.Tk * d.Dv + C * d.M;  // rescaled v rows, chunk rows of a(q)
   return n;
 }
@@ -143,10 +144,11 @@ class Arena {
 };
 
 // Feature rows of both sides (a = rotated phi after the feature map, else
-// phi); with prefix stabilizers ck [Tk] and a scratch bs [Tk, M] for rescaled
-// key rows (null otherwise).
+// phi); with causal, bkT = a(k) transposed [M, Tk] (the masked products
+// read it as a plain B); with prefix stabilizers ck [Tk] and a scratch bs
+// [Tk, M] for rescaled key rows (null otherwise).
 struct Features {
-  float *xq, *phq, *aq, *xk, *phk, *bk, *ck, *bs;
+  float *xq, *phq, *aq, *xk, *phk, *bk, *bkT, *ck, *bs;
   // The stabilizer of row i (c of the last key it sees; 0 if it sees none).
   float row_c(const Head& h, int64_t i) const {
     const int64_t n = h.visible(i);
@@ -163,6 +165,7 @@ Features make_features(const Head& h, const float* q, const float* k, Arena& w) 
   f.xk = w.take(d.Tk * d.D);
   f.phk = w.take(d.Tk * d.M);
   f.bk = h.after ? w.take(d.Tk * d.M) : f.phk;
+  f.bkT = w.take(d.M * d.Tk);
   f.ck = h.prefix() ? w.take(d.Tk) : nullptr;
   f.bs = h.prefix() ? w.take(d.Tk * d.M) : nullptr;
   detail::features_forward(h.qs, q, d.Tq, FavorStabilizer::Row, f.xq, f.phq);
@@ -174,14 +177,16 @@ Features make_features(const Head& h, const float* q, const float* k, Arena& w) 
     detail::rotate_rows(f.phk, f.bk, h.key_len, d.M, h.o.rope_k_offset, h.qs.rope, false,
                         h.k_after);
   }
+  if (h.o.causal) detail::transpose_block(f.bk, h.key_len, d.M, d.M, f.bkT, d.Tk);
   return f;
 }
 
-// The [nq, nk] products of chunk rows [i0, i0 + nq) with keys [lo, lo + nk),
-// entries of keys a row does not see set to zero.
-void masked_product(const Head& h, const float* a, const float* b, int64_t ld, int64_t i0,
-                    int64_t nq, int64_t lo, int64_t nk, float* out) {
-  lin_gemm(false, true, nq, nk, ld, a + i0 * ld, ld, b + lo * ld, ld, 0.0f, out, nk);
+// The [nq, nk] products of chunk rows [i0, i0 + nq) of a (row stride lda)
+// with keys [lo, lo + nk), whose rows are the columns of bT (row stride
+// ldb); entries of keys a row does not see set to zero.
+void masked_product(const Head& h, const float* a, int64_t lda, const float* bT, int64_t ldb,
+                    int64_t i0, int64_t nq, int64_t lo, int64_t nk, float* out) {
+  lin_gemm(false, false, nq, nk, lda, a + i0 * lda, lda, bT + lo, ldb, 0.0f, out, nk);
   for (int64_t r = 0; r < nq; ++r)
     for (int64_t j = std::max<int64_t>(0, h.visible(i0 + r) - lo); j < nk; ++j) out[r * nk + j] = 0;
 }
@@ -315,7 +320,7 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
         if (const float e = state_factor(h, f, lo, cS, r); e != 1.0f)
           detail::scale_row_to(out + r * Dv, e, out + r * Dv, Dv);
     if (nk > 0) {
-      masked_product(h, f.aq, f.bk, M, i0, nq, lo, nk, P);
+      masked_product(h, f.aq, M, f.bkT, d.Tk, i0, nq, lo, nk, P);
       if (f.ck) rescale_product(h, f, i0, nq, lo, nk, P);
       lin_gemm(false, false, nq, Dv, nk, P, nk, v + lo * Dv, Dv, 1.0f, out + i0 * Dv, Dv);
     }
@@ -328,9 +333,11 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
 
 // Keys [from, to), seen in full by the queries summed in U: db += v U^T and
 // dv += a(k) U; with prefix stabilizers key n's terms times exp(c_n - cU)
-// (vs: scratch for the rescaled rows of v).
+// (vs: scratch for the rescaled rows of v; UT: for U^T [Dv, M], so that
+// the first product reads B as stored).
 void key_grads_from_state(const Head& h, const Features& f, const float* v, int64_t from,
-                          int64_t to, const float* U, float cU, float* vs, float* db, float* dv) {
+                          int64_t to, const float* U, float cU, float* vs, float* UT, float* db,
+                          float* dv) {
   const int64_t M = h.d.M, Dv = h.d.Dv, n = to - from;
   if (n <= 0) return;
   const float *vv = v, *b = f.bk;
@@ -343,7 +350,8 @@ void key_grads_from_state(const Head& h, const Features& f, const float* v, int6
     vv = vs;
     b = f.bs;
   }
-  lin_gemm(false, true, n, M, Dv, vv + from * Dv, Dv, U, Dv, 1.0f, db + from * M, M);
+  detail::transpose_block(U, M, Dv, Dv, UT, M);
+  lin_gemm(false, false, n, M, Dv, vv + from * Dv, Dv, UT, M, 1.0f, db + from * M, M);
   lin_gemm(false, false, n, Dv, M, b + from * M, M, U, Dv, 1.0f, dv + from * Dv, Dv);
 }
 
@@ -366,6 +374,9 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   float* dP = w.take(C * C);
   float* vs = f.ck ? w.take(d.Tk * Dv) : nullptr;  // rescaled v rows
   float* as = f.ck ? w.take(C * M) : nullptr;      // rescaled chunk rows of a(q)
+  float* vT = w.take(Dv * d.Tk);                   // v^T [Dv, Tk] (causal)
+  float* UT = w.take(Dv * M);                      // U^T
+  if (d.Tk > 0 && h.o.causal) detail::transpose_block(v, h.key_len, Dv, Dv, vT, d.Tk);
   for (int64_t i = 0; i < d.Tq; ++i) {
     const double s = static_cast<double>(den[i]) + h.o.eps;
     detail::div_row_f64(dout + i * Dv, s, G + i * Dv, Dv);
@@ -402,8 +413,8 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
       lin_gemm(false, false, nq, M, Dv, G + i0 * Dv, Dv, S, M, 1.0f, da + i0 * M, M);
     }
     if (nk == 0) continue;
-    masked_product(h, f.aq, f.bk, M, i0, nq, lo, nk, P);
-    masked_product(h, G, v, Dv, i0, nq, lo, nk, dP);
+    masked_product(h, f.aq, M, f.bkT, d.Tk, i0, nq, lo, nk, P);
+    masked_product(h, G, Dv, vT, d.Tk, i0, nq, lo, nk, dP);
     if (f.ck) {
       rescale_product(h, f, i0, nq, lo, nk, P);
       rescale_product(h, f, i0, nq, lo, nk, dP);
@@ -419,7 +430,7 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   bool u_any = false;
   for (int64_t i0 = d.Tq > 0 ? (d.Tq - 1) / C * C : -1; i0 >= 0; i0 -= C) {
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0);
-    if (!f.ck || u_any) key_grads_from_state(h, f, v, lo, next, U, cU, vs, db, dv);
+    if (!f.ck || u_any) key_grads_from_state(h, f, v, lo, next, U, cU, vs, UT, db, dv);
     next = lo;
     if (!f.ck) {
       lin_gemm(true, false, M, Dv, nq, f.aq + i0 * M, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
@@ -445,7 +456,7 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
     cU = c_new;
     u_any = true;
   }
-  if (!f.ck || u_any) key_grads_from_state(h, f, v, 0, next, U, cU, vs, db, dv);
+  if (!f.ck || u_any) key_grads_from_state(h, f, v, 0, next, U, cU, vs, UT, db, dv);
   if (h.after) {  // d phi += R^T d(R phi)
     detail::rotate_rows(da, da, d.Tq, M, h.o.rope_q_offset, h.qs.rope, true, h.q_after);
     detail::rotate_rows(db, db, h.key_len, M, h.o.rope_k_offset, h.qs.rope, true, h.k_after);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -381,6 +382,28 @@ TEST(CpuMath, RopeRowsGiveRopeRowsBits) {
               ASSERT_EQ(std::memcmp(&table[t * half + i], &w, sizeof w), 0) << t << ", " << i;
             }
         }
+}
+
+// transpose_block (ops/cpu_rows.h): every element in its place for blocks
+// of whole 16 x 16 tiles, with overlapping last tiles (110 columns), below
+// one tile (the scalar path), and strides wider than the block; nothing
+// written outside the block.
+TEST(CpuMath, TransposeBlockPutsEveryElementInPlace) {
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {128, 110}, {110, 32}, {16, 16}, {17, 33}, {5, 40}, {40, 3}, {0, 7}})
+    for (const int64_t pad : {int64_t{0}, int64_t{3}}) {
+      const int64_t ld_in = cols + pad, ld_out = rows + pad;
+      std::vector<float> in(static_cast<size_t>(std::max<int64_t>(rows * ld_in, 1)));
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i) + 0.5f;
+      std::vector<float> out(static_cast<size_t>(std::max<int64_t>(cols * ld_out, 1)), -1.0f);
+      ops::detail::transpose_block(in.data(), rows, cols, ld_in, out.data(), ld_out);
+      for (int64_t c = 0; c < cols; ++c)
+        for (int64_t r = 0; r < ld_out; ++r) {
+          const float want = r < rows ? in[static_cast<size_t>(r * ld_in + c)] : -1.0f;
+          ASSERT_EQ(out[static_cast<size_t>(c * ld_out + r)], want)
+              << rows << " x " << cols << " pad " << pad << " at " << c << ", " << r;
+        }
+    }
 }
 
 // The kept tables (ops/rope_rows.h shared_rope_table): rope_table's
