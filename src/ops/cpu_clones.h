@@ -21,14 +21,16 @@
 
 namespace rotor::ops::detail {
 
-// f(begin, end) over [0, n) in chunks of kChunk elements, the chunks shared
-// among the OpenMP threads; one chunk (a small tensor) runs on the calling
-// thread, without waking a team for a few microseconds of work.
+// f(begin, end) over [0, n) in chunks of kChunk elements, the chunks handed
+// to the OpenMP threads one at a time (a thread that loses its core for a
+// while holds up no one); one chunk (a small tensor) runs on the calling
+// thread, without waking a team for a few microseconds of work. f must
+// write only its own chunk's elements.
 template <class F>
 void for_chunks(int64_t n, F&& f) {
   constexpr int64_t kChunk = 16384;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
+#pragma omp parallel for schedule(dynamic) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
 }
 

@@ -515,7 +515,11 @@ void for_each_head(const Dims& d, const LinearAttentionOptions& o, const Tensor&
       std::clamp<int64_t>(omp_get_max_threads(), 1, std::max<int64_t>(d.B * d.H, 1)));
   Tensor ws = Tensor::empty({threads, per});  // f32, counted by the allocator's statistics
   float* wp = ws.data<float>();
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+// Heads are handed out one at a time (dynamic): on a machine where a core
+// is taken away for a while the other threads take its heads instead of
+// waiting at the end. Each head writes only its own outputs and each thread
+// its own workspace, so the bits do not depend on which thread ran a head.
+#pragma omp parallel for collapse(2) schedule(dynamic) num_threads(threads)
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t hh = 0; hh < d.H; ++hh) {
       const Head head{d, o, key_len[b], C, after, qs, ks, q_after, k_after};
