@@ -27,6 +27,9 @@
 //                          [--features M] [--rope none|after|before] [--causal]
 //                          [--backward] [--iters N] [--no-softmax] [--chunk C]
 //                          [--device cpu|cuda] [--dtype f32|bf16|f16]
+//                          [--maps elu1,favor]
+// --maps: the feature maps timed (default both; e.g. favor alone for a
+// FAVOR+ profile).
 #include <malloc.h>
 
 #include <atomic>
@@ -105,7 +108,8 @@ namespace {
 const char* kUsage =
     "usage: bench_linear_attention [--tokens 4096,8192,16384] [--heads H] [--dim D] "
     "[--features M] [--rope none|after|before] [--causal] [--backward] [--iters N] "
-    "[--no-softmax] [--chunk C] [--device cpu|cuda] [--dtype f32|bf16|f16]\n";
+    "[--no-softmax] [--chunk C] [--device cpu|cuda] [--dtype f32|bf16|f16] "
+    "[--maps elu1,favor]\n";
 
 struct Args {
   std::vector<int64_t> tokens{4096, 8192, 16384};
@@ -116,6 +120,9 @@ struct Args {
   int64_t chunk = 0;  // causal query rows per chunk; 0: the op's default
   Device device = Device::cpu();
   DType dtype = DType::F32;
+  // The feature maps timed, in this order (--maps; default both).
+  std::vector<ops::LinearFeatureMap> maps{ops::LinearFeatureMap::Elu1,
+                                          ops::LinearFeatureMap::Favor};
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -167,6 +174,18 @@ Args parse(int argc, char** argv) {
       a.iters = static_cast<int>(positive(flag, next()));
     } else if (flag == "--chunk") {
       a.chunk = positive(flag, next());
+    } else if (flag == "--maps") {
+      a.maps.clear();
+      std::stringstream s(next());
+      for (std::string m; std::getline(s, m, ',');) {
+        if (m == "elu1")
+          a.maps.push_back(ops::LinearFeatureMap::Elu1);
+        else if (m == "favor")
+          a.maps.push_back(ops::LinearFeatureMap::Favor);
+        else
+          usage_error("--maps takes elu1 and favor, got '" + m + "'");
+      }
+      if (a.maps.empty()) usage_error("--maps needs at least one of elu1, favor");
     } else if (flag == "--no-softmax") {
       a.softmax = false;
     } else if (flag == "--device") {
@@ -260,7 +279,7 @@ int main(int argc, char** argv) {
       auto grads = [&](std::vector<Tensor>& kept) {
         for (int i = 0; i < 3; ++i) kept.push_back(Tensor::empty({B, H, T, D}, dt, dev));
       };
-      for (auto map : {ops::LinearFeatureMap::Elu1, ops::LinearFeatureMap::Favor}) {
+      for (const auto map : a.maps) {
         ops::LinearAttentionOptions o;
         o.feature_map = map;
         if (a.chunk > 0) o.chunk = a.chunk;
