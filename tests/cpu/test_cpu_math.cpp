@@ -30,6 +30,19 @@ double ulps(float got, double want) {
   return std::fabs(static_cast<double>(got) - want) / (ulp > 0 ? ulp : 1e-45);
 }
 
+// The 16-lane double sum of ops/cpu_lanes.h, written out: lane l adds terms
+// l, l + 16, ... in order, then the lanes, then the tail.
+template <class Term>
+double lane_order_sum(int64_t n, Term term) {
+  double lanes[16] = {}, s = 0.0;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += term(j + l);
+  for (int l = 0; l < 16; ++l) s += lanes[l];
+  for (; j < n; ++j) s += term(j);
+  return s;
+}
+
 TEST(CpuMath, ExpWithinTwoUlps) {
   double worst = 0;
   float at = 0;
@@ -119,18 +132,8 @@ TEST(CpuMath, SoftmaxRowCloneGivesTheScalarBits) {
     float mx = -INFINITY;
     for (int64_t j = 0; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
     std::vector<float> e(static_cast<size_t>(n));
-    double lanes[16] = {}, sum = 0;
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16)
-      for (int l = 0; l < 16; ++l) {
-        e[j + l] = ops::detail::exp_f32(x[j + l] - mx);
-        lanes[l] += e[j + l];
-      }
-    for (int l = 0; l < 16; ++l) sum += lanes[l];
-    for (; j < n; ++j) {
-      e[j] = ops::detail::exp_f32(x[j] - mx);
-      sum += e[j];
-    }
+    for (int64_t j = 0; j < n; ++j) e[j] = ops::detail::exp_f32(x[j] - mx);
+    const double sum = lane_order_sum(n, [&](int64_t j) { return static_cast<double>(e[j]); });
     const float inv = static_cast<float>(1.0 / sum);
     double exact_sum = 0;
     for (int64_t k = 0; k < n; ++k) exact_sum += std::exp(static_cast<double>(x[k]) - mx);
@@ -193,33 +196,14 @@ TEST(CpuMath, MaskedDotRowCloneGivesTheScalarBits) {
       dp[static_cast<size_t>(j)] = std::numeric_limits<float>::quiet_NaN();
     }
     const double got = ops::detail::masked_dot_row(p.data(), dp.data(), n);
-    double lanes[16] = {}, want = 0;
-    int64_t j = 0;
-    const auto term = [&](int64_t k) {
+    const double want = lane_order_sum(n, [&](int64_t k) {
       return p[k] == 0.0f ? 0.0 : static_cast<double>(dp0[k]) * p[k];
-    };
-    for (; j + 16 <= n; j += 16)
-      for (int l = 0; l < 16; ++l) lanes[l] += term(j + l);
-    for (int l = 0; l < 16; ++l) want += lanes[l];
-    for (; j < n; ++j) want += term(j);
+    });
     EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
         << "n " << n << ": " << got << " vs " << want;
     for (int64_t k = 0; k < n; ++k)
       EXPECT_EQ(dp[k], p[k] == 0.0f ? 0.0f : dp0[k]) << "n " << n << ", " << k;
   }
-}
-
-// The 16-lane double sum of ops/cpu_lanes.h, written out: lane l adds terms
-// l, l + 16, ... in order, then the lanes, then the tail.
-template <class Term>
-double lane_order_sum(int64_t n, Term term) {
-  double lanes[16] = {}, s = 0.0;
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int l = 0; l < 16; ++l) lanes[l] += term(j + l);
-  for (int l = 0; l < 16; ++l) s += lanes[l];
-  for (; j < n; ++j) s += term(j);
-  return s;
 }
 
 // Linear attention's exponentials (ops/cpu_rows.h): the scalar formula's bits.
@@ -438,15 +422,7 @@ TEST(CpuMath, SharedRopeTablesAreRopeTables) {
 // formulas with the same 16 double lanes: forward, dx (in place too) and
 // the parameter columns, bit for bit.
 TEST(CpuMath, LayerNormRowClonesGiveTheScalarBits) {
-  const auto lanes = [](int64_t n, auto term) {
-    double acc[16] = {}, s = 0;
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16)
-      for (int l = 0; l < 16; ++l) acc[l] += term(j + l);
-    for (int l = 0; l < 16; ++l) s += acc[l];
-    for (; j < n; ++j) s += term(j);
-    return s;
-  };
+  const auto lanes = [](int64_t n, auto term) { return lane_order_sum(n, term); };
   for (const int64_t n : {1, 7, 16, 33, 128}) {
     const auto u = static_cast<uint64_t>(n);
     const std::vector<float> x = test::random_floats(static_cast<size_t>(n), u + 1, -3.0f, 4.0f);
