@@ -196,9 +196,8 @@ TEST(CpuMath, MaskedDotRowCloneGivesTheScalarBits) {
       dp[static_cast<size_t>(j)] = std::numeric_limits<float>::quiet_NaN();
     }
     const double got = ops::detail::masked_dot_row(p.data(), dp.data(), n);
-    const double want = lane_order_sum(n, [&](int64_t k) {
-      return p[k] == 0.0f ? 0.0 : static_cast<double>(dp0[k]) * p[k];
-    });
+    const double want = lane_order_sum(
+        n, [&](int64_t k) { return p[k] == 0.0f ? 0.0 : static_cast<double>(dp0[k]) * p[k]; });
     EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
         << "n " << n << ": " << got << " vs " << want;
     for (int64_t k = 0; k < n; ++k)
