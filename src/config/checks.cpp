@@ -356,7 +356,8 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "(model.position alibi); use auto, rotor or reference",
                          {"model.position"}};
   // Transformer-XL's terms, TUPE's correlation and DeBERTa's terms reach the
-  // materialized core as a dense bias, in fp32, on the CPU and on CUDA.
+  // materialized core as a dense bias, on the CPU and on CUDA; they compute
+  // in f32 in every precision (nn/attention.cpp).
   if (m.position->xl_terms || m.position->untied_correlation || m.position->disentangled) {
     const std::string name(to_string(m.position));
     const char* what = m.position->xl_terms             ? "Transformer-XL's relative terms"
@@ -368,11 +369,6 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                            fmt::format("{} does not add {} (model.position {}), a dense bias that "
                                        "only the materialized core adds; use auto or reference",
                                        to_string(c.attention.impl), what, name),
-                           {"model.position"}};
-    if (c.precision != Precision::FP32)
-      return ConfigProblem{"precision",
-                           fmt::format("model.position {} computes in fp32 only so far, not {}",
-                                       name, to_string(c.precision)),
                            {"model.position"}};
   }
   // TUPE unties [CLS], the first token of the BERT encoder's tasks; the

@@ -14,6 +14,24 @@
 
 namespace rotor::nn {
 
+namespace {
+// t in f32: t itself, or an f32 copy of 16-bit activations. Transformer-XL's
+// and DeBERTa's terms compute in f32 whatever the training precision: from
+// f32 copies of q and k, their gradients added to f32 copies of dq and dk
+// that are rounded back once (f32_back).
+Tensor f32_of(const Tensor& t) {
+  if (t.dtype() == DType::F32) return t;
+  Tensor c = Tensor::empty(t.shape(), DType::F32, t.device());  // [shape of t]
+  ops::cast(t, c);
+  return c;
+}
+
+// An f32_of copy back into its 16-bit origin (nothing where it is the origin).
+void f32_back(const Tensor& copy, Tensor& origin) {
+  if (origin.dtype() != DType::F32) ops::cast(copy, origin);
+}
+}  // namespace
+
 MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNames& names,
                                        const MultiHeadAttentionOptions& options, bool cross)
     : options_(options), cross_(cross) {
@@ -57,15 +75,16 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
 Tensor MultiHeadAttention::xl_bias(const Tensor& q, const Tensor& k, int64_t q_offset,
                                    const Context& ctx, bool training, Tensor* r_out) {
   const int64_t Tq = q.size(2), Tk = k.size(2);
-  ROTOR_CHECK(q.dtype() == DType::F32,
-              "model.position transformer_xl computes in fp32 only so far, not {}", q.str());
-  // One projected sinusoid per distance from -(Tk - 1) to q_offset + Tq - 1.
+  // One projected sinusoid per distance from -(Tk - 1) to q_offset + Tq - 1,
+  // in f32 with the f32 master W_R whatever the activations' dtype.
   const Tensor table =  // [L, d], L = q_offset + Tq + Tk - 1
       ops::xl_distance_table(q_offset + Tq + Tk - 1, -(Tk - 1), options_.d_model).to(q.device());
-  Tensor r = training ? r_proj_->forward(table, ctx) : r_proj_->apply(table, ctx);  // [L, d]
+  Context c32 = ctx;
+  c32.dtype = DType::F32;
+  Tensor r = training ? r_proj_->forward(table, c32) : r_proj_->apply(table, c32);  // f32 [L, d]
   Tensor bias =
       Tensor::empty({q.size(0), q.size(1), Tq, Tk}, DType::F32, q.device());  // [B, H, Tq, Tk]
-  ops::xl_bias_forward(q, k, r, xl_u_->value, xl_v_->value,
+  ops::xl_bias_forward(f32_of(q), f32_of(k), r, xl_u_->value, xl_v_->value,
                        1.0f / std::sqrt(static_cast<float>(head_dim_)), q_offset, bias);
   if (r_out) *r_out = r;
   return bias;
@@ -338,9 +357,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
         Tensor::empty(attn_options_.score_bias.shape(), DType::F32, q_h_.device());
   }
   if (options_.deberta) {  // DeBERTa's disentangled terms, as a dense bias
-    const Tensor& le = options_.deberta->embeddings();  // [S, d]
-    ROTOR_CHECK(q_h_.dtype() == DType::F32,
-                "model.position deberta computes in fp32 only so far, not {}", q_h_.str());
+    const Tensor& le = options_.deberta->embeddings();  // f32 [S, d]
     ROTOR_CHECK(plan_.split_scales_q, "DeBERTa's terms need q scaled by the head split");
     const int64_t S = le.size(0);
     const Device dev = q_h_.device();
@@ -356,9 +373,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
     }
     attn_options_.score_bias =
         Tensor::empty({Bc_, H, Tc_, Tkc}, DType::F32, dev);  // [B, H, Tq, Tk]
-    ops::deberta_bias_forward(q_h_, k_h_, deberta_kr_, deberta_qr_, options_.deberta->rows(),
-                              1.0f / std::sqrt(3.0f * static_cast<float>(D)),
-                              attn_options_.score_bias);
+    ops::deberta_bias_forward(
+        f32_of(q_h_), f32_of(k_h_), deberta_kr_, deberta_qr_, options_.deberta->rows(),
+        1.0f / std::sqrt(3.0f * static_cast<float>(D)), attn_options_.score_bias);
     attn_options_.score_bias_grad =
         Tensor::empty({Bc_, H, Tc_, Tkc}, DType::F32, dev);  // [B, H, Tq, Tk]
   }
@@ -414,9 +431,12 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   plan_.kind->backward(plan_, q_h_, k_h_, v_h_, saved_, d_o, attn_options_, dq, dk, dv);
   if (options_.xl) {  // the terms' gradients: into dq, dk, u, v and W_R
     Tensor dr = Tensor::empty(xl_r_.shape(), DType::F32, dev);  // [2 Tq - 1, d]
-    ops::xl_bias_backward(q_h_, k_h_, xl_r_, xl_u_->value, xl_v_->value,
+    Tensor dq32 = f32_of(dq), dk32 = f32_of(dk);                // [B, H, T, D] each
+    ops::xl_bias_backward(f32_of(q_h_), f32_of(k_h_), xl_r_, xl_u_->value, xl_v_->value,
                           1.0f / std::sqrt(static_cast<float>(head_dim_)), 0,
-                          attn_options_.score_bias_grad, dq, dk, dr, xl_u_->grad, xl_v_->grad);
+                          attn_options_.score_bias_grad, dq32, dk32, dr, xl_u_->grad, xl_v_->grad);
+    f32_back(dq32, dq);
+    f32_back(dk32, dk);
     r_proj_->backward(dr, false);
     xl_r_ = attn_options_.score_bias = attn_options_.score_bias_grad = Tensor();
   }
@@ -425,9 +445,13 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
     const int64_t S = le.size(0);
     Tensor dqr = Tensor::empty({S, d}, DType::F32, dev);  // [S, d]
     Tensor dkr = Tensor::empty({S, d}, DType::F32, dev);  // [S, d]
-    ops::deberta_bias_backward(q_h_, k_h_, deberta_kr_, deberta_qr_, options_.deberta->rows(),
+    Tensor dq32 = f32_of(dq), dk32 = f32_of(dk);          // [B, H, T, D] each
+    ops::deberta_bias_backward(f32_of(q_h_), f32_of(k_h_), deberta_kr_, deberta_qr_,
+                               options_.deberta->rows(),
                                1.0f / std::sqrt(3.0f * static_cast<float>(D)),
-                               attn_options_.score_bias_grad, dq, dk, dkr, dqr);
+                               attn_options_.score_bias_grad, dq32, dk32, dkr, dqr);
+    f32_back(dq32, dq);
+    f32_back(dk32, dk);
     const Tensor w = qkv_->weight(DType::F32);                // [3d, d]
     Tensor wg = qkv_->weight_grad(), bg = qkv_->bias_grad();  // f32 [3d, d], [3d]
     Tensor& dle = options_.deberta->embeddings_grad();        // f32 [S, d]

@@ -17,8 +17,11 @@ DebertaRelative::DebertaRelative(ParameterStore& store, const std::string& prefi
 }
 
 void DebertaRelative::prepare(int64_t T, const Context& ctx) {
-  rows_ = norm_->forward(table_->value, ctx);  // [2 span, d]
-  ROTOR_CHECK(rows_.dtype() == DType::F32, "model.position deberta computes in fp32 only so far");
+  // The relative rows compute in f32 from the f32 masters whatever the
+  // activations' dtype (fp16/bf16 training too), as the terms that read them.
+  Context c32 = ctx;
+  c32.dtype = DType::F32;
+  rows_ = norm_->forward(table_->value, c32);  // f32 [2 span, d]
   if (!rows_grad_.defined() || rows_grad_.shape() != rows_.shape() ||
       rows_grad_.device() != rows_.device())
     rows_grad_ = Tensor::empty(rows_.shape(), DType::F32, rows_.device());

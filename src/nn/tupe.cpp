@@ -28,10 +28,13 @@ void TupeBias::prepare(int64_t B, int64_t T, const Context& ctx) {
               max_positions_);
   B_ = B;
   T_ = T;
+  // The correlation does not depend on the input: it computes in f32 from
+  // the f32 masters whatever the activations' dtype (fp16/bf16 training too).
+  Context c32 = ctx;
+  c32.dtype = DType::F32;
   const Tensor p = table_->value.narrow(0, T);  // [T, d]
-  pq_ = uq_->forward(p, ctx);                   // [T, d]
-  pk_ = uk_->forward(p, ctx);                   // [T, d]
-  ROTOR_CHECK(pq_.dtype() == DType::F32, "TUPE computes in f32, got {}", pq_.str());
+  pq_ = uq_->forward(p, c32);                   // f32 [T, d]
+  pk_ = uk_->forward(p, c32);                   // f32 [T, d]
   const int64_t H = heads_, D = d_ / heads_;
   const Device dev = pq_.device();
   // C_h = pq_h pk_h^T / sqrt(2 D): the heads split out, one batched product.

@@ -6,7 +6,8 @@
 //     recompute uses the same features), in f32 and bf16; EHR inputs (ages,
 //     segments, BEHRT's visit positions: model.position_source visit) for
 //     the masked LM and the multi-label classifier, with learned and rotary
-//     positions (the recompute rotates at the same explicit positions); over two
+//     positions (the recompute rotates at the same explicit positions);
+//     Transformer-XL, TUPE and DeBERTa in 16 bits (their f32 terms); over two
 //     micro-batches accumulating into the same gradients, reported to
 //     Context::grad_ready at the same points;
 //   - the memory a forward and backward hold above what was held before
@@ -302,6 +303,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{Family::Mlm, kLearned, false, DType::F32, "mlm_learned"},
         Case{Family::Mlm, kRope, true, DType::F32, "mlm_rope_linear"},
         Case{Family::Mlm, kLearned, false, DType::BF16, "mlm_learned_bf16"},
+        Case{Family::Mlm, *nn::position_kind("deberta"), false, DType::BF16, "mlm_deberta_bf16"},
+        Case{Family::Mlm, *nn::position_kind("tupe"), false, DType::F16, "mlm_tupe_f16"},
         Case{Family::Classification, kRope, false, DType::F32, "classification_rope"},
         Case{Family::Classification, kLearned, false, DType::F32, "classification_learned"},
         Case{Family::Classification, kRope, true, DType::F32, "classification_rope_linear"},
@@ -310,6 +313,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{Family::Lm, kRope, true, DType::F32, "lm_rope_linear"},
         Case{Family::Lm, kLearned, true, DType::F32, "lm_learned_linear"},
         Case{Family::Lm, kRope, false, DType::BF16, "lm_rope_bf16"},
+        Case{Family::Lm, *nn::position_kind("transformer_xl"), false, DType::BF16, "lm_xl_bf16"},
         Case{Family::EhrMlm, kLearned, false, DType::F32, "ehr_mlm_visit_learned"},
         Case{Family::EhrMlm, kRope, false, DType::F32, "ehr_mlm_visit_rope"},
         Case{Family::EhrMultilabel, kLearned, false, DType::F32, "ehr_multilabel_visit_learned"},

@@ -261,12 +261,14 @@ TEST(Config, CrossFieldChecks) {
             "use auto or reference");
   EXPECT_EQ(load_config_from_string("device: cuda\nmodel:\n  position: transformer_xl\n").device,
             "cuda");
-  EXPECT_EQ(load_error("device: cuda\nprecision: bf16\nmodel:\n  position: transformer_xl\n"),
-            "configs/x.yaml:2: precision: model.position transformer_xl computes in fp32 only so "
-            "far, not bf16");
-  EXPECT_EQ(load_error("precision: bf16\nmodel:\n  position: transformer_xl\n"),
-            "configs/x.yaml:1: precision: model.position transformer_xl computes in fp32 only so "
-            "far, not bf16");
+  // fp16/bf16 training: the terms compute in f32 (nn/attention.cpp).
+  EXPECT_EQ(load_config_from_string("device: cuda\nprecision: bf16\nmodel:\n  position: "
+                                    "transformer_xl\n")
+                .precision,
+            Precision::BF16);
+  EXPECT_EQ(
+      load_config_from_string("precision: fp16\nmodel:\n  position: transformer_xl\n").precision,
+      Precision::FP16);
   EXPECT_EQ(load_error("model:\n  position: transformer_xl\nattention:\n  kind: linear\n"),
             "configs/x.yaml:4: attention.kind: linear attention has no scores to add "
             "Transformer-XL's relative terms to (model.position transformer_xl); use "
@@ -315,10 +317,14 @@ TEST(Config, CrossFieldChecks) {
                        "deberta:\n    max_relative_positions: 100\n"),
             "configs/x.yaml:6: model.deberta.max_relative_positions: 100 does not reach beyond "
             "the 128 exact distances of model.deberta.position_buckets = 256");
-  EXPECT_EQ(load_error("device: cuda\nprecision: fp16\ntask: mlm\nmodel:\n  encoder_layers: "
-                       "1\n  position: deberta\n"),
-            "configs/x.yaml:2: precision: model.position deberta computes in fp32 only so far, "
-            "not fp16");
+  EXPECT_EQ(load_config_from_string("device: cuda\nprecision: fp16\ntask: mlm\nmodel:\n  "
+                                    "encoder_layers: 1\n  position: deberta\n")
+                .precision,
+            Precision::FP16);
+  EXPECT_EQ(load_config_from_string("precision: bf16\ntask: mlm\nmodel:\n  encoder_layers: 1\n"
+                                    "  position: tupe\n")
+                .precision,
+            Precision::BF16);
   // model.t5's keys: only under t5, and a log-spaced range that is not empty.
   EXPECT_EQ(load_error("model:\n  t5:\n    buckets: 64\n"),
             "configs/x.yaml:3: model.t5.buckets: a setting of model.position t5 (or tupe with "

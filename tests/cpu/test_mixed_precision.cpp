@@ -1,6 +1,7 @@
 // Mixed precision (docs/design.md, "Precision") on the CPU, where fp16/bf16 are
 // emulated: the ops' 16-bit path equals the f32 path on rounded inputs with
-// the outputs rounded once (ops/cpu_f32.h); the 16-bit weight copy; the
+// the outputs rounded once (ops/cpu_f32.h); Transformer-XL, TUPE and DeBERTa
+// (their terms in f32) in one pass against fp32; the 16-bit weight copy; the
 // dynamic loss scaler; quickstart training in fp16 and bf16 against fp32; a
 // NaN injected into a gradient is caught (the step skipped, the weights and
 // moments untouched, the scale halved) and training goes on; an fp16 run
@@ -15,12 +16,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "checkpoint/safetensors.h"
+#include "config/config.h"
 #include "core/json_io.h"
+#include "models/model_config.h"
 #include "nn/parameters.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
@@ -204,6 +208,106 @@ TEST(MixedPrecisionOps, MixedDtypesOutsideTheRulesAreErrors) {
   Tensor y = Tensor::zeros({2, 4}), m = Tensor::zeros({2}), r = Tensor::zeros({2});
   EXPECT_THROW(ops::layer_norm_forward(x32, g16, g16, 1e-5f, y, m, r),
                Error);  // 16-bit gamma, f32 x
+}
+
+// ---- the dense-bias encodings in fp16 / bf16 -------------------------------------
+
+// One forward and backward of a tiny model (no dropout) from the same
+// weights in `dtype`: the loss, the whole f32 gradient buffer and the
+// gradients of the encoding's own parameters (W_R, u and v; TUPE's table,
+// projections and [CLS] scalars; DeBERTa's relative rows and their norm).
+struct Pass {
+  double loss = 0;
+  std::vector<float> grads, position_grads;
+};
+
+Pass one_pass(const std::string& task, const std::string& position, DType dtype) {
+  const std::string layers = task == "mlm" ? "  encoder_layers: 2\n" : "  decoder_layers: 2\n";
+  const Config c = load_config_from_string(
+      "task: " + task + "\nmodel:\n  d_model: 16\n  n_heads: 2\n  d_ff: 32\n" + layers +
+          "  max_positions: 32\n  dropout: 0.0\n  attention_dropout: 0.0\n  position: " + position +
+          "\ndata:\n  seq_len: 16\n",
+      "configs/x.yaml");
+  constexpr int64_t kVocab = 40;
+  nn::ParameterStore store;
+  std::unique_ptr<models::BertForMaskedLM> mlm;
+  std::unique_ptr<models::DecoderLM> lm;
+  if (task == "mlm")
+    mlm = std::make_unique<models::BertForMaskedLM>(models::bert_options(c, kVocab), store);
+  else
+    lm = std::make_unique<models::DecoderLM>(models::lm_options(c, kVocab), store);
+  store.allocate(Device::cpu());
+  store.initialize(5);
+  if (dtype != DType::F32) store.set_compute_dtype(dtype);
+  store.zero_grad();
+  nn::Context ctx;
+  ctx.training = true;
+  ctx.dtype = dtype;
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < 2 * 12; ++i) ids.push_back(1 + (i * 7 + 3) % 39);
+  Pass out;
+  if (mlm) {
+    models::MlmBatch b;
+    b.input_ids = Tensor::from_ints(ids, {2, 12});
+    b.lengths = Tensor::from_ints({12, 9}, {2});
+    b.masked_positions = Tensor::from_ints({1, 4, 6, 13, 19}, {5});
+    b.masked_targets = Tensor::from_ints({3, 17, 22, 5, 30}, {5});
+    b.masked_tokens = 5;
+    b.tokens = 21;
+    out.loss = mlm->forward_loss(b, ctx).loss;
+    mlm->backward(1.0f);
+  } else {
+    models::LmBatch b;
+    b.input_ids = Tensor::from_ints(ids, {2, 12});
+    std::vector<int32_t> next(ids.begin() + 1, ids.end());
+    next.push_back(2);
+    b.targets = Tensor::from_ints(next, {2, 12});
+    b.tokens = 24;
+    out.loss = lm->forward_loss(b, ctx).loss;
+    lm->backward(1.0f);
+  }
+  out.grads = store.grads().to_floats();
+  for (const auto& p : store.parameters())
+    for (const char* part : {".r_proj.", ".r_w_bias", ".r_r_bias", ".tupe.", ".rel_embeddings."})
+      if (p->name.find(part) != std::string::npos) {
+        const std::vector<float> g = p->grad.to_floats();
+        out.position_grads.insert(out.position_grads.end(), g.begin(), g.end());
+      }
+  return out;
+}
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += static_cast<double>(a[i]) * b[i];
+    aa += static_cast<double>(a[i]) * a[i];
+    bb += static_cast<double>(b[i]) * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+// Transformer-XL's terms, TUPE's correlation and DeBERTa's terms train in
+// fp16 and bf16 (they compute in f32 from f32 copies of q and k, nn/attention.cpp):
+// the loss and gradients of one pass stay close to fp32's, and differ from
+// them (the 16-bit path ran).
+TEST(MixedPrecisionModels, DenseBiasEncodingsTrackFp32) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"mlm", "transformer_xl"}, {"mlm", "tupe"}, {"mlm", "deberta"}, {"lm", "transformer_xl"}};
+  for (const auto& [task, position] : cases) {
+    const Pass f32 = one_pass(task, position, DType::F32);
+    ASSERT_GT(f32.loss, 0.0);
+    for (DType dt : kHalfTypes) {
+      SCOPED_TRACE(fmt::format("{} {} {}", task, position, dtype_name(dt)));
+      const Pass half = one_pass(task, position, dt);
+      EXPECT_NE(half.loss, f32.loss);
+      EXPECT_LE(std::abs(half.loss - f32.loss), 0.002 * f32.loss)
+          << half.loss << " vs " << f32.loss;
+      ASSERT_EQ(half.grads.size(), f32.grads.size());
+      EXPECT_GT(cosine(half.grads, f32.grads), dt == DType::F16 ? 0.9999 : 0.995);
+      ASSERT_FALSE(f32.position_grads.empty());
+      EXPECT_GT(cosine(half.position_grads, f32.position_grads), dt == DType::F16 ? 0.9999 : 0.995);
+    }
+  }
 }
 
 // ---- the 16-bit weight copy ------------------------------------------------------

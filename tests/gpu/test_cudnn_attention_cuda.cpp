@@ -687,6 +687,35 @@ TEST(DebertaCuda, TermsAndClassifierStepEqualTheCpu) {
   EXPECT_LT(max_diff(x.grads, y.grads), 1e-4 * std::max(big, 1.0)) << "gradients";
 }
 
+// The dense-bias encodings in fp16 and bf16 on a GPU: the terms compute in
+// f32 from f32 copies of q and k (nn/attention.cpp), the core is the 16-bit
+// materialized one. One training step of the classifier tracks the same
+// weights' fp32 step on the GPU within 16-bit tolerance (the CPU's 16-bit
+// twin: tests/cpu/test_mixed_precision.cpp, DenseBiasEncodingsTrackFp32).
+TEST(DenseBiasCuda, HalfPrecisionClassifierStepTracksFp32) {
+  ROTOR_REQUIRE_GPU();
+  const Core core{"auto", nn::AttentionImpl::Auto, nn::AttentionKind::Softmax};
+  const data::ClassificationSet set = classifier_set(0);
+  const data::ClassificationHostBatch batch =
+      data::make_classification_batch(set, {4, 0, 5, 2, 1, 3}, false);
+  for (const char* name : {"transformer_xl", "tupe", "deberta"})
+    for (DType dt : {DType::F16, DType::BF16}) {
+      SCOPED_TRACE(std::string(name) + " " + dtype_name(dt));
+      const nn::PositionKind position = *nn::position_kind(name);
+      Classifier half(position, core, 0, kGpu, dt), full(position, core, 0, kGpu, DType::F32);
+      nn::Context a = half.ctx, b = full.ctx;
+      a.training = b.training = true;
+      const test::ClassifierStep x = test::classifier_step(*half.model, half.store, batch, a),
+                                 y = test::classifier_step(*full.model, full.store, batch, b);
+      EXPECT_LT(max_diff(x.scores, y.scores), 0.1) << "scores";
+      EXPECT_NEAR(x.sums.loss, y.sums.loss, 0.05 * std::max(1.0, std::abs(y.sums.loss)));
+      double big = 0;
+      for (float g : y.grads) big = std::max(big, std::abs(double(g)));
+      ASSERT_EQ(x.grads.size(), y.grads.size());
+      EXPECT_LT(max_diff(x.grads, y.grads), 0.05 * std::max(big, 1.0)) << "gradients";
+    }
+}
+
 }  // namespace packing
 
 }  // namespace
