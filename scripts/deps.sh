@@ -16,6 +16,11 @@ packages=(build-essential cmake pkg-config libyaml-cpp-dev libspdlog-dev libfmt-
   patchelf  # the relocatable install (scripts/install/bundle.sh)
   clang-14 libclang-rt-14-dev libomp-14-dev  # the fuzzers (scripts/fuzz.sh): clang, libFuzzer
   clang-format-14)  # scripts/check_format.sh
+# libxsmm, for linear attention's small products (src/ops/cpu_gemm.h): Debian
+# builds it for amd64 only; elsewhere those products run on the CPU GEMM.
+if [[ $(dpkg --print-architecture 2>/dev/null || true) == amd64 ]]; then
+  packages+=(libxsmm-dev)
+fi
 if [[ "${1:-}" == "--with-python" ]]; then
   packages+=(python3 python3-numpy python3-torch python3-matplotlib python3-venv
     python3-sentencepiece)  # the SentencePiece of rotor's C++ library, for the HF export test

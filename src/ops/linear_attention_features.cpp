@@ -27,6 +27,11 @@ void lin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
+  if (!trans_a && !trans_b &&
+      cpu_small_sgemm(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), a,
+                      static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
+                      static_cast<int>(ldc)))
+    return;
   cpu_sgemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
             static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
             static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));

@@ -1,8 +1,12 @@
 // GEMM on the CPU against a naive double-precision product, every option.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
+#include <string>
 
+#include "ops/cpu_gemm.h"
 #include "ops/gemm.h"
 #include "support/test_util.h"
 
@@ -168,6 +172,58 @@ TEST(Gemm, ShapeErrorsNameTheOp) {
          hc = Tensor::zeros({2, 5}, DType::F16);
   ops::gemm(ha, hb, hc);
   EXPECT_EQ(hc.to_floats(), std::vector<float>(10, 3.0f));
+}
+
+// The small-matrix kernels (ops/cpu_gemm.h, libxsmm where the build has
+// it): linear attention's shapes and a few odd ones, strided rows, beta 0
+// over NaNs (C is not read) and beta 1 accumulating, against a product in
+// double; nothing is written past a row's end. Where there is no kernel
+// (no libxsmm, or a shape past its size) the call says so and leaves C alone.
+TEST(SmallGemm, MatchesAProductInDoubleOnStridedRows) {
+  const std::string name = ops::cpu_small_gemm_name();
+  const int lda = 140, ldb = 150, ldc = 136;  // strided rows, a different stride each
+  for (const auto [M, N, K] : {std::array{32, 32, 110},
+                               {128, 110, 32},
+                               {110, 32, 32},
+                               {32, 110, 32},
+                               {128, 32, 110},
+                               {1, 1, 1},
+                               {3, 5, 7},
+                               {17, 33, 9}}) {
+    const std::vector<float> a = test::random_floats(static_cast<size_t>(M * lda), 201);
+    const std::vector<float> b = test::random_floats(static_cast<size_t>(K * ldb), 202);
+    const std::vector<float> c0 = test::random_floats(static_cast<size_t>(M * ldc), 203);
+    for (const float beta : {0.0f, 1.0f}) {
+      SCOPED_TRACE(::testing::Message() << M << " x " << N << " x " << K << ", beta " << beta);
+      std::vector<float> c = c0;
+      if (beta == 0.0f)
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < N; ++j) c[static_cast<size_t>(i * ldc + j)] = NAN;
+      const std::vector<float> before = c;
+      const bool ran =
+          ops::cpu_small_sgemm(M, N, K, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+      // libxsmm makes kernels up to a size its build sets (this one: every
+      // shape here); the smallest ones any build has.
+      if (name != "none" && M * N * K <= 32 * 32 * 32) EXPECT_TRUE(ran) << name;
+      if (!ran) {
+        EXPECT_EQ(std::memcmp(c.data(), before.data(), c.size() * sizeof(float)), 0);
+        continue;
+      }
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+          double want = beta == 1.0f ? c0[static_cast<size_t>(i * ldc + j)] : 0.0;
+          for (int p = 0; p < K; ++p)
+            want += static_cast<double>(a[static_cast<size_t>(i * lda + p)]) *
+                    b[static_cast<size_t>(p * ldb + j)];
+          const float got = c[static_cast<size_t>(i * ldc + j)];
+          ASSERT_NEAR(got, want, 1e-5 * (1.0 + std::fabs(want))) << "(" << i << ", " << j << ")";
+        }
+      for (int i = 0; i < M; ++i)  // the rest of each row untouched
+        for (int j = N; j < ldc; ++j)
+          ASSERT_EQ(c[static_cast<size_t>(i * ldc + j)], before[static_cast<size_t>(i * ldc + j)])
+              << "written past row " << i << "'s end";
+    }
+  }
 }
 
 }  // namespace
