@@ -123,9 +123,9 @@ int64_t head_floats(const Dims& d, int64_t C, bool after, bool prefix, bool back
   // features (and a(k) transposed), S, Z, P
   int64_t n = (d.Tq + d.Tk) * (d.D + copies * d.M) + d.Tk * d.M + d.M * d.Dv + d.M + C * C;
   if (prefix) n += d.Tk + d.Tk * d.M;  // c_n, rescaled key rows
-  if (backward)                        // G, dden, da (+ dphi_q), db (+ dphi_k), U, Y, dP, v^T, U^T
-    n += d.Tq * (d.Dv + 1) + (d.Tq + d.Tk) * copies * d.M + d.M * d.Dv + d.M + C * C + d.Tk * d.Dv +
-         d.Dv * d.M;
+  if (backward)  // G, dden, da (+ dphi_q), db (+ dphi_k), U, Y, dP, P^T, v^T, U^T
+    n += d.Tq * (d.Dv + 1) + (d.Tq + d.Tk) * copies * d.M + d.M * d.Dv + d.M + 2 * C * C +
+         d.Tk * d.Dv + d.Dv * d.M;
   if (backward && prefix) n += d.Tk * d.Dv + C * d.M;  // rescaled v rows, chunk rows of a(q)
   return n;
 }
@@ -218,8 +218,9 @@ void rescale_product(const Head& h, const Features& f, int64_t i0, int64_t nq, i
 // plain one, which oneDNN runs about 1.4x as fast at these shapes as one
 // with B transposed; docs/design.md, "The CPU GEMM"); with prefix
 // stabilizers S is at cS (the c of key from - 1) and moves to c_{to - 1}.
+// vT: v^T [Dv, Tk] where the caller keeps it (null: none).
 void add_keys(const Head& h, const Features& f, const float* v, int64_t from, int64_t to, float* S,
-              float& cS, bool transposed = false) {
+              float& cS, bool transposed = false, const float* vT = nullptr) {
   const int64_t M = h.d.M, Dv = h.d.Dv;
   if (to <= from) return;
   const float* b = f.bk;
@@ -233,10 +234,19 @@ void add_keys(const Head& h, const Features& f, const float* v, int64_t from, in
     }
     cS = cn;
   }
-  if (transposed)
-    lin_gemm(true, false, Dv, M, to - from, v + from * Dv, Dv, b + from * M, M, 1.0f, S, M);
-  else
-    lin_gemm(true, false, M, Dv, to - from, b + from * M, M, v + from * Dv, Dv, 1.0f, S, Dv);
+  // Where the rows are as stored, the transposed copies the causal sweeps
+  // keep (a(k)^T, v^T) make these plain products.
+  const int64_t n = to - from;
+  if (transposed) {
+    if (vT)
+      lin_gemm(false, false, Dv, M, n, vT + from, h.d.Tk, b + from * M, M, 1.0f, S, M);
+    else
+      lin_gemm(true, false, Dv, M, n, v + from * Dv, Dv, b + from * M, M, 1.0f, S, M);
+  } else if (b == f.bk && h.o.causal) {  // a(k)^T is made with causal
+    lin_gemm(false, false, M, Dv, n, f.bkT + from, h.d.Tk, v + from * Dv, Dv, 1.0f, S, Dv);
+  } else {
+    lin_gemm(true, false, M, Dv, n, b + from * M, M, v + from * Dv, Dv, 1.0f, S, Dv);
+  }
 }
 
 // The factor of the state S (at cS, holding keys [0, lo)) in row i's sums.
@@ -372,6 +382,7 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   float* U = w.take(M * Dv);
   float* Y = w.take(M);
   float* dP = w.take(C * C);
+  float* PT = w.take(C * C);                       // dP^T, then P^T
   float* vs = f.ck ? w.take(d.Tk * Dv) : nullptr;  // rescaled v rows
   float* as = f.ck ? w.take(C * M) : nullptr;      // rescaled chunk rows of a(q)
   float* vT = w.take(Dv * d.Tk);                   // v^T [Dv, Tk] (causal)
@@ -400,7 +411,7 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   float cS = 0.0f;
   for (int64_t i0 = 0; i0 < d.Tq; i0 += C) {
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
-    add_keys(h, f, v, done, lo, S, cS, true);  // S^T [Dv, M]
+    add_keys(h, f, v, done, lo, S, cS, true, h.o.causal ? vT : nullptr);  // S^T [Dv, M]
     done = lo;
     if (lo == 0) {      // the state holds no key yet: no part of da
     } else if (f.ck) {  // the state's part of da, times each row's factor
@@ -420,8 +431,11 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
       rescale_product(h, f, i0, nq, lo, nk, dP);
     }
     lin_gemm(false, false, nq, M, nk, dP, nk, f.bk + lo * M, M, 1.0f, da + i0 * M, M);
-    lin_gemm(true, false, nk, M, nq, dP, nk, f.aq + i0 * M, M, 1.0f, db + lo * M, M);
-    lin_gemm(true, false, nk, Dv, nq, P, nk, G + i0 * Dv, Dv, 1.0f, dv + lo * Dv, Dv);
+    // dP^T and P^T as plain products of transposed copies.
+    detail::transpose_block(dP, nq, nk, nk, PT, nq);
+    lin_gemm(false, false, nk, M, nq, PT, nq, f.aq + i0 * M, M, 1.0f, db + lo * M, M);
+    detail::transpose_block(P, nq, nk, nk, PT, nq);
+    lin_gemm(false, false, nk, Dv, nq, PT, nq, G + i0 * Dv, Dv, 1.0f, dv + lo * Dv, Dv);
   }
   // Backward over the chunks: keys [n(i0), next) are seen in full exactly by
   // the chunks after this one, whose sum U holds.
