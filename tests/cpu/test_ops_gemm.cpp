@@ -204,7 +204,9 @@ TEST(SmallGemm, MatchesAProductInDoubleOnStridedRows) {
           ops::cpu_small_sgemm(M, N, K, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
       // libxsmm makes kernels up to a size its build sets (this one: every
       // shape here); the smallest ones any build has.
-      if (name != "none" && M * N * K <= 32 * 32 * 32) EXPECT_TRUE(ran) << name;
+      if (name != "none" && M * N * K <= 32 * 32 * 32) {
+        EXPECT_TRUE(ran) << name;
+      }
       if (!ran) {
         EXPECT_EQ(std::memcmp(c.data(), before.data(), c.size() * sizeof(float)), 0);
         continue;
