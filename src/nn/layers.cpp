@@ -46,6 +46,14 @@ Tensor LayerNorm::backward(const Tensor& dy) {
   return dx;
 }
 
+Tensor LayerNorm::backward_add(const Tensor& dy, const Tensor& residual) {
+  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());  // [N, dim]
+  ops::layer_norm_backward_add(dy, x_, gamma_->value, mean_, rstd_, residual, dx, gamma_->grad,
+                               beta_->grad);
+  x_ = mean_ = rstd_ = Tensor();
+  return dx;
+}
+
 // ---- Dropout ----------------------------------------------------------------
 
 Tensor Dropout::forward(const Tensor& x, const Context& ctx) {

@@ -14,6 +14,8 @@ class LayerNorm {
   LayerNorm(ParameterStore& store, const std::string& prefix, int64_t dim, float eps);
   Tensor forward(const Tensor& x, const Context& ctx);  // x [N, dim]
   Tensor backward(const Tensor& dy);                    // -> dx [N, dim]
+  // residual + backward(dy) in one pass (ops::layer_norm_backward_add).
+  Tensor backward_add(const Tensor& dy, const Tensor& residual);  // -> [N, dim]
   Tensor apply(const Tensor& x, const Context& ctx) const;
   // Drops what forward saved for the backward (activation checkpointing).
   void release() { x_ = mean_ = rstd_ = Tensor(); }

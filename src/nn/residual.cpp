@@ -28,7 +28,7 @@ Tensor Residual::end_backward(const Tensor& dy) {
 
 Tensor Residual::begin_backward(const Tensor& d_in) {
   // [N, d]
-  Tensor dx = post_ ? sum_of(d_residual_, d_in) : sum_of(d_residual_, norm_.backward(d_in));
+  Tensor dx = post_ ? sum_of(d_residual_, d_in) : norm_.backward_add(d_in, d_residual_);
   d_residual_ = Tensor();
   return dx;
 }

@@ -307,7 +307,8 @@ ROTOR_CPU_CLONES void layer_norm_row(const float* x, const float* gamma, const f
 }
 
 ROTOR_CPU_CLONES void layer_norm_dx_row(const float* dy, const float* x, const float* gamma,
-                                        float mean, float rstd, int64_t n, float* dx) {
+                                        float mean, float rstd, int64_t n, const float* add,
+                                        float* dx) {
   double sg = 0.0, sgx = 0.0;
   lane_sum2(
       n,
@@ -317,6 +318,13 @@ ROTOR_CPU_CLONES void layer_norm_dx_row(const float* dy, const float* x, const f
       },
       sg, sgx);
   const float mg = static_cast<float>(sg / n), mgx = static_cast<float>(sgx / n);
+  if (add) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float xhat = (x[j] - mean) * rstd;
+      dx[j] = add[j] + rstd * (dy[j] * gamma[j] - mg - xhat * mgx);
+    }
+    return;
+  }
   for (int64_t j = 0; j < n; ++j) {
     const float xhat = (x[j] - mean) * rstd;
     dx[j] = rstd * (dy[j] * gamma[j] - mg - xhat * mgx);

@@ -91,9 +91,11 @@ void layer_norm_row(const float* x, const float* gamma, const float* beta, int64
                     float* y, float& mean, float& rstd);
 
 // Its backward for one row: dx = rstd (g - mean(g) - xhat mean(g xhat)),
-// g = dy gamma, the two means by the lane sums in double. dx may alias dy.
+// g = dy gamma, the two means by the lane sums in double; with add (not
+// null) dx = add + that, one rounding (add's bits plus the same float). dx
+// may alias dy or add.
 void layer_norm_dx_row(const float* dy, const float* x, const float* gamma, float mean, float rstd,
-                       int64_t n, float* dx);
+                       int64_t n, const float* add, float* dx);
 
 // dg[j] += sum_r dy[r, j] xhat[r, j] and db[j] += sum_r dy[r, j] for the w
 // columns starting at dy and x (rows of stride n), the rows in order, in

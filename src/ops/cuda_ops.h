@@ -40,6 +40,9 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
                         Tensor& y, Tensor& mean, Tensor& rstd);
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+void layer_norm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                             const Tensor& mean, const Tensor& rstd, const Tensor& residual,
+                             Tensor& dx, Tensor& dgamma, Tensor& dbeta);
 
 void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_t stream);
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint64_t stream);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <string>
 
 #include "ops/cpu_f32.h"
 #include "ops/cpu_rows.h"
@@ -72,21 +73,39 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
     detail::layer_norm_row(px + r * n, pg, pb, n, eps, py + r * n, pm[r], pr[r]);
 }
 
-void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
-  const int64_t n = check_layer_norm(x, gamma, dbeta, mean, rstd, "layer_norm_backward");
-  check_shape(dy, x.shape(), "layer_norm_backward dy");
-  check_shape(dx, x.shape(), "layer_norm_backward dx");
-  check_shape(dgamma, gamma.shape(), "layer_norm_backward dgamma");
+namespace {
+
+// The checks of layer_norm_backward (residual null) and _add; returns n.
+int64_t check_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                       const Tensor& rstd, const Tensor* residual, const Tensor& dx,
+                       const Tensor& dgamma, const Tensor& dbeta, const char* op) {
+  const int64_t n = check_layer_norm(x, gamma, dbeta, mean, rstd, op);
+  const std::string what(op);
+  check_shape(dy, x.shape(), (what + " dy").c_str());
+  check_shape(dx, x.shape(), (what + " dx").c_str());
+  check_shape(dgamma, gamma.shape(), (what + " dgamma").c_str());
   if (dy.dtype() != x.dtype() || dx.dtype() != x.dtype() || !is_floating(dgamma.dtype()))
-    ROTOR_FAIL("layer_norm_backward: dy and dx must match x, dgamma be floating");
+    ROTOR_FAIL("{}: dy and dx must match x, dgamma be floating", op);
   for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &dx, &dgamma})
-    check_same_device(x, *t, "layer_norm_backward");
-  ROTOR_DISPATCH_CUDA(x, layer_norm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta));
+    check_same_device(x, *t, op);
+  if (residual) {
+    check_shape(*residual, x.shape(), (what + " residual").c_str());
+    if (residual->dtype() != x.dtype()) ROTOR_FAIL("{}: residual must match x's dtype", op);
+    check_same_device(x, *residual, op);
+  }
+  return n;
+}
+
+// The CPU backward, checked: dx = (residual +) the normalization's dx.
+void backward_cpu(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                  const Tensor& rstd, const Tensor* residual, Tensor& dx, Tensor& dgamma,
+                  Tensor& dbeta, int64_t n) {
   if (detail::F32Compute::needed({&x, &gamma, &dgamma, &dbeta})) {
     detail::F32Compute f;
     Tensor dx32 = f.output(dx), dg32 = f.output(dgamma, true), db32 = f.output(dbeta, true);
-    layer_norm_backward(f.input(dy), f.input(x), f.input(gamma), mean, rstd, dx32, dg32, db32);
+    const Tensor res32 = residual ? f.input(*residual) : Tensor();
+    backward_cpu(f.input(dy), f.input(x), f.input(gamma), mean, rstd, residual ? &res32 : nullptr,
+                 dx32, dg32, db32, n);
     f.commit();
     return;
   }
@@ -96,9 +115,10 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
   const float* pg = gamma.data<float>();
   const float* pm = mean.data<float>();
   const float* pr = rstd.data<float>();
-  float* pdx = dx.data<float>();      // [rows, n]
-  float* pdg = dgamma.data<float>();  // [n]
-  float* pdb = dbeta.data<float>();   // [n]
+  const float* pres = residual ? residual->data<float>() : nullptr;  // [rows, n]
+  float* pdx = dx.data<float>();                                     // [rows, n]
+  float* pdg = dgamma.data<float>();                                 // [n]
+  float* pdb = dbeta.data<float>();                                  // [n]
 
   // Parameter gradients first (dx may alias dy). Columns are independent:
   // each thread owns a block of them and walks the rows in order, reading
@@ -118,10 +138,31 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
     }
   }
 
-  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
+  // dx = (residual +) rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r)
-    detail::layer_norm_dx_row(pdy + r * n, px + r * n, pg, pm[r], pr[r], n, pdx + r * n);
+    detail::layer_norm_dx_row(pdy + r * n, px + r * n, pg, pm[r], pr[r], n,
+                              pres ? pres + r * n : nullptr, pdx + r * n);
+}
+
+}  // namespace
+
+void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  const int64_t n =
+      check_backward(dy, x, gamma, mean, rstd, nullptr, dx, dgamma, dbeta, "layer_norm_backward");
+  ROTOR_DISPATCH_CUDA(x, layer_norm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta));
+  backward_cpu(dy, x, gamma, mean, rstd, nullptr, dx, dgamma, dbeta, n);
+}
+
+void layer_norm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                             const Tensor& mean, const Tensor& rstd, const Tensor& residual,
+                             Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  const int64_t n = check_backward(dy, x, gamma, mean, rstd, &residual, dx, dgamma, dbeta,
+                                   "layer_norm_backward_add");
+  ROTOR_DISPATCH_CUDA(
+      x, layer_norm_backward_add(dy, x, gamma, mean, rstd, residual, dx, dgamma, dbeta));
+  backward_cpu(dy, x, gamma, mean, rstd, &residual, dx, dgamma, dbeta, n);
 }
 
 }  // namespace rotor::ops

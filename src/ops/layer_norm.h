@@ -14,5 +14,12 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
 // (+=), as are all parameter gradients in rotor.
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+// The same with dx = residual + the normalization's dx: a pre-norm residual
+// block's input gradient (nn/residual.cpp) in the same pass over the rows,
+// where layer_norm_backward and ops::add took two. residual has x's shape
+// and dtype; dx may alias dy or residual. In f32 the bits of the two ops.
+void layer_norm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                             const Tensor& mean, const Tensor& rstd, const Tensor& residual,
+                             Tensor& dx, Tensor& dgamma, Tensor& dbeta);
 
 }  // namespace rotor::ops

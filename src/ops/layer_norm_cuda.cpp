@@ -35,6 +35,21 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
       dbeta.dtype(), partial.as<float>(), splits, s.stream()));
 }
 
+// On the device the kernel writes dx and an add follows: two passes, as
+// before the CPU fused them (the kernel is left as measured).
+void layer_norm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                             const Tensor& mean, const Tensor& rstd, const Tensor& residual,
+                             Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  if (dx.raw() == residual.raw()) {  // dx aliases residual: the normalization's dx apart first
+    Tensor tmp = Tensor::empty(dx.shape(), dx.dtype(), dx.device());
+    layer_norm_backward(dy, x, gamma, mean, rstd, tmp, dgamma, dbeta);
+    add(residual, tmp, dx);
+    return;
+  }
+  layer_norm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+  add(residual, dx, dx);
+}
+
 }  // namespace rotor::ops::cuda_impl
 
 #endif  // ROTOR_WITH_CUDA

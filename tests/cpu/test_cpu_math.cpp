@@ -441,10 +441,14 @@ TEST(CpuMath, LayerNormRowClonesGiveTheScalarBits) {
       const float want = (x[j] - wm) * wr * g[j] + b[j];
       ASSERT_EQ(std::memcmp(&y[j], &want, 4), 0) << "y, n " << n << ", " << j;
     }
-    std::vector<float> dx(static_cast<size_t>(n)), inplace = dy;
-    ops::detail::layer_norm_dx_row(dy.data(), x.data(), g.data(), mean, rstd, n, dx.data());
-    ops::detail::layer_norm_dx_row(inplace.data(), x.data(), g.data(), mean, rstd, n,
+    std::vector<float> dx(static_cast<size_t>(n)), inplace = dy, added(static_cast<size_t>(n));
+    const std::vector<float> res = test::random_floats(static_cast<size_t>(n), u + 5);
+    ops::detail::layer_norm_dx_row(dy.data(), x.data(), g.data(), mean, rstd, n, nullptr,
+                                   dx.data());
+    ops::detail::layer_norm_dx_row(inplace.data(), x.data(), g.data(), mean, rstd, n, nullptr,
                                    inplace.data());
+    ops::detail::layer_norm_dx_row(dy.data(), x.data(), g.data(), mean, rstd, n, res.data(),
+                                   added.data());
     const double sg = lanes(n, [&](int64_t j) { return static_cast<double>(dy[j]) * g[j]; });
     const double sgx = lanes(
         n, [&](int64_t j) { return static_cast<double>(dy[j]) * g[j] * (x[j] - mean) * rstd; });
@@ -453,6 +457,8 @@ TEST(CpuMath, LayerNormRowClonesGiveTheScalarBits) {
       const float want = rstd * (dy[j] * g[j] - mg - (x[j] - mean) * rstd * mgx);
       ASSERT_EQ(std::memcmp(&dx[j], &want, 4), 0) << "dx, n " << n << ", " << j;
       ASSERT_EQ(std::memcmp(&inplace[j], &want, 4), 0) << "dx in place, n " << n << ", " << j;
+      const float plus = res[j] + want;
+      ASSERT_EQ(std::memcmp(&added[j], &plus, 4), 0) << "dx + residual, n " << n << ", " << j;
     }
   }
   // Parameter columns: 5 rows of 40, the 23 columns from 9 on.

@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 
+#include "ops/elementwise.h"
 #include "ops/layer_norm.h"
 #include "ops/softmax.h"
 #include "support/test_util.h"
@@ -131,6 +132,52 @@ TEST(LayerNorm, BackwardMatchesFiniteDifferencesAndAccumulates) {
   EXPECT_LT(test::max_rel_error(dx.to_floats(), fdx), 2e-5);
   EXPECT_LT(test::max_rel_error(dg.to_floats(), fdg), 2e-5);
   EXPECT_LT(test::max_rel_error(db.to_floats(), fdb), 2e-5);
+}
+
+// The fused residual (a pre-norm block's input gradient) against the
+// unfused chain: layer_norm_backward, then ops::add. In f32 the same bits
+// for dx, dgamma and dbeta, with dx fresh, aliasing residual or aliasing
+// dy; in bf16 within one rounding of the f32 result (the fused op rounds
+// once). A residual of another shape or dtype is an error.
+TEST(LayerNorm, BackwardAddIsBackwardThenAdd) {
+  const int64_t rows = 37, n = 130;  // past a vector's width, with a tail
+  Tensor x = test::random_tensor({rows, n}, 17, -2.0f, 3.0f);
+  Tensor g = test::random_tensor({n}, 18, 0.5f, 1.5f), b = test::random_tensor({n}, 19);
+  Tensor dy = test::random_tensor({rows, n}, 20), res = test::random_tensor({rows, n}, 21);
+  Tensor y = Tensor::zeros(x.shape()), mean = Tensor::zeros({rows}), rstd = Tensor::zeros({rows});
+  ops::layer_norm_forward(x, g, b, 1e-5f, y, mean, rstd);
+  Tensor want = Tensor::zeros(x.shape());
+  Tensor dg0 = Tensor::full({n}, 0.25f), db0 = Tensor::full({n}, -0.5f);
+  ops::layer_norm_backward(dy, x, g, mean, rstd, want, dg0, db0);
+  ops::add(res, want, want);
+  for (const int alias : {0, 1, 2}) {  // dx fresh, dx = residual, dx = dy
+    SCOPED_TRACE(alias);
+    Tensor r = res.clone(), d = dy.clone();
+    Tensor dx = alias == 1 ? r : (alias == 2 ? d : Tensor::zeros(x.shape()));
+    Tensor dg = Tensor::full({n}, 0.25f), db = Tensor::full({n}, -0.5f);
+    ops::layer_norm_backward_add(d, x, g, mean, rstd, r, dx, dg, db);
+    EXPECT_EQ(dx.to_floats(), want.to_floats());
+    EXPECT_EQ(dg.to_floats(), dg0.to_floats());
+    EXPECT_EQ(db.to_floats(), db0.to_floats());
+  }
+  const auto lp = [](const Tensor& t) {
+    return Tensor::from_floats(t.to_floats(), t.shape(), DType::BF16);
+  };
+  Tensor x16 = lp(x), dy16 = lp(dy), res16 = lp(res), dx16 = Tensor::zeros(x.shape(), DType::BF16);
+  Tensor m16 = Tensor::zeros({rows}), r16 = Tensor::zeros({rows}), y16 = lp(y);
+  ops::layer_norm_forward(x16, g, b, 1e-5f, y16, m16, r16);
+  Tensor dg = Tensor::zeros({n}), db = Tensor::zeros({n});
+  ops::layer_norm_backward_add(dy16, x16, g, m16, r16, res16, dx16, dg, db);
+  Tensor ref = Tensor::zeros(x.shape()), dgr = Tensor::zeros({n}), dbr = Tensor::zeros({n});
+  const Tensor x32 = Tensor::from_floats(x16.to_floats(), x.shape());
+  const Tensor dy32 = Tensor::from_floats(dy16.to_floats(), x.shape());
+  ops::layer_norm_backward(dy32, x32, g, m16, r16, ref, dgr, dbr);
+  ops::add(Tensor::from_floats(res16.to_floats(), x.shape()), ref, ref);
+  EXPECT_EQ(dx16.to_floats(), lp(ref).to_floats());
+  Tensor bad = Tensor::zeros({rows, n - 1});
+  EXPECT_THROW(ops::layer_norm_backward_add(dy, x, g, mean, rstd, bad, dx16, dg, db), Error);
+  Tensor dx = Tensor::zeros(x.shape());
+  EXPECT_THROW(ops::layer_norm_backward_add(dy, x, g, mean, rstd, res16, dx, dg, db), Error);
 }
 
 TEST(LayerNorm, ShapeErrors) {
