@@ -9,13 +9,9 @@
 namespace {
 
 int run_info() {
-  std::string text = rotor::build_info_text();
-  // The small products' kernels (ops/cpu_gemm.h; ops sit above core's
-  // build_info), after the CPU's line.
-  const std::string line = std::string("  small gemm: ") + rotor::ops::cpu_small_gemm_name() +
-                           " (linear attention's products)\n";
-  const size_t at = text.find("  spdlog:");
-  text.insert(at == std::string::npos ? text.size() : at, line);
+  // The small products' kernels (ops/cpu_gemm.h) on the CPU line.
+  const std::string small = rotor::ops::cpu_small_gemm_name();
+  const std::string text = rotor::build_info_text(small == "none" ? "" : small + " small products");
   std::fputs(text.c_str(), stdout);
   return 0;
 }

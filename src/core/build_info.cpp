@@ -16,16 +16,18 @@
 
 namespace rotor {
 
-std::string build_info_text() {
+std::string build_info_text(const std::string& cpu_kernels) {
+  const std::string extra = cpu_kernels.empty() ? "" : ", " + cpu_kernels;
   std::string s;
   s += fmt::format("rotor {}\n", ROTOR_VERSION);
   s += fmt::format("  build:      {} ({})\n", ROTOR_BUILD_TYPE, ROTOR_CXX_COMPILER);
 #if ROTOR_ONEDNN_GEMM
   const dnnl_version_t* dnnl = dnnl_version();
-  s += fmt::format("  cpu:        oneDNN {}.{}.{} GEMM, OpenMP with {} threads\n", dnnl->major,
-                   dnnl->minor, dnnl->patch, omp_get_max_threads());
+  s += fmt::format("  cpu:        oneDNN {}.{}.{} GEMM{}, OpenMP with {} threads\n", dnnl->major,
+                   dnnl->minor, dnnl->patch, extra, omp_get_max_threads());
 #else
-  s += fmt::format("  cpu:        OpenBLAS GEMM, OpenMP with {} threads\n", omp_get_max_threads());
+  s += fmt::format("  cpu:        OpenBLAS GEMM{}, OpenMP with {} threads\n", extra,
+                   omp_get_max_threads());
 #endif
   s +=
       fmt::format("  spdlog:     {}.{}.{}\n", SPDLOG_VER_MAJOR, SPDLOG_VER_MINOR, SPDLOG_VER_PATCH);

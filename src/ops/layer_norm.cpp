@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
-#include <string>
 
 #include "ops/cpu_f32.h"
 #include "ops/cpu_rows.h"
@@ -75,21 +74,31 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
 
 namespace {
 
+// The names the backward ops' errors give: the op, then its arguments.
+struct BackwardNames {
+  const char *op, *dy, *dx, *dgamma, *residual;
+};
+constexpr BackwardNames kBackward{"layer_norm_backward", "layer_norm_backward dy",
+                                  "layer_norm_backward dx", "layer_norm_backward dgamma", ""};
+constexpr BackwardNames kBackwardAdd{"layer_norm_backward_add", "layer_norm_backward_add dy",
+                                     "layer_norm_backward_add dx", "layer_norm_backward_add dgamma",
+                                     "layer_norm_backward_add residual"};
+
 // The checks of layer_norm_backward (residual null) and _add; returns n.
 int64_t check_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                        const Tensor& rstd, const Tensor* residual, const Tensor& dx,
-                       const Tensor& dgamma, const Tensor& dbeta, const char* op) {
+                       const Tensor& dgamma, const Tensor& dbeta, const BackwardNames& names) {
+  const char* op = names.op;
   const int64_t n = check_layer_norm(x, gamma, dbeta, mean, rstd, op);
-  const std::string what(op);
-  check_shape(dy, x.shape(), (what + " dy").c_str());
-  check_shape(dx, x.shape(), (what + " dx").c_str());
-  check_shape(dgamma, gamma.shape(), (what + " dgamma").c_str());
+  check_shape(dy, x.shape(), names.dy);
+  check_shape(dx, x.shape(), names.dx);
+  check_shape(dgamma, gamma.shape(), names.dgamma);
   if (dy.dtype() != x.dtype() || dx.dtype() != x.dtype() || !is_floating(dgamma.dtype()))
     ROTOR_FAIL("{}: dy and dx must match x, dgamma be floating", op);
   for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &dx, &dgamma})
     check_same_device(x, *t, op);
   if (residual) {
-    check_shape(*residual, x.shape(), (what + " residual").c_str());
+    check_shape(*residual, x.shape(), names.residual);
     if (residual->dtype() != x.dtype()) ROTOR_FAIL("{}: residual must match x's dtype", op);
     check_same_device(x, *residual, op);
   }
@@ -149,8 +158,7 @@ void backward_cpu(const Tensor& dy, const Tensor& x, const Tensor& gamma, const 
 
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
-  const int64_t n =
-      check_backward(dy, x, gamma, mean, rstd, nullptr, dx, dgamma, dbeta, "layer_norm_backward");
+  const int64_t n = check_backward(dy, x, gamma, mean, rstd, nullptr, dx, dgamma, dbeta, kBackward);
   ROTOR_DISPATCH_CUDA(x, layer_norm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta));
   backward_cpu(dy, x, gamma, mean, rstd, nullptr, dx, dgamma, dbeta, n);
 }
@@ -158,8 +166,8 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
 void layer_norm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                              const Tensor& mean, const Tensor& rstd, const Tensor& residual,
                              Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
-  const int64_t n = check_backward(dy, x, gamma, mean, rstd, &residual, dx, dgamma, dbeta,
-                                   "layer_norm_backward_add");
+  const int64_t n =
+      check_backward(dy, x, gamma, mean, rstd, &residual, dx, dgamma, dbeta, kBackwardAdd);
   ROTOR_DISPATCH_CUDA(
       x, layer_norm_backward_add(dy, x, gamma, mean, rstd, residual, dx, dgamma, dbeta));
   backward_cpu(dy, x, gamma, mean, rstd, &residual, dx, dgamma, dbeta, n);

@@ -385,9 +385,10 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   float* PT = w.take(C * C);                       // dP^T, then P^T
   float* vs = f.ck ? w.take(d.Tk * Dv) : nullptr;  // rescaled v rows
   float* as = f.ck ? w.take(C * M) : nullptr;      // rescaled chunk rows of a(q)
-  float* vT = w.take(Dv * d.Tk);                   // v^T [Dv, Tk] (causal)
+  float* vT = w.take(Dv * d.Tk);                   // v^T [Dv, Tk] (made with causal)
   float* UT = w.take(Dv * M);                      // U^T
   if (d.Tk > 0 && h.o.causal) detail::transpose_block(v, h.key_len, Dv, Dv, vT, d.Tk);
+  const float* vT_made = h.o.causal ? vT : nullptr;
   for (int64_t i = 0; i < d.Tq; ++i) {
     const double s = static_cast<double>(den[i]) + h.o.eps;
     detail::div_row_f64(dout + i * Dv, s, G + i * Dv, Dv);
@@ -411,7 +412,7 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   float cS = 0.0f;
   for (int64_t i0 = 0; i0 < d.Tq; i0 += C) {
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0), nk = h.visible(i0 + nq - 1) - lo;
-    add_keys(h, f, v, done, lo, S, cS, true, h.o.causal ? vT : nullptr);  // S^T [Dv, M]
+    add_keys(h, f, v, done, lo, S, cS, true, vT_made);  // S^T [Dv, M]
     done = lo;
     if (lo == 0) {      // the state holds no key yet: no part of da
     } else if (f.ck) {  // the state's part of da, times each row's factor
