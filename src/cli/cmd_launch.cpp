@@ -36,6 +36,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "parallel/rendezvous.h"
+#include "parallel/signals.h"
 
 extern char** environ;
 
@@ -152,6 +153,7 @@ pid_t spawn(const std::string& program, const std::vector<std::string>& args,
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig : kForwarded) ::sigaction(sig, &dfl, nullptr);
+    rotor::parallel::restore_signal_mask_in_child();
     ::execve(program.c_str(), argv.data(), envp.data());
     [[maybe_unused]] const ssize_t written = ::write(2, failed.data(), failed.size());
     ::_exit(127);

@@ -14,6 +14,7 @@
 #include "cli/errors.h"
 #include "core/error.h"
 #include "parallel/communicator.h"
+#include "parallel/signals.h"
 
 namespace rotor::cli {
 std::vector<CommandSpec>& command_registry() {
@@ -66,6 +67,9 @@ int check_stdout(int status) {
 
 int main(int argc, char** argv) {
   ensure_passive_openmp(argv);
+  // Before any thread starts: SIGTERM/SIGINT/SIGHUP are taken by one thread
+  // that never runs a GEMM (parallel/signals.h says why).
+  rotor::parallel::route_stop_signals();
   ignore_fatal_io_signals();
   using namespace rotor::cli;
   CLI::App app{"rotor: train Transformers with rotary position embedding", "rotor"};

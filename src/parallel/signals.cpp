@@ -1,6 +1,10 @@
 #include "parallel/signals.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <csignal>
+#include <thread>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -10,6 +14,17 @@ namespace rotor::parallel {
 namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
 volatile std::sig_atomic_t g_installed = 0;
+bool g_routed = false;
+sigset_t g_original_mask;
+
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
 
 // The second signal of a kind takes the default action at once (the signal
 // raised here is delivered when the handler returns): a process blocked in a
@@ -23,6 +38,24 @@ extern "C" void rotor_stop_handler(int sig) {
   g_stop_signal = sig;
 }
 }  // namespace
+
+void route_stop_signals() {
+  if (g_routed) return;
+  g_routed = true;
+  const sigset_t set = stop_signal_set();
+  pthread_sigmask(SIG_BLOCK, &set, &g_original_mask);
+  // The receiver: the only thread that leaves them unblocked. A second
+  // signal's default action (rotor_stop_handler raises it here) ends the
+  // whole process, as a default action on any thread does.
+  std::thread([set] {
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    for (;;) ::pause();
+  }).detach();
+}
+
+void restore_signal_mask_in_child() {
+  if (g_routed) sigprocmask(SIG_SETMASK, &g_original_mask, nullptr);
+}
 
 void install_stop_handlers() {
   if (g_installed) return;
