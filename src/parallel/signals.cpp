@@ -17,12 +17,15 @@ volatile std::sig_atomic_t g_installed = 0;
 bool g_routed = false;
 sigset_t g_original_mask;
 
+// The stop signals: SIGHUP is a closed terminal or ssh session, or `rotor
+// launch` forwarding one: a stop with a checkpoint as for SIGTERM
+// (docs/distributed.md).
+constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
+
 sigset_t stop_signal_set() {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
+  for (int sig : kStopSignals) sigaddset(&set, sig);
   return set;
 }
 
@@ -64,11 +67,7 @@ void install_stop_handlers() {
   sa.sa_handler = rotor_stop_handler;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  // A closed terminal or ssh session, and `rotor launch` forwarding one:
-  // stop with a checkpoint as for SIGTERM (docs/distributed.md).
-  sigaction(SIGHUP, &sa, nullptr);
+  for (int sig : kStopSignals) sigaction(sig, &sa, nullptr);
 }
 
 bool stop_requested() {

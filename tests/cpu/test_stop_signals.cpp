@@ -11,13 +11,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <csignal>
 #include <thread>
 #include <vector>
 
 #include "ops/cpu_gemm.h"
 #include "parallel/signals.h"
+#include "support/test_util.h"
 
 namespace rotor {
 namespace {
@@ -59,9 +59,8 @@ TEST(StopSignals, GemmsRunThroughAStormOfStopSignals) {
                                      {64, 32, 256}, {17, 200, 31}, {200, 17, 64}};
   std::vector<std::vector<float>> as, bs, want;
   for (const Shape& s : shapes) {
-    std::vector<float> a(static_cast<size_t>(s.m) * s.k), b(static_cast<size_t>(s.k) * s.n);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
-    for (size_t i = 0; i < b.size(); ++i) b[i] = 0.02f * static_cast<float>(i % 7) - 0.06f;
+    std::vector<float> a = test::random_floats(static_cast<size_t>(s.m) * s.k, 1);
+    std::vector<float> b = test::random_floats(static_cast<size_t>(s.k) * s.n, 2);
     want.push_back(reference(a, b, s.m, s.n, s.k));
     as.push_back(std::move(a));
     bs.push_back(std::move(b));
@@ -107,8 +106,7 @@ TEST(StopSignals, GemmsRunThroughAStormOfStopSignals) {
     c.assign(static_cast<size_t>(s.m) * s.n, -1.0f);
     ops::cpu_sgemm(CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, as[i].data(), s.k, bs[i].data(),
                    s.n, 0.0f, c.data(), s.n);
-    for (size_t j = 0; j < c.size(); ++j)
-      if (std::abs(c[j] - want[i][j]) > 1e-4f * (1.0f + std::abs(want[i][j]))) equal = false;
+    if (test::max_rel_error(c, want[i]) > 1e-4) equal = false;
     if (parallel::stop_requested()) {
       EXPECT_EQ(parallel::stop_signal(), SIGTERM);
       parallel::clear_stop_request();  // before the count: the sender's next signal waits on it
