@@ -122,11 +122,11 @@ int64_t head_floats(const Dims& d, int64_t C, bool after, bool prefix, bool back
   const int64_t copies = after ? 2 : 1;  // phi, and its rotation
   // features (and a(k) transposed), S, Z, P
   int64_t n = (d.Tq + d.Tk) * (d.D + copies * d.M) + d.Tk * d.M + d.M * d.Dv + d.M + C * C;
-  if (prefix) n += d.Tk + d.Tk * d.M;  // c_n, rescaled key rows
-  if (backward)  // G, dden, da (+ dphi_q), db (+ dphi_k), U, Y, dP, P^T, v^T, U^T
+  if (prefix) n += d.Tk + d.Tk * d.M + d.Tk * d.Dv;  // c_n, rescaled key rows and v rows
+  if (backward)  // G, dden, da (+ dphi_q), db (+ dphi_k), U^T, Y, dP, P^T, v^T, U, G^T
     n += d.Tq * (d.Dv + 1) + (d.Tq + d.Tk) * copies * d.M + d.M * d.Dv + d.M + 2 * C * C +
-         d.Tk * d.Dv + d.Dv * d.M;
-  if (backward && prefix) n += d.Tk * d.Dv + C * d.M;  // rescaled v rows, chunk rows of a(q)
+         d.Tk * d.Dv + d.Dv * d.M + d.Dv * d.Tq;
+  if (backward && prefix) n += C * d.M;  // chunk rows of a(q)
   return n;
 }
 
@@ -145,10 +145,10 @@ class Arena {
 
 // Feature rows of both sides (a = rotated phi after the feature map, else
 // phi); with causal, bkT = a(k) transposed [M, Tk] (the masked products
-// read it as a plain B); with prefix stabilizers ck [Tk] and a scratch bs
-// [Tk, M] for rescaled key rows (null otherwise).
+// read it as a plain B); with prefix stabilizers ck [Tk] and scratches bs
+// [Tk, M] and vs [Tk, Dv] for rescaled key and v rows (null otherwise).
 struct Features {
-  float *xq, *phq, *aq, *xk, *phk, *bk, *bkT, *ck, *bs;
+  float *xq, *phq, *aq, *xk, *phk, *bk, *bkT, *ck, *bs, *vs;
   // The stabilizer of row i (c of the last key it sees; 0 if it sees none).
   float row_c(const Head& h, int64_t i) const {
     const int64_t n = h.visible(i);
@@ -168,6 +168,7 @@ Features make_features(const Head& h, const float* q, const float* k, Arena& w) 
   f.bkT = w.take(d.M * d.Tk);
   f.ck = h.prefix() ? w.take(d.Tk) : nullptr;
   f.bs = h.prefix() ? w.take(d.Tk * d.M) : nullptr;
+  f.vs = h.prefix() ? w.take(d.Tk * d.Dv) : nullptr;
   detail::features_forward(h.qs, q, d.Tq, FavorStabilizer::Row, f.xq, f.phq);
   detail::features_forward(h.ks, k, h.key_len,
                            h.prefix() ? FavorStabilizer::Prefix : FavorStabilizer::Global, f.xk,
@@ -217,7 +218,10 @@ void rescale_product(const Head& h, const Features& f, int64_t i0, int64_t nq, i
 // += v^T a(k) [Dv, M] (the backward's layout: its product G S^T is then a
 // plain one, which oneDNN runs about 1.4x as fast at these shapes as one
 // with B transposed; docs/design.md, "The CPU GEMM"); with prefix
-// stabilizers S is at cS (the c of key from - 1) and moves to c_{to - 1}.
+// stabilizers S is at cS (the c of key from - 1) and moves to c_{to - 1}:
+// key n's term times exp(c_n - c_{to - 1}), put on its row of v where the
+// product reads a(k)^T from the causal copy (Dv values a key rather than
+// M, and the product stays a plain one), else on its row of a(k).
 // vT: v^T [Dv, Tk] where the caller keeps it (null: none).
 void add_keys(const Head& h, const Features& f, const float* v, int64_t from, int64_t to, float* S,
               float& cS, bool transposed = false, const float* vT = nullptr) {
@@ -228,9 +232,15 @@ void add_keys(const Head& h, const Features& f, const float* v, int64_t from, in
     const float cn = f.ck[to - 1];
     if (from > 0 && cS != cn) detail::scale_row_to(S, std::exp(cS - cn), S, M * Dv);
     if (!all_equal(f.ck + from, to - from, cn)) {
-      for (int64_t n = from; n < to; ++n)
-        detail::scale_row_to(f.bk + n * M, std::exp(f.ck[n] - cn), f.bs + n * M, M);
-      b = f.bs;
+      if (!transposed && h.o.causal) {
+        for (int64_t n = from; n < to; ++n)
+          detail::scale_row_to(v + n * Dv, std::exp(f.ck[n] - cn), f.vs + n * Dv, Dv);
+        v = f.vs;
+      } else {
+        for (int64_t n = from; n < to; ++n)
+          detail::scale_row_to(f.bk + n * M, std::exp(f.ck[n] - cn), f.bs + n * M, M);
+        b = f.bs;
+      }
     }
     cS = cn;
   }
@@ -341,26 +351,25 @@ void forward_head(const Head& h, const float* q, const float* k, const float* v,
   }
 }
 
-// Keys [from, to), seen in full by the queries summed in U: db += v U^T and
-// dv += a(k) U; with prefix stabilizers key n's terms times exp(c_n - cU)
-// (vs: scratch for the rescaled rows of v; UT: for U^T [Dv, M], so that
-// the first product reads B as stored).
+// Keys [from, to), seen in full by the queries summed in U (kept as U^T
+// [Dv, M]): db += v U^T and dv += a(k) U; with prefix stabilizers key n's
+// terms times exp(c_n - cU) (U: scratch for U [M, Dv], so that both
+// products read B as stored).
 void key_grads_from_state(const Head& h, const Features& f, const float* v, int64_t from,
-                          int64_t to, const float* U, float cU, float* vs, float* UT, float* db,
-                          float* dv) {
+                          int64_t to, const float* UT, float cU, float* U, float* db, float* dv) {
   const int64_t M = h.d.M, Dv = h.d.Dv, n = to - from;
   if (n <= 0) return;
   const float *vv = v, *b = f.bk;
   if (f.ck && !all_equal(f.ck + from, n, cU)) {
     for (int64_t r = from; r < to; ++r) {
       const float e = std::exp(f.ck[r] - cU);
-      detail::scale_row_to(v + r * Dv, e, vs + r * Dv, Dv);
+      detail::scale_row_to(v + r * Dv, e, f.vs + r * Dv, Dv);
       detail::scale_row_to(f.bk + r * M, e, f.bs + r * M, M);
     }
-    vv = vs;
+    vv = f.vs;
     b = f.bs;
   }
-  detail::transpose_block(U, M, Dv, Dv, UT, M);
+  detail::transpose_block(UT, Dv, M, M, U, Dv);
   lin_gemm(false, false, n, M, Dv, vv + from * Dv, Dv, UT, M, 1.0f, db + from * M, M);
   lin_gemm(false, false, n, Dv, M, b + from * M, M, U, Dv, 1.0f, dv + from * Dv, Dv);
 }
@@ -379,14 +388,14 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   float* dphq = h.after ? w.take(d.Tq * M) : da;
   float* db = w.take(d.Tk * M);
   float* dphk = h.after ? w.take(d.Tk * M) : db;
-  float* U = w.take(M * Dv);
+  float* UT = w.take(Dv * M);  // the suffix state U^T [Dv, M]
   float* Y = w.take(M);
   float* dP = w.take(C * C);
-  float* PT = w.take(C * C);                       // dP^T, then P^T
-  float* vs = f.ck ? w.take(d.Tk * Dv) : nullptr;  // rescaled v rows
-  float* as = f.ck ? w.take(C * M) : nullptr;      // rescaled chunk rows of a(q)
-  float* vT = w.take(Dv * d.Tk);                   // v^T [Dv, Tk] (made with causal)
-  float* UT = w.take(Dv * M);                      // U^T
+  float* PT = w.take(C * C);                   // dP^T, then P^T
+  float* as = f.ck ? w.take(C * M) : nullptr;  // rescaled chunk rows of a(q)
+  float* vT = w.take(Dv * d.Tk);               // v^T [Dv, Tk] (made with causal)
+  float* U = w.take(M * Dv);                   // U, made from U^T
+  float* GT = w.take(Dv * d.Tq);               // G^T [Dv, Tq]
   if (d.Tk > 0 && h.o.causal) detail::transpose_block(v, h.key_len, Dv, Dv, vT, d.Tk);
   const float* vT_made = h.o.causal ? vT : nullptr;
   for (int64_t i = 0; i < d.Tq; ++i) {
@@ -394,8 +403,10 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
     detail::div_row_f64(dout + i * Dv, s, G + i * Dv, Dv);
     dden[i] = static_cast<float>(-detail::dot_row_f64(dout + i * Dv, out + i * Dv, Dv) / s);
   }
+  // U^T += G^T a(q) over each chunk's rows: a plain product of G^T's columns.
+  detail::transpose_block(G, d.Tq, Dv, Dv, GT, d.Tq);
   std::fill(S, S + M * Dv, 0.0f);
-  std::fill(U, U + M * Dv, 0.0f);
+  std::fill(UT, UT + M * Dv, 0.0f);
   std::fill(da, da + d.Tq * M, 0.0f);
   std::fill(db, db + d.Tk * M, 0.0f);
   std::fill(dv, dv + d.Tk * Dv, 0.0f);
@@ -445,10 +456,10 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
   bool u_any = false;
   for (int64_t i0 = d.Tq > 0 ? (d.Tq - 1) / C * C : -1; i0 >= 0; i0 -= C) {
     const int64_t nq = std::min(C, d.Tq - i0), lo = h.visible(i0);
-    if (!f.ck || u_any) key_grads_from_state(h, f, v, lo, next, U, cU, vs, UT, db, dv);
+    if (!f.ck || u_any) key_grads_from_state(h, f, v, lo, next, UT, cU, U, db, dv);
     next = lo;
     if (!f.ck) {
-      lin_gemm(true, false, M, Dv, nq, f.aq + i0 * M, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
+      lin_gemm(false, false, Dv, M, nq, GT + i0, d.Tq, f.aq + i0 * M, M, 1.0f, UT, M);
       continue;
     }
     // Rows that see no key add nothing; the first that sees one has the
@@ -457,7 +468,7 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
     while (first < i0 + nq && h.visible(first) == 0) ++first;
     if (first == i0 + nq) continue;
     const float c_new = f.row_c(h, first);
-    if (u_any && c_new != cU) detail::scale_row_to(U, std::exp(c_new - cU), U, M * Dv);
+    if (u_any && c_new != cU) detail::scale_row_to(UT, std::exp(c_new - cU), UT, M * Dv);
     // The chunk's rows of a(q) times exp(c_new - c_row), 0 before `first`:
     // as they are when every factor is 1.
     const float* ar = f.aq + i0 * M;
@@ -467,11 +478,11 @@ void backward_head(const Head& h, const float* q, const float* k, const float* v
                              as + (r - i0) * M, M);
       ar = as;
     }
-    lin_gemm(true, false, M, Dv, nq, ar, M, G + i0 * Dv, Dv, 1.0f, U, Dv);
+    lin_gemm(false, false, Dv, M, nq, GT + i0, d.Tq, ar, M, 1.0f, UT, M);
     cU = c_new;
     u_any = true;
   }
-  if (!f.ck || u_any) key_grads_from_state(h, f, v, 0, next, U, cU, vs, UT, db, dv);
+  if (!f.ck || u_any) key_grads_from_state(h, f, v, 0, next, UT, cU, U, db, dv);
   if (h.after) {  // d phi += R^T d(R phi)
     detail::rotate_rows(da, da, d.Tq, M, h.o.rope_q_offset, h.qs.rope, true, h.q_after);
     detail::rotate_rows(db, db, h.key_len, M, h.o.rope_k_offset, h.qs.rope, true, h.k_after);
