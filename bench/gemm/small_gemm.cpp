@@ -2,7 +2,7 @@
 // GEMM"): oneDNN's dnnl_sgemm against rotor's small-matrix kernel
 // (ops::cpu_small_sgemm: libxsmm where the build has it), row-major, no
 // transposes, on the shapes one (batch, head) of the FAVOR+ LM multiplies
-// (T 128, head dim 32, M = 110 features, chunks of 32 rows). As the sweeps
+// (T 128, head dim 32, M = 110 features, chunks of 16 rows). As the sweeps
 // call them: every OpenMP thread at once, each on its own matrices, one
 // call after another. Prints, per shape, the best of three rounds of
 // microseconds a call for both, their ratio and the largest difference of
@@ -51,9 +51,9 @@ int main() {
               rotor::ops::cpu_small_gemm_name(), omp_get_max_threads());
   const std::vector<Shape> shapes = {
       {128, 110, 32, 0.0f, "features"},    {128, 32, 110, 0.0f, "features dx"},
-      {32, 32, 110, 0.0f, "chunk scores"}, {32, 32, 32, 1.0f, "scores V"},
-      {32, 110, 32, 1.0f, "dP a(k)"},      {110, 32, 32, 1.0f, "state S"},
-      {32, 32, 110, 0.0f, "a(q) S"},
+      {16, 16, 110, 0.0f, "chunk scores"}, {16, 32, 16, 1.0f, "scores V"},
+      {16, 110, 16, 1.0f, "dP a(k)"},      {110, 32, 16, 1.0f, "state S"},
+      {16, 32, 110, 0.0f, "a(q) S"},       {32, 110, 16, 1.0f, "state U^T"},
   };
   const int threads = omp_get_max_threads();
   std::mt19937 rng(1);

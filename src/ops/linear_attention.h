@@ -60,7 +60,7 @@ struct LinearAttentionOptions {
   float qk_scale = 0.0f;  // multiplies q and k before phi; 0: D^(-1/4)
   bool causal = false;
   Tensor key_lengths;  // optional i32 [B]: keys n >= key_lengths[b] are padding
-  int64_t chunk = 32;  // causal: query rows per chunk (>= 1)
+  int64_t chunk = 16;  // causal: query rows per chunk (>= 1)
   float eps = 1e-6f;   // added to the denominator (> 0)
   LinearRope rope = LinearRope::None;
   // The rotation's settings, applied to rows of features (M wide after the
