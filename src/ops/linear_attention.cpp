@@ -19,10 +19,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <memory>
 #include <vector>
 
+#include "core/error.h"
 #include "ops/attention_common.h"
 #include "ops/cpu_f32.h"
 #include "ops/cpu_rows.h"
@@ -130,17 +133,26 @@ int64_t head_floats(const Dims& d, int64_t C, bool after, bool prefix, bool back
   return n;
 }
 
+// One thread's slice of the workspace, handed out front to back; a take
+// past the end (head_floats counting less than a head takes) fails loudly
+// rather than writing into the next thread's slice.
 class Arena {
  public:
-  explicit Arena(float* p) : p_(p) {}
+  Arena(float* p, int64_t n) : p_(p), left_(n) {}
   float* take(int64_t n) {
+    ROTOR_CHECK(n <= left_,
+                "linear attention: a head takes {} more floats of workspace than the {} "
+                "left of its slice",
+                n - left_, left_);
     float* r = p_;
     p_ += n;
+    left_ -= n;
     return r;
   }
 
  private:
   float* p_;
+  int64_t left_;
 };
 
 // Feature rows of both sides (a = rotated phi after the feature map, else
@@ -541,6 +553,11 @@ void for_each_head(const Dims& d, const LinearAttentionOptions& o, const Tensor&
       std::clamp<int64_t>(omp_get_max_threads(), 1, std::max<int64_t>(d.B * d.H, 1)));
   Tensor ws = Tensor::empty({threads, per});  // f32, counted by the allocator's statistics
   float* wp = ws.data<float>();
+  // An exception may not leave an OpenMP region (it would end the process
+  // without its message): the first one a head throws is kept, the heads
+  // after it are skipped, and it is thrown again after the region.
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
 // Heads are handed out one at a time (dynamic): on a machine where a core
 // is taken away for a while the other threads take its heads instead of
 // waiting at the end. Each head writes only its own outputs and each thread
@@ -548,9 +565,17 @@ void for_each_head(const Dims& d, const LinearAttentionOptions& o, const Tensor&
 #pragma omp parallel for collapse(2) schedule(dynamic) num_threads(threads)
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t hh = 0; hh < d.H; ++hh) {
-      const Head head{d, o, key_len[b], C, after, qs, ks, q_after, k_after};
-      fn(head, b * d.H + hh, Arena(wp + omp_get_thread_num() * per));
+      if (failed.load(std::memory_order_relaxed)) continue;
+      try {
+        const Head head{d, o, key_len[b], C, after, qs, ks, q_after, k_after};
+        fn(head, b * d.H + hh, Arena(wp + omp_get_thread_num() * per, per));
+      } catch (...) {
+#pragma omp critical(rotor_linear_attention_error)
+        if (!error) error = std::current_exception();
+        failed.store(true, std::memory_order_relaxed);
+      }
     }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace
