@@ -231,9 +231,10 @@ void rescale_product(const Head& h, const Features& f, int64_t i0, int64_t nq, i
 // plain one, which oneDNN runs about 1.4x as fast at these shapes as one
 // with B transposed; docs/design.md, "The CPU GEMM"); with prefix
 // stabilizers S is at cS (the c of key from - 1) and moves to c_{to - 1}:
-// key n's term times exp(c_n - c_{to - 1}), put on its row of v where the
-// product reads a(k)^T from the causal copy (Dv values a key rather than
-// M, and the product stays a plain one), else on its row of a(k).
+// key n's term times exp(c_n - c_{to - 1}), put on its row of v in the
+// forward (Dv values a key rather than M, and the product of the causal
+// copy a(k)^T stays a plain one) and on its row of a(k) in the transposed
+// (backward) layout, whose product reads v^T.
 // vT: v^T [Dv, Tk] where the caller keeps it (null: none).
 void add_keys(const Head& h, const Features& f, const float* v, int64_t from, int64_t to, float* S,
               float& cS, bool transposed = false, const float* vT = nullptr) {
@@ -244,7 +245,7 @@ void add_keys(const Head& h, const Features& f, const float* v, int64_t from, in
     const float cn = f.ck[to - 1];
     if (from > 0 && cS != cn) detail::scale_row_to(S, std::exp(cS - cn), S, M * Dv);
     if (!all_equal(f.ck + from, to - from, cn)) {
-      if (!transposed && h.o.causal) {
+      if (!transposed) {  // prefix stabilizers are causal: a(k)^T is kept
         for (int64_t n = from; n < to; ++n)
           detail::scale_row_to(v + n * Dv, std::exp(f.ck[n] - cn), f.vs + n * Dv, Dv);
         v = f.vs;
