@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cstdint>
@@ -51,6 +52,7 @@ struct Slot {
 
 struct Block {
   std::unique_ptr<std::barrier<>> all;
+  std::atomic<int> vote{0};  // __syncthreads_or's
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   // Two slots per warp, used in turn: a lane writes slot s of call n + 2 only
   // after every lane has reached the barrier of call n + 1, so after all have
@@ -61,6 +63,7 @@ struct Block {
 };
 
 inline thread_local uint3 t_thread, t_block, t_dim, t_grid;
+inline thread_local int t_linear = 0;  // x + y dim.x + z dim.x dim.y: warps and lanes follow it
 inline thread_local Block* t_blk = nullptr;  // null: a kernel run serially (no barriers)
 inline thread_local unsigned t_calls = 0;    // warp-collective calls of this thread
 
@@ -79,10 +82,10 @@ inline unsigned char* shared_memory() {
   return t_blk->smem;
 }
 inline int lane() {
-  return static_cast<int>(t_thread.x & 31);
+  return t_linear & 31;
 }
 inline int warp() {
-  return static_cast<int>(t_thread.x >> 5);
+  return t_linear >> 5;
 }
 
 inline void warp_barrier() {
@@ -150,22 +153,28 @@ class BlockPool {
   bool quit_ = false;  // read by the workers after the start barrier only
 };
 
-// Runs body as block (bx, by) of a grid of (gx, gy) blocks of `threads`
-// threads with `smem` bytes of dynamic shared memory.
-inline void run_block(int threads, unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem,
+// Runs body as block `index` of a `grid` of blocks of `dim` threads (x
+// fastest; a multiple of 32 in all when the kernel uses warps) with `smem`
+// bytes of dynamic shared memory.
+inline void run_block(dim3 dim, dim3 grid, uint3 index, size_t smem,
                       const std::function<void()>& body) {
+  const int threads = static_cast<int>(dim.x * dim.y * dim.z);
+  if (threads < 1 || threads > 1024) fail("a block of more than 1024 threads (or none)");
   Block blk;
   blk.all = std::make_unique<std::barrier<>>(threads);
-  for (int w = 0; w < threads / 32; ++w) blk.warps.push_back(std::make_unique<std::barrier<>>(32));
-  blk.slots.resize(static_cast<size_t>(threads / 32) * 2);
+  for (int w = 0; w < (threads + 31) / 32; ++w)
+    blk.warps.push_back(std::make_unique<std::barrier<>>(std::min(32, threads - 32 * w)));
+  blk.slots.resize(static_cast<size_t>((threads + 31) / 32) * 2);
   blk.smem_bytes = smem;
   blk.smem = static_cast<unsigned char*>(::operator new(smem ? smem : 1, std::align_val_t(128)));
   std::memset(blk.smem, 0xff, smem);  // NaN in f16, bf16 and f32
   BlockPool::of(threads).run([&](int t) {
-    t_thread = make_uint3(static_cast<unsigned>(t), 0, 0);
-    t_block = make_uint3(bx, by, 0);
-    t_dim = make_uint3(static_cast<unsigned>(threads), 1, 1);
-    t_grid = make_uint3(gx, gy, 1);
+    const unsigned u = static_cast<unsigned>(t);
+    t_thread = make_uint3(u % dim.x, u / dim.x % dim.y, u / (dim.x * dim.y));
+    t_linear = t;
+    t_block = index;
+    t_dim = make_uint3(dim.x, dim.y, dim.z);
+    t_grid = make_uint3(grid.x, grid.y, grid.z);
     t_blk = &blk;
     t_calls = 0;
     body();
@@ -173,6 +182,13 @@ inline void run_block(int threads, unsigned gx, unsigned gy, unsigned bx, unsign
     t_blk = nullptr;
   });
   ::operator delete(blk.smem, std::align_val_t(128));
+}
+
+// Runs body as block (bx, by) of a grid of (gx, gy) blocks of `threads`
+// threads with `smem` bytes of dynamic shared memory.
+inline void run_block(int threads, unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem,
+                      const std::function<void()>& body) {
+  run_block(dim3(static_cast<unsigned>(threads)), dim3(gx, gy), make_uint3(bx, by, 0), smem, body);
 }
 
 // Every block of a (gx, gy) grid, one after the other.
@@ -187,6 +203,7 @@ inline void run_serial(unsigned blocks, int threads, const std::function<void()>
   for (unsigned bx = 0; bx < blocks; ++bx)
     for (int t = 0; t < threads; ++t) {
       t_thread = make_uint3(static_cast<unsigned>(t), 0, 0);
+      t_linear = t;
       t_block = make_uint3(bx, 0, 0);
       t_dim = make_uint3(static_cast<unsigned>(threads), 1, 1);
       t_grid = make_uint3(blocks, 1, 1);
@@ -212,6 +229,18 @@ inline unsigned char* shared_at(uint32_t addr, size_t n) {
 inline void __syncthreads() {
   if (!emu::t_blk) emu::fail("__syncthreads in a kernel run serially");
   emu::t_blk->all->arrive_and_wait();
+}
+// Non-zero on every thread when `pred` is non-zero on any thread of the block.
+inline int __syncthreads_or(int pred) {
+  if (!emu::t_blk) emu::fail("__syncthreads_or in a kernel run serially");
+  emu::Block& b = *emu::t_blk;
+  b.all->arrive_and_wait();
+  if (pred) b.vote.store(1);
+  b.all->arrive_and_wait();
+  const int r = b.vote.load();
+  b.all->arrive_and_wait();
+  if (emu::t_linear == 0) b.vote.store(0);  // before thread 0 reaches the next call's first barrier
+  return r;
 }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
   if (mask != 0xffffffffu) emu::fail("__syncwarp with a partial mask");
