@@ -50,7 +50,7 @@ __global__ void dropout_kernel(const T* residual, const T* x, T* y, int64_t n, f
       keep4(static_cast<uint64_t>(i0 / 4 + g), p, keep_scale, seed, stream_id, k);
 #pragma unroll
       for (int l = 0; l < 4; ++l) {
-        const float d = a[4 * g + l] * k[l];
+        const float d = k[l] != 0.0f ? a[4 * g + l] * k[l] : 0.0f;  // the CPU's +0
         a[4 * g + l] = ADD ? r[4 * g + l] + d : d;
       }
     }
@@ -65,7 +65,7 @@ __global__ void dropout_kernel(const T* residual, const T* x, T* y, int64_t n, f
   for (int64_t i = ng * G + first; i < n; i += stride) {
     float k[4];
     keep4(static_cast<uint64_t>(i / 4), p, keep_scale, seed, stream_id, k);
-    const float d = to_f32(x[i]) * k[i & 3];
+    const float d = k[i & 3] != 0.0f ? to_f32(x[i]) * k[i & 3] : 0.0f;
     y[i] = from_f32<T>(ADD ? to_f32(residual[i]) + d : d);
   }
 }

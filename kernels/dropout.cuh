@@ -1,6 +1,7 @@
 // Dropout with Philox masks: element i is kept when
 // philox_uniform(seed, stream, i) >= p and then scaled by 1/(1-p) -- the very
-// mask the CPU draws (core/philox.h).
+// mask the CPU draws (core/philox.h). A dropped element is +0 whatever its
+// value (-1, inf or NaN alike), as on the CPU, not x * 0.
 #pragma once
 
 #include <cuda_runtime.h>
