@@ -110,12 +110,13 @@ __global__ void split_heads_kernel(const T* __restrict__ x_or_null, PartPtrs par
                                    T* __restrict__ dx_or_null, HeadsShape s, int rope_parts,
                                    rope::Params rope, const float2* __restrict__ table,
                                    int64_t offset, float scale0) {
-  const int64_t half = s.D / 2;
-  const int64_t total = s.B * s.T * s.P * s.H * half;
+  // Slots of two dimensions; an odd D (no rotation) has a last slot of one.
+  const int64_t half = s.D / 2, slots = (s.D + 1) / 2;
+  const int64_t total = s.B * s.T * s.P * s.H * slots;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = idx % half;
-    int64_t r = idx / half;
+    const int64_t i = idx % slots;
+    int64_t r = idx / slots;
     const int64_t h = r % s.H;
     r /= s.H;
     const int64_t p = r % s.P;
@@ -123,12 +124,15 @@ __global__ void split_heads_kernel(const T* __restrict__ x_or_null, PartPtrs par
     const int64_t t = r % s.T;
     const int64_t b = r / s.T;
     const int64_t R = rope::rotated_dims(rope, s.D);
-    int64_t da, db;  // the slot's two dimensions
-    rope::slot_dims(rope.layout, R, i, da, db);
+    int64_t da, db;  // the slot's two dimensions (the odd last one: D - 1 twice)
+    if (i < half)
+      rope::slot_dims(rope.layout, R, i, da, db);
+    else
+      da = db = s.D - 1;
     const int64_t packed = (((b * s.T + t) * s.P + p) * s.H + h) * s.D;  // [B,T,P,H,D]
     const int64_t split = ((b * s.H + h) * s.T + t) * s.D;               // [B,H,T,D]
     const float sc = p == 0 ? scale0 : 1.0f;
-    const bool rotated = p < rope_parts && 2 * i < R;
+    const bool rotated = p < rope_parts && i < half && 2 * i < R;
     rope::Rotation rot{1.0f, 0.0f};
     if (rotated) {
       if (table) {
@@ -234,7 +238,7 @@ cudaError_t split_any(const void* x, PartPtrs parts, void* dx, HeadsShape s, DTy
           split_heads_vec_kernel<T, false><<<grid, block, 0, stream>>>(
               static_cast<const T*>(x), parts, nullptr, s, rot, table, scale0);
       } else {
-        const unsigned g = grid_for(s.B * s.T * s.P * s.H * (s.D / 2), kThreads, kMaxBlocks);
+        const unsigned g = grid_for(s.B * s.T * s.P * s.H * ((s.D + 1) / 2), kThreads, kMaxBlocks);
         if (backward)
           split_heads_kernel<T, true><<<g, kThreads, 0, stream>>>(
               nullptr, parts, static_cast<T*>(dx), s, rot, at, table, off, scale0);
