@@ -131,7 +131,12 @@ struct AxpbyOp {
 };
 struct ActGradOp {  // (dy, x) -> dy * act'(x)
   Act act;
-  __device__ float operator()(float dy, float x) const { return dy * act_grad(x, act); }
+  // ReLU passes dy where x > 0 and +0 elsewhere, as the CPU and PyTorch do:
+  // dy * 0 would give -0 for a negative dy and NaN for an inf or NaN one.
+  __device__ float operator()(float dy, float x) const {
+    if (act == Act::ReLU) return x > 0.0f ? dy : 0.0f;
+    return dy * act_grad(x, act);
+  }
 };
 
 // ---- launchers ------------------------------------------------------------------
