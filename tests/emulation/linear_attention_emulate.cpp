@@ -36,6 +36,7 @@
 #undef __shared__
 
 #include "ops/linear_attention.h"
+#include "ops/linear_attention_chunked.h"
 #include "ops/linear_attention_common.h"
 
 namespace {
@@ -130,6 +131,50 @@ void feature_case(ops::LinearFeatureMap map, ops::LinearRope rope, bool causal) 
                 ops::linear_rope_name(rope), causal ? " prefix" : "");
   check(what, "phi", rel(phi, phi_ref), 1e-5);
   if (f.rotate_after) check(what, "R phi", rel(a, a_ref), 1e-5);
+}
+
+// The chunks in parallel (ops/linear_attention_chunked.h, what CUDA runs for
+// Tq == Tk) on the CPU backend, from the same features, stabilizers, G and
+// dden as the sequential kernels' ChunkArgs a: out, den and the five
+// feature gradients within 1e-5 of theirs.
+void chunked_case(const char* what, const la::ChunkArgs& a, float eps, int64_t T,
+                  const std::vector<float>& da, const std::vector<float>& dphq,
+                  const std::vector<float>& db, const std::vector<float>& dphk,
+                  const std::vector<float>& dv, const std::vector<float>& out) {
+  const int64_t BH = int64_t(out.size()) / (T * a.Dv), M = a.M, Dv = a.Dv;
+  ops::linear_chunked::Inputs in;
+  in.H = a.H;
+  in.BH = BH;
+  in.T = T;
+  in.M = M;
+  in.Dv = Dv;
+  in.L = 8;
+  in.key_len = a.key_len;
+  in.phq = a.phq;
+  in.aq = a.aq;
+  in.phk = a.phk;
+  in.bk = a.bk;
+  in.v = a.v;
+  in.ck = a.ck;
+  const bool after = a.aq != a.phq;
+  std::vector<float> num(out.size()), den(size_t(BH * T)), o(out.size());
+  std::vector<float> cda(da.size()), cdphq(da.size()), cdb(db.size()), cdphk(db.size());
+  std::vector<float> cdv(dv.size());
+  ops::linear_chunked::CpuBackend be;
+  ops::linear_chunked::forward(be, in, num.data(), den.data());
+  for (size_t i = 0; i < o.size(); ++i) o[i] = num[i] / (den[i / size_t(Dv)] + eps);
+  ops::linear_chunked::backward(be, in, a.G, a.dden, cda.data(), after ? cdphq.data() : cda.data(),
+                                cdb.data(), after ? cdphk.data() : cdb.data(), cdv.data());
+  const std::vector<float> den_e(a.den, a.den + BH * T);
+  char w[128];
+  std::snprintf(w, sizeof w, "%s chunked", what);
+  check(w, "out", rel(o, out), 1e-5);
+  check(w, "den", rel(den, den_e), 1e-5);
+  check(w, "da", rel(cda, da), 1e-5);
+  if (after) check(w, "dphq", rel(cdphq, dphq), 1e-5);
+  check(w, "db", rel(cdb, db), 1e-5);
+  if (after) check(w, "dphk", rel(cdphk, dphk), 1e-5);
+  check(w, "dv", rel(cdv, dv), 1e-5);
 }
 
 // The causal path, forward and backward, against the CPU op.
@@ -255,6 +300,7 @@ void causal_case(ops::LinearFeatureMap map, ops::LinearRope rope, int64_t Tq, in
   check(what, "dq", rel(dq_e, dq.to_floats()), 1e-5);
   check(what, "dk", rel(dk_e, dk.to_floats()), 1e-5);
   check(what, "dv", rel(dv_e, dv.to_floats()), 1e-5);
+  if (Tq == Tk) chunked_case(what, a, o.eps, Tq, da, dphq, db, dphk, dv_e, out_e);
 }
 
 }  // namespace
@@ -273,6 +319,7 @@ int main() {
          {LinearRope::None, LinearRope::AfterFeatureMap, LinearRope::BeforeFeatureMap}) {
       causal_case(map, rope, 40, 40, {});
       causal_case(map, rope, 37, 45, {45, 30});
+      causal_case(map, rope, 44, 44, {44, 19});
     }
   causal_case(LinearFeatureMap::Relu, LinearRope::AfterFeatureMap, 70, 70, {0, 65});
   std::printf("emulation: %s\n", failures ? "FAILED" : "all cases within tolerance");
