@@ -40,7 +40,9 @@
 // chunks forward (dq) and backward (suffix states for dk, dv). fp32 compute;
 // f16/bf16 tensors are computed in f32 and rounded once (ops/cpu_f32.h). CUDA
 // tensors go to src/ops/linear_attention_cuda.cpp (fused feature kernels,
-// cuBLASLt GEMMs without causal, chunked kernels with it; f32 states).
+// cuBLASLt GEMMs without causal; with causal and Tq == Tk the chunks in
+// parallel, ops/linear_attention_chunked.h, else the sequential chunked
+// kernels; f32 states).
 #pragma once
 
 #include <cstdint>

@@ -4,22 +4,29 @@
 // stabilizers of key_stabilizers); not causal, the products as cuBLASLt
 // GEMMs batched over B H (S = a(K)^T V, z = 1^T phi(K), num = a(Q) S, den =
 // phi(Q) z; backward U = a(Q)^T G, y = dden^T phi(Q), db = V U^T, dv = a(K) U,
-// da = G S^T); causal, the chunked kernels (one block per (batch, head)).
+// da = G S^T); causal with Tq == Tk, the chunks in parallel
+// (ops/linear_attention_chunked.h: cuBLASLt products batched over the
+// chunks, kernels/linear_attention_chunks.cu between them); other causal
+// calls, the chunked kernels (one block per (batch, head)).
 // Everything between the input and output casts is f32.
 #if ROTOR_WITH_CUDA
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "kernels/elementwise.cuh"
 #include "kernels/gemm_cublaslt.cuh"
 #include "kernels/linear_attention.cuh"
+#include "kernels/linear_attention_chunks.cuh"
 #include "ops/attention_common.h"
 #include "ops/cuda_glue.h"
 #include "ops/cuda_ops.h"
+#include "ops/linear_attention_chunked.h"
 
 namespace rotor::ops::cuda_impl {
 namespace {
@@ -51,12 +58,14 @@ struct Call {
 };
 
 // Row-major contiguous f32 GEMM, batched with strides (0: broadcast), D =
-// op(A) op(B) + beta D; K = 0 gives beta D.
+// op(A) op(B) + beta D; K = 0 gives beta D. `batch` products (default B H).
 void gemm(const Call& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-          int64_t sa, const float* b, int64_t sb, float* d, int64_t sd, float beta = 0.0f) {
-  if (m == 0 || n == 0 || c.BH == 0) return;
+          int64_t sa, const float* b, int64_t sb, float* d, int64_t sd, float beta = 0.0f,
+          int64_t batch = -1) {
+  if (batch < 0) batch = c.BH;
+  if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0) {
-    if (beta == 0.0f) ROTOR_CUDA_CHECK(kernels::fill(d, DType::F32, c.BH * sd, 0.0f, c.stream));
+    if (beta == 0.0f) ROTOR_CUDA_CHECK(kernels::fill(d, DType::F32, batch * sd, 0.0f, c.stream));
     return;
   }
   kernels::GemmArgs g;
@@ -65,7 +74,7 @@ void gemm(const Call& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
   g.m = m;
   g.n = n;
   g.k = k;
-  g.batch = c.BH;
+  g.batch = batch;
   g.a = a;
   g.stride_a = sa;
   g.b = b;
@@ -77,6 +86,61 @@ void gemm(const Call& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
   const kernels::GemmStatus s = kernels::gemm_cublaslt(g, c.gemm_ws, c.stream);
   if (!s.ok()) ROTOR_FAIL("linear attention: cuBLASLt failed in {} (status {})", s.what, s.code);
 }
+
+// gemm above, under a name that a Backend's member gemm does not hide.
+void batched_gemm(const Call& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                  int64_t sa, const float* b, int64_t sb, float* d, int64_t sd, float beta,
+                  int64_t batch) {
+  gemm(c, ta, tb, m, n, k, a, sa, b, sb, d, sd, beta, batch);
+}
+
+// Causal calls with Tq == Tk run the chunks in parallel
+// (ops/linear_attention_chunked.h): cuBLASLt products batched over B H C
+// chunks of kParallelChunk rows. ROTOR_LINEAR_CAUSAL=sequential keeps the
+// sequential kernels (one block per (batch, head)), for comparison.
+constexpr int64_t kParallelChunk = 64;
+
+bool chunks_in_parallel(const Call& c) {
+  static const bool sequential = [] {
+    const char* e = std::getenv("ROTOR_LINEAR_CAUSAL");
+    return e && std::string(e) == "sequential";
+  }();
+  return c.causal && c.Tq == c.Tk && !sequential;
+}
+
+class CudaBackend : public linear_chunked::Backend {
+ public:
+  CudaBackend(const Call& c, Floats& w) : c_(c), w_(w) {}
+  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t sa,
+            const float* b, int64_t sb, float* d, int64_t sd, int64_t batch, float beta) override {
+    batched_gemm(c_, ta, tb, m, n, k, a, sa, b, sb, d, sd, beta, batch);
+  }
+  void rows(const float* src, int64_t src_rows, float* dst, int64_t dst_rows, int64_t X, int64_t BH,
+            const float* scale) override {
+    ROTOR_CUDA_CHECK(kernels::la_chunk_rows(src, src_rows, dst, dst_rows, X, BH, scale, c_.stream));
+  }
+  void factors(const float* ck, const int32_t* key_len, int64_t H, int64_t BH, int64_t T,
+               int64_t Tpad, int64_t L, float* s, float* f, float* g, float* decay) override {
+    ROTOR_CUDA_CHECK(
+        kernels::la_chunk_factors(ck, key_len, H, BH, T, Tpad, L, s, f, g, decay, c_.stream));
+  }
+  void scan(float* x, int64_t BH, int64_t C, int64_t E, const float* decay, bool reverse) override {
+    ROTOR_CUDA_CHECK(kernels::la_chunk_scan(x, BH, C, E, decay, reverse, c_.stream));
+  }
+  void weights(float* p, const float* s, const float* coef, const int32_t* key_len, int64_t H,
+               int64_t T, int64_t BH, int64_t C, int64_t L, bool multiply) override {
+    ROTOR_CUDA_CHECK(
+        kernels::la_chunk_weights(p, s, coef, key_len, H, T, BH, C, L, multiply, c_.stream));
+  }
+  void fill(float* p, int64_t n, float value) override {
+    ROTOR_CUDA_CHECK(kernels::fill(p, DType::F32, n, value, c_.stream));
+  }
+  float* take(int64_t n) override { return w_.take(std::max<int64_t>(n, 1)); }
+
+ private:
+  const Call& c_;
+  Floats& w_;
+};
 
 // Feature rows of q and k (as the CPU op's Features).
 struct Rows {
@@ -133,6 +197,24 @@ Rows features(const Call& c, const Tensor& q, const Tensor& k, const Tensor& pro
   }
   ROTOR_CUDA_CHECK(la::launch_features(r.fk, c.stream));
   return r;
+}
+
+linear_chunked::Inputs chunked_inputs(const Call& c, const Rows& r, const float* v32) {
+  linear_chunked::Inputs in;
+  in.H = c.H;
+  in.BH = c.BH;
+  in.T = c.Tq;
+  in.M = c.M;
+  in.Dv = c.Dv;
+  in.L = kParallelChunk;
+  in.key_len = c.key_len;
+  in.phq = r.phq;
+  in.aq = r.aq;
+  in.phk = r.phk;
+  in.bk = r.bk;
+  in.v = v32;
+  in.ck = r.ck;
+  return in;
 }
 
 // v in f32 (a cast copy unless it is f32).
@@ -193,6 +275,14 @@ void linear_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   float* S = w.take(c.BH * c.M * c.Dv);
   float* z = w.take(c.BH * c.M);
   float* pden = static_cast<float*>(den.raw());
+  if (chunks_in_parallel(c)) {
+    float* num = w.take(c.BH * c.Tq * c.Dv);
+    CudaBackend be(c, w);
+    linear_chunked::forward(be, chunked_inputs(c, r, v32), num, pden);
+    ROTOR_CUDA_CHECK(la::launch_normalize(num, pden, o.eps, c.BH * c.Tq, c.Dv, out.raw(),
+                                          out.dtype(), c.stream));
+    return;
+  }
   if (c.causal) {
     la::ChunkArgs a;
     a.H = c.H;
@@ -256,7 +346,12 @@ void linear_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
   la::FeatureArgs fq = r.fq, fk = r.fk;
   fq.dx = dq.raw();
   fk.dx = dk.raw();
-  if (c.causal) {
+  if (chunks_in_parallel(c)) {
+    CudaBackend be(c, w);
+    linear_chunked::backward(be, chunked_inputs(c, r, v32), G, dden, da, dphq, db, dphk, dv32);
+    fq.dphi = dphq;
+    fk.dphi = dphk;
+  } else if (c.causal) {
     la::ChunkArgs a;
     a.H = c.H;
     a.Tq = Tq;
