@@ -64,6 +64,7 @@ __global__ void scan_kernel(float* __restrict__ x, int64_t C, int64_t E,
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = idx % E, bh = idx / E;
     float acc = 0.0f;
+#pragma unroll 4  // the loads of later chunks issued before this one's sum
     for (int64_t i = 0; i < C; ++i) {
       const int64_t c = reverse ? C - 1 - i : i;
       float* p = x + (bh * C + c) * E + e;
