@@ -9,8 +9,10 @@
 //   bench_attention [--dtype bf16|fp16|fp32]
 //                   [--impl auto|rotor|tc|portable|cudnn|reference|all]
 //                   [--iters N] [--causal] [--peer peer.json] [--rope-placement]
-//                   [--bias-cost]
+//                   [--bias-cost] [--shape BxTxHxD ...]
 //
+// --shape (repeatable) runs those shapes instead of the table's (for a
+// profiler: scripts/gpu/measure.sh's ncu step runs one shape, one iteration).
 // --impl: auto = what a model with attention.impl auto runs at each shape
 // (the attention plan: cuDNN from kCudnnMinKeys keys on where it serves the
 // case, else rotor's flash kernel), the row naming the core; rotor = rotor's
@@ -68,7 +70,8 @@ struct Shape4 {
   }
 };
 
-const std::vector<Shape4> kShapes = {
+// The shapes every table runs: these, or the --shape ones.
+std::vector<Shape4> kShapes = {
     {128, 32, 8, 64},   {128, 64, 8, 64},  {128, 128, 8, 64},  {32, 512, 12, 64}, {4, 4096, 16, 64},
     {4, 4096, 16, 128}, {2, 8192, 16, 64}, {2, 8192, 16, 128},  // issue 37 asks T up to 8192
 };
@@ -269,7 +272,8 @@ const char* kUsage =
 #else
     "[--impl auto|rotor|tc|portable|reference|all] "
 #endif
-    "[--iters N] [--causal] [--peer peer.json] [--rope-placement] [--bias-cost]\n";
+    "[--iters N] [--causal] [--peer peer.json] [--rope-placement] [--bias-cost] "
+    "[--shape BxTxHxD ...]\n";
 
 double tflops(double flop, double ms) {
   return flop / (ms * 1e-3) / 1e12;
@@ -379,7 +383,7 @@ void bias_cost(DType dt, bool causal, int iters) {
 
 int main(int argc, char** argv) {
   DType dt = DType::BF16;
-  bool causal = false, all = false, placement = false, bias = false;
+  bool causal = false, all = false, placement = false, bias = false, own_shapes = false;
   Impl impl = Impl::Rotor;
   int iters = 20;
   std::string peer_path;
@@ -431,6 +435,18 @@ int main(int argc, char** argv) {
       placement = true;
     } else if (a == "--bias-cost") {
       bias = true;
+    } else if (a == "--shape") {
+      const std::string v = next();
+      long long b = 0, t = 0, h = 0, d = 0;
+      char end = 0;
+      if (std::sscanf(v.c_str(), "%lldx%lldx%lldx%lld%c", &b, &t, &h, &d, &end) != 4 || b < 1 ||
+          t < 1 || h < 1 || d < 1) {
+        std::fprintf(stderr, "bench_attention: --shape BxTxHxD (positive), got %s\n", v.c_str());
+        return 2;
+      }
+      if (!own_shapes) kShapes.clear();
+      own_shapes = true;
+      kShapes.push_back({b, t, h, d});
     } else {
       std::fprintf(stderr, "%s", kUsage);
       return 2;

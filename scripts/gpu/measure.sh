@@ -5,6 +5,9 @@
 # value (a call cut off late loses the least):
 #   tests      the `gpu` tests (ctest -L gpu in a build tree; the gpu_test_*
 #              programs of an installed tree, one row each);
+#   sanitize   compute-sanitizer memcheck over the gpu test programs of the
+#              kernels first written without a GPU (linear attention, decoding,
+#              the op table): out-of-bounds and misaligned device accesses;
 #   mlm        RoFormer- and BERT-base masked LM 64 x 512 on WikiText-2, bf16:
 #              `rotor bench train` against RoFormerForMaskedLM / BertForMaskedLM
 #              (scripts/bench/train_peer.py, eager) replaying the same batch shapes;
@@ -15,6 +18,9 @@
 #   attention  bench_attention against PyTorch SDPA + rotary
 #              (scripts/bench/attention_peer.py): the model's core, the tensor-core
 #              kernel, cuDNN, RoPE in the split vs in the kernel, the portable kernel;
+#   ncu        Nsight Compute on the tensor-core kernels' forward and backward at
+#              B4 T4096 H16 D64 (speed of light, pipes, occupancy, stalls): where
+#              their time goes;
 #   lm         the 12 x 768 RoPE causal LM, 16 x 1024 bytes, bf16, against
 #              GPTNeoXForCausalLM (eager);
 #   linear     bench_linear_attention: linear attention (elu1, FAVOR+) against the
@@ -81,7 +87,7 @@ out=runs/measure
 table=""
 info=""
 budget=540
-all_steps=tests,mlm,mt,attention,lm,linear,launch,profile,placement,compile
+all_steps=tests,sanitize,mlm,mt,attention,ncu,lm,linear,launch,profile,placement,compile
 only=$all_steps
 compile=1
 cpu=0
@@ -110,7 +116,10 @@ for s in ${only//,/ }; do
 done
 wants() { [[ ",$only," == *",$1,"* ]]; }
 ((compile)) || only=${only//compile/}
-if ((cpu)); then only=${only//tests/} only=${only//launch/} only=${only//placement/} only=${only//compile/}; fi
+if ((cpu)); then
+  only=${only//tests/} only=${only//sanitize/} only=${only//ncu/} only=${only//launch/}
+  only=${only//placement/} only=${only//compile/}
+fi
 
 if [[ -n $prefix ]]; then
   rotor=$prefix/bin/rotor
@@ -440,6 +449,42 @@ else
   append "" "$tests_line"
 fi
 
+# ---- 1b. compute-sanitizer on the kernels first written without a GPU -----------
+# A tool of CUDA's: PATH, else /usr/local/cuda/bin. Each program's row gives
+# memcheck's error count ("ERROR SUMMARY"); a program cut off at its limit
+# still names, in its log, the errors found before.
+tool_path() {
+  local t
+  t=$(command -v "$1" || true)
+  [[ -z $t && -x /usr/local/cuda/bin/$1 ]] && t=/usr/local/cuda/bin/$1
+  ((dry)) && t=${t:-$1}
+  echo "$t"
+}
+if wants sanitize; then
+  section "compute-sanitizer memcheck"
+  sanitizer=$(tool_path compute-sanitizer)
+  if [[ -z $sanitizer ]]; then
+    append "(no compute-sanitizer on this machine)"
+  else
+    append "| gpu test program | memcheck errors | note |" "|---|---|---|"
+    group 90
+    for p in linear_attention_cuda decode_cuda ops_cuda; do
+      if [[ -n $prefix ]]; then prog=$test_dir/gpu_test_$p; else prog=$build/tests/gpu_test_$p; fi
+      if ((!dry)) && [[ ! -x $prog ]]; then
+        append "| gpu_test_$p | not run | no $prog |"
+        continue
+      fi
+      step "sanitize_$p" 30 "$sanitizer" --tool memcheck --print-limit 20 --error-exitcode 3 \
+        "$prog" --gtest_brief=1
+      ((dry)) && continue
+      errors=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$out/sanitize_$p.log" | tail -n 1)
+      append "| gpu_test_$p | ${errors:-(no summary)} | ${step_note:-ok} |"
+      [[ ${errors:-0} == 0 ]] || append '```' "$(grep -m 12 -E 'Invalid|Address|at 0x|by thread' "$out/sanitize_$p.log")" '```'
+    done
+    end_group
+  fi
+fi
+
 # ---- 2. masked LM and translation against Hugging Face (eager) --------------------
 if wants mlm || wants mt; then
   section "One training update against Hugging Face (eager)"
@@ -489,6 +534,28 @@ if wants attention; then
     block attention_bias_cost "bench_attention --bias-cost --causal (bf16)"
     step attention_portable 60 "$bench_attention" --dtype bf16 --impl portable "${peer_args[@]}"
     block attention_portable "bench_attention --impl portable (bf16, non-causal)"
+  fi
+fi
+
+# ---- 3b. where the tensor-core kernels' time goes (Nsight Compute) -----------------
+# One forward and one backward kernel at B4 T4096 H16 D64 (bf16), the clocks
+# left alone (--clock-control none): speed of light, the pipes' use,
+# occupancy, the schedulers and the warps' stall reasons.
+if wants ncu; then
+  section "Nsight Compute: the tensor-core flash kernels, B4 T4096 H16 D64, bf16"
+  ncu_bin=$(tool_path ncu)
+  if [[ -z $ncu_bin ]]; then
+    append "(no ncu on this machine)"
+  elif ((!dry)) && [[ ! -x $bench_attention ]]; then
+    append "(no bench_attention at $bench_attention)"
+  else
+    for k in fwd bwd; do
+      step "ncu_tc_$k" 40 "$ncu_bin" --clock-control none -k "regex:flash_tc_${k}" -c 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
+        --section SchedulerStats --section WarpStateStats \
+        "$bench_attention" --dtype bf16 --impl tc --iters 1 --shape 4x4096x16x64
+      block "ncu_tc_$k" "ncu -k flash_tc_$k (bench_attention --impl tc --shape 4x4096x16x64)"
+    done
   fi
 fi
 
