@@ -14,7 +14,8 @@ code is the kernel's code:
     dynamic shared memory;
   - `#include <cub/...>` lines are dropped (kernel_emulation.h has the part
     of cub the launchers use);
-  - the launchers that the file's header (kernels/NAME.cuh) declares are
+  - the launchers that the file's header (kernels/NAME.cuh) declares, and
+    the functions of other kernels/ headers it includes that it defines, are
     renamed NAME_emulated and declared at the top of the emulated namespace,
     so that every call in the file binds to the emulated one.
 A `#line` directive keeps compiler messages pointing at the .cu file's lines.
@@ -131,6 +132,13 @@ def header_declarations(header):
     return decls
 
 
+def defines(src, decl):
+    """Whether src defines (at the start of a line, as a definition is
+    written) the function that decl declares."""
+    name = re.search(r"\b(\w+)\s*\($", decl[: decl.index("(") + 1]).group(1)
+    return re.search(r"^[A-Za-z_][^\n;]*\b%s\s*\(" % name, src, re.M) is not None
+
+
 def main():
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
@@ -138,8 +146,13 @@ def main():
     src = open(source).read()
     if "namespace rotor::kernels {" not in src:
         raise SystemExit("emulate_cu: %s has no `namespace rotor::kernels {`" % source)
+    # The file's own header, and the other kernels/ headers it includes
+    # for the launchers it defines (flash_common.cuh's shared steps).
     header = re.sub(r"\.cu$", ".cuh", source)
     decls = header_declarations(header)
+    for inc in re.findall(r'^#include "(kernels/\w+\.cuh)"', src, re.M):
+        if inc != header:
+            decls += [d for d in header_declarations(inc) if defines(src, d)]
     # The launchers become NAME_emulated: under their own names, a call with
     # an argument of a rotor::kernels type (HeadsShape, AttentionMask, ...)
     # would find the real launcher too (argument-dependent lookup).
