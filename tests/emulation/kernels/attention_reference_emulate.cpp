@@ -61,10 +61,6 @@ using namespace emu_check;
 namespace ke = rotor::kernels::emulated;
 using Mask = rotor::kernels::AttentionMask;
 
-const char* dtype_tag(DType dt) {
-  return dt == DType::F32 ? "f32" : dt == DType::F16 ? "f16" : "bf16";
-}
-
 double tolerance(DType dt, bool alibi) {
   return dt == DType::F32 ? (alibi ? 4e-6 : 2e-6) : dt == DType::F16 ? 5e-4 : 4e-3;
 }
@@ -107,7 +103,7 @@ struct Case {
 
 void row_case(const Case& c) {
   char what[96];
-  std::snprintf(what, sizeof what, "attn %s B%lld H%lld Tq%lld Tk%lld %s", dtype_tag(c.dt),
+  std::snprintf(what, sizeof what, "attn %s B%lld H%lld Tq%lld Tk%lld %s", rotor::dtype_name(c.dt),
                 static_cast<long long>(c.B), static_cast<long long>(c.H),
                 static_cast<long long>(c.Tq), static_cast<long long>(c.Tk), c.note);
   const DType dt = c.dt;
@@ -229,7 +225,7 @@ void row_case(const Case& c) {
 void dropout_probs_case(DType dt, int64_t B, int64_t H, int64_t Tq, int64_t Tk, float pdrop) {
   char what[96];
   std::snprintf(what, sizeof what, "attn_dropout_probs %s %lldx%lldx%lldx%lld p %.2f",
-                dtype_tag(dt), static_cast<long long>(B), static_cast<long long>(H),
+                rotor::dtype_name(dt), static_cast<long long>(B), static_cast<long long>(H),
                 static_cast<long long>(Tq), static_cast<long long>(Tk), pdrop);
   const int64_t S = B * H * Tq * Tk;
   auto v = randoms(static_cast<size_t>(S), 71, 0.0f, 1.0f);

@@ -27,10 +27,6 @@ using rotor::Tensor;
 using namespace emu_check;
 namespace ke = rotor::kernels::emulated;
 
-const char* tag(DType dt) {
-  return dt == DType::F32 ? "f32" : dt == DType::F16 ? "f16" : "bf16";
-}
-
 double tolerance(DType dt) {
   return dt == DType::F32 ? 1e-6 : dt == DType::F16 ? 1e-3 : 8e-3;
 }
@@ -56,9 +52,9 @@ bool is_bad(int32_t t, int64_t V, int ignore_index) {
 void ce_case(DType dt, int64_t rows, int64_t V, float smoothing, int ignore_index, float loss_scale,
              bool alias = false, bool bad = false) {
   char what[96];
-  std::snprintf(what, sizeof what, "ce %s %lldx%lld eps %g ign %d scale %g%s%s", tag(dt),
-                static_cast<long long>(rows), static_cast<long long>(V), smoothing, ignore_index,
-                loss_scale, alias ? " d=x" : "", bad ? " bad" : "");
+  std::snprintf(what, sizeof what, "ce %s %lldx%lld eps %g ign %d scale %g%s%s",
+                rotor::dtype_name(dt), static_cast<long long>(rows), static_cast<long long>(V),
+                smoothing, ignore_index, loss_scale, alias ? " d=x" : "", bad ? " bad" : "");
   const auto xv = randoms(static_cast<size_t>(rows * V), 41, -4.0f, 4.0f);
   const Tensor logits = Tensor::from_floats(xv, {rows, V}, dt);
   const auto targets = make_targets(rows, V, ignore_index, bad);

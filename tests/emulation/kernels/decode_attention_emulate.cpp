@@ -26,10 +26,6 @@ using rotor::Tensor;
 using namespace emu_check;
 namespace ke = rotor::kernels::emulated;
 
-const char* dtype_tag(DType dt) {
-  return dt == DType::F32 ? "f32" : dt == DType::F16 ? "f16" : "bf16";
-}
-
 double tolerance(DType dt) {
   return dt == DType::F32 ? 2e-6 : dt == DType::F16 ? 1e-3 : 8e-3;
 }
@@ -39,9 +35,10 @@ enum class Bias { None, Alibi, T5 };
 void attention_case(DType dt, int64_t B, int64_t H, int64_t Tmax, int64_t D, int64_t length,
                     Bias bias) {
   char what[96];
-  std::snprintf(what, sizeof what, "decode %s B%lld H%lld D%lld len %lld/%lld%s", dtype_tag(dt),
-                static_cast<long long>(B), static_cast<long long>(H), static_cast<long long>(D),
-                static_cast<long long>(length), static_cast<long long>(Tmax),
+  std::snprintf(what, sizeof what, "decode %s B%lld H%lld D%lld len %lld/%lld%s",
+                rotor::dtype_name(dt), static_cast<long long>(B), static_cast<long long>(H),
+                static_cast<long long>(D), static_cast<long long>(length),
+                static_cast<long long>(Tmax),
                 bias == Bias::Alibi ? " alibi"
                 : bias == Bias::T5  ? " t5"
                                     : "");
@@ -99,7 +96,7 @@ void refusal_cases() {
 
 void cache_write_case(DType dt, int64_t B, int64_t H, int64_t Tmax, int64_t D, int64_t position) {
   char what[96];
-  std::snprintf(what, sizeof what, "kv_cache_write %s BH%lld D%lld at %lld", dtype_tag(dt),
+  std::snprintf(what, sizeof what, "kv_cache_write %s BH%lld D%lld at %lld", rotor::dtype_name(dt),
                 static_cast<long long>(B * H), static_cast<long long>(D),
                 static_cast<long long>(position));
   const Tensor src =
@@ -115,8 +112,9 @@ void cache_write_case(DType dt, int64_t B, int64_t H, int64_t Tmax, int64_t D, i
 
 void index_select_case(DType dt, int64_t N, int64_t cols, std::vector<int32_t> index) {
   char what[96];
-  std::snprintf(what, sizeof what, "index_select_rows %s N%lld cols %lld M%zu", dtype_tag(dt),
-                static_cast<long long>(N), static_cast<long long>(cols), index.size());
+  std::snprintf(what, sizeof what, "index_select_rows %s N%lld cols %lld M%zu",
+                rotor::dtype_name(dt), static_cast<long long>(N), static_cast<long long>(cols),
+                index.size());
   const Tensor src = Tensor::from_floats(randoms(static_cast<size_t>(N * cols), 41), {N, cols}, dt);
   const int64_t M = static_cast<int64_t>(index.size());
   const Tensor idx = Tensor::from_ints(index, {M});

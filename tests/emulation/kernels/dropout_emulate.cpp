@@ -30,36 +30,6 @@ using rotor::Tensor;
 using namespace emu_check;
 namespace ke = rotor::kernels::emulated;
 
-// n elements of dt, `shift` elements past a 16-byte boundary (shift > 0: a
-// misaligned view, which sends the launcher to its element-wise path).
-class Buf {
- public:
-  Buf(DType dt, int64_t n, int shift = 0)
-      : dt_(dt), n_(n), store_(static_cast<size_t>(n) * rotor::dtype_size(dt) / 16 + 2) {
-    p_ = reinterpret_cast<char*>(store_.data()) + shift * rotor::dtype_size(dt);
-  }
-  void* get() const { return p_; }
-  size_t bytes() const { return static_cast<size_t>(n_) * rotor::dtype_size(dt_); }
-  void set(const std::vector<float>& v) {  // v rounded to dt
-    const Tensor t = Tensor::from_floats(v, {n_}, dt_);
-    std::memcpy(p_, t.raw(), bytes());
-  }
-  std::vector<float> floats() const {
-    Tensor t = Tensor::empty({n_}, dt_);
-    std::memcpy(t.raw(), p_, bytes());
-    return t.to_floats();
-  }
-
- private:
-  struct alignas(16) Chunk16 {
-    unsigned char b[16];
-  };
-  DType dt_;
-  int64_t n_;
-  std::vector<Chunk16> store_;
-  char* p_;
-};
-
 // n values in [-2, 2) rounded to dt, none of them zero (a kept element is then
 // nonzero, so the output shows the mask).
 std::vector<float> values(int64_t n, unsigned seed, DType dt) {

@@ -54,38 +54,6 @@ using rotor::Tensor;
 using namespace emu_check;
 namespace ke = rotor::kernels::emulated;
 
-// n elements of dt, `shift` elements past a 16-byte boundary (shift > 0: a
-// misaligned view, which sends the launchers to their scalar paths).
-class Buf {
- public:
-  Buf(DType dt, int64_t n, int shift = 0)
-      : dt_(dt), n_(n), store_(static_cast<size_t>(n) * rotor::dtype_size(dt) / 16 + 2) {
-    p_ = reinterpret_cast<char*>(store_.data()) + shift * rotor::dtype_size(dt);
-  }
-  void* get() const { return p_; }
-  size_t bytes() const { return static_cast<size_t>(n_) * rotor::dtype_size(dt_); }
-  // Stores v rounded to dt (rotor's conversion, round to nearest even).
-  void set(const std::vector<float>& v) {
-    const Tensor t = Tensor::from_floats(v, {n_}, dt_);
-    std::memcpy(p_, t.raw(), bytes());
-  }
-  void fill_nan() { set(std::vector<float>(static_cast<size_t>(n_), NAN)); }
-  std::vector<float> floats() const {
-    Tensor t = Tensor::empty({n_}, dt_);
-    std::memcpy(t.raw(), p_, bytes());
-    return t.to_floats();
-  }
-
- private:
-  struct alignas(16) Chunk16 {
-    unsigned char b[16];
-  };
-  DType dt_;
-  int64_t n_;
-  std::vector<Chunk16> store_;
-  char* p_;
-};
-
 // v rounded to dt and back.
 std::vector<float> rounded(const std::vector<float>& v, DType dt) {
   return Tensor::from_floats(v, {static_cast<int64_t>(v.size())}, dt).to_floats();

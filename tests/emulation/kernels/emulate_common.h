@@ -88,6 +88,38 @@ inline void check_status(const char* what, cudaError_t e) {
   if (e != cudaSuccess) ++failures;
 }
 
+// n elements of dt, `shift` elements past a 16-byte boundary (shift > 0: a
+// misaligned view, which sends a launcher to its scalar path).
+class Buf {
+ public:
+  Buf(rotor::DType dt, int64_t n, int shift = 0)
+      : dt_(dt), n_(n), store_(static_cast<size_t>(n) * rotor::dtype_size(dt) / 16 + 2) {
+    p_ = reinterpret_cast<char*>(store_.data()) + shift * rotor::dtype_size(dt);
+  }
+  void* get() const { return p_; }
+  size_t bytes() const { return static_cast<size_t>(n_) * rotor::dtype_size(dt_); }
+  // Stores v rounded to dt (rotor's conversion, round to nearest even).
+  void set(const std::vector<float>& v) {
+    const rotor::Tensor t = rotor::Tensor::from_floats(v, {n_}, dt_);
+    std::memcpy(p_, t.raw(), bytes());
+  }
+  void fill_nan() { set(std::vector<float>(static_cast<size_t>(n_), NAN)); }
+  std::vector<float> floats() const {
+    rotor::Tensor t = rotor::Tensor::empty({n_}, dt_);
+    std::memcpy(t.raw(), p_, bytes());
+    return t.to_floats();
+  }
+
+ private:
+  struct alignas(16) Chunk16 {
+    unsigned char b[16];
+  };
+  rotor::DType dt_;
+  int64_t n_;
+  std::vector<Chunk16> store_;
+  char* p_;
+};
+
 // The exit status: 1 when a check failed or no kernel was launched.
 inline int finish(const char* program) {
   if (emu::launches() == 0) {

@@ -106,10 +106,6 @@ FlashParams params_of(const Tensor& q, const Tensor& k, const Tensor& v,
   return p;
 }
 
-const char* dtype_tag(DType dt) {
-  return dt == DType::F32 ? "f32" : dt == DType::F16 ? "f16" : "bf16";
-}
-
 // Stored outputs of the storage type; kF32Tol for lse and T5's gradient.
 double tolerance(DType dt) {
   return dt == DType::F32 ? 1e-5 : dt == DType::F16 ? 1e-3 : 8e-3;
@@ -161,13 +157,14 @@ void flash_case(const Case& c) {
   char what[120];
   if (varlen)
     std::snprintf(what, sizeof what, "flash %s D%lld H%lld varlen N%lld Tq%lld Tk%lld %s",
-                  dtype_tag(dt), static_cast<long long>(D), static_cast<long long>(H),
+                  rotor::dtype_name(dt), static_cast<long long>(D), static_cast<long long>(H),
                   static_cast<long long>(B), static_cast<long long>(Tq), static_cast<long long>(Tk),
                   c.note);
   else
-    std::snprintf(what, sizeof what, "flash %s D%lld B%lld H%lld Tq%lld Tk%lld %s", dtype_tag(dt),
-                  static_cast<long long>(D), static_cast<long long>(B), static_cast<long long>(H),
-                  static_cast<long long>(Tq), static_cast<long long>(Tk), c.note);
+    std::snprintf(what, sizeof what, "flash %s D%lld B%lld H%lld Tq%lld Tk%lld %s",
+                  rotor::dtype_name(dt), static_cast<long long>(D), static_cast<long long>(B),
+                  static_cast<long long>(H), static_cast<long long>(Tq), static_cast<long long>(Tk),
+                  c.note);
   const double tol = tolerance(dt);
 
   // ---- inputs (rounded to the storage type; both sides read the same bits)

@@ -42,10 +42,6 @@ using rotor::Tensor;
 using namespace emu_check;
 namespace ke = rotor::kernels::emulated;
 
-const char* tag(DType dt) {
-  return dt == DType::F32 ? "f32" : dt == DType::F16 ? "f16" : "bf16";
-}
-
 // Row outputs (y, dx) and parameter gradients of dtype dt.
 double row_tol(DType dt) {
   return dt == DType::F32 ? 2e-6 : dt == DType::F16 ? 1e-3 : 8e-3;
@@ -90,9 +86,9 @@ void forward_case(const char* path, DType dt, DType pdt, int64_t rows, int64_t n
                   Shift shift = kNone, bool alias = false, DType ref_pdt = DType::F32) {
   if (pdt == dt || pdt == DType::F32) ref_pdt = pdt;
   char what[96];
-  std::snprintf(what, sizeof what, "ln fwd %s %s/%s %lldx%lld%s%s", path, tag(dt), tag(pdt),
-                static_cast<long long>(rows), static_cast<long long>(n), shift_tag(shift),
-                alias ? " y=x" : "");
+  std::snprintf(what, sizeof what, "ln fwd %s %s/%s %lldx%lld%s%s", path, rotor::dtype_name(dt),
+                rotor::dtype_name(pdt), static_cast<long long>(rows), static_cast<long long>(n),
+                shift_tag(shift), alias ? " y=x" : "");
   const float eps = 1e-5f;
   const auto xv = activations(rows, n, 11);
   const auto gv = randoms(static_cast<size_t>(n), 12, 0.5f, 1.5f);
@@ -127,9 +123,10 @@ void backward_case(const char* path, bool warp, DType dt, DType pdt, int64_t row
                    bool with_residual = false, DType ref_pdt = DType::F32, int splits = 0) {
   if (pdt == dt || pdt == DType::F32) ref_pdt = pdt;
   char what[96];
-  std::snprintf(what, sizeof what, "ln bwd %s %s/%s %lldx%lld d%s/%s%s%s%s", path, tag(dt),
-                tag(pdt), static_cast<long long>(rows), static_cast<long long>(n), tag(grads.gdt),
-                tag(grads.bdt), shift_tag(shift), alias ? " dx=dy" : "",
+  std::snprintf(what, sizeof what, "ln bwd %s %s/%s %lldx%lld d%s/%s%s%s%s", path,
+                rotor::dtype_name(dt), rotor::dtype_name(pdt), static_cast<long long>(rows),
+                static_cast<long long>(n), rotor::dtype_name(grads.gdt),
+                rotor::dtype_name(grads.bdt), shift_tag(shift), alias ? " dx=dy" : "",
                 with_residual ? " +res" : "");
   const auto xv = activations(rows, n, 21);
   const auto dyv = randoms(static_cast<size_t>(rows * n), 22);

@@ -48,10 +48,6 @@ using rotor::Tensor;
 using namespace emu_check;
 namespace ke = rotor::kernels::emulated;
 
-const char* dtype_tag(DType dt) {
-  return dt == DType::F32 ? "f32" : dt == DType::F16 ? "f16" : "bf16";
-}
-
 // n values on the grid of 2^-bits in [-1, 1] (bits <= 10: exact in f16;
 // rounded to bf16 they stay multiples of 2^-bits).
 std::vector<float> grid_values(size_t n, unsigned seed, int bits) {
@@ -76,7 +72,7 @@ void check_exact(const char* what, const char* name, double got, double ref) {
 // splits 0: the launcher's own count (sum_rows_splits), as the CUDA glue.
 void sum_rows_case(DType dt, int64_t rows, int64_t n, bool accumulate, int splits, bool exact) {
   char what[96];
-  std::snprintf(what, sizeof what, "sum_rows %s %lldx%lld %s%s splits %d", dtype_tag(dt),
+  std::snprintf(what, sizeof what, "sum_rows %s %lldx%lld %s%s splits %d", rotor::dtype_name(dt),
                 static_cast<long long>(rows), static_cast<long long>(n),
                 accumulate ? "acc" : "over", exact ? " grid" : " random", splits);
   const size_t count = static_cast<size_t>(rows * n);
@@ -145,7 +141,7 @@ void for_block(int64_t n, int blocks, int b, F f) {
 // written into the input (inf, NaN).
 void whole_case(DType dt, int64_t n, int blocks, std::vector<std::pair<int64_t, float>> poison) {
   char what[96];
-  std::snprintf(what, sizeof what, "sum/max_abs %s n %lld blocks %d%s", dtype_tag(dt),
+  std::snprintf(what, sizeof what, "sum/max_abs %s n %lld blocks %d%s", rotor::dtype_name(dt),
                 static_cast<long long>(n), blocks, poison.empty() ? "" : " non-finite");
   if (blocks == 0) blocks = ke::reduce_blocks_emulated(n);
   auto v = randoms(static_cast<size_t>(n), 21);
@@ -255,7 +251,7 @@ void global_norm_finish_case(int64_t nslots) {
 
 void nonfinite_case(DType dt) {
   char what[96];
-  std::snprintf(what, sizeof what, "nonfinite %s", dtype_tag(dt));
+  std::snprintf(what, sizeof what, "nonfinite %s", rotor::dtype_name(dt));
   uint8_t flag[2] = {0xab, 0xcd};
   check_status(what, ke::nonfinite_reset_emulated(flag, nullptr));
   check_true(what, "reset", flag[0] == 0 && flag[1] == 0xcd);

@@ -23,10 +23,6 @@ using rotor::Tensor;
 using namespace emu_check;
 namespace ke = rotor::kernels::emulated;
 
-const char* tag(DType dt) {
-  return dt == DType::F32 ? "f32" : dt == DType::F16 ? "f16" : "bf16";
-}
-
 double tolerance(DType dt) {
   return dt == DType::F32 ? 1e-6 : dt == DType::F16 ? 1e-3 : 8e-3;
 }
@@ -56,7 +52,7 @@ std::vector<float> scores(int64_t rows, int64_t n, int64_t masked) {
 void softmax_case(DType dt, int64_t rows, int64_t n, int64_t masked, int64_t shift = 0,
                   bool alias = false) {
   char what[96];
-  std::snprintf(what, sizeof what, "softmax %s %lldx%lld%s%s%s", tag(dt),
+  std::snprintf(what, sizeof what, "softmax %s %lldx%lld%s%s%s", rotor::dtype_name(dt),
                 static_cast<long long>(rows), static_cast<long long>(n),
                 masked >= 0 ? " -inf rows" : "", shift ? " +1" : "", alias ? " aliased" : "");
   const Shape shape{rows, n};
