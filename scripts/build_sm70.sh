@@ -223,7 +223,7 @@ PY
 
 # ---- the WMMA kernels' device code run on the CPU ----------------------------------
 # tests/emulation/flash_sm70_emulate.cpp runs the kernels' device section with
-# one std::thread per CUDA thread and a WMMA stand-in, against attention in
+# one fiber per CUDA thread and a WMMA stand-in, against attention in
 # double: the tiling, indexing, masks, dropout draws and synchronization.
 cxx=${CXX:-c++}
 emulation="CPU emulation skipped (no C++20 compiler)"

@@ -11,7 +11,7 @@
 #   --kernel portable: the portable fp32-tile kernels
 #     (kernels/flash_attention.cu) through flash_portable_emulate.cpp: f32,
 #     f16, bf16 storage; the same masks and biases and cu_seqlens cases.
-# Every CUDA thread runs as a std::thread (cuda_emulation.h). Usage:
+# Every CUDA thread runs as a fiber (cuda_emulation.h; a std::thread with --asan / --tsan). Usage:
 #   bash tests/emulation/check_flash.sh [--kernel tc|portable] [--out DIR] [--asan|--tsan]
 #   (default DIR: build-flash-KERNEL)
 # --asan: built with AddressSanitizer (out-of-bounds global or shared memory;

@@ -2,7 +2,7 @@
 // (fp32 shared-memory tiles, every architecture and storage type), run on the
 // CPU, for machines without a GPU (check_flash.sh --kernel portable beside it
 // builds and runs it). The thread block, barriers, shuffles, atomicAdd and
-// shared memory are cuda_emulation.h's (a std::thread per CUDA thread; shared
+// shared memory are cuda_emulation.h's (a fiber per CUDA thread; shared
 // memory starts as NaNs, so a read before a barrier orders the write shows).
 //
 // Launches as the launchers do them: the forward ((ceil(Tq / BQ), B H) blocks

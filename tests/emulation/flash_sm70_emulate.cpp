@@ -1,7 +1,7 @@
 // The device code of kernels/flash_attention_sm70.cu run on the CPU, for the
 // machines without a V100 (scripts/build_sm70.sh builds and runs it). The
 // thread block, barriers, shuffles, atomicAdd and shared memory are
-// cuda_emulation.h's (a std::thread per CUDA thread). A WMMA fragment is the whole 16 x 16 tile,
+// cuda_emulation.h's (a fiber per CUDA thread). A WMMA fragment is the whole 16 x 16 tile,
 // held by every lane (loads read it whole, mma_sync computes it with fp32 sums of exact products,
 // stores write it from lane 0), so the emulation checks the kernels' tiling,
 // indexing, masks, dropout draws and synchronization, not the tensor cores'

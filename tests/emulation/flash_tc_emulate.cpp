@@ -1,7 +1,7 @@
 // The device code of kernels/flash_attention_tc.cu run on the CPU, for the
 // machines without an sm_80+ GPU (check_flash.sh beside it builds and runs
 // it). The thread block, barriers, shuffles and shared memory are
-// cuda_emulation.h's (a std::thread per CUDA thread). The PTX the kernels
+// cuda_emulation.h's (a fiber per CUDA thread). The PTX the kernels
 // wrap is emulated as the PTX ISA defines it, lane by lane:
 //   - ldmatrix .x4 / .x2 (.trans): every lane posts its row address to its
 //     warp's exchange slot; register m of lane 4g + t then reads row g,

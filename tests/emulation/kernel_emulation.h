@@ -4,7 +4,7 @@
 // block it gives
 //   - emu::launch, which the generator puts in place of every
 //     `kernel<<<grid, block, smem, stream>>>(args)`: the grid's blocks one
-//     after the other, each with a std::thread per CUDA thread (1-, 2- and
+//     after the other, each with a fiber per CUDA thread (1-, 2- and
 //     3-D blocks and grids);
 //   - static __shared__ arrays (one block runs at a time, so a function-local
 //     static is the block's shared memory);

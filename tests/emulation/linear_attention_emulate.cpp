@@ -1,6 +1,6 @@
 // The device code of kernels/linear_attention.cu (kernels/
 // linear_attention_device.cuh) run on the CPU through cuda_emulation.h (a
-// std::thread per CUDA thread, __syncthreads a barrier, static __shared__
+// fiber per CUDA thread, __syncthreads a barrier, static __shared__
 // arrays shared by the block's threads since blocks run one at a time) and
 // compared with the CPU op (src/ops/linear_attention*.cpp):
 //   - the fused feature/rotation kernel (features, with favor's key
