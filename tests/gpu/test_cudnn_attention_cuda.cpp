@@ -588,8 +588,11 @@ TEST(XlCuda, TermsAndTranslationStepEqualTheCpu) {
     Tensor bias = Tensor::empty({B, H, Tq, Tk}, DType::F32, dev);  // [B, H, Tq, Tk]
     const Tensor qd = q.to(dev), kd = k.to(dev), rd = r.to(dev), ud = u.to(dev), vd = v.to(dev);
     ops::xl_bias_forward(qd, kd, rd, ud, vd, scale, off, bias);
-    Tensor dq = q.to(dev), dk = k.to(dev), du = u.to(dev), dv = v.to(dev);  // added into
-    Tensor dr = Tensor::empty({L, H * D}, DType::F32, dev);                 // [L, H D]
+    // Added into: copies, not q.to(dev) (on the CPU that is q itself, and the
+    // op would read the inputs it is adding into).
+    Tensor dq = q.clone().to(dev), dk = k.clone().to(dev), du = u.clone().to(dev),
+           dv = v.clone().to(dev);
+    Tensor dr = Tensor::empty({L, H * D}, DType::F32, dev);  // [L, H D]
     ops::xl_bias_backward(qd, kd, rd, ud, vd, scale, off, dbias.to(dev), dq, dk, dr, du, dv);
     auto host = [](const Tensor& t) { return t.to(Device::cpu()).to_floats(); };
     return Out{host(bias), host(dq), host(dk), host(dr), host(du), host(dv)};
@@ -654,7 +657,7 @@ TEST(DebertaCuda, TermsAndClassifierStepEqualTheCpu) {
     const Tensor qd = q.to(dev), kd = k.to(dev), krd = kr.to(dev), qrd = qr.to(dev),
                  rd = rows.to(dev);
     ops::deberta_bias_forward(qd, kd, krd, qrd, rd, scale, bias);
-    Tensor dq = q.to(dev), dk = k.to(dev);                    // added into
+    Tensor dq = q.clone().to(dev), dk = k.clone().to(dev);    // added into: copies, not q itself
     Tensor dkr = Tensor::empty({S, H * D}, DType::F32, dev);  // [S, H D]
     Tensor dqr = Tensor::empty({S, H * D}, DType::F32, dev);  // [S, H D]
     ops::deberta_bias_backward(qd, kd, krd, qrd, rd, scale, dbias.to(dev), dq, dk, dkr, dqr);
