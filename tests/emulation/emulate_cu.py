@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Turns a kernels/*.cu file into host C++ for tests/emulation/kernel_emulation.h.
 
-    python3 tests/emulation/emulate_cu.py kernels/xl_shift.cu OUT.inc
+    python3 tests/emulation/emulate_cu.py [--keep-names] kernels/xl_shift.cu OUT.inc
 
 The output is the file's own text with five changes, so that the emulated
-code is the kernel's code:
+code is the kernel's code (--keep-names skips the first and the last: the
+emulated device of tests/emulation/device links the output in place of
+the CUDA build's kernels, under their own names):
   - `namespace rotor::kernels {` becomes `namespace rotor::kernels::emulated {`
     (apart from the real kernels a CUDA build of rotor_lib holds; unqualified
     names still find rotor::kernels' helpers);
@@ -140,18 +142,21 @@ def defines(src, decl):
 
 
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    keep_names = "--keep-names" in args
+    args = [a for a in args if a != "--keep-names"]
+    if len(args) != 2:
         raise SystemExit(__doc__)
-    source, dest = sys.argv[1:]
+    source, dest = args
     src = open(source).read()
-    if "namespace rotor::kernels {" not in src:
+    if "namespace rotor::kernels {" not in src and not keep_names:
         raise SystemExit("emulate_cu: %s has no `namespace rotor::kernels {`" % source)
     # The file's own header, and the other kernels/ headers it includes
     # for the launchers it defines (flash_common.cuh's shared steps).
     header = re.sub(r"\.cu$", ".cuh", source)
-    decls = header_declarations(header)
+    decls = [] if keep_names else header_declarations(header)
     for inc in re.findall(r'^#include "(kernels/\w+\.cuh)"', src, re.M):
-        if inc != header:
+        if inc != header and not keep_names:
             decls += [d for d in header_declarations(inc) if defines(src, d)]
     # The launchers become NAME_emulated: under their own names, a call with
     # an argument of a rotor::kernels type (HeadsShape, AttentionMask, ...)
@@ -162,8 +167,9 @@ def main():
         src = pattern.sub(n + "_emulated", src)
         decls = [pattern.sub(n + "_emulated", d) for d in decls]
     # On the namespace's line, so that the lines after keep their numbers.
-    src = src.replace("namespace rotor::kernels {",
-                      "namespace rotor::kernels::emulated { " + " ".join(decls), 1)
+    if not keep_names:
+        src = src.replace("namespace rotor::kernels {",
+                          "namespace rotor::kernels::emulated { " + " ".join(decls), 1)
     src = re.sub(r"^#include <cub/.*$", "// (cub: kernel_emulation.h)", src, flags=re.M)
     src = re.sub(
         r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][\w:]*)\s+(\w+)\s*\[\s*\]\s*;",

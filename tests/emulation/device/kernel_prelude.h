@@ -1,0 +1,23 @@
+// Included by the emulated device's kernel files after kernel_emulation.h
+// (tests/emulation/CMakeLists.txt generates them): their launchers call the
+// emulated device's runtime (runtime.cpp), which checks every copy and
+// memset against the device's allocations, instead of the stand-ins
+// kernel_emulation.h gives a launcher run alone.
+#pragma once
+
+#undef cudaGetLastError
+#undef cudaMemsetAsync
+#undef cudaMemcpyAsync
+#undef cudaFuncSetAttribute
+#undef cudaGetDevice
+#undef cudaDeviceGetAttribute
+
+// cuda_runtime.h's C++ overload for a kernel (nvcc's alone).
+template <class T>
+cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attr, int value) {
+  return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attr, value);
+}
+
+// Linear attention's dynamic shared memory (kernels/linear_attention_device.cuh).
+#define ROTOR_LINATTN_SHARED_FLOATS(name) \
+  float* name = reinterpret_cast<float*>(::emu::shared_memory())

@@ -1,0 +1,309 @@
+// The CUDA runtime calls rotor makes, answered by one emulated device on host
+// memory (tests/emulation/device/README.md). Linked into an executable, these
+// definitions take the place of libcudart's for rotor_lib's glue, and the
+// launchers of the emulated kernels call them too.
+//
+// The device: cuda:0, reported as compute capability 9.0 with an H100's SM
+// count and shared memory; the flash kernels' launchers that the emulation
+// lacks (tc, Volta) find no code for it (cudaFuncGetAttributes fails, as on
+// a device a fatbinary does not cover), so the attention plan leaves them.
+// Streams and events are names: every call finishes before it returns,
+// which is one order CUDA allows. Memory:
+//   - an allocation is a host block of exactly the size asked for, 256-byte
+//     aligned, filled with 0xff bytes (NaN in f32, f16 and bf16) as device
+//     memory is uninitialized; freeing it poisons it again before release;
+//   - a copy or memset must lie inside one live allocation on its device
+//     side(s) and outside every allocation on its host side; anything else
+//     is an emulation failure that names the call.
+// A call the emulation does not answer (a kernel launch of CUDA's own, a
+// runtime function not listed here) fails the run: the build links only the
+// functions below in front of libcudart.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "device/device_memory.h"
+#include "kernel_emulation.h"
+
+namespace emu_device {
+namespace {
+
+std::mutex& mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<uintptr_t, size_t>& allocations() {
+  static std::map<uintptr_t, size_t> a;
+  return a;
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "emulated device: FAILED: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+// The allocation holding p (its base and size), or {0, 0}.
+std::pair<uintptr_t, size_t> find(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(mutex());
+  auto it = allocations().upper_bound(a);
+  if (it == allocations().begin()) return {0, 0};
+  --it;
+  if (a >= it->first + it->second) return {0, 0};
+  return *it;
+}
+
+int g_device = 0;
+cudaError_t g_sticky = cudaSuccess;  // none: no call here makes one
+
+}  // namespace
+
+bool is_device(const void* p) {
+  return find(p).second != 0;
+}
+
+void check_range(const std::string& what, const void* p, size_t bytes) {
+  if (bytes == 0) return;
+  const auto [base, size] = find(p);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (size == 0)
+    fail(what + ": " + std::to_string(bytes) + " bytes at a pointer outside device memory");
+  if (a + bytes > base + size)
+    fail(what + ": " + std::to_string(bytes) + " bytes at offset " + std::to_string(a - base) +
+         " of an allocation of " + std::to_string(size));
+}
+
+}  // namespace emu_device
+
+namespace {
+
+void check_host(const std::string& what, const void* p, size_t bytes) {
+  if (bytes == 0) return;
+  if (!p) emu_device::fail(what + ": a null host pointer");
+  if (emu_device::is_device(p) ||
+      emu_device::is_device(static_cast<const unsigned char*>(p) + bytes - 1))
+    emu_device::fail(what + ": the host side points into device memory");
+}
+
+cudaError_t set_error(cudaError_t e) {
+  if (e != cudaSuccess) emu::t_last_error = e;
+  return e;
+}
+
+}  // namespace
+
+// The definitions below are the calls themselves, not kernel_emulation.h's
+// stand-ins.
+#include "device/kernel_prelude.h"  // NOLINT(build/include_order)
+
+extern "C" {
+
+cudaError_t cudaGetLastError(void) {
+  return emu::last_error();
+}
+
+cudaError_t cudaPeekAtLastError(void) {
+  return emu::t_last_error;
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  std::memset(prop, 0, sizeof *prop);
+  std::snprintf(prop->name, sizeof prop->name, "rotor emulated device (sm_90, host memory)");
+  prop->totalGlobalMem = size_t(80) << 30;
+  prop->sharedMemPerBlock = 48 << 10;
+  prop->sharedMemPerBlockOptin = 227 << 10;
+  prop->sharedMemPerMultiprocessor = 228 << 10;
+  prop->regsPerBlock = 65536;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 2147483647;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->major = 9;
+  prop->minor = 0;
+  prop->multiProcessorCount = 132;
+  prop->maxThreadsPerMultiProcessor = 2048;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount:
+      *value = 132;
+      return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = 227 << 10;
+      return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock:
+      *value = 48 << 10;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = 9;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = 0;
+      return cudaSuccess;
+    case cudaDevAttrWarpSize:
+      *value = 32;
+      return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock:
+      *value = 1024;
+      return cudaSuccess;
+    default:
+      emu_device::fail("cudaDeviceGetAttribute: attribute " + std::to_string(attr) +
+                       " is not emulated");
+  }
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  emu_device::g_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = emu_device::g_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+// Streams and events: distinct non-null names.
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
+  *s = reinterpret_cast<cudaStream_t>(new char(0));
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete reinterpret_cast<char*>(s);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  return emu_device::g_sticky;
+}
+cudaError_t cudaDeviceSynchronize(void) {
+  return emu_device::g_sticky;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
+  *e = reinterpret_cast<cudaEvent_t>(new char(0));
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<char*>(e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) {
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t) {
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) {
+  return cudaSuccess;
+}
+
+// Memory.
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  static char name;
+  *pool = reinterpret_cast<cudaMemPool_t>(&name);
+  return cudaSuccess;
+}
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) {
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) {
+  *p = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  void* q = nullptr;
+  if (posix_memalign(&q, 256, bytes) != 0) return set_error(cudaErrorMemoryAllocation);
+  std::memset(q, 0xff, bytes);
+  {
+    std::lock_guard<std::mutex> lock(emu_device::mutex());
+    emu_device::allocations()[reinterpret_cast<uintptr_t>(q)] = bytes;
+  }
+  *p = q;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
+  if (!p) return cudaSuccess;
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(emu_device::mutex());
+    auto it = emu_device::allocations().find(reinterpret_cast<uintptr_t>(p));
+    if (it == emu_device::allocations().end())
+      emu_device::fail("cudaFreeAsync of a pointer that is no allocation's start");
+    bytes = it->second;
+    emu_device::allocations().erase(it);
+  }
+  std::memset(p, 0xff, bytes);
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  if (bytes == 0) return cudaSuccess;
+  switch (kind) {
+    case cudaMemcpyHostToDevice:
+      emu_device::check_range("cudaMemcpyAsync (host to device) destination", dst, bytes);
+      check_host("cudaMemcpyAsync (host to device) source", src, bytes);
+      break;
+    case cudaMemcpyDeviceToHost:
+      emu_device::check_range("cudaMemcpyAsync (device to host) source", src, bytes);
+      check_host("cudaMemcpyAsync (device to host) destination", dst, bytes);
+      break;
+    case cudaMemcpyDeviceToDevice:
+      emu_device::check_range("cudaMemcpyAsync (device to device) source", src, bytes);
+      emu_device::check_range("cudaMemcpyAsync (device to device) destination", dst, bytes);
+      break;
+    default:
+      emu_device::fail("cudaMemcpyAsync: kind " + std::to_string(kind) + " (rotor names the kind)");
+  }
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  emu_device::check_range("cudaMemsetAsync", p, bytes);
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+// Kernels: every kernel file the emulation covers is linked in emulated form;
+// the others' functions have no code for this device.
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes*, const void*) {
+  return set_error(cudaErrorInvalidDeviceFunction);
+}
+cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) {
+  return cudaSuccess;
+}
+cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+  emu_device::fail("a CUDA kernel launch that the emulated device has no emulation for");
+}
+
+}  // extern "C"
