@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turns a kernels/*.cu file into host C++ for tests/emulation/kernel_emulation.h.
 
-    python3 tests/emulation/emulate_cu.py [--keep-names] kernels/xl_shift.cu OUT.inc
+    python3 tests/emulation/emulate_cu.py [--keep-names] [--emulate-ptx HEADER] kernels/xl_shift.cu OUT.inc
 
 The output is the file's own text with five changes, so that the emulated
 code is the kernel's code (--keep-names skips the first and the last: the
@@ -20,6 +20,9 @@ the CUDA build's kernels, under their own names):
     the functions of other kernels/ headers it includes that it defines, are
     renamed NAME_emulated and declared at the top of the emulated namespace,
     so that every call in the file binds to the emulated one.
+--emulate-ptx HEADER puts `#include "HEADER"` in place of the file's
+`// ---- PTX wrappers` section (up to the next `// ---- ` line): the
+tensor-core file's inline PTX, which HEADER emulates (tc_ptx_emulation.h).
 A `#line` directive keeps compiler messages pointing at the .cu file's lines.
 """
 import re
@@ -145,10 +148,24 @@ def main():
     args = sys.argv[1:]
     keep_names = "--keep-names" in args
     args = [a for a in args if a != "--keep-names"]
+    ptx_header = None
+    if "--emulate-ptx" in args:
+        i = args.index("--emulate-ptx")
+        if i + 1 >= len(args):
+            raise SystemExit(__doc__)
+        ptx_header = args[i + 1]
+        del args[i:i + 2]
     if len(args) != 2:
         raise SystemExit(__doc__)
     source, dest = args
     src = open(source).read()
+    if ptx_header:
+        m = re.search(r"^// ---- PTX wrappers.*?(?=^// ---- )", src, re.M | re.S)
+        if not m:
+            raise SystemExit("emulate_cu: %s has no `// ---- PTX wrappers` section" % source)
+        # The same number of lines, so that #line stays true after it.
+        src = (src[:m.start()] + '#include "%s"' % ptx_header + "\n" * m.group(0).count("\n") +
+               src[m.end():])
     if "namespace rotor::kernels {" not in src and not keep_names:
         raise SystemExit("emulate_cu: %s has no `namespace rotor::kernels {`" % source)
     # The file's own header, and the other kernels/ headers it includes
@@ -172,7 +189,8 @@ def main():
                           "namespace rotor::kernels::emulated { " + " ".join(decls), 1)
     src = re.sub(r"^#include <cub/.*$", "// (cub: kernel_emulation.h)", src, flags=re.M)
     src = re.sub(
-        r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][\w:]*)\s+(\w+)\s*\[\s*\]\s*;",
+        r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][\w:]*(?:\s+[A-Za-z_][\w:]*)*?)\s+(\w+)"
+        r"\s*\[\s*\]\s*;",
         r"\1* \2 = reinterpret_cast<\1*>(::emu::shared_memory());",
         src,
     )

@@ -21,3 +21,16 @@ cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attr, int value) {
 // Linear attention's dynamic shared memory (kernels/linear_attention_device.cuh).
 #define ROTOR_LINATTN_SHARED_FLOATS(name) \
   float* name = reinterpret_cast<float*>(::emu::shared_memory())
+
+// An emulated kernel has code for the emulated device: sm_90 binary and PTX
+// (flash_tc_device_ok asks). runtime.cpp's C function answers for the
+// kernels of the CUDA build's own objects, which have none.
+template <class T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T*) {
+  *attr = cudaFuncAttributes{};
+  attr->binaryVersion = 90;
+  attr->ptxVersion = 90;
+  attr->maxThreadsPerBlock = 1024;
+  attr->maxDynamicSharedSizeBytes = 227 << 10;
+  return cudaSuccess;
+}
