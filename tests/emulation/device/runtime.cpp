@@ -12,6 +12,8 @@
 //   - an allocation is a host block of exactly the size asked for, 256-byte
 //     aligned, filled with 0xff bytes (NaN in f32, f16 and bf16) as device
 //     memory is uninitialized; freeing it poisons it again before release;
+//   - 256 guard bytes before and after each allocation are checked when it
+//     is freed and at every synchronization (a write past either end);
 //   - a copy or memset must lie inside one live allocation on its device
 //     side(s) and outside every allocation on its host side; anything else
 //     is an emulation failure that names the call.
@@ -62,6 +64,31 @@ std::pair<uintptr_t, size_t> find(const void* p) {
 
 int g_device = 0;
 cudaError_t g_sticky = cudaSuccess;  // none: no call here makes one
+
+// Bytes before and after every allocation, set to kGuardByte when it is made
+// and checked when it is freed and at every synchronization: a kernel or a
+// copy that wrote past either end of its buffer fails the run there.
+constexpr size_t kGuard = 256;
+constexpr unsigned char kGuardByte = 0xa5;
+
+void check_guards(uintptr_t base, size_t bytes) {
+  const auto* b = reinterpret_cast<const unsigned char*>(base);
+  for (size_t i = 0; i < kGuard; ++i) {
+    if (b[bytes + i] != kGuardByte)
+      fail("a write at byte " + std::to_string(bytes + i) + " of a device allocation of " +
+           std::to_string(bytes) + " bytes (past its end)");
+    if (b[-1 - static_cast<std::ptrdiff_t>(i)] != kGuardByte)
+      fail("a write at byte -" + std::to_string(i + 1) + " of a device allocation of " +
+           std::to_string(bytes) + " bytes (before its start)");
+  }
+}
+
+// Every live allocation's guards (at a synchronization).
+cudaError_t check_all_guards() {
+  std::lock_guard<std::mutex> lock(mutex());
+  for (const auto& [base, bytes] : allocations()) check_guards(base, bytes);
+  return g_sticky;
+}
 
 }  // namespace
 
@@ -201,10 +228,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
-  return emu_device::g_sticky;
+  return emu_device::check_all_guards();
 }
 cudaError_t cudaDeviceSynchronize(void) {
-  return emu_device::g_sticky;
+  return emu_device::check_all_guards();
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
   *e = reinterpret_cast<cudaEvent_t>(new char(0));
@@ -239,13 +266,17 @@ cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) {
   *p = nullptr;
   if (bytes == 0) return cudaSuccess;
   void* q = nullptr;
-  if (posix_memalign(&q, 256, bytes) != 0) return set_error(cudaErrorMemoryAllocation);
-  std::memset(q, 0xff, bytes);
+  const size_t g = emu_device::kGuard;
+  if (posix_memalign(&q, 256, bytes + 2 * g) != 0) return set_error(cudaErrorMemoryAllocation);
+  unsigned char* block = static_cast<unsigned char*>(q) + g;
+  std::memset(block - g, emu_device::kGuardByte, g);
+  std::memset(block, 0xff, bytes);
+  std::memset(block + bytes, emu_device::kGuardByte, g);
   {
     std::lock_guard<std::mutex> lock(emu_device::mutex());
-    emu_device::allocations()[reinterpret_cast<uintptr_t>(q)] = bytes;
+    emu_device::allocations()[reinterpret_cast<uintptr_t>(block)] = bytes;
   }
-  *p = q;
+  *p = block;
   return cudaSuccess;
 }
 
@@ -258,10 +289,11 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
     if (it == emu_device::allocations().end())
       emu_device::fail("cudaFreeAsync of a pointer that is no allocation's start");
     bytes = it->second;
+    emu_device::check_guards(it->first, bytes);
     emu_device::allocations().erase(it);
   }
   std::memset(p, 0xff, bytes);
-  std::free(p);
+  std::free(static_cast<unsigned char*>(p) - emu_device::kGuard);
   return cudaSuccess;
 }
 
