@@ -7,7 +7,8 @@
 // batch offset, op from the descriptor's TRANSA / TRANSB, the bias a vector
 // of D's rows, GELU the tanh approximation, the GELU_AUX epilogues storing
 // the GELU input at the AUX pointer, LD and batch stride. Products are summed
-// in double and each output rounded once to D's type.
+// in double (OpenBLAS's dgemm on double copies of the operands) and each
+// output rounded once to D's type.
 //
 // What cuBLASLt documents as invalid is refused as it would be (an attribute
 // of the wrong size, an ld below the rows, layouts whose shapes do not
@@ -16,16 +17,19 @@
 // it: a pointer or batch stride less aligned than the preference promised
 // the heuristic, or a call whose descriptors or pointers differ from the
 // ones the algorithm was chosen for.
+#include <cblas.h>
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "device/device_memory.h"
 
@@ -392,18 +396,27 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     lx.stride = d.aux_stride;
     check_reach("AUX", d.aux, lx);
   }
+  // Each batch matrix's operands in double, as stored (column-major, the
+  // layout's rows apart), multiplied by OpenBLAS's dgemm.
+  std::vector<double> ad(static_cast<size_t>(la.rows * la.cols)),
+      bd(static_cast<size_t>(lb.rows * lb.cols)), prod(static_cast<size_t>(s.m * s.n));
   for (int32_t bi = 0; bi < s.batch; ++bi) {
     const int64_t oa = bi * la.stride, ob = bi * lb.stride, oc = bi * lc.stride,
                   od = bi * ld.stride;
+    for (uint64_t j = 0; j < la.cols; ++j)
+      for (uint64_t i = 0; i < la.rows; ++i)
+        ad[i + j * la.rows] = load(A, la.type, oa + static_cast<int64_t>(i + j * la.ld));
+    for (uint64_t j = 0; j < lb.cols; ++j)
+      for (uint64_t i = 0; i < lb.rows; ++i)
+        bd[i + j * lb.rows] = load(B, lb.type, ob + static_cast<int64_t>(i + j * lb.ld));
+    cblas_dgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                static_cast<blasint>(s.m), static_cast<blasint>(s.n), static_cast<blasint>(s.k),
+                1.0, ad.data(), static_cast<blasint>(std::max<uint64_t>(la.rows, 1)), bd.data(),
+                static_cast<blasint>(std::max<uint64_t>(lb.rows, 1)), 0.0, prod.data(),
+                static_cast<blasint>(s.m));
     for (int64_t j = 0; j < s.n; ++j)
       for (int64_t i = 0; i < s.m; ++i) {
-        double acc = 0;
-        for (int64_t p = 0; p < s.k; ++p) {
-          const double x = load(A, la.type, oa + (ta ? p + i * la.ld : i + p * la.ld));
-          const double y = load(B, lb.type, ob + (tb ? j + p * lb.ld : p + j * lb.ld));
-          acc += x * y;
-        }
-        float v = static_cast<float>(a_ * acc);
+        float v = static_cast<float>(a_ * prod[static_cast<size_t>(i + j * s.m)]);
         if (b_ != 0.0f) v += b_ * static_cast<float>(load(C, lc.type, oc + i + j * lc.ld));
         if (bias) v += static_cast<float>(load(d.bias, ld.type, i));
         if (aux) store(d.aux, ld.type, bi * d.aux_stride + i + j * d.aux_ld, v);
