@@ -72,21 +72,27 @@ class CurrentDevice {
 };
 
 // One cuDNN handle per device, created with the device current. Never
-// destroyed: at process exit the CUDA context may already be gone.
-cudnnHandle_t handle_for(int device) {
+// destroyed: at process exit the CUDA context may already be gone. Null,
+// with the reason in *why, where cudnnCreate fails (a cuDNN that cannot
+// start on this machine: the plan then leaves cuDNN, as for any refusal).
+cudnnHandle_t handle_for(int device, std::string* why) {
   static std::mutex mutex;
-  static std::map<int, cudnnHandle_t> handles;
+  static std::map<int, std::pair<cudnnHandle_t, std::string>> handles;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = handles.find(device);
-  if (it != handles.end()) return it->second;
-  CurrentDevice scope(device);
-  cudnnHandle_t h = nullptr;
-  const cudnnStatus_t s = cudnnCreate(&h);
-  if (s != CUDNN_STATUS_SUCCESS)
-    ROTOR_FAIL("cuDNN attention: cudnnCreate on cuda:{} failed: {}", device,
-               cudnnGetErrorString(s));
-  handles[device] = h;
-  return h;
+  if (it == handles.end()) {
+    CurrentDevice scope(device);
+    cudnnHandle_t h = nullptr;
+    const cudnnStatus_t s = cudnnCreate(&h);
+    std::string failed;
+    if (s != CUDNN_STATUS_SUCCESS) {
+      failed = fmt::format("cudnnCreate on cuda:{} failed: {}", device, cudnnGetErrorString(s));
+      h = nullptr;
+    }
+    it = handles.emplace(device, std::make_pair(h, failed)).first;
+  }
+  if (why) *why = it->second.second;
+  return it->second.first;
 }
 
 std::vector<int64_t> bhtd_strides(int64_t H, int64_t T, int64_t D) {
@@ -194,7 +200,12 @@ std::shared_ptr<SdpaGraph> build_graph(const SdpaGraphKey& k) {
         .set_stride(bhtd_strides(k.H, k.Tk, k.D));
   }
   CurrentDevice scope(k.device);
-  const cudnnHandle_t h = handle_for(k.device);
+  std::string no_handle;
+  const cudnnHandle_t h = handle_for(k.device, &no_handle);
+  if (!h) {
+    r->refused = "cuDNN cannot start here: " + no_handle;
+    return r;
+  }
   auto refuse = [&](fe::error_t e, const char* stage) {
     r->refused = fmt::format("cuDNN refused the {} graph ({}) at {}: {}",
                              k.backward ? "backward" : "forward", k.str(), stage, e.get_message());
@@ -256,7 +267,9 @@ void run(const SdpaGraphKey& k, const AttentionOptions& o, std::unordered_map<Ui
     pack[kOffset] = seed_offset + 1;
   }
   cuda_glue::Scratch workspace(static_cast<size_t>(graph->workspace), s.index());
-  const cudnnHandle_t h = handle_for(s.index());
+  std::string no_handle;
+  const cudnnHandle_t h = handle_for(s.index(), &no_handle);  // a built graph had one
+  if (!h) ROTOR_FAIL("{}: {}", op, no_handle);
   const cudnnStatus_t st = cudnnSetStream(h, s.stream());
   if (st != CUDNN_STATUS_SUCCESS) ROTOR_FAIL("{}: cudnnSetStream: {}", op, cudnnGetErrorString(st));
   fe::error_t e = graph->graph->execute(h, pack, workspace.get());

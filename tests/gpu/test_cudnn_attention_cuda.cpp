@@ -237,6 +237,41 @@ TEST(CudnnAttention, LayerAutoRunsCudnnAndAgreesWithRotor) {
   EXPECT_LT(test::max_rel_error(cudnn.grads, rotor.grads), 0.03);
 }
 
+// Where cuDNN is built but cannot start (cudnnCreate fails: a machine whose
+// cuDNN is broken, or the emulated device of tests/emulation/device), the
+// plan refuses cuDNN with the reason, as for any case it cannot serve, and
+// attention.impl auto runs rotor's kernels: the same outputs, bit for bit,
+// as attention.impl rotor. Skipped where cuDNN starts (the test above).
+TEST(CudnnCannotStart, AutoRunsRotorsKernelsAndSaysWhy) {
+  ROTOR_REQUIRE_CUDNN_ATTENTION();
+  const int64_t B = 1, H = 2, T = 256, D = 64;
+  const Tensor q = Tensor::from_floats(random_floats(B * H * T * D, 7), {B, H, T, D}, DType::BF16,
+                                       kGpu);  // [B, H, T, D]
+  ops::AttentionOptions o;
+  o.scale = 0.125f;
+  std::string why;
+  if (ops::cudnn_attention_supported(q, q, o, &why)) GTEST_SKIP() << "cuDNN starts here";
+  ASSERT_NE(why.find("cuDNN cannot start here: cudnnCreate"), std::string::npos) << why;
+  const int64_t d = H * D;
+  const Tensor x = Tensor::from_floats(random_floats(B * T * d, 8), {B, T, d}, DType::BF16, kGpu);
+  auto run = [&](nn::AttentionImpl impl) {
+    nn::ParameterStore store;
+    nn::MultiHeadAttentionOptions cfg;
+    cfg.d_model = d;
+    cfg.n_heads = H;
+    cfg.impl = impl;
+    nn::MultiHeadAttention attn(store, {"q", "k", "v", "o"}, cfg, false);
+    store.allocate(kGpu);
+    store.initialize(5);
+    store.set_compute_dtype(DType::BF16);
+    nn::Context ctx;
+    ctx.device = kGpu;
+    ctx.dtype = DType::BF16;
+    return attn.forward(x, Tensor(), Tensor(), ctx).to_floats();
+  };
+  EXPECT_EQ(run(nn::AttentionImpl::Auto), run(nn::AttentionImpl::Rotor));
+}
+
 // ------------------------------------------------------------ packed documents
 
 namespace packing {
