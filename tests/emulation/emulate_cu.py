@@ -25,8 +25,8 @@ the CUDA build's kernels, under their own names):
 tensor-core file's inline PTX, which HEADER emulates (tc_ptx_emulation.h).
 A `#line` directive keeps compiler messages pointing at the .cu file's lines.
 """
+import argparse
 import re
-import sys
 
 
 def match_back(s, i, open_c, close_c):
@@ -145,19 +145,13 @@ def defines(src, decl):
 
 
 def main():
-    args = sys.argv[1:]
-    keep_names = "--keep-names" in args
-    args = [a for a in args if a != "--keep-names"]
-    ptx_header = None
-    if "--emulate-ptx" in args:
-        i = args.index("--emulate-ptx")
-        if i + 1 >= len(args):
-            raise SystemExit(__doc__)
-        ptx_header = args[i + 1]
-        del args[i:i + 2]
-    if len(args) != 2:
-        raise SystemExit(__doc__)
-    source, dest = args
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--keep-names", action="store_true")
+    parser.add_argument("--emulate-ptx", metavar="HEADER")
+    parser.add_argument("source")
+    parser.add_argument("dest")
+    args = parser.parse_args()
+    keep_names, ptx_header, source, dest = args.keep_names, args.emulate_ptx, args.source, args.dest
     src = open(source).read()
     if ptx_header:
         m = re.search(r"^// ---- PTX wrappers.*?(?=^// ---- )", src, re.M | re.S)

@@ -173,6 +173,14 @@ cublasStatus_t supported(const Desc& d, const Layout& a, const Layout& dd, const
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// What the heuristic and the matmul both check: the shapes fit, and the
+// types and epilogue are ones this emulation (and cuBLASLt) serves.
+cublasStatus_t check_call(const Desc& d, const Layout& a, const Layout& b, const Layout& c,
+                          const Layout& dd, Shape& s) {
+  const cublasStatus_t st = shape_of(d, a, b, c, dd, s);
+  return st == CUBLAS_STATUS_SUCCESS ? supported(d, a, dd, s) : st;
+}
+
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "emulated cuBLASLt: FAILED: %s\n", what.c_str());
   std::fflush(stderr);
@@ -332,10 +340,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   if (requested < 1 || !results || !returned) return CUBLAS_STATUS_INVALID_VALUE;
   *returned = 0;
   Shape s;
-  cublasStatus_t st =
-      shape_of(*as<Desc>(desc), *as<Layout>(a), *as<Layout>(b), *as<Layout>(c), *as<Layout>(d), s);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = supported(*as<Desc>(desc), *as<Layout>(a), *as<Layout>(d), s);
+  const cublasStatus_t st = check_call(*as<Desc>(desc), *as<Layout>(a), *as<Layout>(b),
+                                       *as<Layout>(c), *as<Layout>(d), s);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   const Pref& p = *as<Pref>(pref);
   std::memset(&results[0], 0, sizeof results[0]);
@@ -360,8 +366,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   const Layout &la = *as<Layout>(adesc), &lb = *as<Layout>(bdesc), &lc = *as<Layout>(cdesc),
                &ld = *as<Layout>(ddesc);
   Shape s;
-  cublasStatus_t st = shape_of(d, la, lb, lc, ld, s);
-  if (st == CUBLAS_STATUS_SUCCESS) st = supported(d, la, ld, s);
+  const cublasStatus_t st = check_call(d, la, lb, lc, ld, s);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   if (!algo) fail("cublasLtMatmul without an algorithm (rotor always passes the heuristic's)");
   Algo chosen;
