@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Turns a kernels/*.cu file into host C++ for tests/emulation/kernel_emulation.h.
 
-    python3 tests/emulation/emulate_cu.py [--keep-names] [--emulate-ptx HEADER] kernels/xl_shift.cu OUT.inc
+    python3 tests/emulation/emulate_cu.py [--keep-names] [--emulate-ptx HEADER]
+        [--cuda-arch N] kernels/xl_shift.cu OUT.inc
 
 The output is the file's own text with five changes, so that the emulated
 code is the kernel's code (--keep-names skips the first and the last: the
@@ -23,6 +24,10 @@ the CUDA build's kernels, under their own names):
 --emulate-ptx HEADER puts `#include "HEADER"` in place of the file's
 `// ---- PTX wrappers` section (up to the next `// ---- ` line): the
 tensor-core file's inline PTX, which HEADER emulates (tc_ptx_emulation.h).
+--cuda-arch N answers the file's own `#if`/`#elif` lines on __CUDA_ARCH__
+as a device of that architecture would (700: the Volta file's device code,
+which is empty for any other), where host code has no __CUDA_ARCH__ at all;
+the headers it includes still see none.
 A `#line` directive keeps compiler messages pointing at the .cu file's lines.
 """
 import argparse
@@ -148,6 +153,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keep-names", action="store_true")
     parser.add_argument("--emulate-ptx", metavar="HEADER")
+    parser.add_argument("--cuda-arch", type=int, metavar="N")
     parser.add_argument("source")
     parser.add_argument("dest")
     args = parser.parse_args()
@@ -160,6 +166,13 @@ def main():
         # The same number of lines, so that #line stays true after it.
         src = (src[:m.start()] + '#include "%s"' % ptx_header + "\n" * m.group(0).count("\n") +
                src[m.end():])
+    if args.cuda_arch is not None:
+        def arch(m):
+            line = re.sub(r"defined\s*\(\s*__CUDA_ARCH__\s*\)|defined\s+__CUDA_ARCH__", "1", m.group(0))
+            return re.sub(r"\b__CUDA_ARCH__\b", str(args.cuda_arch), line)
+        src, n = re.subn(r"^[ \t]*#[ \t]*(?:el)?if\b.*__CUDA_ARCH__.*$", arch, src, flags=re.M)
+        if n == 0:
+            raise SystemExit("emulate_cu: --cuda-arch, but %s never tests __CUDA_ARCH__" % source)
     if "namespace rotor::kernels {" not in src and not keep_names:
         raise SystemExit("emulate_cu: %s has no `namespace rotor::kernels {`" % source)
     # The file's own header, and the other kernels/ headers it includes

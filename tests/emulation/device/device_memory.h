@@ -16,4 +16,8 @@ void check_range(const std::string& what, const void* p, size_t bytes);
 // Whether p points into a live device allocation.
 bool is_device(const void* p);
 
+// The emulated device's compute capability, 10 major + minor (ROTOR_EMU_SM;
+// 90 unless set).
+int sm();
+
 }  // namespace emu_device

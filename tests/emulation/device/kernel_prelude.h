@@ -5,6 +5,8 @@
 // kernel_emulation.h gives a launcher run alone.
 #pragma once
 
+#include "device/device_memory.h"
+
 #undef cudaGetLastError
 #undef cudaMemsetAsync
 #undef cudaMemcpyAsync
@@ -22,15 +24,16 @@ cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attr, int value) {
 #define ROTOR_LINATTN_SHARED_FLOATS(name) \
   float* name = reinterpret_cast<float*>(::emu::shared_memory())
 
-// An emulated kernel has code for the emulated device: sm_90 binary and PTX
-// (flash_tc_device_ok asks). runtime.cpp's C function answers for the
-// kernels of the CUDA build's own objects, which have none.
+// An emulated kernel has code for the emulated device: binary and PTX of its
+// architecture (flash_tc_device_ok and the Volta kernels ask).
+// runtime.cpp's C function answers for the kernels of the CUDA build's own
+// objects, which have none.
 template <class T>
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T*) {
   *attr = cudaFuncAttributes{};
-  attr->binaryVersion = 90;
-  attr->ptxVersion = 90;
+  attr->binaryVersion = emu_device::sm();
+  attr->ptxVersion = emu_device::sm();
   attr->maxThreadsPerBlock = 1024;
-  attr->maxDynamicSharedSizeBytes = 227 << 10;
+  attr->maxDynamicSharedSizeBytes = 48 << 10;
   return cudaSuccess;
 }

@@ -3,10 +3,12 @@
 // definitions take the place of libcudart's for rotor_lib's glue, and the
 // launchers of the emulated kernels call them too.
 //
-// The device: cuda:0, reported as compute capability 9.0 with an H100's SM
-// count and shared memory; the flash kernels' launchers that the emulation
-// lacks (tc, Volta) find no code for it (cudaFuncGetAttributes fails, as on
-// a device a fatbinary does not cover), so the attention plan leaves them.
+// The device: cuda:0, an H100 by default (compute capability 9.0, its SM
+// count and shared memory); ROTOR_EMU_SM=70 makes it a V100 (7.0, 80 SMs,
+// 96 KiB of shared memory a block) and ROTOR_EMU_SM=80 an A100. The
+// emulated kernels have code for it (kernel_prelude.h); the objects of the
+// CUDA build's own kernels have none (cudaFuncGetAttributes fails, as on a
+// device a fatbinary does not cover), and launching one fails the run.
 // Streams and events are names: every call finishes before it returns,
 // which is one order CUDA allows. Memory:
 //   - an allocation is a host block of exactly the size asked for, 256-byte
@@ -62,6 +64,27 @@ std::pair<uintptr_t, size_t> find(const void* p) {
   return *it;
 }
 
+// What the device reports, by ROTOR_EMU_SM.
+struct Model {
+  int sm;
+  const char* gpu;
+  int sms, smem_optin_kib, smem_sm_kib, gib;
+};
+
+const Model& model() {
+  static const Model m = [] {
+    static const Model known[] = {{70, "V100", 80, 96, 96, 32},
+                                  {80, "A100", 108, 163, 164, 80},
+                                  {90, "H100", 132, 227, 228, 80}};
+    const char* env = std::getenv("ROTOR_EMU_SM");
+    const int want = env && *env ? std::atoi(env) : 90;
+    for (const Model& k : known)
+      if (k.sm == want) return k;
+    fail(std::string("ROTOR_EMU_SM=") + env + ": the emulated device is sm 70, 80 or 90");
+  }();
+  return m;
+}
+
 int g_device = 0;
 cudaError_t g_sticky = cudaSuccess;  // none: no call here makes one
 
@@ -91,6 +114,10 @@ cudaError_t check_all_guards() {
 }
 
 }  // namespace
+
+int sm() {
+  return model().sm;
+}
 
 bool is_device(const void* p) {
   return find(p).second != 0;
@@ -148,11 +175,13 @@ cudaError_t cudaGetDeviceCount(int* count) {
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (device != 0) return set_error(cudaErrorInvalidDevice);
   std::memset(prop, 0, sizeof *prop);
-  std::snprintf(prop->name, sizeof prop->name, "rotor emulated device (sm_90, host memory)");
-  prop->totalGlobalMem = size_t(80) << 30;
+  const emu_device::Model& m = emu_device::model();
+  std::snprintf(prop->name, sizeof prop->name, "rotor emulated device (%s, sm_%d, host memory)",
+                m.gpu, m.sm);
+  prop->totalGlobalMem = size_t(m.gib) << 30;
   prop->sharedMemPerBlock = 48 << 10;
-  prop->sharedMemPerBlockOptin = 227 << 10;
-  prop->sharedMemPerMultiprocessor = 228 << 10;
+  prop->sharedMemPerBlockOptin = static_cast<size_t>(m.smem_optin_kib) << 10;
+  prop->sharedMemPerMultiprocessor = static_cast<size_t>(m.smem_sm_kib) << 10;
   prop->regsPerBlock = 65536;
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
@@ -160,9 +189,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxThreadsDim[2] = 64;
   prop->maxGridSize[0] = 2147483647;
   prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
-  prop->major = 9;
-  prop->minor = 0;
-  prop->multiProcessorCount = 132;
+  prop->major = m.sm / 10;
+  prop->minor = m.sm % 10;
+  prop->multiProcessorCount = m.sms;
   prop->maxThreadsPerMultiProcessor = 2048;
   return cudaSuccess;
 }
@@ -171,19 +200,19 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
   if (device != 0) return set_error(cudaErrorInvalidDevice);
   switch (attr) {
     case cudaDevAttrMultiProcessorCount:
-      *value = 132;
+      *value = emu_device::model().sms;
       return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-      *value = 227 << 10;
+      *value = emu_device::model().smem_optin_kib << 10;
       return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlock:
       *value = 48 << 10;
       return cudaSuccess;
     case cudaDevAttrComputeCapabilityMajor:
-      *value = 9;
+      *value = emu_device::sm() / 10;
       return cudaSuccess;
     case cudaDevAttrComputeCapabilityMinor:
-      *value = 0;
+      *value = emu_device::sm() % 10;
       return cudaSuccess;
     case cudaDevAttrWarpSize:
       *value = 32;
@@ -331,7 +360,12 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes*, const void*) {
   return set_error(cudaErrorInvalidDeviceFunction);
 }
-cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) {
+// As on a GPU, more dynamic shared memory than the device's opt-in limit is
+// refused.
+cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute attr, int value) {
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize &&
+      (value < 0 || value > emu_device::model().smem_optin_kib << 10))
+    return set_error(cudaErrorInvalidValue);
   return cudaSuccess;
 }
 cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {

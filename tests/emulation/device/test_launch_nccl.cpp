@@ -1,0 +1,58 @@
+// `rotor launch` over NCCL, on the emulated device: rotor_emulated (the rotor
+// command linked against device/runtime.cpp, device/cublaslt.cpp and
+// device/nccl.cpp) trains the tiny translation run of tests/dist on cuda:0,
+// as one process and as ranks that meet through the emulated NCCL. Every
+// collective rotor's NCCL backend makes (the all-reduce of gradient buckets,
+// during the backward and after it, reduce-scatter and all-gather of the
+// sharded optimizer, the broadcast of the first weights) runs through
+// src/parallel/nccl_communicator.cpp, its non-blocking start included. The
+// ranks end with the weights of one process with the same global batch,
+// within the round-off of summing gradients in another order, as over Gloo
+// on the CPU (tests/dist/test_launch.cpp); a wrong size, offset or stream
+// order moves a weight by about the learning rate (1e-3).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "support/dp_training.h"
+#include "support/run_rotor.h"
+
+namespace rotor {
+namespace {
+
+class LaunchNccl : public test::TinyTranslationRun {
+ protected:
+  void SetUp() override {
+    if (!ROTOR_WITH_GLOO) GTEST_SKIP() << "built without Gloo (libgloo-dev): no launch without MPI";
+    TinyTranslationRun::SetUp();
+    bin_ = ROTOR_EMULATED_BINARY;
+  }
+};
+
+TEST_F(LaunchNccl, RanksEqualOneProcessWithTheSameGlobalBatch) {
+  const std::string cuda = "--set device=cuda ";
+  const std::string one = train("", "one", cuda + "--set train.update_freq=4");
+  EXPECT_LE(test::max_weight_diff(one, launch(2, "two", cuda + "--set train.update_freq=2")), 1e-6);
+  const std::string log = test::slurp(dir_ / "two/train.log");
+  EXPECT_NE(log.find("2 rank(s) (nccl backend)"), std::string::npos) << log.substr(0, 2000);
+  EXPECT_LE(test::max_weight_diff(one, launch(4, "four", cuda)), 1e-6);
+  // Reduce-scatter and all-gather.
+  EXPECT_LE(test::max_weight_diff(
+                one, launch(2, "two_sharded",
+                            cuda + "--set train.update_freq=2 --set dist.shard_optimizer=true")),
+            1e-6);
+  // Small buckets: all-reduces started during the backward.
+  EXPECT_LE(test::max_weight_diff(
+                one, launch(2, "two_buckets",
+                            cuda + "--set train.update_freq=2 --set dist.bucket_mb=0.01")),
+            1e-6);
+  // Variable-length batches, within the round-off of another order of sums.
+  const std::string varlen = "--set data.packing=documents ";
+  EXPECT_LE(
+      test::max_weight_diff(train("", "one_varlen", cuda + varlen + "--set train.update_freq=4"),
+                            launch(2, "two_varlen", cuda + varlen + "--set train.update_freq=2")),
+      1e-5);
+}
+
+}  // namespace
+}  // namespace rotor
