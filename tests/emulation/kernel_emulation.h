@@ -45,8 +45,13 @@ inline int& launches() {
   return n;
 }
 
+// Called with a launch's stream before it runs (the emulated device keeps
+// each stream's order with it: device/runtime.cpp).
+inline void (*before_launch)(cudaStream_t) = nullptr;
+
 template <class Body>
-void launch(Body&& body, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t = nullptr) {
+void launch(Body&& body, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = nullptr) {
+  if (before_launch) before_launch(stream);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x * block.y * block.z == 0 ||
       block.x * block.y * block.z > 1024 || grid.y > 65535 || grid.z > 65535) {
     t_last_error = cudaErrorInvalidConfiguration;  // what CUDA reports for such a launch

@@ -360,7 +360,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               cublasLtMatrixLayout_t bdesc, const void* beta, const void* C,
                               cublasLtMatrixLayout_t cdesc, void* D, cublasLtMatrixLayout_t ddesc,
                               const cublasLtMatmulAlgo_t* algo, void* workspace,
-                              size_t workspace_bytes, cudaStream_t) {
+                              size_t workspace_bytes, cudaStream_t stream) {
+  emu_device::in_order(stream);
   if (!handle || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
   const Desc& d = *as<Desc>(desc);
   const Layout &la = *as<Layout>(adesc), &lb = *as<Layout>(bdesc), &lc = *as<Layout>(cdesc),

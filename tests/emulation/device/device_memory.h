@@ -4,7 +4,10 @@
 // allocation.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace emu_device {
@@ -15,6 +18,13 @@ void check_range(const std::string& what, const void* p, size_t bytes);
 
 // Whether p points into a live device allocation.
 bool is_device(const void* p);
+
+// Queues work on a stream (runtime.cpp's header says when it runs: at once,
+// or with ROTOR_EMU_STREAMS=lazy when something needs it).
+void enqueue(cudaStream_t stream, std::function<void()> work);
+
+// Runs the work queued on `stream`: what comes next on it runs after.
+void in_order(cudaStream_t stream);
 
 // The emulated device's compute capability, 10 major + minor (ROTOR_EMU_SM;
 // 90 unless set).

@@ -10,13 +10,16 @@
 // until every rank's file n.* is there, and computes its receive buffer from
 // them in rank order, so every rank gets the same bits. A rank deletes its
 // file of collective n - 2 when it writes n (every rank has read it by then).
-// Ranks run the same collectives in the same order, as NCCL asks of them;
-// each call returns once its result is in place (streams are names here, as
-// in runtime.cpp). What this checks: the sizes and pointers each collective
-// is given (held to the device's allocations), the non-blocking start (a
-// communicator made with config.blocking = 0 answers ncclInProgress until
-// every rank has joined) and the results the ranks compute from them. Not:
-// speed, or NCCL's own ring and tree orders of summation.
+// Ranks run the same collectives in the same order, as NCCL asks of them.
+// A collective is queued on its stream (runtime.cpp): it runs at once, or
+// with ROTOR_EMU_STREAMS=lazy only when something needs it, reading its send
+// buffer then. What this checks: the sizes and pointers each collective is
+// given (held to the device's allocations when queued and when run), the
+// non-blocking start (a communicator made with config.blocking = 0 answers
+// ncclInProgress until every rank has joined), the order between the
+// collectives' stream and the compute stream (events, waits), and the
+// results the ranks compute. Not: speed, or NCCL's own ring and tree orders
+// of summation.
 //
 // A rank that never comes fails the others' calls after
 // ROTOR_EMU_NCCL_TIMEOUT seconds (default 300) with ncclRemoteError.
@@ -29,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <string>
@@ -45,6 +49,7 @@ struct ncclComm {
   uint64_t next = 0;    // the number of the next collective
   bool joined = false;  // every rank's init file seen
   ncclResult_t async = ncclSuccess;
+  bool aborted = false;  // by ncclCommAbort: its queued work does nothing
   std::mutex mutex;
 };
 
@@ -115,13 +120,10 @@ void check_device(const char* call, const void* p, size_t bytes) {
 
 // One collective: this rank's `send` bytes out, every rank's (in rank order)
 // back to `combine`.
-template <class Combine>
-ncclResult_t exchange(ncclComm* c, const char* call, const void* send, size_t bytes,
-                      Combine combine) {
-  if (!c) return ncclInvalidArgument;
+void exchange(ncclComm* c, const char* call, const void* send, size_t bytes,
+              const std::function<void(const std::vector<std::vector<unsigned char>>&)>& combine) {
   std::lock_guard<std::mutex> lock(c->mutex);
-  if (c->async != ncclSuccess) return c->async;
-  if (!c->joined) fail(std::string(call) + " on a communicator that has not finished starting");
+  if (c->async != ncclSuccess || c->aborted) return;
   const uint64_t n = c->next++;
   std::vector<unsigned char> mine(bytes);
   if (bytes) std::memcpy(mine.data(), send, bytes);
@@ -134,7 +136,7 @@ ncclResult_t exchange(ncclComm* c, const char* call, const void* send, size_t by
     std::fprintf(stderr, "emulated NCCL: rank %d: %s #%llu: not every rank came within %g s\n",
                  c->rank, call, static_cast<unsigned long long>(n), timeout_seconds());
     c->async = ncclRemoteError;
-    return c->async;
+    return;
   }
   std::vector<std::vector<unsigned char>> all;
   for (int r = 0; r < c->nranks; ++r)
@@ -142,6 +144,27 @@ ncclResult_t exchange(ncclComm* c, const char* call, const void* send, size_t by
                       ? mine
                       : read_file(c->dir / (std::to_string(n) + "." + std::to_string(r)), bytes));
   combine(all);
+}
+
+// Queues one collective on its stream (device/runtime.cpp runs it at once,
+// or when something needs it). `check` holds its buffers to the device's
+// allocations, when queued and again when it runs; the result of the
+// exchange is the communicator's asynchronous error, as on a GPU.
+ncclResult_t queue(ncclComm* c, const char* call, cudaStream_t stream,
+                   const std::function<void()>& check, const void* send, size_t bytes,
+                   std::function<void(const std::vector<std::vector<unsigned char>>&)> combine) {
+  if (!c) return ncclInvalidArgument;
+  {
+    std::lock_guard<std::mutex> lock(c->mutex);
+    if (c->async != ncclSuccess) return c->async;
+    if (!c->joined) fail(std::string(call) + " on a communicator that has not finished starting");
+  }
+  check();
+  emu_device::enqueue(stream, [=] {
+    if (c->aborted) return;
+    check();
+    exchange(c, call, send, bytes, combine);
+  });
   return ncclSuccess;
 }
 
@@ -230,14 +253,19 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   return ncclSuccess;
 }
 
+// The communicator stays allocated: work queued on a stream may still
+// name it (and then does nothing).
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  delete comm;
+  if (!comm) return ncclInvalidArgument;
+  std::lock_guard<std::mutex> lock(comm->mutex);
+  comm->aborted = true;
   return ncclSuccess;
 }
 
 // Every rank has read the others' last collective once all have written
 // bye.*; then each deletes its files, and the last to leave (whoever sees
-// every gone.* after writing its own) the directory.
+// every gone.* after writing its own) the directory. The caller has
+// synchronized the streams it used (as NCCL asks before destroying).
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclInvalidArgument;
   const std::string me = std::to_string(comm->rank);
@@ -254,12 +282,14 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (op != ncclSum) fail("ncclAllReduce: only ncclSum is emulated");
   const size_t bytes = count * element_bytes(type);
-  check_device("ncclAllReduce's send buffer", send, bytes);
-  check_device("ncclAllReduce's receive buffer", recv, bytes);
-  return exchange(comm, "ncclAllReduce", send, bytes, [&](const auto& all) {
+  auto check = [=] {
+    check_device("ncclAllReduce's send buffer", send, bytes);
+    check_device("ncclAllReduce's receive buffer", recv, bytes);
+  };
+  return queue(comm, "ncclAllReduce", stream, check, send, bytes, [=](const auto& all) {
     auto* out = static_cast<float*>(recv);
     for (size_t i = 0; i < count; ++i) {
       float s = 0;
@@ -270,51 +300,60 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type,
-                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (op != ncclSum) fail("ncclReduceScatter: only ncclSum is emulated");
   if (!comm) return ncclInvalidArgument;
   const size_t bytes = count * element_bytes(type);
-  check_device("ncclReduceScatter's send buffer", send, bytes * comm->nranks);
-  check_device("ncclReduceScatter's receive buffer", recv, bytes);
-  const int rank = comm->rank;
-  return exchange(comm, "ncclReduceScatter", send, bytes * comm->nranks, [&](const auto& all) {
-    auto* out = static_cast<float*>(recv);
-    for (size_t i = 0; i < count; ++i) {
-      float s = 0;
-      for (const auto& b : all) s += floats(b)[rank * count + i];
-      out[i] = s;
-    }
-  });
+  const int rank = comm->rank, nranks = comm->nranks;
+  auto check = [=] {
+    check_device("ncclReduceScatter's send buffer", send, bytes * nranks);
+    check_device("ncclReduceScatter's receive buffer", recv, bytes);
+  };
+  return queue(comm, "ncclReduceScatter", stream, check, send, bytes * nranks,
+               [=](const auto& all) {
+                 auto* out = static_cast<float*>(recv);
+                 for (size_t i = 0; i < count; ++i) {
+                   float s = 0;
+                   for (const auto& b : all) s += floats(b)[rank * count + i];
+                   out[i] = s;
+                 }
+               });
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
   if (!comm) return ncclInvalidArgument;
   const size_t bytes = count * element_bytes(type);
-  check_device("ncclAllGather's send buffer", send, bytes);
-  check_device("ncclAllGather's receive buffer", recv, bytes * comm->nranks);
+  const int nranks = comm->nranks;
+  auto check = [=] {
+    check_device("ncclAllGather's send buffer", send, bytes);
+    check_device("ncclAllGather's receive buffer", recv, bytes * nranks);
+  };
   // In place only as NCCL allows it: send is this rank's slot of recv.
   const auto* s = static_cast<const unsigned char*>(send);
   auto* r = static_cast<unsigned char*>(recv);
-  if (s + bytes > r && s < r + bytes * comm->nranks && s != r + bytes * comm->rank)
+  if (s + bytes > r && s < r + bytes * nranks && s != r + bytes * comm->rank)
     fail("ncclAllGather: the send buffer overlaps the receive buffer outside this rank's slot");
-  return exchange(comm, "ncclAllGather", send, bytes, [&](const auto& all) {
+  return queue(comm, "ncclAllGather", stream, check, send, bytes, [=](const auto& all) {
     for (size_t k = 0; k < all.size(); ++k)
       if (bytes) std::memcpy(r + k * bytes, all[k].data(), bytes);
   });
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type,
-                           int root, ncclComm_t comm, cudaStream_t) {
+                           int root, ncclComm_t comm, cudaStream_t stream) {
   if (!comm) return ncclInvalidArgument;
   if (root < 0 || root >= comm->nranks) return ncclInvalidArgument;
   const size_t bytes = count * element_bytes(type);
-  if (comm->rank == root) check_device("ncclBroadcast's send buffer", send, bytes);
-  check_device("ncclBroadcast's receive buffer", recv, bytes);
-  return exchange(comm, "ncclBroadcast", comm->rank == root ? send : recv, bytes,
-                  [&](const auto& all) {
-                    if (bytes) std::memcpy(recv, all[root].data(), bytes);
-                  });
+  const bool is_root = comm->rank == root;
+  auto check = [=] {
+    if (is_root) check_device("ncclBroadcast's send buffer", send, bytes);
+    check_device("ncclBroadcast's receive buffer", recv, bytes);
+  };
+  return queue(comm, "ncclBroadcast", stream, check, is_root ? send : recv, bytes,
+               [=](const auto& all) {
+                 if (bytes) std::memcpy(recv, all[root].data(), bytes);
+               });
 }
 
 }  // extern "C"

@@ -9,8 +9,16 @@
 // emulated kernels have code for it (kernel_prelude.h); the objects of the
 // CUDA build's own kernels have none (cudaFuncGetAttributes fails, as on a
 // device a fatbinary does not cover), and launching one fails the run.
-// Streams and events are names: every call finishes before it returns,
-// which is one order CUDA allows. Memory:
+// Streams: kernels, copies, memsets and cuBLASLt calls finish before they
+// return. The NCCL calls (nccl.cpp) are queued on their stream: by default
+// they run at once too; with ROTOR_EMU_STREAMS=lazy they wait until
+// something needs them -- a synchronization of their stream or the device,
+// a stream that waits on an event recorded after them, the 64th query of
+// such an event (the ones before answer cudaErrorNotReady), or other work on
+// their stream. Both are orders CUDA allows: the first shows a collective
+// that reads its input before the compute stream has written it, the second
+// one whose result is used before it is waited for, or whose buffers are
+// written or freed (poisoned) while it is still queued. Memory:
 //   - an allocation is a host block of exactly the size asked for, 256-byte
 //     aligned, filled with 0xff bytes (NaN in f32, f16 and bf16) as device
 //     memory is uninitialized; freeing it poisons it again before release;
@@ -24,12 +32,17 @@
 // functions below in front of libcudart.
 #include <cuda_runtime.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "device/device_memory.h"
@@ -113,6 +126,103 @@ cudaError_t check_all_guards() {
   return g_sticky;
 }
 
+// A stream: its queued work, each with a number (1, 2, ...), run in order.
+struct Stream {
+  std::deque<std::pair<uint64_t, std::function<void()>>> queued;
+  uint64_t last = 0;     // the number of the last work queued
+  uint64_t done = 0;     // every work up to this number has run
+  bool running = false;  // a thread runs this stream's work now
+};
+
+// A lazy stream's work runs on the 64th query of an event recorded after
+// it, if nothing needed it before: a GPU that is slow, not stopped.
+constexpr int kQueriesBeforeRunning = 64;
+
+// The place in a stream where an event was recorded.
+struct Event {
+  Stream* stream = nullptr;
+  uint64_t mark = 0;
+  int queries = 0;
+};
+
+std::mutex& stream_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::condition_variable& stream_done() {
+  static std::condition_variable c;
+  return c;
+}
+std::set<Stream*>& streams() {
+  static std::set<Stream*> s;
+  return s;
+}
+Stream* stream_of(cudaStream_t s) {
+  static Stream legacy;  // the null stream
+  return s ? reinterpret_cast<Stream*>(s) : &legacy;
+}
+
+bool lazy() {
+  static const bool l = [] {
+    const char* env = std::getenv("ROTOR_EMU_STREAMS");
+    const std::string v = env ? env : "";
+    if (v.empty() || v == "eager") return false;
+    if (v == "lazy") return true;
+    fail("ROTOR_EMU_STREAMS=" + v + ": eager or lazy");
+  }();
+  return l;
+}
+
+// Runs s's queued work up to number `upto`, in order, outside the lock (the
+// work may wait for other ranks; other threads may queue meanwhile).
+void run_until(Stream* s, uint64_t upto) {
+  std::unique_lock<std::mutex> lock(stream_mutex());
+  while (s->done < upto) {
+    if (s->running) {
+      stream_done().wait(lock);
+      continue;
+    }
+    if (s->queued.empty()) {
+      s->done = s->last;
+      break;
+    }
+    auto [n, work] = std::move(s->queued.front());
+    s->queued.pop_front();
+    s->running = true;
+    lock.unlock();
+    work();
+    lock.lock();
+    s->running = false;
+    s->done = n;
+    stream_done().notify_all();
+  }
+}
+
+void run_all(Stream* s) {
+  run_until(s, std::numeric_limits<uint64_t>::max());
+}
+
+}  // namespace
+
+void enqueue(cudaStream_t stream, std::function<void()> work) {
+  Stream* s = stream_of(stream);
+  {
+    std::lock_guard<std::mutex> lock(stream_mutex());
+    s->queued.emplace_back(++s->last, std::move(work));
+  }
+  if (!lazy()) run_all(s);
+}
+
+void in_order(cudaStream_t stream) {
+  run_all(stream_of(stream));
+}
+
+namespace {
+// Kernel launches keep their stream's order too.
+const bool g_launch_hook = [] {
+  emu::before_launch = &in_order;
+  return true;
+}();
 }  // namespace
 
 int sm() {
@@ -247,36 +357,70 @@ cudaError_t cudaDriverGetVersion(int* v) {
   return cudaSuccess;
 }
 
-// Streams and events: distinct non-null names.
+// Streams and events (the queues above).
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
-  *s = reinterpret_cast<cudaStream_t>(new char(0));
+  auto* st = new emu_device::Stream;
+  {
+    std::lock_guard<std::mutex> lock(emu_device::stream_mutex());
+    emu_device::streams().insert(st);
+  }
+  *s = reinterpret_cast<cudaStream_t>(st);
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  delete reinterpret_cast<char*>(s);
+  // CUDA lets queued work finish after the call; here it runs first.
+  emu_device::run_all(emu_device::stream_of(s));
+  {
+    std::lock_guard<std::mutex> lock(emu_device::stream_mutex());
+    emu_device::streams().erase(emu_device::stream_of(s));
+  }
+  delete emu_device::stream_of(s);
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  emu_device::run_all(emu_device::stream_of(s));
   return emu_device::check_all_guards();
 }
 cudaError_t cudaDeviceSynchronize(void) {
+  std::set<emu_device::Stream*> all;
+  {
+    std::lock_guard<std::mutex> lock(emu_device::stream_mutex());
+    all = emu_device::streams();
+  }
+  emu_device::run_all(emu_device::stream_of(nullptr));
+  for (emu_device::Stream* s : all) emu_device::run_all(s);
   return emu_device::check_all_guards();
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
-  *e = reinterpret_cast<cudaEvent_t>(new char(0));
+  *e = reinterpret_cast<cudaEvent_t>(new emu_device::Event);
   return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete reinterpret_cast<char*>(e);
+  delete reinterpret_cast<emu_device::Event*>(e);
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  auto* ev = reinterpret_cast<emu_device::Event*>(e);
+  std::lock_guard<std::mutex> lock(emu_device::stream_mutex());
+  ev->stream = emu_device::stream_of(s);
+  ev->mark = ev->stream->last;
+  ev->queries = 0;
   return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t) {
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  auto* ev = reinterpret_cast<emu_device::Event*>(e);
+  {
+    std::lock_guard<std::mutex> lock(emu_device::stream_mutex());
+    if (!ev->stream || ev->stream->done >= ev->mark) return cudaSuccess;
+    if (++ev->queries < emu_device::kQueriesBeforeRunning) return cudaErrorNotReady;
+  }
+  emu_device::run_until(ev->stream, ev->mark);
   return cudaSuccess;
 }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) {
+// The waiting stream's later work runs at once, so what the event marks runs now.
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
+  auto* ev = reinterpret_cast<emu_device::Event*>(e);
+  if (ev->stream) emu_device::run_until(ev->stream, ev->mark);
   return cudaSuccess;
 }
 
@@ -291,7 +435,8 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) {
+cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t s) {
+  emu_device::in_order(s);
   *p = nullptr;
   if (bytes == 0) return cudaSuccess;
   void* q = nullptr;
@@ -309,7 +454,10 @@ cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) {
   return cudaSuccess;
 }
 
-cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
+// The block is poisoned and released at once: work still queued on another
+// stream that uses it fails its checks.
+cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
+  emu_device::in_order(s);
   if (!p) return cudaSuccess;
   size_t bytes = 0;
   {
@@ -327,7 +475,8 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
+                            cudaStream_t s) {
+  emu_device::in_order(s);
   if (bytes == 0) return cudaSuccess;
   switch (kind) {
     case cudaMemcpyHostToDevice:
@@ -349,7 +498,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
+  emu_device::in_order(s);
   emu_device::check_range("cudaMemsetAsync", p, bytes);
   std::memset(p, value, bytes);
   return cudaSuccess;

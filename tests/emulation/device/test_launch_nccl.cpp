@@ -5,13 +5,15 @@
 // collective rotor's NCCL backend makes (the all-reduce of gradient buckets,
 // during the backward and after it, reduce-scatter and all-gather of the
 // sharded optimizer, the broadcast of the first weights) runs through
-// src/parallel/nccl_communicator.cpp, its non-blocking start included. The
+// src/parallel/nccl_communicator.cpp, its non-blocking start included, run
+// at once and (ROTOR_EMU_STREAMS=lazy) as late as CUDA allows. The
 // ranks end with the weights of one process with the same global batch,
 // within the round-off of summing gradients in another order, as over Gloo
 // on the CPU (tests/dist/test_launch.cpp); a wrong size, offset or stream
 // order moves a weight by about the learning rate (1e-3).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "support/dp_training.h"
@@ -46,6 +48,21 @@ TEST_F(LaunchNccl, RanksEqualOneProcessWithTheSameGlobalBatch) {
                 one, launch(2, "two_buckets",
                             cuda + "--set train.update_freq=2 --set dist.bucket_mb=0.01")),
             1e-6);
+  // The collectives queued on NCCL's stream until something needs them
+  // (device/runtime.cpp): a result used before it is waited for, or a
+  // buffer written or freed while its collective is queued, fails here.
+  setenv("ROTOR_EMU_STREAMS", "lazy", 1);
+  EXPECT_LE(test::max_weight_diff(one, launch(2, "two_lazy", cuda + "--set train.update_freq=2")),
+            1e-6);
+  EXPECT_LE(test::max_weight_diff(
+                one, launch(2, "two_buckets_lazy",
+                            cuda + "--set train.update_freq=2 --set dist.bucket_mb=0.01")),
+            1e-6);
+  EXPECT_LE(test::max_weight_diff(
+                one, launch(2, "two_sharded_lazy",
+                            cuda + "--set train.update_freq=2 --set dist.shard_optimizer=true")),
+            1e-6);
+  unsetenv("ROTOR_EMU_STREAMS");
   // Variable-length batches, within the round-off of another order of sums.
   const std::string varlen = "--set data.packing=documents ";
   EXPECT_LE(
