@@ -81,8 +81,11 @@ Keys base_keys(Base base) {
   return task;
 }
 
+// Searches on after each replacement: the directory's own name may hold
+// "DIR" (mkdtemp drew /tmp/rotor_test_vODIRn once, and the loop never ended).
 std::string with_dir(std::string s, const std::string& dir) {
-  for (size_t at; (at = s.find("DIR")) != std::string::npos;) s.replace(at, 3, dir);
+  for (size_t at = s.find("DIR"); at != std::string::npos; at = s.find("DIR", at + dir.size()))
+    s.replace(at, 3, dir);
   return s;
 }
 
