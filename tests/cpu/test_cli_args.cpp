@@ -148,11 +148,7 @@ const std::vector<Case> kCases = {
 const char* kLibraryTexts[] = {"Run with --help",   "not in range", ".cc(",  "filesystem error",
                                "Could not convert", "required INT", "std::", "basic_string"};
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
-    s.replace(p, from.size(), to);
-  return s;
-}
+using rotor::test::replace_all;
 
 // path -> FNV-1a of the contents, of every file under `root`.
 std::map<std::string, uint64_t> snapshot(const std::string& root) {

@@ -81,14 +81,6 @@ Keys base_keys(Base base) {
   return task;
 }
 
-// Searches on after each replacement: the directory's own name may hold
-// "DIR" (mkdtemp drew /tmp/rotor_test_vODIRn once, and the loop never ended).
-std::string with_dir(std::string s, const std::string& dir) {
-  for (size_t at = s.find("DIR"); at != std::string::npos; at = s.find("DIR", at + dir.size()))
-    s.replace(at, 3, dir);
-  return s;
-}
-
 // Writes `keys` as YAML (top-level keys, then one block per section) into
 // `path` and returns the 1-based line of each key path.
 std::vector<std::pair<std::string, int>> write_yaml(const std::string& path, const Keys& keys,
@@ -98,7 +90,7 @@ std::vector<std::pair<std::string, int>> write_yaml(const std::string& path, con
   int line = 0;
   for (const auto& [key, value] : keys)
     if (key.find('.') == std::string::npos) {
-      text += key + ": " + with_dir(value, dir) + "\n";
+      text += key + ": " + rotor::test::replace_all(value, "DIR", dir) + "\n";
       lines.emplace_back(key, ++line);
     }
   for (const char* section : {"model", "attention", "data", "train", "optim", "decode", "dist"}) {
@@ -107,7 +99,8 @@ std::vector<std::pair<std::string, int>> write_yaml(const std::string& path, con
     for (const auto& [key, value] : keys) {
       if (key.rfind(prefix, 0) != 0) continue;
       if (!open) text += std::string(section) + ":\n", ++line, open = true;
-      text += "  " + key.substr(prefix.size()) + ": " + with_dir(value, dir) + "\n";
+      text += "  " + key.substr(prefix.size()) + ": " +
+              rotor::test::replace_all(value, "DIR", dir) + "\n";
       lines.emplace_back(key, ++line);
     }
   }

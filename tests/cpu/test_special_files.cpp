@@ -180,11 +180,7 @@ Outcome sh(const std::string& dir, const std::string& script, int timeout_s = 12
   return rotor::test::run_script(dir, script, timeout_s);
 }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
-    s.replace(p, from.size(), to);
-  return s;
-}
+using rotor::test::replace_all;
 
 class SpecialFiles : public ::testing::TestWithParam<Case> {
  public:

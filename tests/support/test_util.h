@@ -118,4 +118,13 @@ inline double max_rel_error(const std::vector<float>& a, const std::vector<float
   return max_rel_error(a, std::vector<double>(b.begin(), b.end()));
 }
 
+// s with every `from` replaced by `to`, searching on after each
+// replacement (so a `to` that holds `from`, such as a temporary
+// directory's random name, never loops).
+inline std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+    s.replace(p, from.size(), to);
+  return s;
+}
+
 }  // namespace rotor::test
