@@ -459,6 +459,16 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "cudnn is cuDNN's attention on a GPU, and device is cpu (use auto, "
                          "rotor or reference)",
                          {"device"}};
+  // cuDNN's attention computes in f16 and bf16: with fp32 every training
+  // forward would fail. (Under fp16 and bf16, the f32 forwards of validation
+  // and inference take auto's core: nn/attention_kinds/softmax.cpp.) Under
+  // attention.kind linear, attention_problem names the kind instead.
+  if (c.attention.impl == nn::AttentionImpl::Cudnn && c.precision == Precision::FP32 &&
+      c.attention.kind == nn::AttentionKind::Softmax)
+    return ConfigProblem{"attention.impl",
+                         "cudnn is cuDNN's attention, which computes in fp16 or bf16, and "
+                         "precision is fp32 (use precision fp16 or bf16, or attention.impl auto)",
+                         {"precision"}};
   return std::nullopt;
 }
 

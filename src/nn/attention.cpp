@@ -251,6 +251,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
   c.key_padding = attn_options_.key_lengths.defined();
   c.dropout = attn_options_.dropout > 0.0f;
   c.packed = docs != nullptr;
+  c.training = ctx.training;
   c.dtype = ctx.dtype;
   c.B = Bc_;
   c.H = H;
@@ -634,6 +635,7 @@ Tensor MultiHeadAttention::prefill(const Tensor& x, Cache& cache, int64_t max_le
   c.rel_max = c.rel_bias ? rel_max() : 0;
   c.score_bias = options_.xl || options_.tupe;
   c.causal = true;
+  c.training = false;
   c.dtype = ctx.dtype;
   c.B = B;
   c.H = H;

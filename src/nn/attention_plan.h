@@ -100,14 +100,17 @@ struct AttentionCase {
   // (AttentionPlan::varlen).
   bool packed = false;
   bool dropout = false;  // attention dropout in this call (training)
+  // A training forward (false: validation and inference, which rotor runs
+  // in f32 under every precision; attention.impl cudnn then takes auto's core).
+  bool training = true;
   DType dtype = DType::F32;
   int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0;
   LinearKindOptions linear;  // kind linear's
 
   auto key() const {
     return std::tuple(kind, impl, rope, rope_in_kernel, rope_interleaved_full, alibi, rel_bias,
-                      rel_max, score_bias, causal, key_padding, packed, dropout, dtype, B, H, Tq,
-                      Tk, D, linear.key());
+                      rel_max, score_bias, causal, key_padding, packed, dropout, training, dtype, B,
+                      H, Tq, Tk, D, linear.key());
   }
   bool operator<(const AttentionCase& o) const { return key() < o.key(); }
   bool operator==(const AttentionCase& o) const { return key() == o.key(); }

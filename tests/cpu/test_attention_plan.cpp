@@ -74,12 +74,19 @@ struct Row {
   std::string kind = "softmax";    // the key of its table in kRows
   nn::LinearKindOptions linear{};  // kind linear's settings
   bool dropout = false;
-  bool alibi = false;     // model.position alibi: only a core that adds the bias may run it
-  bool t5 = false;        // model.position t5: likewise, and it sums the table's gradient
-  bool xl = false;        // model.position transformer_xl: a dense bias, the CPU reference only
-  int64_t rel_max = 128;  // model.t5.max_distance (with t5)
-  bool packed = false;    // data.packing documents: the plan lays them end to end or regroups
+  bool alibi = false;      // model.position alibi: only a core that adds the bias may run it
+  bool t5 = false;         // model.position t5: likewise, and it sums the table's gradient
+  bool xl = false;         // model.position transformer_xl: a dense bias, the CPU reference only
+  int64_t rel_max = 128;   // model.t5.max_distance (with t5)
+  bool packed = false;     // data.packing documents: the plan lays them end to end or regroups
+  bool inference = false;  // a forward outside training (validation, inference)
 };
+
+// r outside training.
+Row inference(Row r) {
+  r.inference = true;
+  return r;
+}
 
 // r over packed documents (its Tq, Tk: the longest document's length).
 Row packed(Row r) {
@@ -115,6 +122,7 @@ AttentionCase case_of(const Row& r) {
   c.rel_max = r.t5 ? r.rel_max : 0;
   c.score_bias = r.xl;
   c.packed = r.packed;
+  c.training = !r.inference;
   return c;
 }
 
@@ -722,6 +730,13 @@ const std::map<std::string, std::vector<Row>> kRows = {
           "cudnn", "attention.impl cudnn"},
          {"h100 cudnn fp32", &M.h100, Cudnn, F32, 64, 512, 512, false, false, false, false, 8, 8,
           "error", "attention.impl: cudnn: cuDNN attention computes in f16 or bf16"},
+         // Validation and inference run in f32 under every precision: there
+         // attention.impl cudnn takes auto's core and says why.
+         inference({"h100 cudnn fp32 validation", &M.h100, Cudnn, F32, 64, 512, 512, false, true,
+                    false, false, 8, 8, "rotor (portable)",
+                    "attention.impl cudnn outside training: f32"}),
+         inference({"h100 cudnn bf16 inference", &M.h100, Cudnn, BF16, 64, 512, 512, false, true,
+                    false, false, 8, 8, "cudnn", "attention.impl cudnn: cuDNN's fused attention"}),
          {"h100 cudnn no frontend", &M.h100_no_frontend, Cudnn, BF16, 64, 512, 512, false, false,
           false, false, 8, 8, "error", "built without the cuDNN frontend"},
          {"h100 reference", &M.h100, Ref, BF16, 64, 512, 512, false, true, true, true, 8, 8,

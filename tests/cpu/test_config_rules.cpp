@@ -160,6 +160,8 @@ const Rule kRules[] = {
    "model.init_from", "model.init_from", "initializes a BERT/RoFormer encoder"},
   {"cudnn_on_cpu", Base::Mlm, {{"attention.impl", "cudnn"}}, "", "attention.impl",
    "attention.impl", "device is cpu"},
+  {"cudnn_in_fp32", Base::Mlm, {{"device", "auto"}, {"attention.impl", "cudnn"}}, "",
+   "attention.impl", "attention.impl", "precision is fp32"},
   {"linear_key_with_softmax", Base::Mlm, {{"attention.feature_map", "favor"}}, "",
    "attention.feature_map", "attention.feature_map",
    "a key of attention.kind linear, and attention.kind is softmax"},

@@ -238,7 +238,7 @@ TEST(CudnnAttention, LayerAutoRunsCudnnAndAgreesWithRotor) {
 }
 
 // Where cuDNN is built but cannot start (cudnnCreate fails: a machine whose
-// cuDNN is broken, or the emulated device of tests/emulation/device), the
+// cuDNN is broken, or the emulated device with ROTOR_EMU_CUDNN=off), the
 // plan refuses cuDNN with the reason, as for any case it cannot serve, and
 // attention.impl auto runs rotor's kernels: the same outputs, bit for bit,
 // as attention.impl rotor (so too for any other refusal). Skipped where
@@ -271,6 +271,34 @@ TEST(CudnnCannotStart, AutoRunsRotorsKernelsAndSaysWhy) {
     return attn.forward(x, Tensor(), Tensor(), ctx).to_floats();
   };
   EXPECT_EQ(run(nn::AttentionImpl::Auto), run(nn::AttentionImpl::Rotor));
+}
+
+// Validation and inference run in f32 under every precision, which cuDNN does
+// not compute: there `attention.impl: cudnn` takes auto's core (the same
+// outputs, bit for bit), where it used to stop a bf16 run at its first
+// validation. A training forward in f32 is still refused.
+TEST(CudnnAttention, ImplCudnnOutsideTrainingInF32RunsAutosCore) {
+  ROTOR_REQUIRE_CUDNN_ATTENTION();
+  const int64_t B = 2, T = 256, d = 128;
+  const Tensor x = Tensor::from_floats(random_floats(B * T * d, 9), {B, T, d}, DType::F32, kGpu);
+  const Tensor lengths = Tensor::from_ints({256, 100}, {B}, kGpu);
+  auto run = [&](nn::AttentionImpl impl, bool training) {
+    nn::ParameterStore store;
+    nn::MultiHeadAttentionOptions cfg;
+    cfg.d_model = d;
+    cfg.n_heads = 2;
+    cfg.rope = true;
+    cfg.impl = impl;
+    nn::MultiHeadAttention attn(store, {"q", "k", "v", "o"}, cfg, false);
+    store.allocate(kGpu);
+    store.initialize(5);
+    nn::Context ctx;
+    ctx.device = kGpu;
+    ctx.training = training;
+    return attn.forward(x, Tensor(), lengths, ctx).to_floats();
+  };
+  EXPECT_EQ(run(nn::AttentionImpl::Cudnn, false), run(nn::AttentionImpl::Auto, false));
+  EXPECT_THROW(run(nn::AttentionImpl::Cudnn, true), Error);
 }
 
 // ------------------------------------------------------------ packed documents

@@ -81,6 +81,18 @@ AttentionPlan choose_core(const AttentionCase& c, const ops::AttentionDevice& de
       return p;
     }
     case AttentionImpl::Cudnn: {
+      if (c.dtype == DType::F32 && !c.training) {
+        // Validation and inference run in f32 under every precision, which
+        // cuDNN does not compute: auto's core, said in the why.
+        AttentionCase a = c;
+        a.impl = AttentionImpl::Auto;
+        AttentionPlan ap = choose_core(a, dev);
+        ap.why =
+            "attention.impl cudnn outside training: f32 (rotor validates and infers in f32, "
+            "cuDNN computes fp16 and bf16), so " +
+            ap.why;
+        return ap;
+      }
       const std::string why = cudnn_unsupported(c, dev);
       if (!why.empty()) ROTOR_FAIL("attention.impl: cudnn: {}", why);
       p.core = AttentionCore::Cudnn;
