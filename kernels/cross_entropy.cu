@@ -70,6 +70,37 @@ __global__ void ce_bwd_kernel(const T* logits, const int32_t* targets, const flo
   }
 }
 
+// The first index of the row's largest value: the block's max, then the
+// smallest index holding it (a warp and a block minimum of indices).
+template <class T>
+__global__ void top1_hits_kernel(const T* logits, const int32_t* targets, int64_t rows,
+                                 int64_t vocab, int ignore_index, int32_t* hits) {
+  __shared__ float scratch[32];
+  __shared__ int64_t first[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = logits + r * vocab;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) mx = fmaxf(mx, to_f32(xr[j]));
+    mx = block_max(mx, scratch);
+    int64_t at = vocab;
+    for (int64_t j = threadIdx.x; j < vocab && at == vocab; j += blockDim.x)
+      if (to_f32(xr[j]) == mx) at = j;
+    for (int o = 16; o > 0; o >>= 1) {
+      const int64_t other = __shfl_xor_sync(0xffffffffu, at, o);
+      at = other < at ? other : at;
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    if (lane == 0) first[warp] = at;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < nwarps; ++w) at = first[w] < at ? first[w] : at;
+      const int32_t t = targets[r];
+      hits[r] = (t != ignore_index && at == static_cast<int64_t>(t)) ? 1 : 0;
+    }
+    __syncthreads();
+  }
+}
+
 unsigned row_grid(int64_t rows) {
   return static_cast<unsigned>(rows < (1 << 30) ? rows : (1 << 30));
 }
@@ -101,6 +132,16 @@ cudaError_t cross_entropy_backward(const void* logits, DType dt, const int32_t* 
       ce_bwd_kernel<T><<<row_grid(rows), row_threads(vocab, 512), 0, stream>>>(
           static_cast<const T*>(logits), targets, lse, rows, vocab, static_cast<float>(on),
           static_cast<float>(off), ignore_index, loss_scale, static_cast<T*>(dlogits)));
+  return cudaGetLastError();
+}
+
+cudaError_t top1_hits(const void* logits, DType dt, const int32_t* targets, int64_t rows,
+                      int64_t vocab, int ignore_index, int32_t* hits, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  if (vocab <= 0) return cudaMemsetAsync(hits, 0, static_cast<size_t>(rows) * 4, stream);
+  ROTOR_FLOAT_SWITCH(dt, T,
+                     top1_hits_kernel<T><<<row_grid(rows), row_threads(vocab, 512), 0, stream>>>(
+                         static_cast<const T*>(logits), targets, rows, vocab, ignore_index, hits));
   return cudaGetLastError();
 }
 

@@ -24,4 +24,9 @@ cudaError_t cross_entropy_backward(const void* logits, DType dt, const int32_t* 
                                    int ignore_index, float loss_scale, void* dlogits,
                                    cudaStream_t stream);
 
+// hits[r] = 1 where the first largest logit of row r is at targets[r] (not
+// ignore_index), else 0; a NaN logit is never the largest.
+cudaError_t top1_hits(const void* logits, DType dt, const int32_t* targets, int64_t rows,
+                      int64_t vocab, int ignore_index, int32_t* hits, cudaStream_t stream);
+
 }  // namespace rotor::kernels

@@ -175,11 +175,12 @@ struct MlmBatch {
 };
 
 struct MlmSums {
-  double loss = 0;           // -log p(original id), summed over the masked tokens
-  int64_t tokens = 0;        // masked tokens (M)
-  int64_t correct = 0;       // masked tokens whose argmax is the original id
-  bool has_correct = false;  // correct is counted on the CPU and when !ctx.training
-                             // (on a GPU it costs a copy of the [M, V] logits)
+  double loss = 0;      // -log p(original id), summed over the masked tokens
+  int64_t tokens = 0;   // masked tokens (M)
+  int64_t correct = 0;  // masked tokens whose argmax is the original id
+  // Counted on every device, in training too (ops::count_top1_hits: the
+  // logits stay on the device, [M] flags reach the host).
+  bool has_correct = false;
 };
 
 class BertForMaskedLM {

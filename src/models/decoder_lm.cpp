@@ -127,16 +127,7 @@ LmSums DecoderLM::forward_loss(const LmBatch& batch, const Context& ctx) {
   sums.loss = ops::sum(nll);
   sums.tokens = batch.tokens;
   sums.has_correct = !ctx.training;
-  if (sums.has_correct) {
-    const std::vector<float> v = lg.to_floats();
-    const std::vector<int32_t> t = targets.to_ints();
-    const int64_t V = options_.vocab_size;
-    for (int64_t i = 0; i < N; ++i) {
-      if (t[static_cast<size_t>(i)] == options_.pad_id) continue;
-      const float* row = v.data() + i * V;
-      sums.correct += std::max_element(row, row + V) - row == t[static_cast<size_t>(i)];
-    }
-  }
+  if (sums.has_correct) sums.correct = ops::count_top1_hits(lg, targets, options_.pad_id);
   return sums;
 }
 

@@ -60,7 +60,7 @@ struct LmSums {
   double loss = 0;           // -log p(target), summed over the targets
   int64_t tokens = 0;        // targets scored
   int64_t correct = 0;       // targets that are the argmax of their row
-  bool has_correct = false;  // counted when !ctx.training (a host copy of the logits)
+  bool has_correct = false;  // counted when !ctx.training (ops::count_top1_hits)
 };
 
 // Incremental decoding (DecoderLM::prefill, decode_step): per layer the

@@ -159,4 +159,41 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   }
 }
 
+void top1_hits(const Tensor& logits, const Tensor& targets, int ignore_index, Tensor& hits) {
+  const int64_t vocab = check_ce(logits, targets, 0.0f, "top1_hits");
+  const int64_t n = logits.size(0);
+  if (hits.dtype() != DType::I32 || hits.numel() != n)
+    ROTOR_FAIL("top1_hits: hits must be i32 [{}], got {}", n, hits.str());
+  check_same_device(hits, logits, "top1_hits");
+  ROTOR_DISPATCH_CUDA(logits, top1_hits(logits, targets, ignore_index, hits));
+  if (detail::F32Compute::needed({&logits})) {
+    top1_hits(detail::F32Compute().input(logits), targets, ignore_index, hits);
+    return;
+  }
+  const float* px = logits.data<float>();       // [N, V]
+  const int32_t* pt = targets.data<int32_t>();  // [N]
+  int32_t* ph = hits.data<int32_t>();           // [N]
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = px + i * vocab;
+    int64_t at = vocab;  // the first index of the largest (NaN never is)
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < vocab; ++j)
+      if (row[j] > mx || (at == vocab && row[j] == mx)) {
+        mx = row[j];
+        at = j;
+      }
+    ph[i] = (pt[i] != ignore_index && at == pt[i]) ? 1 : 0;
+  }
+}
+
+int64_t count_top1_hits(const Tensor& logits, const Tensor& targets, int ignore_index) {
+  Tensor hits = Tensor::empty({logits.dim() == 2 ? logits.size(0) : 0}, DType::I32,
+                              logits.device());  // i32 [N]
+  top1_hits(logits, targets, ignore_index, hits);
+  int64_t n = 0;
+  for (int32_t h : hits.to_ints()) n += h;
+  return n;
+}
+
 }  // namespace rotor::ops

@@ -18,4 +18,13 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float sm
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                             float smoothing, int ignore_index, float loss_scale, Tensor& dlogits);
 
+// hits i32 [N]: 1 where the first largest logit of row i is at targets[i],
+// 0 elsewhere and on rows whose target is ignore_index (a NaN logit is never
+// the largest): the rows a greedy prediction gets right, on the logits'
+// device.
+void top1_hits(const Tensor& logits, const Tensor& targets, int ignore_index, Tensor& hits);
+// The number of such rows: top1_hits, then its [N] flags read on the host
+// (not the [N, V] logits).
+int64_t count_top1_hits(const Tensor& logits, const Tensor& targets, int ignore_index);
+
 }  // namespace rotor::ops

@@ -27,6 +27,13 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
       smoothing, ignore_index, loss_scale, dlogits.raw(), s.stream()));
 }
 
+void top1_hits(const Tensor& logits, const Tensor& targets, int ignore_index, Tensor& hits) {
+  cuda_glue::DeviceScope s(logits);
+  ROTOR_CUDA_CHECK(kernels::top1_hits(logits.raw(), logits.dtype(), targets.data<int32_t>(),
+                                      logits.size(0), logits.size(1), ignore_index,
+                                      hits.data<int32_t>(), s.stream()));
+}
+
 }  // namespace rotor::ops::cuda_impl
 
 #endif  // ROTOR_WITH_CUDA

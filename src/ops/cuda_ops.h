@@ -57,6 +57,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, float sm
                            int ignore_index, Tensor& loss, Tensor& nll, Tensor& lse);
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                             float smoothing, int ignore_index, float loss_scale, Tensor& dlogits);
+void top1_hits(const Tensor& logits, const Tensor& targets, int ignore_index, Tensor& hits);
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionOptions& options, Tensor& out, Tensor& probs);

@@ -90,6 +90,29 @@ TEST(CrossEntropy, BadTargetsFail) {
   EXPECT_THROW(ops::cross_entropy_forward(logits, short_t, 0.1f, -1, loss, nll, lse), Error);
 }
 
+// top1_hits: the first largest logit is the prediction (ties go to the lower
+// index, a NaN is never the largest), ignored rows count 0, and 16-bit
+// logits are read as their f32 values.
+TEST(CrossEntropy, Top1HitsTakeTheFirstLargestLogit) {
+  const float nan = std::nanf("");
+  // Rows: a tie at 1 and 3 (predicts 1); the same row with target 3 (a
+  // miss); a NaN, skipped (predicts 2); -inf twice, then a tie (predicts 2);
+  // an ignored row (target -1); all NaN (nothing is largest: a miss).
+  const std::vector<float> v = {0,         3,         1,  3,  0, 3, 1, 3, nan, 1,   2,   0,
+                                -INFINITY, -INFINITY, -1, -1, 5, 0, 0, 0, nan, nan, nan, nan};
+  const std::vector<int32_t> t = {1, 3, 2, 2, -1, 0};
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor logits = Tensor::from_floats(v, {6, 4}, dt);
+    Tensor hits = Tensor::empty({6}, DType::I32);
+    ops::top1_hits(logits, Tensor::from_ints(t, {6}), -1, hits);
+    EXPECT_EQ(hits.to_ints(), (std::vector<int32_t>{1, 0, 1, 1, 0, 0}));
+    EXPECT_EQ(ops::count_top1_hits(logits, Tensor::from_ints(t, {6}), -1), 3);
+  }
+  Tensor wrong = Tensor::empty({5}, DType::I32);
+  EXPECT_THROW(ops::top1_hits(Tensor::zeros({6, 4}), Tensor::from_ints(t, {6}), -1, wrong), Error);
+}
+
 TEST(Embedding, ForwardBackward) {
   const int64_t V = 7, d = 5;
   Tensor table = test::random_tensor({V, d}, 2);

@@ -512,13 +512,19 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
   if (mask != 0xffffffffu) emu::fail("__syncwarp with a partial mask");
   emu::warp_barrier();
 }
-// v of lane `src` of this warp (float or double).
+// v of lane `src` of this warp (float, double, or an integer, which the
+// slot's double holds exactly below 2^53).
 template <class V>
 inline V __shfl_sync(unsigned mask, V v, int src) {
-  static_assert(std::is_same_v<V, float> || std::is_same_v<V, double>);
+  static_assert(std::is_same_v<V, float> || std::is_same_v<V, double> || std::is_integral_v<V>);
   if (mask != 0xffffffffu) emu::fail("shuffle with a partial mask");
-  const emu::Slot& s = emu::collective(std::is_same_v<V, float> ? 10 : 11,
-                                       [&](emu::Slot& s) { s.x[emu::lane()] = v; });
+  if constexpr (std::is_integral_v<V>) {
+    if (static_cast<double>(v) >= 0x1p53 || static_cast<double>(v) <= -0x1p53)
+      emu::fail("an integer shuffle beyond 2^53");
+  }
+  const int kind = std::is_same_v<V, float> ? 10 : std::is_same_v<V, double> ? 11 : 12;
+  const emu::Slot& s =
+      emu::collective(kind, [&](emu::Slot& s) { s.x[emu::lane()] = static_cast<double>(v); });
   return static_cast<V>(s.x[src & 31]);
 }
 template <class V>

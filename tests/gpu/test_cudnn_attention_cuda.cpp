@@ -35,6 +35,7 @@
 #include "core/cuda_context.h"
 #include "core/deberta_bias.h"
 #include "data/classification.h"
+#include "models/bert.h"
 #include "models/bert_classifier.h"
 #include "models/decoder_lm.h"
 #include "models/transformer.h"
@@ -628,6 +629,64 @@ TEST(TupeCuda, ClassifierStepEqualsTheCpu) {
   for (float g : b.grads) scale = std::max(scale, std::abs(double(g)));
   ASSERT_EQ(a.grads.size(), b.grads.size());
   EXPECT_LT(max_diff(a.grads, b.grads), 1e-4 * std::max(scale, 1.0)) << "gradients";
+}
+
+// The masked LM's training step on a GPU counts its hits (the masked tokens
+// whose first largest logit is the original id) as the CPU does, without
+// the [M, V] logits leaving the device; it used to count none in training.
+TEST(MlmCuda, TrainingStepCountsTheCpusHits) {
+  ROTOR_REQUIRE_GPU();
+  models::BertOptions o;
+  o.vocab_size = 40;
+  o.num_layers = 2;
+  o.layer = models::bert_base_layer();
+  o.layer.d_model = 64;
+  o.layer.n_heads = 2;
+  o.layer.d_ff = 128;
+  o.layer.dropout = o.layer.attention_dropout = 0.0f;
+  o.position = *nn::position_kind("rope");
+  o.max_positions = 16;
+  o.init_std = 0.3;
+  struct Side {
+    nn::ParameterStore store;
+    std::unique_ptr<models::BertForMaskedLM> model;
+    nn::Context ctx;
+  };
+  auto make = [&](Device dev) {
+    auto s = std::make_unique<Side>();
+    s->model = std::make_unique<models::BertForMaskedLM>(o, s->store);
+    s->store.allocate(dev);
+    s->store.initialize(4);
+    s->ctx.device = dev;
+    return s;
+  };
+  const auto cpu = make(Device::cpu()), gpu = make(kGpu);
+  models::MlmBatch b;
+  const int64_t B = 2, T = 7, V = o.vocab_size;
+  b.input_ids = Tensor::from_ints({5, 12, 4, 30, 17, 4, 6, 5, 22, 4, 9, 6, 0, 0}, {B, T});
+  b.lengths = Tensor::from_ints({7, 5}, {B});
+  const std::vector<int32_t> at = {2, 3, 5, 8, 9, 10};
+  b.masked_positions = Tensor::from_ints(at, {6});
+  b.tokens = 12;
+  b.masked_tokens = 6;
+  // Half the targets are the CPU's own predictions, half another id.
+  const std::vector<float> lg =
+      cpu->model->forward_logits(b.input_ids, Tensor(), b.lengths, cpu->ctx).to_floats();
+  std::vector<int32_t> targets;
+  for (size_t i = 0; i < at.size(); ++i) {
+    const float* row = lg.data() + at[i] * V;
+    const int32_t best = static_cast<int32_t>(std::max_element(row, row + V) - row);
+    targets.push_back(i % 2 ? (best + 1) % static_cast<int32_t>(V) : best);
+  }
+  b.masked_targets = Tensor::from_ints(targets, {6});
+  cpu->ctx.training = gpu->ctx.training = true;
+  const models::MlmSums c = cpu->model->forward_loss(b, cpu->ctx);
+  const models::MlmSums g = gpu->model->forward_loss(b.to(kGpu), gpu->ctx);
+  EXPECT_TRUE(c.has_correct);
+  EXPECT_TRUE(g.has_correct);
+  EXPECT_EQ(c.correct, 3);
+  EXPECT_EQ(g.correct, c.correct);
+  EXPECT_NEAR(g.loss, c.loss, 1e-4 * std::max(1.0, std::abs(c.loss)));
 }
 
 // Transformer-XL's terms on a GPU: ops::xl_bias_forward and backward (the

@@ -10,6 +10,7 @@
 // 2 M N K, attention without masks).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -641,6 +642,36 @@ TEST(CudaOps, embedding_backward_DeterministicWhateverTheIds) {
       first = dtable.to_floats();
     else
       ASSERT_EQ(dtable.to_floats(), first) << "run " << run;
+  }
+}
+
+// The greedy prediction's hits on the GPU are the CPU's, row by row: ties
+// (coarse logits, many equal maxima) go to the first index in every dtype,
+// across the vocabulary's strides of a block (V 1001 > 512 threads).
+TEST(CudaOps, top1_hits_MatchTheCpuWithTies) {
+  ROTOR_REQUIRE_GPU();
+  const int64_t N = 300, V = 1001;
+  auto v = random_floats(N * V, 81, -4.0f, 4.0f);
+  for (float& x : v) x = std::round(x);                 // 9 values: every row has tied maxima
+  for (int64_t j = 0; j < V; ++j) v[5 * V + j] = 1.0f;  // one row all tied
+  std::vector<int32_t> t(N);
+  PhiloxRng trng(82, 0);
+  for (int64_t i = 0; i < N; ++i) {
+    const float* row = v.data() + i * V;
+    // Half the rows target their first maximum, the rest a random class.
+    t[i] = i % 2 ? static_cast<int32_t>(trng.below(V))
+                 : static_cast<int32_t>(std::max_element(row, row + V) - row);
+  }
+  t[7] = -1;  // ignored
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor host = Tensor::from_floats(v, {N, V}, dt);
+    Tensor want = Tensor::empty({N}, DType::I32);
+    ops::top1_hits(host, Tensor::from_ints(t, {N}), -1, want);
+    Tensor got = Tensor::empty({N}, DType::I32, kGpu);
+    ops::top1_hits(host.to(kGpu), Tensor::from_ints(t, {N}, kGpu), -1, got);
+    EXPECT_EQ(got.to_ints(), want.to_ints());
+    EXPECT_GE(ops::count_top1_hits(host, Tensor::from_ints(t, {N}), -1), N / 2 - 1);
   }
 }
 
