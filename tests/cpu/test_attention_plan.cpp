@@ -737,6 +737,8 @@ const std::map<std::string, std::vector<Row>> kRows = {
                     "attention.impl cudnn outside training: f32"}),
          inference({"h100 cudnn bf16 inference", &M.h100, Cudnn, BF16, 64, 512, 512, false, true,
                     false, false, 8, 8, "cudnn", "attention.impl cudnn: cuDNN's fused attention"}),
+         inference({"cpu cudnn validation", &M.cpu, Cudnn, F32, 64, 64, 64, false, false, false,
+                    false, 8, 8, "error", "attention.impl: cudnn"}),
          {"h100 cudnn no frontend", &M.h100_no_frontend, Cudnn, BF16, 64, 512, 512, false, false,
           false, false, 8, 8, "error", "built without the cuDNN frontend"},
          {"h100 reference", &M.h100, Ref, BF16, 64, 512, 512, false, true, true, true, 8, 8,

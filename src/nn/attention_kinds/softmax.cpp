@@ -81,9 +81,10 @@ AttentionPlan choose_core(const AttentionCase& c, const ops::AttentionDevice& de
       return p;
     }
     case AttentionImpl::Cudnn: {
-      if (c.dtype == DType::F32 && !c.training) {
+      if (dev.cuda && c.dtype == DType::F32 && !c.training) {
         // Validation and inference run in f32 under every precision, which
-        // cuDNN does not compute: auto's core, said in the why.
+        // cuDNN does not compute: auto's core, said in the why. (On the CPU
+        // cudnn stays an error: it never runs there.)
         AttentionCase a = c;
         a.impl = AttentionImpl::Auto;
         AttentionPlan ap = choose_core(a, dev);
