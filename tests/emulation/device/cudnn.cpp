@@ -368,14 +368,12 @@ cudnnStatus_t snapshot(Desc* graph) {
   if (p->ops.empty()) return CUDNN_STATUS_BAD_PARAM;
   // The backward asks for a workspace, as cuDNN's does (dQ accumulated in
   // f32): enough to hold every f32 [.., D] output the graph writes.
-  bool writes_three = false;
   int64_t outputs = 0, ws = 0;
   for (const auto& [uid, t] : p->tensors)
     if (!t.is_virtual && t.dims.size() == 4 && t.dims[3] > 1) ws = std::max(ws, t.numel() * 4);
   for (const Op& op : p->ops)
     if (op.kind == OpKind::Matmul && !p->tensors[op.y].is_virtual) ++outputs;
-  writes_three = outputs >= 3;
-  p->workspace = writes_three ? ws : 0;
+  p->workspace = outputs >= 3 ? ws : 0;  // the backward writes dQ, dK and dV
   graph->program = p;
   if (const char* trace = std::getenv("ROTOR_EMU_CUDNN_TRACE"); trace && *trace == '1') {
     std::map<std::string, int> n;
@@ -464,25 +462,6 @@ double load_one(const unsigned char* p, cudnnDataType_t t) {
   }
 }
 
-// The value as a tensor of type t holds it.
-double round_to(double x, cudnnDataType_t t) {
-  switch (t) {
-    case CUDNN_DATA_FLOAT:
-      return static_cast<float>(x);
-    case CUDNN_DATA_HALF:
-      return __half2float(__float2half_rn(static_cast<float>(x)));
-    case CUDNN_DATA_BFLOAT16:
-      return __bfloat162float(__float2bfloat16_rn(static_cast<float>(x)));
-    case CUDNN_DATA_BOOLEAN:
-      return x != 0 ? 1 : 0;
-    case CUDNN_DATA_INT32:
-    case CUDNN_DATA_INT64:
-      return std::nearbyint(x);
-    default:
-      return x;
-  }
-}
-
 void store_one(unsigned char* p, cudnnDataType_t t, double x) {
   switch (t) {
     case CUDNN_DATA_FLOAT: {
@@ -513,9 +492,20 @@ void store_one(unsigned char* p, cudnnDataType_t t, double x) {
       std::memcpy(p, &v, 8);
       break;
     }
+    case CUDNN_DATA_BOOLEAN:
+      *p = x != 0 ? 1 : 0;
+      break;
     default:
       fail("writing data type " + std::to_string(t) + " is not emulated");
   }
+}
+
+// The value as a tensor of type t holds it (integers rounded to nearest).
+double round_to(double x, cudnnDataType_t t) {
+  if (t == CUDNN_DATA_INT32 || t == CUDNN_DATA_INT64) x = std::nearbyint(x);
+  unsigned char b[8];
+  store_one(b, t, x);
+  return load_one(b, t);
 }
 
 // Bytes from the base pointer to one past the last element.
@@ -528,6 +518,15 @@ size_t extent(const TensorInfo& t) {
   return static_cast<size_t>(last + 1) * dtype_bytes(t.dtype);
 }
 
+// Steps idx to the next index of dims in row-major order (the last wraps
+// to all zeros).
+void next_index(std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
+  for (int d = static_cast<int>(idx.size()) - 1; d >= 0; --d) {
+    if (++idx[d] < dims[d]) return;
+    idx[d] = 0;
+  }
+}
+
 // Calls f(row-major index, element offset) for every element of t.
 template <class F>
 void for_each(const TensorInfo& t, F&& f) {
@@ -538,10 +537,7 @@ void for_each(const TensorInfo& t, F&& f) {
     int64_t off = 0;
     for (size_t d = 0; d < n; ++d) off += idx[d] * t.strides[d];
     f(i, off);
-    for (int d = static_cast<int>(n) - 1; d >= 0; --d) {
-      if (++idx[d] < t.dims[d]) break;
-      idx[d] = 0;
-    }
+    next_index(idx, t.dims);
   }
 }
 
@@ -757,10 +753,7 @@ class Interpreter {
           fail("pointwise mode " + std::to_string(op.mode) + " is not emulated");
       }
       y.v[i] = r;
-      for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
-        if (++idx[d] < y.dims[d]) break;
-        idx[d] = 0;
-      }
+      next_index(idx, y.dims);
     }
     put(op.y, std::move(y));
   }
@@ -825,10 +818,7 @@ class Interpreter {
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) c.v[(bi * M + i) * N + j] = tc[i * n + j];
       }
-      for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
-        if (++idx[d] < batch[d]) break;
-        idx[d] = 0;
-      }
+      next_index(idx, batch);
     }
     put(op.y, std::move(c));
   }
@@ -890,10 +880,7 @@ class Interpreter {
         default:
           break;
       }
-      for (int d = static_cast<int>(idx.size()) - 1; d >= 0; --d) {
-        if (++idx[d] < x.dims[d]) break;
-        idx[d] = 0;
-      }
+      next_index(idx, x.dims);
     }
     put(op.y, std::move(y));
   }
