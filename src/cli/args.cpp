@@ -9,6 +9,7 @@
 #include "core/io.h"
 #include "core/json_io.h"
 #include "data/prepare.h"
+#include "train/run_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -91,10 +92,15 @@ void check_output_file(std::string_view cmd, std::string_view option, const std:
   for (const auto& in : inputs)
     if (!in.empty() && in != "-" && same_path(path, in))
       ROTOR_FAIL("{}: {} {} is also an input ({}); write elsewhere", cmd, option, path, in);
+  // A FIFO or a terminal replaces nothing.
+  if (fs::is_fifo(st) || fs::is_character_file(st)) return;
+  if (const std::string owner = train::owner_of_path(path); !owner.empty())
+    ROTOR_FAIL("{}: {} {} {}, which rotor replaces or prunes; write elsewhere", cmd, option, path,
+               owner);
 }
 
 void check_output_dir(std::string_view cmd, std::string_view option, const std::string& path,
-                      const std::vector<std::string>& inputs) {
+                      const std::vector<std::string>& inputs, bool may_be_checkpoint) {
   check_nonempty(cmd, option, path);
   std::error_code ec;
   if (fs::exists(path, ec) && !fs::is_directory(path, ec))
@@ -105,6 +111,9 @@ void check_output_dir(std::string_view cmd, std::string_view option, const std::
   for (const auto& in : inputs)
     if (!in.empty() && (inside(path, in) || inside(in, path)))
       ROTOR_FAIL("{}: {} {} overlaps the input {}; write elsewhere", cmd, option, path, in);
+  if (const std::string owner = train::owner_of_path(path, may_be_checkpoint); !owner.empty())
+    ROTOR_FAIL("{}: {} {} {}, which rotor replaces or prunes; write elsewhere", cmd, option, path,
+               owner);
 }
 
 void check_utf8(std::string_view line, const std::string& name, int64_t line_no) {

@@ -33,15 +33,19 @@ void check_input_file(std::string_view cmd, std::string_view option, const std::
                       bool allow_stdin = false, bool allow_fifo = false);
 
 // A file to write: a non-empty path that is not a directory, whose directory
-// exists, and that is not the same file as any of `inputs`.
+// exists, that is not the same file as any of `inputs`, and that lies neither
+// in a checkpoint nor over a run directory's own files
+// (train::owner_of_path).
 void check_output_file(std::string_view cmd, std::string_view option, const std::string& path,
                        const std::vector<std::string>& inputs);
 
 // A directory to write (made when missing): a non-empty path that is not an
-// existing file, whose parent directory exists, and that is neither one of
-// `inputs` nor inside one of them.
+// existing file, whose parent directory exists, that is neither one of
+// `inputs` nor inside one of them, and that lies neither in a checkpoint nor
+// over a run directory's own files (it may be a checkpoint itself only when
+// `may_be_checkpoint`: an earlier average that `rotor average` replaces).
 void check_output_dir(std::string_view cmd, std::string_view option, const std::string& path,
-                      const std::vector<std::string>& inputs);
+                      const std::vector<std::string>& inputs, bool may_be_checkpoint = false);
 
 // Text inputs must be UTF-8 (as `rotor prepare` requires): a rotor::Error
 // "NAME:LINE: invalid UTF-8 at byte K of the line" otherwise. `first_line` is

@@ -41,7 +41,7 @@ int run_average(const AverageArgs& a) {
     held.push_back(std::make_unique<checkpoint::HeldCheckpoint>(in));
     dirs.push_back(held.back()->dir());
   }
-  cli::check_output_dir("average", "--output", a.output, dirs);
+  cli::check_output_dir("average", "--output", a.output, dirs, /*may_be_checkpoint=*/true);
   std::vector<std::string> used = checkpoint::average_checkpoints(dirs, a.output);
   std::fprintf(stderr, "rotor: averaged %zu checkpoints into %s\n", used.size(), a.output.c_str());
   return 0;

@@ -7,6 +7,7 @@
 #include "core/io.h"
 #include "core/json_io.h"
 #include "core/philox.h"
+#include "data/synth_outputs.h"
 
 namespace rotor::data {
 
@@ -166,7 +167,6 @@ std::vector<std::string> write_synth_ehr(const SynthEhrOptions& o) {
   if (o.format != "csv" && o.format != "jsonl")
     ROTOR_FAIL("synth ehr: --format must be csv or jsonl, got '{}'", o.format);
   const auto cohort = synth_ehr_cohort(o.patients, o.seed, o.knobs);
-  ensure_directory(o.output_dir);
   auto date = [](const SynthEhrPatient& p, int64_t months) {
     const int64_t m = p.birth_month - 1 + months;
     return fmt::format("{:04}-{:02}-{:02}", p.birth_year + m / 12, m % 12 + 1, p.birth_day);
@@ -181,9 +181,8 @@ std::vector<std::string> write_synth_ehr(const SynthEhrOptions& o) {
         j["visits"].push_back({{"age", v.age_months}, {"codes", v.codes}});
       text += j.dump() + "\n";
     }
-    const std::string path = o.output_dir + "/patients.jsonl";
-    atomic_write_file(path, text);
-    return {path};
+    write_synth_files(o.output_dir, "ehr", {{"patients.jsonl", std::move(text)}});
+    return {o.output_dir + "/patients.jsonl"};
   }
   std::string patients = "patient_id,birth_date\n", events = "patient_id,time,visit_id,code\n";
   for (const auto& p : cohort) {
@@ -193,10 +192,11 @@ std::vector<std::string> write_synth_ehr(const SynthEhrOptions& o) {
         events += fmt::format("{},{},V{},{}\n", p.id, date(p, p.record.visits[v].age_months), v + 1,
                               code);
   }
-  const std::string pp = o.output_dir + "/patients.csv", ep = o.output_dir + "/events.csv";
-  atomic_write_file(pp, patients);
-  atomic_write_file(ep, events);
-  return {ep, pp};
+  // A user's own file of one of these names is never replaced
+  // (data/synth_outputs.h).
+  write_synth_files(o.output_dir, "ehr",
+                    {{"patients.csv", std::move(patients)}, {"events.csv", std::move(events)}});
+  return {o.output_dir + "/events.csv", o.output_dir + "/patients.csv"};
 }
 
 }  // namespace rotor::data

@@ -1,12 +1,12 @@
 #include "data/synth_numbers.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <unordered_set>
 
 #include "core/error.h"
 #include "core/io.h"
 #include "core/philox.h"
+#include "data/synth_outputs.h"
 
 namespace rotor::data {
 
@@ -173,25 +173,19 @@ std::vector<SynthSplit> synth_numbers_splits(const SynthNumbersOptions& o) {
 }
 
 std::vector<SynthSplit> write_synth_numbers(const SynthNumbersOptions& o) {
-  namespace fs = std::filesystem;
   if (o.output_dir.empty()) ROTOR_FAIL("synth: --output is empty");
   auto splits = synth_numbers_splits(o);
-  std::error_code ec;
-  fs::create_directories(o.output_dir, ec);
-  if (ec || !fs::is_directory(o.output_dir))
-    ROTOR_FAIL("synth: cannot create directory {} ({})", o.output_dir,
-               ec ? ec.message() : "not a directory");
-  for (const auto& split : splits) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& split : splits)
     for (const char* lang : {"en", "de"}) {
-      // Atomic (core/io.h): a crash leaves the old file or the new one.
-      AtomicFileWriter f(o.output_dir + "/" + split.name + "." + lang);
       std::string text;
       for (int64_t x : split.numbers)
         text += (lang[0] == 'e' ? number_to_english(x) : number_to_german(x)) + '\n';
-      f.write(text);
-      f.commit();
+      files.emplace_back(split.name + "." + lang, std::move(text));
     }
-  }
+  // Each file atomic (core/io.h), and a user's own file of the same name is
+  // never replaced (data/synth_outputs.h).
+  write_synth_files(o.output_dir, "numbers-en-de", files);
   return splits;
 }
 

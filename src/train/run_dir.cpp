@@ -29,6 +29,27 @@ namespace {
 constexpr const char* kRunFiles[] = {"checkpoints", "checkpoint_last", "metrics.jsonl", "train.log",
                                      "tensorboard"};
 
+// Every name a run writes at the top of its directory (owner_of_path).
+constexpr const char* kRunOwned[] = {"checkpoints",
+                                     "checkpoint_last",
+                                     "metrics.jsonl",
+                                     "train.log",
+                                     "tensorboard",
+                                     "config.yaml",
+                                     "data",
+                                     "spm.model",
+                                     "spm.vocab",
+                                     "spm.fingerprint.json",
+                                     "tokenizer.bytes",
+                                     ".rotor.lock",
+                                     ".rendezvous"};
+
+bool is_checkpoint_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "model.safetensors", ec) &&
+         fs::is_regular_file(dir / "config.yaml", ec);
+}
+
 }  // namespace
 
 bool holds_run(const std::string& dir, std::string* what) {
@@ -48,8 +69,45 @@ bool holds_run(const std::string& dir, std::string* what) {
   return false;
 }
 
+std::string owner_of_path(const std::string& path, bool may_be_checkpoint) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) p = fs::absolute(path, ec).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // a trailing separator
+  if (!may_be_checkpoint && fs::is_directory(p, ec) && is_checkpoint_dir(p))
+    return "is the checkpoint " + p.string();
+  fs::path rel = p.filename();  // p below `dir`
+  for (fs::path dir = p.parent_path();; dir = dir.parent_path()) {
+    if (is_checkpoint_dir(dir)) return "lies in the checkpoint " + dir.string();
+    if (holds_run(dir.string())) {
+      auto part = rel.begin();
+      const std::string top = part->string();
+      // checkpoints/ holds the run's step_N and best, which it lists,
+      // prunes and resumes from; anything else there is left alone.
+      if (top == "checkpoints" && ++part != rel.end()) {
+        const std::string name = part->string();
+        if (name == "best" || checkpoint::checkpoint_step(name) >= 0)
+          return fmt::format("is part of the run in {} (its checkpoints/{})", dir.string(), name);
+        return "";
+      }
+      for (const char* own : kRunOwned)
+        if (top == own) return fmt::format("is part of the run in {} (its {})", dir.string(), top);
+      return "";
+    }
+    if (!dir.has_relative_path()) return "";  // the root
+    rel = dir.filename() / rel;
+  }
+}
+
 RunDirectory::RunDirectory(const std::string& output_dir, RunStart start) {
   if (output_dir.empty()) ROTOR_FAIL("output_dir is empty: name the run's directory");
+  // A run's files in a checkpoint (or in another run's own files) would mix
+  // with them, and replace its config.yaml and tokenizer.
+  if (const std::string owner = owner_of_path(output_dir); !owner.empty())
+    ROTOR_FAIL(
+        "output_dir {} {}: a run there would mix its files with those; give the run a "
+        "directory of its own",
+        output_dir, owner);
   ensure_directory(output_dir);
   std::error_code ec;
 

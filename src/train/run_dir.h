@@ -45,4 +45,16 @@ class RunDirectory {
 // metrics.jsonl), and a description of it for messages.
 bool holds_run(const std::string& output_dir, std::string* what = nullptr);
 
+// Whether PATH (a file or directory to write, existing or not; links are
+// followed) belongs to training, as a clause for messages: "lies in the
+// checkpoint DIR" inside a checkpoint directory (one holding
+// model.safetensors and config.yaml, which a run replaces or prunes whole),
+// "is part of the run in DIR (its NAME)" when it is, or lies inside, one of
+// a run directory's own files (config.yaml, metrics.jsonl, train.log,
+// checkpoint_last, checkpoints/, data/, tensorboard/, its tokenizer, its
+// lock), and "" when neither. PATH itself may be a checkpoint directory
+// only when `may_be_checkpoint` (`rotor average` replaces an earlier
+// average); a run directory itself owns nothing of PATH's.
+std::string owner_of_path(const std::string& path, bool may_be_checkpoint = false);
+
 }  // namespace rotor::train

@@ -1,12 +1,14 @@
 // The numbers-en-de synthetic task: spellings, splits, determinism, files.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
 
 #include "core/error.h"
 #include "data/synth_numbers.h"
+#include "support/run_rotor.h"
 #include "support/test_util.h"
 
 namespace rotor::data {
@@ -153,6 +155,60 @@ TEST(data_synth_numbers, WritesFiles) {
   }
   o.train = 0;
   EXPECT_THROW(write_synth_numbers(o), Error);
+}
+
+// synth replaces its own earlier output, never a user's file of one of its
+// names, nor its own output edited since (data/synth_outputs.h).
+TEST(data_synth_numbers, ReplacesOnlyItsOwnUnchangedFiles) {
+  namespace fs = std::filesystem;
+  rotor::test::TempDir dir;
+  SynthNumbersOptions o;
+  o.output_dir = dir / "numbers";
+  o.train = 50;
+  o.valid = 5;
+  o.test = 5;
+  o.test_long = 5;
+  write_synth_numbers(o);
+  ASSERT_TRUE(fs::exists(o.output_dir + "/synth.json"));
+  const std::string first = rotor::test::slurp(o.output_dir + "/train.en");
+  o.seed = 2;
+  write_synth_numbers(o);  // its own, unchanged: replaced
+  const std::string second = rotor::test::slurp(o.output_dir + "/train.en");
+  EXPECT_NE(second, first);
+
+  // Edited since: refused, and nothing written.
+  { std::ofstream(o.output_dir + "/valid.de", std::ios::app) << "edit\n"; }
+  const std::string edited = rotor::test::slurp(o.output_dir + "/valid.de");
+  o.seed = 3;
+  try {
+    write_synth_numbers(o);
+    ADD_FAILURE() << "an edited file was replaced";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("valid.de changed since rotor synth wrote it"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(rotor::test::slurp(o.output_dir + "/valid.de"), edited);
+  EXPECT_EQ(rotor::test::slurp(o.output_dir + "/train.en"), second);
+
+  // A user's own file of one of synth's names, in a directory synth never
+  // wrote: refused, and kept.
+  const std::string mine = dir / "mine";
+  fs::create_directories(mine);
+  { std::ofstream(mine + "/test.de") << "my own data\n"; }
+  o.output_dir = mine;
+  EXPECT_THROW(write_synth_numbers(o), Error);
+  EXPECT_EQ(rotor::test::slurp(mine + "/test.de"), "my own data\n");
+  EXPECT_FALSE(fs::exists(mine + "/train.en"));
+  EXPECT_FALSE(fs::exists(mine + "/synth.json"));
+
+  // A synth.json that is not synth's record.
+  const std::string other = dir / "other";
+  fs::create_directories(other);
+  { std::ofstream(other + "/synth.json") << "{\"written_by\": \"someone\"}\n"; }
+  o.output_dir = other;
+  EXPECT_THROW(write_synth_numbers(o), Error);
+  EXPECT_FALSE(fs::exists(other + "/train.en"));
 }
 
 }  // namespace
