@@ -1,16 +1,54 @@
 // `rotor prepare`: encode and binarize a parallel or monolingual corpus.
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/command.h"
 #include "core/error.h"
+#include "data/corpus.h"
 #include "data/fingerprint.h"
 #include "data/prepare.h"
 
 namespace {
+
+// prepare replaces an earlier rotor corpus of the same prefix, never another
+// tool's files of those names (PREFIX.bin and PREFIX.idx are also Megatron's
+// and fairseq's): a regular PREFIX.idx must carry rotor's magic, a
+// PREFIX.bin must have such an index beside it, and a fingerprint must be
+// rotor's.
+void check_replaces_only_rotor_files(const std::string& prefix,
+                                     const std::vector<std::string>& sides) {
+  namespace fs = std::filesystem;
+  const char* keep = "not replacing it: give another --output-prefix";
+  std::error_code ec;
+  for (const auto& side : sides) {
+    const std::string idx = prefix + side + ".idx", bin = prefix + side + ".bin";
+    bool rotor_idx = false;
+    if (fs::is_regular_file(idx, ec)) {
+      char magic[8] = {};
+      std::ifstream f(idx, std::ios::binary);
+      f.read(magic, sizeof magic);
+      rotor_idx = f.gcount() == 8 && std::memcmp(magic, rotor::data::kIdxMagic, 8) == 0;
+      if (!rotor_idx)
+        ROTOR_FAIL("prepare: {} exists and is not a rotor corpus index; {}", idx, keep);
+    }
+    if (fs::is_regular_file(bin, ec) && !rotor_idx)
+      ROTOR_FAIL("prepare: {} exists without a rotor corpus index ({}) beside it; {}", bin, idx,
+                 keep);
+  }
+  const std::string fp = rotor::data::fingerprint_path(prefix);
+  if (fs::is_regular_file(fp, ec)) {
+    try {
+      rotor::data::Fingerprint::load(fp);
+    } catch (const rotor::Error&) {
+      ROTOR_FAIL("prepare: {} exists and is not a rotor fingerprint; {}", fp, keep);
+    }
+  }
+}
 
 // Paths and ranges, before any work; prepare_corpus checks the text itself
 // (line counts, UTF-8) as it reads it.
@@ -28,6 +66,9 @@ void check_args(const rotor::data::PrepareOptions& o) {
   for (const auto& ext : outputs)
     check_output_file(cmd, "--output-prefix", o.output_prefix + ext, inputs);
   check_output_file(cmd, "--output-prefix", rotor::data::fingerprint_path(o.output_prefix), inputs);
+  check_replaces_only_rotor_files(o.output_prefix, o.tgt.empty()
+                                                       ? std::vector<std::string>{""}
+                                                       : std::vector<std::string>{".src", ".tgt"});
   check_int(cmd, "--max-len", o.max_len, 0, 1'000'000'000);
   check_int(cmd, "--min-len", o.min_len, 0, 1'000'000'000);
   if (o.max_len > 0 && o.min_len > o.max_len)

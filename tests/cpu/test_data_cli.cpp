@@ -57,6 +57,14 @@ TEST(data_cli, SynthSpmTrainPrepare) {
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* f : {"train.src.bin", "train.src.idx", "train.tgt.bin", "train.tgt.idx"})
     EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
+  // Run again, each writer replaces its own earlier output.
+  r = run_rotor(dir, "synth numbers-en-de --output " + (dir / "num") +
+                         " --train 2000 --valid 50 --test 50 --test-long 20 --seed 4");
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = run_rotor(dir, "prepare --spm " + (dir / "spm.model") + " --src " + (dir / "num/train.en") +
+                         " --tgt " + (dir / "num/train.de") + " --output-prefix " +
+                         (dir / "train") + " --threads 2 --max-len-ratio 0");
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 TEST(data_cli, BadInputIsOneLineError) {
