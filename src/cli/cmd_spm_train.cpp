@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "core/error.h"
 #include "data/sentencepiece.h"
 
 namespace {
@@ -24,6 +25,20 @@ void check_args(const rotor::data::SpmTrainOptions& o) {
   check_nonempty(cmd, "--model-prefix", o.model_prefix);
   for (const char* ext : {".model", ".vocab"})
     check_output_file(cmd, "--model-prefix", o.model_prefix + ext, o.inputs);
+  // An earlier rotor tokenizer is replaced; another file of that name (a
+  // model with other reserved ids, something else) is not.
+  const std::string model = o.model_prefix + ".model";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(model, ec)) {
+    try {
+      rotor::data::Tokenizer::load(model);
+    } catch (const rotor::Error&) {
+      ROTOR_FAIL(
+          "{}: {} exists and is not a tokenizer rotor reads; not replacing it: give another "
+          "--model-prefix",
+          cmd, model);
+    }
+  }
   check_int(cmd, "--vocab-size", o.vocab_size, 1, 1'000'000);
   check_int(cmd, "--input-sentence-size", o.input_sentence_size, 0, int64_t{1} << 40);
   check_int(cmd, "--threads", o.num_threads, 0, 1024);

@@ -149,6 +149,8 @@ const Case kCases[] = {
    "average run/checkpoints/step_2 --output run/checkpoints/step_9", "(its checkpoints/step_9)"},
   {"out_prepare_over_another_tools_corpus", "printf 'theirs' > mega.bin && printf 'theirs' > mega.idx",
    "prepare --spm small.model --src data/train.en --output-prefix mega", "is not a rotor corpus index"},
+  {"out_spm_over_a_foreign_model", "printf 'theirs' > theirs.model",
+   "spm-train --input data/train.en --model-prefix theirs --vocab-size 60", "is not a tokenizer rotor reads"},
   {"out_synth_over_user_data", "mkdir mine && printf 'my own\\n' > mine/train.en",
    "synth numbers-en-de --output mine", "is not an earlier output of rotor synth"},
   {"out_synth_over_edited_output", "printf 'edited\\n' >> data/valid.de",
