@@ -42,8 +42,10 @@ void write_synth_files(const std::string& dir, const std::string& task,
   }
   for (const auto& [name, text] : files) {
     const std::string path = (fs::path(dir) / name).string();
-    const fs::file_status st = fs::symlink_status(path, ec);
-    if (!fs::exists(st)) continue;
+    // Links are followed (a linked file is written at its target, core/io.h);
+    // a FIFO or a character device is written into, never replaced.
+    const fs::file_status st = fs::status(path, ec);
+    if (!fs::exists(st) || fs::is_fifo(st) || fs::is_character_file(st)) continue;
     const bool listed = recorded.contains(name) && recorded[name].is_object();
     bool same = false;
     if (fs::is_regular_file(st) && listed) {

@@ -2,7 +2,9 @@
 // user's own data under the same names (data/train.en is a common layout), so
 // synth records what it writes in DIR/synth.json (each file's size and hash,
 // core/hash.h) and replaces only files it recorded, unchanged since: any other
-// file of one of its names stops it before anything is written.
+// file of one of its names stops it before anything is written. Links are
+// followed to their targets; FIFOs and character devices are written into
+// (core/io.h).
 #pragma once
 
 #include <string>

@@ -67,7 +67,7 @@ const std::vector<Case> kCases = {
   {"translate --checkpoint {RUN} --input {D}/src.txt --output {D}/nodir/out.txt", 1, "directory {D}/nodir does not exist"},
   {"translate --checkpoint {RUN} --input {D}/src.txt --output {D}/data", 1, "--output {D}/data: is a directory"},
   {"translate --checkpoint {RUN} --input {D}/src.txt --output ''", 1, "translate: --output is an empty path"},
-  {"translate --checkpoint {RUN} --input {D}/src.txt --output {CKPT}/config.yaml", 1, "is inside the checkpoint"},
+  {"translate --checkpoint {RUN} --input {D}/src.txt --output {CKPT}/config.yaml", 1, "lies in the checkpoint"},
   {"translate --checkpoint {RUN} --input {D}/bad.txt --output {D}/out.txt", 1, "{D}/bad.txt:2: invalid UTF-8 at byte 5 of the line"},
   {"translate --checkpoint {RUN} --output {D}/out.txt", 1, "<stdin>:2: invalid UTF-8 at byte 1", "ok\n\xC3(\n"},
   // translate: the command line itself
