@@ -128,7 +128,17 @@ Device rank_device(Device asked, const DistEnvironment& env, int device_count) {
   if (!asked.is_cuda()) return asked;
   if (device_count <= 0)
     ROTOR_FAIL("rank {}: device {} asked for but no GPU answers", env.rank, asked.str());
-  return env.distributed() ? Device::cuda(env.local_rank % device_count) : asked;
+  if (!env.distributed()) return asked;
+  // NCCL takes one GPU per rank: two ranks of a node on one GPU stop its
+  // initialization with "Duplicate GPU detected" (ncclInvalidUsage).
+  if (env.local_size > device_count || env.local_rank >= device_count)
+    ROTOR_FAIL(
+        "rank {}: {} ranks on this node ({}) but {} GPU(s) visible: NCCL takes one GPU per "
+        "rank; start at most {} per node (rotor launch -n {}), or train on the CPU (--set "
+        "device=cpu)",
+        env.rank, std::max(env.local_size, env.local_rank + 1), env.launcher, device_count,
+        device_count, device_count);
+  return Device::cuda(env.local_rank);
 }
 
 RendezvousSetting parse_rendezvous(std::string_view text, std::string_view where) {

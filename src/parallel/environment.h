@@ -47,10 +47,11 @@ DistEnvironment detect_environment();
 
 // The device of this rank, the one place that decides it (make_communicator
 // and train/session.h ask here): one process per GPU, so rank `local_rank` of
-// a job of more than one process takes GPU local_rank modulo the
-// `device_count` GPUs that answer; a single process (also `rotor launch -n 1`)
-// keeps the device asked for. A CPU stays the CPU. A CUDA device with no GPU
-// answering is a rotor::Error naming the rank.
+// a job of more than one process takes GPU local_rank of the `device_count`
+// GPUs that answer; a single process (also `rotor launch -n 1`) keeps the
+// device asked for. A CPU stays the CPU. A rotor::Error naming the rank when
+// no GPU answers, or when the node has more ranks than GPUs (NCCL refuses two
+// ranks on one GPU with a bare "invalid usage").
 Device rank_device(Device asked, const DistEnvironment& env, int device_count);
 
 // SLURM's task counts per node, "2(x3),1" -> the count of node `node` (2 for

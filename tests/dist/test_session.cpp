@@ -38,9 +38,27 @@ TEST(RankDevice, OneGpuPerLocalRankAndTheAskedDeviceAlone) {
     job.rank = 4 + local;
     job.local_rank = local;
     EXPECT_EQ(parallel::rank_device(Device::cuda(0), job, 4), Device::cuda(local));
-    EXPECT_EQ(parallel::rank_device(Device::cuda(0), job, 2), Device::cuda(local % 2));
+    EXPECT_EQ(parallel::rank_device(Device::cuda(0), job, 8), Device::cuda(local));
     EXPECT_EQ(parallel::rank_device(Device::cpu(), job, 4), Device::cpu());
+    EXPECT_EQ(parallel::rank_device(Device::cpu(), job, 2), Device::cpu()) << "a CPU job";
   }
+  // More ranks on the node than GPUs: NCCL would stop at "Duplicate GPU
+  // detected" (ncclInvalidUsage); rotor says why first.
+  job.launcher = "env";
+  try {
+    parallel::rank_device(Device::cuda(0), job, 2);
+    ADD_FAILURE() << "4 ranks on 2 GPUs: an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 7: 4 ranks on this node (env) but 2 GPU(s) visible: "
+                                         "NCCL takes one GPU per rank"),
+              std::string::npos)
+        << e.what();
+  }
+  // A launcher that does not say how many ranks share the node (local_size
+  // 1) but gives a local rank past the GPUs.
+  job.local_size = 1;
+  job.local_rank = 3;
+  EXPECT_THROW(parallel::rank_device(Device::cuda(0), job, 2), std::exception);
   try {
     parallel::rank_device(Device::cuda(0), job, 0);
     ADD_FAILURE() << "no GPU answers: an error";

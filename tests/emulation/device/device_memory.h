@@ -30,4 +30,7 @@ void in_order(cudaStream_t stream);
 // 90 unless set).
 int sm();
 
+// The device cudaSetDevice chose (0 unless set; ROTOR_EMU_DEVICES of them).
+int current_device();
+
 }  // namespace emu_device

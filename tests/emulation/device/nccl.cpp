@@ -46,6 +46,7 @@ namespace fs = std::filesystem;
 struct ncclComm {
   fs::path dir;
   int nranks = 0, rank = 0;
+  int device = 0;       // the rank's device (one GPU per rank)
   uint64_t next = 0;    // the number of the next collective
   bool joined = false;  // every rank's init file seen
   ncclResult_t async = ncclSuccess;
@@ -112,6 +113,27 @@ bool wait_all(const ncclComm& c, const std::string& prefix, double limit_s) {
     sleep_us = std::min(sleep_us * 2, 5000);
   }
   return true;
+}
+
+// NCCL takes one GPU per rank: when every rank has joined, two of them on one
+// device (each rank's init file holds its device) fail the initialization
+// with ncclInvalidUsage, as NCCL's "Duplicate GPU detected" does.
+ncclResult_t check_one_gpu_each(const ncclComm& c) {
+  for (int r = 0; r < c.nranks; ++r) {
+    if (r == c.rank) continue;
+    int other = -1;
+    const auto bytes = read_file(c.dir / ("init." + std::to_string(r)), sizeof other);
+    std::memcpy(&other, bytes.data(), sizeof other);
+    if (other == c.device) {
+      if (std::getenv("NCCL_DEBUG"))
+        std::fprintf(stderr,
+                     "emulated NCCL WARN Duplicate GPU detected : rank %d and rank %d both on "
+                     "CUDA device %d\n",
+                     c.rank, r, c.device);
+      return ncclInvalidUsage;
+    }
+  }
+  return ncclSuccess;
 }
 
 void check_device(const char* call, const void* p, size_t bytes) {
@@ -230,15 +252,17 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   std::error_code ec;
   fs::create_directories(c->dir, ec);
   if (ec) fail("cannot make " + c->dir.string() + ": " + ec.message());
-  write_file(c->dir, "init." + std::to_string(rank), "", 0);
+  c->device = emu_device::current_device();
+  write_file(c->dir, "init." + std::to_string(rank), &c->device, sizeof c->device);
   *comm = c;
   if (config && config->blocking == 0) {
     c->joined = all_there(*c, "init.");
-    return c->joined ? ncclSuccess : ncclInProgress;
+    if (c->joined) c->async = check_one_gpu_each(*c);
+    return c->async != ncclSuccess ? c->async : c->joined ? ncclSuccess : ncclInProgress;
   }
   if (!wait_all(*c, "init.", timeout_seconds())) return ncclRemoteError;
   c->joined = true;
-  return ncclSuccess;
+  return c->async = check_one_gpu_each(*c);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
@@ -248,7 +272,10 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   if (!comm || !state) return ncclInvalidArgument;
   std::lock_guard<std::mutex> lock(comm->mutex);
-  if (!comm->joined && comm->async == ncclSuccess) comm->joined = all_there(*comm, "init.");
+  if (!comm->joined && comm->async == ncclSuccess) {
+    comm->joined = all_there(*comm, "init.");
+    if (comm->joined) comm->async = check_one_gpu_each(*comm);
+  }
   *state = comm->async != ncclSuccess ? comm->async : comm->joined ? ncclSuccess : ncclInProgress;
   return ncclSuccess;
 }

@@ -99,6 +99,22 @@ const Model& model() {
 }
 
 int g_device = 0;
+
+// How many devices answer (ROTOR_EMU_DEVICES, default 1): alike, one process
+// each, so that ranks of `rotor launch` take one GPU each as on a machine
+// with that many (device/nccl.cpp refuses two ranks on one, as NCCL does).
+int device_count() {
+  static const int n = [] {
+    const char* env = std::getenv("ROTOR_EMU_DEVICES");
+    const int v = env && *env ? std::atoi(env) : 1;
+    if (v < 1 || v > 64) fail(std::string("ROTOR_EMU_DEVICES=") + env + ": from 1 to 64 devices");
+    return v;
+  }();
+  return n;
+}
+bool valid_device(int device) {
+  return device >= 0 && device < device_count();
+}
 cudaError_t g_sticky = cudaSuccess;  // none: no call here makes one
 
 // Bytes before and after every allocation, set to kGuardByte when it is made
@@ -229,6 +245,10 @@ int sm() {
   return model().sm;
 }
 
+int current_device() {
+  return g_device;
+}
+
 bool is_device(const void* p) {
   return find(p).second != 0;
 }
@@ -278,12 +298,12 @@ cudaError_t cudaPeekAtLastError(void) {
 }
 
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
+  *count = emu_device::device_count();
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  if (!emu_device::valid_device(device)) return set_error(cudaErrorInvalidDevice);
   std::memset(prop, 0, sizeof *prop);
   const emu_device::Model& m = emu_device::model();
   std::snprintf(prop->name, sizeof prop->name, "rotor emulated device (%s, sm_%d, host memory)",
@@ -307,7 +327,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  if (!emu_device::valid_device(device)) return set_error(cudaErrorInvalidDevice);
   switch (attr) {
     case cudaDevAttrMultiProcessorCount:
       *value = emu_device::model().sms;
@@ -337,7 +357,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaSetDevice(int device) {
-  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  if (!emu_device::valid_device(device)) return set_error(cudaErrorInvalidDevice);
   emu_device::g_device = device;
   return cudaSuccess;
 }
@@ -426,7 +446,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
 
 // Memory.
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
-  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  if (!emu_device::valid_device(device)) return set_error(cudaErrorInvalidDevice);
   static char name;
   *pool = reinterpret_cast<cudaMemPool_t>(&name);
   return cudaSuccess;

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <utility>
 
@@ -29,7 +30,10 @@ class LaunchNccl : public test::TinyTranslationRun {
     if (!ROTOR_WITH_GLOO) GTEST_SKIP() << "built without Gloo (libgloo-dev): no launch without MPI";
     TinyTranslationRun::SetUp();
     bin_ = ROTOR_EMULATED_BINARY;
+    // One emulated GPU per rank, as NCCL requires (device/runtime.cpp).
+    setenv("ROTOR_EMU_DEVICES", "4", 1);
   }
+  void TearDown() override { unsetenv("ROTOR_EMU_DEVICES"); }
 };
 
 TEST_F(LaunchNccl, RanksEqualOneProcessWithTheSameGlobalBatch) {
@@ -63,6 +67,23 @@ TEST_F(LaunchNccl, RanksEqualOneProcessWithTheSameGlobalBatch) {
       test::max_weight_diff(train("", "one_varlen", cuda + varlen + "--set train.update_freq=4"),
                             launch(2, "two_varlen", cuda + varlen + "--set train.update_freq=2")),
       1e-5);
+}
+
+// More ranks than GPUs on the node: one line from each rank, before NCCL
+// (which stops at "Duplicate GPU detected" with a bare "invalid usage"),
+// and `rotor launch` fails.
+TEST_F(LaunchNccl, MoreRanksThanGpusIsOneClearLine) {
+  setenv("ROTOR_EMU_DEVICES", "1", 1);
+  const std::string cmd = bin_ + " launch -n 2 -- train " + dir_ / "tiny.yaml" +
+                          " --set device=cuda --set output_dir=" + dir_ / "shared" +
+                          " >/dev/null 2>" + dir_ / "err.txt";
+  EXPECT_NE(std::system(cmd.c_str()), 0) << cmd;
+  const std::string err = test::slurp(dir_ / "err.txt");
+  EXPECT_NE(
+      err.find("2 ranks on this node (env) but 1 GPU(s) visible: NCCL takes one GPU per rank"),
+      std::string::npos)
+      << err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "shared/checkpoints")) << "nothing trained";
 }
 
 }  // namespace
