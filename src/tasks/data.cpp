@@ -170,6 +170,10 @@ std::string ensure_tokenizer(const Config& c) {
     data::ensure_byte_tokenizer(spm, byte_symbols(c));
     return spm;
   }
+  // A pretrained model's tokenizer is an input: never trained into its
+  // directory (check_data found it; it can be gone only since).
+  if (!c.model.init_from.empty() && c.data.spm_model.empty() && !fs::exists(spm))
+    ROTOR_FAIL("model.init_from: {} not found (the tokenizer of the pretrained model)", spm);
   data::ensure_tokenizer(spm, corpus_source(c, "train"), spm_options(c), owns_tokenizer(c));
   return spm;
 }

@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -99,7 +100,8 @@ std::string owner_of_path(const std::string& path, bool may_be_checkpoint) {
   }
 }
 
-RunDirectory::RunDirectory(const std::string& output_dir, RunStart start) {
+RunDirectory::RunDirectory(const std::string& output_dir, RunStart start,
+                           const std::vector<std::pair<std::string, std::string>>& inputs) {
   if (output_dir.empty()) ROTOR_FAIL("output_dir is empty: name the run's directory");
   // A run's files in a checkpoint (or in another run's own files) would mix
   // with them, and replace its config.yaml and tokenizer.
@@ -122,6 +124,22 @@ RunDirectory::RunDirectory(const std::string& output_dir, RunStart start) {
             "--overwrite (which moves its files into {}/previous-<date>-<time>/)",
             output_dir, what, output_dir);
       if (start == RunStart::Overwrite) {
+        // An input among the files moved aside would vanish under the run
+        // (model.init_from: RUN/checkpoint_last, say).
+        const fs::path out = fs::weakly_canonical(fs::absolute(output_dir), ec);
+        for (const auto& [key, path] : inputs) {
+          if (path.empty()) continue;
+          const fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
+          for (const char* name : kRunFiles) {
+            const fs::path moved = out / name;
+            auto [m, pi] = std::mismatch(moved.begin(), moved.end(), p.begin(), p.end());
+            if (m == moved.end())
+              ROTOR_FAIL(
+                  "{} {} lies in {}, which --overwrite moves aside with the earlier run; copy it "
+                  "elsewhere first, or give the new run another output_dir",
+                  key, path, (fs::path(output_dir) / name).string());
+          }
+        }
         const fs::path aside =
             fs::path(output_dir) / ("previous-" + local_time_text("%Y%m%d-%H%M%S"));
         fs::path target = aside;

@@ -17,6 +17,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/dir_lock.h"
 
@@ -27,8 +29,11 @@ enum class RunStart { Fresh, Resume, Overwrite };
 class RunDirectory {
  public:
   // Creates OUTPUT_DIR when missing, takes its lock and applies the rules
-  // above. Throws rotor::Error, leaving the directory as it found it.
-  RunDirectory(const std::string& output_dir, RunStart start);
+  // above. Throws rotor::Error, leaving the directory as it found it: also
+  // when --overwrite would move one of `inputs` (config key, path: the
+  // checkpoint model.init_from names, say) aside with the earlier run.
+  RunDirectory(const std::string& output_dir, RunStart start,
+               const std::vector<std::pair<std::string, std::string>>& inputs = {});
   ~RunDirectory();  // releases the lock (core/dir_lock.h)
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;

@@ -52,9 +52,17 @@ double per_token(double v, int64_t n) {
 // Rank 0 holds the output directory, locked (train/run_dir.h).
 std::unique_ptr<RunDirectory> lock_run_dir(const Config& c, const TrainOptions& opts, int rank) {
   if (rank != 0) return nullptr;
-  return std::make_unique<RunDirectory>(c.output_dir, opts.resume      ? RunStart::Resume
-                                                      : opts.overwrite ? RunStart::Overwrite
-                                                                       : RunStart::Fresh);
+  const std::vector<std::pair<std::string, std::string>> inputs = {
+      {"model.init_from", c.model.init_from},
+      {"data.spm_model", c.data.spm_model},
+      {"data.train", c.data.train},
+      {"data.valid", c.data.valid},
+      {"data.test", c.data.test}};
+  return std::make_unique<RunDirectory>(c.output_dir,
+                                        opts.resume      ? RunStart::Resume
+                                        : opts.overwrite ? RunStart::Overwrite
+                                                         : RunStart::Fresh,
+                                        inputs);
 }
 
 // The log: the console, and OUTPUT_DIR/train.log on rank 0.

@@ -161,6 +161,12 @@ const Case kCases[] = {
   {"run_output_dir_is_a_checkpoint", "", "train tiny.yaml --set output_dir=run/checkpoints/step_2",
    "is the checkpoint"},
   {"run_output_dir_in_a_run", "", "train tiny.yaml --set output_dir=run/data", "(its data)"},
+  {"run_overwrite_would_move_init_from", "R train mlm.yaml >/dev/null 2>&1",
+   "train mlm.yaml --overwrite --set model.init_from=mlmrun/checkpoint_last",
+   "which --overwrite moves aside"},
+  {"run_overwrite_would_move_spm_model", "",
+   "train tiny.yaml --overwrite --set data.spm_model=run/checkpoints/step_4/spm.model",
+   "which --overwrite moves aside"},
   {"run_config_in_output_dir", "mkdir own && cp tiny.yaml own/config.yaml && echo '# mine' >> own/config.yaml",
    "train own/config.yaml --set output_dir=own", "would replace the config file"},
   // ---- the command line ----
