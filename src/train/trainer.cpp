@@ -125,20 +125,31 @@ void check_resumable(const Config& c) {
   tasks::check_resumable_data(c, dir);
 }
 
-// OUTPUT_DIR/config.yaml: the resolved config, unless that file is the very
-// config the run was started with and differs from it (a user's config in the
-// output directory is never replaced).
-void write_resolved_config(const Config& c, const std::string& yaml, const std::string& input) {
+// OUTPUT_DIR/config.yaml gets the resolved config. When that file is the very
+// config the run was started with, it is replaced only when it is a resolved
+// config rotor wrote, unchanged since (what load_config makes of it dumps to
+// the same text: `rotor train RUN/config.yaml --resume --set ...`); a config
+// written by hand is never replaced. Checked before the run directory
+// changes (--overwrite moves the earlier run aside).
+void check_config_file(const Config& c, const std::string& yaml, const std::string& input) {
   const fs::path out = fs::path(c.output_dir) / "config.yaml";
   std::error_code ec;
-  if (!input.empty() && fs::exists(out, ec) && fs::equivalent(input, out, ec)) {
-    if (read_file(out.string(), kMaxConfigBytes) == yaml) return;
-    ROTOR_FAIL(
-        "output_dir {}: the run would replace the config file {} with its resolved "
-        "config; choose another output_dir",
-        c.output_dir, input);
+  if (input.empty() || !fs::exists(out, ec) || !fs::equivalent(input, out, ec)) return;
+  const std::string text = read_file(out.string(), kMaxConfigBytes);
+  if (text == yaml) return;
+  try {
+    if (dump_config(load_config(out.string())) == text) return;
+  } catch (const Error&) {
   }
-  atomic_write_file(out.string(), yaml);
+  ROTOR_FAIL(
+      "output_dir {}: the run would replace the config file {} (not a resolved config that "
+      "rotor wrote) with its resolved config; start from a copy of it elsewhere, or choose "
+      "another output_dir",
+      c.output_dir, input);
+}
+
+void write_resolved_config(const Config& c, const std::string& yaml) {
+  atomic_write_file((fs::path(c.output_dir) / "config.yaml").string(), yaml);
 }
 
 // The weights hold only finite values (a collective-free check of rank 0's
@@ -304,9 +315,10 @@ int run_training(const Config& c, const std::string& config_yaml, const TrainOpt
   parallel::Communicator& comm = session.comm();
   const int world = session.world();
   const bool rank0 = session.rank() == 0;
+  if (rank0) check_config_file(c, config_yaml, opts.config_path);
   const std::unique_ptr<RunDirectory> run_dir = lock_run_dir(c, opts, session.rank());
   if (opts.resume) check_resumable(c);
-  if (rank0) write_resolved_config(c, config_yaml, opts.config_path);
+  if (rank0) write_resolved_config(c, config_yaml);
   start_log(c, session, run_dir.get());
   log().info("rotor {} on {}: task {}, {} rank(s) ({} backend); output in {}", ROTOR_VERSION,
              session.device().str(), to_string(c.task), world, comm.backend(), c.output_dir);

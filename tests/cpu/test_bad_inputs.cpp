@@ -167,6 +167,8 @@ const Case kCases[] = {
   {"run_overwrite_would_move_spm_model", "",
    "train tiny.yaml --overwrite --set data.spm_model=run/checkpoints/step_4/spm.model",
    "which --overwrite moves aside"},
+  {"run_overwrite_from_own_config_edited", "echo '# my note' >> run/config.yaml",
+   "train run/config.yaml --overwrite", "not a resolved config that rotor wrote"},
   {"run_config_in_output_dir", "mkdir own && cp tiny.yaml own/config.yaml && echo '# mine' >> own/config.yaml",
    "train own/config.yaml --set output_dir=own", "would replace the config file"},
   // ---- the command line ----

@@ -166,6 +166,15 @@ TEST_F(TrainResume, ResumeIsBitwiseExact) {
   EXPECT_EQ(slurp(dir_ / "full/checkpoints/step_10/optimizer.safetensors"),
             slurp(dir_ / "split/checkpoints/step_10/optimizer.safetensors"));
   EXPECT_EQ(step_dirs(dir_ / "split"), (std::vector<int64_t>{5, 10}));
+
+  // The run's own config.yaml (the resolved config rotor wrote) starts a
+  // resume with changes, and takes them: `rotor train RUN/config.yaml
+  // --resume --set train.max_updates=12`.
+  r = run_rotor(dir_, "train " + (dir_ / "split/config.yaml") +
+                          " --resume --set train.max_updates=12 --set train.save_interval=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(slurp(dir_ / "split/config.yaml").find("max_updates: 12"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir_ / "split/checkpoints/step_12"));
 }
 
 // (b) A run SIGKILLed mid-training resumes from its last checkpoint and
