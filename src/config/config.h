@@ -460,6 +460,9 @@ Config load_config_from_string(const std::string& text, const std::string& origi
 // The fully resolved config as YAML (every key, defaults included), which
 // load_config_from_string reads back to an equal Config.
 std::string dump_config(const Config& config);
+// The first line of dump_config's text (a run's config.yaml starts with it).
+inline constexpr const char* kResolvedConfigHeader =
+    "# rotor config, fully resolved (every key, defaults included)";
 
 // Every rule that involves more than one key or the task (n_heads divides
 // d_model, rope needs an even head size, the metrics a task reports, the

@@ -75,7 +75,7 @@ class Dumper {
 
 std::string dump_config(const Config& config) {
   Dumper d;
-  d.text = "# rotor config, fully resolved (every key, defaults included)\n";
+  d.text = std::string(kResolvedConfigHeader) + "\n";
   visit_config(config, d);
   return d.text;
 }

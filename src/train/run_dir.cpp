@@ -12,11 +12,15 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 
 #include "checkpoint/checkpoint.h"
+#include "config/config.h"
 #include "core/dir_lock.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "data/fingerprint.h"
+#include "data/sentencepiece.h"
 
 namespace fs = std::filesystem;
 
@@ -44,6 +48,66 @@ constexpr const char* kRunOwned[] = {"checkpoints",
                                      "tokenizer.bytes",
                                      ".rotor.lock",
                                      ".rendezvous"};
+
+// The first line of a text file ("" when it cannot be read).
+std::string first_line(const fs::path& p) {
+  std::ifstream f(p);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+bool is_fingerprint(const fs::path& p) {
+  try {
+    return data::Fingerprint::load(p.string()).has_value();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// A fresh run writes config.yaml and its tokenizer at the top of OUTPUT_DIR
+// (--overwrite leaves them there): one that rotor did not write (a user's
+// config.yaml or tokenizer in the directory named as output_dir) stops the
+// run before it would be replaced. A path among `inputs` (data.spm_model
+// naming OUTPUT_DIR/spm.model) is read, not written, and is left to the
+// config's checks.
+void check_no_foreign_files(const std::string& output_dir,
+                            const std::vector<std::pair<std::string, std::string>>& inputs) {
+  std::error_code ec;
+  const fs::path dir(output_dir);
+  auto is_input = [&](const fs::path& p) {
+    for (const auto& [key, path] : inputs)
+      if (!path.empty() && fs::exists(path, ec) && fs::equivalent(path, p, ec)) return true;
+    return false;
+  };
+  auto refuse = [&](const fs::path& p, const char* what) {
+    ROTOR_FAIL(
+        "output_dir {} holds {}, {}: a run there would replace it; give the run a directory of "
+        "its own",
+        output_dir, p.string(), what);
+  };
+  const fs::path config = dir / "config.yaml";
+  if (fs::is_regular_file(config, ec) && !is_input(config) &&
+      first_line(config) != kResolvedConfigHeader)
+    refuse(config, "which is not a config that rotor resolved");
+  // The tokenizer, unless the config names OUTPUT_DIR/spm.model as its own.
+  if (!is_input(dir / "spm.model")) {
+    const fs::path fingerprint = dir / "spm.fingerprint.json";
+    const bool rotor_tokenizer =
+        fs::is_regular_file(fingerprint, ec) && is_fingerprint(fingerprint);
+    if (fs::exists(fingerprint, ec) && !rotor_tokenizer)
+      refuse(fingerprint, "which is not a rotor fingerprint");
+    for (const char* name : {"spm.model", "spm.vocab"}) {
+      const fs::path p = dir / name;
+      if (fs::exists(p, ec) && !rotor_tokenizer)
+        refuse(p, "a tokenizer that rotor did not train here (no spm.fingerprint.json beside it)");
+    }
+  }
+  const fs::path bytes = dir / "tokenizer.bytes";
+  if (fs::is_regular_file(bytes, ec) && !is_input(bytes) &&
+      data::Tokenizer::kind_of_file(bytes.string()) != data::TokenizerKind::Bytes)
+    refuse(bytes, "which is not a rotor byte tokenizer");
+}
 
 bool is_checkpoint_dir(const fs::path& dir) {
   std::error_code ec;
@@ -158,6 +222,7 @@ RunDirectory::RunDirectory(const std::string& output_dir, RunStart start,
         moved_to_ = target.string();
       }
     }
+    if (start != RunStart::Resume) check_no_foreign_files(output_dir, inputs);
     checkpoint::remove_stale_temporaries(output_dir);
     remove_stale_temporaries_in(output_dir, "", /*files_only=*/true);
     remove_stale_temporaries_in((fs::path(output_dir) / "data").string(), "", true);

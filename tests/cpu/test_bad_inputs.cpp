@@ -169,6 +169,10 @@ const Case kCases[] = {
    "which --overwrite moves aside"},
   {"run_overwrite_from_own_config_edited", "echo '# my note' >> run/config.yaml",
    "train run/config.yaml --overwrite", "not a resolved config that rotor wrote"},
+  {"run_fresh_over_a_users_config", "mkdir own && printf 'name: mine\\n' > own/config.yaml",
+   "train tiny.yaml --set output_dir=own", "which is not a config that rotor resolved"},
+  {"run_fresh_over_a_users_tokenizer", "mkdir own && printf 'theirs' > own/spm.model",
+   "train tiny.yaml --set output_dir=own", "a tokenizer that rotor did not train here"},
   {"run_config_in_output_dir", "mkdir own && cp tiny.yaml own/config.yaml && echo '# mine' >> own/config.yaml",
    "train own/config.yaml --set output_dir=own", "would replace the config file"},
   // ---- the command line ----
