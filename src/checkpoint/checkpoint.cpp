@@ -23,12 +23,13 @@ namespace rotor::checkpoint {
 namespace {
 
 constexpr const char* kStepPrefix = "step_";
+constexpr const char* kStateFormat = "rotor-trainer-state-1";
 
 // Doubles (the loss scale above all) are written as text that reads back
 // bitwise, so that a resumed run continues exactly.
 std::string state_json(const TrainerState& s) {
   json_io::Json v = json_io::Json::object();
-  v["format"] = "rotor-trainer-state-1";
+  v["format"] = kStateFormat;
   v["step"] = s.step;
   v["micro_step"] = s.micro_step;
   v["world_size"] = s.world_size;
@@ -307,6 +308,12 @@ TrainerState load_trainer_state(const std::string& dir) {
     if (x < lo || x > hi) ROTOR_FAIL("{}: \"{}\" is {}, outside [{}, {}]", path, key, x, lo, hi);
     return x;
   };
+  // Another format (a newer rotor's) is not read as this one; a state
+  // without the key was written before it existed.
+  if (v.is_object() && v.contains("format") &&
+      json_io::get_string(v, "format", path) != kStateFormat)
+    ROTOR_FAIL("{}: format \"{}\"; this rotor reads {} (a checkpoint of a newer rotor?)", path,
+               json_io::get_string(v, "format", path), kStateFormat);
   TrainerState s;
   s.step = count("step", get_int(v, "step", path));
   s.micro_step = count("micro_step", get_int(v, "micro_step", path));
