@@ -8,6 +8,15 @@
 namespace rotor::kernels {
 namespace {
 
+// The largest value of a row of `vocab`, on every thread of the block
+// (fmaxf: a NaN is never the largest).
+template <class T>
+__device__ float row_max(const T* xr, int64_t vocab, float* scratch) {
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) mx = fmaxf(mx, to_f32(xr[j]));
+  return block_max(mx, scratch);
+}
+
 template <class T>
 __global__ void ce_fwd_kernel(const T* logits, const int32_t* targets, int64_t rows, int64_t vocab,
                               double on, double off, int ignore_index, float* loss, float* nll,
@@ -15,9 +24,7 @@ __global__ void ce_fwd_kernel(const T* logits, const int32_t* targets, int64_t r
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = logits + r * vocab;
-    float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) mx = fmaxf(mx, to_f32(xr[j]));
-    mx = block_max(mx, scratch);
+    const float mx = row_max(xr, vocab, scratch);
     float s = 0.0f, gap = 0.0f;  // sum exp(x - max), sum (max - x)
     for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
       const float x = to_f32(xr[j]);
@@ -79,9 +86,7 @@ __global__ void top1_hits_kernel(const T* logits, const int32_t* targets, int64_
   __shared__ int64_t first[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = logits + r * vocab;
-    float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) mx = fmaxf(mx, to_f32(xr[j]));
-    mx = block_max(mx, scratch);
+    const float mx = row_max(xr, vocab, scratch);
     int64_t at = vocab;
     for (int64_t j = threadIdx.x; j < vocab && at == vocab; j += blockDim.x)
       if (to_f32(xr[j]) == mx) at = j;

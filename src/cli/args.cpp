@@ -135,13 +135,7 @@ bool same_path(const std::string& a, const std::string& b) {
 }
 
 bool inside(const std::string& path, const std::string& dir) {
-  const fs::path p = resolved(path), d = resolved(dir);
-  auto pi = p.begin(), di = d.begin();
-  for (; di != d.end(); ++di, ++pi) {
-    if (di->empty()) continue;  // a trailing separator
-    if (pi == p.end() || *pi != *di) return false;
-  }
-  return true;
+  return path_inside(path, dir);
 }
 
 }  // namespace rotor::cli

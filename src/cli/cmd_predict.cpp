@@ -101,9 +101,6 @@ int run_predict(const PredictArgs& a) {
   cli::check_int(kCmd, "--batch-size", a.batch_size, 1, 100'000);
   cli::InferenceSession session(kCmd, a.checkpoint, {}, a.device);
   const std::string& dir = session.dir();
-  if (!to_stdout && cli::inside(*a.output, dir))
-    ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
-               dir);
   Config& cfg = session.config();
   const bool multilabel = cfg.task->labels == LabelMode::Multi;
   if (multilabel) cfg.data.labels = tasks::read_labels_file(dir + "/" + checkpoint::kLabelsFile);

@@ -41,13 +41,8 @@ void check_replaces_only_rotor_files(const std::string& prefix,
                  keep);
   }
   const std::string fp = rotor::data::fingerprint_path(prefix);
-  if (fs::is_regular_file(fp, ec)) {
-    try {
-      rotor::data::Fingerprint::load(fp);
-    } catch (const rotor::Error&) {
-      ROTOR_FAIL("prepare: {} exists and is not a rotor fingerprint; {}", fp, keep);
-    }
-  }
+  if (fs::is_regular_file(fp, ec) && !rotor::data::Fingerprint::readable(fp))
+    ROTOR_FAIL("prepare: {} exists and is not a rotor fingerprint; {}", fp, keep);
 }
 
 // Paths and ranges, before any work; prepare_corpus checks the text itself

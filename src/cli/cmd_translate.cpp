@@ -57,13 +57,9 @@ void check_ranges(const TranslateArgs& a) {
 
 int run_translate(const TranslateArgs& a) {
   using namespace rotor;
-  using cli::is_std;
   check_ranges(a);
   cli::InferenceSession session(kCmd, a.checkpoint, a.sets, a.device);
   const std::string& dir = session.dir();
-  if (!is_std(a.output) && cli::inside(*a.output, dir))
-    ROTOR_FAIL("{}: --output {} is inside the checkpoint {}; write elsewhere", kCmd, *a.output,
-               dir);
   const Config& cfg = session.config();
   decode::SearchOptions so;
   so.beam = a.beam ? static_cast<int>(*a.beam) : cfg.decode.beam;

@@ -276,6 +276,21 @@ void ensure_directory(const std::string& dir) {
     ROTOR_FAIL("cannot create directory {}: a file of that name exists", dir);
 }
 
+bool path_inside(const std::string& path, const std::string& dir) {
+  auto resolved = [](const std::string& x) {
+    std::error_code ec;
+    fs::path r = fs::weakly_canonical(fs::absolute(x, ec), ec);
+    return ec ? fs::absolute(x, ec).lexically_normal() : r;
+  };
+  const fs::path p = resolved(path), d = resolved(dir);
+  auto pi = p.begin();
+  for (auto di = d.begin(); di != d.end(); ++di, ++pi) {
+    if (di->empty()) continue;  // a trailing separator
+    if (pi == p.end() || *pi != *di) return false;
+  }
+  return true;
+}
+
 void remove_stale_temporaries_in(const std::string& dir, const std::string& only, bool files_only) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir.empty() ? "." : dir, ec)) {

@@ -131,6 +131,10 @@ void fsync_directory(const std::string& dir);
 // Creates `dir` and its parents when missing (rotor::Error on failure).
 void ensure_directory(const std::string& dir);
 
+// True when `path` is `dir` or lies inside it, both made absolute with their
+// links resolved (as far as they exist).
+bool path_inside(const std::string& path, const std::string& dir);
+
 // `s` as a JSON string literal with its quotes: ", \ and control characters
 // escaped; other bytes (UTF-8) are copied as they are.
 std::string json_quote(std::string_view s);

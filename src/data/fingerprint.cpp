@@ -94,6 +94,14 @@ std::optional<Fingerprint> Fingerprint::load(const std::string& path) {
   return from_json(json_io::load(path), path);
 }
 
+bool Fingerprint::readable(const std::string& path) {
+  try {
+    return load(path).has_value();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 Fingerprint Fingerprint::from_json(const Json& j, const std::string& path) {
   if (!j.is_object() || !j.contains("rotor_fingerprint"))
     ROTOR_FAIL("{}: not a rotor fingerprint (no \"rotor_fingerprint\")", path);

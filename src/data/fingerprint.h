@@ -46,6 +46,9 @@ class Fingerprint {
   // The fingerprint at `path`, nullopt when there is none. A file that is not
   // a fingerprint is a rotor::Error naming it.
   static std::optional<Fingerprint> load(const std::string& path);
+  // Whether `path` holds a fingerprint this rotor reads (false when there is
+  // none, or a file that is not one).
+  static bool readable(const std::string& path);
   // The fingerprint `json` (to_json's form) that `where` holds; a rotor::Error
   // naming `where` when it is not one.
   static Fingerprint from_json(const json_io::Json& json, const std::string& where);

@@ -13,10 +13,6 @@ namespace rotor::data {
 
 namespace {
 
-std::string hex(uint64_t h) {
-  return fmt::format("{:016x}", h);
-}
-
 constexpr const char* kWrittenBy = "rotor synth";
 
 }  // namespace
@@ -53,7 +49,7 @@ void write_synth_files(const std::string& dir, const std::string& task,
       uint64_t size = 0;
       const uint64_t h = hash_file(path, &size);
       same = r.contains("bytes") && r["bytes"].is_number_unsigned() &&
-             r["bytes"].get<uint64_t>() == size && r.contains("hash64") && r["hash64"] == hex(h);
+             r["bytes"].get<uint64_t>() == size && r.contains("hash64") && r["hash64"] == hex64(h);
     }
     if (!same && listed)
       ROTOR_FAIL("synth: {} changed since rotor synth wrote it ({}); {}", path, record_path, give);
@@ -66,7 +62,7 @@ void write_synth_files(const std::string& dir, const std::string& task,
   ensure_directory(dir);
   for (const auto& [name, text] : files) {
     atomic_write_file((fs::path(dir) / name).string(), text);
-    recorded[name] = {{"task", task}, {"bytes", text.size()}, {"hash64", hex(hash64(text))}};
+    recorded[name] = {{"task", task}, {"bytes", text.size()}, {"hash64", hex64(hash64(text))}};
   }
   json_io::Json record = json_io::Json::object();
   record["written_by"] = kWrittenBy;

@@ -5,7 +5,6 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -13,6 +12,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <span>
 
 #include "checkpoint/checkpoint.h"
 #include "config/config.h"
@@ -34,20 +34,11 @@ namespace {
 constexpr const char* kRunFiles[] = {"checkpoints", "checkpoint_last", "metrics.jsonl", "train.log",
                                      "tensorboard"};
 
-// Every name a run writes at the top of its directory (owner_of_path).
-constexpr const char* kRunOwned[] = {"checkpoints",
-                                     "checkpoint_last",
-                                     "metrics.jsonl",
-                                     "train.log",
-                                     "tensorboard",
-                                     "config.yaml",
-                                     "data",
-                                     "spm.model",
-                                     "spm.vocab",
-                                     "spm.fingerprint.json",
-                                     "tokenizer.bytes",
-                                     ".rotor.lock",
-                                     ".rendezvous"};
+// The rest of what a run writes at the top of its directory (owner_of_path):
+// --overwrite leaves these in place.
+constexpr const char* kRunKept[] = {
+    "config.yaml",     "data",        "spm.model",  "spm.vocab", "spm.fingerprint.json",
+    "tokenizer.bytes", ".rotor.lock", ".rendezvous"};
 
 // The first line of a text file ("" when it cannot be read).
 std::string first_line(const fs::path& p) {
@@ -55,14 +46,6 @@ std::string first_line(const fs::path& p) {
   std::string line;
   std::getline(f, line);
   return line;
-}
-
-bool is_fingerprint(const fs::path& p) {
-  try {
-    return data::Fingerprint::load(p.string()).has_value();
-  } catch (const Error&) {
-    return false;
-  }
 }
 
 // A fresh run writes config.yaml and its tokenizer at the top of OUTPUT_DIR
@@ -94,7 +77,7 @@ void check_no_foreign_files(const std::string& output_dir,
   if (!is_input(dir / "spm.model")) {
     const fs::path fingerprint = dir / "spm.fingerprint.json";
     const bool rotor_tokenizer =
-        fs::is_regular_file(fingerprint, ec) && is_fingerprint(fingerprint);
+        fs::is_regular_file(fingerprint, ec) && data::Fingerprint::readable(fingerprint.string());
     if (fs::exists(fingerprint, ec) && !rotor_tokenizer)
       refuse(fingerprint, "which is not a rotor fingerprint");
     for (const char* name : {"spm.model", "spm.vocab"}) {
@@ -155,8 +138,11 @@ std::string owner_of_path(const std::string& path, bool may_be_checkpoint) {
           return fmt::format("is part of the run in {} (its checkpoints/{})", dir.string(), name);
         return "";
       }
-      for (const char* own : kRunOwned)
-        if (top == own) return fmt::format("is part of the run in {} (its {})", dir.string(), top);
+      for (const auto& names :
+           {std::span<const char* const>(kRunFiles), std::span<const char* const>(kRunKept)})
+        for (const char* own : names)
+          if (top == own)
+            return fmt::format("is part of the run in {} (its {})", dir.string(), top);
       return "";
     }
     if (!dir.has_relative_path()) return "";  // the root
@@ -190,14 +176,10 @@ RunDirectory::RunDirectory(const std::string& output_dir, RunStart start,
       if (start == RunStart::Overwrite) {
         // An input among the files moved aside would vanish under the run
         // (model.init_from: RUN/checkpoint_last, say).
-        const fs::path out = fs::weakly_canonical(fs::absolute(output_dir), ec);
         for (const auto& [key, path] : inputs) {
           if (path.empty()) continue;
-          const fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
           for (const char* name : kRunFiles) {
-            const fs::path moved = out / name;
-            auto [m, pi] = std::mismatch(moved.begin(), moved.end(), p.begin(), p.end());
-            if (m == moved.end())
+            if (path_inside(path, (fs::path(output_dir) / name).string()))
               ROTOR_FAIL(
                   "{} {} lies in {}, which --overwrite moves aside with the earlier run; copy it "
                   "elsewhere first, or give the new run another output_dir",

@@ -131,14 +131,21 @@ TEST(data_synth_numbers, SplitsDisjointLongAndDeterministic) {
   EXPECT_NE(synth_numbers_splits(o)[0].numbers, splits[0].numbers);
 }
 
+// Small splits written into `dir`.
+SynthNumbersOptions small_splits(const std::string& dir, int64_t train, int64_t valid, int64_t test,
+                                 int64_t test_long) {
+  SynthNumbersOptions o;
+  o.output_dir = dir;
+  o.train = train;
+  o.valid = valid;
+  o.test = test;
+  o.test_long = test_long;
+  return o;
+}
+
 TEST(data_synth_numbers, WritesFiles) {
   rotor::test::TempDir dir;
-  SynthNumbersOptions o;
-  o.output_dir = dir / "numbers";
-  o.train = 300;
-  o.valid = 20;
-  o.test = 30;
-  o.test_long = 10;
+  SynthNumbersOptions o = small_splits(dir / "numbers", 300, 20, 30, 10);
   auto splits = write_synth_numbers(o);
   for (const auto& s : splits) {
     std::ifstream en(o.output_dir + "/" + s.name + ".en"), de(o.output_dir + "/" + s.name + ".de");
@@ -162,12 +169,7 @@ TEST(data_synth_numbers, WritesFiles) {
 TEST(data_synth_numbers, ReplacesOnlyItsOwnUnchangedFiles) {
   namespace fs = std::filesystem;
   rotor::test::TempDir dir;
-  SynthNumbersOptions o;
-  o.output_dir = dir / "numbers";
-  o.train = 50;
-  o.valid = 5;
-  o.test = 5;
-  o.test_long = 5;
+  SynthNumbersOptions o = small_splits(dir / "numbers", 50, 5, 5, 5);
   write_synth_numbers(o);
   ASSERT_TRUE(fs::exists(o.output_dir + "/synth.json"));
   const std::string first = rotor::test::slurp(o.output_dir + "/train.en");
