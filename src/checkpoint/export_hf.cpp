@@ -37,6 +37,12 @@ models::HfEncoderOptions require_encoder(const Config& c) {
         "which has no Hugging Face export (its RoFormerForMultipleChoice pools differently); "
         "its encoder can start another run through model.init_from",
         c.data.choices);
+  if (c.model.classifier_head != ClassifierHead::Cls)
+    ROTOR_FAIL(
+        "export --format hf: model.classifier_head is {}, and Hugging Face's "
+        "*ForSequenceClassification read the [CLS] state; its encoder can start another run "
+        "through model.init_from",
+        to_string(c.model.classifier_head));
   if (c.attention.kind != nn::AttentionKind::Softmax)
     ROTOR_FAIL(
         "export --format hf: attention.kind is {}, and Hugging Face BERT/RoFormer compute "

@@ -311,6 +311,12 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
                          "log-odds; task " +
                              std::string(to_string(c.task)) + " has no such head",
                          {"task"}};
+  if (m.classifier_head != ClassifierHead::Cls && c.task->labels == LabelMode::None)
+    return ConfigProblem{"model.classifier_head",
+                         std::string(to_string(m.classifier_head)) +
+                             " is a head of tasks classification and multilabel; task " +
+                             std::string(to_string(c.task)) + " has no classifier",
+                         {"task"}};
   if (m.age_embedding == AgeEmbedding::Time2Vec && m.age_vocab_size == 0)
     return ConfigProblem{"model.age_embedding",
                          "time2vec reads ages as age id / model.age_vocab_size, which is 0 (no "

@@ -58,6 +58,10 @@ enum class AgeEmbedding { Table, Time2Vec };
 // How the output bias of task multilabel's head starts (model.classifier_bias):
 // zero, or each label's log-odds in the training labels (models/bert_classifier.h).
 enum class ClassifierBias { Zero, Prior };
+// What the classifier's outputs read (model.classifier_head): the [CLS]
+// state through BERT's pooler or RoFormer's head, or each output its own
+// attention over the example's tokens (models/bert_classifier.h).
+enum class ClassifierHead { Cls, LabelAttention };
 enum class OptimizerName { Adam, AdamW };
 // What a validation reports (train.valid_metrics) and what the best
 // checkpoint and early stopping follow (train.best_metric). f1, mcc, pearson
@@ -109,6 +113,8 @@ ROTOR_ENUM_NAMES(PositionSource, {PositionSource::Token, "token"},
 ROTOR_ENUM_NAMES(AgeEmbedding, {AgeEmbedding::Table, "table"},
                  {AgeEmbedding::Time2Vec, "time2vec"});
 ROTOR_ENUM_NAMES(ClassifierBias, {ClassifierBias::Zero, "zero"}, {ClassifierBias::Prior, "prior"});
+ROTOR_ENUM_NAMES(ClassifierHead, {ClassifierHead::Cls, "cls"},
+                 {ClassifierHead::LabelAttention, "label_attention"});
 ROTOR_ENUM_NAMES(OptimizerName, {OptimizerName::Adam, "adam"}, {OptimizerName::AdamW, "adamw"});
 ROTOR_ENUM_NAMES(ValidMetric, {ValidMetric::Loss, "loss"}, {ValidMetric::Accuracy, "accuracy"},
                  {ValidMetric::Bleu, "bleu"}, {ValidMetric::Chrf, "chrf"}, {ValidMetric::F1, "f1"},
@@ -247,6 +253,11 @@ struct ModelConfig {
   // first updates need not drive hundreds of rare labels down through the
   // encoder (docs/results.md, issue 42).
   ClassifierBias classifier_bias = ClassifierBias::Zero;
+  // Tasks classification and multilabel: cls reads the [CLS] state (BERT's
+  // pooler, RoFormer's head; what Hugging Face exports); label_attention
+  // gives each output its own attention over the example's tokens, which
+  // multi-label EHR prediction needs (docs/results.md, issue 42).
+  ClassifierHead classifier_head = ClassifierHead::Cls;
   // A local Hugging Face BERT/RoFormer directory (config.json and
   // model.safetensors) whose weights initialize the encoder of task mlm or
   // classification (and whichever head it holds); "" = random init.

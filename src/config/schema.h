@@ -97,6 +97,7 @@ void visit_config(C& c, V& v) {
     v.enumeration("position_source", m.position_source);
     v.floating("init_std", m.init_std, kPositiveF);
     v.enumeration("classifier_bias", m.classifier_bias);
+    v.enumeration("classifier_head", m.classifier_head);
     v.string("init_from", m.init_from);
   });
   v.section("attention", [&] {

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/attention.h"
 #include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/gemm.h"
 #include "ops/reduce.h"
 
 namespace rotor::models {
@@ -32,7 +35,12 @@ BertForSequenceClassification::BertForSequenceClassification(const BertClassifie
   const int64_t d = c.encoder.layer.d_model, C = c.num_labels;
   const Init w = Init::normal(c.encoder.init_std);
   const size_t mark = nn::ParamRange::mark(store);
-  if (c.roformer_head()) {
+  if (c.label_attention) {
+    label_queries_ = store.add("classifier.label_queries", {C, d}, w);
+    label_weight_ = store.add("classifier.label_weight", {C, d}, w);
+    label_bias_ = store.add("classifier.label_bias", {C}, Init::zeros(), true);
+    drop_ = std::make_unique<nn::Dropout>(store, c.dropout);
+  } else if (c.roformer_head()) {
     drop_ = std::make_unique<nn::Dropout>(store, c.dropout);
     dense_ = std::make_unique<nn::Linear>(store, "classifier.dense", d, d, true, w,
                                           c.encoder.layer.activation);
@@ -49,7 +57,9 @@ BertForSequenceClassification::BertForSequenceClassification(const BertClassifie
     ROTOR_CHECK(static_cast<int64_t>(c.output_bias.size()) == C,
                 "classifier: {} initial output biases for {} outputs", c.output_bias.size(), C);
     nn::Parameter* bias =
-        store.find(c.roformer_head() ? "classifier.out_proj.bias" : "classifier.bias");
+        c.label_attention
+            ? label_bias_
+            : store.find(c.roformer_head() ? "classifier.out_proj.bias" : "classifier.bias");
     ROTOR_CHECK(bias != nullptr, "classifier: no output bias");
     bias->init = Init::from_values(c.output_bias);
   }
@@ -87,6 +97,91 @@ Tensor BertForSequenceClassification::head_backward(const Tensor& dlogits) {
   return pooler_->backward(dpre);
 }
 
+Tensor BertForSequenceClassification::label_attention_forward(
+    const Tensor& h, const std::vector<std::vector<int32_t>>& rows, const Context& ctx) {
+  const int64_t d = options_.encoder.layer.d_model, C = options_.num_labels;
+  const int64_t E = static_cast<int64_t>(rows.size());
+  int64_t Tm = 1;
+  for (const auto& r : rows) Tm = std::max<int64_t>(Tm, static_cast<int64_t>(r.size()));
+  // Each example's token rows, padded with its first (the keys past its
+  // length are masked, and their gradients are zero).
+  std::vector<int32_t> tokens(static_cast<size_t>(E * Tm)), lengths(static_cast<size_t>(E));
+  std::vector<int32_t> outputs(static_cast<size_t>(E * C));
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& r = rows[static_cast<size_t>(e)];
+    ROTOR_CHECK(!r.empty(), "classifier: example {} has no tokens", e);
+    lengths[static_cast<size_t>(e)] = static_cast<int32_t>(r.size());
+    for (int64_t t = 0; t < Tm; ++t)
+      tokens[static_cast<size_t>(e * Tm + t)] = r[static_cast<size_t>(t) < r.size() ? t : 0];
+    for (int64_t c = 0; c < C; ++c)
+      outputs[static_cast<size_t>(e * C + c)] = static_cast<int32_t>(c);
+  }
+  la_tokens_ = Tensor::from_ints(tokens, {E * Tm}, ctx.device);
+  la_lengths_ = Tensor::from_ints(lengths, {E}, ctx.device);
+  la_outputs_ = Tensor::from_ints(outputs, {E * C}, ctx.device);
+  la_h_ = ctx.empty({E, 1, Tm, d});
+  Tensor h_rows = la_h_.view({E * Tm, d});  // [E * Tm, d]
+  ops::embedding_forward(la_tokens_, h.view({h.size(0) * h.size(1), d}), 1.0f, h_rows);
+  la_q_ = ctx.empty({E, 1, C, d});         // u_c for every example
+  Tensor q_rows = la_q_.view({E * C, d});  // [E * C, d]
+  ops::embedding_forward(la_outputs_, label_queries_->value_in(ctx.dtype), 1.0f, q_rows);
+  ops::AttentionOptions o;
+  o.key_lengths = la_lengths_;
+  Tensor att = ctx.empty({E, 1, C, d});  // [E, 1, C, d]
+  la_probs_ = ctx.empty({E, 1, C, Tm});
+  ops::attention_forward(la_q_, la_h_, la_h_, o, att, la_probs_);
+  // tanh on the host, as the BERT pooler's (ops has no tanh).
+  pooled_ = att.to_floats();
+  for (float& x : pooled_) x = std::tanh(x);
+  // [E, C, d]
+  Tensor v = Tensor::from_floats(pooled_, {E, C, d}, att.dtype(), att.device());
+  la_v_ = drop_->forward(v, ctx);
+  la_w_ = ctx.empty({E, C, d});            // w_c for every example
+  Tensor w_rows = la_w_.view({E * C, d});  // [E * C, d]
+  ops::embedding_forward(la_outputs_, label_weight_->value_in(ctx.dtype), 1.0f, w_rows);
+  Tensor prod = ctx.empty({E * C, d});  // [E * C, d]
+  ops::mul(la_v_.view({E * C, d}), w_rows, prod);
+  // [d, 1]
+  Tensor ones = Tensor::from_floats(std::vector<float>(static_cast<size_t>(d), 1.0f), {d, 1},
+                                    ctx.dtype, ctx.device);
+  Tensor z = ctx.empty({E * C, 1});  // [E * C, 1]
+  ops::gemm(prod, ones, z);          // the row sums: w_c . dropout(v_c)
+  Tensor logits = z.view({E, C});    // [E, C]
+  ops::add_bias(logits, label_bias_->value_in(ctx.dtype));
+  return logits;
+}
+
+void BertForSequenceClassification::label_attention_backward(const Tensor& dlogits, Tensor& dh) {
+  const Context& ctx = ctx_;
+  const int64_t d = options_.encoder.layer.d_model, C = options_.num_labels;
+  const int64_t E = la_lengths_.numel(), Tm = la_h_.size(2);
+  ops::sum_rows(dlogits, label_bias_->grad, true);
+  // [1, d]
+  Tensor ones = Tensor::from_floats(std::vector<float>(static_cast<size_t>(d), 1.0f), {1, d},
+                                    ctx.dtype, ctx.device);
+  Tensor dprod = ctx.empty({E * C, d});  // [E * C, d]: dz broadcast over d
+  ops::gemm(dlogits.view({E * C, 1}), ones, dprod);
+  Tensor g = ctx.empty({E * C, d});  // [E * C, d]
+  ops::mul(dprod, la_v_.view({E * C, d}), g);
+  ops::embedding_backward(la_outputs_, g, 1.0f, label_weight_->grad);
+  ops::mul(dprod, la_w_.view({E * C, d}), g);
+  Tensor dv = drop_->backward(g.view({E, C, d}));  // [E, C, d]
+  std::vector<float> datt = dv.to_floats();
+  for (size_t i = 0; i < datt.size(); ++i) datt[i] *= 1.0f - pooled_[i] * pooled_[i];  // tanh'
+  // [E, 1, C, d]
+  Tensor datt_t = Tensor::from_floats(datt, {E, 1, C, d}, dv.dtype(), dv.device());
+  ops::AttentionOptions o;
+  o.key_lengths = la_lengths_;
+  // [E, 1, C, d], [E, 1, Tm, d] twice
+  Tensor dq = ctx.empty({E, 1, C, d}), dk = ctx.empty({E, 1, Tm, d}),
+         dvals = ctx.empty({E, 1, Tm, d});
+  ops::attention_backward(la_q_, la_h_, la_h_, la_probs_, datt_t, o, dq, dk, dvals);
+  ops::embedding_backward(la_outputs_, dq.view({E * C, d}), 1.0f, label_queries_->grad);
+  ops::add(dk, dvals, dk);
+  ops::embedding_backward(la_tokens_, dk.view({E * Tm, d}), 1.0f, dh);
+  la_tokens_ = la_lengths_ = la_outputs_ = la_h_ = la_q_ = la_probs_ = la_w_ = la_v_ = Tensor();
+}
+
 ClassificationSums BertForSequenceClassification::forward_loss(const ClassificationBatch& batch,
                                                                const Context& ctx,
                                                                std::vector<float>* logits_out) {
@@ -107,10 +202,31 @@ ClassificationSums BertForSequenceClassification::forward_loss(const Classificat
     for (int64_t b = 0; b < B_; ++b) rows[static_cast<size_t>(b)] = static_cast<int32_t>(b * T_);
   }
   E_ = static_cast<int64_t>(rows.size());
-  cls_rows_ = Tensor::from_ints(rows, {E_}, ctx.device);
-  Tensor h_cls = ctx.empty({E_, d});                                     // [E, d]
-  ops::embedding_forward(cls_rows_, h.view({B_ * T_, d}), 1.0f, h_cls);  // gather [CLS]
-  logits_ = head_forward(h_cls, ctx);                                    // [E, C]
+  if (options_.label_attention) {
+    // Each example's tokens, from its [CLS] on: the row's first lengths[b]
+    // tokens, or (packed) the run of its example index.
+    std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(E_));
+    const std::vector<int32_t> len = packed ? std::vector<int32_t>() : batch.lengths.to_ints();
+    for (int64_t e = 0; e < E_; ++e) {
+      const int32_t first = rows[static_cast<size_t>(e)];
+      const int64_t row = first / T_;
+      auto& list = tokens[static_cast<size_t>(e)];
+      for (int64_t t = first % T_; t < T_; ++t) {
+        const int64_t at = row * T_ + t;
+        if (packed ? batch.documents[static_cast<size_t>(at)] !=
+                         batch.documents[static_cast<size_t>(first)]
+                   : t >= len[static_cast<size_t>(row)])
+          break;
+        list.push_back(static_cast<int32_t>(at));
+      }
+    }
+    logits_ = label_attention_forward(h, tokens, ctx);  // [E, C]
+  } else {
+    cls_rows_ = Tensor::from_ints(rows, {E_}, ctx.device);
+    Tensor h_cls = ctx.empty({E_, d});                                     // [E, d]
+    ops::embedding_forward(cls_rows_, h.view({B_ * T_, d}), 1.0f, h_cls);  // gather [CLS]
+    logits_ = head_forward(h_cls, ctx);                                    // [E, C]
+  }
   int64_t C = options_.num_labels, examples = E_;
   if (options_.choices > 0) {  // each example's N pairs' scores as its logits
     C = options_.choices;
@@ -186,11 +302,16 @@ void BertForSequenceClassification::backward(float loss_scale) {
     ops::cross_entropy_backward(logits_, labels_, lse_, 0.0f, -1, loss_scale, dlogits);
     if (options_.choices > 0) dlogits = dlogits.view({E_, 1});  // [B * N, 1]: a pair's score
   }
-  Tensor dcls = head_backward(dlogits);  // [B, d]
-  ctx.report_grads_ready(*store_, head_range_);
   const int64_t d = options_.encoder.layer.d_model;
-  Tensor dh = ctx.zeros({B_ * T_, d});                     // [B*T, d]
-  ops::embedding_backward(cls_rows_, dcls, 1.0f, dh, -1);  // scatter to the [CLS] rows
+  Tensor dh = ctx.zeros({B_ * T_, d});  // [B*T, d]
+  if (options_.label_attention) {
+    label_attention_backward(dlogits, dh);
+    ctx.report_grads_ready(*store_, head_range_);
+  } else {
+    Tensor dcls = head_backward(dlogits);  // [B, d]
+    ctx.report_grads_ready(*store_, head_range_);
+    ops::embedding_backward(cls_rows_, dcls, 1.0f, dh, -1);  // scatter to the [CLS] rows
+  }
   encoder_.backward(dh.view({B_, T_, d}), ctx);
   logits_ = labels_ = lse_ = cls_rows_ = Tensor();
   residuals_.clear();

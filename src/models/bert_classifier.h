@@ -19,9 +19,24 @@
 // RoFormerForMultipleChoice pools differently, so rotor keeps its
 // RoFormer head.)
 //
+// Label attention (model.classifier_head: label_attention; CAML, Mullenbach
+// et al. 2018, with BEHRT-style tanh): every output c reads the final states
+// of its example's tokens through its own attention instead of the [CLS]
+// state, so that C labels are not squeezed through one d-wide vector:
+//   a_c    = softmax_t(h_t . u_c)       over the example's tokens ([CLS] included)
+//   v_c    = tanh(sum_t a_c,t h_t)      [E, C, d]
+//   logit_c = w_c . dropout(v_c) + b_c   [E, C]
+// with u_c, w_c learned per output. The attention is the materialized core
+// (ops/attention.h: q = the C queries, k = v = the example's states, key
+// lengths for the padding), unscaled. No Hugging Face class holds it (the
+// export is refused).
+//
 // Parameter names (after the encoder's):
 //   bert.pooler.dense.{weight [d, d], bias [d]}, classifier.{weight [C, d], bias [C]}
 //   classifier.dense.{weight [d, d], bias [d]}, classifier.out_proj.{weight [C, d], bias [C]}
+//   label attention: classifier.label_queries [C, d], classifier.label_weight [C, d],
+//   classifier.label_bias [C] (names of their own, so that model.init_from never loads
+//   a [CLS] head's classifier.weight as them)
 //
 // The loss is Hugging Face's: cross-entropy over C classes, for regression
 // (C = 1) the squared error, or for multi-label classification (C labels,
@@ -51,10 +66,14 @@ struct BertClassifierOptions {
   // classifier.out_proj.bias), C values; empty: zeros. Task multilabel puts
   // the label log-odds here with model.classifier_bias: prior.
   std::vector<float> output_bias;
+  // Label attention instead of the [CLS] head (model.classifier_head).
+  bool label_attention = false;
   // The outputs per example: N choices, else the labels.
   int64_t outputs() const { return choices > 0 ? choices : num_labels; }
   // True for RoFormer's head (dense + activation), false for BERT's pooler.
-  bool roformer_head() const { return encoder.position->hf.family == "roformer"; }
+  bool roformer_head() const {
+    return !label_attention && encoder.position->hf.family == "roformer";
+  }
 };
 
 // One batch (tensors on the model's device).
@@ -102,6 +121,11 @@ class BertForSequenceClassification {
  private:
   Tensor head_forward(const Tensor& h_cls, const nn::Context& ctx);  // [B, d] -> [B, C]
   Tensor head_backward(const Tensor& dlogits);                       // -> dh_cls [B, d]
+  // Label attention: h [R, T, d], the examples' token rows -> logits [E, C];
+  // its backward scatters into dh [R * T, d].
+  Tensor label_attention_forward(const Tensor& h, const std::vector<std::vector<int32_t>>& rows,
+                                 const nn::Context& ctx);
+  void label_attention_backward(const Tensor& dlogits, Tensor& dh);
 
   BertClassifierOptions options_;
   nn::ParameterStore* store_;
@@ -109,13 +133,20 @@ class BertForSequenceClassification {
   std::unique_ptr<nn::Linear> pooler_, classifier_;  // BERT
   std::unique_ptr<nn::Linear> dense_, out_proj_;     // RoFormer
   std::unique_ptr<nn::Dropout> drop_, drop2_;        // before the (last) projection(s)
+  nn::Parameter *label_queries_ = nullptr, *label_weight_ = nullptr, *label_bias_ = nullptr;
   nn::ParamRange head_range_;
 
   // Saved for backward.
-  int64_t B_ = 0, T_ = 0;         // rows (B * N with choices) and their length
-  int64_t E_ = 0;                 // the [CLS] states read: B_, or the packed examples
-  Tensor cls_rows_;               // i32 [E]: flat indices of the [CLS] states
-  std::vector<float> pooled_;     // BERT: tanh output [B * d] (its derivative is 1 - y^2)
+  int64_t B_ = 0, T_ = 0;      // rows (B * N with choices) and their length
+  int64_t E_ = 0;              // the [CLS] states read: B_, or the packed examples
+  Tensor cls_rows_;            // i32 [E]: flat indices of the [CLS] states
+  std::vector<float> pooled_;  // BERT: tanh output [B * d] (its derivative is 1 - y^2);
+                               // label attention: v [E * C * d]
+  // Label attention: the gathered token ids i32 [E * Tm], the examples'
+  // lengths i32 [E], the output ids i32 [E * C] (c for each example), the
+  // states [E, 1, Tm, d], the queries [E, 1, C, d], the probabilities
+  // [E, 1, C, Tm], the weights w [E, C, d] and dropout(v) [E, C, d].
+  Tensor la_tokens_, la_lengths_, la_outputs_, la_h_, la_q_, la_probs_, la_w_, la_v_;
   Tensor logits_, labels_, lse_;  // [B, C] (choices: [B, N]), i32 [B], f32 [B]
   std::vector<float> residuals_;  // regression: prediction - target [B]; multilabel:
                                   // (sigmoid - target) / C [B * C], d loss_b / d z

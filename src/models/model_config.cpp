@@ -139,6 +139,7 @@ BertClassifierOptions bert_classifier_options(const Config& c, int64_t vocab_siz
   if (k.num_labels < 1)
     ROTOR_FAIL("data.labels: task classification needs the class labels (or data.regression)");
   k.dropout = static_cast<float>(c.model.dropout);
+  k.label_attention = c.model.classifier_head == ClassifierHead::LabelAttention;
   return k;
 }
 

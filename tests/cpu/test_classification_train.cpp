@@ -308,6 +308,47 @@ TEST_F(ClassificationTrain, PackedExamplesTrainAsOneExampleARow) {
   EXPECT_NE((r.out + r.err).find("padding: "), std::string::npos) << r.out + r.err;
 }
 
+// model.classifier_head label_attention: packed examples train as one
+// example a row (the head reads each example's own tokens), `rotor predict`
+// reads the head back and scores as the run's test did, and the Hugging Face
+// export is refused with the head's name.
+TEST_F(ClassificationTrain, LabelAttentionPacksPredictsAndRefusesTheExport) {
+  regression_from_scratch("unused")
+      .set("model.dropout", "0")
+      .set("model.attention_dropout", "0")
+      .set("model.classifier_head", "label_attention")
+      .set("train.max_updates", "4")
+      .set("train.batch_size", "16")
+      .set("train.log_interval", "1")
+      .set("train.valid_interval", "4")
+      .set("train.save_interval", "4")
+      .write(dir_ / "la.yaml");
+  auto train = [&](const std::string& name, const std::string& extra) {
+    return run("train " + (dir_ / "la.yaml") + " --set output_dir=" + (dir_ / name) + extra);
+  };
+  RunResult r = train("la_rows", "");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = train("la_packed", " --set data.packing=documents");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto a = records("la_rows", "train"), b = records("la_packed", "train");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(b[i].at("loss").get<double>(), a[i].at("loss").get<double>(),
+                1e-4 * std::abs(a[i].at("loss").get<double>()))
+        << i;
+  r = run("predict --checkpoint " + (dir_ / "la_rows") + " --input " + (dir_ / "valid_reg.tsv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const double valid_loss = records("la_rows", "valid").back().at("loss").get<double>();
+  EXPECT_NE(r.err.find(fmt::format("loss {:.4f}", valid_loss)), std::string::npos)
+      << r.err << " (valid loss " << valid_loss << ")";
+  r = run("export --checkpoint " + (dir_ / "la_rows") + " --format hf --output " +
+          (dir_ / "la_hf"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("model.classifier_head is label_attention"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "la_hf"));
+}
+
 // TUPE (model.position tupe) fine-tunes the classifier from scratch: its
 // correlation and [CLS] scalars train with the encoder, and `rotor predict`
 // reads them back.

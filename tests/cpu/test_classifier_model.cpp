@@ -64,6 +64,7 @@ struct HeadCase {
   bool roformer, regression;
   const char* name;
   bool multilabel = false;
+  bool label_attention = false;  // model.classifier_head label_attention
 };
 
 class ClassifierGrad : public ::testing::TestWithParam<HeadCase> {};
@@ -71,8 +72,9 @@ class ClassifierGrad : public ::testing::TestWithParam<HeadCase> {};
 TEST_P(ClassifierGrad, MatchesFiniteDifferences) {
   const HeadCase hc = GetParam();
   nn::ParameterStore store;
-  models::BertForSequenceClassification model(tiny(hc.roformer, hc.regression, hc.multilabel),
-                                              store);
+  models::BertClassifierOptions options = tiny(hc.roformer, hc.regression, hc.multilabel);
+  options.label_attention = hc.label_attention;
+  models::BertForSequenceClassification model(options, store);
   store.allocate(Device::cpu());
   store.initialize(1);
   jitter(store, 2, 0.1f);
@@ -129,14 +131,18 @@ TEST_P(ClassifierGrad, MatchesFiniteDifferences) {
   EXPECT_GT(checked, 100);
 }
 
-INSTANTIATE_TEST_SUITE_P(Heads, ClassifierGrad,
-                         ::testing::Values(HeadCase{false, false, "bert_classes"},
-                                           HeadCase{false, true, "bert_regression"},
-                                           HeadCase{true, false, "roformer_classes"},
-                                           HeadCase{true, true, "roformer_regression"},
-                                           HeadCase{false, false, "bert_multilabel", true},
-                                           HeadCase{true, false, "roformer_multilabel", true}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Heads, ClassifierGrad,
+    ::testing::Values(HeadCase{false, false, "bert_classes"},
+                      HeadCase{false, true, "bert_regression"},
+                      HeadCase{true, false, "roformer_classes"},
+                      HeadCase{true, true, "roformer_regression"},
+                      HeadCase{false, false, "bert_multilabel", true},
+                      HeadCase{true, false, "roformer_multilabel", true},
+                      HeadCase{false, false, "label_attention_multilabel", true, true},
+                      HeadCase{true, false, "label_attention_classes", false, true},
+                      HeadCase{false, true, "label_attention_regression", false, true}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Classifier, HuggingFaceHeadNames) {
   for (bool roformer : {false, true}) {
@@ -160,6 +166,73 @@ TEST(Classifier, HuggingFaceHeadNames) {
     EXPECT_EQ(store.parameters().back()->name,
               roformer ? "classifier.out_proj.bias" : "classifier.bias");
   }
+}
+
+// Label attention (model.classifier_head label_attention): its parameters,
+// named apart from the [CLS] heads', and logits computed here from the
+// encoder's final states, which a model whose head reads them exposes through
+// one output per state: with u_c = 0 every token weighs the same, so
+// logit_c = w_c . tanh(mean_t h_t) + b_c over the example's tokens; padding
+// changes nothing.
+TEST(Classifier, LabelAttentionHead) {
+  nn::ParameterStore store;
+  models::BertClassifierOptions o = tiny(false, false, true);
+  o.label_attention = true;
+  o.output_bias = {0.5f, -1.0f, 2.0f};
+  models::BertForSequenceClassification model(o, store);
+  std::map<std::string, Shape> head;
+  for (const auto& p : store.parameters())
+    if (p->name.find("pooler") != std::string::npos || p->name.rfind("classifier", 0) == 0)
+      head[p->name] = p->shape;
+  EXPECT_EQ(head, (std::map<std::string, Shape>{{"classifier.label_queries", {3, 16}},
+                                                {"classifier.label_weight", {3, 16}},
+                                                {"classifier.label_bias", {3}}}));
+  store.allocate(Device::cpu());
+  store.initialize(7);
+  EXPECT_EQ(store.find("classifier.label_bias")->value.to_floats(), o.output_bias);
+  const models::ClassificationBatch batch = tiny_batch(false, true);
+  nn::Context ctx;  // evaluation: no dropout
+  std::vector<float> logits;
+  model.forward_loss(batch, ctx, &logits);
+  // The same with every query zero: uniform attention over each example.
+  nn::Parameter* q = store.find("classifier.label_queries");
+  const std::vector<float> queries = q->value.to_floats();
+  q->value.copy_from(Tensor::zeros({3, 16}));
+  std::vector<float> uniform;
+  model.forward_loss(batch, ctx, &uniform);
+  EXPECT_NE(uniform, logits);  // the queries matter
+  // The encoder's states, read through the BERT encoder of the same weights.
+  nn::ParameterStore enc_store;
+  models::BertEncoder encoder(o.encoder, enc_store);
+  enc_store.allocate(Device::cpu());
+  for (const auto& p : enc_store.parameters()) p->value.copy_from(store.find(p->name)->value);
+  const Tensor h = encoder.forward(
+      models::EncoderInputs{batch.input_ids, batch.token_type_ids, batch.lengths}, ctx);
+  const std::vector<float> hs = h.to_floats(),
+                           w = store.find("classifier.label_weight")->value.to_floats();
+  const std::vector<int32_t> lengths = batch.lengths.to_ints();
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t c = 0; c < 3; ++c) {
+      double z = o.output_bias[static_cast<size_t>(c)];
+      for (int64_t k = 0; k < 16; ++k) {
+        double mean = 0;
+        for (int64_t t = 0; t < lengths[static_cast<size_t>(b)]; ++t)
+          mean += hs[static_cast<size_t>((b * 7 + t) * 16 + k)];
+        mean /= lengths[static_cast<size_t>(b)];
+        z += w[static_cast<size_t>(c * 16 + k)] * std::tanh(mean);
+      }
+      EXPECT_NEAR(uniform[static_cast<size_t>(b * 3 + c)], z, 1e-5) << b << " " << c;
+    }
+  // Padding tokens are never read.
+  q->value.copy_from(Tensor::from_floats(queries, {3, 16}));
+  models::ClassificationBatch padded = batch;
+  std::vector<int32_t> ids = batch.input_ids.to_ints();
+  ids[5 * 1 + 7 * 1] = 33;  // row 1, t = 5: past its length 5
+  ids[6 + 7 * 2] = 34;      // row 2, t = 6
+  padded.input_ids = Tensor::from_ints(ids, {3, 7});
+  std::vector<float> again;
+  model.forward_loss(padded, ctx, &again);
+  EXPECT_EQ(again, logits);
 }
 
 // output_bias (task multilabel's model.classifier_bias: prior) is the output

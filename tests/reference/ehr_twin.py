@@ -7,7 +7,10 @@ wrong" from "this recipe cannot learn it". Written from the description of
 the model (BERT post-norm encoder, Hugging Face names; BEHRT's inputs: code,
 visit position, visit segment and age embeddings summed, then LayerNorm; the
 [CLS] state through BERT's tanh pooler, or RoFormer's dense + GELU head under
-RoPE; one logit per code; BCE averaged over the codes and the patients) and
+RoPE, or with model.classifier_head label_attention each code's own
+attention over the patient's tokens, tanh, a per-code weight and bias
+(CAML's head); one logit per code; BCE averaged over the codes and the
+patients) and
 from src/data/ehr.h's build_ehr_sequence, not from rotor's code.
 
   check   load a rotor run's checkpoint by name, score a prepared split, and
@@ -153,7 +156,11 @@ class Twin(nn.Module):
         self.layers = nn.ModuleList(Layer(d, m["n_heads"], m["d_ff"], m["dropout"],
                                           m["attention_dropout"], m["layer_norm_eps"])
                                     for _ in range(m["encoder_layers"]))
-        self.dense = nn.Linear(d, d)         # BERT: bert.pooler.dense; RoFormer: classifier.dense
+        self.label = m.get("classifier_head", "cls") == "label_attention"
+        if self.label:  # per code: a query, a weight (out.weight) and a bias (out.bias)
+            self.lab_q = nn.Linear(d, num_codes, bias=False)
+        else:  # BERT: bert.pooler.dense; RoFormer: classifier.dense
+            self.dense = nn.Linear(d, d)
         self.out = nn.Linear(d, num_codes)   # classifier / classifier.out_proj
         std = m["init_std"]
         for name, t in self.named_parameters():
@@ -183,6 +190,10 @@ class Twin(nn.Module):
             for a, b in hf.items():
                 for w in ("weight", "bias"):
                     n["layers.%d.%s.%s" % (i, a, w)] = "%s.encoder.layer.%d.%s.%s" % (p, i, b, w)
+        if self.label:
+            n.update({"lab_q.weight": "classifier.label_queries",
+                      "out.weight": "classifier.label_weight", "out.bias": "classifier.label_bias"})
+            return n
         heads = (("classifier.dense", "classifier.out_proj") if self.rope
                  else ("bert.pooler.dense", "classifier"))
         for a, b in zip(("dense", "out"), heads):
@@ -204,6 +215,12 @@ class Twin(nn.Module):
         key_pad = token_pos >= lengths[:, None]
         for layer in self.layers:
             x = layer(x, key_pad, pos if self.rope else None)
+        if self.label:  # a_c = softmax_t(h_t . u_c); v_c = tanh(sum_t a_c,t h_t)
+            a = torch.einsum("btd,cd->bct", x, self.lab_q.weight)
+            a = a.masked_fill(key_pad[:, None, :], float("-inf")).softmax(-1)
+            v = torch.tanh(torch.einsum("bct,btd->bcd", a, x))
+            z = (F.dropout(v, self.p, self.training) * self.out.weight).sum(-1) + self.out.bias
+            return z, v[:, 0]
         h = x[:, 0]
         if self.rope:  # RoFormer's head
             h = gelu_new(self.dense(F.dropout(h, self.p, self.training)))
