@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # rotor's EHR next-visit training against its PyTorch twin on the same batches
 # (tests/reference/ehr_twin.py replay; issue 42): a small synthetic cohort,
-# each shipped tiny next-visit config (BEHRT: learned visit positions and the
-# tanh pooler; CORE-BEHRT: RoPE) trained for a few dozen updates without
-# dropout from the same initial weights by rotor and by the twin, which
-# replays rotor's Philox shuffle and schedule. Weights and test
+# each shipped tiny next-visit config (BEHRT: learned visit positions;
+# CORE-BEHRT: RoPE; both with label attention) and BEHRT with the [CLS] head
+# (model.classifier_head cls) trained for a few dozen updates without dropout
+# from the same initial weights by rotor and by the twin, which replays
+# rotor's Philox shuffle and schedule. Weights and test
 # probabilities must agree (ehr_twin.py's tolerance). A wrong gradient, label
 # alignment or optimizer step in either makes them part.
 # Usage: test_ehr_twin.sh ROTOR_BINARY. Exit 77 (skipped) without a python3
@@ -34,10 +35,11 @@ quiet synth ehr --patients 600 --seed 3 --output "$work/synth"
 quiet prepare-ehr --events "$work/synth/events.csv" --patients "$work/synth/patients.csv" \
   --output "$work/nv" --min-visits 3 --labels next_visit
 updates=40
-for model in behrt corebehrt; do
-  config=$root/configs/ehr/${model}_nextvisit_tiny.yaml
+for model in behrt corebehrt behrt_cls; do
+  config=$root/configs/ehr/${model%_cls}_nextvisit_tiny.yaml
   common=(--set data.train="$work/nv/train" --set data.valid="$work/nv/valid"
     --set data.test="$work/nv/test" --set train.log_interval=10 --set train.keep_last=1)
+  [[ $model == *_cls ]] && common+=(--set model.classifier_head=cls)
   # The initial weights: one update at a learning rate of nothing.
   quiet train "$config" "${common[@]}" --set output_dir="$work/${model}_init" \
     --set train.max_updates=1 --set optim.warmup_updates=0 --set optim.lr=1e-12 \
