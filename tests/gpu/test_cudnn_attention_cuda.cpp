@@ -547,7 +547,7 @@ struct Classifier {
   std::unique_ptr<models::BertForSequenceClassification> model;
   nn::Context ctx;
   Classifier(nn::PositionKind position, const Core& core, int64_t choices, Device device,
-             DType dtype) {
+             DType dtype, bool label_attention = false) {
     models::BertClassifierOptions o;
     o.encoder.vocab_size = kVocab;
     o.encoder.num_layers = 2;
@@ -562,6 +562,7 @@ struct Classifier {
     o.num_labels = choices > 0 ? 1 : 3;
     o.choices = choices;
     o.dropout = 0.0f;
+    o.label_attention = label_attention;
     model = std::make_unique<models::BertForSequenceClassification>(o, store);
     prepare(store, ctx, device, dtype);
   }
@@ -605,6 +606,42 @@ TEST_P(ClassifierPackingCuda, PackedExamplesEqualOneARowAndTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Cores, ClassifierPackingCuda, ::testing::ValuesIn(params()),
                          [](const auto& info) { return info.param.name; });
+
+// The label-attention head (model.classifier_head label_attention) on a GPU:
+// its gathers, the CUDA materialized core with key lengths, the element-wise
+// products and the GEMMs against ones. One training step, packed examples
+// against one a row, in fp32 and bf16; the fp32 scores, loss and every
+// gradient against the CPU's.
+TEST(LabelAttentionCuda, StepEqualsTheCpuAndPackingChangesNothing) {
+  ROTOR_REQUIRE_GPU();
+  const Core core{"auto", nn::AttentionImpl::Auto, nn::AttentionKind::Softmax};
+  const data::ClassificationSet set = classifier_set(0);
+  const std::vector<int64_t> ids{4, 0, 5, 2, 1, 3};
+  const data::ClassificationHostBatch packed = data::make_classification_batch(set, ids, false, 16);
+  const data::ClassificationHostBatch rows = data::make_classification_batch(set, ids, false);
+  for (const DType dtype : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const bool f32 = dtype == DType::F32;
+    Classifier gpu(nn::PositionKind::Rope, core, 0, kGpu, dtype, true);
+    nn::Context train = gpu.ctx;
+    train.training = true;
+    const test::ClassifierStep a = test::classifier_step(*gpu.model, gpu.store, packed, train),
+                               b = test::classifier_step(*gpu.model, gpu.store, rows, train);
+    ASSERT_EQ(a.scores.size(), static_cast<size_t>(6 * 3));
+    EXPECT_LT(max_diff(a.scores, b.scores), f32 ? 2e-4 : 0.1) << "scores";
+    double scale = 0;
+    for (float g : b.grads) scale = std::max(scale, std::abs(double(g)));
+    EXPECT_LT(max_diff(a.grads, b.grads), (f32 ? 1e-4 : 0.05) * std::max(scale, 1.0));
+    if (!f32) continue;
+    Classifier cpu(nn::PositionKind::Rope, core, 0, Device::cpu(), DType::F32, true);
+    nn::Context cpu_train = cpu.ctx;
+    cpu_train.training = true;
+    const test::ClassifierStep c = test::classifier_step(*cpu.model, cpu.store, rows, cpu_train);
+    EXPECT_LT(max_diff(b.scores, c.scores), 2e-4) << "scores against the CPU";
+    EXPECT_NEAR(b.sums.loss, c.sums.loss, 1e-4 * std::max(1.0, std::abs(c.sums.loss)));
+    EXPECT_LT(max_diff(b.grads, c.grads), 1e-4 * std::max(scale, 1.0)) << "against the CPU";
+  }
+}
 
 // TUPE's correlation on a GPU: the correlation, its untied [CLS] and their
 // backward run on the device (nn/tupe.cpp, ops/tupe_cls.h) and the CUDA
