@@ -186,6 +186,14 @@ ROTOR_CPU_CLONES float max_row(const float* row, int64_t n) {
   return lane_max(row, n);
 }
 
+ROTOR_CPU_CLONES void tanh_row(float* x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float a = x[j] < 0.0f ? -x[j] : x[j];
+    const float t = 1.0f - 2.0f / (exp_f32(a + a) + 1.0f);  // NaN stays NaN
+    x[j] = x[j] < 0.0f ? -t : t;
+  }
+}
+
 ROTOR_CPU_CLONES void elu1_row(const float* x, float* phi, int64_t n) {
   for (int64_t j = 0; j < n; ++j) {
     const float e = exp_f32(x[j] > 0.0f ? 0.0f : x[j]);  // NaN stays NaN

@@ -35,6 +35,13 @@ void exp_scale_row(float* x, int64_t n, float scale);
 void mul_sum_rows(const float* phi, float* dphi, int64_t n, int64_t M, double* sums);
 void sub_scaled_rows(float* dx, const double* sums, const float* x, int64_t n, int64_t D);
 
+// x[j] = tanh(x[j]) in place for j < n, as sign(x) (1 - 2 / (e^(2|x|) + 1))
+// by exp_f32: within about 1e-7 of tanh (absolute; near 0 the difference of
+// the two terms loses the low bits of x), exactly +-1 past |x| ~ 9, NaN for
+// NaN. The classifier's label attention (models/bert_classifier.cpp) runs
+// it over [examples, labels, d] values, where std::tanh costs ~10 ms a step.
+void tanh_row(float* x, int64_t n);
+
 // row[j] *= e^(c[j] - c0) * m for j < n, by exp_f32 (causal FAVOR+'s
 // per-key stabilizers).
 void mul_exp_row(float* row, const float* c, float c0, float m, int64_t n);

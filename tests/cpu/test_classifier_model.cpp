@@ -207,7 +207,9 @@ TEST(Classifier, LabelAttentionHead) {
   enc_store.allocate(Device::cpu());
   for (const auto& p : enc_store.parameters()) p->value.copy_from(store.find(p->name)->value);
   const Tensor h = encoder.forward(
-      models::EncoderInputs{batch.input_ids, batch.token_type_ids, batch.lengths}, ctx);
+      models::EncoderInputs{
+          batch.input_ids, batch.token_type_ids, batch.lengths, Tensor(), Tensor(), {}},
+      ctx);
   const std::vector<float> hs = h.to_floats(),
                            w = store.find("classifier.label_weight")->value.to_floats();
   const std::vector<int32_t> lengths = batch.lengths.to_ints();
