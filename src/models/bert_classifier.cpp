@@ -143,12 +143,12 @@ Tensor BertForSequenceClassification::label_attention_forward(
   ops::embedding_forward(la_outputs_, label_weight_->value_in(ctx.dtype), 1.0f, w_rows);
   Tensor prod = ctx.empty({E * C, d});  // [E * C, d]
   ops::mul(la_v_.view({E * C, d}), w_rows, prod);
-  // [d, 1]
-  Tensor ones = Tensor::from_floats(std::vector<float>(static_cast<size_t>(d), 1.0f), {d, 1},
-                                    ctx.dtype, ctx.device);
-  Tensor z = ctx.empty({E * C, 1});  // [E * C, 1]
-  ops::gemm(prod, ones, z);          // the row sums: w_c . dropout(v_c)
-  Tensor logits = z.view({E, C});    // [E, C]
+  // [d]: the row sums below, and dz broadcast over d in the backward
+  la_ones_ = Tensor::from_floats(std::vector<float>(static_cast<size_t>(d), 1.0f), {d}, ctx.dtype,
+                                 ctx.device);
+  Tensor z = ctx.empty({E * C, 1});           // [E * C, 1]
+  ops::gemm(prod, la_ones_.view({d, 1}), z);  // the row sums: w_c . dropout(v_c)
+  Tensor logits = z.view({E, C});             // [E, C]
   ops::add_bias(logits, label_bias_->value_in(ctx.dtype));
   return logits;
 }
@@ -158,11 +158,8 @@ void BertForSequenceClassification::label_attention_backward(const Tensor& dlogi
   const int64_t d = options_.encoder.layer.d_model, C = options_.num_labels;
   const int64_t E = la_lengths_.numel(), Tm = la_h_.size(2);
   ops::sum_rows(dlogits, label_bias_->grad, true);
-  // [1, d]
-  Tensor ones = Tensor::from_floats(std::vector<float>(static_cast<size_t>(d), 1.0f), {1, d},
-                                    ctx.dtype, ctx.device);
   Tensor dprod = ctx.empty({E * C, d});  // [E * C, d]: dz broadcast over d
-  ops::gemm(dlogits.view({E * C, 1}), ones, dprod);
+  ops::gemm(dlogits.view({E * C, 1}), la_ones_.view({1, d}), dprod);
   Tensor g = ctx.empty({E * C, d});  // [E * C, d]
   ops::mul(dprod, la_v_.view({E * C, d}), g);
   ops::embedding_backward(la_outputs_, g, 1.0f, label_weight_->grad);
@@ -181,7 +178,8 @@ void BertForSequenceClassification::label_attention_backward(const Tensor& dlogi
   ops::embedding_backward(la_outputs_, dq.view({E * C, d}), 1.0f, label_queries_->grad);
   ops::add(dk, dvals, dk);
   ops::embedding_backward(la_tokens_, dk.view({E * Tm, d}), 1.0f, dh);
-  la_tokens_ = la_lengths_ = la_outputs_ = la_h_ = la_q_ = la_probs_ = la_w_ = la_v_ = Tensor();
+  la_tokens_ = la_lengths_ = la_outputs_ = la_h_ = la_q_ = la_probs_ = la_w_ = la_v_ = la_ones_ =
+      Tensor();
 }
 
 ClassificationSums BertForSequenceClassification::forward_loss(const ClassificationBatch& batch,

@@ -145,8 +145,8 @@ class BertForSequenceClassification {
   // Label attention: the gathered token ids i32 [E * Tm], the examples'
   // lengths i32 [E], the output ids i32 [E * C] (c for each example), the
   // states [E, 1, Tm, d], the queries [E, 1, C, d], the probabilities
-  // [E, 1, C, Tm], the weights w [E, C, d] and dropout(v) [E, C, d].
-  Tensor la_tokens_, la_lengths_, la_outputs_, la_h_, la_q_, la_probs_, la_w_, la_v_;
+  // [E, 1, C, Tm], the weights w [E, C, d], dropout(v) [E, C, d] and d ones.
+  Tensor la_tokens_, la_lengths_, la_outputs_, la_h_, la_q_, la_probs_, la_w_, la_v_, la_ones_;
   Tensor logits_, labels_, lse_;  // [B, C] (choices: [B, N]), i32 [B], f32 [B]
   std::vector<float> residuals_;  // regression: prediction - target [B]; multilabel:
                                   // (sigmoid - target) / C [B * C], d loss_b / d z

@@ -127,6 +127,35 @@ class ClassificationTrain : public ::testing::Test {
         .set("data.regression", "true")
         .set("data.seq_len", "48");
   }
+  // Four updates of 16 examples without dropout, from regression_from_scratch,
+  // written to DIR/FILE (HEAD: model.classifier_head); a run of it is
+  // train(FILE, NAME, EXTRA) into DIR/NAME.
+  void write_packing_config(const std::string& file, const std::string& head) {
+    regression_from_scratch("unused")
+        .set("model.dropout", "0")
+        .set("model.attention_dropout", "0")
+        .set("model.classifier_head", head)
+        .set("train.max_updates", "4")
+        .set("train.batch_size", "16")
+        .set("train.log_interval", "1")
+        .set("train.valid_interval", "2")
+        .set("train.save_interval", "2")
+        .write(dir_ / file);
+  }
+  RunResult train(const std::string& file, const std::string& name, const std::string& extra) {
+    return run("train " + (dir_ / file) + " --set output_dir=" + (dir_ / name) + extra);
+  }
+  // Packed examples train as one example a row: the same four losses within
+  // round-off.
+  void expect_same_train_losses(const std::string& rows, const std::string& packed) {
+    const auto a = records(rows, "train"), b = records(packed, "train");
+    ASSERT_EQ(a.size(), 4u);
+    ASSERT_EQ(b.size(), 4u);
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(b[i].at("loss").get<double>(), a[i].at("loss").get<double>(),
+                  1e-4 * std::abs(a[i].at("loss").get<double>()))
+          << i;
+  }
   // The parity classifier fine-tuned from DIR/hf.
   std::string classifier_yaml() {
     return encoder("classification", dir_ / "cls")
@@ -268,35 +297,18 @@ TEST_F(ClassificationTrain, RegressionFromScratchReportsCorrelations) {
 // (the same examples, the same losses within round-off), the batches hold
 // fewer rows, and a resumed packed run continues exactly.
 TEST_F(ClassificationTrain, PackedExamplesTrainAsOneExampleARow) {
-  regression_from_scratch("unused")
-      .set("model.dropout", "0")
-      .set("model.attention_dropout", "0")
-      .set("train.max_updates", "4")
-      .set("train.batch_size", "16")
-      .set("train.log_interval", "1")
-      .set("train.valid_interval", "2")
-      .set("train.save_interval", "2")
-      .write(dir_ / "pack.yaml");
-  auto train = [&](const std::string& name, const std::string& extra) {
-    return run("train " + (dir_ / "pack.yaml") + " --set output_dir=" + (dir_ / name) + extra);
-  };
-  RunResult r = train("rows", "");
+  write_packing_config("pack.yaml", "cls");
+  RunResult r = train("pack.yaml", "rows", "");
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string packed = " --set data.packing=documents";
-  r = train("packed", packed);
+  r = train("pack.yaml", "packed", packed);
   ASSERT_EQ(r.code, 0) << r.err;
-  const auto a = records("rows", "train"), b = records("packed", "train");
-  ASSERT_EQ(a.size(), 4u);
-  ASSERT_EQ(b.size(), 4u);
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(b[i].at("loss").get<double>(), a[i].at("loss").get<double>(),
-                1e-4 * std::abs(a[i].at("loss").get<double>()))
-        << i;
+  expect_same_train_losses("rows", "packed");
   EXPECT_NEAR(records("packed", "valid").back().at("loss").get<double>(),
               records("rows", "valid").back().at("loss").get<double>(), 1e-3);
-  r = train("packed_split", packed + " --set train.max_updates=2");
+  r = train("pack.yaml", "packed_split", packed + " --set train.max_updates=2");
   ASSERT_EQ(r.code, 0) << r.err;
-  r = train("packed_split", packed + " --resume");
+  r = train("pack.yaml", "packed_split", packed + " --resume");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(
       rotor::test::max_weight_diff(dir_ / "packed/checkpoints/step_4/model.safetensors",
@@ -313,30 +325,12 @@ TEST_F(ClassificationTrain, PackedExamplesTrainAsOneExampleARow) {
 // reads the head back and scores as the run's test did, and the Hugging Face
 // export is refused with the head's name.
 TEST_F(ClassificationTrain, LabelAttentionPacksPredictsAndRefusesTheExport) {
-  regression_from_scratch("unused")
-      .set("model.dropout", "0")
-      .set("model.attention_dropout", "0")
-      .set("model.classifier_head", "label_attention")
-      .set("train.max_updates", "4")
-      .set("train.batch_size", "16")
-      .set("train.log_interval", "1")
-      .set("train.valid_interval", "4")
-      .set("train.save_interval", "4")
-      .write(dir_ / "la.yaml");
-  auto train = [&](const std::string& name, const std::string& extra) {
-    return run("train " + (dir_ / "la.yaml") + " --set output_dir=" + (dir_ / name) + extra);
-  };
-  RunResult r = train("la_rows", "");
+  write_packing_config("la.yaml", "label_attention");
+  RunResult r = train("la.yaml", "la_rows", "");
   ASSERT_EQ(r.code, 0) << r.err;
-  r = train("la_packed", " --set data.packing=documents");
+  r = train("la.yaml", "la_packed", " --set data.packing=documents");
   ASSERT_EQ(r.code, 0) << r.err;
-  const auto a = records("la_rows", "train"), b = records("la_packed", "train");
-  ASSERT_EQ(a.size(), 4u);
-  ASSERT_EQ(b.size(), 4u);
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(b[i].at("loss").get<double>(), a[i].at("loss").get<double>(),
-                1e-4 * std::abs(a[i].at("loss").get<double>()))
-        << i;
+  expect_same_train_losses("la_rows", "la_packed");
   r = run("predict --checkpoint " + (dir_ / "la_rows") + " --input " + (dir_ / "valid_reg.tsv"));
   ASSERT_EQ(r.code, 0) << r.err;
   const double valid_loss = records("la_rows", "valid").back().at("loss").get<double>();
