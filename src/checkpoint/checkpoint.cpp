@@ -341,4 +341,29 @@ TrainerState load_trainer_state(const std::string& dir) {
   return s;
 }
 
+std::string labels_file_text(const std::vector<std::string>& labels) {
+  std::string text;
+  for (const auto& l : labels) text += l + "\n";
+  return text;
+}
+
+std::vector<std::string> read_labels_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    ROTOR_FAIL("{}: missing (a task-multilabel checkpoint holds its label vocabulary there)", path);
+  const std::string text = read_file(path, kMaxConfigBytes);
+  std::vector<std::string> labels;
+  size_t line = 0;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    ++line;
+    labels.push_back(text.substr(start, end - start));
+    if (labels.back().empty()) ROTOR_FAIL("{}:{}: an empty label", path, line);
+    start = end + 1;
+  }
+  if (labels.empty()) ROTOR_FAIL("{}: no labels", path);
+  return labels;
+}
+
 }  // namespace rotor::checkpoint

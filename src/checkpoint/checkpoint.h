@@ -64,6 +64,11 @@ struct CheckpointContents {
 
 // Task multilabel's label vocabulary in a checkpoint.
 inline constexpr const char* kLabelsFile = "labels.txt";
+// kLabelsFile's text: a label a line, each ending in "\n".
+std::string labels_file_text(const std::vector<std::string>& labels);
+// Reads one back; a missing file, an empty line or no label is a
+// rotor::Error naming the file (and the line).
+std::vector<std::string> read_labels_file(const std::string& path);
 // An EHR run's code vocabulary in a checkpoint (a copy of DIR/vocab.txt).
 inline constexpr const char* kEhrVocabFile = "vocab.txt";
 // What an EHR run's data were (data::ehr_fingerprint of the directory of each

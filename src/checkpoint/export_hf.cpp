@@ -28,8 +28,9 @@ models::HfEncoderOptions require_encoder(const Config& c) {
   if (c.task->hf_export != HfExport::MaskedLm &&
       c.task->hf_export != HfExport::SequenceClassification)
     ROTOR_FAIL(
-        "export --format hf: the checkpoint's task is {}; tasks mlm and classification "
-        "export to a Hugging Face BERT/RoFormer, task lm to GPT-NeoX/GPT-2",
+        "export --format hf: the checkpoint's task is {}; tasks mlm, classification and "
+        "multilabel export to a Hugging Face BERT/RoFormer/DeBERTa-v2, task lm to "
+        "GPT-NeoX/GPT-2",
         to_string(c.task));
   if (c.data.choices > 0)
     ROTOR_FAIL(
@@ -224,7 +225,9 @@ nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
     }
     j["id2label"] = id2label;
     j["label2id"] = label2id;
-    j["problem_type"] = c.data.regression ? "regression" : "single_label_classification";
+    j["problem_type"] = c.data.regression                    ? "regression"
+                        : c.task->labels == LabelMode::Multi ? "multi_label_classification"
+                                                             : "single_label_classification";
   }
   return j;
 }
@@ -298,8 +301,11 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outpu
   const std::string dir = resolve_checkpoint(checkpoint);
   const std::string cfg_path = dir + "/config.yaml";
   if (!fs::exists(cfg_path)) ROTOR_FAIL("export: {} is missing", cfg_path);
-  const Config c = load_config(cfg_path);
+  Config c = load_config(cfg_path);
   if (task_spec(c.task).model == ModelFamily::Decoder) return export_hf_lm(c, dir, output_dir);
+  // A multilabel checkpoint's label vocabulary (its config may leave
+  // data.labels to data.train) names the outputs: id2label.
+  if (c.task->labels == LabelMode::Multi) c.data.labels = read_labels_file(dir + "/" + kLabelsFile);
   const models::HfEncoderOptions m = require_encoder(c);
   HfExportResult r = write_hf_export(
       dir, output_dir, m.model_type, [&](const NamedTensors& w) { return hf_state_dict(c, w); },

@@ -10,6 +10,7 @@
 #include "checkpoint/hf_lm.h"
 #include "checkpoint/hf_weights.h"
 #include "checkpoint/init_checkpoint.h"
+#include "checkpoint/label_rows.h"
 #include "checkpoint/safetensors.h"
 #include "config/tasks.h"
 #include "core/error.h"
@@ -220,8 +221,9 @@ std::string HfImportResult::summary(const std::string& dir) const {
   return s;
 }
 
-HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterStore& store) {
-  if (is_rotor_checkpoint(dir)) return import_rotor_checkpoint(dir, c, store);
+HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterStore& store,
+                         const std::vector<std::string>& labels) {
+  if (is_rotor_checkpoint(dir)) return import_rotor_checkpoint(dir, c, store, labels);
   if (task_spec(c.task).model == ModelFamily::Decoder) return import_hf_lm(dir, c, store);
   if (c.task->model != ModelFamily::BertEncoder)
     ROTOR_FAIL("model.init_from: task {} has no BERT/RoFormer encoder", to_string(c.task));
@@ -240,6 +242,7 @@ HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterS
   if (!fs::exists(cfg)) ROTOR_FAIL("model.init_from {}: no config.json", dir);
   const Json hf_cfg = json_io::load(cfg);
   check_hf_config(hf_cfg, c, word->shape[0], cfg, &r.notes);
+  const std::vector<std::string> hf_labels = hf_label_names(hf_cfg, cfg);
 
   const HfWeights weights(dir);
   std::set<std::string> used;
@@ -256,7 +259,13 @@ HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterS
       r.fresh.push_back(p->name);
       continue;
     }
-    if (e->shape != p->shape)
+    // A classifier's label rows are read by label name (checkpoint/label_rows.h).
+    const LabelRows rows = label_rows_of(*p, e->shape, hf_labels, labels, dir, r.notes);
+    if (rows.none) {
+      r.fresh.push_back(p->name);
+      continue;
+    }
+    if (rows.identity && e->shape != p->shape)
       ROTOR_FAIL("{}: {} has shape {}, the model expects {}", file->path(), e->name,
                  shape_str(e->shape), shape_str(p->shape));
     const std::vector<float> v = hf_floats(*file, *e);
@@ -264,7 +273,10 @@ HfImportResult import_hf(const std::string& dir, const Config& c, nn::ParameterS
       if (!std::isfinite(v[i]))
         ROTOR_FAIL("{}: {} holds a non-finite value ({} at element {})", file->path(), e->name,
                    v[i], i);
-    p->value.copy_from(Tensor::from_floats(v, p->shape));
+    if (rows.identity)
+      p->value.copy_from(Tensor::from_floats(v, p->shape));
+    else
+      read_label_rows(p->value, v, rows);
     used.insert(e->name);
     ++r.loaded;
   }

@@ -25,7 +25,9 @@
 // DeBERTa-v2's names through export_hf.h's hf_name) must be in
 // the directory with its shape. Head parameters (the MLM head, the pooler, the
 // classifier) are loaded when the directory has them and keep their fresh
-// initialization otherwise, as Hugging Face's from_pretrained does. F16 and
+// initialization otherwise, as Hugging Face's from_pretrained does; the
+// classifier's label rows by label name, config.json's id2label against the
+// task's labels (checkpoint/label_rows.h). F16 and
 // BF16 weights are widened to F32; Hugging Face's legacy LayerNorm names
 // (gamma, beta) are read too. Tensors the model has no place for (an NSP
 // head, the tied decoder copy, RoFormer's sinusoid table) are skipped.
@@ -59,8 +61,11 @@ void check_hf_config(const nlohmann::ordered_json& hf, const Config& config, int
                      const std::string& where, std::vector<std::string>* notes = nullptr);
 
 // Loads DIR into `store` (allocated: the model of `config` registered its
-// parameters). Throws rotor::Error naming the file and tensor for anything
-// missing, misshapen or not finite.
-HfImportResult import_hf(const std::string& dir, const Config& config, nn::ParameterStore& store);
+// parameters). `labels` names the classifier's outputs in row order (the
+// task's labels; empty: unnamed), by which its label rows are read
+// (checkpoint/label_rows.h). Throws rotor::Error naming the file and tensor
+// for anything missing, misshapen or not finite.
+HfImportResult import_hf(const std::string& dir, const Config& config, nn::ParameterStore& store,
+                         const std::vector<std::string>& labels = {});
 
 }  // namespace rotor::checkpoint

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/label_rows.h"
 #include "checkpoint/safetensors.h"
 #include "config/tasks.h"
 #include "core/error.h"
@@ -70,13 +71,16 @@ bool is_rotor_checkpoint(const std::string& path) {
 }
 
 HfImportResult import_rotor_checkpoint(const std::string& path, const Config& c,
-                                       nn::ParameterStore& store) {
+                                       nn::ParameterStore& store,
+                                       const std::vector<std::string>& labels) {
   if (task_spec(c.task).model != ModelFamily::BertEncoder)
     ROTOR_FAIL("model.init_from: task {} has no BERT/RoFormer encoder to start from {}",
                to_string(c.task), path);
   const std::string dir = resolve_checkpoint(path);
   const std::string cfg = dir + "/config.yaml";
-  check_same_model(load_config(cfg), c, cfg);
+  const Config was = load_config(cfg);
+  check_same_model(was, c, cfg);
+  const std::vector<std::string> saved_labels = checkpoint_label_names(dir, was);
   if (c.data.format == DataFormat::Ehr) {
     const std::string saved = dir + "/" + kEhrVocabFile;
     if (!fs::exists(saved))
@@ -105,7 +109,13 @@ HfImportResult import_rotor_checkpoint(const std::string& path, const Config& c,
       r.fresh.push_back(p->name);
       continue;
     }
-    if (e->shape != p->shape)
+    // A classifier's label rows are read by label name (checkpoint/label_rows.h).
+    const LabelRows rows = label_rows_of(*p, e->shape, saved_labels, labels, dir, r.notes);
+    if (rows.none) {
+      r.fresh.push_back(p->name);
+      continue;
+    }
+    if (rows.identity && e->shape != p->shape)
       ROTOR_FAIL("{}: {} has shape {}, the model expects {}", file.path(), p->name,
                  shape_str(e->shape), shape_str(p->shape));
     if (e->dtype != DType::F32)
@@ -116,7 +126,10 @@ HfImportResult import_rotor_checkpoint(const std::string& path, const Config& c,
       if (!std::isfinite(x[i]))
         ROTOR_FAIL("{}: {} holds a non-finite value ({} at element {})", file.path(), p->name, x[i],
                    i);
-    p->value.copy_from(w);
+    if (rows.identity)
+      p->value.copy_from(w);
+    else
+      read_label_rows(p->value, w.to_floats(), rows);
     used.insert(p->name);
     ++r.loaded;
   }

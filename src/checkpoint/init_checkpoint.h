@@ -18,10 +18,13 @@
 // model.safetensors with its shape; head parameters (the MLM head, the pooler,
 // the classifier) are loaded when present with the same shape and keep their
 // fresh initialization otherwise (a masked LM's checkpoint starts a
-// classifier). Values must be finite.
+// classifier); a classifier's label rows are read by label name
+// (checkpoint/label_rows.h: `labels`, the task's, against the checkpoint's
+// labels.txt or data.labels). Values must be finite.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "checkpoint/import_hf.h"
 #include "config/config.h"
@@ -37,6 +40,7 @@ bool is_rotor_checkpoint(const std::string& path);
 // of `config`). Throws rotor::Error naming the file and the key or tensor for
 // any mismatch. model_type in the result is "rotor".
 HfImportResult import_rotor_checkpoint(const std::string& path, const Config& config,
-                                       nn::ParameterStore& store);
+                                       nn::ParameterStore& store,
+                                       const std::vector<std::string>& labels = {});
 
 }  // namespace rotor::checkpoint

@@ -103,7 +103,8 @@ int run_predict(const PredictArgs& a) {
   const std::string& dir = session.dir();
   Config& cfg = session.config();
   const bool multilabel = cfg.task->labels == LabelMode::Multi;
-  if (multilabel) cfg.data.labels = tasks::read_labels_file(dir + "/" + checkpoint::kLabelsFile);
+  if (multilabel)
+    cfg.data.labels = checkpoint::read_labels_file(dir + "/" + checkpoint::kLabelsFile);
   const bool ehr = cfg.data.format == DataFormat::Ehr;
   int64_t vocab_size = 0;
   data::ClassificationSet set;

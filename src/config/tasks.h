@@ -60,7 +60,9 @@ enum class LabelMode { None, Single, Multi };
 enum class HfExport {
   None,
   MaskedLm,                // BertForMaskedLM / RoFormerForMaskedLM
-  SequenceClassification,  // BertForSequenceClassification / RoFormer...
+  SequenceClassification,  // BertForSequenceClassification / RoFormer... (problem_type
+                           // single_label_classification, multi_label_classification or
+                           // regression)
   CausalLm,                // GPTNeoXForCausalLM / GPT2LMHeadModel
 };
 

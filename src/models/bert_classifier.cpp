@@ -13,6 +13,14 @@
 
 namespace rotor::models {
 
+bool has_label_rows(const std::string& name) {
+  for (const char* n : {"classifier.weight", "classifier.bias", "classifier.out_proj.weight",
+                        "classifier.out_proj.bias", "classifier.label_queries",
+                        "classifier.label_weight", "classifier.label_bias"})
+    if (name == n) return true;
+  return false;
+}
+
 using nn::Context;
 using nn::Init;
 

@@ -49,6 +49,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "models/bert.h"
@@ -75,6 +76,12 @@ struct BertClassifierOptions {
     return !label_attention && encoder.position->hf.family == "roformer";
   }
 };
+
+// Whether parameter `name` of the classifier holds a row per label (the
+// output layer: classifier.weight/bias, classifier.out_proj.weight/bias;
+// label attention's three), which model.init_from reads by label name
+// (checkpoint/label_rows.h).
+bool has_label_rows(const std::string& name);
 
 // One batch (tensors on the model's device).
 struct ClassificationBatch {

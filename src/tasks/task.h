@@ -70,6 +70,11 @@ class TrainingTask {
   // Files every checkpoint holds besides the weights, state, config and
   // tokenizer (name, contents): task multilabel's labels.txt.
   virtual std::vector<std::pair<std::string, std::string>> checkpoint_files() const { return {}; }
+  // The names of the classifier's outputs in row order (task classification:
+  // data.labels; multilabel: its label vocabulary); empty for the other
+  // tasks, regression and multiple choice. model.init_from reads the label
+  // rows of a checkpoint by them (checkpoint/label_rows.h).
+  virtual std::vector<std::string> label_names() const { return {}; }
   // Forward and backward (loss gradient scaled by ctx.loss_scale: 1, or the
   // fp16 loss scale; accumulated) of the next micro-batch of the training
   // stream, computed in ctx.dtype.

@@ -47,7 +47,8 @@ void Session::build(const std::function<void(Session&)>& resume) {
   nn::ParameterStore& store = task_->params();
   store.initialize(static_cast<uint64_t>(c.seed));
   if (!c.model.init_from.empty())  // pretrained weights; a resumed checkpoint overrides them
-    log().info("{}", checkpoint::import_hf(c.model.init_from, c, store).summary(c.model.init_from));
+    log().info("{}", checkpoint::import_hf(c.model.init_from, c, store, task_->label_names())
+                         .summary(c.model.init_from));
   log().info("model: {} parameters, {} positions{}, vocabulary {}", store.numel(),
              to_string(c.model.position),
              c.model.position->rotates_qk ? " (" + models::rope_summary(c.model) + ")" : "",

@@ -1,6 +1,7 @@
 // model.init_from (checkpoint/import_hf.h): rotor -> Hugging Face -> rotor is
 // bitwise for BERT and RoFormer, masked-LM and classifiers; a masked-LM
-// export initializes a classifier's encoder and leaves its head fresh; every
+// export initializes a classifier's encoder and leaves its head fresh; a
+// classifier's label rows follow the label names; every
 // architecture mismatch, a pickle-only directory, a missing or misshapen
 // tensor and a foreign RoFormer table are one clear error; F16 weights,
 // legacy LayerNorm names and sharded files are read.
@@ -61,9 +62,10 @@ std::vector<float> export_model(const Config& c, const test::TempDir& dir, uint6
 }
 
 checkpoint::HfImportResult import_into(const Config& c, const std::string& dir,
-                                       nn::ParameterStore& store) {
+                                       nn::ParameterStore& store,
+                                       const std::vector<std::string>& labels = {}) {
   build(c, store, 99);  // other values than the exported ones
-  return checkpoint::import_hf(dir, c, store);
+  return checkpoint::import_hf(dir, c, store, labels);
 }
 
 std::string import_error(const Config& c, const std::string& dir) {
@@ -277,13 +279,16 @@ TEST(HfImport, FilesAndTensorsAreChecked) {
   const Config c = make_config("classification", "learned");
   export_model(c, tmp);
   const std::string hf = tmp / "hf";
-  // Another label count: the classifier's shape.
-  const Config four = load_config_from_string(dump_config(c), "x", {"data.labels=[a, b, c, d]"});
+  // A misshapen tensor (the classifier's rows of another width).
+  checkpoint::NamedTensors w = checkpoint::load_safetensors(hf + "/model.safetensors");
+  checkpoint::NamedTensors narrow(w.begin(), w.end());
+  for (auto& [name, t] : narrow)
+    if (name == "classifier.weight") t = Tensor::zeros({3, 8});
+  checkpoint::save_safetensors(hf + "/model.safetensors", narrow);
   EXPECT_NE(
-      import_error(four, hf).find("classifier.weight has shape [3, 16], the model expects [4, 16]"),
+      import_error(c, hf).find("classifier.weight has shape [3, 8], the model expects [3, 16]"),
       std::string::npos);
   // A missing encoder tensor.
-  checkpoint::NamedTensors w = checkpoint::load_safetensors(hf + "/model.safetensors");
   checkpoint::NamedTensors less(w.begin(), w.end());
   less.erase(std::find_if(less.begin(), less.end(), [](const auto& t) {
     return t.first == "bert.encoder.layer.1.output.dense.weight";
@@ -301,6 +306,95 @@ TEST(HfImport, FilesAndTensorsAreChecked) {
   EXPECT_NE(import_error(c, tmp / "nowhere").find("not a directory"), std::string::npos);
   fs::remove(hf + "/config.json");
   EXPECT_NE(import_error(c, hf).find("no config.json"), std::string::npos);
+}
+
+// The rows of `name` in `store`, each as a vector.
+std::vector<std::vector<float>> rows_of(const nn::ParameterStore& store, const std::string& name) {
+  const nn::Parameter* p = store.find(name);
+  EXPECT_NE(p, nullptr) << name;
+  if (!p) return {};
+  const std::vector<float> v = p->value.to_floats();
+  const size_t n = static_cast<size_t>(p->shape[0]), w = v.size() / n;
+  std::vector<std::vector<float>> rows;
+  for (size_t r = 0; r < n; ++r) rows.emplace_back(v.begin() + r * w, v.begin() + (r + 1) * w);
+  return rows;
+}
+
+// A classifier's label rows are read by label name (checkpoint/label_rows.h):
+// reordered, partly read, or left fresh, each with a note; transformers'
+// default names (LABEL_i) name nothing.
+TEST(HfImport, LabelRowsFollowTheLabelNames) {
+  for (const char* position : {"learned", "rope"}) {
+    SCOPED_TRACE(position);
+    const std::string out = std::string(position) == "rope" ? "classifier.out_proj" : "classifier";
+    test::TempDir tmp;
+    const Config c = make_config("classification", position);  // labels a, b, c
+    nn::ParameterStore exported;
+    build(c, exported, 1);
+    export_model(c, tmp, 1);
+    const std::string hf = tmp / "hf";
+    const auto ew = rows_of(exported, out + ".weight"), eb = rows_of(exported, out + ".bias");
+    auto with = [&](const std::string& labels) {
+      return load_config_from_string(dump_config(c), "x", {"data.labels=" + labels});
+    };
+    const auto note = [](const checkpoint::HfImportResult& r) {
+      return r.notes.empty() ? std::string("no note") : r.notes.front();
+    };
+    {  // the same labels in another order: the rows follow the names
+      nn::ParameterStore s;
+      const auto r = import_into(with("[c, a, b]"), hf, s, {"c", "a", "b"});
+      EXPECT_NE(note(r).find("lists the task's 3 labels in another order"), std::string::npos)
+          << note(r);
+      EXPECT_TRUE(r.fresh.empty());
+      EXPECT_EQ(rows_of(s, out + ".weight"),
+                (std::vector<std::vector<float>>{ew[2], ew[0], ew[1]}));
+      EXPECT_EQ(rows_of(s, out + ".bias"), (std::vector<std::vector<float>>{eb[2], eb[0], eb[1]}));
+    }
+    {  // one label more: its row stays as initialized
+      nn::ParameterStore fresh, s;
+      build(with("[a, b, c, d]"), fresh, 99);
+      const auto r = import_into(with("[a, b, c, d]"), hf, s, {"a", "b", "c", "d"});
+      EXPECT_NE(note(r).find("3 of the task's 4 labels are " + hf +
+                             "'s: their classifier rows are read by name; those of d keep"),
+                std::string::npos)
+          << note(r);
+      const auto w = rows_of(s, out + ".weight");
+      EXPECT_EQ(w, (std::vector<std::vector<float>>{ew[0], ew[1], ew[2],
+                                                    rows_of(fresh, out + ".weight")[3]}));
+    }
+    {  // no label shared: the label rows stay fresh, the rest loads
+      nn::ParameterStore fresh, s;
+      build(with("[x, y, z]"), fresh, 99);
+      const auto r = import_into(with("[x, y, z]"), hf, s, {"x", "y", "z"});
+      EXPECT_NE(
+          note(r).find("none of the task's labels (x, y, z) is one of " + hf + "'s (a, b, c)"),
+          std::string::npos)
+          << note(r);
+      EXPECT_EQ(r.fresh, (std::vector<std::string>{out + ".weight", out + ".bias"}));
+      EXPECT_EQ(r.unused.size(), 2u);
+      EXPECT_EQ(rows_of(s, out + ".weight"), rows_of(fresh, out + ".weight"));
+      EXPECT_NE(r.summary("D").find("2 newly initialized"), std::string::npos) << r.summary("D");
+    }
+    // transformers' default names name nothing: rows as they are, and
+    // another count leaves them fresh.
+    json_io::Json id2label = json_io::Json::object();
+    for (int i = 0; i < 3; ++i) id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
+    set_key(hf, "id2label", id2label);
+    {
+      nn::ParameterStore s;
+      const auto r = import_into(with("[c, a, b]"), hf, s, {"c", "a", "b"});
+      EXPECT_TRUE(r.notes.empty()) << note(r);
+      EXPECT_EQ(rows_of(s, out + ".weight"), ew);
+    }
+    {
+      nn::ParameterStore s;
+      const auto r = import_into(with("[a, b, c, d]"), hf, s, {"a", "b", "c", "d"});
+      EXPECT_NE(note(r).find("'s classifier has 3 outputs, the task 4: its label rows keep"),
+                std::string::npos)
+          << note(r);
+      EXPECT_EQ(r.fresh.size(), 2u);
+    }
+  }
 }
 
 TEST(HfImport, HalfPrecisionLegacyNamesAndShards) {

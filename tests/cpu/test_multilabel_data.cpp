@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/checkpoint.h"
 #include "config/config.h"
 #include "data/classification.h"
 #include "data/sentencepiece.h"
@@ -129,12 +130,12 @@ TEST_F(MultilabelTsv, ErrorsNameFileAndLine) {
 
 TEST_F(MultilabelTsv, LabelsFileRoundTripsAndRefusesDamage) {
   const std::vector<std::string> labels = {"a b", "c", "I10.1"};
-  const std::string p = write("labels.txt", tasks::labels_file_text(labels));
+  const std::string p = write("labels.txt", rotor::checkpoint::labels_file_text(labels));
   EXPECT_EQ(test::slurp(p), "a b\nc\nI10.1\n");
-  EXPECT_EQ(tasks::read_labels_file(p), labels);
+  EXPECT_EQ(rotor::checkpoint::read_labels_file(p), labels);
   auto error_of = [&](const std::string& path) {
     try {
-      tasks::read_labels_file(path);
+      rotor::checkpoint::read_labels_file(path);
     } catch (const Error& e) {
       return std::string(e.what());
     }

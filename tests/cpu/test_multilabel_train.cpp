@@ -5,18 +5,23 @@
 // metrics.jsonl holds ap, auroc and their micro and macro averages for the
 // valid and test splits; checkpoints/best follows ap and holds labels.txt;
 // `rotor predict` writes per-label probabilities whose scores are the test
-// record's; `rotor average` keeps labels.txt; --resume refuses a changed label
-// vocabulary; bad rows are one line naming the file and the row.
+// record's; `rotor average` keeps labels.txt; the Hugging Face export is a
+// multi-label classifier, and it (or the checkpoint) starts runs whose
+// labels are reordered or one more, each label's row read by its name;
+// --resume refuses a changed label vocabulary; bad rows are one line naming
+// the file and the row.
 // configs/multilabel/tiny.yaml trains on the data of
 // scripts/data/make_multilabel_tsv.py.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/json_io.h"
@@ -217,6 +222,74 @@ TEST_F(MultilabelTrain, LearnsBeatsTheFrequencyBaselineAndPredicts) {
   r = run("predict --checkpoint " + (dir_ / "avg") + " --input " + (dir_ / "test.tsv"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "index\tprediction\tp_ant\tp_bee\tp_cow\tp_dog");
+
+  // The export is a multi-label sequence classifier whose outputs are the
+  // labels (checked against transformers by tests/scripts/hf_transformers_check.py).
+  r = run("export --checkpoint " + (dir_ / "run") + ":best --format hf --output " + (dir_ / "hf"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json hf = rotor::json_io::load(dir_ / "hf/config.json");
+  EXPECT_EQ(hf.at("problem_type").get<std::string>(), "multi_label_classification");
+  EXPECT_EQ(hf.at("id2label").dump(), R"({"0":"ant","1":"bee","2":"cow","3":"dog"})");
+  // A checkpoint without its labels.txt is refused, nothing written.
+  std::filesystem::copy(dir_ / "run/checkpoints/best", dir_ / "nolabels",
+                        std::filesystem::copy_options::recursive);
+  std::filesystem::remove(dir_ / "nolabels/labels.txt");
+  r = run("export --checkpoint " + (dir_ / "nolabels") + " --format hf --output " + (dir_ / "hf2"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("rotor: error: " + (dir_ / "nolabels/labels.txt") +
+                       ": missing (a task-multilabel checkpoint holds its label vocabulary there)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "hf2"));
+  // It starts a run whose labels are in another order, and one with a label
+  // more from the rotor checkpoint itself: each label's row follows its name,
+  // so that each label keeps its probability (one update at lr 1e-30).
+  for (const auto& [from, labels, note] :
+       {std::tuple<std::string, std::string, std::string>{
+            dir_ / "hf", "[dog, cow, bee, ant]",
+            "lists the task's 4 labels in another order: the classifier's label rows are read "
+            "by name"},
+        {dir_ / "run:best", "[ant, bee, cow, dog, emu]",
+         "4 of the task's 5 labels are " + (dir_ / "run/checkpoints/best") +
+             "'s: their classifier rows are read by name; those of emu keep their fresh "
+             "initialization"}}) {
+    SCOPED_TRACE(labels);
+    config("again")
+        .set("model.init_from", from)
+        .set("data.labels", labels)
+        .set("train.max_updates", "1")
+        .set("optim.lr", "1.0e-30")
+        .set("optim.warmup_updates", "0")
+        .set("optim.schedule", "constant")
+        .write(dir_ / "again.yaml");
+    r = run("train " + (dir_ / "again.yaml") + " --overwrite");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(slurp(dir_ / "again/train.log").find(note), std::string::npos)
+        << slurp(dir_ / "again/train.log");
+    r = run("predict --checkpoint " + (dir_ / "again") + " --input " + (dir_ / "test.tsv"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    // Column p_<label> of both files, row by row.
+    const auto column = [](const std::string& text, const std::string& label) {
+      std::istringstream in(text);
+      std::string line, field;
+      std::getline(in, line);
+      std::istringstream head(line);
+      int at = 0;
+      for (; std::getline(head, field, '\t') && field != "p_" + label;) ++at;
+      std::vector<std::string> values;
+      while (std::getline(in, line)) {
+        std::istringstream row(line);
+        for (int k = 0; k <= at; ++k) std::getline(row, field, '\t');
+        values.push_back(field);
+      }
+      return values;
+    };
+    for (const char* label : kLabels) {
+      const std::vector<std::string> want = column(slurp(dir_ / "preds.tsv"), label);
+      ASSERT_EQ(want.size(), 100u) << label;
+      EXPECT_EQ(column(r.out, label), want) << label;
+    }
+  }
 
   // --resume with another label vocabulary is refused before anything changes.
   r = run("train " + (dir_ / "ml.yaml") +

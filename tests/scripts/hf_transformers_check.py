@@ -13,12 +13,14 @@ Debian's torch and under the newest 5.x on PyPI's torch: tests/CMakeLists.txt).
    on texts with out-of-vocabulary characters, runs of spaces, tabs, NFKC
    forms and [MASK] inside the text (rotor's ids: its own, from `rotor
    mlm-logits`, and SentencePiece's on many more texts).
-2. Fine-tuned export: each is fine-tuned by `rotor train` (task
-   classification from model.init_from: the BERT as a two-label pair
-   classifier, the RoFormer as a regressor), exported, and loaded with
-   AutoModelForSequenceClassification (BertForSequenceClassification /
-   RoFormerForSequenceClassification); their logits on the pairs that the
-   exported tokenizer encodes must equal `rotor predict --scores`.
+2. Fine-tuned export: each is fine-tuned by `rotor train` from
+   model.init_from: the BERT as a two-label pair classifier, the RoFormer as
+   a regressor (task classification), the DeBERTa-v2 as a multi-label
+   classifier (task multilabel); each is exported and loaded with
+   AutoModelForSequenceClassification; their logits on the pairs that the
+   exported tokenizer encodes must equal `rotor predict --scores`, and
+   config.json's problem_type (and the multi-label one's id2label and loss)
+   must be transformers' for the task.
 3. Import: a BertForMaskedLM and a RoFormerForMaskedLM made and saved by
    transformers initialize `rotor train` (model.init_from); after one update
    at a negligible learning rate, rotor's logits must equal transformers'.
@@ -283,9 +285,19 @@ def check_mlm(rotor, tmp, position, ckpt, hf_dir, sp):
     return ok
 
 
+# The classifier each position's masked LM is fine-tuned into: BERT two
+# labels, RoFormer a regressor, DeBERTa-v2 multi-label (task multilabel:
+# which of the English words "hundred", "seven", "thousand" the first text
+# holds).
+CLASSIFIER_KIND = {"learned": "two labels", "rope": "regression", "deberta": "multi-label"}
+PROBLEM_TYPE = {"two labels": "single_label_classification", "regression": "regression",
+                "multi-label": "multi_label_classification"}
+MULTI_LABELS = ("hundred", "seven", "thousand")
+
+
 def check_classifier(rotor, tmp, position, hf_dir, sp):
     """Fine-tune from `hf_dir`, export, and compare rotor predict with transformers."""
-    regression = position == "rope"
+    kind = CLASSIFIER_KIND[position]
     rng = random.Random(11)
     en = open(f"{tmp}/data/train.en").read().split("\n")[:300]
     de = open(f"{tmp}/data/train.de").read().split("\n")[:300]
@@ -293,13 +305,20 @@ def check_classifier(rotor, tmp, position, hf_dir, sp):
     for i in range(len(en)):
         match = rng.random() < 0.5
         b = de[i] if match else de[rng.randrange(len(de))]
-        label = f"{len(en[i].split()) / 2:.1f}" if regression else ("yes" if match else "no")
+        if kind == "regression":
+            label = f"{len(en[i].split()) / 2:.1f}"
+        elif kind == "multi-label":
+            label = ",".join(w for w in MULTI_LABELS if w in en[i].split())
+        else:
+            label = "yes" if match else "no"
         rows.append(f"{en[i]}\t{b}\t{label}")
     with open(f"{tmp}/pairs.tsv", "w") as f:
         f.write("first\tsecond\tlabel\n" + "\n".join(rows) + "\n")
-    labels = "  regression: true\n" if regression else "  labels: [no, yes]\n"
+    labels = {"regression": "  regression: true\n", "two labels": "  labels: [no, yes]\n",
+              "multi-label": ""}[kind]
+    task = "multilabel" if kind == "multi-label" else "classification"
     cfg = model_yaml(position, f"""  init_from: {hf_dir}
-task: classification
+task: {task}
 output_dir: {tmp}/cls_{position}
 data:
   train: {tmp}/pairs.tsv
@@ -324,8 +343,10 @@ optim:
         "--output", f"{tmp}/hfc_{position}")
     run(rotor, "predict", "--checkpoint", f"{tmp}/cls_{position}:best", "--input",
         f"{tmp}/pairs.tsv", "--output", f"{tmp}/pred_{position}.tsv", "--scores")
-    pred = [l.split("\t") for l in open(f"{tmp}/pred_{position}.tsv").read().splitlines()[1:]]
-    ours = torch.tensor([[float(x) for x in p[2:]] for p in pred])
+    lines = open(f"{tmp}/pred_{position}.tsv").read().splitlines()
+    logit_cols = [i for i, h in enumerate(lines[0].split("\t")) if h.startswith("logit_")]
+    pred = [l.split("\t") for l in lines[1:]]
+    ours = torch.tensor([[float(p[i]) for i in logit_cols] for p in pred])
     model = AutoModelForSequenceClassification.from_pretrained(f"{tmp}/hfc_{position}").eval()
     ok = check_encoder_tokenizer(None, tmp, f"classifier {position}", None, f"{tmp}/hfc_{position}",
                                  sp)
@@ -334,11 +355,26 @@ optim:
     ids, types, mask = hf_inputs([(e.input_ids, e.token_type_ids) for e in encoded])
     with torch.no_grad():
         out = model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
-    kind = "regression" if regression else "two labels"
     ok &= compare(f"{type(model).__name__} ({position}, {kind})", ours, out)
-    if model.config.problem_type != ("regression" if regression else "single_label_classification"):
+    if model.config.problem_type != PROBLEM_TYPE[kind]:
         print(f"FAIL problem_type {model.config.problem_type}")
         ok = False
+    if kind == "multi-label":
+        names = [model.config.id2label[i] for i in range(model.config.num_labels)]
+        header = [lines[0].split("\t")[i][len("logit_"):] for i in logit_cols]
+        if names != list(MULTI_LABELS) or header != names:
+            print(f"FAIL id2label {names}, rotor's outputs {header}")
+            ok = False
+        # transformers' own loss for the problem type (BCEWithLogitsLoss)
+        # against rotor's, recomputed from its logits.
+        target = torch.tensor([[float(w in r.split("\t")[2].split(",")) for w in names]
+                               for r in rows])
+        with torch.no_grad():
+            theirs = model(input_ids=ids, token_type_ids=types, attention_mask=mask,
+                           labels=target).loss
+        mine = torch.nn.functional.binary_cross_entropy_with_logits(ours, target)
+        ok &= compare(f"{type(model).__name__} ({position}, {kind}) loss", mine.reshape(1),
+                      theirs.reshape(1))
     return ok
 
 

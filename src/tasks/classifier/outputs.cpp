@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <numeric>
 
 #include "config/tasks.h"
@@ -11,8 +10,6 @@
 #include "eval/glue_metrics.h"
 #include "eval/multilabel_metrics.h"
 #include "tasks/data.h"
-
-namespace fs = std::filesystem;
 
 namespace rotor::tasks {
 
@@ -187,31 +184,6 @@ std::vector<std::string> multilabel_vocabulary(const Config& c) {
         "data.train {}: no example has a label in column {} (data.label_column); task "
         "multilabel builds its label vocabulary from them (or set data.labels)",
         c.data.train, c.data.label_column);
-  return labels;
-}
-
-std::string labels_file_text(const std::vector<std::string>& labels) {
-  std::string text;
-  for (const auto& l : labels) text += l + "\n";
-  return text;
-}
-
-std::vector<std::string> read_labels_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec))
-    ROTOR_FAIL("{}: missing (a task-multilabel checkpoint holds its label vocabulary there)", path);
-  const std::string text = read_file(path, kMaxConfigBytes);
-  std::vector<std::string> labels;
-  size_t line = 0;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    ++line;
-    labels.push_back(text.substr(start, end - start));
-    if (labels.back().empty()) ROTOR_FAIL("{}:{}: an empty label", path, line);
-    start = end + 1;
-  }
-  if (labels.empty()) ROTOR_FAIL("{}: no labels", path);
   return labels;
 }
 

@@ -102,12 +102,6 @@ data::TsvFormat tsv_format(const Config& config);
 // labels of data.train (an error when it has none).
 std::vector<std::string> multilabel_vocabulary(const Config& config);
 
-// checkpoint::kLabelsFile: a label a line, each ending in "\n".
-std::string labels_file_text(const std::vector<std::string>& labels);
-// Reads one back; a missing file, an empty line or no label is a
-// rotor::Error naming the file (and the line).
-std::vector<std::string> read_labels_file(const std::string& path);
-
 models::ClassificationBatch to_model_batch(const data::ClassificationHostBatch& batch,
                                            Device device);
 

@@ -55,6 +55,7 @@ const TaskSpec kMultilabelSpec{
     .reads_ehr = true,
     .packs_documents = true,
     .labels = LabelMode::Multi,
+    .hf_export = HfExport::SequenceClassification,
     .commands = {"predict"},
 };
 

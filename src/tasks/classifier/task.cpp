@@ -165,8 +165,14 @@ class EncoderClassifierTask : public TrainingTask {
   std::vector<std::pair<std::string, std::string>> checkpoint_files() const override {
     auto files = ehr_files_;
     if (mode_ == ClassifierMode::Multi)
-      files.emplace_back(checkpoint::kLabelsFile, labels_file_text(config_.data.labels));
+      files.emplace_back(checkpoint::kLabelsFile,
+                         checkpoint::labels_file_text(config_.data.labels));
     return files;
+  }
+  std::vector<std::string> label_names() const override {
+    if (mode_ == ClassifierMode::Multi || mode_ == ClassifierMode::Classes)
+      return config_.data.labels;
+    return {};
   }
 
   TaskSums train_micro_batch(const nn::Context& ctx) override {
@@ -225,7 +231,8 @@ class EncoderClassifierTask : public TrainingTask {
 void check_resumable(const Config& c, const std::string& checkpoint_dir) {
   if (classifier_mode(c) != ClassifierMode::Multi) return;
   const std::string saved = checkpoint_dir + "/" + checkpoint::kLabelsFile;
-  const std::vector<std::string> was = read_labels_file(saved), now = multilabel_vocabulary(c);
+  const std::vector<std::string> was = checkpoint::read_labels_file(saved),
+                                 now = multilabel_vocabulary(c);
   if (was != now)
     ROTOR_FAIL(
         "--resume: the label vocabulary ({} labels, from {}) differs from {} ({} labels), "
