@@ -116,6 +116,12 @@ struct ActOp {
   Act act;
   __device__ float operator()(float x) const { return act_fwd(x, act); }
 };
+struct TanhOp {
+  __device__ float operator()(float x) const { return tanhf(x); }
+};
+struct TanhGradOp {  // (dy, y) -> dy * (1 - y^2), y = tanh(x)
+  __device__ float operator()(float dy, float y) const { return dy * (1.0f - y * y); }
+};
 struct IdentityOp {
   __device__ float operator()(float x) const { return x; }
 };
@@ -260,6 +266,19 @@ cudaError_t activation_backward(const void* dy, const void* x, void* dx, DType d
                                 Act act, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ROTOR_FLOAT_SWITCH(dt, T, return map2<T>(dy, x, dx, n, ActGradOp{act}, stream));
+  return cudaGetLastError();
+}
+
+cudaError_t tanh_forward(const void* x, void* y, DType dt, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ROTOR_FLOAT_SWITCH(dt, T, return map1<T, T>(x, y, n, TanhOp{}, stream));
+  return cudaGetLastError();
+}
+
+cudaError_t tanh_backward(const void* dy, const void* y, void* dx, DType dt, int64_t n,
+                          cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ROTOR_FLOAT_SWITCH(dt, T, return map2<T>(dy, y, dx, n, TanhGradOp{}, stream));
   return cudaGetLastError();
 }
 

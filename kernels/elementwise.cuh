@@ -32,5 +32,10 @@ cudaError_t activation_forward(const void* x, void* y, DType dt, int64_t n, Act 
 // dx = dy * act'(x), x the pre-activation.
 cudaError_t activation_backward(const void* dy, const void* x, void* dx, DType dt, int64_t n,
                                 Act act, cudaStream_t stream);
+// y = tanh(x) (tanhf).
+cudaError_t tanh_forward(const void* x, void* y, DType dt, int64_t n, cudaStream_t stream);
+// dx = dy * (1 - y^2), y = tanh(x) as the forward wrote it.
+cudaError_t tanh_backward(const void* dy, const void* y, void* dx, DType dt, int64_t n,
+                          cudaStream_t stream);
 
 }  // namespace rotor::kernels

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "ops/attention.h"
-#include "ops/cpu_rows.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -81,13 +80,10 @@ Tensor BertForSequenceClassification::head_forward(const Tensor& h_cls, const Co
     x = drop2_->forward(x, ctx);
     return out_proj_->forward(x, ctx);
   }
-  // tanh of the pooler on the host: ops has no tanh, and these B x d values
-  // cost nothing beside the encoder.
   Tensor pre = pooler_->forward(h_cls, ctx);  // [B, d]
-  pooled_ = pre.to_floats();
-  for (float& v : pooled_) v = std::tanh(v);
-  Tensor x = Tensor::from_floats(pooled_, pre.shape(), pre.dtype(), pre.device());  // [B, d]
-  x = drop_->forward(x, ctx);
+  pooled_ = ctx.empty(pre.shape());           // [B, d]
+  ops::tanh_forward(pre, pooled_);
+  Tensor x = drop_->forward(pooled_, ctx);  // [B, d]
   return classifier_->forward(x, ctx);
 }
 
@@ -99,10 +95,8 @@ Tensor BertForSequenceClassification::head_backward(const Tensor& dlogits) {
     return drop_->backward(dx);
   }
   Tensor dpooled = drop_->backward(classifier_->backward(dlogits));  // [B, d]
-  std::vector<float> g = dpooled.to_floats();
-  for (size_t i = 0; i < g.size(); ++i) g[i] *= 1.0f - pooled_[i] * pooled_[i];  // tanh'
-  // [B, d]
-  Tensor dpre = Tensor::from_floats(g, dpooled.shape(), dpooled.dtype(), dpooled.device());
+  Tensor dpre = ctx_.empty(dpooled.shape());                         // [B, d]
+  ops::tanh_backward(dpooled, pooled_, dpre);
   return pooler_->backward(dpre);
 }
 
@@ -139,13 +133,9 @@ Tensor BertForSequenceClassification::label_attention_forward(
   Tensor att = ctx.empty({E, 1, C, d});  // [E, 1, C, d]
   la_probs_ = ctx.empty({E, 1, C, Tm});
   ops::attention_forward(la_q_, la_h_, la_h_, o, att, la_probs_);
-  // tanh on the host, as the BERT pooler's (ops has no tanh), in vector
-  // clones: std::tanh over these E * C * d values cost ~10 ms a step.
-  pooled_ = att.to_floats();
-  ops::detail::tanh_row(pooled_.data(), static_cast<int64_t>(pooled_.size()));
-  // [E, C, d]
-  Tensor v = Tensor::from_floats(pooled_, {E, C, d}, att.dtype(), att.device());
-  la_v_ = drop_->forward(v, ctx);
+  pooled_ = ctx.empty({E, C, d});  // v = tanh(att) [E, C, d]
+  ops::tanh_forward(att.view({E, C, d}), pooled_);
+  la_v_ = drop_->forward(pooled_, ctx);
   la_w_ = ctx.empty({E, C, d});            // w_c for every example
   Tensor w_rows = la_w_.view({E * C, d});  // [E * C, d]
   ops::embedding_forward(la_outputs_, label_weight_->value_in(ctx.dtype), 1.0f, w_rows);
@@ -173,10 +163,9 @@ void BertForSequenceClassification::label_attention_backward(const Tensor& dlogi
   ops::embedding_backward(la_outputs_, g, 1.0f, label_weight_->grad);
   ops::mul(dprod, la_w_.view({E * C, d}), g);
   Tensor dv = drop_->backward(g.view({E, C, d}));  // [E, C, d]
-  std::vector<float> datt = dv.to_floats();
-  for (size_t i = 0; i < datt.size(); ++i) datt[i] *= 1.0f - pooled_[i] * pooled_[i];  // tanh'
-  // [E, 1, C, d]
-  Tensor datt_t = Tensor::from_floats(datt, {E, 1, C, d}, dv.dtype(), dv.device());
+  Tensor datt_t = ctx.empty({E, 1, C, d});         // [E, 1, C, d]
+  Tensor datt = datt_t.view({E, C, d});            // [E, C, d]
+  ops::tanh_backward(dv, pooled_, datt);
   ops::AttentionOptions o;
   o.key_lengths = la_lengths_;
   // [E, 1, C, d], [E, 1, Tm, d] twice
@@ -323,7 +312,7 @@ void BertForSequenceClassification::backward(float loss_scale) {
   encoder_.backward(dh.view({B_, T_, d}), ctx);
   logits_ = labels_ = lse_ = cls_rows_ = Tensor();
   residuals_.clear();
-  pooled_.clear();
+  pooled_ = Tensor();
   ctx_.grad_ready = nullptr;  // the listener lives only for this backward
 }
 

@@ -144,11 +144,11 @@ class BertForSequenceClassification {
   nn::ParamRange head_range_;
 
   // Saved for backward.
-  int64_t B_ = 0, T_ = 0;      // rows (B * N with choices) and their length
-  int64_t E_ = 0;              // the [CLS] states read: B_, or the packed examples
-  Tensor cls_rows_;            // i32 [E]: flat indices of the [CLS] states
-  std::vector<float> pooled_;  // BERT: tanh output [B * d] (its derivative is 1 - y^2);
-                               // label attention: v [E * C * d]
+  int64_t B_ = 0, T_ = 0;  // rows (B * N with choices) and their length
+  int64_t E_ = 0;          // the [CLS] states read: B_, or the packed examples
+  Tensor cls_rows_;        // i32 [E]: flat indices of the [CLS] states
+  Tensor pooled_;          // BERT: the tanh output [B, d] (its derivative is 1 - y^2);
+                           // label attention: v [E, C, d]
   // Label attention: the gathered token ids i32 [E * Tm], the examples'
   // lengths i32 [E], the output ids i32 [E * C] (c for each example), the
   // states [E, 1, Tm, d], the queries [E, 1, C, d], the probabilities

@@ -8,6 +8,7 @@
 #include "ops/cpu_clones.h"
 #include "ops/cpu_f32.h"
 #include "ops/cpu_math.h"
+#include "ops/cpu_rows.h"
 #include "ops/dispatch.h"
 
 namespace rotor::ops {
@@ -305,6 +306,43 @@ void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activati
           n, [&](int64_t b, int64_t e) { gelu_grad_span(pdy + b, px + b, pdx + b, e - b); });
       break;
   }
+}
+
+void tanh_forward(const Tensor& x, Tensor& y) {
+  check_like(x, y, "tanh_forward");
+  ROTOR_DISPATCH_CUDA(y, tanh_forward(x, y));
+  if (detail::F32Compute::needed({&y})) {
+    detail::F32Compute f;
+    Tensor y32 = f.output(y);
+    tanh_forward(f.input(x), y32);
+    f.commit();
+    return;
+  }
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+  detail::for_chunks(y.numel(), [&](int64_t b, int64_t e) {
+    if (py != px) std::copy(px + b, px + e, py + b);
+    detail::tanh_row(py + b, e - b);
+  });
+}
+
+void tanh_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
+  check_like(dy, dx, "tanh_backward");
+  check_like(y, dx, "tanh_backward");
+  ROTOR_DISPATCH_CUDA(dx, tanh_backward(dy, y, dx));
+  if (detail::F32Compute::needed({&dx})) {
+    detail::F32Compute f;
+    Tensor dx32 = f.output(dx);
+    tanh_backward(f.input(dy), f.input(y), dx32);
+    f.commit();
+    return;
+  }
+  const float* pdy = dy.data<float>();
+  const float* py = y.data<float>();
+  float* pdx = dx.data<float>();
+  detail::for_chunks(dx.numel(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) pdx[i] = pdy[i] * (1.0f - py[i] * py[i]);
+  });
 }
 
 }  // namespace rotor::ops

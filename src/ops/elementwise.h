@@ -18,6 +18,11 @@ void add_bias(Tensor& x, const Tensor& bias);
 void activation_forward(const Tensor& x, Tensor& y, Activation act);
 // dx = dy * act'(x), x the pre-activation.
 void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activation act);
+// y = tanh(x) (BERT's pooler, label attention): on the CPU within ~2e-7 of
+// std::tanh (ops/cpu_rows.h tanh_row), on CUDA tanhf.
+void tanh_forward(const Tensor& x, Tensor& y);
+// dx = dy * (1 - y^2), y = tanh_forward's output.
+void tanh_backward(const Tensor& dy, const Tensor& y, Tensor& dx);
 
 namespace detail {
 // The CPU GEMM's epilogue on f32 rows c[rows, n], fused: c += bias (if not

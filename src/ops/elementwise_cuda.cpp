@@ -67,6 +67,17 @@ void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activati
                                                 to_act(act), s.stream()));
 }
 
+void tanh_forward(const Tensor& x, Tensor& y) {
+  DeviceScope s(y);
+  ROTOR_CUDA_CHECK(kernels::tanh_forward(x.raw(), y.raw(), y.dtype(), y.numel(), s.stream()));
+}
+
+void tanh_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
+  DeviceScope s(dx);
+  ROTOR_CUDA_CHECK(
+      kernels::tanh_backward(dy.raw(), y.raw(), dx.raw(), dx.dtype(), dx.numel(), s.stream()));
+}
+
 }  // namespace rotor::ops::cuda_impl
 
 #endif  // ROTOR_WITH_CUDA

@@ -2,6 +2,7 @@
 // backward against central differences of the double reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -158,6 +159,51 @@ TEST(Elementwise, GeluKeepsItsRelativeAccuracyInTheTails) {
   EXPECT_TRUE(std::isnan(ov[1]));
   EXPECT_LE(ov[2], 0.0f);
   EXPECT_GT(ov[2], -1e-30f);
+}
+
+// tanh and its gradient from the output (BERT's pooler, label attention):
+// against double, by central differences, in place, with a tensor large
+// enough to be split over threads, and in bf16 (f32 compute, one rounding).
+TEST(Elementwise, TanhForwardAndBackward) {
+  std::vector<float> vals = test::random_floats(5000, 7, -6.0f, 6.0f);
+  const float edges[] = {0.0f, 1e-4f, -1e-4f, 20.0f, -20.0f, 0.5f};
+  std::copy(std::begin(edges), std::end(edges), vals.begin());
+  const int64_t n = static_cast<int64_t>(vals.size());
+  Tensor x = Tensor::from_floats(vals, {n});
+  Tensor dy = test::random_tensor({n}, 8);
+  Tensor y = Tensor::zeros({n}), dx = Tensor::zeros({n});
+  ops::tanh_forward(x, y);
+  ops::tanh_backward(dy, y, dx);
+  const auto yv = y.to_floats(), dxv = dx.to_floats(), dyv = dy.to_floats();
+  const double h = 1e-6;
+  double norm = 0;
+  for (size_t i = 0; i < vals.size(); ++i) {
+    const double v = vals[i];
+    EXPECT_LE(std::abs(yv[i] - std::tanh(v)), 2e-7) << "x " << v;
+    const double fd = dyv[i] * (std::tanh(v + h) - std::tanh(v - h)) / (2 * h);
+    EXPECT_LE(std::abs(dxv[i] - fd), 2e-6 * std::max(1.0, std::abs(static_cast<double>(dyv[i]))))
+        << "x " << v;
+    norm += fd * fd;
+  }
+  EXPECT_GT(norm, 1.0);  // not vacuous
+  EXPECT_EQ(yv[3], 1.0f);
+  EXPECT_EQ(yv[4], -1.0f);
+  // In place: the same bits.
+  Tensor z = x.clone();
+  ops::tanh_forward(z, z);
+  EXPECT_EQ(z.to_floats(), yv);
+  Tensor g = dy.clone();
+  ops::tanh_backward(g, y, g);
+  EXPECT_EQ(g.to_floats(), dxv);
+  // bf16: the f32 result rounded once.
+  Tensor xb = Tensor::from_floats(vals, {n}, DType::BF16), yb = Tensor::zeros({n}, DType::BF16);
+  ops::tanh_forward(xb, yb);
+  Tensor y32 = Tensor::zeros({n});
+  ops::tanh_forward(Tensor::from_floats(xb.to_floats(), {n}), y32);
+  EXPECT_EQ(yb.to_floats(), Tensor::from_floats(y32.to_floats(), {n}, DType::BF16).to_floats());
+  Tensor mismatched = Tensor::zeros({n + 1});
+  EXPECT_THROW(ops::tanh_forward(x, mismatched), Error);
+  EXPECT_THROW(ops::tanh_backward(dy, mismatched, dx), Error);
 }
 
 TEST(Elementwise, MismatchedSizesFail) {

@@ -229,6 +229,24 @@ void elementwise_cases(std::vector<OpCase>& cs) {
                    }),
          3 * dn);
   }
+  cost(cs,
+       add_cases(cs, "tanh_forward", dims(s),
+                 [=](const OpEnv& e) {
+                   Tensor y = e.zeros(s);
+                   const Tensor x = e.in(rnd(n, 14, -3, 3), s);
+                   e.op([&] { ops::tanh_forward(x, y); });
+                   return OpOutputs{out("y", y)};
+                 }),
+       2 * dn);
+  cost(cs,
+       add_cases(cs, "tanh_backward", dims(s),
+                 [=](const OpEnv& e) {
+                   Tensor dx = e.zeros(s);
+                   const Tensor dy = e.in(rnd(n, 15), s), y = e.in(rnd(n, 16, -1, 1), s);
+                   e.op([&] { ops::tanh_backward(dy, y, dx); });
+                   return OpOutputs{out("dx", dx)};
+                 }),
+       3 * dn);
 }
 
 // ---------------------------------------------------------------------- reductions

@@ -11,7 +11,8 @@
 // (beta 0 must not read y, which holds NaN; beta != 0), add_bias (a bias of
 // another dtype: the twin adds it widened to f32, as the kernel does, then
 // rounds once), and the None and ReLU activations (ReLU's gradient with
-// -2, inf and NaN in dy where x <= 0: +0 on both sides, as in PyTorch).
+// -2, inf and NaN in dy where x <= 0: +0 on both sides, as in PyTorch);
+// tanh and its gradient within the tolerances of tanh_case.
 // fill of i32 and u8 (no CPU twin: the value converted as static_cast does).
 //
 // GELU is the tanh approximation on both sides but written differently: the
@@ -287,6 +288,28 @@ void activation_case(int64_t n, DType dt, int64_t shift, Activation act, bool al
     check_bits(what, "dx", dx.to_floats(), dx_ref.to_floats());
 }
 
+// tanh: tanhf in the kernel, the CPU's exp-based tanh_row: within a few
+// ulps of 1 in f32 (and one ulp of the 16-bit type); the gradient from the
+// output, dy (1 - y^2), within fp32 rounding (the kernel may contract it to
+// an FMA).
+void tanh_case(int64_t n, DType dt, int64_t shift, bool alias) {
+  const char* what = tag("tanh", n, dt, shift, alias ? " in-place" : "");
+  const Tensor x = buffer_of(act_inputs(static_cast<size_t>(n), 93), dt, shift);
+  Tensor y_ref = Tensor::zeros({n}, dt);
+  rotor::ops::tanh_forward(copy_of(x), y_ref);
+  Tensor y = alias ? buffer_of(x.to_floats(), dt, shift) : buffer(n, dt, 0);
+  check_status(what, ke::tanh_forward_emulated(alias ? y.raw() : x.raw(), y.raw(), dt, n, nullptr));
+  check(what, "y", rel_err(y.to_floats(), y_ref.to_floats()), gelu_tol(dt));
+
+  const Tensor dy = buffer_of(randoms(static_cast<size_t>(n), 94, -2.0f, 2.0f), dt, 0);
+  Tensor dx_ref = Tensor::zeros({n}, dt);
+  rotor::ops::tanh_backward(copy_of(dy), copy_of(y_ref), dx_ref);
+  Tensor dx = alias ? buffer_of(dy.to_floats(), dt, 0) : buffer(n, dt, 0);
+  check_status(what, ke::tanh_backward_emulated(alias ? dx.raw() : dy.raw(), y_ref.raw(), dx.raw(),
+                                                dt, n, nullptr));
+  check(what, "dx", rel_err(dx.to_floats(), dx_ref.to_floats()), gelu_tol(dt));
+}
+
 void run() {
   for (DType dt : kDtypes) {
     fill_case(45, dt, 0, 0.1f);  // vectors and a tail
@@ -346,6 +369,12 @@ void run() {
       activation_case(93, dt, 0, act, true);
       activation_case(5, dt, 1, act, true);
     }
+  for (DType dt : kDtypes) {
+    tanh_case(93, dt, 0, false);
+    tanh_case(93, dt, 1, false);
+    tanh_case(93, dt, 0, true);
+    tanh_case(5, dt, 1, true);
+  }
 }
 
 const Register reg("elementwise", run);
