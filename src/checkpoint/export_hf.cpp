@@ -32,11 +32,14 @@ models::HfEncoderOptions require_encoder(const Config& c) {
         "multilabel export to a Hugging Face BERT/RoFormer/DeBERTa-v2, task lm to "
         "GPT-NeoX/GPT-2",
         to_string(c.task));
-  if (c.data.choices > 0)
+  // BERT's and DeBERTa-v2's multiple-choice heads are rotor's: the pooled
+  // [CLS] of each pair scored by one output. RoFormer's pools through a
+  // SequenceSummary that rotor's head does not have.
+  if (c.data.choices > 0 && c.model.position->hf.family == "roformer")
     ROTOR_FAIL(
-        "export --format hf: the checkpoint is a multiple-choice classifier (data.choices: {}), "
-        "which has no Hugging Face export (its RoFormerForMultipleChoice pools differently); "
-        "its encoder can start another run through model.init_from",
+        "export --format hf: the checkpoint is a RoFormer multiple-choice classifier "
+        "(data.choices: {}), which has no Hugging Face export (RoFormerForMultipleChoice pools "
+        "differently); its encoder can start another run through model.init_from",
         c.data.choices);
   if (c.model.classifier_head != ClassifierHead::Cls)
     ROTOR_FAIL(
@@ -167,11 +170,14 @@ nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
   const bool rope = m.prefix == "roformer";
   const bool deberta = m.model_type == "deberta-v2";
   const bool classify = c.task->hf_export == HfExport::SequenceClassification;
+  const bool choices = classify && c.data.choices > 0;
   json_io::Json j = json_io::Json::object();
   const std::string arch = std::string(rope      ? "RoFormer"
                                        : deberta ? "DebertaV2"
                                                  : "Bert") +
-                           (classify ? "ForSequenceClassification" : "ForMaskedLM");
+                           (choices    ? "ForMultipleChoice"
+                            : classify ? "ForSequenceClassification"
+                                       : "ForMaskedLM");
   j["architectures"] = json_io::Json::array({arch});
   j["model_type"] = m.model_type;
   j["vocab_size"] = vocab_size;
@@ -214,7 +220,7 @@ nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
   j["tie_word_embeddings"] = true;
   j["torch_dtype"] = "float32";  // transformers 4.x
   j["dtype"] = "float32";        // 5.x
-  if (classify) {
+  if (classify && !choices) {
     // Hugging Face reads num_labels from id2label; problem_type picks the loss.
     const std::vector<std::string> labels =
         c.data.regression ? std::vector<std::string>{"LABEL_0"} : c.data.labels;

@@ -5,7 +5,8 @@
 // packed as N pairs cut longest_first, its errors with FILE:LINE, the config
 // rules, and end to end through the rotor binary: two choices learned in a
 // few dozen updates from scratch, `rotor predict` writing the chosen index
-// and the probabilities, the export refused, a bad file one line.
+// and the probabilities, RoFormer's export refused and BERT's exported as
+// BertForMultipleChoice (read back, the same scores), a bad file one line.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -461,8 +462,8 @@ TEST(MultipleChoiceTrain, LearnsPredictsAndRefusesTheExport) {
 
   r = run("export --checkpoint " + (dir / "run") + " --format hf --output " + (dir / "hf"));
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("a multiple-choice classifier (data.choices: 2), which has no Hugging Face "
-                       "export"),
+  EXPECT_NE(r.err.find("a RoFormer multiple-choice classifier (data.choices: 2), which has no "
+                       "Hugging Face export"),
             std::string::npos)
       << r.err;
   std::ofstream(dir / "bad.tsv") << "label\tcontext\tc0\tc1\n0\ta\tb\tc\n1\ta\tb\n";
@@ -471,6 +472,57 @@ TEST(MultipleChoiceTrain, LearnsPredictsAndRefusesTheExport) {
   EXPECT_NE(r.err.find("bad.tsv:3: 3 tab-separated fields, but 2 choices need 4"),
             std::string::npos)
       << r.err;
+}
+
+// BERT's multiple-choice head is Hugging Face's BertForMultipleChoice: the
+// export says so, and reads back into a run whose scores are the same
+// (rotor -> Hugging Face -> rotor; the logits against transformers itself:
+// tests/scripts/hf_transformers_check.py).
+TEST(MultipleChoiceTrain, BertExportsAsBertForMultipleChoice) {
+  test::TempDir dir;
+  write_choice_tsvs(dir);
+  auto config = [&](const std::string& out) {
+    return test::tiny_encoder("classification", dir / out)
+        .set("model.position", "learned")
+        .set("data.tokenizer", "bytes")
+        .set("data.train", dir / "train.tsv")
+        .set("data.valid", dir / "valid.tsv")
+        .set("data.choices", "2")
+        .set("data.seq_len", "48")
+        .set("train.batch_size", "8")
+        .set("optim.name", "adamw");
+  };
+  config("run").set("train.max_updates", "20").set("optim.lr", "5.0e-3").write(dir / "mc.yaml");
+  auto run = [&](const std::string& args) {
+    return test::run_rotor(dir, args, "OMP_NUM_THREADS=1");
+  };
+  auto r = run("train " + (dir / "mc.yaml"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run("export --checkpoint " + (dir / "run") + " --format hf --output " + (dir / "hf"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string cfg = test::slurp(dir / "hf/config.json");
+  EXPECT_NE(cfg.find("\"BertForMultipleChoice\""), std::string::npos) << cfg;
+  EXPECT_EQ(cfg.find("problem_type"), std::string::npos) << cfg;  // no labels to name
+  config("back")
+      .set("model.init_from", dir / "hf")
+      .set("train.max_updates", "1")
+      .set("optim.lr", "1.0e-30")
+      .set("optim.warmup_updates", "0")
+      .set("optim.schedule", "constant")
+      .write(dir / "back.yaml");
+  r = run("train " + (dir / "back.yaml"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(test::slurp(dir / "back/train.log").find("parameters from a Hugging Face bert"),
+            std::string::npos);
+  const auto scores = [&](const std::string& ckpt) {
+    auto p = run("predict --checkpoint " + (dir / ckpt) + " --input " + (dir / "valid.tsv") +
+                 " --scores");
+    EXPECT_EQ(p.code, 0) << p.err;
+    return p.out;
+  };
+  const std::string want = scores("run");
+  EXPECT_NE(want.find("logit_1"), std::string::npos) << want;
+  EXPECT_EQ(scores("back"), want);
 }
 
 // data.packing documents: the pairs of each batch fill rows of

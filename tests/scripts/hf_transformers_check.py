@@ -20,7 +20,11 @@ Debian's torch and under the newest 5.x on PyPI's torch: tests/CMakeLists.txt).
    AutoModelForSequenceClassification; their logits on the pairs that the
    exported tokenizer encodes must equal `rotor predict --scores`, and
    config.json's problem_type (and the multi-label one's id2label and loss)
-   must be transformers' for the task.
+   must be transformers' for the task. The BERT and the DeBERTa-v2 are also
+   fine-tuned as three-way multiple-choice classifiers (data.choices),
+   exported and loaded with AutoModelForMultipleChoice: their scores must
+   equal `rotor predict --scores` (RoFormer's export is refused: its
+   RoFormerForMultipleChoice pools otherwise).
 3. Import: a BertForMaskedLM and a RoFormerForMaskedLM made and saved by
    transformers initialize `rotor train` (model.init_from); after one update
    at a negligible learning rate, rotor's logits must equal transformers'.
@@ -65,7 +69,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM,
-                          AutoModelForSequenceClassification, AutoTokenizer, BertConfig,
+                          AutoModelForMultipleChoice, AutoModelForSequenceClassification, AutoTokenizer, BertConfig,
                           BertForMaskedLM, DebertaV2Config, DebertaV2ForMaskedLM, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig,
                           GPTNeoXForCausalLM, RoFormerConfig, RoFormerForMaskedLM)
 
@@ -375,6 +379,65 @@ optim:
         mine = torch.nn.functional.binary_cross_entropy_with_logits(ours, target)
         ok &= compare(f"{type(model).__name__} ({position}, {kind}) loss", mine.reshape(1),
                       theirs.reshape(1))
+    return ok
+
+
+def check_multiple_choice(rotor, tmp, position, hf_dir, sp):
+    """A multiple-choice classifier fine-tuned from `hf_dir` (BERT, DeBERTa-v2:
+    RoFormer's is refused), exported and loaded with AutoModelForMultipleChoice:
+    its scores equal `rotor predict --scores`."""
+    rng = random.Random(13)
+    en = open(f"{tmp}/data/train.en").read().split("\n")[:200]
+    de = open(f"{tmp}/data/train.de").read().split("\n")[:200]
+    rows = []
+    for i in range(len(en)):
+        right = rng.randrange(3)
+        choices = [de[rng.randrange(len(de))] for _ in range(3)]
+        choices[right] = de[i]
+        rows.append([str(right), en[i]] + choices)
+    with open(f"{tmp}/choices.tsv", "w") as f:
+        f.write("label\tcontext\tc0\tc1\tc2\n" + "".join("\t".join(r) + "\n" for r in rows))
+    cfg = model_yaml(position, f"""  init_from: {hf_dir}
+task: classification
+output_dir: {tmp}/mc_{position}
+data:
+  train: {tmp}/choices.tsv
+  valid: {tmp}/choices.tsv
+  choices: 3
+  seq_len: {POS}
+train:
+  max_updates: 20
+  batch_size: 8
+  valid_interval: 20
+  save_interval: 20
+optim:
+  name: adamw
+  lr: 3.0e-3
+  warmup_updates: 2
+""")
+    with open(f"{tmp}/mc_{position}.yaml", "w") as f:
+        f.write(cfg)
+    run(rotor, "train", f"{tmp}/mc_{position}.yaml")
+    run(rotor, "export", "--checkpoint", f"{tmp}/mc_{position}", "--format", "hf", "--output",
+        f"{tmp}/hfmc_{position}")
+    run(rotor, "predict", "--checkpoint", f"{tmp}/mc_{position}", "--input", f"{tmp}/choices.tsv",
+        "--output", f"{tmp}/predmc_{position}.tsv", "--scores")
+    lines = open(f"{tmp}/predmc_{position}.tsv").read().splitlines()
+    cols = [i for i, h in enumerate(lines[0].split("\t")) if h.startswith("logit_")]
+    ours = torch.tensor([[float(l.split("\t")[i]) for i in cols] for l in lines[1:]])
+    model = AutoModelForMultipleChoice.from_pretrained(f"{tmp}/hfmc_{position}").eval()
+    tok = AutoTokenizer.from_pretrained(f"{tmp}/hfmc_{position}")
+    encoded = [tok(r[1], c) for r in rows for c in r[2:]]
+    ids, types, mask = hf_inputs([(e.input_ids, e.token_type_ids) for e in encoded])
+    shape = (len(rows), 3, ids.shape[1])
+    with torch.no_grad():
+        out = model(input_ids=ids.view(shape), token_type_ids=types.view(shape),
+                    attention_mask=mask.view(shape)).logits
+    ok = compare(f"{type(model).__name__} ({position}, 3 choices)", ours, out)
+    if ours.shape != out.shape:
+        print(f"FAIL multiple choice shapes: rotor {tuple(ours.shape)}, transformers "
+              f"{tuple(out.shape)}")
+        ok = False
     return ok
 
 
@@ -702,6 +765,8 @@ optim:
             ok &= check_mlm(rotor, tmp, position, f"{tmp}/mlm_{position}", f"{tmp}/hf_{position}",
                             sp)
             ok &= check_classifier(rotor, tmp, position, f"{tmp}/hf_{position}", sp)
+            if position != "rope":  # RoFormerForMultipleChoice pools otherwise: refused
+                ok &= check_multiple_choice(rotor, tmp, position, f"{tmp}/hf_{position}", sp)
             ok &= check_import(rotor, tmp, position, f"{tmp}/spm.model", sp.get_piece_size())
     print(f"transformers {transformers.__version__}, torch {torch.__version__}: "
           + ("all comparisons hold" if ok else "some comparisons FAILED"))
