@@ -1,5 +1,6 @@
 // Layer norm kernels, statistics in fp32 with two passes (mean, then the
-// centred sum of squares) over values held in registers.
+// centred sum of squares) over values held in registers; with rms (RMSNorm)
+// the mean is taken as 0 and the backward drops its term.
 //  - Rows of up to 32 * 8 16-byte vectors (2048 f16/bf16, 1024 f32 values;
 //    1024 / 512 for the backward) whose pointers are 16-byte aligned: one
 //    warp per row, the row in registers, one read of x and one write of y. The
@@ -40,16 +41,17 @@ __device__ __forceinline__ void load_row(const T* __restrict__ row, int lane, in
 }
 
 // mean and rstd of a row held by the warp (values beyond the row are 0 and
-// excluded from the centred sum).
+// excluded from the centred sum); rms: the mean taken as 0.
 template <int N, int VPT>
 __device__ __forceinline__ void row_stats(const float (&v)[VPT][N], int lane, int64_t nv, int64_t n,
-                                          float eps, float& mu, float& rs) {
+                                          float eps, bool rms, float& mu, float& rs) {
   float s = 0.0f;
 #pragma unroll
   for (int i = 0; i < VPT; ++i)
 #pragma unroll
     for (int c = 0; c < N; ++c) s += v[i][c];
-  mu = warp_sum(s) / static_cast<float>(n);
+  const float m = warp_sum(s) / static_cast<float>(n);  // every lane shuffles
+  mu = rms ? 0.0f : m;
   float ss = 0.0f;
 #pragma unroll
   for (int i = 0; i < VPT; ++i)
@@ -66,7 +68,8 @@ __device__ __forceinline__ void row_stats(const float (&v)[VPT][N], int lane, in
 template <class T, class P, int VPT>
 __global__ void ln_fwd_warp_kernel(const T* x, const P* __restrict__ gamma,
                                    const P* __restrict__ beta, int64_t rows, int64_t n, float eps,
-                                   T* y, float* __restrict__ mean, float* __restrict__ rstd) {
+                                   bool rms, T* y, float* __restrict__ mean,
+                                   float* __restrict__ rstd) {
   constexpr int N = Vec<T>::N;
   const int lane = threadIdx.x & 31;
   const int64_t nv = n / N;
@@ -75,7 +78,7 @@ __global__ void ln_fwd_warp_kernel(const T* x, const P* __restrict__ gamma,
     float v[VPT][N];
     load_row<T, N, VPT>(x + r * n, lane, nv, v);
     float mu, rs;
-    row_stats<N, VPT>(v, lane, nv, n, eps, mu, rs);
+    row_stats<N, VPT>(v, lane, nv, n, eps, rms, mu, rs);
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       const int64_t k = lane + 32 * i;
@@ -99,8 +102,8 @@ __global__ void ln_fwd_warp_kernel(const T* x, const P* __restrict__ gamma,
 template <class T, class P, int VPT>
 __global__ void ln_bwd_warp_kernel(const T* dy, const T* __restrict__ x,
                                    const P* __restrict__ gamma, const float* __restrict__ mean,
-                                   const float* __restrict__ rstd, int64_t rows, int64_t n, T* dx,
-                                   float* __restrict__ partial, int splits) {
+                                   const float* __restrict__ rstd, int64_t rows, int64_t n,
+                                   bool rms, T* dx, float* __restrict__ partial, int splits) {
   constexpr int N = Vec<T>::N;
   extern __shared__ float sums[];  // [kWarps][2][n]: this warp's dgamma and dbeta columns
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -132,7 +135,8 @@ __global__ void ln_bwd_warp_kernel(const T* dy, const T* __restrict__ x,
         s2 += d[i][c] * h[i][c];
       }
     }
-    const float mg = warp_sum(s1) / static_cast<float>(n);
+    const float m1 = warp_sum(s1) / static_cast<float>(n);  // every lane shuffles
+    const float mg = rms ? 0.0f : m1;
     const float mgx = warp_sum(s2) / static_cast<float>(n);
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
@@ -175,14 +179,16 @@ bool warp_path(int64_t n, int max_vecs, std::initializer_list<const void*> ptrs)
 
 template <class T>
 __global__ void ln_fwd_kernel(const T* x, const void* gamma, const void* beta, DType pdt,
-                              int64_t rows, int64_t n, float eps, T* y, float* mean, float* rstd) {
+                              int64_t rows, int64_t n, float eps, bool rms, T* y, float* mean,
+                              float* rstd) {
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
     float s = 0.0f;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += to_f32(xr[j]);
-    const float mu = block_sum(s, scratch) / static_cast<float>(n);
+    const float m = block_sum(s, scratch) / static_cast<float>(n);  // every thread syncs
+    const float mu = rms ? 0.0f : m;
     float ss = 0.0f;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       const float d = to_f32(xr[j]) - mu;
@@ -204,7 +210,7 @@ __global__ void ln_fwd_kernel(const T* x, const void* gamma, const void* beta, D
 template <class T>
 __global__ void ln_bwd_dx_kernel(const T* dy, const T* x, const void* gamma, DType pdt,
                                  const float* mean, const float* rstd, int64_t rows, int64_t n,
-                                 T* dx) {
+                                 bool rms, T* dx) {
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* dyr = dy + r * n;
@@ -217,7 +223,8 @@ __global__ void ln_bwd_dx_kernel(const T* dy, const T* x, const void* gamma, DTy
       sg += g;
       sgx += g * (to_f32(xr[j]) - mu) * rs;
     }
-    const float mg = block_sum(sg, scratch) / static_cast<float>(n);
+    const float m1 = block_sum(sg, scratch) / static_cast<float>(n);  // every thread syncs
+    const float mg = rms ? 0.0f : m1;
     const float mgx = block_sum(sgx, scratch) / static_cast<float>(n);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       const float xhat = (to_f32(xr[j]) - mu) * rs;
@@ -293,7 +300,8 @@ unsigned row_grid(int64_t rows) {
 
 template <class T, class P>
 cudaError_t ln_fwd_warp(const void* x, const void* gamma, const void* beta, int64_t rows, int64_t n,
-                        float eps, void* y, float* mean, float* rstd, cudaStream_t stream) {
+                        float eps, bool rms, void* y, float* mean, float* rstd,
+                        cudaStream_t stream) {
   const unsigned grid = waves_grid((rows + kWarps - 1) / kWarps * 32 * kWarps, 32 * kWarps);
   const T* px = static_cast<const T*>(x);
   const P *pg = static_cast<const P*>(gamma), *pb = static_cast<const P*>(beta);
@@ -301,19 +309,19 @@ cudaError_t ln_fwd_warp(const void* x, const void* gamma, const void* beta, int6
   switch (warp_vecs<T>(n, kMaxVecs)) {
     case 1:
       ln_fwd_warp_kernel<T, P, 1>
-          <<<grid, 32 * kWarps, 0, stream>>>(px, pg, pb, rows, n, eps, py, mean, rstd);
+          <<<grid, 32 * kWarps, 0, stream>>>(px, pg, pb, rows, n, eps, rms, py, mean, rstd);
       break;
     case 2:
       ln_fwd_warp_kernel<T, P, 2>
-          <<<grid, 32 * kWarps, 0, stream>>>(px, pg, pb, rows, n, eps, py, mean, rstd);
+          <<<grid, 32 * kWarps, 0, stream>>>(px, pg, pb, rows, n, eps, rms, py, mean, rstd);
       break;
     case 4:
       ln_fwd_warp_kernel<T, P, 4>
-          <<<grid, 32 * kWarps, 0, stream>>>(px, pg, pb, rows, n, eps, py, mean, rstd);
+          <<<grid, 32 * kWarps, 0, stream>>>(px, pg, pb, rows, n, eps, rms, py, mean, rstd);
       break;
     default:
       ln_fwd_warp_kernel<T, P, 8>
-          <<<grid, 32 * kWarps, 0, stream>>>(px, pg, pb, rows, n, eps, py, mean, rstd);
+          <<<grid, 32 * kWarps, 0, stream>>>(px, pg, pb, rows, n, eps, rms, py, mean, rstd);
       break;
   }
   return cudaGetLastError();
@@ -322,8 +330,8 @@ cudaError_t ln_fwd_warp(const void* x, const void* gamma, const void* beta, int6
 // The warp path of the backward; returns the number of partial rows written.
 template <class T, class P>
 int ln_bwd_warp(const void* dy, const void* x, const void* gamma, const float* mean,
-                const float* rstd, int64_t rows, int64_t n, void* dx, float* partial, int splits,
-                cudaStream_t stream) {
+                const float* rstd, int64_t rows, int64_t n, bool rms, void* dx, float* partial,
+                int splits, cudaStream_t stream) {
   // A few blocks per SM: the fewer, the fewer partial rows to add up.
   int blocks = static_cast<int>(waves_grid(rows * 32, 32 * kWarps)) / 2;
   if (blocks < 1) blocks = 1;
@@ -335,15 +343,15 @@ int ln_bwd_warp(const void* dy, const void* x, const void* gamma, const float* m
   switch (warp_vecs<T>(n, kMaxBwdVecs)) {
     case 1:
       ln_bwd_warp_kernel<T, P, 1><<<blocks, 32 * kWarps, smem, stream>>>(
-          pdy, px, pg, mean, rstd, rows, n, pdx, partial, splits);
+          pdy, px, pg, mean, rstd, rows, n, rms, pdx, partial, splits);
       break;
     case 2:
       ln_bwd_warp_kernel<T, P, 2><<<blocks, 32 * kWarps, smem, stream>>>(
-          pdy, px, pg, mean, rstd, rows, n, pdx, partial, splits);
+          pdy, px, pg, mean, rstd, rows, n, rms, pdx, partial, splits);
       break;
     default:
       ln_bwd_warp_kernel<T, P, 4><<<blocks, 32 * kWarps, smem, stream>>>(
-          pdy, px, pg, mean, rstd, rows, n, pdx, partial, splits);
+          pdy, px, pg, mean, rstd, rows, n, rms, pdx, partial, splits);
       break;
   }
   return blocks;
@@ -353,25 +361,25 @@ int ln_bwd_warp(const void* dy, const void* x, const void* gamma, const float* m
 
 cudaError_t layer_norm_forward(const void* x, const void* gamma, const void* beta, DType dt,
                                DType param_dt, int64_t rows, int64_t n, float eps, void* y,
-                               float* mean, float* rstd, cudaStream_t stream) {
+                               float* mean, float* rstd, bool rms, cudaStream_t stream) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
   if (param_dt == DType::F32 || param_dt == dt) {
     ROTOR_FLOAT_SWITCH(
         dt, T,
         if (param_dt == DType::F32 &&
             warp_path<T, float>(
-                n, kMaxVecs, {x, y, gamma, beta})) return ln_fwd_warp<T, float>(x, gamma, beta,
-                                                                                rows, n, eps, y,
-                                                                                mean, rstd, stream);
+                n, kMaxVecs,
+                {x, y, gamma, beta})) return ln_fwd_warp<T, float>(x, gamma, beta, rows, n, eps,
+                                                                   rms, y, mean, rstd, stream);
         if (param_dt == dt &&
             warp_path<T, T>(n, kMaxVecs,
                             {x, y, gamma, beta})) return ln_fwd_warp<T, T>(x, gamma, beta, rows, n,
-                                                                           eps, y, mean, rstd,
+                                                                           eps, rms, y, mean, rstd,
                                                                            stream));
   }
   ROTOR_FLOAT_SWITCH(dt, T,
                      ln_fwd_kernel<T><<<row_grid(rows), row_threads(n, 512), 0, stream>>>(
-                         static_cast<const T*>(x), gamma, beta, param_dt, rows, n, eps,
+                         static_cast<const T*>(x), gamma, beta, param_dt, rows, n, eps, rms,
                          static_cast<T*>(y), mean, rstd));
   return cudaGetLastError();
 }
@@ -386,17 +394,18 @@ int layer_norm_backward_splits(int64_t rows) {
 cudaError_t layer_norm_backward(const void* dy, const void* x, const void* gamma, DType dt,
                                 DType param_dt, const float* mean, const float* rstd, int64_t rows,
                                 int64_t n, void* dx, void* dgamma, DType dgamma_dt, void* dbeta,
-                                DType dbeta_dt, float* partial, int splits, cudaStream_t stream) {
+                                DType dbeta_dt, float* partial, int splits, bool rms,
+                                cudaStream_t stream) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
   if (param_dt == DType::F32 || param_dt == dt) {
     int used = 0;
     ROTOR_FLOAT_SWITCH(
         dt, T,
         if (param_dt == DType::F32 && warp_path<T, float>(n, kMaxBwdVecs, {dy, x, dx, gamma}))
-            used = ln_bwd_warp<T, float>(dy, x, gamma, mean, rstd, rows, n, dx, partial, splits,
-                                         stream);
+            used = ln_bwd_warp<T, float>(dy, x, gamma, mean, rstd, rows, n, rms, dx, partial,
+                                         splits, stream);
         else if (param_dt == dt && warp_path<T, T>(n, kMaxBwdVecs, {dy, x, dx, gamma})) used =
-            ln_bwd_warp<T, T>(dy, x, gamma, mean, rstd, rows, n, dx, partial, splits, stream));
+            ln_bwd_warp<T, T>(dy, x, gamma, mean, rstd, rows, n, rms, dx, partial, splits, stream));
     if (used > 0) {
       // The finish kernel reads partial rows [0, used) of each half, whose
       // second half starts at row `splits`.
@@ -415,7 +424,7 @@ cudaError_t layer_norm_backward(const void* dy, const void* x, const void* gamma
                          partial, splits, per);
                      ln_bwd_dx_kernel<T><<<row_grid(rows), row_threads(n, 512), 0, stream>>>(
                          static_cast<const T*>(dy), static_cast<const T*>(x), gamma, param_dt, mean,
-                         rstd, rows, n, static_cast<T*>(dx)));
+                         rstd, rows, n, rms, static_cast<T*>(dx)));
   ln_bwd_params_finish<<<grid_for(n), kThreads, 0, stream>>>(partial, splits, n, dgamma, dgamma_dt,
                                                              dbeta, dbeta_dt);
   return cudaGetLastError();

@@ -52,6 +52,11 @@ models::HfEncoderOptions require_encoder(const Config& c) {
         "export --format hf: attention.kind is {}, and Hugging Face BERT/RoFormer compute "
         "softmax attention",
         to_string(c.attention.kind));
+  if (c.model.norm_type != NormType::LayerNorm)
+    ROTOR_FAIL(
+        "export --format hf: model.norm_type is {}, and Hugging Face BERT/RoFormer/DeBERTa-v2 "
+        "normalize with LayerNorm",
+        to_string(c.model.norm_type));
   // What an EHR encoder adds to BERT has no Hugging Face form: exported, it
   // would be dropped (or left as a stray tensor) and the model would read its
   // inputs otherwise. Refused rather than exported with a note.

@@ -67,6 +67,10 @@ models::HfLmOptions require_hf_lm(const Config& c, const std::string& what) {
         "{}: model.norm is post; Hugging Face GPT-NeoX and GPT-2 are pre-LN with a final "
         "LayerNorm (model.norm: pre)",
         what);
+  if (c.model.norm_type != NormType::LayerNorm)
+    ROTOR_FAIL(
+        "{}: model.norm_type is {}; Hugging Face GPT-NeoX and GPT-2 normalize with LayerNorm", what,
+        to_string(c.model.norm_type));
   if (m.position->rotates_qk && scaled(m.rope)) {
     const rope::Scaling s = m.rope.scaling;
     if (s != rope::Scaling::Linear && s != rope::Scaling::DynamicNtk)

@@ -142,6 +142,9 @@ void check_hf_config(const Json& j, const Config& c, int64_t vocab, const std::s
         !k->hf.imports.empty())
       reader = k;
   ROTOR_CHECK(reader, "no position encoding imports Hugging Face {}", type);
+  if (c.model.norm_type != NormType::LayerNorm)
+    ROTOR_FAIL("{}: Hugging Face {} normalizes with LayerNorm, but model.norm_type is {}", where,
+               type, to_string(c.model.norm_type));
   if (m.position != *reader)
     ROTOR_FAIL("{}: model_type {} has {}, but model.position is {} (set model.position: {})", where,
                type, (*reader)->hf.imports, m.position.name(), reader->name());

@@ -39,6 +39,8 @@ void check_same_model(const Config& was, const Config& c, const std::string& whe
   same("model.activation", std::string(to_string(was.model.activation)),
        std::string(to_string(c.model.activation)));
   same("model.norm", std::string(to_string(was.model.norm)), std::string(to_string(c.model.norm)));
+  same("model.norm_type", std::string(to_string(was.model.norm_type)),
+       std::string(to_string(c.model.norm_type)));
   same("data.format", std::string(to_string(was.data.format)),
        std::string(to_string(c.data.format)));
   // The rotation the weights were trained with: its base, its dimensions and

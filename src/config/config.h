@@ -34,6 +34,9 @@ namespace rotor {
 enum class Precision { FP32, FP16, BF16 };
 enum class LogLevel { Trace, Debug, Info, Warn, Error };
 enum class NormPlacement { Post, Pre };
+// model.norm_type: layer normalization, or RMSNorm (Zhang & Sennrich 2019;
+// T5's and Llama's: no mean subtracted, no bias) for every norm of the model.
+enum class NormType { LayerNorm, RmsNorm };
 enum class SpmModelType { Bpe, Unigram };
 // data.tokenizer: a SentencePiece model (trained or named), or UTF-8 bytes.
 enum class TokenizerType { SentencePiece, Bytes };
@@ -86,6 +89,7 @@ ROTOR_ENUM_NAMES(LogLevel, {LogLevel::Trace, "trace"}, {LogLevel::Debug, "debug"
 // so it has no spelling here.
 ROTOR_ENUM_NAMES(ops::Activation, {ops::Activation::ReLU, "relu"}, {ops::Activation::GELU, "gelu"});
 ROTOR_ENUM_NAMES(NormPlacement, {NormPlacement::Post, "post"}, {NormPlacement::Pre, "pre"});
+ROTOR_ENUM_NAMES(NormType, {NormType::LayerNorm, "layer_norm"}, {NormType::RmsNorm, "rms_norm"});
 ROTOR_ENUM_NAMES(nn::AttentionImpl, {nn::AttentionImpl::Auto, "auto"},
                  {nn::AttentionImpl::Rotor, "rotor"}, {nn::AttentionImpl::Cudnn, "cudnn"},
                  {nn::AttentionImpl::Reference, "reference"});
@@ -204,7 +208,8 @@ struct ModelConfig {
   double attention_dropout = 0.0;
   double activation_dropout = 0.0;
   NormPlacement norm = NormPlacement::Post;
-  double layer_norm_eps = 1e-5;
+  NormType norm_type = NormType::LayerNorm;
+  double layer_norm_eps = 1e-5;  // the epsilon of either norm type
   nn::PositionKind position = nn::PositionKind::Sinusoidal;
   rope::Params rope;  // model.rope.*; original_max_positions 0: max_positions
   // model.t5.*: T5's relative bias (model.position t5, core/t5_bias.h): the

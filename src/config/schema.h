@@ -66,6 +66,7 @@ void visit_config(C& c, V& v) {
     v.floating("attention_dropout", m.attention_dropout, kUnitOpenTop);
     v.floating("activation_dropout", m.activation_dropout, kUnitOpenTop);
     v.enumeration("norm", m.norm);
+    v.enumeration("norm_type", m.norm_type);
     v.floating("layer_norm_eps", m.layer_norm_eps, kPositiveF);
     v.enumeration("position", m.position);
     v.section("rope", [&] {

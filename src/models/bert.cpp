@@ -65,7 +65,7 @@ BertEncoder::BertEncoder(const BertOptions& c, nn::ParameterStore& store)
     age_ = std::make_unique<nn::Embedding>(store, p + ".embeddings.age_embeddings.weight",
                                            c.age_vocab_size, d, -1, Init::normal(c.init_std));
   emb_norm_ = std::make_unique<nn::LayerNorm>(store, p + ".embeddings.LayerNorm", d,
-                                              c.layer.layer_norm_eps);
+                                              c.layer.layer_norm_eps, c.layer.rms_norm);
   emb_drop_ = std::make_unique<nn::Dropout>(store, c.layer.dropout);
   nn::LayerOptions lc = c.layer;
   lc.rope = c.position->rotates_qk;
@@ -193,7 +193,7 @@ BertForMaskedLM::BertForMaskedLM(const BertOptions& c, nn::ParameterStore& store
   transform_ = std::make_unique<nn::Linear>(store, "cls.predictions.transform.dense", d, d, true,
                                             Init::normal(c.init_std), c.layer.activation);
   transform_norm_ = std::make_unique<nn::LayerNorm>(store, "cls.predictions.transform.LayerNorm", d,
-                                                    c.layer.layer_norm_eps);
+                                                    c.layer.layer_norm_eps, c.layer.rms_norm);
   decoder_bias_ = store.add("cls.predictions.bias", {c.vocab_size}, Init::zeros(), true);
   head_range_ = {mark, nn::ParamRange::mark(store)};
 }

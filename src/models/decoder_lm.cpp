@@ -61,7 +61,8 @@ DecoderLM::DecoderLM(const DecoderLmOptions& c, nn::ParameterStore& store)
     take(ranges_.layers.emplace_back());
   }
   if (!lc.post_norm)
-    norm_ = std::make_unique<nn::LayerNorm>(store, "model.layer_norm", d, lc.layer_norm_eps);
+    norm_ = std::make_unique<nn::LayerNorm>(store, "model.layer_norm", d, lc.layer_norm_eps,
+                                            lc.rms_norm);
   take(ranges_.norm);
   if (!c.share_embeddings)
     head_ = store.add("lm_head.weight", {c.vocab_size, d}, Init::normal(std));

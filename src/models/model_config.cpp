@@ -52,6 +52,7 @@ nn::LayerOptions layer_options(const Config& c) {
   l.activation_dropout = static_cast<float>(m.activation_dropout);
   l.post_norm = m.norm == NormPlacement::Post;
   l.layer_norm_eps = static_cast<float>(m.layer_norm_eps);
+  l.rms_norm = m.norm_type == NormType::RmsNorm;
   l.rope = m.position->rotates_qk;
   l.rope_params = rope_params(m);
   l.alibi = m.position->alibi;

@@ -68,8 +68,8 @@ EncoderDecoder::EncoderDecoder(const TransformerOptions& c, nn::ParameterStore& 
     take(ranges_.encoder.emplace_back());
   }
   if (!lc.post_norm)
-    enc_norm_ =
-        std::make_unique<nn::LayerNorm>(store, "model.encoder.layer_norm", d, lc.layer_norm_eps);
+    enc_norm_ = std::make_unique<nn::LayerNorm>(store, "model.encoder.layer_norm", d,
+                                                lc.layer_norm_eps, lc.rms_norm);
   take(ranges_.enc_norm);
   if (!c.share_embeddings) dec_embedding_ = make_embedding("model.decoder.embed_tokens.weight");
   take(ranges_.dec_embedding);
@@ -89,8 +89,8 @@ EncoderDecoder::EncoderDecoder(const TransformerOptions& c, nn::ParameterStore& 
     take(ranges_.decoder.emplace_back());
   }
   if (!lc.post_norm)
-    dec_norm_ =
-        std::make_unique<nn::LayerNorm>(store, "model.decoder.layer_norm", d, lc.layer_norm_eps);
+    dec_norm_ = std::make_unique<nn::LayerNorm>(store, "model.decoder.layer_norm", d,
+                                                lc.layer_norm_eps, lc.rms_norm);
   take(ranges_.dec_norm);
 }
 

@@ -16,17 +16,32 @@ namespace rotor::nn {
 // the statistics and the affine map are computed in f32 anyway (docs/design.md,
 // "Precision"), and their gradients accumulate into the f32 buffer directly.
 
-LayerNorm::LayerNorm(ParameterStore& store, const std::string& prefix, int64_t dim, float eps)
-    : dim_(dim), eps_(eps) {
+LayerNorm::LayerNorm(ParameterStore& store, const std::string& prefix, int64_t dim, float eps,
+                     bool rms)
+    : dim_(dim), eps_(eps), rms_(rms) {
   gamma_ = store.add(prefix + ".weight", {dim}, Init::ones(), true);
-  beta_ = store.add(prefix + ".bias", {dim}, Init::zeros(), true);
+  if (!rms) beta_ = store.add(prefix + ".bias", {dim}, Init::zeros(), true);
+}
+
+const Tensor& LayerNorm::beta(const Context& ctx) const {
+  if (beta_) return beta_->value;
+  if (!zero_beta_.defined() || zero_beta_.device() != ctx.device)
+    zero_beta_ = Tensor::zeros({dim_}, DType::F32, ctx.device);
+  return zero_beta_;
+}
+
+Tensor& LayerNorm::dbeta() {
+  if (beta_) return beta_->grad;
+  if (!dbeta_scratch_.defined() || dbeta_scratch_.device() != x_.device())
+    dbeta_scratch_ = Tensor::zeros({dim_}, DType::F32, x_.device());
+  return dbeta_scratch_;  // accumulates what no parameter reads
 }
 
 Tensor LayerNorm::apply(const Tensor& x, const Context& ctx) const {
   Tensor y = ctx.empty(x.shape());                                   // [N, dim]
   Tensor mean = Tensor::empty({x.size(0)}, DType::F32, ctx.device);  // f32 [N]
   Tensor rstd = Tensor::empty({x.size(0)}, DType::F32, ctx.device);  // f32 [N]
-  ops::layer_norm_forward(x, gamma_->value, beta_->value, eps_, y, mean, rstd);
+  ops::layer_norm_forward(x, gamma_->value, beta(ctx), eps_, y, mean, rstd, rms_);
   return y;
 }
 
@@ -35,13 +50,13 @@ Tensor LayerNorm::forward(const Tensor& x, const Context& ctx) {
   Tensor y = ctx.empty(x.shape());  // [N, dim]
   mean_ = Tensor::empty({x.size(0)}, DType::F32, ctx.device);
   rstd_ = Tensor::empty({x.size(0)}, DType::F32, ctx.device);
-  ops::layer_norm_forward(x, gamma_->value, beta_->value, eps_, y, mean_, rstd_);
+  ops::layer_norm_forward(x, gamma_->value, beta(ctx), eps_, y, mean_, rstd_, rms_);
   return y;
 }
 
 Tensor LayerNorm::backward(const Tensor& dy) {
   Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());  // [N, dim]
-  ops::layer_norm_backward(dy, x_, gamma_->value, mean_, rstd_, dx, gamma_->grad, beta_->grad);
+  ops::layer_norm_backward(dy, x_, gamma_->value, mean_, rstd_, dx, gamma_->grad, dbeta(), rms_);
   x_ = mean_ = rstd_ = Tensor();
   return dx;
 }
@@ -49,7 +64,7 @@ Tensor LayerNorm::backward(const Tensor& dy) {
 Tensor LayerNorm::backward_add(const Tensor& dy, const Tensor& residual) {
   Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());  // [N, dim]
   ops::layer_norm_backward_add(dy, x_, gamma_->value, mean_, rstd_, residual, dx, gamma_->grad,
-                               beta_->grad);
+                               dbeta(), rms_);
   x_ = mean_ = rstd_ = Tensor();
   return dx;
 }

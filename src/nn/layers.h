@@ -9,9 +9,12 @@
 
 namespace rotor::nn {
 
+// Layer normalization, or with rms RMSNorm (model.norm_type rms_norm: no
+// mean subtracted, no bias; PREFIX.weight only).
 class LayerNorm {
  public:
-  LayerNorm(ParameterStore& store, const std::string& prefix, int64_t dim, float eps);
+  LayerNorm(ParameterStore& store, const std::string& prefix, int64_t dim, float eps,
+            bool rms = false);
   Tensor forward(const Tensor& x, const Context& ctx);  // x [N, dim]
   Tensor backward(const Tensor& dy);                    // -> dx [N, dim]
   // residual + backward(dy) in one pass (ops::layer_norm_backward_add).
@@ -21,10 +24,17 @@ class LayerNorm {
   void release() { x_ = mean_ = rstd_ = Tensor(); }
 
  private:
-  Parameter *gamma_, *beta_;
+  // beta's value and gradient: the parameter's, or (RMSNorm) f32 zeros and
+  // a scratch gradient on the device of x.
+  const Tensor& beta(const Context& ctx) const;
+  Tensor& dbeta();
+
+  Parameter *gamma_, *beta_ = nullptr;
   int64_t dim_;
   float eps_;
-  Tensor x_, mean_, rstd_;  // saved: x [N, dim]; mean, rstd f32 [N]
+  bool rms_;
+  mutable Tensor zero_beta_, dbeta_scratch_;  // RMSNorm: f32 [dim]
+  Tensor x_, mean_, rstd_;                    // saved: x [N, dim]; mean, rstd f32 [N]
 };
 
 // Dropout keyed by (layer id, step): the backward regenerates the mask.

@@ -14,8 +14,10 @@ namespace rotor::nn {
 class Residual {
  public:
   Residual(ParameterStore& store, const std::string& norm_name, int64_t d_model, float eps,
-           float dropout, bool post_norm)
-      : norm_(store, norm_name, d_model, eps), dropout_(store, dropout), post_(post_norm) {}
+           float dropout, bool post_norm, bool rms_norm = false)
+      : norm_(store, norm_name, d_model, eps, rms_norm),
+        dropout_(store, dropout),
+        post_(post_norm) {}
 
   // x [N, d] -> the input of the sublayer.
   Tensor begin(const Tensor& x, const Context& ctx);

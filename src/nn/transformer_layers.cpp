@@ -34,9 +34,10 @@ Init ffn_init(const LayerOptions& c) {
 EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const LayerOptions& c,
                            bool causal)
     : attn_(s, n.attention, attention_options(c, causal, c.rope), false),
-      attn_res_(s, n.attention_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+      attn_res_(s, n.attention_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm,
+                c.rms_norm),
       ffn_(s, n.fc1, n.fc2, c.d_model, c.d_ff, c.activation, c.activation_dropout, ffn_init(c)),
-      ffn_res_(s, n.final_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+      ffn_res_(s, n.final_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm, c.rms_norm),
       recompute_(c.checkpoint),
       d_(c.d_model) {}
 
@@ -120,14 +121,15 @@ Tensor EncoderLayer::step(const Tensor& x, MultiHeadAttention::Cache& cache,
 
 DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerOptions& c)
     : self_attn_(s, names(p + ".self_attn"), attention_options(c, true, c.rope), false),
-      self_res_(s, p + ".self_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout,
-                c.post_norm),
+      self_res_(s, p + ".self_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm,
+                c.rms_norm),
       cross_attn_(s, names(p + ".encoder_attn"), attention_options(c, false, false), true),
       cross_res_(s, p + ".encoder_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout,
-                 c.post_norm),
+                 c.post_norm, c.rms_norm),
       ffn_(s, p + ".fc1", p + ".fc2", c.d_model, c.d_ff, c.activation, c.activation_dropout,
            ffn_init(c)),
-      ffn_res_(s, p + ".final_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm),
+      ffn_res_(s, p + ".final_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm,
+               c.rms_norm),
       recompute_(c.checkpoint),
       d_(c.d_model) {}
 

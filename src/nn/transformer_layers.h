@@ -28,6 +28,7 @@ struct LayerOptions {
   float dropout = 0.1f, attention_dropout = 0.0f, activation_dropout = 0.0f;
   bool post_norm = true;
   float layer_norm_eps = 1e-5f;
+  bool rms_norm = false;  // RMSNorm for every norm (model.norm_type rms_norm)
   bool rope = false;
   rope::Params rope_params{};  // model.rope's settings (core/rope.h)
   bool alibi = false;          // self-attention adds ALiBi's bias (model.position alibi)

@@ -303,8 +303,10 @@ ROTOR_CPU_CLONES void rope_rows_half(const float* table_cos_sin, const float* in
 }
 
 ROTOR_CPU_CLONES void layer_norm_row(const float* x, const float* gamma, const float* beta,
-                                     int64_t n, float eps, float* y, float& mean, float& rstd) {
-  const double mu = lane_sum(n, [&](int64_t j) { return double{x[j]}; }) / static_cast<double>(n);
+                                     int64_t n, float eps, float* y, float& mean, float& rstd,
+                                     bool rms) {
+  const double mu =
+      rms ? 0.0 : lane_sum(n, [&](int64_t j) { return double{x[j]}; }) / static_cast<double>(n);
   // Two passes: sum((x - mu)^2) avoids the cancellation of E[x^2] - mu^2.
   const double ss = lane_sum(n, [&](int64_t j) { return (x[j] - mu) * (x[j] - mu); });
   const double rs = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
@@ -316,7 +318,7 @@ ROTOR_CPU_CLONES void layer_norm_row(const float* x, const float* gamma, const f
 
 ROTOR_CPU_CLONES void layer_norm_dx_row(const float* dy, const float* x, const float* gamma,
                                         float mean, float rstd, int64_t n, const float* add,
-                                        float* dx) {
+                                        float* dx, bool rms) {
   double sg = 0.0, sgx = 0.0;
   lane_sum2(
       n,
@@ -325,7 +327,7 @@ ROTOR_CPU_CLONES void layer_norm_dx_row(const float* dy, const float* x, const f
         gx = g * (x[j] - mean) * rstd;
       },
       sg, sgx);
-  const float mg = static_cast<float>(sg / n), mgx = static_cast<float>(sgx / n);
+  const float mg = rms ? 0.0f : static_cast<float>(sg / n), mgx = static_cast<float>(sgx / n);
   if (add) {
     for (int64_t j = 0; j < n; ++j) {
       const float xhat = (x[j] - mean) * rstd;

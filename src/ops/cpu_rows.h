@@ -93,16 +93,17 @@ void rope_rows_half(const float* table_cos_sin, const float* in, float* out, int
 
 // Layer normalization of one row x[n] (ops/layer_norm.h): mean and the
 // biased variance in double by the lane sums (two passes), rstd =
-// 1/sqrt(var + eps), y = (x - mean) rstd gamma + beta in f32.
+// 1/sqrt(var + eps), y = (x - mean) rstd gamma + beta in f32. With rms the
+// mean is 0 (RMSNorm: var is the mean of x^2).
 void layer_norm_row(const float* x, const float* gamma, const float* beta, int64_t n, float eps,
-                    float* y, float& mean, float& rstd);
+                    float* y, float& mean, float& rstd, bool rms = false);
 
 // Its backward for one row: dx = rstd (g - mean(g) - xhat mean(g xhat)),
-// g = dy gamma, the two means by the lane sums in double; with add (not
-// null) dx = add + that, one rounding (add's bits plus the same float). dx
-// may alias dy or add.
+// g = dy gamma, the two means by the lane sums in double (rms: without the
+// mean(g) term, mean 0); with add (not null) dx = add + that, one rounding
+// (add's bits plus the same float). dx may alias dy or add.
 void layer_norm_dx_row(const float* dy, const float* x, const float* gamma, float mean, float rstd,
-                       int64_t n, const float* add, float* dx);
+                       int64_t n, const float* add, float* dx, bool rms = false);
 
 // dg[j] += sum_r dy[r, j] xhat[r, j] and db[j] += sum_r dy[r, j] for the w
 // columns starting at dy and x (rows of stride n), the rows in order, in

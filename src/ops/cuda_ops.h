@@ -39,12 +39,12 @@ void softmax_forward(const Tensor& x, Tensor& y);
 void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                        Tensor& y, Tensor& mean, Tensor& rstd);
+                        Tensor& y, Tensor& mean, Tensor& rstd, bool rms);
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool rms);
 void layer_norm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                              const Tensor& mean, const Tensor& rstd, const Tensor& residual,
-                             Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+                             Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool rms);
 
 void dropout_forward(const Tensor& x, Tensor& y, float p, uint64_t seed, uint64_t stream);
 void dropout_backward(const Tensor& dy, Tensor& dx, float p, uint64_t seed, uint64_t stream);

@@ -45,18 +45,18 @@ int64_t check_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& bet
 }  // namespace
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                        Tensor& y, Tensor& mean, Tensor& rstd) {
+                        Tensor& y, Tensor& mean, Tensor& rstd, bool rms) {
   const int64_t n = check_layer_norm(x, gamma, beta, mean, rstd, "layer_norm_forward");
   check_shape(y, x.shape(), "layer_norm_forward y");
   if (y.dtype() != x.dtype()) ROTOR_FAIL("layer_norm_forward: y dtype must match x");
   if (beta.dtype() != gamma.dtype()) ROTOR_FAIL("layer_norm_forward: beta dtype must match gamma");
   check_same_device(x, y, "layer_norm_forward");
   if (!(eps >= 0.0f)) ROTOR_FAIL("layer_norm_forward: eps must be >= 0, got {}", eps);
-  ROTOR_DISPATCH_CUDA(x, layer_norm_forward(x, gamma, beta, eps, y, mean, rstd));
+  ROTOR_DISPATCH_CUDA(x, layer_norm_forward(x, gamma, beta, eps, y, mean, rstd, rms));
   if (detail::F32Compute::needed({&x, &gamma})) {
     detail::F32Compute f;
     Tensor y32 = f.output(y);
-    layer_norm_forward(f.input(x), f.input(gamma), f.input(beta), eps, y32, mean, rstd);
+    layer_norm_forward(f.input(x), f.input(gamma), f.input(beta), eps, y32, mean, rstd, rms);
     f.commit();
     return;
   }
@@ -69,7 +69,7 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   float* pr = rstd.data<float>();  // [rows]
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r)
-    detail::layer_norm_row(px + r * n, pg, pb, n, eps, py + r * n, pm[r], pr[r]);
+    detail::layer_norm_row(px + r * n, pg, pb, n, eps, py + r * n, pm[r], pr[r], rms);
 }
 
 namespace {
@@ -108,13 +108,13 @@ int64_t check_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, c
 // The CPU backward, checked: dx = (residual +) the normalization's dx.
 void backward_cpu(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                   const Tensor& rstd, const Tensor* residual, Tensor& dx, Tensor& dgamma,
-                  Tensor& dbeta, int64_t n) {
+                  Tensor& dbeta, int64_t n, bool rms) {
   if (detail::F32Compute::needed({&x, &gamma, &dgamma, &dbeta})) {
     detail::F32Compute f;
     Tensor dx32 = f.output(dx), dg32 = f.output(dgamma, true), db32 = f.output(dbeta, true);
     const Tensor res32 = residual ? f.input(*residual) : Tensor();
     backward_cpu(f.input(dy), f.input(x), f.input(gamma), mean, rstd, residual ? &res32 : nullptr,
-                 dx32, dg32, db32, n);
+                 dx32, dg32, db32, n, rms);
     f.commit();
     return;
   }
@@ -151,26 +151,26 @@ void backward_cpu(const Tensor& dy, const Tensor& x, const Tensor& gamma, const 
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r)
     detail::layer_norm_dx_row(pdy + r * n, px + r * n, pg, pm[r], pr[r], n,
-                              pres ? pres + r * n : nullptr, pdx + r * n);
+                              pres ? pres + r * n : nullptr, pdx + r * n, rms);
 }
 
 }  // namespace
 
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool rms) {
   const int64_t n = check_backward(dy, x, gamma, mean, rstd, nullptr, dx, dgamma, dbeta, kBackward);
-  ROTOR_DISPATCH_CUDA(x, layer_norm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta));
-  backward_cpu(dy, x, gamma, mean, rstd, nullptr, dx, dgamma, dbeta, n);
+  ROTOR_DISPATCH_CUDA(x, layer_norm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rms));
+  backward_cpu(dy, x, gamma, mean, rstd, nullptr, dx, dgamma, dbeta, n, rms);
 }
 
 void layer_norm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                              const Tensor& mean, const Tensor& rstd, const Tensor& residual,
-                             Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                             Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool rms) {
   const int64_t n =
       check_backward(dy, x, gamma, mean, rstd, &residual, dx, dgamma, dbeta, kBackwardAdd);
   ROTOR_DISPATCH_CUDA(
-      x, layer_norm_backward_add(dy, x, gamma, mean, rstd, residual, dx, dgamma, dbeta));
-  backward_cpu(dy, x, gamma, mean, rstd, &residual, dx, dgamma, dbeta, n);
+      x, layer_norm_backward_add(dy, x, gamma, mean, rstd, residual, dx, dgamma, dbeta, rms));
+  backward_cpu(dy, x, gamma, mean, rstd, &residual, dx, dgamma, dbeta, n, rms);
 }
 
 }  // namespace rotor::ops

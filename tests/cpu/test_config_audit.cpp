@@ -87,6 +87,8 @@ const Entry kEntries[] = {
   {"model.attention_dropout", "0.2", Shows::Metrics},
   {"model.activation_dropout", "0.2", Shows::Metrics},
   {"model.norm", "pre", Shows::Metrics},
+  {"model.norm_type", "rms_norm", Shows::Metrics},
+  {"model.norm_type", "rms_norm", Shows::Metrics, "", "", "", kLmConfig},
   {"model.layer_norm_eps", "0.01", Shows::Metrics},
   {"model.position", "sinusoidal", Shows::Metrics},
   {"model.position", "alibi", Shows::Metrics, "", "", "", kLmConfig},

@@ -193,6 +193,24 @@ TEST(HfImport, ArchitectureMismatchesAreOneLine) {
           {"embedding_size", 8, "embedding_size is 8, but hidden_size"},
           {"tie_word_embeddings", false, "tie_word_embeddings is false"},
       });
+  // A model with RMSNorm has no Hugging Face BERT/RoFormer form: refused both ways.
+  Config rms = c;
+  rms.model.norm_type = NormType::RmsNorm;
+  EXPECT_NE(import_error(rms, hf).find("Hugging Face roformer normalizes with LayerNorm, but "
+                                       "model.norm_type is rms_norm"),
+            std::string::npos)
+      << import_error(rms, hf);
+  test::TempDir tmp2;
+  try {
+    export_model(rms, tmp2);
+    ADD_FAILURE() << "an RMSNorm encoder exported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.norm_type is rms_norm, and Hugging Face "
+                                         "BERT/RoFormer/DeBERTa-v2 normalize with LayerNorm"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(tmp2 / "hf"));
   // gelu (erf) and gelu_new both run as rotor's GELU; the former with a note.
   set_key(hf, "hidden_act", "gelu");
   nn::ParameterStore store;

@@ -316,6 +316,11 @@ TEST(LmHfImport, UntiedScaledTableGivesTheSameProducts) {
 TEST(LmHfExport, RefusesWhatHuggingFaceCannotHold) {
   EXPECT_NE(export_error(lm_config({"rope", true, true, 16}, "post")).find("model.norm is post"),
             std::string::npos);
+  Config rms = lm_config({"rope", true, true, 16});
+  rms.model.norm_type = NormType::RmsNorm;
+  EXPECT_NE(export_error(rms).find("model.norm_type is rms_norm; Hugging Face GPT-NeoX and GPT-2 "
+                                   "normalize with LayerNorm"),
+            std::string::npos);
   for (const char* position : {"sinusoidal", "none"})
     EXPECT_NE(
         export_error(lm_config({position, true, true, 16}))

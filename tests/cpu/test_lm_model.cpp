@@ -22,7 +22,8 @@ using test::jitter;
 
 constexpr int64_t kVocab = 40;
 
-models::DecoderLmOptions tiny_lm(nn::PositionKind position, bool pre_ln, bool tied) {
+models::DecoderLmOptions tiny_lm(nn::PositionKind position, bool pre_ln, bool tied,
+                                 bool rms = false) {
   models::DecoderLmOptions o;
   o.vocab_size = kVocab;
   o.num_layers = 2;
@@ -33,6 +34,7 @@ models::DecoderLmOptions tiny_lm(nn::PositionKind position, bool pre_ln, bool ti
   o.layer.dropout = 0.1f;
   o.layer.attention_dropout = 0.1f;
   o.layer.post_norm = !pre_ln;
+  o.layer.rms_norm = rms;
   o.position = position;
   o.max_positions = 16;
   o.share_embeddings = tied;
@@ -52,6 +54,7 @@ struct ModelCase {
   nn::PositionKind position;
   bool pre_ln, tied;
   const char* name;
+  bool rms = false;  // RMSNorm (model.norm_type rms_norm)
   friend void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
 };
 
@@ -60,10 +63,13 @@ class LmModelGrad : public ::testing::TestWithParam<ModelCase> {};
 TEST_P(LmModelGrad, MatchesFiniteDifferences) {
   const ModelCase mc = GetParam();
   nn::ParameterStore store;
-  models::DecoderLM model(tiny_lm(mc.position, mc.pre_ln, mc.tied), store);
+  models::DecoderLM model(tiny_lm(mc.position, mc.pre_ln, mc.tied, mc.rms), store);
   store.allocate(Device::cpu());
   store.initialize(1);
   jitter(store, 2, 0.1f);
+  // RMSNorm has a weight and no bias.
+  EXPECT_EQ(store.find("model.layers.0.final_layer_norm.bias") == nullptr, mc.rms);
+  EXPECT_NE(store.find("model.layers.0.final_layer_norm.weight"), nullptr);
   nn::Parameter* emb = store.find("model.embed_tokens.weight");
   ASSERT_NE(emb, nullptr);
   for (int64_t j = 0; j < 16; ++j) emb->value.data<float>()[j] = 0.0f;  // the pad row
@@ -97,6 +103,8 @@ std::vector<ModelCase> model_cases() {
       cases.push_back({k, true, true, k->name.data()});
   cases.push_back({nn::PositionKind::Rope, false, true, "rope_post_ln"});
   cases.push_back({nn::PositionKind::Learned, true, false, "learned_untied"});
+  cases.push_back({nn::PositionKind::Rope, true, true, "rope_rms_norm", true});
+  cases.push_back({nn::PositionKind::Rope, false, false, "rope_post_ln_rms_norm", true});
   return cases;
 }
 

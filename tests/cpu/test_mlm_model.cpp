@@ -123,6 +123,7 @@ struct ModelCase {
   int64_t type_vocab;
   const char* name;
   bool tupe_relative = false;  // TUPE-R: T5's bias besides TUPE's correlation
+  bool rms = false;            // RMSNorm for every norm (model.norm_type rms_norm)
 };
 
 class MlmModelGrad : public ::testing::TestWithParam<ModelCase> {};
@@ -132,10 +133,12 @@ TEST_P(MlmModelGrad, MatchesFiniteDifferences) {
   nn::ParameterStore store;
   models::BertOptions options = tiny_model(mc.position, mc.type_vocab);
   options.tupe_relative = mc.tupe_relative;
+  options.layer.rms_norm = mc.rms;
   options.layer.t5_buckets = 8;  // few buckets: most of them in use at 7 tokens
   options.layer.t5_max_distance = 12;
   options.deberta = {4, 6};  // DeBERTa: exact within 2, log-spaced to 6, 8 rows
   models::BertForMaskedLM model(options, store);
+  EXPECT_EQ(store.find("cls.predictions.transform.LayerNorm.bias") == nullptr, mc.rms);
   store.allocate(Device::cpu());
   store.initialize(1);
   jitter(store, 2, 0.1f);  // TUPE's [CLS] scalars start at 0: jittered off it
@@ -170,7 +173,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{*nn::position_kind("tupe"), 2, "tupe"},
                       ModelCase{*nn::position_kind("tupe"), 2, "tupe_r", true},
                       ModelCase{*nn::position_kind("deberta"), 2, "deberta"},
-                      ModelCase{nn::PositionKind::Sinusoidal, 0, "sinusoidal_no_types"}),
+                      ModelCase{nn::PositionKind::Sinusoidal, 0, "sinusoidal_no_types"},
+                      ModelCase{nn::PositionKind::Rope, 2, "rope_rms_norm", false, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(MlmModel, LossScaleScalesGradients) {

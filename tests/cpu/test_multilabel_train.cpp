@@ -291,6 +291,16 @@ TEST_F(MultilabelTrain, LearnsBeatsTheFrequencyBaselineAndPredicts) {
     }
   }
 
+  // A checkpoint of another norm type does not start a run.
+  config("again")
+      .set("model.init_from", dir_ / "run:best")
+      .set("model.norm_type", "rms_norm")
+      .write(dir_ / "again.yaml");
+  r = run("train " + (dir_ / "again.yaml") + " --overwrite");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("has model.norm_type layer_norm, the config rms_norm"), std::string::npos)
+      << r.err;
+
   // --resume with another label vocabulary is refused before anything changes.
   r = run("train " + (dir_ / "ml.yaml") +
           " --resume --set train.max_updates=410 --set data.labels=[ant,bee,cow,dog,emu]");

@@ -381,6 +381,27 @@ TEST(GradCheck, LayerNorm) {
   expect_passed(check_layer(t), "layer norm");
 }
 
+// RMSNorm (model.norm_type rms_norm): a weight, no bias, no mean.
+TEST(GradCheck, RmsNorm) {
+  ParameterStore store;
+  nn::LayerNorm ln(store, "rms", 6, 1e-5f, true);
+  EXPECT_EQ(store.find("rms.bias"), nullptr);
+  init_store(store, 33);
+  Context ctx = make_ctx();
+  LayerUnderTest t;
+  t.store = &store;
+  t.seed = 34;
+  Tensor x = rand_input({5, 6}, 35);
+  float* xp = x.data<float>();
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t i = 0; i < 6; ++i)
+      xp[r * 6 + i] = xp[r * 6 + i] * (0.5f + 0.4f * r) + 0.7f * r - 1;
+  t.inputs = {x};
+  t.forward = [&] { return ln.forward(t.inputs[0], ctx); };
+  t.backward = [&](const Tensor& dy) { return std::vector<Tensor>{ln.backward(dy)}; };
+  expect_passed(check_layer(t), "rms norm");
+}
+
 TEST(GradCheck, EmbeddingScaleAndPadRow) {
   const int pad = 1;
   ParameterStore store;
@@ -793,8 +814,9 @@ TEST(GradCheck, ResidualPreNormDropout) {
 
 // ---- encoder and decoder layers -------------------------------------------------
 
-nn::LayerOptions layer_options(bool post, bool rope, float dropout) {
+nn::LayerOptions layer_options(bool post, bool rope, float dropout, bool rms = false) {
   nn::LayerOptions c;
+  c.rms_norm = rms;
   c.d_model = 8;
   c.n_heads = 2;
   c.d_ff = 12;
@@ -807,10 +829,10 @@ nn::LayerOptions layer_options(bool post, bool rope, float dropout) {
   return c;
 }
 
-void check_encoder_layer(bool post, bool rope, float dropout, uint64_t seed) {
+void check_encoder_layer(bool post, bool rope, float dropout, uint64_t seed, bool rms = false) {
   ParameterStore store;
   nn::EncoderLayer layer(store, models::bart_encoder_layer_names("enc"),
-                         layer_options(post, rope, dropout));
+                         layer_options(post, rope, dropout, rms));
   init_store(store, seed);
   Context ctx = make_ctx(dropout > 0);
   Tensor lengths = Tensor::from_ints({4, 2}, {2});
@@ -823,7 +845,8 @@ void check_encoder_layer(bool post, bool rope, float dropout, uint64_t seed) {
   t.forward = [&] { return layer.forward(t.inputs[0], lengths, ctx); };
   t.backward = [&](const Tensor& dy) { return std::vector<Tensor>{layer.backward(dy)}; };
   expect_passed(check_layer(t), std::string("encoder layer ") + (post ? "post" : "pre") +
-                                    (rope ? " rope" : "") + (dropout > 0 ? " dropout" : ""));
+                                    (rope ? " rope" : "") + (dropout > 0 ? " dropout" : "") +
+                                    (rms ? " rms" : ""));
 }
 
 TEST(GradCheck, EncoderLayerPost) {
@@ -838,10 +861,16 @@ TEST(GradCheck, EncoderLayerPostRope) {
 TEST(GradCheck, EncoderLayerPreRopeDropout) {
   check_encoder_layer(false, true, 0.2f, 103);
 }
+TEST(GradCheck, EncoderLayerPostRms) {
+  check_encoder_layer(true, true, 0.0f, 104, true);
+}
+TEST(GradCheck, EncoderLayerPreRms) {
+  check_encoder_layer(false, false, 0.0f, 105, true);
+}
 
-void check_decoder_layer(bool post, bool rope, float dropout, uint64_t seed) {
+void check_decoder_layer(bool post, bool rope, float dropout, uint64_t seed, bool rms = false) {
   ParameterStore store;
-  nn::DecoderLayer layer(store, "dec", layer_options(post, rope, dropout));
+  nn::DecoderLayer layer(store, "dec", layer_options(post, rope, dropout, rms));
   init_store(store, seed);
   Context ctx = make_ctx(dropout > 0);
   Tensor mem_lengths = Tensor::from_ints({5, 3}, {2});
@@ -858,7 +887,8 @@ void check_decoder_layer(bool post, bool rope, float dropout, uint64_t seed) {
     return std::vector<Tensor>{dx, dmem};
   };
   expect_passed(check_layer(t), std::string("decoder layer ") + (post ? "post" : "pre") +
-                                    (rope ? " rope" : "") + (dropout > 0 ? " dropout" : ""));
+                                    (rope ? " rope" : "") + (dropout > 0 ? " dropout" : "") +
+                                    (rms ? " rms" : ""));
 }
 
 TEST(GradCheck, DecoderLayerPost) {
@@ -872,6 +902,9 @@ TEST(GradCheck, DecoderLayerPostRope) {
 }
 TEST(GradCheck, DecoderLayerPreRopeDropout) {
   check_decoder_layer(false, true, 0.2f, 113);
+}
+TEST(GradCheck, DecoderLayerPreRopeRms) {
+  check_decoder_layer(false, true, 0.0f, 114, true);
 }
 
 // ---- the whole model ---------------------------------------------------------------

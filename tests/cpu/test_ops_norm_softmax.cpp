@@ -1,5 +1,5 @@
-// Softmax and layer norm: forward against double references, backward
-// against central differences of those references (loss = sum(dy * y)).
+// Softmax, layer norm and RMSNorm: forward against double references,
+// backward against central differences of those references (loss = sum(dy * y)).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -132,6 +132,69 @@ TEST(LayerNorm, BackwardMatchesFiniteDifferencesAndAccumulates) {
   EXPECT_LT(test::max_rel_error(dx.to_floats(), fdx), 2e-5);
   EXPECT_LT(test::max_rel_error(dg.to_floats(), fdg), 2e-5);
   EXPECT_LT(test::max_rel_error(db.to_floats(), fdb), 2e-5);
+}
+
+// RMSNorm (rms): y = x / sqrt(mean(x^2) + eps) * g, no mean, no bias.
+Vec rms_norm_ref(const Vec& x, const Vec& g, int64_t n, double eps, Vec* rstd = nullptr) {
+  Vec y(x.size());
+  for (size_t row = 0; row < x.size() / n; ++row) {
+    double ms = 0;
+    for (int64_t j = 0; j < n; ++j) ms += x[row * n + j] * x[row * n + j];
+    const double rs = 1 / std::sqrt(ms / n + eps);
+    for (int64_t j = 0; j < n; ++j) y[row * n + j] = x[row * n + j] * rs * g[j];
+    if (rstd) rstd->push_back(rs);
+  }
+  return y;
+}
+
+// rms: the forward against double (mean written 0, a zero beta adds
+// nothing), the backward against central differences, dx alone and added
+// to a residual, in f32 and (one rounding) bf16.
+TEST(LayerNorm, RmsNormForwardAndBackward) {
+  const int64_t rows = 7, n = 40;
+  const double eps = 1e-6;
+  Tensor x = test::random_tensor({rows, n}, 27, -2.0f, 3.0f);  // a non-zero mean
+  Tensor g = test::random_tensor({n}, 28, 0.5f, 1.5f), zero = Tensor::zeros({n});
+  Tensor dy = test::random_tensor({rows, n}, 29);
+  const Vec xv = to_double(x), gv = to_double(g), dyv = to_double(dy);
+  Vec rstd_ref;
+  const Vec yref = rms_norm_ref(xv, gv, n, eps, &rstd_ref);
+  Tensor y = Tensor::zeros(x.shape()), mean = Tensor::full({rows}, 7.0f),
+         rstd = Tensor::zeros({rows});
+  ops::layer_norm_forward(x, g, zero, static_cast<float>(eps), y, mean, rstd, true);
+  EXPECT_LT(test::max_rel_error(y.to_floats(), yref), 2e-6);
+  EXPECT_LT(test::max_rel_error(rstd.to_floats(), rstd_ref), 1e-6);
+  EXPECT_EQ(mean.to_floats(), std::vector<float>(rows, 0.0f));
+  // The layer norm of the same x differs (the mean is not subtracted).
+  Tensor yln = Tensor::zeros(x.shape()), m2 = Tensor::zeros({rows}), r2 = Tensor::zeros({rows});
+  ops::layer_norm_forward(x, g, zero, static_cast<float>(eps), yln, m2, r2);
+  EXPECT_GT(test::max_rel_error(yln.to_floats(), yref), 1e-2);
+
+  const Vec fdx = fd_grad([&](const Vec& v) { return dot(dyv, rms_norm_ref(v, gv, n, eps)); }, xv);
+  Vec fdg = fd_grad([&](const Vec& v) { return dot(dyv, rms_norm_ref(xv, v, n, eps)); }, gv);
+  Tensor dx = Tensor::zeros(x.shape()), dg = Tensor::full({n}, 0.25f), db = Tensor::zeros({n});
+  ops::layer_norm_backward(dy, x, g, mean, rstd, dx, dg, db, true);
+  for (auto& v : fdg) v += 0.25;
+  EXPECT_GT(norm(fdx), 0.1);
+  EXPECT_LT(test::max_rel_error(dx.to_floats(), fdx), 2e-5);
+  EXPECT_LT(test::max_rel_error(dg.to_floats(), fdg), 2e-5);
+  // backward_add: the same dx plus the residual.
+  Tensor res = test::random_tensor({rows, n}, 30), dx2 = Tensor::zeros(x.shape());
+  Tensor dg2 = Tensor::full({n}, 0.25f), db2 = Tensor::zeros({n});
+  ops::layer_norm_backward_add(dy, x, g, mean, rstd, res, dx2, dg2, db2, true);
+  const auto a = dx.to_floats(), r = res.to_floats(), sum = dx2.to_floats();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_FLOAT_EQ(sum[i], a[i] + r[i]) << i;
+  EXPECT_EQ(dg2.to_floats(), dg.to_floats());
+  // bf16 activations: the f32 op's result rounded once.
+  Tensor xb = Tensor::from_floats(x.to_floats(), x.shape(), DType::BF16);
+  Tensor yb = Tensor::zeros(x.shape(), DType::BF16), mb = Tensor::zeros({rows}),
+         rb = Tensor::zeros({rows});
+  ops::layer_norm_forward(xb, g, zero, static_cast<float>(eps), yb, mb, rb, true);
+  Tensor y32 = Tensor::zeros(x.shape()), m32 = Tensor::zeros({rows}), r32 = Tensor::zeros({rows});
+  ops::layer_norm_forward(Tensor::from_floats(xb.to_floats(), x.shape()), g, zero,
+                          static_cast<float>(eps), y32, m32, r32, true);
+  EXPECT_EQ(yb.to_floats(),
+            Tensor::from_floats(y32.to_floats(), x.shape(), DType::BF16).to_floats());
 }
 
 // The fused residual (a pre-norm block's input gradient) against the

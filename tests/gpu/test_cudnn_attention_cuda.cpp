@@ -643,6 +643,42 @@ TEST(LabelAttentionCuda, StepEqualsTheCpuAndPackingChangesNothing) {
   }
 }
 
+// RMSNorm (model.norm_type rms_norm) on a GPU: a pre-LN LM with every norm
+// RMSNorm, one training step in fp32 (logits, loss and every gradient against
+// the CPU's) and bf16 (packed against documents alone, as above).
+TEST(RmsNormCuda, LmStepEqualsTheCpu) {
+  ROTOR_REQUIRE_GPU();
+  const Core core{"auto", nn::AttentionImpl::Auto, nn::AttentionKind::Softmax};
+  models::DecoderLmOptions o = tiny_lm(nn::PositionKind::Rope, core);
+  o.layer.post_norm = false;
+  o.layer.rms_norm = true;
+  const test::PackedDocs pk;
+  auto step = [&](Device device, DType dtype, std::vector<float>* logits) {
+    nn::ParameterStore store;
+    models::DecoderLM lm(o, store);
+    EXPECT_EQ(store.find("model.layer_norm.bias"), nullptr);
+    nn::Context ctx;
+    prepare(store, ctx, device, dtype);
+    *logits = lm.forward_logits(pk.batch(device), ctx).to(Device::cpu()).to_floats();
+    ctx.training = true;
+    store.zero_grad();
+    const models::LmSums sums = lm.forward_loss(pk.batch(device), ctx);
+    lm.backward(1.0f);
+    EXPECT_TRUE(std::isfinite(sums.loss));
+    return store.grads().to(Device::cpu()).to_floats();
+  };
+  std::vector<float> gpu_logits, cpu_logits, bf16_logits;
+  const std::vector<float> g_gpu = step(kGpu, DType::F32, &gpu_logits);
+  const std::vector<float> g_cpu = step(Device::cpu(), DType::F32, &cpu_logits);
+  const std::vector<float> g_bf16 = step(kGpu, DType::BF16, &bf16_logits);
+  double scale = 0;
+  for (float g : g_cpu) scale = std::max(scale, std::abs(double(g)));
+  EXPECT_LT(max_diff(gpu_logits, cpu_logits), 2e-4) << "logits";
+  EXPECT_LT(max_diff(g_gpu, g_cpu), 1e-4 * std::max(scale, 1.0)) << "gradients";
+  EXPECT_LT(max_diff(bf16_logits, cpu_logits), 0.1) << "bf16 logits";
+  EXPECT_LT(max_diff(g_bf16, g_cpu), 0.05 * std::max(scale, 1.0)) << "bf16 gradients";
+}
+
 // TUPE's correlation on a GPU: the correlation, its untied [CLS] and their
 // backward run on the device (nn/tupe.cpp, ops/tupe_cls.h) and the CUDA
 // materialized core adds it as a dense bias (ops::AttentionOptions::

@@ -336,6 +336,24 @@ void row_op_cases(std::vector<OpCase>& cs) {
     ops::layer_norm_backward(e.in(rnd(rows * d, 43), s), x, gamma, mean, rstd, dx, dgamma, dbeta);
     return OpOutputs{out("dx", dx), out("dgamma", dgamma), out("dbeta", dbeta)};
   });
+  // RMSNorm (model.norm_type rms_norm): the same kernels without the mean.
+  add_cases(cs, "rms_norm_forward", dims(s), [=](const OpEnv& e) {
+    Tensor y = e.zeros(s), mean = e.zeros_f32({rows}), rstd = e.zeros_f32({rows});
+    const Tensor x = e.in(rnd(rows * d, 40, -2, 3), s), gamma = e.in(rnd(d, 41, 0.5f, 1.5f), {d});
+    ops::layer_norm_forward(x, gamma, e.in(std::vector<float>(d, 0.0f), {d}), 1e-6f, y, mean, rstd,
+                            true);
+    return OpOutputs{out("y", y), out("mean", mean), out("rstd", rstd)};
+  });
+  add_cases(cs, "rms_norm_backward", dims(s), [=](const OpEnv& e) {
+    const Tensor x = e.in(rnd(rows * d, 40, -2, 3), s), gamma = e.in(rnd(d, 41, 0.5f, 1.5f), {d});
+    Tensor y = e.zeros(s), mean = e.zeros_f32({rows}), rstd = e.zeros_f32({rows});
+    ops::layer_norm_forward(x, gamma, e.in(std::vector<float>(d, 0.0f), {d}), 1e-6f, y, mean, rstd,
+                            true);
+    Tensor dx = e.zeros(s), dgamma = e.in(rnd(d, 44), {d}), dbeta = e.zeros_f32({d});
+    ops::layer_norm_backward(e.in(rnd(rows * d, 43), s), x, gamma, mean, rstd, dx, dgamma, dbeta,
+                             true);
+    return OpOutputs{out("dx", dx), out("dgamma", dgamma)};
+  });
   const int64_t m = 100003;  // not a multiple of 4 (Philox draws 4 at a time)
   for (float p : {0.0f, 0.1f})
     add_cases(cs, "dropout_add", fmt::format("n{}_p{}", m, int(p * 10)), [=](const OpEnv& e) {

@@ -87,7 +87,7 @@ namespace {
       "reference_dump_transformer: %s\n"
       "usage: reference_dump_transformer [--model seq2seq|lm|mlm] "
       "--position sinusoidal|learned|rope|none|t5|transformer_xl|tupe|deberta --norm post|pre "
-      "[--activation relu|gelu] [--optimizer adam|adamw] "
+      "[--activation relu|gelu] [--optimizer adam|adamw] [--norm-type layer_norm|rms_norm] "
       "[--share-embeddings true|false] [--t5-buckets N] [--t5-max-distance N] "
       "[--tupe-relative true|false] [--deberta-buckets N] [--deberta-max-relative N] "
       "[--seed N] --out FILE\n",
@@ -180,7 +180,7 @@ models::MlmBatch make_mlm_batch() {
 
 struct Args {
   std::string model = "seq2seq", position, norm, activation = "relu", optimizer = "adamw",
-              share = "true", tupe_relative = "false", out;
+              share = "true", tupe_relative = "false", norm_type = "layer_norm", out;
   int64_t t5_buckets = 8, t5_max_distance = 5;            // --position t5 only
   int64_t deberta_buckets = 4, deberta_max_relative = 6;  // --position deberta only
   uint64_t seed = 1234;
@@ -205,6 +205,7 @@ nn::LayerOptions layer_options(const Args& a) {
   layer.dropout = layer.attention_dropout = layer.activation_dropout = 0.0f;
   layer.post_norm = a.norm == "post";
   layer.layer_norm_eps = kLayerNormEps;
+  layer.rms_norm = a.norm_type == "rms_norm";
   layer.t5_buckets = a.t5_buckets;
   layer.t5_max_distance = a.t5_max_distance;
   return layer;
@@ -270,6 +271,7 @@ int dump(const Args& a, nn::ParameterStore& store, const ModelCalls& m, int64_t 
       {"model", a.model},
       {"position", a.position},
       {"norm", a.norm},
+      {"norm_type", a.norm_type},
       {"activation", a.activation},
       {"optimizer", a.optimizer},
       {"share_embeddings", a.share},
@@ -427,6 +429,8 @@ int run(int argc, char** argv) {
       a.norm = v;
     else if (opt == "--activation")
       a.activation = v;
+    else if (opt == "--norm-type")
+      a.norm_type = v;
     else if (opt == "--optimizer")
       a.optimizer = v;
     else if (opt == "--share-embeddings")
@@ -457,6 +461,8 @@ int run(int argc, char** argv) {
   if (a.t5_buckets < 4 || a.t5_buckets % 2 != 0 || a.t5_max_distance <= a.t5_buckets / 2)
     usage("--t5-buckets must be even and at least 4, --t5-max-distance above half of it");
   if (a.norm != "post" && a.norm != "pre") usage("--norm must be post or pre");
+  if (a.norm_type != "layer_norm" && a.norm_type != "rms_norm")
+    usage("--norm-type must be layer_norm or rms_norm");
   if (a.activation != "relu" && a.activation != "gelu") usage("--activation must be relu or gelu");
   if (a.optimizer != "adam" && a.optimizer != "adamw") usage("--optimizer must be adam or adamw");
   if (a.share != "true" && a.share != "false") usage("--share-embeddings must be true or false");

@@ -244,6 +244,25 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+class RMSNorm(nn.Module):
+    """RMSNorm (Zhang & Sennrich 2019): x / sqrt(mean(x^2) + eps) * weight;
+    no mean, no bias (model.norm_type rms_norm)."""
+
+    def __init__(self, d, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def make_norm(d, cfg):
+    """The model's norm: LayerNorm, or RMSNorm with cfg's norm_type rms_norm."""
+    eps = cfg["layer_norm_eps"]
+    return RMSNorm(d, eps) if cfg.get("norm_type") == "rms_norm" else nn.LayerNorm(d, eps=eps)
+
+
 class Block(nn.Module):
     """One Transformer layer: self-attention, [cross-attention], feed-forward,
     each wrapped post-LN  y = LN(x + f(x))  or pre-LN  y = x + f(LN(x)).
@@ -252,18 +271,18 @@ class Block(nn.Module):
 
     def __init__(self, cfg, decoder, causal=None):
         super().__init__()
-        d, eps = cfg["d_model"], cfg["layer_norm_eps"]
+        d = cfg["d_model"]
         self.pre, self.decoder, self.act = cfg["norm"] == "pre", decoder, cfg["activation"]
         causal = decoder if causal is None else causal
         self.self_attn = Attention(d, cfg["n_heads"], cfg["rope"], causal, cfg["rope_base"],
                                    cfg["xl"])
-        self.self_attn_layer_norm = nn.LayerNorm(d, eps=eps)
+        self.self_attn_layer_norm = make_norm(d, cfg)
         if decoder:  # cross-attention never rotates (nor adds Transformer-XL's terms)
             self.encoder_attn = Attention(d, cfg["n_heads"], False, False, cfg["rope_base"])
-            self.encoder_attn_layer_norm = nn.LayerNorm(d, eps=eps)
+            self.encoder_attn_layer_norm = make_norm(d, cfg)
         self.fc1 = nn.Linear(d, cfg["d_ff"])
         self.fc2 = nn.Linear(cfg["d_ff"], d)
-        self.final_layer_norm = nn.LayerNorm(d, eps=eps)
+        self.final_layer_norm = make_norm(d, cfg)
 
     def sub(self, x, norm, f):
         return x + f(norm(x)) if self.pre else norm(x + f(x))
@@ -294,7 +313,7 @@ class Stack(nn.Module):
             self.relative_attention_bias = nn.Embedding(cfg["t5_buckets"], cfg["n_heads"])
         self.layers = nn.ModuleList([Block(cfg, decoder) for _ in range(n_layers)])
         if cfg["norm"] == "pre":
-            self.layer_norm = nn.LayerNorm(d, eps=cfg["layer_norm_eps"])
+            self.layer_norm = make_norm(d, cfg)
 
 
 def sinusoidal_table(n, d):
@@ -374,7 +393,7 @@ class LmInner(nn.Module):
             self.relative_attention_bias = nn.Embedding(cfg["t5_buckets"], cfg["n_heads"])
         self.layers = nn.ModuleList([Block(cfg, False, causal=True) for _ in range(cfg["layers"])])
         if cfg["norm"] == "pre":
-            self.layer_norm = nn.LayerNorm(d, eps=cfg["layer_norm_eps"])
+            self.layer_norm = make_norm(d, cfg)
 
 
 class CausalLM(nn.Module):
@@ -513,14 +532,14 @@ class BertLayer(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        d, eps = cfg["d_model"], cfg["layer_norm_eps"]
+        d = cfg["d_model"]
         self.h, self.act = cfg["n_heads"], cfg["activation"]
         self.rope, self.base = cfg["rope"], cfg["rope_base"]
         self.attention = _module(
             self=_module(query=nn.Linear(d, d), key=nn.Linear(d, d), value=nn.Linear(d, d)),
-            output=_module(dense=nn.Linear(d, d), LayerNorm=nn.LayerNorm(d, eps=eps)))
+            output=_module(dense=nn.Linear(d, d), LayerNorm=make_norm(d, cfg)))
         self.intermediate = _module(dense=nn.Linear(d, cfg["d_ff"]))
-        self.output = _module(dense=nn.Linear(cfg["d_ff"], d), LayerNorm=nn.LayerNorm(d, eps=eps))
+        self.output = _module(dense=nn.Linear(cfg["d_ff"], d), LayerNorm=make_norm(d, cfg))
 
     def forward(self, x, key_pad, scale, bias, rel=None):
         B, T, d = x.shape
@@ -576,7 +595,7 @@ class BertMLM(nn.Module):
             emb.position_embeddings = nn.Embedding(cfg["max_positions"], d)
         if cfg["type_vocab_size"] > 0:
             emb.token_type_embeddings = nn.Embedding(cfg["type_vocab_size"], d)
-        emb.LayerNorm = nn.LayerNorm(d, eps=cfg["layer_norm_eps"])
+        emb.LayerNorm = make_norm(d, cfg)
         enc = _module(layer=nn.ModuleList([BertLayer(cfg) for _ in range(cfg["layers"])]))
         if pos == "tupe":
             enc.tupe = _module(position_embeddings=nn.Embedding(cfg["max_positions"], d),
@@ -590,7 +609,7 @@ class BertMLM(nn.Module):
             enc.LayerNorm = nn.LayerNorm(d, eps=cfg["layer_norm_eps"])
         setattr(self, cfg["prefix"], _module(embeddings=emb, encoder=enc))
         self.cls = _module(predictions=_module(
-            transform=_module(dense=nn.Linear(d, d), LayerNorm=nn.LayerNorm(d, eps=cfg["layer_norm_eps"])),
+            transform=_module(dense=nn.Linear(d, d), LayerNorm=make_norm(d, cfg)),
             bias=nn.Parameter(torch.zeros(V))))
 
     def forward(self, ids, types, lengths):
@@ -742,13 +761,15 @@ def run(args):
         cmd = [args.dump_tool, "--model", args.model, "--position", args.position, "--norm", args.norm,
                "--activation", args.activation, "--optimizer", args.optimizer,
                "--share-embeddings", "true" if args.share_embeddings else "false",
-               "--tupe-relative", args.tupe_relative, "--seed", str(args.seed), "--out", out]
+               "--tupe-relative", args.tupe_relative, "--norm-type", args.norm_type,
+               "--seed", str(args.seed), "--out", out]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise Mismatch(f"dump tool failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
         t, meta = read_safetensors(out)
 
     cfg = {"position": meta["position"], "norm": meta["norm"], "activation": meta["activation"],
+           "norm_type": meta.get("norm_type", "layer_norm"),
            # t5: the dump's table size and reach (8 and 5 by default, so that the
            # 7-token batches reach log-spaced and shared buckets)
            "t5_buckets": int(meta.get("t5_buckets", 0)),
@@ -844,7 +865,7 @@ def run(args):
     for mname, mod in model.named_modules():
         for pname, _ in mod.named_parameters(recurse=False):
             full = f"{mname}.{pname}" if mname else pname
-            if isinstance(mod, nn.LayerNorm) or pname == "bias":
+            if isinstance(mod, (nn.LayerNorm, RMSNorm)) or pname == "bias":
                 no_decay.add(full)
     # rotor keeps T5's bias tables out of weight decay too (a bias, though a learned one),
     # and Transformer-XL's u and v; W_R (r_proj.weight) decays like any projection.
@@ -937,7 +958,7 @@ def run(args):
     tupe_r = " tupe_relative=true" if cfg["tupe_relative"] else ""
     if cfg["position"] == "deberta":
         tupe_r = f" buckets={cfg['deberta_buckets']} max_relative={cfg['deberta_max_relative']}"
-    print(f"PASS model={meta['model']} position={cfg['position']}{tupe_r} norm={cfg['norm']} activation={cfg['activation']} "
+    print(f"PASS model={meta['model']} position={cfg['position']}{tupe_r} norm={cfg['norm']} norm_type={cfg['norm_type']} activation={cfg['activation']} "
           f"optimizer={meta['optimizer']} share_embeddings={meta['share_embeddings']}: "
           f"{len(params)} parameters, loss_sum {float(t['loss_sum'][0]):.6f} (ref {step_losses[0]:.6f})")
     for kind, (ratio, err, name) in sorted(worst.items()):
@@ -954,6 +975,7 @@ def main():
     ap.add_argument("--position", required=True, choices=["sinusoidal", "learned", "rope", "none", "t5",
                                                              "transformer_xl", "tupe", "deberta"])
     ap.add_argument("--norm", default="post", choices=["post", "pre"])
+    ap.add_argument("--norm-type", default="layer_norm", choices=["layer_norm", "rms_norm"])
     ap.add_argument("--activation", default="relu", choices=["relu", "gelu"])
     ap.add_argument("--optimizer", default="adamw", choices=["adam", "adamw"])
     ap.add_argument("--share-embeddings", default="true", choices=["true", "false"])

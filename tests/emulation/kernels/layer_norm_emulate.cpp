@@ -22,6 +22,9 @@
 //     third parameter dtype; and the glue's layer_norm_backward_add (this
 //     kernel's dx, then residual + dx) against the CPU's fused op.
 //   - rows = 0 and n = 0: cudaSuccess and no launch.
+//   - RMSNorm (rms: the mean taken as 0, its term dropped from the
+//     backward): the warp and block paths of both, f32 and 16-bit, and the
+//     glue's backward_add, against the CPU op with rms.
 // Tolerances: the kernels sum in fp32 (warp shuffles, block sums, per-warp
 // column sums over the rows), the CPU in double, so f32 results differ by a
 // few fp32 roundings of the largest value: 2e-6 for y, mean, rstd and dx,
@@ -80,15 +83,18 @@ const char* shift_tag(Shift s) {
   return s == kShiftX ? " x+1" : s == kShiftGamma ? " gamma+1" : "";
 }
 
+// RMSNorm instead of layer norm in the cases below (run() sets it).
+bool rms_mode = false;
+
 // The forward for x [rows, n] of dt and gamma, beta of pdt (ref_pdt: what
 // the CPU op gets, the same values).
 void forward_case(const char* path, DType dt, DType pdt, int64_t rows, int64_t n,
                   Shift shift = kNone, bool alias = false, DType ref_pdt = DType::F32) {
   if (pdt == dt || pdt == DType::F32) ref_pdt = pdt;
   char what[96];
-  std::snprintf(what, sizeof what, "ln fwd %s %s/%s %lldx%lld%s%s", path, rotor::dtype_name(dt),
-                rotor::dtype_name(pdt), static_cast<long long>(rows), static_cast<long long>(n),
-                shift_tag(shift), alias ? " y=x" : "");
+  std::snprintf(what, sizeof what, "%s fwd %s %s/%s %lldx%lld%s%s", rms_mode ? "rms" : "ln", path,
+                rotor::dtype_name(dt), rotor::dtype_name(pdt), static_cast<long long>(rows),
+                static_cast<long long>(n), shift_tag(shift), alias ? " y=x" : "");
   const float eps = 1e-5f;
   const auto xv = activations(rows, n, 11);
   const auto gv = randoms(static_cast<size_t>(n), 12, 0.5f, 1.5f);
@@ -101,13 +107,13 @@ void forward_case(const char* path, DType dt, DType pdt, int64_t rows, int64_t n
   const Tensor beta_ref = make(beta.to_floats(), {n}, ref_pdt);
   Tensor y_ref = Tensor::zeros({rows, n}, dt), mean_ref = Tensor::zeros({rows}),
          rstd_ref = Tensor::zeros({rows});
-  rotor::ops::layer_norm_forward(x, gamma_ref, beta_ref, eps, y_ref, mean_ref, rstd_ref);
+  rotor::ops::layer_norm_forward(x, gamma_ref, beta_ref, eps, y_ref, mean_ref, rstd_ref, rms_mode);
 
   Tensor y = alias ? make(xv, {rows, n}, dt, sx) : nans({rows, n}, dt, sx);
   std::vector<float> mean(static_cast<size_t>(rows), NAN), rstd(mean);
   check_status(what, ke::layer_norm_forward_emulated(alias ? y.raw() : x.raw(), gamma.raw(),
                                                      beta.raw(), dt, pdt, rows, n, eps, y.raw(),
-                                                     mean.data(), rstd.data(), nullptr));
+                                                     mean.data(), rstd.data(), rms_mode, nullptr));
   check(what, "y", rel_err(y.to_floats(), y_ref.to_floats()), row_tol(dt));
   check(what, "mean", rel_err(mean, mean_ref.to_floats()), 2e-6);
   check(what, "rstd", rel_err(rstd, rstd_ref.to_floats()), 2e-6);
@@ -123,11 +129,11 @@ void backward_case(const char* path, bool warp, DType dt, DType pdt, int64_t row
                    bool with_residual = false, DType ref_pdt = DType::F32, int splits = 0) {
   if (pdt == dt || pdt == DType::F32) ref_pdt = pdt;
   char what[96];
-  std::snprintf(what, sizeof what, "ln bwd %s %s/%s %lldx%lld d%s/%s%s%s%s", path,
-                rotor::dtype_name(dt), rotor::dtype_name(pdt), static_cast<long long>(rows),
-                static_cast<long long>(n), rotor::dtype_name(grads.gdt),
-                rotor::dtype_name(grads.bdt), shift_tag(shift), alias ? " dx=dy" : "",
-                with_residual ? " +res" : "");
+  std::snprintf(what, sizeof what, "%s bwd %s %s/%s %lldx%lld d%s/%s%s%s%s",
+                rms_mode ? "rms" : "ln", path, rotor::dtype_name(dt), rotor::dtype_name(pdt),
+                static_cast<long long>(rows), static_cast<long long>(n),
+                rotor::dtype_name(grads.gdt), rotor::dtype_name(grads.bdt), shift_tag(shift),
+                alias ? " dx=dy" : "", with_residual ? " +res" : "");
   const auto xv = activations(rows, n, 21);
   const auto dyv = randoms(static_cast<size_t>(rows * n), 22);
   const auto gv = randoms(static_cast<size_t>(n), 23, 0.5f, 1.5f);
@@ -141,7 +147,7 @@ void backward_case(const char* path, bool warp, DType dt, DType pdt, int64_t row
   const Tensor beta_ref = make(bv, {n}, ref_pdt);
   Tensor y = Tensor::zeros({rows, n}, dt), mean = Tensor::zeros({rows}),
          rstd = Tensor::zeros({rows});
-  rotor::ops::layer_norm_forward(x, gamma_ref, beta_ref, 1e-5f, y, mean, rstd);
+  rotor::ops::layer_norm_forward(x, gamma_ref, beta_ref, 1e-5f, y, mean, rstd, rms_mode);
 
   const auto resv = randoms(static_cast<size_t>(rows * n), 27);
   const Tensor residual = make(resv, {rows, n}, dt);
@@ -149,9 +155,9 @@ void backward_case(const char* path, bool warp, DType dt, DType pdt, int64_t row
   Tensor dg_ref = make(dg0, {n}, grads.gdt), db_ref = make(db0, {n}, grads.bdt);
   if (with_residual)
     rotor::ops::layer_norm_backward_add(dy, x, gamma_ref, mean, rstd, residual, dx_ref, dg_ref,
-                                        db_ref);
+                                        db_ref, rms_mode);
   else
-    rotor::ops::layer_norm_backward(dy, x, gamma_ref, mean, rstd, dx_ref, dg_ref, db_ref);
+    rotor::ops::layer_norm_backward(dy, x, gamma_ref, mean, rstd, dx_ref, dg_ref, db_ref, rms_mode);
 
   if (splits == 0) splits = ke::layer_norm_backward_splits_emulated(rows);  // as the glue
   std::vector<float> partial(static_cast<size_t>(2 * splits * n), NAN);
@@ -159,10 +165,10 @@ void backward_case(const char* path, bool warp, DType dt, DType pdt, int64_t row
   Tensor dx = alias ? dyk : nans({rows, n}, dt, sx);
   Tensor dg = make(dg0, {n}, grads.gdt), db = make(db0, {n}, grads.bdt);
   const int before = emu::launches();
-  check_status(what, ke::layer_norm_backward_emulated(dyk.raw(), x.raw(), gamma.raw(), dt, pdt,
-                                                      mean.data<float>(), rstd.data<float>(), rows,
-                                                      n, dx.raw(), dg.raw(), grads.gdt, db.raw(),
-                                                      grads.bdt, partial.data(), splits, nullptr));
+  check_status(what, ke::layer_norm_backward_emulated(
+                         dyk.raw(), x.raw(), gamma.raw(), dt, pdt, mean.data<float>(),
+                         rstd.data<float>(), rows, n, dx.raw(), dg.raw(), grads.gdt, db.raw(),
+                         grads.bdt, partial.data(), splits, rms_mode, nullptr));
   check_true(what, warp ? "warp" : "block", emu::launches() - before == (warp ? 2 : 3));
   std::vector<float> got = dx.to_floats();
   if (with_residual) {  // the glue: add(residual, dx, dx), one rounding to dt
@@ -181,12 +187,13 @@ void empty_cases() {
   const int before = emu::launches();
   check_status("ln fwd rows 0",
                ke::layer_norm_forward_emulated(buf, buf, buf, DType::F32, DType::F32, 0, 4, 1e-5f,
-                                               buf, buf, buf, nullptr));
-  check_status("ln fwd n 0", ke::layer_norm_forward_emulated(buf, buf, buf, DType::F32, DType::F32,
-                                                             3, 0, 1e-5f, buf, buf, buf, nullptr));
+                                               buf, buf, buf, false, nullptr));
+  check_status("ln fwd n 0",
+               ke::layer_norm_forward_emulated(buf, buf, buf, DType::F32, DType::F32, 3, 0, 1e-5f,
+                                               buf, buf, buf, false, nullptr));
   check_status("ln bwd rows 0", ke::layer_norm_backward_emulated(
                                     buf, buf, buf, DType::F32, DType::F32, buf, buf, 0, 4, buf, buf,
-                                    DType::F32, buf, DType::F32, buf, 1, nullptr));
+                                    DType::F32, buf, DType::F32, buf, 1, false, nullptr));
   check_true("ln rows 0 / n 0", "launches", emu::launches() == before);
 }
 
@@ -255,6 +262,29 @@ void run() {
   backward_case("warp", true, DType::F32, DType::F32, 10, 64, {}, kNone, false, true);
   backward_case("block", false, DType::F16, DType::F32, 10, 60, {}, kNone, false, true);
   empty_cases();
+
+  // RMSNorm on both paths.
+  rms_mode = true;
+  forward_case("warp vpt1", DType::F32, DType::F32, 9, 4);
+  forward_case("warp vpt4", DType::F32, DType::F32, 5, 500);
+  forward_case("warp vpt8", DType::F32, DType::F32, 5, 1024, kNone, true);
+  forward_case("block", DType::F32, DType::F32, 3, 1028);
+  forward_case("block", DType::F32, DType::F32, 4, 6);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    forward_case("warp vpt2", dt, DType::F32, 5, 264);
+    forward_case("block", dt, dt, 3, 100);
+  }
+  backward_case("warp vpt1", true, DType::F32, DType::F32, 40, 100);
+  backward_case("warp vpt4", true, DType::F32, DType::F32, 9, 512, {}, kNone, true);
+  backward_case("block", false, DType::F32, DType::F32, 3, 520);
+  backward_case("block", false, DType::F32, DType::F32, 33, 30, {}, kNone, true);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    backward_case("warp vpt2", true, dt, DType::F32, 33, 264, {DType::F32, dt});
+    backward_case("block", false, dt, dt, 5, 64, {dt, dt}, kShiftX, true);
+  }
+  backward_case("warp", true, DType::F32, DType::F32, 10, 64, {}, kNone, false, true);
+  backward_case("block", false, DType::F16, DType::F32, 10, 60, {}, kNone, false, true);
+  rms_mode = false;
 }
 
 const Register reg("layer_norm", run);
