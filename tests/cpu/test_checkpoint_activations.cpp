@@ -7,7 +7,8 @@
 //     segments, BEHRT's visit positions: model.position_source visit) for
 //     the masked LM and the multi-label classifier, with learned and rotary
 //     positions (the recompute rotates at the same explicit positions);
-//     Transformer-XL, TUPE and DeBERTa in 16 bits (their f32 terms); over two
+//     Transformer-XL, TUPE and DeBERTa in 16 bits (their f32 terms); RMSNorm
+//     (model.norm_type rms_norm) in the LM and the masked LM; over two
 //     micro-batches accumulating into the same gradients, reported to
 //     Context::grad_ready at the same points;
 //   - the memory a forward and backward hold above what was held before
@@ -59,6 +60,7 @@ struct Case {
   bool linear;  // attention.kind linear (FAVOR+); else softmax
   DType dtype;
   const char* name;
+  bool rms = false;  // model.norm_type rms_norm
   friend void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 };
 
@@ -75,6 +77,7 @@ Config tiny_config(const Case& k, bool checkpoint, int layers = 3) {
   c.model.dropout = 0.1;
   c.model.activation_dropout = 0.1;
   c.model.attention_dropout = k.linear ? 0.0 : 0.1;  // linear attention has no probabilities
+  if (k.rms) c.model.norm_type = NormType::RmsNorm;
   // BERT/RoFormer are post-LN; the others run pre-LN here.
   const bool ehr = k.family == Family::EhrMlm || k.family == Family::EhrMultilabel;
   const bool bert = k.family == Family::Mlm || k.family == Family::Classification || ehr;
@@ -314,6 +317,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{Family::Lm, kLearned, true, DType::F32, "lm_learned_linear"},
         Case{Family::Lm, kRope, false, DType::BF16, "lm_rope_bf16"},
         Case{Family::Lm, *nn::position_kind("transformer_xl"), false, DType::BF16, "lm_xl_bf16"},
+        Case{Family::Lm, kRope, false, DType::BF16, "lm_rope_rms_bf16", true},
+        Case{Family::Mlm, kRope, false, DType::F32, "mlm_rope_rms", true},
         Case{Family::EhrMlm, kLearned, false, DType::F32, "ehr_mlm_visit_learned"},
         Case{Family::EhrMlm, kRope, false, DType::F32, "ehr_mlm_visit_rope"},
         Case{Family::EhrMultilabel, kLearned, false, DType::F32, "ehr_multilabel_visit_learned"},
