@@ -362,36 +362,18 @@ TEST(GradCheck, LinearFusedPrefixes) {
 
 // ---- LayerNorm, Embedding, PositionEncoding -----------------------------------
 
-TEST(GradCheck, LayerNorm) {
+// Layer norm or RMSNorm (model.norm_type rms_norm: a weight, no bias, no
+// mean) on rows with a mean and a scale of their own.
+void check_norm(bool rms, uint64_t seed) {
   ParameterStore store;
-  nn::LayerNorm ln(store, "ln", 6, 1e-5f);
-  init_store(store, 30);
+  nn::LayerNorm ln(store, "ln", 6, 1e-5f, rms);
+  EXPECT_EQ(store.find("ln.bias") == nullptr, rms);
+  init_store(store, seed);
   Context ctx = make_ctx();
   LayerUnderTest t;
   t.store = &store;
-  t.seed = 31;
-  Tensor x = rand_input({5, 6}, 32);
-  float* xp = x.data<float>();
-  for (int64_t r = 0; r < 5; ++r)  // rows with a mean and a scale of their own
-    for (int64_t i = 0; i < 6; ++i)
-      xp[r * 6 + i] = xp[r * 6 + i] * (0.5f + 0.4f * r) + 0.7f * r - 1;
-  t.inputs = {x};
-  t.forward = [&] { return ln.forward(t.inputs[0], ctx); };
-  t.backward = [&](const Tensor& dy) { return std::vector<Tensor>{ln.backward(dy)}; };
-  expect_passed(check_layer(t), "layer norm");
-}
-
-// RMSNorm (model.norm_type rms_norm): a weight, no bias, no mean.
-TEST(GradCheck, RmsNorm) {
-  ParameterStore store;
-  nn::LayerNorm ln(store, "rms", 6, 1e-5f, true);
-  EXPECT_EQ(store.find("rms.bias"), nullptr);
-  init_store(store, 33);
-  Context ctx = make_ctx();
-  LayerUnderTest t;
-  t.store = &store;
-  t.seed = 34;
-  Tensor x = rand_input({5, 6}, 35);
+  t.seed = seed + 1;
+  Tensor x = rand_input({5, 6}, seed + 2);
   float* xp = x.data<float>();
   for (int64_t r = 0; r < 5; ++r)
     for (int64_t i = 0; i < 6; ++i)
@@ -399,7 +381,14 @@ TEST(GradCheck, RmsNorm) {
   t.inputs = {x};
   t.forward = [&] { return ln.forward(t.inputs[0], ctx); };
   t.backward = [&](const Tensor& dy) { return std::vector<Tensor>{ln.backward(dy)}; };
-  expect_passed(check_layer(t), "rms norm");
+  expect_passed(check_layer(t), rms ? "rms norm" : "layer norm");
+}
+
+TEST(GradCheck, LayerNorm) {
+  check_norm(false, 30);
+}
+TEST(GradCheck, RmsNorm) {
+  check_norm(true, 33);
 }
 
 TEST(GradCheck, EmbeddingScaleAndPadRow) {

@@ -289,6 +289,23 @@ def check_mlm(rotor, tmp, position, ckpt, hf_dir, sp):
     return ok
 
 
+def train_export_predict(rotor, tmp, name, cfg, ckpt, tsv):
+    """Trains `cfg` (a run in tmp/name), exports checkpoint `ckpt` to tmp/hf_name
+    and runs `rotor predict --scores` on `tsv`: the prediction file's header
+    and rotor's logits, one row a line."""
+    with open(f"{tmp}/{name}.yaml", "w") as f:
+        f.write(cfg)
+    run(rotor, "train", f"{tmp}/{name}.yaml")
+    run(rotor, "export", "--checkpoint", ckpt, "--format", "hf", "--output", f"{tmp}/hf_{name}")
+    run(rotor, "predict", "--checkpoint", ckpt, "--input", tsv, "--output", f"{tmp}/{name}.pred",
+        "--scores")
+    lines = open(f"{tmp}/{name}.pred").read().splitlines()
+    header = lines[0].split("\t")
+    cols = [i for i, h in enumerate(header) if h.startswith("logit_")]
+    logits = torch.tensor([[float(l.split("\t")[i]) for i in cols] for l in lines[1:]])
+    return [header[i] for i in cols], logits
+
+
 # The classifier each position's masked LM is fine-tuned into: BERT two
 # labels, RoFormer a regressor, DeBERTa-v2 multi-label (task multilabel:
 # which of the English words "hundred", "seven", "thousand" the first text
@@ -340,21 +357,12 @@ optim:
   lr: 3.0e-3
   warmup_updates: 2
 """)
-    with open(f"{tmp}/cls_{position}.yaml", "w") as f:
-        f.write(cfg)
-    run(rotor, "train", f"{tmp}/cls_{position}.yaml")
-    run(rotor, "export", "--checkpoint", f"{tmp}/cls_{position}:best", "--format", "hf",
-        "--output", f"{tmp}/hfc_{position}")
-    run(rotor, "predict", "--checkpoint", f"{tmp}/cls_{position}:best", "--input",
-        f"{tmp}/pairs.tsv", "--output", f"{tmp}/pred_{position}.tsv", "--scores")
-    lines = open(f"{tmp}/pred_{position}.tsv").read().splitlines()
-    logit_cols = [i for i, h in enumerate(lines[0].split("\t")) if h.startswith("logit_")]
-    pred = [l.split("\t") for l in lines[1:]]
-    ours = torch.tensor([[float(p[i]) for i in logit_cols] for p in pred])
-    model = AutoModelForSequenceClassification.from_pretrained(f"{tmp}/hfc_{position}").eval()
-    ok = check_encoder_tokenizer(None, tmp, f"classifier {position}", None, f"{tmp}/hfc_{position}",
+    header, ours = train_export_predict(rotor, tmp, f"cls_{position}", cfg,
+                                        f"{tmp}/cls_{position}:best", f"{tmp}/pairs.tsv")
+    model = AutoModelForSequenceClassification.from_pretrained(f"{tmp}/hf_cls_{position}").eval()
+    ok = check_encoder_tokenizer(None, tmp, f"classifier {position}", None, f"{tmp}/hf_cls_{position}",
                                  sp)
-    tok = AutoTokenizer.from_pretrained(f"{tmp}/hfc_{position}")
+    tok = AutoTokenizer.from_pretrained(f"{tmp}/hf_cls_{position}")
     encoded = [tok(*r.split("\t")[:2]) for r in rows]
     ids, types, mask = hf_inputs([(e.input_ids, e.token_type_ids) for e in encoded])
     with torch.no_grad():
@@ -365,7 +373,7 @@ optim:
         ok = False
     if kind == "multi-label":
         names = [model.config.id2label[i] for i in range(model.config.num_labels)]
-        header = [lines[0].split("\t")[i][len("logit_"):] for i in logit_cols]
+        header = [h[len("logit_"):] for h in header]
         if names != list(MULTI_LABELS) or header != names:
             print(f"FAIL id2label {names}, rotor's outputs {header}")
             ok = False
@@ -415,18 +423,10 @@ optim:
   lr: 3.0e-3
   warmup_updates: 2
 """)
-    with open(f"{tmp}/mc_{position}.yaml", "w") as f:
-        f.write(cfg)
-    run(rotor, "train", f"{tmp}/mc_{position}.yaml")
-    run(rotor, "export", "--checkpoint", f"{tmp}/mc_{position}", "--format", "hf", "--output",
-        f"{tmp}/hfmc_{position}")
-    run(rotor, "predict", "--checkpoint", f"{tmp}/mc_{position}", "--input", f"{tmp}/choices.tsv",
-        "--output", f"{tmp}/predmc_{position}.tsv", "--scores")
-    lines = open(f"{tmp}/predmc_{position}.tsv").read().splitlines()
-    cols = [i for i, h in enumerate(lines[0].split("\t")) if h.startswith("logit_")]
-    ours = torch.tensor([[float(l.split("\t")[i]) for i in cols] for l in lines[1:]])
-    model = AutoModelForMultipleChoice.from_pretrained(f"{tmp}/hfmc_{position}").eval()
-    tok = AutoTokenizer.from_pretrained(f"{tmp}/hfmc_{position}")
+    _, ours = train_export_predict(rotor, tmp, f"mc_{position}", cfg, f"{tmp}/mc_{position}",
+                                   f"{tmp}/choices.tsv")
+    model = AutoModelForMultipleChoice.from_pretrained(f"{tmp}/hf_mc_{position}").eval()
+    tok = AutoTokenizer.from_pretrained(f"{tmp}/hf_mc_{position}")
     encoded = [tok(r[1], c) for r in rows for c in r[2:]]
     ids, types, mask = hf_inputs([(e.input_ids, e.token_type_ids) for e in encoded])
     shape = (len(rows), 3, ids.shape[1])
