@@ -22,6 +22,8 @@ __device__ __forceinline__ float act_fwd(float x, Act act) {
       float t = tanhf(kGeluC * (x + kGeluA * x * x * x));
       return 0.5f * x * (1.0f + t);
     }
+    case Act::SiLU:
+      return x / (1.0f + expf(-x));
     default:
       return x;
   }
@@ -34,6 +36,10 @@ __device__ __forceinline__ float act_grad(float x, Act act) {
       float t = tanhf(kGeluC * (x + kGeluA * x * x * x));
       float dinner = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
       return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
+    }
+    case Act::SiLU: {
+      float s = 1.0f / (1.0f + expf(-x));
+      return s + x * s * (1.0f - s);
     }
     default:
       return 1.0f;
@@ -72,6 +78,44 @@ __global__ void map2_kernel(const T* a, const T* b, T* y, int64_t n, Op op) {
   }
   for (int64_t i = nv * N + first; i < n; i += stride)
     y[i] = from_f32<T>(op(to_f32(a[i]), to_f32(b[i])));
+}
+
+// The GLU: y[r, j] = act(h[r, j]) * h[r, F + j]; N divides F on the vector path.
+template <class T, int N>
+__global__ void glu_kernel(const T* h, T* y, int64_t rows, int64_t F, Act act) {
+  const int64_t nv = rows * F / N, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nv; v += stride) {
+    const int64_t i = v * N, r = i / F, j = i - r * F;
+    float g[N], u[N];
+    load_n<T, N>(h + 2 * r * F + j, g);
+    load_n<T, N>(h + 2 * r * F + F + j, u);
+#pragma unroll
+    for (int c = 0; c < N; ++c) g[c] = act_fwd(g[c], act) * u[c];
+    store_n<T, N>(y + i, g);
+  }
+}
+
+// Its gradient: dh[r, j] = dy v act'(g), dh[r, F + j] = dy act(g) (ReLU: dy v
+// where g > 0, else +0, as ActGradOp). dh may alias h: each thread reads its
+// elements before it writes them.
+template <class T, int N>
+__global__ void glu_grad_kernel(const T* dy, const T* h, T* dh, int64_t rows, int64_t F, Act act) {
+  const int64_t nv = rows * F / N, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nv; v += stride) {
+    const int64_t i = v * N, r = i / F, j = i - r * F;
+    float d[N], g[N], u[N], dg[N], du[N];
+    load_n<T, N>(dy + i, d);
+    load_n<T, N>(h + 2 * r * F + j, g);
+    load_n<T, N>(h + 2 * r * F + F + j, u);
+#pragma unroll
+    for (int c = 0; c < N; ++c) {
+      du[c] = d[c] * act_fwd(g[c], act);
+      dg[c] =
+          act == Act::ReLU ? (g[c] > 0.0f ? d[c] * u[c] : 0.0f) : d[c] * u[c] * act_grad(g[c], act);
+    }
+    store_n<T, N>(dh + 2 * r * F + j, dg);
+    store_n<T, N>(dh + 2 * r * F + F + j, du);
+  }
 }
 
 // x[r, :] += bias (B the bias's storage type); N divides cols on the vector path.
@@ -266,6 +310,55 @@ cudaError_t activation_backward(const void* dy, const void* x, void* dx, DType d
                                 Act act, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ROTOR_FLOAT_SWITCH(dt, T, return map2<T>(dy, x, dx, n, ActGradOp{act}, stream));
+  return cudaGetLastError();
+}
+
+namespace {
+
+template <class T>
+cudaError_t glu_forward_as(const void* h, void* y, int64_t rows, int64_t F, Act act,
+                           cudaStream_t stream) {
+  const T* ph = static_cast<const T*>(h);
+  T* py = static_cast<T*>(y);
+  constexpr int N = Vec<T>::N;
+  const int64_t n = rows * F;
+  if (F % N == 0 && aligned16(h) && aligned16(y))
+    glu_kernel<T, N>
+        <<<waves_grid(n / N + 1, kThreads), kThreads, 0, stream>>>(ph, py, rows, F, act);
+  else
+    glu_kernel<T, 1><<<waves_grid(n, kThreads), kThreads, 0, stream>>>(ph, py, rows, F, act);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t glu_backward_as(const void* dy, const void* h, void* dh, int64_t rows, int64_t F,
+                            Act act, cudaStream_t stream) {
+  const T *pdy = static_cast<const T*>(dy), *ph = static_cast<const T*>(h);
+  T* pdh = static_cast<T*>(dh);
+  constexpr int N = Vec<T>::N;
+  const int64_t n = rows * F;
+  if (F % N == 0 && aligned16(dy) && aligned16(h) && aligned16(dh))
+    glu_grad_kernel<T, N>
+        <<<waves_grid(n / N + 1, kThreads), kThreads, 0, stream>>>(pdy, ph, pdh, rows, F, act);
+  else
+    glu_grad_kernel<T, 1>
+        <<<waves_grid(n, kThreads), kThreads, 0, stream>>>(pdy, ph, pdh, rows, F, act);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t glu_forward(const void* h, void* y, DType dt, int64_t rows, int64_t F, Act act,
+                        cudaStream_t stream) {
+  if (rows <= 0 || F <= 0) return cudaSuccess;
+  ROTOR_FLOAT_SWITCH(dt, T, return glu_forward_as<T>(h, y, rows, F, act, stream));
+  return cudaGetLastError();
+}
+
+cudaError_t glu_backward(const void* dy, const void* h, void* dh, DType dt, int64_t rows, int64_t F,
+                         Act act, cudaStream_t stream) {
+  if (rows <= 0 || F <= 0) return cudaSuccess;
+  ROTOR_FLOAT_SWITCH(dt, T, return glu_backward_as<T>(dy, h, dh, rows, F, act, stream));
   return cudaGetLastError();
 }
 

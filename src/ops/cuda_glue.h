@@ -45,6 +45,8 @@ inline kernels::Act to_act(Activation a) {
       return kernels::Act::ReLU;
     case Activation::GELU:
       return kernels::Act::GELU;
+    case Activation::SiLU:
+      return kernels::Act::SiLU;
     case Activation::None:
       break;
   }

@@ -26,6 +26,8 @@ void axpby(float alpha, const Tensor& x, float beta, Tensor& y);
 void add_bias(Tensor& x, const Tensor& bias);
 void activation_forward(const Tensor& x, Tensor& y, Activation act);
 void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activation act);
+void glu_forward(const Tensor& h, Tensor& y, Activation act);
+void glu_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Activation act);
 void tanh_forward(const Tensor& x, Tensor& y);
 void tanh_backward(const Tensor& dy, const Tensor& y, Tensor& dx);
 

@@ -85,6 +85,19 @@ inline float gelu_grad(float x) {
   return s + x * (e * s * s) * (2.0f * kGeluC) * (1.0f + 3.0f * kGeluA * x2);
 }
 
+// SiLU (Elfwing et al. 2018; "swish"): silu(x) = x s(x), s the logistic
+// function 1 / (1 + e^(-x)), and silu'(x) = s + x s (1 - s) = s + x e s^2
+// with e = e^(-x) (1 - s = e s). -x is capped at 80 as gelu's exponent is.
+inline float silu(float x) {
+  return x / (1.0f + detail::exp_f32(-x < 80.0f ? -x : 80.0f));
+}
+
+inline float silu_grad(float x) {
+  const float e = detail::exp_f32(-x < 80.0f ? -x : 80.0f);
+  const float s = 1.0f / (1.0f + e);
+  return s + x * (e * s * s);
+}
+
 // The activations over [0, n), in vector clones (ops/cpu_clones.h). x and y
 // (dy and dx) may be one array: element i is read before it is written.
 ROTOR_CPU_CLONES void relu_span(const float* x, float* y, int64_t n) {
@@ -93,12 +106,18 @@ ROTOR_CPU_CLONES void relu_span(const float* x, float* y, int64_t n) {
 ROTOR_CPU_CLONES void gelu_span(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]);
 }
+ROTOR_CPU_CLONES void silu_span(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = silu(x[i]);
+}
 // The subgradient of ReLU at 0 is taken as 0, as PyTorch does.
 ROTOR_CPU_CLONES void relu_grad_span(const float* dy, const float* x, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
 ROTOR_CPU_CLONES void gelu_grad_span(const float* dy, const float* x, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * gelu_grad(x[i]);
+}
+ROTOR_CPU_CLONES void silu_grad_span(const float* dy, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * silu_grad(x[i]);
 }
 ROTOR_CPU_CLONES void add_span(float* x, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += b[i];
@@ -255,6 +274,9 @@ void activation_forward(const Tensor& x, Tensor& y, Activation act) {
     case Activation::GELU:
       detail::for_chunks(n, [&](int64_t b, int64_t e) { gelu_span(px + b, py + b, e - b); });
       break;
+    case Activation::SiLU:
+      detail::for_chunks(n, [&](int64_t b, int64_t e) { silu_span(px + b, py + b, e - b); });
+      break;
   }
 }
 
@@ -273,6 +295,7 @@ void bias_activation_rows(float* c, const float* bias, float* pre, int64_t rows,
     if (pre) std::copy(row, row + n, pre + r * n);
     if (act == Activation::ReLU) relu_span(row, row, n);
     if (act == Activation::GELU) gelu_span(row, row, n);
+    if (act == Activation::SiLU) silu_span(row, row, n);
   }
 }
 
@@ -305,7 +328,142 @@ void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activati
       detail::for_chunks(
           n, [&](int64_t b, int64_t e) { gelu_grad_span(pdy + b, px + b, pdx + b, e - b); });
       break;
+    case Activation::SiLU:
+      detail::for_chunks(
+          n, [&](int64_t b, int64_t e) { silu_grad_span(pdy + b, px + b, pdx + b, e - b); });
+      break;
   }
+}
+
+namespace {
+
+// The GLU's shapes: h [..., 2F] against y (or dy) [..., F], one dtype.
+int64_t glu_width(const Tensor& h, const Tensor& y, const char* op) {
+  require_floating(h, op);
+  if (h.dtype() != y.dtype())
+    ROTOR_FAIL("{}: dtypes differ: {} vs {}", op, dtype_name(h.dtype()), dtype_name(y.dtype()));
+  const int64_t F = y.dim() > 0 ? y.size(-1) : 0;
+  if (h.dim() == 0 || h.size(-1) != 2 * F || h.numel() != 2 * y.numel())
+    ROTOR_FAIL("{}: h {} must be [..., 2F] for y {} [..., F]", op, shape_str(h.shape()),
+               shape_str(y.shape()));
+  return F;
+}
+
+// act(x) and act'(x) of one element (ReLU's subgradient at 0 is 0).
+inline float act_value(Activation a, float x) {
+  switch (a) {
+    case Activation::ReLU:
+      return x > 0.0f ? x : 0.0f;
+    case Activation::GELU:
+      return gelu(x);
+    case Activation::SiLU:
+      return silu(x);
+    case Activation::None:
+      break;
+  }
+  return x;
+}
+inline float act_slope(Activation a, float x) {
+  switch (a) {
+    case Activation::ReLU:
+      return x > 0.0f ? 1.0f : 0.0f;
+    case Activation::GELU:
+      return gelu_grad(x);
+    case Activation::SiLU:
+      return silu_grad(x);
+    case Activation::None:
+      break;
+  }
+  return 1.0f;
+}
+
+// The GLU over n elements, in vector clones: y = act(g) v; and its gradient,
+// dg = dy v act'(g), dv = dy act(g). One loop per activation, so that each
+// vectorizes with its activation inlined.
+ROTOR_CPU_CLONES void glu_span(const float* g, const float* v, float* y, int64_t n, Activation a) {
+  switch (a) {
+    case Activation::ReLU:
+      for (int64_t i = 0; i < n; ++i) y[i] = act_value(Activation::ReLU, g[i]) * v[i];
+      break;
+    case Activation::GELU:
+      for (int64_t i = 0; i < n; ++i) y[i] = act_value(Activation::GELU, g[i]) * v[i];
+      break;
+    case Activation::SiLU:
+      for (int64_t i = 0; i < n; ++i) y[i] = act_value(Activation::SiLU, g[i]) * v[i];
+      break;
+    case Activation::None:
+      for (int64_t i = 0; i < n; ++i) y[i] = g[i] * v[i];
+      break;
+  }
+}
+inline void glu_grad_one(Activation a, float dy, float g, float v, float& dg, float& dv) {
+  // ReLU passes dy v where g > 0 and +0 elsewhere, as its plain gradient does.
+  dg = a == Activation::ReLU ? (g > 0.0f ? dy * v : 0.0f) : dy * v * act_slope(a, g);
+  dv = dy * act_value(a, g);
+}
+ROTOR_CPU_CLONES void glu_grad_span(const float* dy, const float* g, const float* v, float* dg,
+                                    float* dv, int64_t n, Activation a) {
+  switch (a) {
+    case Activation::ReLU:
+      for (int64_t i = 0; i < n; ++i)
+        glu_grad_one(Activation::ReLU, dy[i], g[i], v[i], dg[i], dv[i]);
+      break;
+    case Activation::GELU:
+      for (int64_t i = 0; i < n; ++i)
+        glu_grad_one(Activation::GELU, dy[i], g[i], v[i], dg[i], dv[i]);
+      break;
+    case Activation::SiLU:
+      for (int64_t i = 0; i < n; ++i)
+        glu_grad_one(Activation::SiLU, dy[i], g[i], v[i], dg[i], dv[i]);
+      break;
+    case Activation::None:
+      for (int64_t i = 0; i < n; ++i)
+        glu_grad_one(Activation::None, dy[i], g[i], v[i], dg[i], dv[i]);
+      break;
+  }
+}
+
+}  // namespace
+
+void glu_forward(const Tensor& h, Tensor& y, Activation act) {
+  const int64_t F = glu_width(h, y, "glu_forward");
+  ROTOR_DISPATCH_CUDA(y, glu_forward(h, y, act));
+  if (detail::F32Compute::needed({&y})) {
+    detail::F32Compute f;
+    Tensor y32 = f.output(y);
+    glu_forward(f.input(h), y32, act);
+    f.commit();
+    return;
+  }
+  if (F == 0) return;
+  const float* ph = h.data<float>();
+  float* py = y.data<float>();
+  const int64_t rows = y.numel() / F;
+#pragma omp parallel for schedule(static) if (rows * F > 16384)
+  for (int64_t r = 0; r < rows; ++r)
+    glu_span(ph + 2 * r * F, ph + 2 * r * F + F, py + r * F, F, act);
+}
+
+void glu_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Activation act) {
+  const int64_t F = glu_width(h, dy, "glu_backward");
+  check_like(h, dh, "glu_backward");
+  ROTOR_DISPATCH_CUDA(dh, glu_backward(dy, h, dh, act));
+  if (detail::F32Compute::needed({&dh})) {
+    detail::F32Compute f;
+    Tensor dh32 = f.output(dh);
+    glu_backward(f.input(dy), f.input(h), dh32, act);
+    f.commit();
+    return;
+  }
+  if (F == 0) return;
+  const float* pdy = dy.data<float>();
+  const float* ph = h.data<float>();
+  float* pdh = dh.data<float>();
+  const int64_t rows = dy.numel() / F;
+#pragma omp parallel for schedule(static) if (rows * F > 16384)
+  for (int64_t r = 0; r < rows; ++r)
+    glu_grad_span(pdy + r * F, ph + 2 * r * F, ph + 2 * r * F + F, pdh + 2 * r * F,
+                  pdh + 2 * r * F + F, F, act);
 }
 
 void tanh_forward(const Tensor& x, Tensor& y) {

@@ -18,6 +18,13 @@ void add_bias(Tensor& x, const Tensor& bias);
 void activation_forward(const Tensor& x, Tensor& y, Activation act);
 // dx = dy * act'(x), x the pre-activation.
 void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activation act);
+// The gated linear unit of a gated feed-forward (Shazeer 2020, "GLU Variants
+// Improve Transformer"; SwiGLU with SiLU): h [..., 2F] holds the gate in
+// columns 0..F-1 and the value in F..2F-1; y [..., F] = act(gate) * value.
+// Activation None is the bilinear variant.
+void glu_forward(const Tensor& h, Tensor& y, Activation act);
+// dh [..., 2F] = [dy * value * act'(gate) | dy * act(gate)].
+void glu_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Activation act);
 // y = tanh(x) (BERT's pooler, label attention): on the CPU within ~2e-7 of
 // std::tanh (ops/cpu_rows.h tanh_row), on CUDA tanhf.
 void tanh_forward(const Tensor& x, Tensor& y);

@@ -67,6 +67,20 @@ void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activati
                                                 to_act(act), s.stream()));
 }
 
+void glu_forward(const Tensor& h, Tensor& y, Activation act) {
+  DeviceScope s(y);
+  const int64_t F = y.size(-1);
+  ROTOR_CUDA_CHECK(kernels::glu_forward(h.raw(), y.raw(), y.dtype(), F ? y.numel() / F : 0, F,
+                                        to_act(act), s.stream()));
+}
+
+void glu_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Activation act) {
+  DeviceScope s(dh);
+  const int64_t F = dy.size(-1);
+  ROTOR_CUDA_CHECK(kernels::glu_backward(dy.raw(), h.raw(), dh.raw(), dh.dtype(),
+                                         F ? dy.numel() / F : 0, F, to_act(act), s.stream()));
+}
+
 void tanh_forward(const Tensor& x, Tensor& y) {
   DeviceScope s(y);
   ROTOR_CUDA_CHECK(kernels::tanh_forward(x.raw(), y.raw(), y.dtype(), y.numel(), s.stream()));

@@ -15,7 +15,8 @@ Activation parse_activation(const std::string& name) {
   if (name == "none") return Activation::None;
   if (name == "relu") return Activation::ReLU;
   if (name == "gelu") return Activation::GELU;
-  ROTOR_FAIL("unknown activation '{}' (expected none, relu or gelu)", name);
+  if (name == "silu") return Activation::SiLU;
+  ROTOR_FAIL("unknown activation '{}' (expected none, relu, gelu or silu)", name);
 }
 
 const char* activation_name(Activation a) {
@@ -26,6 +27,8 @@ const char* activation_name(Activation a) {
       return "relu";
     case Activation::GELU:
       return "gelu";
+    case Activation::SiLU:
+      return "silu";
   }
   return "?";
 }

@@ -8,8 +8,10 @@ namespace rotor::ops {
 // Element-wise activations used as GEMM epilogues and in feed-forward layers.
 // GELU is the tanh approximation (cuBLASLt's GELU epilogue; Hugging Face's
 // "gelu_new"), so the CPU and GPU paths compute the same function.
-enum class Activation { None, ReLU, GELU };
-Activation parse_activation(const std::string& name);  // "none", "relu", "gelu"
+// SiLU (x sigmoid(x), Llama's gated feed-forward) has no cuBLASLt epilogue: on
+// CUDA it runs as a kernel after the GEMM (ops/gemm_cuda.cpp).
+enum class Activation { None, ReLU, GELU, SiLU };
+Activation parse_activation(const std::string& name);  // "none", "relu", "gelu", "silu"
 const char* activation_name(Activation a);
 
 struct GemmOptions {

@@ -140,24 +140,29 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& o) {
     return;
   }
 
-  // 1. The fully fused epilogue.
+  // 1. The fully fused epilogue (cuBLASLt has none for SiLU).
   kernels::GemmArgs fused = g;
   fused.bias = o.bias.defined() ? o.bias.raw() : nullptr;
-  fused.act = static_cast<kernels::GemmEpilogue>(static_cast<int>(e.act));
-  fused.aux = want_pre && e.act != kernels::Act::None ? e.target : nullptr;
-  kernels::GemmStatus s = kernels::gemm_cublaslt(fused, ws, e.stream);
-  if (s.ok()) {
-    if (want_pre && e.act == kernels::Act::None)  // no activation: pre-activation == output
-      ROTOR_CUDA_CHECK(
-          cudaMemcpyAsync(e.target, c.raw(), c.nbytes(), cudaMemcpyDeviceToDevice, e.stream));
-    return;
+  kernels::GemmStatus s;
+  s.unsupported = true;
+  if (e.act != kernels::Act::SiLU) {
+    fused.act = static_cast<kernels::GemmEpilogue>(static_cast<int>(e.act));
+    fused.aux = want_pre && e.act != kernels::Act::None ? e.target : nullptr;
+    s = kernels::gemm_cublaslt(fused, ws, e.stream);
+    if (s.ok()) {
+      if (want_pre && e.act == kernels::Act::None)  // no activation: pre-activation == output
+        ROTOR_CUDA_CHECK(
+            cudaMemcpyAsync(e.target, c.raw(), c.nbytes(), cudaMemcpyDeviceToDevice, e.stream));
+      return;
+    }
   }
   if (!s.unsupported) fail_status(s);
   // 2. GEMM and bias into the pre-activation, then the activation kernel. With
   // a 16-bit C the kernel reads the rounded pre-activation, which changes
   // nothing for none and ReLU (relu(round(x)) == round(relu(x))) but would
-  // round GELU's input: GELU takes the f32 path.
-  if (c.dtype() == DType::F32 || e.act != kernels::Act::GELU) {
+  // round GELU's and SiLU's input: they take the f32 path.
+  const bool smooth = e.act == kernels::Act::GELU || e.act == kernels::Act::SiLU;
+  if (c.dtype() == DType::F32 || !smooth) {
     kernels::GemmArgs plain = g;
     plain.d = e.target;
     plain.bias = fused.bias;

@@ -206,6 +206,95 @@ TEST(Elementwise, TanhForwardAndBackward) {
   EXPECT_THROW(ops::tanh_backward(dy, mismatched, dx), Error);
 }
 
+// SiLU against x / (1 + e^-x) in double, and its gradient against central
+// differences; GELU's tails test covers the shared exp_f32.
+TEST(Elementwise, SiluForwardAndBackward) {
+  std::vector<float> vals = test::random_floats(5000, 17, -12.0f, 12.0f);
+  const float edges[] = {0.0f, -0.0f, 1e-4f, -1e-4f, 90.0f, -90.0f, -20.0f};
+  std::copy(std::begin(edges), std::end(edges), vals.begin());
+  const int64_t n = static_cast<int64_t>(vals.size());
+  Tensor x = Tensor::from_floats(vals, {n});
+  Tensor dy = test::random_tensor({n}, 18);
+  Tensor y = Tensor::zeros({n}), dx = Tensor::zeros({n});
+  ops::activation_forward(x, y, ops::Activation::SiLU);
+  ops::activation_backward(dy, x, dx, ops::Activation::SiLU);
+  const auto yv = y.to_floats(), dxv = dx.to_floats(), dyv = dy.to_floats();
+  const auto silu = [](double v) { return v / (1.0 + std::exp(-v)); };
+  const double h = 1e-5;
+  double norm = 0;
+  for (size_t i = 0; i < vals.size(); ++i) {
+    const double v = vals[i];
+    EXPECT_LE(std::abs(yv[i] - silu(v)), 4e-7 * std::max(1.0, std::abs(silu(v)))) << "x " << v;
+    const double fd = dyv[i] * (silu(v + h) - silu(v - h)) / (2 * h);
+    EXPECT_LE(std::abs(dxv[i] - fd), 2e-6 * std::max(1.0, std::abs(static_cast<double>(dyv[i]))))
+        << "x " << v;
+    norm += fd * fd;
+  }
+  EXPECT_GT(norm, 1.0);  // not vacuous
+  EXPECT_EQ(yv[4], 90.0f);
+  EXPECT_LE(std::abs(yv[5]), 1e-30f);
+  // The GEMM epilogue applies the same function.
+  Tensor a = Tensor::from_floats(vals, {n, 1}), one = Tensor::from_floats({1.0f}, {1, 1});
+  Tensor c = Tensor::zeros({n, 1}), pre = Tensor::zeros({n, 1});
+  ops::GemmOptions o;
+  o.activation = ops::Activation::SiLU;
+  o.pre_activation = pre;
+  ops::gemm(a, one, c, o);
+  EXPECT_EQ(c.to_floats(), yv);
+  EXPECT_EQ(pre.to_floats(), vals);
+}
+
+// The gated linear unit: act(gate) * value against its definition, for every
+// activation, its gradient against central differences, and bf16 as the f32
+// result rounded once.
+TEST(Elementwise, GluForwardAndBackward) {
+  const int64_t rows = 7, F = 33;
+  std::vector<float> hv = test::random_floats(static_cast<size_t>(rows * 2 * F), 21, -4.0f, 4.0f);
+  Tensor h = Tensor::from_floats(hv, {rows, 2 * F});
+  Tensor dy = test::random_tensor({rows, F}, 22);
+  const auto dyv = dy.to_floats();
+  for (ops::Activation act : {ops::Activation::None, ops::Activation::ReLU, ops::Activation::GELU,
+                              ops::Activation::SiLU}) {
+    SCOPED_TRACE(ops::activation_name(act));
+    // act(x) by the plain activation op, element by element.
+    const auto act_of = [&](float v) {
+      Tensor t = Tensor::from_floats({v}, {1}), u = Tensor::zeros({1});
+      ops::activation_forward(t, u, act);
+      return static_cast<double>(u.to_floats()[0]);
+    };
+    Tensor y = Tensor::zeros({rows, F}), dh = Tensor::zeros({rows, 2 * F});
+    ops::glu_forward(h, y, act);
+    ops::glu_backward(dy, h, dh, act);
+    const auto yv = y.to_floats(), dhv = dh.to_floats();
+    const double step = 1e-3;
+    double norm = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < F; ++j) {
+        const size_t g = static_cast<size_t>(r * 2 * F + j), v = g + static_cast<size_t>(F);
+        const size_t o = static_cast<size_t>(r * F + j);
+        EXPECT_FLOAT_EQ(yv[o], static_cast<float>(act_of(hv[g]) * hv[v]));
+        const double d_gate =
+            dyv[o] * hv[v] * (act_of(hv[g] + step) - act_of(hv[g] - step)) / (2 * step);
+        if (act != ops::Activation::ReLU || std::abs(hv[g]) > 2 * step)
+          EXPECT_NEAR(dhv[g], d_gate, 2e-3 * std::max(1.0, std::abs(d_gate)));
+        EXPECT_NEAR(dhv[v], dyv[o] * act_of(hv[g]), 1e-6);
+        norm += d_gate * d_gate;
+      }
+    EXPECT_GT(norm, 1.0);  // not vacuous
+    // bf16: the f32 results rounded once.
+    Tensor hb = Tensor::from_floats(hv, {rows, 2 * F}, DType::BF16);
+    Tensor yb = Tensor::zeros({rows, F}, DType::BF16), y32 = Tensor::zeros({rows, F});
+    ops::glu_forward(hb, yb, act);
+    ops::glu_forward(Tensor::from_floats(hb.to_floats(), {rows, 2 * F}), y32, act);
+    EXPECT_EQ(yb.to_floats(),
+              Tensor::from_floats(y32.to_floats(), {rows, F}, DType::BF16).to_floats());
+  }
+  Tensor wrong = Tensor::zeros({rows, F + 1});
+  EXPECT_THROW(ops::glu_forward(h, wrong, ops::Activation::SiLU), Error);
+  Tensor dwrong = Tensor::zeros({rows, F});
+  EXPECT_THROW(ops::glu_backward(dy, h, dwrong, ops::Activation::SiLU), Error);
+}
+
 TEST(Elementwise, MismatchedSizesFail) {
   Tensor a = Tensor::zeros({4}), b = Tensor::zeros({5}), out = Tensor::zeros({4});
   EXPECT_THROW(ops::add(a, b, out), Error);

@@ -209,7 +209,31 @@ void elementwise_cases(std::vector<OpCase>& cs) {
     ops::add_bias(x, e.in(rnd(s[1], 12), {s[1]}));
     return OpOutputs{out("x", x)};
   });
-  for (Activation act : {Activation::None, Activation::ReLU, Activation::GELU}) {
+  for (Activation act : {Activation::None, Activation::ReLU, Activation::GELU, Activation::SiLU}) {
+    // The GLU on rows of 2 x 64 (the vector kernel) and 2 x 65 (the scalar one).
+    for (int64_t F : {int64_t{64}, int64_t{65}}) {
+      const Shape hs{s[0], 2 * F}, ys{s[0], F};
+      const int64_t hn = shape_numel(hs), yn = shape_numel(ys);
+      const std::string name = std::string(ops::activation_name(act)) + "_F" + std::to_string(F);
+      cost(cs,
+           add_cases(cs, "glu_forward", name,
+                     [=](const OpEnv& e) {
+                       Tensor y = e.zeros(ys);
+                       const Tensor h = e.in(rnd(hn, 17, -3, 3), hs);
+                       e.op([&] { ops::glu_forward(h, y, act); });
+                       return OpOutputs{out("y", y)};
+                     }),
+           static_cast<double>(3 * yn));  // read gate and value, write y
+      cost(cs,
+           add_cases(cs, "glu_backward", name,
+                     [=](const OpEnv& e) {
+                       Tensor dh = e.zeros(hs);
+                       const Tensor dy = e.in(rnd(yn, 18), ys), h = e.in(rnd(hn, 17, -3, 3), hs);
+                       e.op([&] { ops::glu_backward(dy, h, dh, act); });
+                       return OpOutputs{out("dh", dh)};
+                     }),
+           static_cast<double>(5 * yn));  // read dy, gate, value; write dh
+    }
     cost(cs,
          add_cases(cs, "activation_forward", std::string(ops::activation_name(act)),
                    [=](const OpEnv& e) {

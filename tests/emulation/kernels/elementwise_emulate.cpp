@@ -12,7 +12,8 @@
 // another dtype: the twin adds it widened to f32, as the kernel does, then
 // rounds once), and the None and ReLU activations (ReLU's gradient with
 // -2, inf and NaN in dy where x <= 0: +0 on both sides, as in PyTorch);
-// tanh and its gradient within the tolerances of tanh_case.
+// tanh and its gradient within the tolerances of tanh_case; SiLU and the GLU
+// (glu_case) as GELU.
 // fill of i32 and u8 (no CPU twin: the value converted as static_cast does).
 //
 // GELU is the tanh approximation on both sides but written differently: the
@@ -235,10 +236,21 @@ void add_bias_case(int64_t rows, int64_t cols, DType dt, DType bias_dt, int64_t 
 // ---- activations --------------------------------------------------------------------
 
 const char* act_name(Activation a) {
-  return a == Activation::None ? " none" : a == Activation::ReLU ? " relu" : " gelu";
+  return a == Activation::None   ? " none"
+         : a == Activation::ReLU ? " relu"
+         : a == Activation::GELU ? " gelu"
+                                 : " silu";
 }
 Act to_act(Activation a) {  // the glue's (ops/cuda_glue.h)
-  return a == Activation::ReLU ? Act::ReLU : a == Activation::GELU ? Act::GELU : Act::None;
+  return a == Activation::ReLU   ? Act::ReLU
+         : a == Activation::GELU ? Act::GELU
+         : a == Activation::SiLU ? Act::SiLU
+                                 : Act::None;
+}
+// GELU and SiLU are computed by other formulas on the two sides (expf and
+// tanhf in the kernel, exp_f32 on the CPU): fp32 rounding apart.
+bool smooth(Activation a) {
+  return a == Activation::GELU || a == Activation::SiLU;
 }
 
 // GELU's tolerance (see the header): f32 rounding of two formulas, or one
@@ -265,7 +277,7 @@ void activation_case(int64_t n, DType dt, int64_t shift, Activation act, bool al
   Tensor y = alias ? buffer_of(x.to_floats(), dt, shift) : buffer(n, dt, 0);
   check_status(what, ke::activation_forward_emulated(alias ? y.raw() : x.raw(), y.raw(), dt, n,
                                                      to_act(act), nullptr));
-  if (act == Activation::GELU)
+  if (smooth(act))
     check(what, "y", rel_err(y.to_floats(), y_ref.to_floats()), gelu_tol(dt));
   else
     check_bits(what, "y", y.to_floats(), y_ref.to_floats());
@@ -282,7 +294,7 @@ void activation_case(int64_t n, DType dt, int64_t shift, Activation act, bool al
   Tensor dx = alias ? buffer_of(dy.to_floats(), dt, 0) : buffer(n, dt, 0);
   check_status(what, ke::activation_backward_emulated(alias ? dx.raw() : dy.raw(), x.raw(),
                                                       dx.raw(), dt, n, to_act(act), nullptr));
-  if (act == Activation::GELU)
+  if (smooth(act))
     check(what, "dx", rel_err(dx.to_floats(), dx_ref.to_floats()), gelu_tol(dt));
   else
     check_bits(what, "dx", dx.to_floats(), dx_ref.to_floats());
@@ -308,6 +320,39 @@ void tanh_case(int64_t n, DType dt, int64_t shift, bool alias) {
   check_status(what, ke::tanh_backward_emulated(alias ? dx.raw() : dy.raw(), y_ref.raw(), dx.raw(),
                                                 dt, n, nullptr));
   check(what, "dx", rel_err(dx.to_floats(), dx_ref.to_floats()), gelu_tol(dt));
+}
+
+// The GLU (ops::glu_forward / glu_backward) against the CPU: rows of 2F,
+// the vector path where N divides F and the pointers are aligned, the
+// scalar one otherwise (F odd, or h moved by one element); in place (dh
+// aliasing h). ReLU and none bit for bit, GELU and SiLU within gelu_tol.
+void glu_case(int64_t rows, int64_t F, DType dt, int64_t shift, Activation act, bool alias) {
+  char extra[48];
+  std::snprintf(extra, sizeof extra, " F=%lld%s%s", static_cast<long long>(F), act_name(act),
+                alias ? " in-place" : "");
+  const char* what = tag("glu", rows * F, dt, shift, extra);
+  const int64_t n = rows * F;
+  const Tensor h = buffer_of(act_inputs(static_cast<size_t>(2 * n), 95), dt, shift);
+  Tensor y_ref = Tensor::zeros({rows, F}, dt);
+  rotor::ops::glu_forward(copy_of(h).view({rows, 2 * F}), y_ref, act);
+  Tensor y = buffer(n, dt, 0);
+  check_status(what, ke::glu_forward_emulated(h.raw(), y.raw(), dt, rows, F, to_act(act), nullptr));
+  if (smooth(act))
+    check(what, "y", rel_err(y.to_floats(), y_ref.to_floats()), gelu_tol(dt));
+  else
+    check_bits(what, "y", y.to_floats(), y_ref.to_floats());
+
+  const Tensor dy = buffer_of(randoms(static_cast<size_t>(n), 96, -2.0f, 2.0f), dt, 0);
+  Tensor dh_ref = Tensor::zeros({rows, 2 * F}, dt);
+  rotor::ops::glu_backward(copy_of(dy).view({rows, F}), copy_of(h).view({rows, 2 * F}), dh_ref,
+                           act);
+  Tensor dh = alias ? buffer_of(h.to_floats(), dt, shift) : buffer(2 * n, dt, 0);
+  check_status(what, ke::glu_backward_emulated(dy.raw(), alias ? dh.raw() : h.raw(), dh.raw(), dt,
+                                               rows, F, to_act(act), nullptr));
+  if (smooth(act))
+    check(what, "dh", rel_err(dh.to_floats(), dh_ref.to_floats()), gelu_tol(dt));
+  else
+    check_bits(what, "dh", dh.to_floats(), dh_ref.to_floats());
 }
 
 void run() {
@@ -363,7 +408,12 @@ void run() {
   }
 
   for (DType dt : kDtypes)
-    for (Activation act : {Activation::None, Activation::ReLU, Activation::GELU}) {
+    for (Activation act :
+         {Activation::None, Activation::ReLU, Activation::GELU, Activation::SiLU}) {
+      glu_case(5, 16, dt, 0, act, false);  // vectors (N divides 16)
+      glu_case(3, 21, dt, 0, act, false);  // F odd: the scalar kernel
+      glu_case(4, 8, dt, 1, act, false);   // unaligned: the scalar kernel
+      glu_case(5, 16, dt, 0, act, true);   // dh over h
       activation_case(93, dt, 0, act, false);
       activation_case(93, dt, 1, act, false);
       activation_case(93, dt, 0, act, true);
