@@ -52,11 +52,7 @@ models::HfEncoderOptions require_encoder(const Config& c) {
         "export --format hf: attention.kind is {}, and Hugging Face BERT/RoFormer compute "
         "softmax attention",
         to_string(c.attention.kind));
-  if (c.model.norm_type != NormType::LayerNorm)
-    ROTOR_FAIL(
-        "export --format hf: model.norm_type is {}, and Hugging Face BERT/RoFormer/DeBERTa-v2 "
-        "normalize with LayerNorm",
-        to_string(c.model.norm_type));
+  require_bert_layers(c, "export --format hf");
   // What an EHR encoder adds to BERT has no Hugging Face form: exported, it
   // would be dropped (or left as a stray tensor) and the model would read its
   // inputs otherwise. Refused rather than exported with a note.
@@ -170,6 +166,51 @@ Tensor roformer_sinusoid(int64_t n_pos, int64_t dim) {
   return Tensor::from_floats(t, {n_pos, dim});
 }
 
+const char* hf_activation(ops::Activation a) {
+  switch (a) {
+    case ops::Activation::GELU:
+      return "gelu_new";
+    case ops::Activation::SiLU:
+      return "silu";
+    case ops::Activation::ReLU:
+      return "relu";
+    case ops::Activation::None:
+      break;
+  }
+  return "linear";
+}
+
+bool hf_activation_matches(const std::string& act, ops::Activation a) {
+  if (act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh")
+    return a == ops::Activation::GELU;
+  if (act == "silu" || act == "swish") return a == ops::Activation::SiLU;
+  return act == "relu" && a == ops::Activation::ReLU;
+}
+
+void require_bert_layers(const Config& c, const std::string& what) {
+  const ModelConfig& m = c.model;
+  if (m.norm_type != NormType::LayerNorm)
+    ROTOR_FAIL(
+        "{}: model.norm_type is {}, and Hugging Face BERT/RoFormer/DeBERTa-v2 normalize with "
+        "LayerNorm",
+        what, to_string(m.norm_type));
+  if (m.gated_ffn)
+    ROTOR_FAIL(
+        "{}: model.gated_ffn is true, and Hugging Face BERT/RoFormer/DeBERTa-v2's feed-forward "
+        "is not gated",
+        what);
+  if (!m.bias)
+    ROTOR_FAIL(
+        "{}: model.bias is false, and Hugging Face BERT/RoFormer/DeBERTa-v2's layers have "
+        "biases",
+        what);
+  if (m.kv_heads > 0 && m.kv_heads != m.n_heads)
+    ROTOR_FAIL(
+        "{}: model.kv_heads is {}, and Hugging Face BERT/RoFormer/DeBERTa-v2 have a key and value "
+        "head per query head",
+        what, m.kv_heads);
+}
+
 nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
   const models::HfEncoderOptions m = require_encoder(c);
   const bool rope = m.prefix == "roformer";
@@ -191,7 +232,7 @@ nlohmann::ordered_json hf_config(const Config& c, int64_t vocab_size) {
   j["num_hidden_layers"] = m.num_layers;
   j["num_attention_heads"] = m.n_heads;
   j["intermediate_size"] = m.d_ff;
-  j["hidden_act"] = m.activation == ops::Activation::GELU ? "gelu_new" : "relu";
+  j["hidden_act"] = hf_activation(m.activation);
   j["hidden_dropout_prob"] = m.dropout;
   j["attention_probs_dropout_prob"] = m.attention_dropout;
   j["max_position_embeddings"] = m.max_positions;

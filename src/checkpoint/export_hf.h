@@ -55,6 +55,18 @@ namespace rotor::checkpoint {
 // size (keys in Hugging Face's order).
 nlohmann::ordered_json hf_config(const Config& config, int64_t vocab_size);
 
+// Hugging Face's hidden_act for rotor's activation ("gelu_new": rotor's GELU
+// is the tanh approximation; "relu"; "silu"), and whether a config.json's
+// hidden_act computes `a` (gelu, the erf one, counts for gelu: the importers
+// add a note).
+const char* hf_activation(ops::Activation a);
+bool hf_activation_matches(const std::string& hidden_act, ops::Activation a);
+
+// Refuses (rotor::Error, "WHAT: ...") the layer settings Hugging Face BERT,
+// RoFormer and DeBERTa-v2 cannot hold: RMSNorm, a gated feed-forward,
+// bias-free layers and grouped key/value heads.
+void require_bert_layers(const Config& config, const std::string& what);
+
 // rotor weights (as model.safetensors stores them) -> Hugging Face tensors.
 // Checks that every parameter of the model `config` describes is present with
 // its shape; throws rotor::Error naming the first that is not.

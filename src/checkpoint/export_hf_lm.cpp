@@ -76,7 +76,9 @@ HfExportResult export_hf_lm(const Config& c, const std::string& dir,
         "output projection (tie_word_embeddings false)");
   if (m.activation_dropout > 0)
     r.notes.push_back(
-        "model.activation_dropout has no Hugging Face GPT-NeoX/GPT-2 equivalent; dropped");
+        "model.activation_dropout has no Hugging Face Llama/GPT-NeoX/GPT-2 equivalent; dropped");
+  if (m.model_type == "llama" && m.dropout > 0)
+    r.notes.push_back("model.dropout has no Hugging Face Llama equivalent; dropped");
   return r;
 }
 

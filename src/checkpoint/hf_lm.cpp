@@ -37,6 +37,21 @@ int64_t columns(const Shape& s) {
   return s.size() == 2 ? s[1] : 1;
 }
 
+// A q or k projection's rows [heads * D, C] in the other layout: Hugging
+// Face's row (h, j) is rotor's row (h, neox_source_row(j)); back: the inverse.
+std::vector<float> rope_rows(const std::vector<float>& v, const Shape& s,
+                             const models::HfLmOptions& m, bool to_rotor) {
+  const int64_t D = m.d_model / m.n_heads, C = columns(s), heads = s[0] / D;
+  std::vector<float> out(v.size());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t j = 0; j < D; ++j) {
+      const int64_t hf = h * D + j, ours = h * D + neox_source_row(j, D, m.rope);
+      const int64_t from = to_rotor ? hf : ours, to = to_rotor ? ours : hf;
+      std::copy_n(v.begin() + from * C, C, out.begin() + to * C);
+    }
+  return out;
+}
+
 std::vector<float> transposed(const std::vector<float>& v, int64_t rows, int64_t cols) {
   std::vector<float> t(v.size());
   for (int64_t r = 0; r < rows; ++r)
@@ -67,35 +82,102 @@ models::HfLmOptions require_hf_lm(const Config& c, const std::string& what) {
         "{}: model.norm is post; Hugging Face GPT-NeoX and GPT-2 are pre-LN with a final "
         "LayerNorm (model.norm: pre)",
         what);
-  if (c.model.norm_type != NormType::LayerNorm)
-    ROTOR_FAIL(
-        "{}: model.norm_type is {}; Hugging Face GPT-NeoX and GPT-2 normalize with LayerNorm", what,
-        to_string(c.model.norm_type));
+  const std::string family = m.model_type == "llama"      ? "Llama"
+                             : m.model_type == "gpt_neox" ? "GPT-NeoX"
+                                                          : "GPT-2";
+  if (m.model_type == "llama") {
+    // LlamaForCausalLM: RMSNorm, a gated MLP, no biases (transformers 4.36
+    // has no mlp_bias), every head dimension rotated.
+    if (!m.gated_ffn)
+      ROTOR_FAIL(
+          "{}: model.gated_ffn is false; Hugging Face Llama (rope with model.norm_type rms_norm) "
+          "has a gated MLP (model.gated_ffn: true)",
+          what);
+    if (m.bias)
+      ROTOR_FAIL(
+          "{}: model.bias is true; Hugging Face Llama's projections and MLP have no biases "
+          "(model.bias: false)",
+          what);
+    if (m.rope.fraction != 1.0)
+      ROTOR_FAIL("{}: model.rope.fraction is {}; Hugging Face Llama rotates every head dimension",
+                 what, m.rope.fraction);
+  } else {
+    if (c.model.norm_type != NormType::LayerNorm)
+      ROTOR_FAIL(
+          "{}: model.norm_type is {}; Hugging Face GPT-2 normalizes with LayerNorm (rope with "
+          "rms_norm exports as Llama)",
+          what, to_string(c.model.norm_type));
+    if (m.gated_ffn)
+      ROTOR_FAIL(
+          "{}: model.gated_ffn is true; Hugging Face {}'s MLP is not gated (rope with "
+          "model.norm_type rms_norm exports as Llama)",
+          what, family);
+    if (!m.bias)
+      ROTOR_FAIL("{}: model.bias is false; Hugging Face {}'s layers have biases", what, family);
+    if (m.kv_heads != m.n_heads)
+      ROTOR_FAIL(
+          "{}: model.kv_heads is {}; Hugging Face {} has a key and value head per query head", what,
+          m.kv_heads, family);
+    if (m.activation == ops::Activation::SiLU && m.model_type == "gpt2")
+      ROTOR_FAIL("{}: model.activation is silu; Hugging Face GPT-2 runs gelu or relu here", what);
+  }
   if (m.position->rotates_qk && scaled(m.rope)) {
     const rope::Scaling s = m.rope.scaling;
     if (s != rope::Scaling::Linear && s != rope::Scaling::DynamicNtk)
       ROTOR_FAIL(
-          "{}: model.rope.scaling is {}; Hugging Face GPT-NeoX scales rotary angles linear or "
-          "dynamic only",
-          what, to_string(s));
+          "{}: model.rope.scaling is {}; Hugging Face {} (transformers 4.36) scales rotary angles "
+          "linear or dynamic only",
+          what, to_string(s), family);
     const int original =
         m.rope.original_max_positions > 0 ? m.rope.original_max_positions : m.max_positions;
     if (s == rope::Scaling::DynamicNtk && original != m.max_positions)
       ROTOR_FAIL(
-          "{}: model.rope.original_max_positions is {}, but Hugging Face GPT-NeoX's dynamic "
+          "{}: model.rope.original_max_positions is {}, but Hugging Face {}'s dynamic "
           "scaling starts at max_position_embeddings = model.max_positions = {}",
-          what, m.rope.original_max_positions, m.max_positions);
+          what, m.rope.original_max_positions, family, m.max_positions);
   }
   return m;
 }
 
 nlohmann::ordered_json hf_lm_config(const Config& c, int64_t vocab_size) {
   const models::HfLmOptions m = require_hf_lm(c, "export --format hf");
-  const std::string act = m.activation == ops::Activation::GELU ? "gelu_new" : "relu";
+  const std::string act = hf_activation(m.activation);
   // fairseq's embedding init, N(0, d^-1/2), as the range a fresh model would draw from.
   const double init = std::pow(static_cast<double>(m.d_model), -0.5);
   Json j = Json::object();
-  if (m.model_type == "gpt_neox") {
+  // transformers 4.x reads rope_theta / rotary settings and rope_scaling;
+  // 5.x writes and reads rope_parameters (and takes a rope_scaling it finds
+  // as the same settings): both, with the same values.
+  const char* rope_type = !scaled(m.rope)                           ? "default"
+                          : m.rope.scaling == rope::Scaling::Linear ? "linear"
+                                                                    : "dynamic";
+  const auto rope_keys = [&](bool partial) {
+    j["rope_scaling"] = nullptr;
+    if (scaled(m.rope)) j["rope_scaling"] = {{"type", rope_type}, {"factor", m.rope.factor}};
+    j["rope_parameters"] = {{"rope_type", rope_type}, {"rope_theta", m.rope.theta}};
+    if (partial) j["rope_parameters"]["partial_rotary_factor"] = m.rope.fraction;
+    if (scaled(m.rope)) j["rope_parameters"]["factor"] = m.rope.factor;
+  };
+  if (m.model_type == "llama") {
+    j["architectures"] = Json::array({"LlamaForCausalLM"});
+    j["model_type"] = "llama";
+    j["vocab_size"] = vocab_size;
+    j["hidden_size"] = m.d_model;
+    j["intermediate_size"] = m.d_ff;
+    j["num_hidden_layers"] = m.num_layers;
+    j["num_attention_heads"] = m.n_heads;
+    j["num_key_value_heads"] = m.kv_heads;
+    j["head_dim"] = m.d_model / m.n_heads;
+    j["hidden_act"] = act;
+    j["max_position_embeddings"] = m.max_positions;
+    j["rms_norm_eps"] = m.layer_norm_eps;
+    j["rope_theta"] = m.rope.theta;
+    rope_keys(false);
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+    j["attention_dropout"] = m.attention_dropout;
+    j["pretraining_tp"] = 1;
+  } else if (m.model_type == "gpt_neox") {
     j["architectures"] = Json::array({"GPTNeoXForCausalLM"});
     j["model_type"] = "gpt_neox";
     j["vocab_size"] = vocab_size;
@@ -106,18 +188,7 @@ nlohmann::ordered_json hf_lm_config(const Config& c, int64_t vocab_size) {
     j["hidden_act"] = act;
     j["rotary_pct"] = m.rope.fraction;
     j["rotary_emb_base"] = m.rope.theta;
-    // transformers 4.x reads rotary_pct, rotary_emb_base and rope_scaling;
-    // 5.x writes and reads rope_parameters (and takes a rope_scaling it finds
-    // as the same settings): both, with the same values.
-    const char* type = !scaled(m.rope)                           ? "default"
-                       : m.rope.scaling == rope::Scaling::Linear ? "linear"
-                                                                 : "dynamic";
-    j["rope_scaling"] = nullptr;
-    if (scaled(m.rope)) j["rope_scaling"] = {{"type", type}, {"factor", m.rope.factor}};
-    j["rope_parameters"] = {{"rope_type", type},
-                            {"rope_theta", m.rope.theta},
-                            {"partial_rotary_factor", m.rope.fraction}};
-    if (scaled(m.rope)) j["rope_parameters"]["factor"] = m.rope.factor;
+    rope_keys(true);
     j["use_parallel_residual"] = false;
     j["max_position_embeddings"] = m.max_positions;
     j["hidden_dropout"] = m.dropout;
@@ -155,6 +226,26 @@ nlohmann::ordered_json hf_lm_config(const Config& c, int64_t vocab_size) {
 std::vector<HfLmLink> hf_lm_links(const models::HfLmOptions& m) {
   const bool neox = m.model_type == "gpt_neox";
   std::vector<HfLmLink> out;
+  if (m.model_type == "llama") {  // no biases; RMSNorm weights only
+    for (int64_t i = 0; i < m.num_layers; ++i) {
+      const std::string r = "model.layers." + std::to_string(i) + ".";
+      const std::string h = r;  // Llama's own layer prefix is rotor's
+      const auto link = [&](const std::string& hf, const std::string& rotor, HfLmOp op) {
+        out.push_back({h + hf + ".weight", {r + rotor + ".weight"}, op});
+      };
+      link("input_layernorm", "self_attn_layer_norm", HfLmOp::Copy);
+      link("self_attn.q_proj", "self_attn.q_proj", HfLmOp::RopeRows);
+      link("self_attn.k_proj", "self_attn.k_proj", HfLmOp::RopeRows);
+      link("self_attn.v_proj", "self_attn.v_proj", HfLmOp::Copy);
+      link("self_attn.o_proj", "self_attn.out_proj", HfLmOp::Copy);
+      link("post_attention_layernorm", "final_layer_norm", HfLmOp::Copy);
+      link("mlp.gate_proj", "fc1_gate", HfLmOp::Copy);
+      link("mlp.up_proj", "fc1", HfLmOp::Copy);
+      link("mlp.down_proj", "fc2", HfLmOp::Copy);
+    }
+    out.push_back({"model.norm.weight", {"model.layer_norm.weight"}, HfLmOp::Copy});
+    return out;
+  }
   const auto both = [&](const std::string& hf, const std::string& rotor, HfLmOp weight_op) {
     out.push_back({hf + ".weight", {rotor + ".weight"}, weight_op});
     out.push_back({hf + ".bias", {rotor + ".bias"}, HfLmOp::Copy});
@@ -190,6 +281,7 @@ std::vector<HfLmLink> hf_lm_links(const models::HfLmOptions& m) {
 }
 
 HfLmEmbeddingNames hf_lm_embedding_names(const models::HfLmOptions& m) {
+  if (m.model_type == "llama") return {"model.embed_tokens.weight", "lm_head.weight", ""};
   if (m.model_type == "gpt_neox") return {"gpt_neox.embed_in.weight", "embed_out.weight", ""};
   return {"transformer.wte.weight", "lm_head.weight", "transformer.wpe.weight"};
 }
@@ -208,6 +300,8 @@ Tensor hf_lm_forward(const HfLmLink& link, const std::vector<Tensor>& rotor,
       return Tensor::from_floats(rotor[0].to_floats(), s);
     case HfLmOp::Transpose:
       return Tensor::from_floats(transposed(rotor[0].to_floats(), s[0], s[1]), {s[1], s[0]});
+    case HfLmOp::RopeRows:
+      return Tensor::from_floats(rope_rows(rotor[0].to_floats(), s, m, false), s);
     case HfLmOp::FuseNeox:
     case HfLmOp::FuseGpt2: {
       const int64_t d = s[0], C = columns(s), D = d / n_heads;
@@ -242,6 +336,8 @@ std::vector<Tensor> hf_lm_backward(const HfLmLink& link, const Tensor& hf,
       return {Tensor::from_floats(v, s)};
     case HfLmOp::Transpose:
       return {Tensor::from_floats(transposed(v, s[1], s[0]), s)};
+    case HfLmOp::RopeRows:
+      return {Tensor::from_floats(rope_rows(v, s, m, true), s)};
     case HfLmOp::FuseNeox:
     case HfLmOp::FuseGpt2: {
       const int64_t d = s[0], C = columns(s), D = d / n_heads;

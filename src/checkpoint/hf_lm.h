@@ -23,6 +23,16 @@
 //                              rows of each head are permuted (rotor's row 2i ->
 //                              i, 2i + 1 -> R/2 + i, rows >= R kept). q, k, v
 //                              are fused into query_key_value, [heads, 3, D] rows.
+//   model.position rope with model.norm_type rms_norm
+//                           -> LlamaForCausalLM: model.gated_ffn true (gate_proj
+//                              = fc1_gate, up_proj = fc1, down_proj = fc2),
+//                              model.bias false (attention_bias and mlp_bias
+//                              false), model.rope.fraction 1,
+//                              num_key_value_heads = model.kv_heads, rms_norm_eps
+//                              = model.layer_norm_eps, rope_theta and
+//                              rope_scaling / rope_parameters as for GPT-NeoX;
+//                              q_proj and k_proj rows in the halves layout as
+//                              GPT-NeoX's (every dimension rotated).
 //   model.position learned  -> GPT2LMHeadModel: Conv1D weights stored [in, out]
 //                              (rotor's [out, in] transposed), c_attn = [q | k | v]
 //                              columns.
@@ -43,9 +53,9 @@
 // float has that product (else it differs in the last bit of some entries).
 //
 // hidden_act / activation_function: rotor's gelu is the tanh approximation,
-// "gelu_new". Dropouts: model.dropout is hidden_dropout (GPT-NeoX) or
-// resid_pdrop and embd_pdrop (GPT-2), model.attention_dropout
-// attention_dropout / attn_pdrop; model.activation_dropout has no
+// "gelu_new"; silu is "silu". Llama's model.dropout has no counterpart (a note). Dropouts:
+// model.dropout is hidden_dropout (GPT-NeoX) or resid_pdrop and embd_pdrop (GPT-2),
+// model.attention_dropout attention_dropout / attn_pdrop; model.activation_dropout has no
 // counterpart (a note). config.json's eos_token_id is the end-of-text token
 // between documents (data/lm.h), bos_token_id and pad_token_id rotor's.
 #pragma once
@@ -94,6 +104,7 @@ enum class HfLmOp {
   Transpose,  // a GPT-2 Conv1D weight: rotor's [out, in] transposed
   FuseNeox,   // query_key_value from q, k, v: rows [heads, 3, head_dim], q/k rows halved
   FuseGpt2,   // c_attn from q, k, v: [q | k | v] (weights transposed to [in, 3 d])
+  RopeRows,   // a Llama q_proj / k_proj: each head's rows in the halves layout
 };
 struct HfLmLink {
   std::string hf;

@@ -142,9 +142,7 @@ void check_hf_config(const Json& j, const Config& c, int64_t vocab, const std::s
         !k->hf.imports.empty())
       reader = k;
   ROTOR_CHECK(reader, "no position encoding imports Hugging Face {}", type);
-  if (c.model.norm_type != NormType::LayerNorm)
-    ROTOR_FAIL("{}: Hugging Face {} normalizes with LayerNorm, but model.norm_type is {}", where,
-               type, to_string(c.model.norm_type));
+  require_bert_layers(c, where + " (Hugging Face " + type + ")");
   if (m.position != *reader)
     ROTOR_FAIL("{}: model_type {} has {}, but model.position is {} (set model.position: {})", where,
                type, (*reader)->hf.imports, m.position.name(), reader->name());
@@ -180,9 +178,7 @@ void check_hf_config(const Json& j, const Config& c, int64_t vocab, const std::s
   }
   const std::string act =
       j.contains("hidden_act") ? json_io::get_string(j, "hidden_act", where) : "gelu";
-  const bool gelu = act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh";
-  if (!(gelu && m.activation == ops::Activation::GELU) &&
-      !(act == "relu" && m.activation == ops::Activation::ReLU))
+  if (!hf_activation_matches(act, m.activation))
     ROTOR_FAIL("{}: hidden_act is {}, but model.activation is {}", where, act,
                to_string(m.activation));
   if (act == "gelu" && notes)

@@ -1,5 +1,8 @@
-// model.init_from for task lm: a Hugging Face GPTNeoXForCausalLM or
-// GPT2LMHeadModel directory (checkpoint/hf_lm.h) initializes the causal LM.
+// model.init_from for task lm: a Hugging Face LlamaForCausalLM,
+// GPTNeoXForCausalLM or GPT2LMHeadModel directory (checkpoint/hf_lm.h)
+// initializes the causal LM. Llama's keys are checked as GPT-NeoX's, with
+// num_key_value_heads, rms_norm_eps, attention_bias / mlp_bias false and
+// every dimension rotated (check_llama_config).
 //
 // config.json is checked before any weight is read: model_type (gpt_neox for
 // model.position rope, gpt2 for learned), vocab_size (the tokenizer's), the
@@ -91,14 +94,16 @@ std::string named(const Found& f, const char* fallback) {
 // rope_scaling {type, factor}; absent everywhere, GPTNeoXConfig's defaults
 // (10000, 0.25, unscaled). Each is checked against model.rope: one line
 // naming both values.
-void check_neox_rope(const Json& j, const rope::Params& r, const std::string& where) {
+// Llama reads the same keys (no rotary_pct / rotary_emb_base) with defaults
+// 10000 and every dimension rotated: `family` and `default_fraction` say so.
+void check_neox_rope(const Json& j, const rope::Params& r, const std::string& where,
+                     const char* family = "GPT-NeoX", double default_fraction = 0.25) {
   if (j.contains("rope_parameters") && j.at("rope_parameters").is_object())
     for (const auto& [key, value] : j.at("rope_parameters").items())
       if (value.is_object())
         ROTOR_FAIL(
-            "{}: rope_parameters.{} is a rotation per layer type; rotor's GPT-NeoX layers "
-            "share one",
-            where, key);
+            "{}: rope_parameters.{} is a rotation per layer type; rotor's {} layers share one",
+            where, key, family);
   if (j.contains("rope_parameters") && !j.at("rope_parameters").is_null() &&
       !j.at("rope_parameters").is_object())
     ROTOR_FAIL("{}: rope_parameters must be an object, got {}", where,
@@ -133,7 +138,7 @@ void check_neox_rope(const Json& j, const rope::Params& r, const std::string& wh
   if (base != r.theta)
     ROTOR_FAIL("{}: {} is {}, but model.rope.theta is {}", where, named(theta, "rope_theta"), base,
                r.theta);
-  const double fraction = number(pct, 0.25, where);
+  const double fraction = number(pct, default_fraction, where);
   if (fraction != r.fraction)
     ROTOR_FAIL("{}: {} is {}, but model.rope.fraction is {}", where,
                named(pct, "partial_rotary_factor"), fraction, r.fraction);
@@ -151,9 +156,9 @@ void check_neox_rope(const Json& j, const rope::Params& r, const std::string& wh
     scaling = rope::Scaling::DynamicNtk;
   } else if (kind != "default") {
     ROTOR_FAIL(
-        "{}: {} is {}; rotor reads the GPT-NeoX rope types default, linear and dynamic "
+        "{}: {} is {}; rotor reads the {} rope types default, linear and dynamic "
         "(model.rope.scaling none, linear, dynamic_ntk)",
-        where, type.key, kind);
+        where, type.key, kind, family);
   }
   const double s = scaling == rope::Scaling::None ? 1.0 : number(factor, 0.0, where);
   if (scaling != rope::Scaling::None && !(s >= 1.0))
@@ -168,12 +173,58 @@ void check_neox_rope(const Json& j, const rope::Params& r, const std::string& wh
                kind, theirs ? fmt::format(" x{}", s) : std::string(), mine);
 }
 
+// LlamaConfig's keys (its defaults where absent) against the rotor model.
+void check_llama_config(const Json& j, const models::HfLmOptions& m, int64_t vocab,
+                        const std::string& where, std::vector<std::string>* notes) {
+  auto has = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
+  auto int_or = [&](const char* key, int64_t fallback) {
+    return has(key) ? json_io::get_int(j, key, where) : fallback;
+  };
+  auto same = [&](const char* key, int64_t hf, int64_t ours, const std::string& what) {
+    if (hf != ours) ROTOR_FAIL("{}: {} is {}, but {} is {}", where, key, hf, what, ours);
+  };
+  same("vocab_size", json_io::get_int(j, "vocab_size", where), vocab,
+       "the tokenizer's vocabulary size");
+  same("hidden_size", int_or("hidden_size", 4096), m.d_model, "model.d_model");
+  same("num_hidden_layers", int_or("num_hidden_layers", 32), m.num_layers, "model.decoder_layers");
+  const int64_t heads = int_or("num_attention_heads", 32);
+  same("num_attention_heads", heads, m.n_heads, "model.n_heads");
+  same("num_key_value_heads", int_or("num_key_value_heads", heads), m.kv_heads,
+       "model.kv_heads (0: model.n_heads)");
+  same("intermediate_size", int_or("intermediate_size", 11008), m.d_ff, "model.d_ff");
+  same("head_dim", int_or("head_dim", m.d_model / m.n_heads), m.d_model / m.n_heads,
+       "model.d_model / model.n_heads");
+  const std::string act =
+      has("hidden_act") ? json_io::get_string(j, "hidden_act", where) : std::string("silu");
+  if (!hf_activation_matches(act, m.activation))
+    ROTOR_FAIL("{}: hidden_act is {}, but model.activation is {}", where, act,
+               to_string(m.activation));
+  if (act == "gelu" && notes)
+    notes->push_back(
+        "hidden_act gelu (erf) runs as rotor's tanh GELU (gelu_new): outputs differ by up to "
+        "~1e-3 per activation");
+  const double eps = has("rms_norm_eps") ? json_io::get_double(j, "rms_norm_eps", where) : 1e-6;
+  if (std::abs(eps - m.layer_norm_eps) > 1e-6 * std::abs(m.layer_norm_eps))
+    ROTOR_FAIL("{}: rms_norm_eps is {}, but model.layer_norm_eps is {}", where, eps,
+               m.layer_norm_eps);
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (has(key) && json_io::get_bool(j, key, where))
+      ROTOR_FAIL("{}: {} is true; rotor's Llama layers have no biases (model.bias false)", where,
+                 key);
+  check_neox_rope(j, m.rope, where, "Llama", 1.0);
+}
+
 }  // namespace
 
 void check_hf_lm_config(const Json& j, const Config& c, int64_t vocab, const std::string& where,
                         std::vector<std::string>* notes) {
   const models::HfLmOptions m = require_hf_lm(c, "model.init_from");
   const std::string type = json_io::get_string(j, "model_type", where);
+  if (type == "llama" && m.model_type != type)
+    ROTOR_FAIL(
+        "{}: model_type llama is rope with RMSNorm and a gated MLP, bias-free: set "
+        "model.position rope, model.norm_type rms_norm, model.gated_ffn true and model.bias false",
+        where);
   if (type != m.model_type) {
     for (nn::PositionKind k : nn::position_kinds())
       if (k->hf.causal_lm == type)
@@ -181,9 +232,12 @@ void check_hf_lm_config(const Json& j, const Config& c, int64_t vocab, const std
             "{}: model_type {} has {} positions, but model.position is {} (set "
             "model.position: {})",
             where, type, k.name(), m.position.name(), k.name());
-    ROTOR_FAIL("{}: model_type is {}; task lm initializes from gpt_neox (rope) or gpt2 (learned)",
-               where, type);
+    ROTOR_FAIL(
+        "{}: model_type is {}; task lm initializes from llama or gpt_neox (rope) or gpt2 "
+        "(learned)",
+        where, type);
   }
+  if (type == "llama") return check_llama_config(j, m, vocab, where, notes);
   const bool neox = type == "gpt_neox";
   auto has = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
   auto int_or = [&](const char* key, int64_t fallback) {
@@ -212,9 +266,7 @@ void check_hf_lm_config(const Json& j, const Config& c, int64_t vocab, const std
   const char* act_key = neox ? "hidden_act" : "activation_function";
   const std::string act = has(act_key) ? json_io::get_string(j, act_key, where)
                                        : std::string(neox ? "gelu" : "gelu_new");
-  const bool gelu = act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh";
-  if (!(gelu && m.activation == ops::Activation::GELU) &&
-      !(act == "relu" && m.activation == ops::Activation::ReLU))
+  if (!hf_activation_matches(act, m.activation))
     ROTOR_FAIL("{}: {} is {}, but model.activation is {}", where, act_key, act,
                to_string(m.activation));
   if (act == "gelu" && notes)

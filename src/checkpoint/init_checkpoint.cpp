@@ -41,6 +41,9 @@ void check_same_model(const Config& was, const Config& c, const std::string& whe
   same("model.norm", std::string(to_string(was.model.norm)), std::string(to_string(c.model.norm)));
   same("model.norm_type", std::string(to_string(was.model.norm_type)),
        std::string(to_string(c.model.norm_type)));
+  same("model.gated_ffn", was.model.gated_ffn ? "true" : "false",
+       c.model.gated_ffn ? "true" : "false");
+  same("model.bias", was.model.bias ? "true" : "false", c.model.bias ? "true" : "false");
   same("data.format", std::string(to_string(was.data.format)),
        std::string(to_string(c.data.format)));
   // The rotation the weights were trained with: its base, its dimensions and

@@ -272,6 +272,16 @@ std::optional<ConfigProblem> model_problem(const Config& c, const TaskSpec& task
         "model.n_heads",
         fmt::format("{} heads do not divide model.d_model = {}", m.n_heads, m.d_model),
         {"model.d_model"}};
+  if (m.kv_heads > 0 && m.n_heads % m.kv_heads != 0)
+    return ConfigProblem{
+        "model.kv_heads",
+        fmt::format("{} key/value heads do not divide model.n_heads = {}", m.kv_heads, m.n_heads),
+        {"model.n_heads"}};
+  if (m.kv_heads > 0 && m.kv_heads != m.n_heads && m.position->disentangled)
+    return ConfigProblem{"model.kv_heads",
+                         "DeBERTa's relative terms project the shared positions with every "
+                         "head's own key projection; grouped key/value heads have none",
+                         {"model.position", "model.n_heads"}};
   // The position encoding's own rule (nn/positions/NAME.cpp).
   if (m.position->check) {
     // A translation's sentence takes one more position (eos on the source,

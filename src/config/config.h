@@ -87,7 +87,8 @@ ROTOR_ENUM_NAMES(LogLevel, {LogLevel::Trace, "trace"}, {LogLevel::Debug, "debug"
                  {LogLevel::Info, "info"}, {LogLevel::Warn, "warn"}, {LogLevel::Error, "error"});
 // model.activation: ops::Activation::None is not a feed-forward activation,
 // so it has no spelling here.
-ROTOR_ENUM_NAMES(ops::Activation, {ops::Activation::ReLU, "relu"}, {ops::Activation::GELU, "gelu"});
+ROTOR_ENUM_NAMES(ops::Activation, {ops::Activation::ReLU, "relu"}, {ops::Activation::GELU, "gelu"},
+                 {ops::Activation::SiLU, "silu"});
 ROTOR_ENUM_NAMES(NormPlacement, {NormPlacement::Post, "post"}, {NormPlacement::Pre, "pre"});
 ROTOR_ENUM_NAMES(NormType, {NormType::LayerNorm, "layer_norm"}, {NormType::RmsNorm, "rms_norm"});
 ROTOR_ENUM_NAMES(nn::AttentionImpl, {nn::AttentionImpl::Auto, "auto"},
@@ -204,6 +205,15 @@ struct ModelConfig {
   int n_heads = 8;
   int d_ff = 2048;
   ops::Activation activation = ops::Activation::ReLU;
+  // The feed-forward as GLU (nn/feed_forward.h): act(x W_gate) * x W_1, then
+  // fc2; with activation silu this is Llama's SwiGLU.
+  bool gated_ffn = false;
+  // The attention projections and the feed-forward have biases (false:
+  // Llama's bias-free layers; norms, embeddings and heads keep theirs).
+  bool bias = true;
+  // Grouped-query attention: key/value heads, dividing n_heads (0: n_heads;
+  // nn/attention.h MultiHeadAttentionOptions::kv_heads).
+  int kv_heads = 0;
   double dropout = 0.1;
   double attention_dropout = 0.0;
   double activation_dropout = 0.0;

@@ -62,6 +62,9 @@ void visit_config(C& c, V& v) {
     v.integer("n_heads", m.n_heads, kPositive);
     v.integer("d_ff", m.d_ff, kPositive);
     v.enumeration("activation", m.activation);
+    v.boolean("gated_ffn", m.gated_ffn);
+    v.boolean("bias", m.bias);
+    v.integer("kv_heads", m.kv_heads, kNonNegative);
     v.floating("dropout", m.dropout, kUnitOpenTop);
     v.floating("attention_dropout", m.attention_dropout, kUnitOpenTop);
     v.floating("activation_dropout", m.activation_dropout, kUnitOpenTop);

@@ -53,6 +53,9 @@ nn::LayerOptions layer_options(const Config& c) {
   l.post_norm = m.norm == NormPlacement::Post;
   l.layer_norm_eps = static_cast<float>(m.layer_norm_eps);
   l.rms_norm = m.norm_type == NormType::RmsNorm;
+  l.gated_ffn = m.gated_ffn;
+  l.bias = m.bias;
+  l.kv_heads = m.kv_heads;
   l.rope = m.position->rotates_qk;
   l.rope_params = rope_params(m);
   l.alibi = m.position->alibi;
@@ -174,6 +177,11 @@ HfLmOptions hf_lm_options(const Config& c) {
   HfLmOptions h;
   h.position = m.position;
   h.model_type = std::string(m.position->hf.causal_lm);
+  h.rms_norm = m.norm_type == NormType::RmsNorm;
+  if (m.position->rotates_qk && h.rms_norm) h.model_type = "llama";
+  h.gated_ffn = m.gated_ffn;
+  h.bias = m.bias;
+  h.kv_heads = m.kv_heads > 0 ? m.kv_heads : m.n_heads;
   h.rope = m.rope;
   h.d_model = m.d_model;
   h.num_layers = m.decoder_layers;

@@ -69,11 +69,17 @@ HfEncoderOptions hf_encoder_options(const Config& config);
 // Hugging Face GPT-NeoX / GPT-2 config.json holds (checkpoint/hf_lm.h).
 struct HfLmOptions {
   nn::PositionKind position = nn::PositionKind::Rope;
-  std::string model_type;  // position's Hugging Face causal LM: "gpt_neox", "gpt2" or ""
+  // The Hugging Face causal LM: "llama" for rope with RMSNorm, else the
+  // position's ("gpt_neox", "gpt2" or "").
+  std::string model_type;
   rope::Params rope;
   int64_t d_model = 0, num_layers = 0, n_heads = 0, d_ff = 0, max_positions = 0;
   ops::Activation activation = ops::Activation::GELU;
   bool post_norm = false, scale_embeddings = true, share_embeddings = true;
+  // model.norm_type rms_norm, model.gated_ffn, model.bias, model.kv_heads
+  // (resolved: n_heads when 0).
+  bool rms_norm = false, gated_ffn = false, bias = true;
+  int64_t kv_heads = 0;
   double dropout = 0, attention_dropout = 0, activation_dropout = 0;
   double layer_norm_eps = 0;
 };

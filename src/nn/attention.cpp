@@ -53,16 +53,43 @@ MultiHeadAttention::MultiHeadAttention(ParameterStore& store, const AttentionNam
   const std::optional<double>& std = options.normal_init_std;
   const Init qkv_init = std ? Init::normal(*std) : Init::xavier_uniform(1.0 / std::sqrt(2.0));
   const Init out_init = std ? Init::normal(*std) : Init::xavier_uniform();
+  const int64_t H = options.n_heads, D = head_dim_;
+  const int64_t kv_heads = options.kv_heads > 0 ? options.kv_heads : H;
+  ROTOR_CHECK(H % kv_heads == 0, "kv_heads {} does not divide n_heads {}", kv_heads, H);
+  const int64_t dkv = kv_heads * D;  // the stored rows of k and of v
+  // GQA: the rows each of the H key (then value) heads reads, from `first`.
+  const auto grouped = [&](int64_t first, std::vector<int32_t>& rows) {
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < D; ++j)
+        rows.push_back(static_cast<int32_t>(first + h / (H / kv_heads) * D + j));
+  };
+  const bool bias = options.bias;
   if (!cross) {
     qkv_ = std::make_unique<Linear>(store, std::vector<std::string>{names.q, names.k, names.v}, d,
-                                    std::vector<int64_t>{d, d, d}, true, qkv_init);
+                                    std::vector<int64_t>{d, dkv, dkv}, bias, qkv_init);
+    if (kv_heads != H) {
+      std::vector<int32_t> rows;
+      for (int64_t r = 0; r < d; ++r) rows.push_back(static_cast<int32_t>(r));
+      grouped(d, rows);
+      grouped(d + dkv, rows);
+      qkv_->share_rows(rows);
+    }
   } else {
     q_ = std::make_unique<Linear>(store, std::vector<std::string>{names.q}, d,
-                                  std::vector<int64_t>{d}, true, qkv_init);
+                                  std::vector<int64_t>{d}, bias, qkv_init);
     kv_ = std::make_unique<Linear>(store, std::vector<std::string>{names.k, names.v}, d,
-                                   std::vector<int64_t>{d, d}, true, qkv_init);
+                                   std::vector<int64_t>{dkv, dkv}, bias, qkv_init);
+    if (kv_heads != H) {
+      std::vector<int32_t> rows;
+      grouped(0, rows);
+      grouped(dkv, rows);
+      kv_->share_rows(rows);
+    }
   }
-  out_ = std::make_unique<Linear>(store, names.out, d, d, true, out_init);
+  ROTOR_CHECK(kv_heads == H || !options_.deberta,
+              "DeBERTa's relative terms need every head's own key projection (kv_heads {} of {})",
+              kv_heads, H);
+  out_ = std::make_unique<Linear>(store, names.out, d, d, bias, out_init);
   if (options_.xl) {
     const std::string prefix = names.q.substr(0, names.q.rfind('.'));
     r_proj_ = std::make_unique<Linear>(store, prefix + ".r_proj", d, d, false, qkv_init);
@@ -369,7 +396,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory, const 
       Tensor& out = part == 0 ? deberta_qr_ : deberta_kr_;  // [S, d] = le W_part^T + b_part
       ops::GemmOptions o;
       o.trans_b = true;
-      o.bias = b.narrow(part * d, d);
+      if (b.defined()) o.bias = b.narrow(part * d, d);
       ops::gemm(le, w.narrow(part * d, d), out, o);
     }
     attn_options_.score_bias =
@@ -467,8 +494,10 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
       Tensor wg_part = wg.narrow(part * d, d);  // [d, d]
       ops::gemm(g, le, wg_part, tn);
       ops::gemm(g, w.narrow(part * d, d), dle, acc);
-      Tensor bg_part = bg.narrow(part * d, d);  // [d]
-      ops::sum_rows(g, bg_part, true);
+      if (bg.defined()) {
+        Tensor bg_part = bg.narrow(part * d, d);  // [d]
+        ops::sum_rows(g, bg_part, true);
+      }
     }
     deberta_qr_ = deberta_kr_ = attn_options_.score_bias = attn_options_.score_bias_grad = Tensor();
   }
@@ -502,8 +531,11 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
       // which softmax cancels: its gradient is exactly zero, and the fp32
       // round-off it would otherwise collect is what Adam (dividing by the
       // gradient's size) turns into steps of ~lr.
-      Tensor db = qkv_->bias_grad().narrow(d, d);  // f32 [d]
-      db.zero_();
+      if (qkv_->has_bias()) {
+        const int64_t dk_rows = (qkv_->bias_grad().size(0) - d) / 2;  // kv_heads * D
+        Tensor db = qkv_->bias_grad().narrow(d, dk_rows);             // f32 [kv_heads * D]
+        db.zero_();
+      }
     }
     return dx;
   }
@@ -531,8 +563,9 @@ Tensor MultiHeadAttention::backward(const Tensor& dy, Tensor* d_memory) {
   ops::split_heads_backward({dk, dv}, dkv, o);
   if (extra_k) dkv = unpack(dkv_rows, *memory_docs_, 2 * d);
   Tensor dmem = kv_->backward(dkv.view({B_ * Tk_, 2 * d})).view({B_, Tk_, d});  // [B, Tk, d]
-  if (plan_.kind->shift_invariant) {
-    Tensor dbk = kv_->bias_grad().narrow(0, d);  // f32 [d], the key bias: zero gradient, as above
+  if (plan_.kind->shift_invariant && kv_->has_bias()) {
+    // f32 [kv_heads * D], the key bias: zero gradient, as above
+    Tensor dbk = kv_->bias_grad().narrow(0, kv_->bias_grad().size(0) / 2);
     dbk.zero_();
   }
   ROTOR_CHECK(d_memory && d_memory->defined(), "cross-attention backward needs d_memory");

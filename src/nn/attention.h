@@ -68,6 +68,15 @@ struct MultiHeadAttentionOptions {
   // head split only splits; elsewhere the split rotates as usual.
   bool rope_in_kernel = false;
   LinearKindOptions linear;  // kind linear's settings (nn/attention_plan.h)
+  // Grouped-query attention (Ainslie et al. 2023; model.kv_heads): kv_heads
+  // key and value heads, query head h reading kv head h / (n_heads /
+  // kv_heads), as Hugging Face's repeat_kv. The k and v projections store
+  // kv_heads * D rows each, and the layer computes them as n_heads heads whose
+  // rows are shared (Linear::share_rows): the parameters and checkpoints are
+  // GQA's, the compute, the activations and the decoding cache those of
+  // multi-head attention. 0: n_heads (no grouping).
+  int64_t kv_heads = 0;
+  bool bias = true;  // the four projections have biases (model.bias)
   // nullopt: fairseq's init (Xavier-uniform; q, k, v with gain 1/sqrt(2)).
   // A value: every projection weight N(0, std) (BERT). Biases are zero.
   std::optional<double> normal_init_std;

@@ -1,9 +1,36 @@
 #include "nn/linear.h"
 
 #include "ops/elementwise.h"
+#include "ops/embedding.h"
 #include "ops/reduce.h"
 
 namespace rotor::nn {
+
+void Linear::share_rows(const std::vector<int32_t>& rows) {
+  for (int32_t r : rows)
+    ROTOR_CHECK(r >= 0 && r < out_, "linear: shared row {} outside [0, {})", r, out_);
+  rows_ = rows;
+  rows_index_ = Tensor();
+}
+
+Tensor Linear::used_weight(DType dtype) const {
+  const Tensor w = weight(dtype);  // [stored, in]
+  if (rows_.empty()) return w;
+  if (!rows_index_.defined() || rows_index_.device() != w.device())
+    rows_index_ = Tensor::from_ints(rows_, {static_cast<int64_t>(rows_.size())}).to(w.device());
+  Tensor g = Tensor::empty({out_features(), in_}, w.dtype(), w.device());  // [out, in]
+  ops::embedding_forward(rows_index_, w, 1.0f, g);
+  return g;
+}
+
+Tensor Linear::used_bias(DType dtype) const {
+  const Tensor b = bias(dtype);  // [stored]
+  if (rows_.empty() || !b.defined()) return b;
+  used_weight(dtype);                                                    // the index, on b's device
+  Tensor g = Tensor::empty({out_features(), 1}, b.dtype(), b.device());  // [out, 1]
+  ops::embedding_forward(rows_index_, b.view({out_, 1}), 1.0f, g);
+  return g.view({out_features()});
+}
 
 Linear::Linear(ParameterStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias,
                Init weight_init, ops::Activation activation)
@@ -26,28 +53,29 @@ Linear::Linear(ParameterStore& store, const std::vector<std::string>& prefixes, 
 
 Tensor Linear::apply(const Tensor& x, const Context& ctx) const {
   ROTOR_CHECK(x.dim() == 2 && x.size(1) == in_, "linear: input {} for {} inputs", x.str(), in_);
-  Tensor y = ctx.empty({x.size(0), out_});  // [N, out]
+  Tensor y = ctx.empty({x.size(0), out_features()});  // [N, out]
   ops::GemmOptions o;
   o.trans_b = true;
-  o.bias = bias(ctx.dtype);
+  o.bias = used_bias(ctx.dtype);
   o.activation = activation_;
-  ops::gemm(x, weight(ctx.dtype), y, o);
+  ops::gemm(x, used_weight(ctx.dtype), y, o);
   return y;
 }
 
 Tensor Linear::forward(const Tensor& x, const Context& ctx) {
   ROTOR_CHECK(x.dim() == 2 && x.size(1) == in_, "linear: input {} for {} inputs", x.str(), in_);
   x_ = x;
-  Tensor y = ctx.empty({x.size(0), out_});  // [N, out]
+  const int64_t out = out_features();
+  Tensor y = ctx.empty({x.size(0), out});  // [N, out]
   ops::GemmOptions o;
   o.trans_b = true;
-  o.bias = bias(ctx.dtype);
+  o.bias = used_bias(ctx.dtype);
   o.activation = activation_;
   if (activation_ != ops::Activation::None) {
-    pre_ = ctx.empty({x.size(0), out_});
+    pre_ = ctx.empty({x.size(0), out});
     o.pre_activation = pre_;
   }
-  ops::gemm(x, weight(ctx.dtype), y, o);
+  ops::gemm(x, used_weight(ctx.dtype), y, o);
   return y;
 }
 
@@ -59,19 +87,32 @@ Tensor Linear::backward(const Tensor& dy, bool need_dx) {
     ops::activation_backward(dy, pre_, dz, activation_);
   }
   // dW += dz^T x: [out, N] x [N, in]
-  Tensor dw = weight_grad();  // f32 [out, in]
+  Tensor dw = weight_grad();  // f32 [stored, in]
   ops::GemmOptions gw;
   gw.trans_a = true;
-  gw.beta = 1.0f;
-  ops::gemm(dz, x_, dw, gw);
+  if (rows_.empty()) {
+    gw.beta = 1.0f;
+    ops::gemm(dz, x_, dw, gw);
+  } else {  // each output's gradient, then added into its stored row
+    Tensor dwo = Tensor::empty({out_features(), in_}, DType::F32, dz.device());  // [out, in]
+    ops::gemm(dz, x_, dwo, gw);
+    ops::embedding_backward(rows_index_, dwo, 1.0f, dw);
+  }
   if (!biases_.empty()) {
-    Tensor db = bias_grad();  // f32 [out]
-    ops::sum_rows(dz, db, true);
+    Tensor db = bias_grad();  // f32 [stored]
+    if (rows_.empty()) {
+      ops::sum_rows(dz, db, true);
+    } else {
+      Tensor dbo = Tensor::empty({out_features()}, DType::F32, dz.device());  // [out]
+      ops::sum_rows(dz, dbo, false);
+      Tensor db2 = db.view({out_, 1});  // [stored, 1]
+      ops::embedding_backward(rows_index_, dbo.view({out_features(), 1}), 1.0f, db2);
+    }
   }
   Tensor dx;  // [N, in], undefined when !need_dx
   if (need_dx) {
     dx = Tensor::empty({dz.size(0), in_}, dz.dtype(), dz.device());
-    ops::gemm(dz, weight(dz.dtype()), dx, {});
+    ops::gemm(dz, used_weight(dz.dtype()), dx, {});
   }
   x_ = Tensor();
   pre_ = Tensor();

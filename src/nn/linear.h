@@ -22,6 +22,14 @@ class Linear {
   Linear(ParameterStore& store, const std::vector<std::string>& prefixes, int64_t in,
          const std::vector<int64_t>& outs, bool bias, Init weight_init);
 
+  // Grouped-query attention (nn/attention.h, model.kv_heads): the layer
+  // computes `rows.size()` outputs, output r with stored row rows[r] (weight
+  // and bias), so that several outputs share one stored row; the backward adds
+  // their gradients into it. out_features() is then rows.size(); weight()
+  // and the gradients stay the stored [stored rows, in].
+  void share_rows(const std::vector<int32_t>& rows);
+  bool has_bias() const { return !biases_.empty(); }
+
   // x [N, in] -> y [N, out] (the activation applied when configured).
   Tensor forward(const Tensor& x, const Context& ctx);
   // dy [N, out] -> dx [N, in] (undefined when !need_dx); accumulates dW, db.
@@ -32,7 +40,7 @@ class Linear {
   void release() { x_ = pre_ = Tensor(); }
 
   int64_t in_features() const { return in_; }
-  int64_t out_features() const { return out_; }
+  int64_t out_features() const { return rows_.empty() ? out_ : static_cast<int64_t>(rows_.size()); }
   // The weight and bias as `dtype` (the activations' dtype: the f32 masters or
   // the store's 16-bit copy); their gradients are f32.
   Tensor weight(DType dtype = DType::F32) const {
@@ -51,7 +59,13 @@ class Linear {
   std::vector<Parameter*> weights_, biases_;
   int64_t in_, out_;
   ops::Activation activation_;
-  Tensor x_, pre_;  // saved for backward: input [N, in] and pre-activation [N, out]
+  Tensor x_, pre_;             // saved for backward: input [N, in] and pre-activation [N, out]
+  std::vector<int32_t> rows_;  // share_rows' map (empty: none)
+  X
+      // The weight and bias the GEMM uses: the stored ones, or gathered by rows_.
+      Tensor
+      used_weight(DType dtype) const;
+  Tensor used_bias(DType dtype) const;
 };
 
 }  // namespace rotor::nn

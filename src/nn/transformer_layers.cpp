@@ -24,10 +24,20 @@ MultiHeadAttentionOptions attention_options(const LayerOptions& c, bool causal, 
   a.impl = c.impl;
   a.rope_in_kernel = c.rope_in_kernel;
   a.linear = c.linear_attention;
+  a.kv_heads = c.kv_heads;
+  a.bias = c.bias;
   return a;
 }
-Init ffn_init(const LayerOptions& c) {
-  return c.normal_init_std ? Init::normal(*c.normal_init_std) : Init::xavier_uniform();
+FeedForwardOptions ffn_options(const LayerOptions& c) {
+  FeedForwardOptions f;
+  f.d_model = c.d_model;
+  f.d_ff = c.d_ff;
+  f.activation = c.activation;
+  f.activation_dropout = c.activation_dropout;
+  f.init = c.normal_init_std ? Init::normal(*c.normal_init_std) : Init::xavier_uniform();
+  f.gated = c.gated_ffn;
+  f.bias = c.bias;
+  return f;
 }
 }  // namespace
 
@@ -36,7 +46,7 @@ EncoderLayer::EncoderLayer(ParameterStore& s, const EncoderLayerNames& n, const 
     : attn_(s, n.attention, attention_options(c, causal, c.rope), false),
       attn_res_(s, n.attention_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm,
                 c.rms_norm),
-      ffn_(s, n.fc1, n.fc2, c.d_model, c.d_ff, c.activation, c.activation_dropout, ffn_init(c)),
+      ffn_(s, n.fc1, n.fc2, ffn_options(c)),
       ffn_res_(s, n.final_norm, c.d_model, c.layer_norm_eps, c.dropout, c.post_norm, c.rms_norm),
       recompute_(c.checkpoint),
       d_(c.d_model) {}
@@ -126,8 +136,7 @@ DecoderLayer::DecoderLayer(ParameterStore& s, const std::string& p, const LayerO
       cross_attn_(s, names(p + ".encoder_attn"), attention_options(c, false, false), true),
       cross_res_(s, p + ".encoder_attn_layer_norm", c.d_model, c.layer_norm_eps, c.dropout,
                  c.post_norm, c.rms_norm),
-      ffn_(s, p + ".fc1", p + ".fc2", c.d_model, c.d_ff, c.activation, c.activation_dropout,
-           ffn_init(c)),
+      ffn_(s, p + ".fc1", p + ".fc2", ffn_options(c)),
       ffn_res_(s, p + ".final_layer_norm", c.d_model, c.layer_norm_eps, c.dropout, c.post_norm,
                c.rms_norm),
       recompute_(c.checkpoint),

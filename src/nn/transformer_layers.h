@@ -28,7 +28,10 @@ struct LayerOptions {
   float dropout = 0.1f, attention_dropout = 0.0f, activation_dropout = 0.0f;
   bool post_norm = true;
   float layer_norm_eps = 1e-5f;
-  bool rms_norm = false;  // RMSNorm for every norm (model.norm_type rms_norm)
+  bool rms_norm = false;   // RMSNorm for every norm (model.norm_type rms_norm)
+  bool gated_ffn = false;  // model.gated_ffn: act(x W_gate) * x W_1 (nn/feed_forward.h)
+  bool bias = true;        // model.bias: the projections' and feed-forwards' biases
+  int64_t kv_heads = 0;    // model.kv_heads: key/value heads (0: n_heads; nn/attention.h)
   bool rope = false;
   rope::Params rope_params{};  // model.rope's settings (core/rope.h)
   bool alibi = false;          // self-attention adds ALiBi's bias (model.position alibi)

@@ -196,10 +196,31 @@ TEST(HfImport, ArchitectureMismatchesAreOneLine) {
   // A model with RMSNorm has no Hugging Face BERT/RoFormer form: refused both ways.
   Config rms = c;
   rms.model.norm_type = NormType::RmsNorm;
-  EXPECT_NE(import_error(rms, hf).find("Hugging Face roformer normalizes with LayerNorm, but "
-                                       "model.norm_type is rms_norm"),
+  EXPECT_NE(import_error(rms, hf).find("(Hugging Face roformer): model.norm_type is rms_norm, and "
+                                       "Hugging Face BERT/RoFormer/DeBERTa-v2 normalize with "
+                                       "LayerNorm"),
             std::string::npos)
       << import_error(rms, hf);
+  // Nor do Llama's other settings, each named.
+  for (const auto& [key, message] : std::vector<std::pair<std::string, std::string>>{
+           {"gated_ffn", "model.gated_ffn is true, and Hugging Face"},
+           {"bias", "model.bias is false, and Hugging Face"},
+           {"kv_heads", "model.kv_heads is 1, and Hugging Face"}}) {
+    Config llama = c;
+    if (key == "gated_ffn") llama.model.gated_ffn = true;
+    if (key == "bias") llama.model.bias = false;
+    if (key == "kv_heads") llama.model.kv_heads = 1;
+    EXPECT_NE(import_error(llama, hf).find(message), std::string::npos)
+        << key << ": " << import_error(llama, hf);
+    test::TempDir tmp3;
+    std::string error = "no error";
+    try {
+      export_model(llama, tmp3);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find(message), std::string::npos) << key << ": " << error;
+  }
   test::TempDir tmp2;
   try {
     export_model(rms, tmp2);

@@ -93,8 +93,20 @@ struct PosCase {
   nn::PositionKind position;
   bool pre_ln;
   const char* name;
+  bool llama = false;  // Llama's layer: RMSNorm, SwiGLU, no biases, 2 key/value heads of 4
   friend void PrintTo(const PosCase& c, std::ostream* os) { *os << c.name; }
 };
+
+models::DecoderLmOptions llama_lm() {
+  models::DecoderLmOptions o = tiny_lm(nn::PositionKind::Rope);
+  o.layer.n_heads = 4;
+  o.layer.kv_heads = 2;
+  o.layer.activation = ops::Activation::SiLU;
+  o.layer.gated_ffn = true;
+  o.layer.bias = false;
+  o.layer.rms_norm = true;
+  return o;
+}
 
 std::vector<PosCase> pos_cases() {
   std::vector<PosCase> cases;
@@ -103,6 +115,7 @@ std::vector<PosCase> pos_cases() {
       cases.push_back({k, true, k->name.data()});
   cases.push_back({nn::PositionKind::Rope, false, "rope_post_ln"});
   cases.push_back({nn::PositionKind::Learned, false, "learned_post_ln"});
+  cases.push_back({nn::PositionKind::Rope, true, "rope_llama", true});
   return cases;
 }
 
@@ -112,7 +125,7 @@ class CachedDecoding : public ::testing::TestWithParam<PosCase> {};
 // when one has left the batch, and rows of one length (the batched path).
 TEST_P(CachedDecoding, EveryStepMatchesTheFullForward) {
   const PosCase pc = GetParam();
-  TinyModel tm(tiny_lm(pc.position, pc.pre_ln));
+  TinyModel tm(pc.llama ? llama_lm() : tiny_lm(pc.position, pc.pre_ln));
   for (const std::vector<std::vector<int32_t>>& prompts :
        {std::vector<std::vector<int32_t>>{
             {3, 17, 9}, {3, 5, 12, 30, 8, 21, 6}, {3}, {3, 4, 4, 39, 11}},

@@ -313,13 +313,129 @@ TEST(LmHfImport, UntiedScaledTableGivesTheSameProducts) {
   }
 }
 
+// Llama's layer on the tiny LM: RMSNorm, SwiGLU, no biases, H = 2 query heads
+// over one key/value head.
+Config llama_config(int64_t d, bool share = true, bool scale = true) {
+  Config c = lm_config({"rope", share, scale, d});
+  c.model.norm_type = NormType::RmsNorm;
+  c.model.activation = ops::Activation::SiLU;
+  c.model.gated_ffn = true;
+  c.model.bias = false;
+  c.model.kv_heads = 1;
+  return c;
+}
+
+std::map<std::string, Shape> expected_llama(int64_t D) {
+  const int64_t Dkv = D / H;  // one key/value head
+  std::map<std::string, Shape> m{{"model.embed_tokens.weight", {V, D}},
+                                 {"lm_head.weight", {V, D}},
+                                 {"model.norm.weight", {D}}};
+  for (int i = 0; i < L; ++i) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    m[l + "input_layernorm.weight"] = {D};
+    m[l + "post_attention_layernorm.weight"] = {D};
+    m[l + "self_attn.q_proj.weight"] = {D, D};
+    m[l + "self_attn.k_proj.weight"] = {Dkv, D};
+    m[l + "self_attn.v_proj.weight"] = {Dkv, D};
+    m[l + "self_attn.o_proj.weight"] = {D, D};
+    m[l + "mlp.gate_proj.weight"] = {FF, D};
+    m[l + "mlp.up_proj.weight"] = {FF, D};
+    m[l + "mlp.down_proj.weight"] = {D, FF};
+  }
+  return m;
+}
+
+// rope with RMSNorm exports as LlamaForCausalLM: its tensors, the q/k rows in
+// the halves layout, config.json; the import reads it back bitwise with the
+// same logits, and refuses a config.json that differs in one line.
+TEST(LmHfExport, LlamaLayoutAndRoundTrip) {
+  const int64_t D = 16, Dh = D / H;
+  const Config c = llama_config(D);
+  test::TempDir tmp;
+  nn::ParameterStore original;
+  auto model = build(c, original, 1);
+  const std::vector<float> values = export_model(c, tmp, 1);
+  SafetensorsFile f(tmp / "hf/model.safetensors");
+  std::map<std::string, Shape> got;
+  for (const auto& e : f.entries()) got[e.name] = e.shape;
+  EXPECT_EQ(got, expected_llama(D));
+  SafetensorsFile src(tmp / "ckpt/model.safetensors");
+  // k_proj: Hugging Face row j of the one head is rotor's row 2j (first
+  // halves) or 2(j - Dh/2) + 1 (second halves): rotor's layout is interleaved.
+  const std::vector<float> k = src.load("model.layers.1.self_attn.k_proj.weight").to_floats();
+  const std::vector<float> hk = f.load("model.layers.1.self_attn.k_proj.weight").to_floats();
+  for (int64_t j = 0; j < Dh; ++j) {
+    const int64_t from = j < Dh / 2 ? 2 * j : 2 * (j - Dh / 2) + 1;
+    for (int64_t in = 0; in < D; ++in) EXPECT_EQ(hk[j * D + in], k[from * D + in]) << j;
+  }
+  EXPECT_EQ(f.load("model.layers.0.mlp.gate_proj.weight").to_floats(),
+            src.load("model.layers.0.fc1_gate.weight").to_floats());
+  EXPECT_EQ(f.load("model.layers.0.mlp.up_proj.weight").to_floats(),
+            src.load("model.layers.0.fc1.weight").to_floats());
+  EXPECT_EQ(f.load("model.norm.weight").to_floats(),
+            src.load("model.layer_norm.weight").to_floats());
+  const json_io::Json j = json_io::load(tmp / "hf/config.json");
+  EXPECT_EQ(j.at("architectures").at(0).get<std::string>(), "LlamaForCausalLM");
+  EXPECT_EQ(j.at("num_key_value_heads").get<int64_t>(), 1);
+  EXPECT_EQ(j.at("hidden_act").get<std::string>(), "silu");
+  EXPECT_DOUBLE_EQ(j.at("rms_norm_eps").get<double>(), 1e-5);
+  EXPECT_DOUBLE_EQ(j.at("rope_theta").get<double>(), 5000.0);
+  EXPECT_FALSE(j.at("attention_bias").get<bool>());
+
+  nn::ParameterStore store;
+  auto imported = build(c, store, 99);
+  const checkpoint::HfImportResult r = checkpoint::import_hf(tmp / "hf", c, store);
+  EXPECT_EQ(r.model_type, "llama");
+  EXPECT_TRUE(r.unused.empty());
+  EXPECT_EQ(store.values().to_floats(), values);  // bitwise
+  const Tensor ids = Tensor::from_ints({5, 9, 3, 17, 22, 1, 38, 4, 30, 12, 2, 7}, {2, 6});
+  EXPECT_EQ(imported->forward_logits(ids, nn::Context{}).to_floats(),
+            model->forward_logits(ids, nn::Context{}).to_floats());
+
+  // Each setting config.json holds, changed: one line naming it.
+  Config two = c;
+  two.model.kv_heads = 2;
+  EXPECT_NE(import_error(two, tmp / "hf").find("num_key_value_heads is 1, but model.kv_heads"),
+            std::string::npos);
+  Config gelu = c;
+  gelu.model.activation = ops::Activation::GELU;
+  EXPECT_NE(import_error(gelu, tmp / "hf").find("hidden_act is silu, but model.activation is gelu"),
+            std::string::npos);
+  Config neox = lm_config({"rope", true, true, D});
+  EXPECT_NE(import_error(neox, tmp / "hf").find("model_type llama is rope with RMSNorm"),
+            std::string::npos);
+}
+
 TEST(LmHfExport, RefusesWhatHuggingFaceCannotHold) {
   EXPECT_NE(export_error(lm_config({"rope", true, true, 16}, "post")).find("model.norm is post"),
             std::string::npos);
+  // rope with RMSNorm is Llama's: a plain MLP, biases or partial rotation
+  // have no place there; the other families take none of Llama's settings.
   Config rms = lm_config({"rope", true, true, 16});
   rms.model.norm_type = NormType::RmsNorm;
-  EXPECT_NE(export_error(rms).find("model.norm_type is rms_norm; Hugging Face GPT-NeoX and GPT-2 "
-                                   "normalize with LayerNorm"),
+  EXPECT_NE(export_error(rms).find("model.gated_ffn is false; Hugging Face Llama"),
+            std::string::npos);
+  rms.model.gated_ffn = true;
+  EXPECT_NE(export_error(rms).find("model.bias is true; Hugging Face Llama"), std::string::npos);
+  Config partial = llama_config(16);
+  partial.model.rope.fraction = 0.5;
+  EXPECT_NE(export_error(partial).find("Hugging Face Llama rotates every head dimension"),
+            std::string::npos);
+  Config learned_rms = lm_config({"learned", true, true, 16});
+  learned_rms.model.norm_type = NormType::RmsNorm;
+  EXPECT_NE(export_error(learned_rms).find("Hugging Face GPT-2 normalizes with LayerNorm"),
+            std::string::npos);
+  Config gated = lm_config({"rope", true, true, 16});
+  gated.model.gated_ffn = true;
+  EXPECT_NE(export_error(gated).find("model.gated_ffn is true; Hugging Face GPT-NeoX's MLP"),
+            std::string::npos);
+  Config grouped = lm_config({"rope", true, true, 16});
+  grouped.model.kv_heads = 1;
+  EXPECT_NE(export_error(grouped).find("model.kv_heads is 1; Hugging Face GPT-NeoX"),
+            std::string::npos);
+  Config unbiased = lm_config({"learned", true, true, 16});
+  unbiased.model.bias = false;
+  EXPECT_NE(export_error(unbiased).find("model.bias is false; Hugging Face GPT-2"),
             std::string::npos);
   for (const char* position : {"sinusoidal", "none"})
     EXPECT_NE(
@@ -418,7 +534,10 @@ TEST(LmHfImport, ConfigMismatchesAreOneLine) {
       {"hidden_act", "relu", "hidden_act is relu, but model.activation is gelu"},
       {"layer_norm_eps", 1e-12, "layer_norm_eps is 1e-12, but model.layer_norm_eps is 1e-05"},
       {"model_type", "gpt2", "model_type gpt2 has learned positions, but model.position is rope"},
-      {"model_type", "llama", "model_type is llama; task lm initializes from gpt_neox"},
+      {"model_type", "llama", "model_type llama is rope with RMSNorm and a gated MLP"},
+      {"model_type", "mistral",
+       "model_type is mistral; task lm initializes from llama or "
+       "gpt_neox (rope) or gpt2 (learned)"},
   };
   for (const Row& row : rows) {
     test::TempDir tmp;

@@ -54,19 +54,36 @@ struct ModelCase {
   nn::PositionKind position;
   bool pre_ln, tied;
   const char* name;
-  bool rms = false;  // RMSNorm (model.norm_type rms_norm)
+  bool rms = false;    // RMSNorm (model.norm_type rms_norm)
+  bool llama = false;  // and SwiGLU, no biases, 2 key/value heads of 4 (Llama's layer)
   friend void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
 };
+
+models::DecoderLmOptions case_lm(const ModelCase& mc) {
+  models::DecoderLmOptions o = tiny_lm(mc.position, mc.pre_ln, mc.tied, mc.rms);
+  if (mc.llama) {
+    o.layer.n_heads = 4;
+    o.layer.kv_heads = 2;
+    o.layer.activation = ops::Activation::SiLU;
+    o.layer.gated_ffn = true;
+    o.layer.bias = false;
+  }
+  return o;
+}
 
 class LmModelGrad : public ::testing::TestWithParam<ModelCase> {};
 
 TEST_P(LmModelGrad, MatchesFiniteDifferences) {
   const ModelCase mc = GetParam();
   nn::ParameterStore store;
-  models::DecoderLM model(tiny_lm(mc.position, mc.pre_ln, mc.tied, mc.rms), store);
+  models::DecoderLM model(case_lm(mc), store);
   store.allocate(Device::cpu());
   store.initialize(1);
   jitter(store, 2, 0.1f);
+  EXPECT_EQ(store.find("model.layers.0.fc1_gate.weight") != nullptr, mc.llama);
+  EXPECT_EQ(store.find("model.layers.0.fc2.bias") == nullptr, mc.llama);
+  if (mc.llama)  // 2 key/value heads of dimension 4
+    EXPECT_EQ(store.find("model.layers.0.self_attn.k_proj.weight")->shape, (Shape{8, 16}));
   // RMSNorm has a weight and no bias.
   EXPECT_EQ(store.find("model.layers.0.final_layer_norm.bias") == nullptr, mc.rms);
   EXPECT_NE(store.find("model.layers.0.final_layer_norm.weight"), nullptr);
@@ -105,6 +122,7 @@ std::vector<ModelCase> model_cases() {
   cases.push_back({nn::PositionKind::Learned, true, false, "learned_untied"});
   cases.push_back({nn::PositionKind::Rope, true, true, "rope_rms_norm", true});
   cases.push_back({nn::PositionKind::Rope, false, false, "rope_post_ln_rms_norm", true});
+  cases.push_back({nn::PositionKind::Rope, true, true, "rope_llama", true, true});
   return cases;
 }
 

@@ -523,8 +523,10 @@ struct AttnCase {
   bool training = false;
   std::vector<int32_t> key_lengths;  // empty: none
   int64_t Tq = 4, Tk = 4;
-  std::string kind = "softmax";  // attention.kind
-  nn::LinearKindOptions linear;  // kind linear's settings
+  std::string kind = "softmax";     // attention.kind
+  nn::LinearKindOptions linear;     // kind linear's settings
+  int64_t heads = 2, kv_heads = 0;  // model.kv_heads (0: heads)
+  bool bias = true;                 // model.bias
 };
 
 void check_attention(const AttnCase& c, uint64_t seed, const std::string& what) {
@@ -532,7 +534,9 @@ void check_attention(const AttnCase& c, uint64_t seed, const std::string& what) 
   ParameterStore store;
   nn::MultiHeadAttentionOptions cfg;
   cfg.d_model = d;
-  cfg.n_heads = 2;
+  cfg.n_heads = c.heads;
+  cfg.kv_heads = c.kv_heads;
+  cfg.bias = c.bias;
   cfg.causal = c.causal;
   cfg.rope = c.rope;
   cfg.dropout = c.dropout;
@@ -588,6 +592,30 @@ void check_attention(const AttnCase& c, uint64_t seed, const std::string& what) 
 
 TEST(GradCheck, SelfAttention) {
   check_attention({}, 70, "self");
+}
+// Grouped-query attention: 4 query heads read 2 key/value heads (and 1),
+// whose shared rows collect both heads' gradients; without biases.
+TEST(GradCheck, SelfAttentionGroupedKeyValueHeads) {
+  AttnCase c;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.rope = true;
+  c.causal = true;
+  c.key_lengths = {4, 3};
+  check_attention(c, 76, "self, 4 heads over 2 key/value heads, rope, causal");
+  c.kv_heads = 1;
+  c.bias = false;
+  c.causal = false;
+  check_attention(c, 77, "self, 4 heads over 1 key/value head, no biases");
+}
+TEST(GradCheck, CrossAttentionGroupedKeyValueHeads) {
+  AttnCase c;
+  c.cross = true;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.Tk = 5;
+  c.key_lengths = {5, 3};
+  check_attention(c, 78, "cross, 4 heads over 2 key/value heads");
 }
 TEST(GradCheck, SelfAttentionKeyPadding) {
   AttnCase c;
@@ -735,9 +763,19 @@ TEST(GradCheck, RopeChangesSelfAttention) {
 
 // ---- FeedForward and Residual ---------------------------------------------------
 
-void check_ffn(Activation act, float dropout, bool training, uint64_t seed) {
+void check_ffn(Activation act, float dropout, bool training, uint64_t seed, bool gated = false,
+               bool bias = true) {
   ParameterStore store;
-  nn::FeedForward ffn(store, "fc1", "fc2", 6, 10, act, dropout, nn::Init::xavier_uniform());
+  nn::FeedForwardOptions o;
+  o.d_model = 6;
+  o.d_ff = 10;
+  o.activation = act;
+  o.activation_dropout = dropout;
+  o.gated = gated;
+  o.bias = bias;
+  nn::FeedForward ffn(store, "fc1", "fc2", o);
+  EXPECT_EQ(store.find("fc1_gate.weight") != nullptr, gated);
+  EXPECT_EQ(store.find("fc2.bias") != nullptr, bias);
   init_store(store, seed);
   Context ctx = make_ctx(training);
   LayerUnderTest t;
@@ -746,7 +784,8 @@ void check_ffn(Activation act, float dropout, bool training, uint64_t seed) {
   t.inputs = {rand_input({5, 6}, seed + 1)};
   t.forward = [&] { return ffn.forward(t.inputs[0], ctx); };
   t.backward = [&](const Tensor& dy) { return std::vector<Tensor>{ffn.backward(dy)}; };
-  expect_passed(check_layer(t), std::string("ffn ") + ops::activation_name(act));
+  expect_passed(check_layer(t), std::string("ffn ") + ops::activation_name(act) +
+                                    (gated ? " gated" : "") + (bias ? "" : " no bias"));
 }
 
 TEST(GradCheck, FeedForwardReLU) {
@@ -757,6 +796,17 @@ TEST(GradCheck, FeedForwardGELU) {
 }
 TEST(GradCheck, FeedForwardActivationDropout) {
   check_ffn(Activation::GELU, 0.3f, true, 82);
+}
+TEST(GradCheck, FeedForwardSiLU) {
+  check_ffn(Activation::SiLU, 0.0f, false, 83);
+}
+// Gated (GLU variants): SwiGLU without biases as Llama, GEGLU and ReGLU with
+// them, and SwiGLU with dropout after the product.
+TEST(GradCheck, FeedForwardGated) {
+  check_ffn(Activation::SiLU, 0.0f, false, 84, true, false);
+  check_ffn(Activation::GELU, 0.0f, false, 85, true, true);
+  check_ffn(Activation::ReLU, 0.0f, false, 86, true, true);
+  check_ffn(Activation::SiLU, 0.3f, true, 87, true, false);
 }
 
 void check_residual(bool post, float dropout, bool training, uint64_t seed) {
@@ -818,10 +868,22 @@ nn::LayerOptions layer_options(bool post, bool rope, float dropout, bool rms = f
   return c;
 }
 
-void check_encoder_layer(bool post, bool rope, float dropout, uint64_t seed, bool rms = false) {
+// Llama's layer: pre-RMSNorm, RoPE, SwiGLU, no biases, grouped key/value heads.
+nn::LayerOptions llama_layer_options() {
+  nn::LayerOptions c = layer_options(false, true, 0.0f, true);
+  c.n_heads = 4;
+  c.kv_heads = 2;
+  c.activation = Activation::SiLU;
+  c.gated_ffn = true;
+  c.bias = false;
+  return c;
+}
+
+void check_encoder_layer(bool post, bool rope, float dropout, uint64_t seed, bool rms = false,
+                         const nn::LayerOptions* options = nullptr) {
   ParameterStore store;
   nn::EncoderLayer layer(store, models::bart_encoder_layer_names("enc"),
-                         layer_options(post, rope, dropout, rms));
+                         options ? *options : layer_options(post, rope, dropout, rms));
   init_store(store, seed);
   Context ctx = make_ctx(dropout > 0);
   Tensor lengths = Tensor::from_ints({4, 2}, {2});
@@ -856,10 +918,16 @@ TEST(GradCheck, EncoderLayerPostRms) {
 TEST(GradCheck, EncoderLayerPreRms) {
   check_encoder_layer(false, false, 0.0f, 105, true);
 }
+TEST(GradCheck, EncoderLayerLlama) {
+  const nn::LayerOptions o = llama_layer_options();
+  check_encoder_layer(false, true, 0.0f, 106, true, &o);
+}
 
-void check_decoder_layer(bool post, bool rope, float dropout, uint64_t seed, bool rms = false) {
+void check_decoder_layer(bool post, bool rope, float dropout, uint64_t seed, bool rms = false,
+                         const nn::LayerOptions* options = nullptr) {
   ParameterStore store;
-  nn::DecoderLayer layer(store, "dec", layer_options(post, rope, dropout, rms));
+  nn::DecoderLayer layer(store, "dec",
+                         options ? *options : layer_options(post, rope, dropout, rms));
   init_store(store, seed);
   Context ctx = make_ctx(dropout > 0);
   Tensor mem_lengths = Tensor::from_ints({5, 3}, {2});
@@ -894,6 +962,12 @@ TEST(GradCheck, DecoderLayerPreRopeDropout) {
 }
 TEST(GradCheck, DecoderLayerPreRopeRms) {
   check_decoder_layer(false, true, 0.0f, 114, true);
+}
+// Llama's settings in a translation decoder: cross-attention groups its
+// key/value heads too.
+TEST(GradCheck, DecoderLayerLlama) {
+  const nn::LayerOptions o = llama_layer_options();
+  check_decoder_layer(false, true, 0.0f, 115, true, &o);
 }
 
 // ---- the whole model ---------------------------------------------------------------

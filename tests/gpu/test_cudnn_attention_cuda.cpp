@@ -643,20 +643,14 @@ TEST(LabelAttentionCuda, StepEqualsTheCpuAndPackingChangesNothing) {
   }
 }
 
-// RMSNorm (model.norm_type rms_norm) on a GPU: a pre-LN LM with every norm
-// RMSNorm, one training step in fp32 (logits, loss and every gradient against
-// the CPU's) and bf16 (packed against documents alone, as above).
-TEST(RmsNormCuda, LmStepEqualsTheCpu) {
-  ROTOR_REQUIRE_GPU();
-  const Core core{"auto", nn::AttentionImpl::Auto, nn::AttentionKind::Softmax};
-  models::DecoderLmOptions o = tiny_lm(nn::PositionKind::Rope, core);
-  o.layer.post_norm = false;
-  o.layer.rms_norm = true;
+// One training step of the LM `o` on packed documents: fp32 on the GPU
+// against the CPU (logits, every gradient), and bf16 on the GPU against the
+// CPU's fp32.
+void expect_lm_step_equals_the_cpu(const models::DecoderLmOptions& o) {
   const test::PackedDocs pk;
   auto step = [&](Device device, DType dtype, std::vector<float>* logits) {
     nn::ParameterStore store;
     models::DecoderLM lm(o, store);
-    EXPECT_EQ(store.find("model.layer_norm.bias"), nullptr);
     nn::Context ctx;
     prepare(store, ctx, device, dtype);
     *logits = lm.forward_logits(pk.batch(device), ctx).to(Device::cpu()).to_floats();
@@ -677,6 +671,33 @@ TEST(RmsNormCuda, LmStepEqualsTheCpu) {
   EXPECT_LT(max_diff(g_gpu, g_cpu), 1e-4 * std::max(scale, 1.0)) << "gradients";
   EXPECT_LT(max_diff(bf16_logits, cpu_logits), 0.1) << "bf16 logits";
   EXPECT_LT(max_diff(g_bf16, g_cpu), 0.05 * std::max(scale, 1.0)) << "bf16 gradients";
+}
+
+// RMSNorm (model.norm_type rms_norm) on a GPU: a pre-LN LM with every norm
+// RMSNorm.
+TEST(RmsNormCuda, LmStepEqualsTheCpu) {
+  ROTOR_REQUIRE_GPU();
+  const Core core{"auto", nn::AttentionImpl::Auto, nn::AttentionKind::Softmax};
+  models::DecoderLmOptions o = tiny_lm(nn::PositionKind::Rope, core);
+  o.layer.post_norm = false;
+  o.layer.rms_norm = true;
+  expect_lm_step_equals_the_cpu(o);
+}
+
+// Llama's layer on a GPU: RMSNorm, SwiGLU (the GEMM of gate and value, the
+// GLU kernels), no biases, and grouped key/value heads (the shared rows
+// gathered and their gradients added back by the embedding kernels).
+TEST(LlamaCuda, LmStepEqualsTheCpu) {
+  ROTOR_REQUIRE_GPU();
+  const Core core{"auto", nn::AttentionImpl::Auto, nn::AttentionKind::Softmax};
+  models::DecoderLmOptions o = tiny_lm(nn::PositionKind::Rope, core);
+  o.layer.post_norm = false;
+  o.layer.rms_norm = true;
+  o.layer.activation = ops::Activation::SiLU;
+  o.layer.gated_ffn = true;
+  o.layer.bias = false;
+  o.layer.kv_heads = o.layer.n_heads / 2;
+  expect_lm_step_equals_the_cpu(o);
 }
 
 // TUPE's correlation on a GPU: the correlation, its untied [CLS] and their

@@ -87,7 +87,8 @@ namespace {
       "reference_dump_transformer: %s\n"
       "usage: reference_dump_transformer [--model seq2seq|lm|mlm] "
       "--position sinusoidal|learned|rope|none|t5|transformer_xl|tupe|deberta --norm post|pre "
-      "[--activation relu|gelu] [--optimizer adam|adamw] [--norm-type layer_norm|rms_norm] "
+      "[--activation relu|gelu|silu] [--gated-ffn true|false] [--bias true|false] [--kv-heads N] "
+      "[--optimizer adam|adamw] [--norm-type layer_norm|rms_norm] "
       "[--share-embeddings true|false] [--t5-buckets N] [--t5-max-distance N] "
       "[--tupe-relative true|false] [--deberta-buckets N] [--deberta-max-relative N] "
       "[--seed N] --out FILE\n",
@@ -181,6 +182,8 @@ models::MlmBatch make_mlm_batch() {
 struct Args {
   std::string model = "seq2seq", position, norm, activation = "relu", optimizer = "adamw",
               share = "true", tupe_relative = "false", norm_type = "layer_norm", out;
+  std::string gated_ffn = "false", bias = "true";         // model.gated_ffn, model.bias
+  int64_t kv_heads = 0;                                   // model.kv_heads (0: n_heads)
   int64_t t5_buckets = 8, t5_max_distance = 5;            // --position t5 only
   int64_t deberta_buckets = 4, deberta_max_relative = 6;  // --position deberta only
   uint64_t seed = 1234;
@@ -201,7 +204,10 @@ nn::LayerOptions layer_options(const Args& a) {
   layer.d_model = 16;
   layer.n_heads = 2;
   layer.d_ff = 24;
-  layer.activation = a.activation == "gelu" ? ops::Activation::GELU : ops::Activation::ReLU;
+  layer.activation = *enum_from_string<ops::Activation>(a.activation);
+  layer.gated_ffn = a.gated_ffn == "true";
+  layer.bias = a.bias == "true";
+  layer.kv_heads = a.kv_heads;
   layer.dropout = layer.attention_dropout = layer.activation_dropout = 0.0f;
   layer.post_norm = a.norm == "post";
   layer.layer_norm_eps = kLayerNormEps;
@@ -273,6 +279,9 @@ int dump(const Args& a, nn::ParameterStore& store, const ModelCalls& m, int64_t 
       {"norm", a.norm},
       {"norm_type", a.norm_type},
       {"activation", a.activation},
+      {"gated_ffn", a.gated_ffn},
+      {"bias", a.bias},
+      {"kv_heads", std::to_string(a.kv_heads > 0 ? a.kv_heads : layer.n_heads)},
       {"optimizer", a.optimizer},
       {"share_embeddings", a.share},
       {"d_model", std::to_string(layer.d_model)},
@@ -431,6 +440,12 @@ int run(int argc, char** argv) {
       a.activation = v;
     else if (opt == "--norm-type")
       a.norm_type = v;
+    else if (opt == "--gated-ffn")
+      a.gated_ffn = v;
+    else if (opt == "--bias")
+      a.bias = v;
+    else if (opt == "--kv-heads")
+      a.kv_heads = std::stoll(v);
     else if (opt == "--optimizer")
       a.optimizer = v;
     else if (opt == "--share-embeddings")
@@ -463,7 +478,12 @@ int run(int argc, char** argv) {
   if (a.norm != "post" && a.norm != "pre") usage("--norm must be post or pre");
   if (a.norm_type != "layer_norm" && a.norm_type != "rms_norm")
     usage("--norm-type must be layer_norm or rms_norm");
-  if (a.activation != "relu" && a.activation != "gelu") usage("--activation must be relu or gelu");
+  if (!enum_from_string<ops::Activation>(a.activation))
+    usage("--activation must be relu, gelu or silu");
+  if (a.gated_ffn != "true" && a.gated_ffn != "false") usage("--gated-ffn must be true or false");
+  if (a.bias != "true" && a.bias != "false") usage("--bias must be true or false");
+  if (a.kv_heads < 0 || (a.kv_heads > 0 && 2 % a.kv_heads != 0))
+    usage("--kv-heads must divide the 2 heads");
   if (a.optimizer != "adam" && a.optimizer != "adamw") usage("--optimizer must be adam or adamw");
   if (a.share != "true" && a.share != "false") usage("--share-embeddings must be true or false");
   if (a.tupe_relative != "true" && a.tupe_relative != "false")

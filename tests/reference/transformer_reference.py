@@ -185,13 +185,19 @@ def rope_at(x, m, base=10000.0):
 
 
 class Attention(nn.Module):
-    def __init__(self, d, heads, rope, causal, base, xl=False):
+    """kv_heads (grouped-query attention, Ainslie et al. 2023): k_proj and
+    v_proj give kv_heads heads, query head h reads kv head h // (heads //
+    kv_heads); bias False: no projection has a bias."""
+
+    def __init__(self, d, heads, rope, causal, base, xl=False, kv_heads=None, bias=True):
         super().__init__()
         self.h, self.rope, self.causal, self.base, self.xl = heads, rope, causal, base, xl
-        self.q_proj = nn.Linear(d, d)
-        self.k_proj = nn.Linear(d, d)
-        self.v_proj = nn.Linear(d, d)
-        self.out_proj = nn.Linear(d, d)
+        self.kv = kv_heads or heads
+        dkv = self.kv * (d // heads)
+        self.q_proj = nn.Linear(d, d, bias=bias)
+        self.k_proj = nn.Linear(d, dkv, bias=bias)
+        self.v_proj = nn.Linear(d, dkv, bias=bias)
+        self.out_proj = nn.Linear(d, d, bias=bias)
         if xl:  # Transformer-XL: W_R of this layer, and u, v per head
             self.r_proj = nn.Linear(d, d, bias=False)
             self.r_w_bias = nn.Parameter(torch.zeros(heads, d // heads))  # u
@@ -220,8 +226,10 @@ class Attention(nn.Module):
         Tk = kv.shape[1]
         D = d // self.h
         q = self.q_proj(x).view(B, Tq, self.h, D).transpose(1, 2)   # [B, H, Tq, D]
-        k = self.k_proj(kv).view(B, Tk, self.h, D).transpose(1, 2)  # [B, H, Tk, D]
-        v = self.v_proj(kv).view(B, Tk, self.h, D).transpose(1, 2)
+        k = self.k_proj(kv).view(B, Tk, self.kv, D).transpose(1, 2)  # [B, Hkv, Tk, D]
+        v = self.v_proj(kv).view(B, Tk, self.kv, D).transpose(1, 2)
+        k = k.repeat_interleave(self.h // self.kv, dim=1)  # [B, H, Tk, D]
+        v = v.repeat_interleave(self.h // self.kv, dim=1)
         if self.rope:  # queries and keys only, before the 1/sqrt(D) scaling
             q = rope_rotate(q, self.base)
             k = rope_rotate(k, self.base)
@@ -242,6 +250,15 @@ class Attention(nn.Module):
 
 def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def activate(x, name):
+    """model.activation: relu, gelu (the tanh form) or silu (x sigmoid(x))."""
+    if name == "gelu":
+        return gelu_tanh(x)
+    if name == "silu":
+        return x * torch.sigmoid(x)
+    return torch.relu(x)
 
 
 class RMSNorm(nn.Module):
@@ -274,23 +291,28 @@ class Block(nn.Module):
         d = cfg["d_model"]
         self.pre, self.decoder, self.act = cfg["norm"] == "pre", decoder, cfg["activation"]
         causal = decoder if causal is None else causal
+        kv, bias = cfg["kv_heads"], cfg["bias"]
         self.self_attn = Attention(d, cfg["n_heads"], cfg["rope"], causal, cfg["rope_base"],
-                                   cfg["xl"])
+                                   cfg["xl"], kv, bias)
         self.self_attn_layer_norm = make_norm(d, cfg)
         if decoder:  # cross-attention never rotates (nor adds Transformer-XL's terms)
-            self.encoder_attn = Attention(d, cfg["n_heads"], False, False, cfg["rope_base"])
+            self.encoder_attn = Attention(d, cfg["n_heads"], False, False, cfg["rope_base"],
+                                          kv_heads=kv, bias=bias)
             self.encoder_attn_layer_norm = make_norm(d, cfg)
-        self.fc1 = nn.Linear(d, cfg["d_ff"])
-        self.fc2 = nn.Linear(cfg["d_ff"], d)
+        self.gated = cfg["gated_ffn"]
+        if self.gated:  # GLU: act(x W_gate) * (x W_1), then fc2 (Shazeer 2020)
+            self.fc1_gate = nn.Linear(d, cfg["d_ff"], bias=bias)
+        self.fc1 = nn.Linear(d, cfg["d_ff"], bias=bias)
+        self.fc2 = nn.Linear(cfg["d_ff"], d, bias=bias)
         self.final_layer_norm = make_norm(d, cfg)
 
     def sub(self, x, norm, f):
         return x + f(norm(x)) if self.pre else norm(x + f(x))
 
     def ffn(self, x):
-        h = self.fc1(x)
-        h = gelu_tanh(h) if self.act == "gelu" else torch.relu(h)
-        return self.fc2(h)
+        if self.gated:
+            return self.fc2(activate(self.fc1_gate(x), self.act) * self.fc1(x))
+        return self.fc2(activate(self.fc1(x), self.act))
 
     def forward(self, x, self_pad, memory=None, memory_pad=None, bias=None):
         """bias: T5's [H, T, T] for the self-attention (cross-attention has none)."""
@@ -560,7 +582,7 @@ class BertLayer(nn.Module):
         o = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, d)
         x = self.attention.output.LayerNorm(x + self.attention.output.dense(o))
         h = self.intermediate.dense(x)
-        h = gelu_tanh(h) if self.act == "gelu" else torch.relu(h)
+        h = activate(h, self.act)
         return self.output.LayerNorm(x + self.output.dense(h))
 
 
@@ -646,7 +668,7 @@ class BertMLM(nn.Module):
             x = layer(x, key_pad, scale, bias, rel)
         p = self.cls.predictions
         h = p.transform.dense(x)
-        h = gelu_tanh(h) if cfg["activation"] == "gelu" else torch.relu(h)
+        h = activate(h, cfg["activation"])
         h = p.transform.LayerNorm(h)
         return h.reshape(B * T, -1) @ e.word_embeddings.weight.t() + p.bias  # [B*T, V]
 
@@ -762,6 +784,7 @@ def run(args):
                "--activation", args.activation, "--optimizer", args.optimizer,
                "--share-embeddings", "true" if args.share_embeddings else "false",
                "--tupe-relative", args.tupe_relative, "--norm-type", args.norm_type,
+               "--gated-ffn", args.gated_ffn, "--bias", args.bias, "--kv-heads", str(args.kv_heads),
                "--seed", str(args.seed), "--out", out]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -770,6 +793,9 @@ def run(args):
 
     cfg = {"position": meta["position"], "norm": meta["norm"], "activation": meta["activation"],
            "norm_type": meta.get("norm_type", "layer_norm"),
+           "gated_ffn": meta.get("gated_ffn") == "true",
+           "bias": meta.get("bias", "true") == "true",
+           "kv_heads": int(meta.get("kv_heads", 0)) or None,
            # t5: the dump's table size and reach (8 and 5 by default, so that the
            # 7-token batches reach log-spaced and shared buckets)
            "t5_buckets": int(meta.get("t5_buckets", 0)),
@@ -976,7 +1002,10 @@ def main():
                                                              "transformer_xl", "tupe", "deberta"])
     ap.add_argument("--norm", default="post", choices=["post", "pre"])
     ap.add_argument("--norm-type", default="layer_norm", choices=["layer_norm", "rms_norm"])
-    ap.add_argument("--activation", default="relu", choices=["relu", "gelu"])
+    ap.add_argument("--activation", default="relu", choices=["relu", "gelu", "silu"])
+    ap.add_argument("--gated-ffn", default="false", choices=["true", "false"])
+    ap.add_argument("--bias", default="true", choices=["true", "false"])
+    ap.add_argument("--kv-heads", type=int, default=0, help="key/value heads (0: every head)")
     ap.add_argument("--optimizer", default="adamw", choices=["adam", "adamw"])
     ap.add_argument("--share-embeddings", default="true", choices=["true", "false"])
     ap.add_argument("--tupe-relative", default="false", choices=["true", "false"],

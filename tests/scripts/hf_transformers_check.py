@@ -47,6 +47,11 @@ Debian's torch and under the newest 5.x on PyPI's torch: tests/CMakeLists.txt).
    (0.25) rotation, theta 500 with linear x2 scaling and dynamic x2 scaling
    (exercised: sequences longer than max_position_embeddings), saved with
    the keys of the running version (5.x: rope_parameters alone).
+6. Llama: a tiny LM with Llama's layer (RMSNorm, SwiGLU, no biases, 4 query
+   heads over 2 key/value heads) is trained, exported and loaded as
+   LlamaForCausalLM, logits and tokenizer compared as in 4; a
+   LlamaForCausalLM made by transformers (grouped heads, theta 500, linear
+   x2 scaling) initializes rotor as in 5.
 
 Texts the tokenizers give other ids for, by Hugging Face's conventions
 (checkpoint/hf_tokenizer.h): <s> </s> <unk> <pad> written in the text, and a
@@ -71,7 +76,8 @@ from safetensors.torch import load_file
 from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM,
                           AutoModelForMultipleChoice, AutoModelForSequenceClassification, AutoTokenizer, BertConfig,
                           BertForMaskedLM, DebertaV2Config, DebertaV2ForMaskedLM, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig,
-                          GPTNeoXForCausalLM, RoFormerConfig, RoFormerForMaskedLM)
+                          GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM, RoFormerConfig,
+                          RoFormerForMaskedLM)
 
 TOL = 1e-4
 LM_TOL = 1e-5
@@ -506,12 +512,25 @@ LM_VARIANTS = {
 }
 
 
+# Llama's layer (model.position rope with RMSNorm: LlamaForCausalLM): SwiGLU
+# without biases, and 4 query heads over 2 key/value heads.
+LLAMA_KV_HEADS = 2
+LLAMA_LINES = f"""  activation: silu
+  norm_type: rms_norm
+  gated_ffn: true
+  bias: false
+  kv_heads: {LLAMA_KV_HEADS}
+"""
+
+
 def lm_positions(name):
     return DYNAMIC_POS if name == "rope_dynamic2" else POS
 
 
-def lm_yaml(name, out, extra):
+def lm_yaml(name, out, extra, llama=False):
+    """The tiny causal LM of variant `name`; llama: Llama's layer (LLAMA_LINES)."""
     position, heads, rope, _ = LM_VARIANTS[name]
+    activation = LLAMA_LINES if llama else "  activation: gelu\n"
     rope_lines = "".join(f"    {k}: {v}\n" for k, v in rope.items())
     return f"""task: lm
 device: cpu
@@ -522,8 +541,7 @@ model:
   d_model: {D}
   n_heads: {heads}
 {"  rope:" + chr(10) + rope_lines if rope_lines else ""}  d_ff: {FF}
-  activation: gelu
-  norm: pre
+{activation}  norm: pre
   layer_norm_eps: 1.0e-5
   position: {position}
   max_positions: {lm_positions(name)}
@@ -604,10 +622,12 @@ def check_lm_tokenizer(tmp, label, hf_dir, want_pieces, boundary):
     return ok, tok
 
 
-def check_lm_export(rotor, lm_logits, tmp, position):
-    """Train, export and compare a tiny causal LM; the tokenizer and eos id too."""
+def check_lm_export(rotor, lm_logits, tmp, position, llama=False):
+    """Train, export and compare a tiny causal LM (llama: with Llama's layer,
+    exported as LlamaForCausalLM); the tokenizer and eos id too."""
     share = "true" if position.startswith("rope") else "false"
-    out = f"{tmp}/lm_{position}"
+    name = "llama" if llama else position
+    out = f"{tmp}/lm_{name}"
     with open(f"{out}.yaml", "w") as f:
         f.write(lm_yaml(position, out, f"""  share_embeddings: {share}
   scale_embeddings: true
@@ -624,13 +644,17 @@ optim:
   name: adamw
   lr: 3.0e-3
   warmup_updates: 5
-"""))
+""", llama))
     run(rotor, "train", f"{out}.yaml")
     sp = spm.SentencePieceProcessor(model_file=f"{tmp}/spm_lm.model")
-    hf_dir = f"{tmp}/hf_lm_{position}"
+    hf_dir = f"{tmp}/hf_lm_{name}"
     run(rotor, "export", "--checkpoint", out, "--format", "hf", "--output", hf_dir)
-    ok = check_lm(lm_logits, tmp, f"{position}, exported", out, hf_dir, position)
-    tok_ok, tok = check_lm_tokenizer(tmp, f"lm {position}", hf_dir, sp.encode, sp.eos_id())
+    ok = check_lm(lm_logits, tmp, f"{name}, exported", out, hf_dir, position)
+    if llama:
+        arch = type(AutoModelForCausalLM.from_pretrained(hf_dir)).__name__
+        ok &= arch == "LlamaForCausalLM"
+        print(f"{'ok  ' if arch == 'LlamaForCausalLM' else 'FAIL'} llama export loads as {arch}")
+    tok_ok, tok = check_lm_tokenizer(tmp, f"lm {name}", hf_dir, sp.encode, sp.eos_id())
     ok &= tok_ok
     cfg = AutoModelForCausalLM.from_pretrained(hf_dir).config
     if cfg.eos_token_id != sp.eos_id() or tok.eos_token_id != sp.eos_id():
@@ -718,6 +742,48 @@ optim:
     return check_lm(lm_logits, tmp, f"{variant}, made by transformers", out, hf_dir, variant)
 
 
+def check_llama_import(rotor, lm_logits, tmp, spm_model, vocab):
+    """A LlamaForCausalLM saved by transformers (grouped key/value heads, rope
+    theta 500 scaled linearly by 2) initializes rotor: the same logits."""
+    torch.manual_seed(7)
+    variant = "rope_theta500_linear2"
+    kwargs = dict(vocab_size=vocab, hidden_size=D, intermediate_size=FF, num_hidden_layers=LAYERS,
+                  num_attention_heads=HEADS, num_key_value_heads=LLAMA_KV_HEADS,
+                  hidden_act="silu", max_position_embeddings=POS, rms_norm_eps=1e-5,
+                  tie_word_embeddings=False)
+    if TRANSFORMERS_5:
+        config = LlamaConfig(rope_parameters={"rope_type": "linear", "rope_theta": 500.0,
+                                              "factor": 2.0}, **kwargs)
+    else:
+        config = LlamaConfig(rope_theta=500.0, rope_scaling={"type": "linear", "factor": 2.0},
+                             **kwargs)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():  # norms away from 1, so that each one counts
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    hf_dir = f"{tmp}/made_by_hf_llama"
+    model.save_pretrained(hf_dir)
+    shutil.copy(spm_model, f"{hf_dir}/spiece.model")
+    out = f"{tmp}/imported_llama"
+    with open(f"{out}.yaml", "w") as f:
+        f.write(lm_yaml(variant, out, f"""  share_embeddings: false
+  scale_embeddings: false
+  init_from: {hf_dir}
+data:
+  train: {tmp}/data/train.en
+  seq_len: 32
+train:
+  max_updates: 1
+  batch_size: 4
+optim:
+  lr: 1.0e-30
+  warmup_updates: 0
+  schedule: constant
+""", llama=True))
+    run(rotor, "train", f"{out}.yaml")
+    return check_lm(lm_logits, tmp, "llama, made by transformers", out, hf_dir, variant)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rotor", required=True)
@@ -738,6 +804,8 @@ def main():
             for variant in LM_VARIANTS:
                 ok &= check_lm_import(rotor, args.lm_logits, tmp, variant, f"{tmp}/spm_lm.model",
                                       vocab)
+            ok &= check_lm_export(rotor, args.lm_logits, tmp, "rope", llama=True)
+            ok &= check_llama_import(rotor, args.lm_logits, tmp, f"{tmp}/spm_lm.model", vocab)
         for position in ("learned", "rope", "deberta") if args.only != "lm" else ():
             with open(f"{tmp}/mlm_{position}.yaml", "w") as f:
                 f.write(model_yaml(position, f"""task: mlm
