@@ -61,10 +61,9 @@ class Linear {
   ops::Activation activation_;
   Tensor x_, pre_;             // saved for backward: input [N, in] and pre-activation [N, out]
   std::vector<int32_t> rows_;  // share_rows' map (empty: none)
-  X
-      // The weight and bias the GEMM uses: the stored ones, or gathered by rows_.
-      Tensor
-      used_weight(DType dtype) const;
+  mutable Tensor rows_index_;  // i32 [out]: rows_ on the parameters' device
+  // The weight and bias the GEMM uses: the stored ones, or gathered by rows_.
+  Tensor used_weight(DType dtype) const;
   Tensor used_bias(DType dtype) const;
 };
 
