@@ -123,10 +123,11 @@ models::HfLmOptions require_hf_lm(const Config& c, const std::string& what) {
   }
   if (m.position->rotates_qk && scaled(m.rope)) {
     const rope::Scaling s = m.rope.scaling;
-    if (s != rope::Scaling::Linear && s != rope::Scaling::DynamicNtk)
+    const bool llama3 = s == rope::Scaling::Llama3 && m.model_type == "llama";
+    if (s != rope::Scaling::Linear && s != rope::Scaling::DynamicNtk && !llama3)
       ROTOR_FAIL(
-          "{}: model.rope.scaling is {}; Hugging Face {} (transformers 4.36) scales rotary angles "
-          "linear or dynamic only",
+          "{}: model.rope.scaling is {}; Hugging Face {} scales rotary angles linear or dynamic "
+          "(and Llama llama3) only",
           what, to_string(s), family);
     const int original =
         m.rope.original_max_positions > 0 ? m.rope.original_max_positions : m.max_positions;
@@ -148,7 +149,9 @@ nlohmann::ordered_json hf_lm_config(const Config& c, int64_t vocab_size) {
   // transformers 4.x reads rope_theta / rotary settings and rope_scaling;
   // 5.x writes and reads rope_parameters (and takes a rope_scaling it finds
   // as the same settings): both, with the same values.
+  const bool llama3 = scaled(m.rope) && m.rope.scaling == rope::Scaling::Llama3;
   const char* rope_type = !scaled(m.rope)                           ? "default"
+                          : llama3                                  ? "llama3"
                           : m.rope.scaling == rope::Scaling::Linear ? "linear"
                                                                     : "dynamic";
   const auto rope_keys = [&](bool partial) {
@@ -157,6 +160,16 @@ nlohmann::ordered_json hf_lm_config(const Config& c, int64_t vocab_size) {
     j["rope_parameters"] = {{"rope_type", rope_type}, {"rope_theta", m.rope.theta}};
     if (partial) j["rope_parameters"]["partial_rotary_factor"] = m.rope.fraction;
     if (scaled(m.rope)) j["rope_parameters"]["factor"] = m.rope.factor;
+    if (llama3) {  // Llama 3.1's keys (transformers >= 4.43 and 5.x; 4.36 has no llama3)
+      const int64_t original =
+          m.rope.original_max_positions > 0 ? m.rope.original_max_positions : m.max_positions;
+      const Json extra = {{"low_freq_factor", m.rope.low_freq_factor},
+                          {"high_freq_factor", m.rope.high_freq_factor},
+                          {"original_max_position_embeddings", original}};
+      j["rope_scaling"] = {{"rope_type", rope_type}, {"factor", m.rope.factor}};
+      j["rope_scaling"].update(extra);
+      j["rope_parameters"].update(extra);
+    }
   };
   if (m.model_type == "llama") {
     j["architectures"] = Json::array({"LlamaForCausalLM"});

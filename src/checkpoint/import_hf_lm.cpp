@@ -18,6 +18,7 @@
 #include <cmath>
 #include <filesystem>
 #include <set>
+#include <tuple>
 
 #include "checkpoint/hf_lm.h"
 #include "checkpoint/hf_weights.h"
@@ -97,7 +98,8 @@ std::string named(const Found& f, const char* fallback) {
 // Llama reads the same keys (no rotary_pct / rotary_emb_base) with defaults
 // 10000 and every dimension rotated: `family` and `default_fraction` say so.
 void check_neox_rope(const Json& j, const rope::Params& r, const std::string& where,
-                     const char* family = "GPT-NeoX", double default_fraction = 0.25) {
+                     const char* family = "GPT-NeoX", double default_fraction = 0.25,
+                     int64_t max_positions = 0) {
   if (j.contains("rope_parameters") && j.at("rope_parameters").is_object())
     for (const auto& [key, value] : j.at("rope_parameters").items())
       if (value.is_object())
@@ -154,11 +156,14 @@ void check_neox_rope(const Json& j, const rope::Params& r, const std::string& wh
     scaling = rope::Scaling::Linear;
   } else if (kind == "dynamic") {
     scaling = rope::Scaling::DynamicNtk;
+  } else if (kind == "llama3" && max_positions > 0) {
+    scaling = rope::Scaling::Llama3;
   } else if (kind != "default") {
     ROTOR_FAIL(
-        "{}: {} is {}; rotor reads the {} rope types default, linear and dynamic "
-        "(model.rope.scaling none, linear, dynamic_ntk)",
-        where, type.key, kind, family);
+        "{}: {} is {}; rotor reads the {} rope types default, linear and dynamic{} "
+        "(model.rope.scaling none, linear, dynamic_ntk{})",
+        where, type.key, kind, family, max_positions > 0 ? " and llama3" : "",
+        max_positions > 0 ? ", llama3" : "");
   }
   const double s = scaling == rope::Scaling::None ? 1.0 : number(factor, 0.0, where);
   if (scaling != rope::Scaling::None && !(s >= 1.0))
@@ -171,6 +176,21 @@ void check_neox_rope(const Json& j, const rope::Params& r, const std::string& wh
   if (ours != theirs || (ours && (scaling != r.scaling || s != r.factor)))
     ROTOR_FAIL("{}: {} is {}{}, but model.rope.scaling is {}", where, named(type, "rope_type"),
                kind, theirs ? fmt::format(" x{}", s) : std::string(), mine);
+  if (scaling != rope::Scaling::Llama3 || !theirs) return;
+  // Llama 3.1's blend: its frequency factors and original context, each
+  // against model.rope's (transformers has no defaults for them).
+  const int64_t original = r.original_max_positions > 0 ? r.original_max_positions : max_positions;
+  for (const auto& [key, ours_value, what] :
+       {std::tuple{"low_freq_factor", r.low_freq_factor, "model.rope.low_freq_factor"},
+        std::tuple{"high_freq_factor", r.high_freq_factor, "model.rope.high_freq_factor"},
+        std::tuple{"original_max_position_embeddings", static_cast<double>(original),
+                   "model.rope.original_max_positions (0: model.max_positions)"}}) {
+    const Found f = find_setting(j, {{"rope_parameters", key}, {"rope_scaling", key}}, where);
+    if (f.key.empty()) ROTOR_FAIL("{}: the llama3 rope type has no {}", where, key);
+    const double theirs_value = number(f, 0.0, where);
+    if (theirs_value != ours_value)
+      ROTOR_FAIL("{}: {} is {}, but {} is {}", where, f.key, theirs_value, what, ours_value);
+  }
 }
 
 // LlamaConfig's keys (its defaults where absent) against the rotor model.
@@ -211,7 +231,7 @@ void check_llama_config(const Json& j, const models::HfLmOptions& m, int64_t voc
     if (has(key) && json_io::get_bool(j, key, where))
       ROTOR_FAIL("{}: {} is true; rotor's Llama layers have no biases (model.bias false)", where,
                  key);
-  check_neox_rope(j, m.rope, where, "Llama", 1.0);
+  check_neox_rope(j, m.rope, where, "Llama", 1.0, m.max_positions);
 }
 
 }  // namespace

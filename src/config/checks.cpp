@@ -4,6 +4,7 @@
 // (src/tasks/NAME/spec.cpp, config/tasks.h TaskSpec).
 #include <algorithm>
 #include <string_view>
+#include <tuple>
 
 #include "config/tasks.h"
 #include "core/error.h"
@@ -30,6 +31,8 @@ std::optional<ConfigProblem> rope_problem(const ModelConfig& m) {
         {r.factor != defaults.factor, "model.rope.factor"},
         {r.original_max_positions != defaults.original_max_positions,
          "model.rope.original_max_positions"},
+        {r.low_freq_factor != defaults.low_freq_factor, "model.rope.low_freq_factor"},
+        {r.high_freq_factor != defaults.high_freq_factor, "model.rope.high_freq_factor"},
     };
     for (const auto& [set, key] : keys)
       if (set)
@@ -52,16 +55,32 @@ std::optional<ConfigProblem> rope_problem(const ModelConfig& m) {
                     "count must be even and at least {}",
                     head, r.fraction, rotated, ntk ? "4 under NTK scaling" : "2"),
         {"model.d_model", "model.n_heads", "model.rope.scaling"}};
-  const bool uses_context =
-      r.scaling == rope::Scaling::DynamicNtk || r.scaling == rope::Scaling::Yarn;
+  const bool uses_context = r.scaling == rope::Scaling::DynamicNtk ||
+                            r.scaling == rope::Scaling::Yarn || r.scaling == rope::Scaling::Llama3;
+  const bool llama3 = r.scaling == rope::Scaling::Llama3;
+  for (const auto& [value, fallback, key] :
+       {std::tuple{r.low_freq_factor, defaults.low_freq_factor, "model.rope.low_freq_factor"},
+        std::tuple{r.high_freq_factor, defaults.high_freq_factor, "model.rope.high_freq_factor"}})
+    if (!llama3 && value != fallback)
+      return ConfigProblem{key,
+                           fmt::format("{} is read by model.rope.scaling llama3 only, and "
+                                       "model.rope.scaling is {}",
+                                       value, to_string(r.scaling)),
+                           {"model.rope.scaling"}};
+  if (llama3 && !(r.high_freq_factor > r.low_freq_factor))
+    return ConfigProblem{"model.rope.high_freq_factor",
+                         fmt::format("{} must be above model.rope.low_freq_factor = {} (llama3 "
+                                     "blends the pairs between them)",
+                                     r.high_freq_factor, r.low_freq_factor),
+                         {"model.rope.low_freq_factor"}};
   if (r.scaling == rope::Scaling::None && r.factor != defaults.factor)
     return ConfigProblem{"model.rope.factor",
                          fmt::format("{} scales nothing: model.rope.scaling is none", r.factor),
                          {"model.rope.scaling"}};
   if (!uses_context && r.original_max_positions != 0)
     return ConfigProblem{"model.rope.original_max_positions",
-                         fmt::format("{} is read by model.rope.scaling dynamic_ntk and yarn only, "
-                                     "and model.rope.scaling is {}",
+                         fmt::format("{} is read by model.rope.scaling dynamic_ntk, yarn and "
+                                     "llama3 only, and model.rope.scaling is {}",
                                      r.original_max_positions, to_string(r.scaling)),
                          {"model.rope.scaling"}};
   return std::nullopt;

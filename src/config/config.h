@@ -105,7 +105,7 @@ ROTOR_ENUM_NAMES(rope::Layout, {rope::Layout::Interleaved, "interleaved"},
                  {rope::Layout::Half, "half"});
 ROTOR_ENUM_NAMES(rope::Scaling, {rope::Scaling::None, "none"}, {rope::Scaling::Linear, "linear"},
                  {rope::Scaling::Ntk, "ntk"}, {rope::Scaling::DynamicNtk, "dynamic_ntk"},
-                 {rope::Scaling::Yarn, "yarn"});
+                 {rope::Scaling::Yarn, "yarn"}, {rope::Scaling::Llama3, "llama3"});
 ROTOR_ENUM_NAMES(SpmModelType, {SpmModelType::Bpe, "bpe"}, {SpmModelType::Unigram, "unigram"});
 ROTOR_ENUM_NAMES(TokenizerType, {TokenizerType::SentencePiece, "sentencepiece"},
                  {TokenizerType::Bytes, "bytes"});

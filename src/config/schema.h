@@ -79,6 +79,8 @@ void visit_config(C& c, V& v) {
       v.enumeration("scaling", m.rope.scaling);
       v.floating("factor", m.rope.factor, kAtLeastOne);
       v.integer("original_max_positions", m.rope.original_max_positions, kNonNegative);
+      v.floating("low_freq_factor", m.rope.low_freq_factor, kPositiveF);
+      v.floating("high_freq_factor", m.rope.high_freq_factor, kPositiveF);
     });
     v.section("tupe", [&] { v.boolean("relative", m.tupe.relative); });
     v.section("deberta", [&] {

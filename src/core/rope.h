@@ -10,7 +10,8 @@
 //   y[b] = x[b] cos(m theta_i) + x[a] sin(m theta_i)
 // with (a, b) = (2i, 2i+1) in the interleaved layout (RoFormer, GPT-J) and
 // (i, i + R/2) in the half layout (GPT-NeoX, LLaMA); dimensions R..D-1 pass
-// unchanged (GPT-NeoX's rotary_pct). The context scalings change theta_i (and
+// unchanged (GPT-NeoX's rotary_pct). The context scalings (linear, NTK,
+// dynamic NTK, YaRN, Llama 3.1's) change theta_i (and
 // YaRN also multiplies cos and sin), with the formulas of Hugging Face's
 // modeling_rope_utils (docs/design.md, "RoPE parameters").
 // Angles are computed in double on both sides and their cosine and sine
@@ -27,7 +28,7 @@
 namespace rotor::rope {
 
 enum class Layout : int32_t { Interleaved = 0, Half = 1 };
-enum class Scaling : int32_t { None = 0, Linear, Ntk, DynamicNtk, Yarn };
+enum class Scaling : int32_t { None = 0, Linear, Ntk, DynamicNtk, Yarn, Llama3 };
 
 // YaRN's ramp bounds (Peng et al. 2023; Hugging Face's defaults): pairs that
 // turn more than kYarnBetaFast times over the original context keep their
@@ -47,13 +48,20 @@ struct Params {
   Scaling scaling = Scaling::None;      // context scaling
   double factor = 1.0;                  // its s
   int64_t original_max_positions = 0;
+  // llama3 (Llama 3.1): pairs whose wavelength 2 pi / theta_i is below
+  // original_max_positions / high_freq_factor keep their frequency, those
+  // above original_max_positions / low_freq_factor are divided by s, and
+  // those between blend the two.
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
 };
 
 // Written out rather than defaulted: the CUDA sources build as C++17.
 inline bool operator==(const Params& a, const Params& b) {
   return a.theta == b.theta && a.fraction == b.fraction && a.layout == b.layout &&
          a.scaling == b.scaling && a.factor == b.factor &&
-         a.original_max_positions == b.original_max_positions;
+         a.original_max_positions == b.original_max_positions &&
+         a.low_freq_factor == b.low_freq_factor && a.high_freq_factor == b.high_freq_factor;
 }
 inline bool operator!=(const Params& a, const Params& b) {
   return !(a == b);
@@ -117,6 +125,19 @@ ROTOR_HD double attention_factor(const Params& p) {
   return 0.1 * std::log(p.factor) + 1.0;
 }
 
+// Llama 3.1's frequency for the unscaled theta_i (Hugging Face's
+// _compute_llama3_parameters): wavelength 2 pi / theta against the original
+// context divided by the high and low factors.
+ROTOR_HD double llama3_frequency(const Params& p, double theta) {
+  const double two_pi = 6.283185307179586476925;
+  const double ctx = static_cast<double>(p.original_max_positions), wavelength = two_pi / theta;
+  if (wavelength < ctx / p.high_freq_factor) return theta;            // fast pairs: kept
+  if (wavelength > ctx / p.low_freq_factor) return theta / p.factor;  // slow pairs: interpolated
+  const double smooth =
+      (ctx / wavelength - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor);
+  return (1.0 - smooth) * theta / p.factor + smooth * theta;
+}
+
 // theta_i of pair `pair` of the R = `rotated` rotated dimensions. dynamic_ntk
 // must have been resolved by at_length (here it counts as unscaled).
 ROTOR_HD double frequency(const Params& p, int64_t pair, int64_t rotated) {
@@ -124,6 +145,7 @@ ROTOR_HD double frequency(const Params& p, int64_t pair, int64_t rotated) {
   const double theta =
       std::pow(base, -2.0 * static_cast<double>(pair) / static_cast<double>(rotated));
   if (p.scaling == Scaling::Linear) return theta / p.factor;  // positions divided by s
+  if (p.scaling == Scaling::Llama3) return llama3_frequency(p, theta);
   if (p.scaling == Scaling::Yarn) {
     const double ramp = yarn_ramp(p, pair, rotated);
     return theta * (1.0 - ramp) + (theta / p.factor) * ramp;

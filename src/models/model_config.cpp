@@ -19,8 +19,12 @@ std::string rope_summary(const ModelConfig& m) {
   std::string scaling = "no scaling";
   if (r.scaling != rope::Scaling::None) {
     scaling = fmt::format("{} x{}", to_string(r.scaling), r.factor);
-    if (r.scaling == rope::Scaling::DynamicNtk || r.scaling == rope::Scaling::Yarn)
+    if (r.scaling == rope::Scaling::DynamicNtk || r.scaling == rope::Scaling::Yarn ||
+        r.scaling == rope::Scaling::Llama3)
       scaling += fmt::format(" of {} positions", rope_params(m).original_max_positions);
+    if (r.scaling == rope::Scaling::Llama3)
+      scaling +=
+          fmt::format(" (frequency factors {} and {})", r.low_freq_factor, r.high_freq_factor);
   }
   return fmt::format("theta {}, fraction {}, layout {}, {}", r.theta, r.fraction,
                      to_string(r.layout), scaling);

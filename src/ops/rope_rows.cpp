@@ -24,11 +24,15 @@ void check_rope_params(const rope::Params& p, int64_t head_dim, const char* op) 
   if (ntk && r < 4)
     ROTOR_FAIL("{}: NTK scaling raises the base to R/(R-2) and needs R >= 4 rotated dims, got {}",
                op, r);
-  const bool needs_context =
-      p.scaling == rope::Scaling::DynamicNtk || p.scaling == rope::Scaling::Yarn;
+  const bool needs_context = p.scaling == rope::Scaling::DynamicNtk ||
+                             p.scaling == rope::Scaling::Yarn || p.scaling == rope::Scaling::Llama3;
   if (needs_context && p.original_max_positions <= 0)
     ROTOR_FAIL("{}: this RoPE scaling needs the original context length (> 0), got {}", op,
                p.original_max_positions);
+  if (p.scaling == rope::Scaling::Llama3 &&
+      !(p.low_freq_factor > 0.0 && p.high_freq_factor > p.low_freq_factor))
+    ROTOR_FAIL("{}: llama3 scaling needs 0 < low_freq_factor < high_freq_factor, got {} and {}", op,
+               p.low_freq_factor, p.high_freq_factor);
 }
 
 std::vector<rope::Rotation> rope_table(const rope::Params& p, int64_t head_dim, int64_t pos0,

@@ -111,6 +111,14 @@ const Entry kEntries[] = {
   {"model.rope.factor", "4", Shows::Metrics, "--set model.rope.scaling=linear"},
   {"model.rope.original_max_positions", "8", Shows::Metrics,
    "--set model.rope.scaling=dynamic_ntk --set model.rope.factor=4"},
+  // Llama 3.1's blend: a context of 1024 puts a pair of the 8 rotated
+  // dimensions (wavelength 628) between the two bounds.
+  {"model.rope.low_freq_factor", "2", Shows::Metrics,
+   "--set model.rope.scaling=llama3 --set model.rope.factor=4 "
+   "--set model.rope.original_max_positions=1024"},
+  {"model.rope.high_freq_factor", "2", Shows::Metrics,
+   "--set model.rope.scaling=llama3 --set model.rope.factor=4 "
+   "--set model.rope.original_max_positions=1024"},
   {"model.t5.buckets", "16", Shows::Metrics, "--set model.position=t5"},
   {"model.t5.max_distance", "17", Shows::Metrics, "--set model.position=t5"},
   {"model.tupe.relative", "true", Shows::Metrics, "--set model.position=tupe", "", "", "mlm.yaml"},

@@ -406,6 +406,51 @@ TEST(LmHfExport, LlamaLayoutAndRoundTrip) {
             std::string::npos);
 }
 
+// Llama 3.1's rope scaling: rope_scaling and rope_parameters carry the type,
+// the factor, both frequency factors and the original context; the import
+// reads them back and names the one that differs.
+TEST(LmHfExport, Llama3ScalingRoundTrip) {
+  Config c = llama_config(16);
+  c.model.rope.scaling = rope::Scaling::Llama3;
+  c.model.rope.factor = 8.0;
+  c.model.rope.original_max_positions = 16;
+  c.model.rope.low_freq_factor = 1.0;
+  c.model.rope.high_freq_factor = 2.0;
+  test::TempDir tmp;
+  nn::ParameterStore original;
+  auto model = build(c, original, 1);
+  export_model(c, tmp, 1);
+  const json_io::Json j = json_io::load(tmp / "hf/config.json");
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    const json_io::Json& r = j.at(key);
+    EXPECT_EQ(r.at("rope_type").get<std::string>(), "llama3") << key;
+    EXPECT_DOUBLE_EQ(r.at("factor").get<double>(), 8.0) << key;
+    EXPECT_DOUBLE_EQ(r.at("high_freq_factor").get<double>(), 2.0) << key;
+    EXPECT_EQ(r.at("original_max_position_embeddings").get<int64_t>(), 16) << key;
+  }
+  nn::ParameterStore store;
+  auto imported = build(c, store, 99);
+  checkpoint::import_hf(tmp / "hf", c, store);
+  const Tensor ids = Tensor::from_ints({5, 9, 3, 17, 22, 1, 38, 4, 30, 12, 2, 7}, {2, 6});
+  EXPECT_EQ(imported->forward_logits(ids, nn::Context{}).to_floats(),
+            model->forward_logits(ids, nn::Context{}).to_floats());
+  Config other = c;
+  other.model.rope.high_freq_factor = 4.0;
+  EXPECT_NE(import_error(other, tmp / "hf")
+                .find("high_freq_factor is 2, but model.rope.high_freq_factor is 4"),
+            std::string::npos)
+      << import_error(other, tmp / "hf");
+  other = c;
+  other.model.rope.original_max_positions = 0;  // model.max_positions, 20
+  EXPECT_NE(import_error(other, tmp / "hf").find("original_max_position_embeddings is 16"),
+            std::string::npos);
+  // GPT-NeoX has no llama3 rope type here.
+  Config neox = lm_config({"rope", true, true, 16});
+  neox.model.rope = c.model.rope;
+  EXPECT_NE(export_error(neox).find("model.rope.scaling is llama3; Hugging Face GPT-NeoX"),
+            std::string::npos);
+}
+
 TEST(LmHfExport, RefusesWhatHuggingFaceCannotHold) {
   EXPECT_NE(export_error(lm_config({"rope", true, true, 16}, "post")).find("model.norm is post"),
             std::string::npos);

@@ -7,11 +7,13 @@
 
 #include <cmath>
 
+#include "config/config.h"
 #include "core/rope.h"
 #include "ops/attention.h"
 #include "ops/flash_attention.h"
 #include "ops/heads.h"
 #include "support/test_util.h"
+#include "support/tiny_configs.h"
 
 namespace rotor {
 namespace {
@@ -113,6 +115,53 @@ TEST(RopeParams, YarnBlendsAndScales) {
   EXPECT_EQ(rope::attention_factor(scaled(Scaling::Yarn, 1.0, 64)), 1.0);
 }
 
+TEST(RopeParams, Llama3KeepsFastPairsDividesSlowOnesAndBlendsBetween) {
+  // base 10000, R = 8: theta_i = 1, 0.1, 0.01, 0.001, wavelengths 2 pi /
+  // theta_i = 6.28, 62.8, 628, 6283. Original context 1024, factors 1 and 4:
+  // wavelengths below 1024 / 4 = 256 keep theta_i, above 1024 / 1 are
+  // divided by s = 8, and pair 2 (628) blends with weight
+  // (1024 / 628.3 - 1) / (4 - 1) on the unscaled frequency.
+  Params p = scaled(Scaling::Llama3, 8.0, 1024);
+  const double two_pi = 6.283185307179586, w = (1024.0 / (two_pi / 0.01) - 1.0) / 3.0;
+  const double expected[4] = {1.0, 0.1, (1.0 - w) * 0.01 / 8.0 + w * 0.01, 0.001 / 8.0};
+  for (int64_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(rope::frequency(p, i, 8), expected[i], 1e-15 * (1 + expected[i])) << i;
+  EXPECT_GT(w, 0.2);  // pair 2 is really blended
+  EXPECT_LT(w, 0.22);
+  EXPECT_EQ(rope::attention_factor(p), 1.0);
+  // A factor of 1 scales nothing.
+  const Params one = scaled(Scaling::Llama3, 1.0, 1024), plain;
+  for (int64_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(rope::frequency(one, i, 8), rope::frequency(plain, i, 8), 1e-18) << i;
+  // The factors move the bounds: low 4 puts pair 2 (628 > 256) among the divided ones.
+  p.low_freq_factor = 4.0;
+  p.high_freq_factor = 16.0;
+  EXPECT_NEAR(rope::frequency(p, 2, 8), 0.01 / 8.0, 1e-18);
+}
+
+// The llama3 keys at load: read under llama3 only, and the high factor
+// above the low one; each a line naming the key.
+TEST(RopeParams, Llama3KeysAreCheckedAtLoad) {
+  const auto error = [](const std::string& rope) {
+    try {
+      load_config_from_string(test::tiny_lm().set("model.rope", rope).text());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error("{scaling: llama3, factor: 8, low_freq_factor: 2, high_freq_factor: 8}"),
+            "no error");
+  EXPECT_NE(error("{scaling: linear, factor: 2, low_freq_factor: 2}")
+                .find("model.rope.low_freq_factor: 2 is read by model.rope.scaling llama3 only"),
+            std::string::npos);
+  EXPECT_NE(error("{scaling: llama3, factor: 8, low_freq_factor: 4, high_freq_factor: 2}")
+                .find("model.rope.high_freq_factor: 2 must be above model.rope.low_freq_factor = "
+                      "4"),
+            std::string::npos)
+      << error("{scaling: llama3, factor: 8, low_freq_factor: 4, high_freq_factor: 2}");
+}
+
 // [B, T, 2*H*D] split with every option of p; part 1 (k, unscaled).
 std::vector<float> keys(const Tensor& x, int64_t H, int64_t D, const Params& p) {
   const int64_t B = x.size(0), T = x.size(1);
@@ -198,7 +247,8 @@ TEST(RopeParams, FlashInKernelRotationIsTheSplits) {
   const int64_t B = 1, T = 12, H = 2, D = 16;
   const Tensor x = test::random_tensor({B, T, 3 * H * D}, 13);
   for (rope::Layout layout : {rope::Layout::Interleaved, rope::Layout::Half})
-    for (Scaling s : {Scaling::None, Scaling::Linear, Scaling::DynamicNtk, Scaling::Yarn}) {
+    for (Scaling s :
+         {Scaling::None, Scaling::Linear, Scaling::DynamicNtk, Scaling::Yarn, Scaling::Llama3}) {
       Params p = scaled(s, s == Scaling::None ? 1.0 : 2.0, 8);
       p.layout = layout;
       p.fraction = 0.5;
@@ -241,6 +291,10 @@ TEST(RopeParams, BadSettingsAreOneLine) {
   odd.fraction = 0.375;  // 3 of 8 dims
   EXPECT_NE(error(odd).find("rotates 3 dimensions"), std::string::npos) << error(odd);
   EXPECT_NE(error(scaled(Scaling::Yarn, 2.0)).find("original context"), std::string::npos);
+  EXPECT_NE(error(scaled(Scaling::Llama3, 2.0)).find("original context"), std::string::npos);
+  Params inverted = scaled(Scaling::Llama3, 2.0, 64);
+  inverted.high_freq_factor = 0.5;
+  EXPECT_NE(error(inverted).find("0 < low_freq_factor < high_freq_factor"), std::string::npos);
   EXPECT_NE(error(scaled(Scaling::Linear, 0.5)).find("factor"), std::string::npos);
 }
 

@@ -51,7 +51,8 @@ Debian's torch and under the newest 5.x on PyPI's torch: tests/CMakeLists.txt).
    heads over 2 key/value heads) is trained, exported and loaded as
    LlamaForCausalLM, logits and tokenizer compared as in 4; a
    LlamaForCausalLM made by transformers (grouped heads, theta 500, linear
-   x2 scaling) initializes rotor as in 5.
+   x2 scaling; under 5.x also one with Llama 3.1's llama3 scaling)
+   initializes rotor as in 5.
 
 Texts the tokenizers give other ids for, by Hugging Face's conventions
 (checkpoint/hf_tokenizer.h): <s> </s> <unk> <pad> written in the text, and a
@@ -527,9 +528,11 @@ def lm_positions(name):
     return DYNAMIC_POS if name == "rope_dynamic2" else POS
 
 
-def lm_yaml(name, out, extra, llama=False):
-    """The tiny causal LM of variant `name`; llama: Llama's layer (LLAMA_LINES)."""
-    position, heads, rope, _ = LM_VARIANTS[name]
+def lm_yaml(name, out, extra, llama=False, rope=None):
+    """The tiny causal LM of variant `name`; llama: Llama's layer (LLAMA_LINES);
+    rope: model.rope's keys instead of the variant's."""
+    position, heads, variant_rope, _ = LM_VARIANTS[name]
+    rope = variant_rope if rope is None else rope
     activation = LLAMA_LINES if llama else "  activation: gelu\n"
     rope_lines = "".join(f"    {k}: {v}\n" for k, v in rope.items())
     return f"""task: lm
@@ -742,16 +745,28 @@ optim:
     return check_lm(lm_logits, tmp, f"{variant}, made by transformers", out, hf_dir, variant)
 
 
-def check_llama_import(rotor, lm_logits, tmp, spm_model, vocab):
+# Llama 3.1's rope scaling on the tiny heads (8 dimensions, theta 500): over
+# an original context of 16, pair 0 (wavelength 6.3) is blended and the
+# others are divided by 8. transformers 4.36 has no llama3 rope type.
+LLAMA3_ROPE = {"theta": 500, "scaling": "llama3", "factor": 8, "original_max_positions": 16,
+               "low_freq_factor": 1, "high_freq_factor": 4}
+LLAMA3_HF = {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
+             "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+
+
+def check_llama_import(rotor, lm_logits, tmp, spm_model, vocab, llama3=False):
     """A LlamaForCausalLM saved by transformers (grouped key/value heads, rope
-    theta 500 scaled linearly by 2) initializes rotor: the same logits."""
+    theta 500 scaled linearly by 2, or by Llama 3.1's llama3 scaling)
+    initializes rotor: the same logits."""
     torch.manual_seed(7)
     variant = "rope_theta500_linear2"
     kwargs = dict(vocab_size=vocab, hidden_size=D, intermediate_size=FF, num_hidden_layers=LAYERS,
                   num_attention_heads=HEADS, num_key_value_heads=LLAMA_KV_HEADS,
                   hidden_act="silu", max_position_embeddings=POS, rms_norm_eps=1e-5,
                   tie_word_embeddings=False)
-    if TRANSFORMERS_5:
+    if llama3:
+        config = LlamaConfig(rope_parameters=dict(LLAMA3_HF), **kwargs)
+    elif TRANSFORMERS_5:
         config = LlamaConfig(rope_parameters={"rope_type": "linear", "rope_theta": 500.0,
                                               "factor": 2.0}, **kwargs)
     else:
@@ -761,10 +776,11 @@ def check_llama_import(rotor, lm_logits, tmp, spm_model, vocab):
     with torch.no_grad():  # norms away from 1, so that each one counts
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    hf_dir = f"{tmp}/made_by_hf_llama"
+    name = "llama3" if llama3 else "llama"
+    hf_dir = f"{tmp}/made_by_hf_{name}"
     model.save_pretrained(hf_dir)
     shutil.copy(spm_model, f"{hf_dir}/spiece.model")
-    out = f"{tmp}/imported_llama"
+    out = f"{tmp}/imported_{name}"
     with open(f"{out}.yaml", "w") as f:
         f.write(lm_yaml(variant, out, f"""  share_embeddings: false
   scale_embeddings: false
@@ -779,9 +795,9 @@ optim:
   lr: 1.0e-30
   warmup_updates: 0
   schedule: constant
-""", llama=True))
+""", llama=True, rope=LLAMA3_ROPE if llama3 else None))
     run(rotor, "train", f"{out}.yaml")
-    return check_lm(lm_logits, tmp, "llama, made by transformers", out, hf_dir, variant)
+    return check_lm(lm_logits, tmp, f"{name}, made by transformers", out, hf_dir, variant)
 
 
 def main():
@@ -806,6 +822,9 @@ def main():
                                       vocab)
             ok &= check_lm_export(rotor, args.lm_logits, tmp, "rope", llama=True)
             ok &= check_llama_import(rotor, args.lm_logits, tmp, f"{tmp}/spm_lm.model", vocab)
+            if TRANSFORMERS_5:  # 4.36 has no llama3 rope type
+                ok &= check_llama_import(rotor, args.lm_logits, tmp, f"{tmp}/spm_lm.model",
+                                         vocab, llama3=True)
         for position in ("learned", "rope", "deberta") if args.only != "lm" else ():
             with open(f"{tmp}/mlm_{position}.yaml", "w") as f:
                 f.write(model_yaml(position, f"""task: mlm

@@ -21,7 +21,7 @@
 // 256 vectors) and without it (no workspace, or one too small); 1, 2 and 3
 // parts with rope_parts 0, 1 and 2; every context scaling (none at several
 // bases, linear, ntk, dynamic_ntk below and past its original context,
-// yarn); position offsets and part0_scale != 1; empty shapes. The merge: its
+// yarn, llama3); position offsets and part0_scale != 1; empty shapes. The merge: its
 // vector kernel and the scalar f32 and 16-bit-word kernels (D odd, rows of
 // 8 bytes, a misaligned view, rows of more than 256 vectors).
 //
@@ -238,6 +238,11 @@ void run() {
        0.25f, Table::None, 0},
       {"P2 rope2 yarn4 frac.5 D32", 1, 8, 2, 2, 32, 2,
        params(L::Interleaved, 0.5, S::Yarn, 4.0, 32), 100, 0.25f, Table::Given, 0},
+      // Llama 3.1's blend over a context of 32: kept, blended and divided pairs.
+      {"P2 rope2 llama3x8 half D32", 1, 8, 2, 2, 32, 2, params(L::Half, 1.0, S::Llama3, 8.0, 32),
+       100, 0.25f, Table::Given, 0},
+      {"P2 rope2 llama3x8 D32 pp", 1, 8, 2, 2, 32, 2,
+       params(L::Interleaved, 1.0, S::Llama3, 8.0, 32), 100, 0.25f, Table::None, 0},
       // Odd head dims without rotation (allowed by the op): the scalar kernel.
       {"P2 no-rope D5", 2, 3, 2, 2, 5, 0, plain, 0, 0.5f, Table::Given, 0},
       {"P1 no-rope D1", 1, 4, 1, 3, 1, 0, plain, 0, 1.0f, Table::Given, 0},
