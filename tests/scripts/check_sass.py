@@ -29,6 +29,8 @@ VECTOR_KERNELS = [
     ("elementwise", r"map2_kernel<__nv_bfloat16, 8, .*ActGradOp>", True, True),
     ("elementwise", r"add_bias_kernel<__nv_bfloat16, float, 8>", True, True),
     ("elementwise", r"fill_float_kernel<__nv_bfloat16, 8>", False, True),
+    ("elementwise", r"glu_kernel<__nv_bfloat16, 8>", True, True),
+    ("elementwise", r"glu_grad_kernel<__nv_bfloat16, 8>", True, True),
     ("dropout", r"dropout_kernel<__nv_bfloat16, 8, true, false>", True, True),
     ("dropout", r"dropout_kernel<__nv_bfloat16, 8, true, true>", True, True),
     ("dropout", r"dropout_kernel<float, 4, true, false>", True, True),
