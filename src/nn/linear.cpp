@@ -13,11 +13,21 @@ void Linear::share_rows(const std::vector<int32_t>& rows) {
   rows_index_ = Tensor();
 }
 
+namespace {
+
+// share_rows' map as i32 [out] on `device`, made once per device.
+const Tensor& rows_on(const std::vector<int32_t>& rows, Tensor& cached, Device device) {
+  if (!cached.defined() || cached.device() != device)
+    cached = Tensor::from_ints(rows, {static_cast<int64_t>(rows.size())}).to(device);
+  return cached;
+}
+
+}  // namespace
+
 Tensor Linear::used_weight(DType dtype) const {
   const Tensor w = weight(dtype);  // [stored, in]
   if (rows_.empty()) return w;
-  if (!rows_index_.defined() || rows_index_.device() != w.device())
-    rows_index_ = Tensor::from_ints(rows_, {static_cast<int64_t>(rows_.size())}).to(w.device());
+  rows_on(rows_, rows_index_, w.device());
   Tensor g = Tensor::empty({out_features(), in_}, w.dtype(), w.device());  // [out, in]
   ops::embedding_forward(rows_index_, w, 1.0f, g);
   return g;
@@ -26,7 +36,7 @@ Tensor Linear::used_weight(DType dtype) const {
 Tensor Linear::used_bias(DType dtype) const {
   const Tensor b = bias(dtype);  // [stored]
   if (rows_.empty() || !b.defined()) return b;
-  used_weight(dtype);                                                    // the index, on b's device
+  rows_on(rows_, rows_index_, b.device());
   Tensor g = Tensor::empty({out_features(), 1}, b.dtype(), b.device());  // [out, 1]
   ops::embedding_forward(rows_index_, b.view({out_, 1}), 1.0f, g);
   return g.view({out_features()});
