@@ -180,11 +180,18 @@ const char* hf_activation(ops::Activation a) {
   return "linear";
 }
 
-bool hf_activation_matches(const std::string& act, ops::Activation a) {
-  if (act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh")
-    return a == ops::Activation::GELU;
-  if (act == "silu" || act == "swish") return a == ops::Activation::SiLU;
-  return act == "relu" && a == ops::Activation::ReLU;
+void check_hf_activation(const std::string& key, const std::string& act, ops::Activation a,
+                         const std::string& where, std::vector<std::string>* notes) {
+  const bool gelu = act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh";
+  const bool same = gelu                              ? a == ops::Activation::GELU
+                    : act == "silu" || act == "swish" ? a == ops::Activation::SiLU
+                                                      : act == "relu" && a == ops::Activation::ReLU;
+  if (!same) ROTOR_FAIL("{}: {} is {}, but model.activation is {}", where, key, act, to_string(a));
+  if (act == "gelu" && notes)
+    notes->push_back(fmt::format(
+        "{} gelu (erf) runs as rotor's tanh GELU (gelu_new): outputs differ by up to ~1e-3 per "
+        "activation",
+        key));
 }
 
 void require_bert_layers(const Config& c, const std::string& what) {

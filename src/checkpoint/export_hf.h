@@ -56,11 +56,13 @@ namespace rotor::checkpoint {
 nlohmann::ordered_json hf_config(const Config& config, int64_t vocab_size);
 
 // Hugging Face's hidden_act for rotor's activation ("gelu_new": rotor's GELU
-// is the tanh approximation; "relu"; "silu"), and whether a config.json's
-// hidden_act computes `a` (gelu, the erf one, counts for gelu: the importers
-// add a note).
+// is the tanh approximation; "relu"; "silu").
 const char* hf_activation(ops::Activation a);
-bool hf_activation_matches(const std::string& hidden_act, ops::Activation a);
+// Checks config.json's activation `act` (under `key`) against `a`: one line
+// ("WHERE: KEY is ACT, but model.activation is A") where it computes
+// something else; gelu, the erf one, runs as rotor's tanh GELU with a note.
+void check_hf_activation(const std::string& key, const std::string& act, ops::Activation a,
+                         const std::string& where, std::vector<std::string>* notes);
 
 // Refuses (rotor::Error, "WHAT: ...") the layer settings Hugging Face BERT,
 // RoFormer and DeBERTa-v2 cannot hold: RMSNorm, a gated feed-forward,

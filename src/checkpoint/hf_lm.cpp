@@ -155,21 +155,23 @@ nlohmann::ordered_json hf_lm_config(const Config& c, int64_t vocab_size) {
                           : m.rope.scaling == rope::Scaling::Linear ? "linear"
                                                                     : "dynamic";
   const auto rope_keys = [&](bool partial) {
+    Json scaling = Json::object();  // what a scaled rotation adds to both keys
+    if (scaled(m.rope)) scaling["factor"] = m.rope.factor;
+    if (llama3) {  // Llama 3.1's keys (transformers >= 4.43 and 5.x; 4.36 has no llama3)
+      scaling["low_freq_factor"] = m.rope.low_freq_factor;
+      scaling["high_freq_factor"] = m.rope.high_freq_factor;
+      scaling["original_max_position_embeddings"] =
+          m.rope.original_max_positions > 0 ? m.rope.original_max_positions : m.max_positions;
+    }
+    // 4.x's rope_scaling names its type "type"; Llama 3.1's files "rope_type".
     j["rope_scaling"] = nullptr;
-    if (scaled(m.rope)) j["rope_scaling"] = {{"type", rope_type}, {"factor", m.rope.factor}};
+    if (scaled(m.rope)) {
+      j["rope_scaling"] = {{llama3 ? "rope_type" : "type", rope_type}};
+      j["rope_scaling"].update(scaling);
+    }
     j["rope_parameters"] = {{"rope_type", rope_type}, {"rope_theta", m.rope.theta}};
     if (partial) j["rope_parameters"]["partial_rotary_factor"] = m.rope.fraction;
-    if (scaled(m.rope)) j["rope_parameters"]["factor"] = m.rope.factor;
-    if (llama3) {  // Llama 3.1's keys (transformers >= 4.43 and 5.x; 4.36 has no llama3)
-      const int64_t original =
-          m.rope.original_max_positions > 0 ? m.rope.original_max_positions : m.max_positions;
-      const Json extra = {{"low_freq_factor", m.rope.low_freq_factor},
-                          {"high_freq_factor", m.rope.high_freq_factor},
-                          {"original_max_position_embeddings", original}};
-      j["rope_scaling"] = {{"rope_type", rope_type}, {"factor", m.rope.factor}};
-      j["rope_scaling"].update(extra);
-      j["rope_parameters"].update(extra);
-    }
+    j["rope_parameters"].update(scaling);
   };
   if (m.model_type == "llama") {
     j["architectures"] = Json::array({"LlamaForCausalLM"});

@@ -178,13 +178,7 @@ void check_hf_config(const Json& j, const Config& c, int64_t vocab, const std::s
   }
   const std::string act =
       j.contains("hidden_act") ? json_io::get_string(j, "hidden_act", where) : "gelu";
-  if (!hf_activation_matches(act, m.activation))
-    ROTOR_FAIL("{}: hidden_act is {}, but model.activation is {}", where, act,
-               to_string(m.activation));
-  if (act == "gelu" && notes)
-    notes->push_back(
-        "hidden_act gelu (erf) runs as rotor's tanh GELU (gelu_new): outputs "
-        "differ by up to ~1e-3 per activation");
+  check_hf_activation("hidden_act", act, m.activation, where, notes);
   const double eps =
       j.contains("layer_norm_eps") ? json_io::get_double(j, "layer_norm_eps", where) : 1e-12;
   if (std::abs(eps - m.layer_norm_eps) > 1e-6 * std::abs(m.layer_norm_eps))

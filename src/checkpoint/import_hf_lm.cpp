@@ -193,42 +193,49 @@ void check_neox_rope(const Json& j, const rope::Params& r, const std::string& wh
   }
 }
 
+// config.json's keys, read with Hugging Face's defaults where one is absent
+// (or null), and compared in one line naming both values.
+struct HfKeys {
+  const Json& j;
+  const std::string& where;
+  bool has(const char* key) const { return j.contains(key) && !j.at(key).is_null(); }
+  int64_t int_or(const char* key, int64_t fallback) const {
+    return has(key) ? json_io::get_int(j, key, where) : fallback;
+  }
+  bool bool_or(const char* key, bool fallback) const {
+    return has(key) ? json_io::get_bool(j, key, where) : fallback;
+  }
+  void same(const char* key, int64_t hf, int64_t ours, const std::string& what) const {
+    if (hf != ours) ROTOR_FAIL("{}: {} is {}, but {} is {}", where, key, hf, what, ours);
+  }
+};
+
 // LlamaConfig's keys (its defaults where absent) against the rotor model.
 void check_llama_config(const Json& j, const models::HfLmOptions& m, int64_t vocab,
                         const std::string& where, std::vector<std::string>* notes) {
-  auto has = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
-  auto int_or = [&](const char* key, int64_t fallback) {
-    return has(key) ? json_io::get_int(j, key, where) : fallback;
-  };
-  auto same = [&](const char* key, int64_t hf, int64_t ours, const std::string& what) {
-    if (hf != ours) ROTOR_FAIL("{}: {} is {}, but {} is {}", where, key, hf, what, ours);
-  };
-  same("vocab_size", json_io::get_int(j, "vocab_size", where), vocab,
-       "the tokenizer's vocabulary size");
-  same("hidden_size", int_or("hidden_size", 4096), m.d_model, "model.d_model");
-  same("num_hidden_layers", int_or("num_hidden_layers", 32), m.num_layers, "model.decoder_layers");
-  const int64_t heads = int_or("num_attention_heads", 32);
-  same("num_attention_heads", heads, m.n_heads, "model.n_heads");
-  same("num_key_value_heads", int_or("num_key_value_heads", heads), m.kv_heads,
-       "model.kv_heads (0: model.n_heads)");
-  same("intermediate_size", int_or("intermediate_size", 11008), m.d_ff, "model.d_ff");
-  same("head_dim", int_or("head_dim", m.d_model / m.n_heads), m.d_model / m.n_heads,
-       "model.d_model / model.n_heads");
+  const HfKeys keys{j, where};
+  keys.same("vocab_size", json_io::get_int(j, "vocab_size", where), vocab,
+            "the tokenizer's vocabulary size");
+  keys.same("hidden_size", keys.int_or("hidden_size", 4096), m.d_model, "model.d_model");
+  keys.same("num_hidden_layers", keys.int_or("num_hidden_layers", 32), m.num_layers,
+            "model.decoder_layers");
+  const int64_t heads = keys.int_or("num_attention_heads", 32);
+  keys.same("num_attention_heads", heads, m.n_heads, "model.n_heads");
+  keys.same("num_key_value_heads", keys.int_or("num_key_value_heads", heads), m.kv_heads,
+            "model.kv_heads (0: model.n_heads)");
+  keys.same("intermediate_size", keys.int_or("intermediate_size", 11008), m.d_ff, "model.d_ff");
+  keys.same("head_dim", keys.int_or("head_dim", m.d_model / m.n_heads), m.d_model / m.n_heads,
+            "model.d_model / model.n_heads");
   const std::string act =
-      has("hidden_act") ? json_io::get_string(j, "hidden_act", where) : std::string("silu");
-  if (!hf_activation_matches(act, m.activation))
-    ROTOR_FAIL("{}: hidden_act is {}, but model.activation is {}", where, act,
-               to_string(m.activation));
-  if (act == "gelu" && notes)
-    notes->push_back(
-        "hidden_act gelu (erf) runs as rotor's tanh GELU (gelu_new): outputs differ by up to "
-        "~1e-3 per activation");
-  const double eps = has("rms_norm_eps") ? json_io::get_double(j, "rms_norm_eps", where) : 1e-6;
+      keys.has("hidden_act") ? json_io::get_string(j, "hidden_act", where) : std::string("silu");
+  check_hf_activation("hidden_act", act, m.activation, where, notes);
+  const double eps =
+      keys.has("rms_norm_eps") ? json_io::get_double(j, "rms_norm_eps", where) : 1e-6;
   if (std::abs(eps - m.layer_norm_eps) > 1e-6 * std::abs(m.layer_norm_eps))
     ROTOR_FAIL("{}: rms_norm_eps is {}, but model.layer_norm_eps is {}", where, eps,
                m.layer_norm_eps);
   for (const char* key : {"attention_bias", "mlp_bias"})
-    if (has(key) && json_io::get_bool(j, key, where))
+    if (keys.has(key) && json_io::get_bool(j, key, where))
       ROTOR_FAIL("{}: {} is true; rotor's Llama layers have no biases (model.bias false)", where,
                  key);
   check_neox_rope(j, m.rope, where, "Llama", 1.0, m.max_positions);
@@ -259,63 +266,50 @@ void check_hf_lm_config(const Json& j, const Config& c, int64_t vocab, const std
   }
   if (type == "llama") return check_llama_config(j, m, vocab, where, notes);
   const bool neox = type == "gpt_neox";
-  auto has = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
-  auto int_or = [&](const char* key, int64_t fallback) {
-    return has(key) ? json_io::get_int(j, key, where) : fallback;
-  };
-  auto bool_or = [&](const char* key, bool fallback) {
-    return has(key) ? json_io::get_bool(j, key, where) : fallback;
-  };
-  auto same = [&](const char* key, int64_t hf, int64_t ours, const std::string& what) {
-    if (hf != ours) ROTOR_FAIL("{}: {} is {}, but {} is {}", where, key, hf, what, ours);
-  };
-  same("vocab_size", json_io::get_int(j, "vocab_size", where), vocab,
-       "the tokenizer's vocabulary size");
+  const HfKeys keys{j, where};
+  keys.same("vocab_size", json_io::get_int(j, "vocab_size", where), vocab,
+            "the tokenizer's vocabulary size");
   // Hugging Face's defaults where a key is absent (GPTNeoXConfig, GPT2Config).
   const char* hidden_key = neox ? "hidden_size" : "n_embd";
-  const int64_t hidden = int_or(hidden_key, neox ? 6144 : 768);
-  same(hidden_key, hidden, m.d_model, "model.d_model");
-  same(neox ? "num_hidden_layers" : "n_layer",
-       int_or(neox ? "num_hidden_layers" : "n_layer", neox ? 44 : 12), m.num_layers,
-       "model.decoder_layers");
-  same(neox ? "num_attention_heads" : "n_head",
-       int_or(neox ? "num_attention_heads" : "n_head", neox ? 64 : 12), m.n_heads, "model.n_heads");
-  same(neox ? "intermediate_size" : "n_inner",
-       int_or(neox ? "intermediate_size" : "n_inner", neox ? 24576 : 4 * hidden), m.d_ff,
-       "model.d_ff");
+  const int64_t hidden = keys.int_or(hidden_key, neox ? 6144 : 768);
+  keys.same(hidden_key, hidden, m.d_model, "model.d_model");
+  keys.same(neox ? "num_hidden_layers" : "n_layer",
+            keys.int_or(neox ? "num_hidden_layers" : "n_layer", neox ? 44 : 12), m.num_layers,
+            "model.decoder_layers");
+  keys.same(neox ? "num_attention_heads" : "n_head",
+            keys.int_or(neox ? "num_attention_heads" : "n_head", neox ? 64 : 12), m.n_heads,
+            "model.n_heads");
+  keys.same(neox ? "intermediate_size" : "n_inner",
+            keys.int_or(neox ? "intermediate_size" : "n_inner", neox ? 24576 : 4 * hidden), m.d_ff,
+            "model.d_ff");
   const char* act_key = neox ? "hidden_act" : "activation_function";
-  const std::string act = has(act_key) ? json_io::get_string(j, act_key, where)
-                                       : std::string(neox ? "gelu" : "gelu_new");
-  if (!hf_activation_matches(act, m.activation))
-    ROTOR_FAIL("{}: {} is {}, but model.activation is {}", where, act_key, act,
-               to_string(m.activation));
-  if (act == "gelu" && notes)
-    notes->push_back(fmt::format(
-        "{} gelu (erf) runs as rotor's tanh GELU (gelu_new): outputs differ by up to ~1e-3 per "
-        "activation",
-        act_key));
+  const std::string act = keys.has(act_key) ? json_io::get_string(j, act_key, where)
+                                            : std::string(neox ? "gelu" : "gelu_new");
+  check_hf_activation(act_key, act, m.activation, where, notes);
   const char* eps_key = neox ? "layer_norm_eps" : "layer_norm_epsilon";
-  const double eps = has(eps_key) ? json_io::get_double(j, eps_key, where) : 1e-5;
+  const double eps = keys.has(eps_key) ? json_io::get_double(j, eps_key, where) : 1e-5;
   if (std::abs(eps - m.layer_norm_eps) > 1e-6 * std::abs(m.layer_norm_eps))
     ROTOR_FAIL("{}: {} is {}, but model.layer_norm_eps is {}", where, eps_key, eps,
                m.layer_norm_eps);
   if (neox) {
-    if (bool_or("use_parallel_residual", true))
+    if (keys.bool_or("use_parallel_residual", true))
       ROTOR_FAIL(
           "{}: use_parallel_residual is true (x + attn(ln1(x)) + mlp(ln2(x))); rotor's layer "
           "adds attention and then the MLP (use_parallel_residual false)",
           where);
     check_neox_rope(j, m.rope, where);
-    if (bool_or("attention_bias", true) == false)
+    if (keys.bool_or("attention_bias", true) == false)
       ROTOR_FAIL("{}: attention_bias is false; rotor's attention has biases", where);
   } else {
-    same("n_positions", int_or("n_positions", 1024), m.max_positions, "model.max_positions");
-    if (!bool_or("scale_attn_weights", true) || bool_or("scale_attn_by_inverse_layer_idx", false))
+    keys.same("n_positions", keys.int_or("n_positions", 1024), m.max_positions,
+              "model.max_positions");
+    if (!keys.bool_or("scale_attn_weights", true) ||
+        keys.bool_or("scale_attn_by_inverse_layer_idx", false))
       ROTOR_FAIL(
           "{}: the attention scores are not scaled by 1/sqrt(head_dim) alone "
           "(scale_attn_weights, scale_attn_by_inverse_layer_idx)",
           where);
-    if (bool_or("add_cross_attention", false))
+    if (keys.bool_or("add_cross_attention", false))
       ROTOR_FAIL("{}: add_cross_attention is true; task lm has no encoder", where);
   }
 }

@@ -85,7 +85,9 @@ Tensor Linear::forward(const Tensor& x, const Context& ctx) {
     pre_ = ctx.empty({x.size(0), out});
     o.pre_activation = pre_;
   }
-  ops::gemm(x, used_weight(ctx.dtype), y, o);
+  const Tensor w = used_weight(ctx.dtype);  // [out, in]
+  if (!rows_.empty()) shared_w_ = w;        // gathered once per step
+  ops::gemm(x, w, y, o);
   return y;
 }
 
@@ -122,10 +124,10 @@ Tensor Linear::backward(const Tensor& dy, bool need_dx) {
   Tensor dx;  // [N, in], undefined when !need_dx
   if (need_dx) {
     dx = Tensor::empty({dz.size(0), in_}, dz.dtype(), dz.device());
-    ops::gemm(dz, used_weight(dz.dtype()), dx, {});
+    const bool kept = shared_w_.defined() && shared_w_.dtype() == dz.dtype();
+    ops::gemm(dz, kept ? shared_w_ : used_weight(dz.dtype()), dx, {});
   }
-  x_ = Tensor();
-  pre_ = Tensor();
+  x_ = pre_ = shared_w_ = Tensor();
   return dx;
 }
 

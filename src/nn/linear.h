@@ -37,7 +37,7 @@ class Linear {
   // Forward without saving anything (decoding).
   Tensor apply(const Tensor& x, const Context& ctx) const;
   // Drops what forward saved for the backward (activation checkpointing).
-  void release() { x_ = pre_ = Tensor(); }
+  void release() { x_ = pre_ = shared_w_ = Tensor(); }
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return rows_.empty() ? out_ : static_cast<int64_t>(rows_.size()); }
@@ -62,6 +62,7 @@ class Linear {
   Tensor x_, pre_;             // saved for backward: input [N, in] and pre-activation [N, out]
   std::vector<int32_t> rows_;  // share_rows' map (empty: none)
   mutable Tensor rows_index_;  // i32 [out]: rows_ on the parameters' device
+  Tensor shared_w_;            // [out, in]: forward's gathered weight, for the backward's dx
   // The weight and bias the GEMM uses: the stored ones, or gathered by rows_.
   Tensor used_weight(DType dtype) const;
   Tensor used_bias(DType dtype) const;

@@ -122,6 +122,44 @@ ROTOR_CPU_CLONES void silu_grad_span(const float* dy, const float* x, float* dx,
 ROTOR_CPU_CLONES void add_span(float* x, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += b[i];
 }
+ROTOR_CPU_CLONES void mul_span(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+// y = act(x) and dx = dy act'(x) over [0, n), by the spans above (None
+// copies); x and y (dy and dx) may be one array.
+void act_span(Activation a, const float* x, float* y, int64_t n) {
+  switch (a) {
+    case Activation::None:
+      if (x != y) std::copy(x, x + n, y);
+      break;
+    case Activation::ReLU:
+      relu_span(x, y, n);
+      break;
+    case Activation::GELU:
+      gelu_span(x, y, n);
+      break;
+    case Activation::SiLU:
+      silu_span(x, y, n);
+      break;
+  }
+}
+void act_grad_span(Activation a, const float* dy, const float* x, float* dx, int64_t n) {
+  switch (a) {
+    case Activation::None:
+      if (dy != dx) std::copy(dy, dy + n, dx);
+      break;
+    case Activation::ReLU:
+      relu_grad_span(dy, x, dx, n);
+      break;
+    case Activation::GELU:
+      gelu_grad_span(dy, x, dx, n);
+      break;
+    case Activation::SiLU:
+      silu_grad_span(dy, x, dx, n);
+      break;
+  }
+}
 
 // out = op(a, b) element by element, in f32 (16-bit tensors through f32
 // copies, rounded once).
@@ -263,21 +301,8 @@ void activation_forward(const Tensor& x, Tensor& y, Activation act) {
   }
   const float* px = x.data<float>();
   float* py = y.data<float>();
-  const int64_t n = y.numel();
-  switch (act) {
-    case Activation::None:
-      if (px != py) y.copy_from(x);
-      break;
-    case Activation::ReLU:
-      detail::for_chunks(n, [&](int64_t b, int64_t e) { relu_span(px + b, py + b, e - b); });
-      break;
-    case Activation::GELU:
-      detail::for_chunks(n, [&](int64_t b, int64_t e) { gelu_span(px + b, py + b, e - b); });
-      break;
-    case Activation::SiLU:
-      detail::for_chunks(n, [&](int64_t b, int64_t e) { silu_span(px + b, py + b, e - b); });
-      break;
-  }
+  detail::for_chunks(y.numel(),
+                     [&](int64_t b, int64_t e) { act_span(act, px + b, py + b, e - b); });
 }
 
 namespace detail {
@@ -293,9 +318,7 @@ void bias_activation_rows(float* c, const float* bias, float* pre, int64_t rows,
     float* row = c + r * n;
     if (bias) add_span(row, bias, n);
     if (pre) std::copy(row, row + n, pre + r * n);
-    if (act == Activation::ReLU) relu_span(row, row, n);
-    if (act == Activation::GELU) gelu_span(row, row, n);
-    if (act == Activation::SiLU) silu_span(row, row, n);
+    act_span(act, row, row, n);
   }
 }
 
@@ -315,24 +338,9 @@ void activation_backward(const Tensor& dy, const Tensor& x, Tensor& dx, Activati
   const float* pdy = dy.data<float>();
   const float* px = x.data<float>();
   float* pdx = dx.data<float>();
-  const int64_t n = dx.numel();
-  switch (act) {
-    case Activation::None:
-      if (pdx != pdy) dx.copy_from(dy);
-      break;
-    case Activation::ReLU:
-      detail::for_chunks(
-          n, [&](int64_t b, int64_t e) { relu_grad_span(pdy + b, px + b, pdx + b, e - b); });
-      break;
-    case Activation::GELU:
-      detail::for_chunks(
-          n, [&](int64_t b, int64_t e) { gelu_grad_span(pdy + b, px + b, pdx + b, e - b); });
-      break;
-    case Activation::SiLU:
-      detail::for_chunks(
-          n, [&](int64_t b, int64_t e) { silu_grad_span(pdy + b, px + b, pdx + b, e - b); });
-      break;
-  }
+  detail::for_chunks(dx.numel(), [&](int64_t b, int64_t e) {
+    act_grad_span(act, pdy + b, px + b, pdx + b, e - b);
+  });
 }
 
 namespace {
@@ -347,80 +355,6 @@ int64_t glu_width(const Tensor& h, const Tensor& y, const char* op) {
     ROTOR_FAIL("{}: h {} must be [..., 2F] for y {} [..., F]", op, shape_str(h.shape()),
                shape_str(y.shape()));
   return F;
-}
-
-// act(x) and act'(x) of one element (ReLU's subgradient at 0 is 0).
-inline float act_value(Activation a, float x) {
-  switch (a) {
-    case Activation::ReLU:
-      return x > 0.0f ? x : 0.0f;
-    case Activation::GELU:
-      return gelu(x);
-    case Activation::SiLU:
-      return silu(x);
-    case Activation::None:
-      break;
-  }
-  return x;
-}
-inline float act_slope(Activation a, float x) {
-  switch (a) {
-    case Activation::ReLU:
-      return x > 0.0f ? 1.0f : 0.0f;
-    case Activation::GELU:
-      return gelu_grad(x);
-    case Activation::SiLU:
-      return silu_grad(x);
-    case Activation::None:
-      break;
-  }
-  return 1.0f;
-}
-
-// The GLU over n elements, in vector clones: y = act(g) v; and its gradient,
-// dg = dy v act'(g), dv = dy act(g). One loop per activation, so that each
-// vectorizes with its activation inlined.
-ROTOR_CPU_CLONES void glu_span(const float* g, const float* v, float* y, int64_t n, Activation a) {
-  switch (a) {
-    case Activation::ReLU:
-      for (int64_t i = 0; i < n; ++i) y[i] = act_value(Activation::ReLU, g[i]) * v[i];
-      break;
-    case Activation::GELU:
-      for (int64_t i = 0; i < n; ++i) y[i] = act_value(Activation::GELU, g[i]) * v[i];
-      break;
-    case Activation::SiLU:
-      for (int64_t i = 0; i < n; ++i) y[i] = act_value(Activation::SiLU, g[i]) * v[i];
-      break;
-    case Activation::None:
-      for (int64_t i = 0; i < n; ++i) y[i] = g[i] * v[i];
-      break;
-  }
-}
-inline void glu_grad_one(Activation a, float dy, float g, float v, float& dg, float& dv) {
-  // ReLU passes dy v where g > 0 and +0 elsewhere, as its plain gradient does.
-  dg = a == Activation::ReLU ? (g > 0.0f ? dy * v : 0.0f) : dy * v * act_slope(a, g);
-  dv = dy * act_value(a, g);
-}
-ROTOR_CPU_CLONES void glu_grad_span(const float* dy, const float* g, const float* v, float* dg,
-                                    float* dv, int64_t n, Activation a) {
-  switch (a) {
-    case Activation::ReLU:
-      for (int64_t i = 0; i < n; ++i)
-        glu_grad_one(Activation::ReLU, dy[i], g[i], v[i], dg[i], dv[i]);
-      break;
-    case Activation::GELU:
-      for (int64_t i = 0; i < n; ++i)
-        glu_grad_one(Activation::GELU, dy[i], g[i], v[i], dg[i], dv[i]);
-      break;
-    case Activation::SiLU:
-      for (int64_t i = 0; i < n; ++i)
-        glu_grad_one(Activation::SiLU, dy[i], g[i], v[i], dg[i], dv[i]);
-      break;
-    case Activation::None:
-      for (int64_t i = 0; i < n; ++i)
-        glu_grad_one(Activation::None, dy[i], g[i], v[i], dg[i], dv[i]);
-      break;
-  }
 }
 
 }  // namespace
@@ -439,9 +373,14 @@ void glu_forward(const Tensor& h, Tensor& y, Activation act) {
   const float* ph = h.data<float>();
   float* py = y.data<float>();
   const int64_t rows = y.numel() / F;
+  // A row at a time while it is in L1: y = act(gate), then y *= value.
 #pragma omp parallel for schedule(static) if (rows * F > 16384)
-  for (int64_t r = 0; r < rows; ++r)
-    glu_span(ph + 2 * r * F, ph + 2 * r * F + F, py + r * F, F, act);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *gate = ph + 2 * r * F, *value = gate + F;
+    float* out = py + r * F;
+    act_span(act, gate, out, F);
+    mul_span(out, value, out, F);
+  }
 }
 
 void glu_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Activation act) {
@@ -456,14 +395,25 @@ void glu_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Activation act)
     return;
   }
   if (F == 0) return;
+  if (dh.raw() == h.raw()) {  // in place: the spans below write a half before reading it
+    glu_backward(dy, h.clone(), dh, act);
+    return;
+  }
   const float* pdy = dy.data<float>();
   const float* ph = h.data<float>();
   float* pdh = dh.data<float>();
   const int64_t rows = dy.numel() / F;
+  // A row at a time: d gate = act'(gate) (dy value), d value = act(gate) dy
+  // (the activations' own spans; ReLU's gradient is +0 where gate <= 0).
 #pragma omp parallel for schedule(static) if (rows * F > 16384)
-  for (int64_t r = 0; r < rows; ++r)
-    glu_grad_span(pdy + r * F, ph + 2 * r * F, ph + 2 * r * F + F, pdh + 2 * r * F,
-                  pdh + 2 * r * F + F, F, act);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *d = pdy + r * F, *gate = ph + 2 * r * F, *value = gate + F;
+    float *dgate = pdh + 2 * r * F, *dvalue = dgate + F;
+    mul_span(d, value, dgate, F);
+    act_grad_span(act, dgate, gate, dgate, F);
+    act_span(act, gate, dvalue, F);
+    mul_span(dvalue, d, dvalue, F);
+  }
 }
 
 void tanh_forward(const Tensor& x, Tensor& y) {

@@ -281,6 +281,10 @@ TEST(Elementwise, GluForwardAndBackward) {
         norm += d_gate * d_gate;
       }
     EXPECT_GT(norm, 1.0);  // not vacuous
+    // In place (dh over h): the same bits.
+    Tensor inplace = h.clone();
+    ops::glu_backward(dy, inplace, inplace, act);
+    EXPECT_EQ(inplace.to_floats(), dhv);
     // bf16: the f32 results rounded once.
     Tensor hb = Tensor::from_floats(hv, {rows, 2 * F}, DType::BF16);
     Tensor yb = Tensor::zeros({rows, F}, DType::BF16), y32 = Tensor::zeros({rows, F});

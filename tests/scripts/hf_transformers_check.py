@@ -722,10 +722,19 @@ def check_lm_import(rotor, lm_logits, tmp, variant, spm_model, vocab):
     with torch.no_grad():  # biases and norms away from 0 and 1, so that each one counts
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    hf_dir = f"{tmp}/made_by_hf_lm_{variant}"
+    return import_made_by_hf(rotor, lm_logits, tmp, model, f"lm_{variant}", variant, spm_model,
+                             share)
+
+
+def import_made_by_hf(rotor, lm_logits, tmp, model, name, variant, spm_model, share,
+                      llama=False, rope=None):
+    """Saves `model` (made by transformers), starts `rotor train` from it
+    (model.init_from, one update at a negligible learning rate) and compares
+    the logits."""
+    hf_dir = f"{tmp}/made_by_hf_{name}"
     model.save_pretrained(hf_dir)
     shutil.copy(spm_model, f"{hf_dir}/spiece.model")
-    out = f"{tmp}/imported_lm_{variant}"
+    out = f"{tmp}/imported_{name}"
     with open(f"{out}.yaml", "w") as f:
         f.write(lm_yaml(variant, out, f"""  share_embeddings: {share}
   scale_embeddings: false
@@ -740,9 +749,9 @@ optim:
   lr: 1.0e-30
   warmup_updates: 0
   schedule: constant
-"""))
+""", llama, rope))
     run(rotor, "train", f"{out}.yaml")
-    return check_lm(lm_logits, tmp, f"{variant}, made by transformers", out, hf_dir, variant)
+    return check_lm(lm_logits, tmp, f"{name}, made by transformers", out, hf_dir, variant)
 
 
 # Llama 3.1's rope scaling on the tiny heads (8 dimensions, theta 500): over
@@ -776,28 +785,9 @@ def check_llama_import(rotor, lm_logits, tmp, spm_model, vocab, llama3=False):
     with torch.no_grad():  # norms away from 1, so that each one counts
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    name = "llama3" if llama3 else "llama"
-    hf_dir = f"{tmp}/made_by_hf_{name}"
-    model.save_pretrained(hf_dir)
-    shutil.copy(spm_model, f"{hf_dir}/spiece.model")
-    out = f"{tmp}/imported_{name}"
-    with open(f"{out}.yaml", "w") as f:
-        f.write(lm_yaml(variant, out, f"""  share_embeddings: false
-  scale_embeddings: false
-  init_from: {hf_dir}
-data:
-  train: {tmp}/data/train.en
-  seq_len: 32
-train:
-  max_updates: 1
-  batch_size: 4
-optim:
-  lr: 1.0e-30
-  warmup_updates: 0
-  schedule: constant
-""", llama=True, rope=LLAMA3_ROPE if llama3 else None))
-    run(rotor, "train", f"{out}.yaml")
-    return check_lm(lm_logits, tmp, f"{name}, made by transformers", out, hf_dir, variant)
+    return import_made_by_hf(rotor, lm_logits, tmp, model, "llama3" if llama3 else "llama",
+                             variant, spm_model, "false", llama=True,
+                             rope=LLAMA3_ROPE if llama3 else None)
 
 
 def main():
